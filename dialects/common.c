@@ -1,0 +1,131 @@
+/* odbox — what the dialect modules share: connection-string building and
+ * DSN resolution. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dialects.h"
+
+int odbox_contains_nocase(const char *h, const char *n)
+{
+    if (!h || !n)
+        return 0;
+    size_t ln = strlen(n);
+    for (; *h; h++) {
+        size_t i = 0;
+        while (i < ln && h[i]) {
+            char a = h[i], b = n[i];
+            if (a >= 'A' && a <= 'Z')
+                a = (char)(a - 'A' + 'a');
+            if (b >= 'A' && b <= 'Z')
+                b = (char)(b - 'A' + 'a');
+            if (a != b)
+                break;
+            i++;
+        }
+        if (i == ln)
+            return 1;
+    }
+    return 0;
+}
+
+void odbox_odbc_kv(odbox_buf *b, const char *key, const char *value)
+{
+    odbox_buf_append(b, key);
+    odbox_buf_append(b, "=");
+    if (strpbrk(value, ";{}= \t") || !*value) {
+        odbox_buf_append(b, "{");
+        for (const char *p = value; *p; p++)
+            odbox_buf_append(b, *p == '}' ? "}}" : (char[]){*p, '\0'});
+        odbox_buf_append(b, "}");
+    } else {
+        odbox_buf_append(b, value);
+    }
+    odbox_buf_append(b, ";");
+}
+
+int odbox_network_connection_string(const odbox_dsn *dsn, const char *driver, int default_port,
+                                    const char *const *extra, char **out, odbox_error *err)
+{
+    odbox_buf b = {0};
+    char port[16];
+    if (!dsn->host || !*dsn->host)
+        return odbox_fail(err, ODBOX_EINVAL, "DSN: %s needs a host", dsn->scheme ? dsn->scheme : "URL");
+    snprintf(port, sizeof port, "%d", dsn->port ? dsn->port : default_port);
+    odbox_odbc_kv(&b, "Driver", driver);
+    odbox_odbc_kv(&b, "Server", dsn->host);
+    odbox_odbc_kv(&b, "Port", port);
+    if (dsn->database && *dsn->database)
+        odbox_odbc_kv(&b, "Database", dsn->database);
+    if (dsn->user)
+        odbox_odbc_kv(&b, "Uid", dsn->user);
+    if (dsn->password)
+        odbox_odbc_kv(&b, "Pwd", dsn->password);
+    for (const char *const *kv = extra; kv && kv[0]; kv += 2) {
+        int overridden = 0;
+        for (size_t i = 0; i < dsn->noptions; i++)
+            overridden |= odbox_strcaseeq(dsn->options[i].key, kv[0]);
+        if (!overridden)
+            odbox_odbc_kv(&b, kv[0], kv[1]);
+    }
+    for (size_t i = 0; i < dsn->noptions; i++)
+        odbox_odbc_kv(&b, dsn->options[i].key, dsn->options[i].value);
+    char *s = odbox_buf_take(&b);
+    if (!s)
+        return odbox_fail(err, ODBOX_ENOMEM, "DSN: out of memory");
+    *out = s;
+    return ODBOX_OK;
+}
+
+int odbox_dsn_resolve(const char *text, const odbox_dialect **dialect, char **odbc,
+                      char **secret, odbox_error *err)
+{
+    odbox_dsn *dsn = NULL;
+    const odbox_dialect *d = NULL;
+    int rc = odbox_dsn_parse(text, &dsn, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if (dsn->dialect) {
+        if (!(d = odbox_dialect_find(dsn->dialect))) {
+            rc = odbox_fail(err, ODBOX_EINVAL,
+                            "DSN: unknown dialect '%.64s' (known: postgresql, mysql, mariadb)",
+                            dsn->dialect);
+            goto out;
+        }
+    } else if (dsn->scheme) {
+        if (!(d = odbox_dialect_find(dsn->scheme))) {
+            rc = odbox_fail(err, ODBOX_EINVAL,
+                            "DSN: unknown scheme '%.64s' (known: postgresql, postgres, mysql, mariadb)",
+                            dsn->scheme);
+            goto out;
+        }
+    }
+    if (d && d->version != ODBOX_DIALECT_VERSION) {
+        rc = odbox_fail(err, ODBOX_EUNSUPPORTED, "dialect %s has method table version %d, need %d",
+                        d->name, d->version, ODBOX_DIALECT_VERSION);
+        goto out;
+    }
+    if (odbc) {
+        if (dsn->raw)
+            rc = (*odbc = odbox_strdup(dsn->raw)) ? ODBOX_OK
+                                                  : odbox_fail(err, ODBOX_ENOMEM, "DSN: out of memory");
+        else
+            rc = d->connection_string(dsn, dsn->driver ? dsn->driver : d->default_driver, odbc, err);
+        if (rc != ODBOX_OK)
+            goto out;
+    }
+    if (secret) {
+        *secret = NULL;
+        if (dsn->password && !(*secret = odbox_strdup(dsn->password))) {
+            if (odbc) {
+                odbox_free_secret(*odbc);
+                *odbc = NULL;
+            }
+            rc = odbox_fail(err, ODBOX_ENOMEM, "DSN: out of memory");
+            goto out;
+        }
+    }
+    *dialect = d;
+out:
+    odbox_dsn_free(&dsn);
+    return rc;
+}

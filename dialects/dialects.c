@@ -1,0 +1,35 @@
+/* odbox — the dialect table: the one list a new dialect is added to. */
+#include <string.h>
+#include "dialects.h"
+
+/* Most specific first: a MariaDB server also calls itself MySQL. */
+static const odbox_dialect *const table[] = {
+    &odbox_dialect_mariadb,
+    &odbox_dialect_mysql,
+    &odbox_dialect_postgresql,
+    NULL,
+};
+
+const odbox_dialect *const *odbox_dialects(void) { return table; }
+
+const odbox_dialect *odbox_dialect_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (const odbox_dialect *const *d = table; *d; d++) {
+        if (odbox_strcaseeq(name, (*d)->name) || odbox_strcaseeq(name, (*d)->migrations_dir))
+            return *d;
+        for (const char *const *s = (*d)->schemes; s && *s; s++)
+            if (odbox_strcaseeq(name, *s))
+                return *d;
+    }
+    return NULL;
+}
+
+const odbox_dialect *odbox_dialect_detect(const char *name, const char *version)
+{
+    for (const odbox_dialect *const *d = table; *d; d++)
+        if ((*d)->recognizes(name ? name : "", version ? version : ""))
+            return *d;
+    return NULL;
+}

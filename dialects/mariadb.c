@@ -1,0 +1,22 @@
+/* odbox — MariaDB (10.7+ for the UUID type, 10.6+ for SKIP LOCKED). */
+#include "dialects.h"
+#include "mysql_common.h"
+
+static const char *const schemes[] = {"mariadb", NULL};
+
+/* The MariaDB driver and server announce themselves as MySQL in some
+ * fields; the version string always carries "MariaDB". */
+static int recognizes(const char *name, const char *version)
+{
+    return odbox_contains_nocase(name, "mariadb") || odbox_contains_nocase(version, "mariadb");
+}
+
+const odbox_dialect odbox_dialect_mariadb = {
+    ODBOX_MYSQL_FAMILY_FIELDS,
+    .name = "mariadb",
+    .migrations_dir = "mariadb",
+    .schemes = schemes,
+    .recognizes = recognizes,
+    .uuid_type = "UUID",
+    .has_returning = 1,
+};

@@ -1,0 +1,40 @@
+/* odbox — the fields MySQL and MariaDB share (designated initialisers;
+ * each dialect then sets what differs). Not installed. */
+#ifndef ODBOX_MYSQL_COMMON_H
+#define ODBOX_MYSQL_COMMON_H
+
+#include "dialects.h"
+
+int odbox_mysql_connection_string(const odbox_dsn *dsn, const char *driver, char **out,
+                                  odbox_error *err);
+extern const char *const odbox_mysql_session_setup[];
+
+#define ODBOX_MYSQL_FAMILY_FIELDS                                                          \
+    .version = ODBOX_DIALECT_VERSION,                                                      \
+    .default_driver = "MariaDB Unicode",                                                   \
+    .default_port = 3306,                                                                  \
+    .connection_string = odbox_mysql_connection_string,                                    \
+    .session_setup = odbox_mysql_session_setup,                                            \
+    .json_type = "JSON",                                                                   \
+    .timestamp_type = "DATETIME(6)",                                                       \
+    .bool_type = "BOOLEAN",                                                                \
+    .uuid_param = "?",                                                                     \
+    .json_param = "?",                                                                     \
+    .has_partial_indexes = 0,                                                              \
+    .has_skip_locked = 1,                                                                  \
+    .has_transactional_ddl = 0,                                                            \
+    .backslash_escapes = 1,                                                                \
+    .eventlog_container = "database",                                                      \
+    .create_eventlog_fmt = "CREATE DATABASE IF NOT EXISTS %s",                             \
+    .drop_eventlog_fmt = "DROP DATABASE IF EXISTS %s",                                     \
+    .table_exists_sql = "SELECT COUNT(*) FROM information_schema.tables "                  \
+                        "WHERE table_schema = ? AND table_name = ?",                       \
+    .insert_ignore_fmt = "INSERT INTO %1$s (%2$s) VALUES %3$s ON DUPLICATE KEY UPDATE %4$s = %4$s", \
+    .claim_suffix = " FOR UPDATE SKIP LOCKED",                                             \
+    .lock_key_form = ODBOX_LOCK_KEY_HEX,                                                   \
+    .lock_try_sql = "SELECT GET_LOCK(?, 0)",                                               \
+    .lock_release_sql = "SELECT RELEASE_LOCK(?)",                                          \
+    .session_id_sql = "SELECT CONNECTION_ID()",                                            \
+    .kill_session_fmt = "KILL %lld"
+
+#endif

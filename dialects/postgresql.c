@@ -1,0 +1,63 @@
+/* odbox — PostgreSQL through psqlODBC. */
+#include "dialects.h"
+
+static const char *const schemes[] = {"postgresql", "postgres", NULL};
+
+/* Protocol=7.4-1: roll back the transaction on error instead of wrapping
+ * every statement in a SAVEPOINT (the driver default, 7.4-2, doubles the
+ * round trips); odbox runs its own transactions. BoolsAsChar=0: booleans
+ * are booleans. UseDeclareFetch=0: whole results, no cursor per SELECT. */
+static const char *const driver_options[] = {
+    "Protocol", "7.4-1",
+    "UseServerSidePrepare", "1",
+    "BoolsAsChar", "0",
+    "UseDeclareFetch", "0",
+    NULL,
+};
+
+static int connection_string(const odbox_dsn *dsn, const char *driver, char **out, odbox_error *err)
+{
+    return odbox_network_connection_string(dsn, driver, 5432, driver_options, out, err);
+}
+
+static int recognizes(const char *name, const char *version)
+{
+    (void)version;
+    return odbox_contains_nocase(name, "postgres");
+}
+
+static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", NULL};
+
+const odbox_dialect odbox_dialect_postgresql = {
+    .version = ODBOX_DIALECT_VERSION,
+    .name = "postgresql",
+    .migrations_dir = "pg",
+    .schemes = schemes,
+    .default_driver = "PostgreSQL Unicode",
+    .default_port = 5432,
+    .connection_string = connection_string,
+    .recognizes = recognizes,
+    .session_setup = session_setup,
+    .uuid_type = "UUID",
+    .json_type = "JSONB",
+    .timestamp_type = "TIMESTAMP",
+    .bool_type = "BOOLEAN",
+    .uuid_param = "CAST(? AS UUID)",
+    .json_param = "CAST(? AS JSONB)",
+    .has_partial_indexes = 1,
+    .has_returning = 1,
+    .has_skip_locked = 1,
+    .has_transactional_ddl = 1,
+    .eventlog_container = "schema",
+    .create_eventlog_fmt = "CREATE SCHEMA IF NOT EXISTS %s",
+    .drop_eventlog_fmt = "DROP SCHEMA IF EXISTS %s CASCADE",
+    .table_exists_sql = "SELECT COUNT(*) FROM information_schema.tables "
+                        "WHERE table_schema = ? AND table_name = ?",
+    .insert_ignore_fmt = "INSERT INTO %1$s (%2$s) VALUES %3$s ON CONFLICT DO NOTHING",
+    .claim_suffix = " FOR UPDATE SKIP LOCKED",
+    .lock_key_form = ODBOX_LOCK_KEY_INT64,
+    .lock_try_sql = "SELECT CASE WHEN pg_try_advisory_lock(?) THEN 1 ELSE 0 END",
+    .lock_release_sql = "SELECT CASE WHEN pg_advisory_unlock(?) THEN 1 ELSE 0 END",
+    .session_id_sql = "SELECT pg_backend_pid()",
+    .kill_session_fmt = "SELECT pg_terminate_backend(%lld)",
+};

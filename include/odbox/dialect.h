@@ -1,0 +1,105 @@
+/* odbox — dialects: everything in SQL that differs between databases.
+ *
+ * One const, versioned method table per database (dialects/<name>.c). The
+ * core never tests which database it talks to; it reads these fields.
+ * A new dialect is a new file in dialects/, a line in the dialect table
+ * (dialects/dialects.c) and a folder migrations/<migrations_dir>/. */
+#ifndef ODBOX_DIALECT_H
+#define ODBOX_DIALECT_H
+
+#include "dsn.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ODBOX_DIALECT_VERSION 1
+
+typedef enum odbox_lock_key_form {
+    ODBOX_LOCK_KEY_NONE = 0, /* no keyed locks (e.g. SQLite) */
+    ODBOX_LOCK_KEY_INT64,    /* the 64-bit key hash bound as int64 */
+    ODBOX_LOCK_KEY_HEX       /* the 64-bit key hash as lower-case hex text */
+} odbox_lock_key_form;
+
+typedef struct odbox_dialect {
+    int version;                   /* ODBOX_DIALECT_VERSION */
+    const char *name;              /* "postgresql", "mysql", "mariadb", "sqlite" */
+    const char *migrations_dir;    /* folder under migrations/ */
+    const char *const *schemes;    /* URL schemes, NULL-terminated */
+    const char *default_driver;    /* odbcinst.ini driver name */
+    int default_port;              /* 0 when the database has no port */
+
+    /* Builds the ODBC connection string for a URL DSN, with driver as the
+     * driver name. *out is malloc'd. */
+    int (*connection_string)(const odbox_dsn *dsn, const char *driver,
+                             char **out, odbox_error *err);
+    /* 1 when SQLGetInfo's DBMS name and version denote this dialect's
+     * server. More specific dialects come first in the table. */
+    int (*recognizes)(const char *dbms_name, const char *dbms_version);
+    /* Run on every new connection (UTC, strictness), NULL-terminated. */
+    const char *const *session_setup;
+
+    /* Column types. */
+    const char *uuid_type;
+    const char *json_type;
+    const char *timestamp_type;
+    const char *bool_type;
+    /* How a bound parameter becomes a UUID / JSON value ("?" or a cast). */
+    const char *uuid_param;
+    const char *json_param;
+
+    /* Capabilities. */
+    int has_partial_indexes;
+    int has_returning;
+    int has_skip_locked;
+    int has_transactional_ddl;
+    int backslash_escapes;   /* '\'' escapes a quote inside string literals */
+
+    /* The eventlog container: "schema" (PostgreSQL) or "database"
+     * (MySQL/MariaDB, where a bare name is server-wide). Format strings
+     * take the validated name once. */
+    const char *eventlog_container;
+    const char *create_eventlog_fmt;   /* CREATE ... IF NOT EXISTS %s */
+    const char *drop_eventlog_fmt;     /* DROP ... IF EXISTS %s (tests, tools) */
+    /* Tells whether a table exists: one row with a count, binds (container
+     * name or NULL for the connection's own, table name). */
+    const char *table_exists_sql;
+
+    /* Insert that skips rows conflicting on a unique key and reports
+     * every other error: "%s" placeholders take (table, columns, values,
+     * a key column). PostgreSQL: ON CONFLICT DO NOTHING; MySQL/MariaDB:
+     * ON DUPLICATE KEY UPDATE k = k (INSERT IGNORE would also silence
+     * truncation and other errors). */
+    const char *insert_ignore_fmt;
+    /* Appended to "SELECT ... ORDER BY ... LIMIT n" to claim rows that no
+     * other transaction holds. "" when the database locks whole files. */
+    const char *claim_suffix;
+
+    /* Keyed locks held by a session: try once, answer 1 taken / 0 busy;
+     * release answers 1 when it was held. Key bound as lock_key_form. */
+    odbox_lock_key_form lock_key_form;
+    const char *lock_try_sql;
+    const char *lock_release_sql;
+
+    /* Administration: this session's server-side id (one row, one
+     * integer), and a statement that ends another session by that id
+     * (tests use it to cut a connection mid-transaction). */
+    const char *session_id_sql;
+    const char *kill_session_fmt;  /* takes the id as %lld */
+} odbox_dialect;
+
+/* The built-in dialects, NULL-terminated, most specific first. */
+const odbox_dialect *const *odbox_dialects(void);
+
+/* By name ("postgresql", "pg", "postgres", "mysql", "mariadb", "sqlite")
+ * or URL scheme; NULL when unknown. */
+const odbox_dialect *odbox_dialect_find(const char *name);
+
+/* From the server's SQLGetInfo answers; NULL when none recognises it. */
+const odbox_dialect *odbox_dialect_detect(const char *dbms_name, const char *dbms_version);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

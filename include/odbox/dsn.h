@@ -1,0 +1,56 @@
+/* odbox — data source names.
+ *
+ * A DSN is either a URL (postgresql://user:pass@host:port/db?opt=v,
+ * mysql://..., mariadb://..., sqlite:///path/file.db) or a raw ODBC
+ * connection string ("DSN=name;..." or "Driver=...;..."), which passes
+ * through unchanged. `dialect=` (URL query or raw key) forces the dialect;
+ * `driver=` overrides the ODBC driver name. Other URL query options are
+ * appended to the ODBC connection string as KEY=VALUE.
+ *
+ * All functions are thread-safe (no shared state). */
+#ifndef ODBOX_DSN_H
+#define ODBOX_DSN_H
+
+#include <stddef.h>
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct odbox_dsn_option {
+    char *key;
+    char *value;
+} odbox_dsn_option;
+
+/* A parsed DSN. Filled by odbox_dsn_parse, owned by the caller, freed by
+ * odbox_dsn_free. Strings are percent-decoded; absent parts are NULL. */
+typedef struct odbox_dsn {
+    char *scheme;      /* lower-case URL scheme; NULL for a raw ODBC string */
+    char *user;
+    char *password;
+    char *host;        /* without IPv6 brackets */
+    int   port;        /* 0 when absent */
+    char *database;    /* URL path without the leading '/'; a file path for sqlite */
+    char *driver;      /* driver= override, or NULL */
+    char *dialect;     /* dialect= override, or NULL */
+    char *raw;         /* the raw ODBC string (dialect= removed); NULL for a URL */
+    odbox_dsn_option *options;
+    size_t noptions;
+} odbox_dsn;
+
+/* Parses text. On failure returns ODBOX_EINVAL (or ODBOX_ENOMEM) with a
+ * message that never contains the password. */
+int odbox_dsn_parse(const char *text, odbox_dsn **out, odbox_error *err);
+
+void odbox_dsn_free(odbox_dsn **dsn);
+
+/* Returns a malloc'd copy of text with any password replaced by "***"
+ * (URL userinfo password, PWD=/Password= in raw strings, password= options).
+ * Safe for logs. Returns NULL only when text is NULL or memory runs out. */
+char *odbox_dsn_redact(const char *text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,56 @@
+/* odbox — errors.
+ *
+ * Every function that can fail returns int: 0 on success or a negative
+ * ODBOX_E* code, and fills an optional odbox_error with the detail. The
+ * codes are what a caller acts on (retry, reconnect, report); the SQLSTATE,
+ * native code and message are what a human reads. Thread-safe: no globals. */
+#ifndef ODBOX_ERROR_H
+#define ODBOX_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    ODBOX_OK           = 0,
+    ODBOX_EINVAL       = -1,  /* invalid argument or input (DSN, config, name) */
+    ODBOX_ENOMEM       = -2,  /* allocation failed */
+    ODBOX_ECONNECT     = -3,  /* could not connect (server unreachable, bad login) */
+    ODBOX_ECONNLOST    = -4,  /* connection lost mid-use: retryable after reconnect */
+    ODBOX_ESTALE       = -5,  /* optimistic lock lost: the row changed or vanished */
+    ODBOX_EUNIQUE      = -6,  /* unique or primary key conflict */
+    ODBOX_EDEADLOCK    = -7,  /* deadlock or serialization failure: retryable */
+    ODBOX_ENOTFOUND    = -8,  /* no such row, shard, file or dialect */
+    ODBOX_ECROSSSHARD  = -9,  /* a plan touches several shards and that is not allowed */
+    ODBOX_ETIMEDOUT    = -10, /* waited too long: pool, lock or statement timeout */
+    ODBOX_EMIGRATION   = -11, /* migration history disagrees with the files */
+    ODBOX_EUNSUPPORTED = -12, /* the dialect or driver cannot do this */
+    ODBOX_EDB          = -13, /* any other database error: see sqlstate/message */
+    ODBOX_EIO          = -14, /* reading a file or directory failed */
+    ODBOX_EBUSY        = -15, /* held by someone else right now (lock, migrator) */
+    ODBOX_EPARTIAL     = -16, /* some shards committed, others failed */
+    ODBOX_ESTATE       = -17  /* called in the wrong state (e.g. commit without begin) */
+};
+
+#define ODBOX_ERROR_MESSAGE_MAX 512
+
+typedef struct odbox_error {
+    int  code;          /* ODBOX_E*, 0 when clear */
+    char sqlstate[6];   /* five characters + NUL, "" when not from the database */
+    long native;        /* driver/server native error number, 0 when none */
+    char message[ODBOX_ERROR_MESSAGE_MAX];
+} odbox_error;
+
+/* Resets err to "no error". NULL is accepted. */
+void odbox_error_clear(odbox_error *err);
+
+/* Short symbolic name of a code, e.g. "ODBOX_ESTALE"; never NULL. */
+const char *odbox_errname(int code);
+
+/* One-line description of a code; never NULL. */
+const char *odbox_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

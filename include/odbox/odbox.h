@@ -1,0 +1,24 @@
+/* odbox — umbrella header: the whole public surface. */
+#ifndef ODBOX_H
+#define ODBOX_H
+
+#define ODBOX_VERSION_STRING "0.1.0" /* keep in step with configure.ac */
+
+#include "error.h"
+#include "dsn.h"
+#include "db.h"
+#include "dialect.h"
+#include "registry.h"
+#include "migrate.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library's version, e.g. "0.1.0". */
+const char *odbox_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

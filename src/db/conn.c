@@ -1,0 +1,220 @@
+/* odbox — connections and transactions. */
+#include <stdlib.h>
+#include <string.h>
+#include "odbc.h"
+#include "dialects.h"
+
+#define LOGIN_TIMEOUT_S 10
+
+static void get_info_text(SQLHDBC dbc, SQLUSMALLINT what, char *buf, size_t cap)
+{
+    SQLSMALLINT len = 0;
+    buf[0] = '\0';
+    if (!ODBOX_SQL_OK(SQLGetInfo(dbc, what, buf, (SQLSMALLINT)cap, &len)))
+        buf[0] = '\0';
+    buf[cap - 1] = '\0';
+}
+
+int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
+{
+    SQLHENV env;
+    const odbox_dialect *dialect = NULL;
+    char *odbc = NULL, *secret = NULL;
+    int rc;
+
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "odbox_conn_open: out is NULL");
+    *out = NULL;
+    if ((rc = odbox_odbc_env(&env, err)) != ODBOX_OK)
+        return rc;
+    if ((rc = odbox_dsn_resolve(dsn_text, &dialect, &odbc, &secret, err)) != ODBOX_OK)
+        return rc;
+
+    odbox_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        odbox_free_secret(odbc);
+        odbox_free_secret(secret);
+        return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
+    }
+    c->secret = secret;
+    if (!ODBOX_SQL_OK(SQLAllocHandle(SQL_HANDLE_DBC, env, &c->dbc))) {
+        c->dbc = SQL_NULL_HDBC;
+        odbox_free_secret(odbc);
+        odbox_conn_close(&c);
+        return odbox_fail(err, ODBOX_ENOMEM, "connect: cannot allocate an ODBC connection handle");
+    }
+    SQLSetConnectAttr(c->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(uintptr_t)LOGIN_TIMEOUT_S, 0);
+    SQLRETURN r = SQLDriverConnect(c->dbc, NULL, (SQLCHAR *)odbc, SQL_NTS, NULL, 0, NULL,
+                                   SQL_DRIVER_NOPROMPT);
+    odbox_free_secret(odbc);
+    if (!ODBOX_SQL_OK(r)) {
+        odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "connect");
+        if (err)
+            err->code = ODBOX_ECONNECT;
+        SQLFreeHandle(SQL_HANDLE_DBC, c->dbc);
+        c->dbc = SQL_NULL_HDBC;
+        odbox_conn_close(&c);
+        return ODBOX_ECONNECT;
+    }
+    get_info_text(c->dbc, SQL_DBMS_NAME, c->server_name, sizeof c->server_name);
+    get_info_text(c->dbc, SQL_DBMS_VER, c->server_version, sizeof c->server_version);
+    if (!dialect) {
+        dialect = odbox_dialect_detect(c->server_name, c->server_version);
+        if (!dialect) {
+            rc = odbox_fail(err, ODBOX_EUNSUPPORTED,
+                            "connect: server '%s' version '%s' matches no odbox dialect "
+                            "(set dialect= in the DSN)", c->server_name, c->server_version);
+            odbox_conn_close(&c);
+            return rc;
+        }
+    }
+    c->dialect = dialect;
+    for (const char *const *q = dialect->session_setup; q && *q; q++) {
+        if ((rc = odbox_conn_exec(c, *q, err)) != ODBOX_OK) {
+            odbox_error_prefix(err, rc, "connect: session setup");
+            odbox_conn_close(&c);
+            return rc;
+        }
+    }
+    *out = c;
+    return ODBOX_OK;
+}
+
+void odbox_conn_close(odbox_conn **cp)
+{
+    if (!cp || !*cp)
+        return;
+    odbox_conn *c = *cp;
+    if (c->dbc != SQL_NULL_HDBC) {
+        if (c->in_tx && !c->dead)
+            SQLEndTran(SQL_HANDLE_DBC, c->dbc, SQL_ROLLBACK);
+        SQLDisconnect(c->dbc);
+        SQLFreeHandle(SQL_HANDLE_DBC, c->dbc);
+    }
+    odbox_free_secret(c->secret);
+    free(c);
+    *cp = NULL;
+}
+
+const odbox_dialect *odbox_conn_dialect(const odbox_conn *c) { return c ? c->dialect : NULL; }
+const char *odbox_conn_server_name(const odbox_conn *c) { return c ? c->server_name : ""; }
+const char *odbox_conn_server_version(const odbox_conn *c) { return c ? c->server_version : ""; }
+int odbox_conn_in_transaction(const odbox_conn *c) { return c ? c->in_tx : 0; }
+
+int odbox_conn_is_dead(odbox_conn *c)
+{
+    if (!c || c->dead)
+        return 1;
+    SQLUINTEGER dead = SQL_CD_FALSE;
+    if (ODBOX_SQL_OK(SQLGetConnectAttr(c->dbc, SQL_ATTR_CONNECTION_DEAD, &dead, 0, NULL)) &&
+        dead == SQL_CD_TRUE)
+        c->dead = 1;
+    return c->dead;
+}
+
+int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err)
+{
+    SQLHSTMT h;
+    if (!c || !sql)
+        return odbox_fail(err, ODBOX_EINVAL, "exec: connection or SQL is NULL");
+    if (c->dead)
+        return odbox_fail(err, ODBOX_ECONNLOST, "exec: the connection is dead");
+    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &h);
+    if (!ODBOX_SQL_OK(r))
+        return odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "exec");
+    r = SQLExecDirect(h, (SQLCHAR *)sql, SQL_NTS);
+    int rc = ODBOX_OK;
+    if (!ODBOX_SQL_OK(r) && r != SQL_NO_DATA)
+        rc = odbox_odbc_fail(SQL_HANDLE_STMT, h, r, c, err, "exec");
+    else
+        while (ODBOX_SQL_OK(SQLMoreResults(h)))
+            ;
+    SQLFreeHandle(SQL_HANDLE_STMT, h);
+    return rc;
+}
+
+static int set_autocommit(odbox_conn *c, int on, odbox_error *err)
+{
+    SQLRETURN r = SQLSetConnectAttr(c->dbc, SQL_ATTR_AUTOCOMMIT,
+                                    (SQLPOINTER)(uintptr_t)(on ? SQL_AUTOCOMMIT_ON : SQL_AUTOCOMMIT_OFF),
+                                    SQL_IS_UINTEGER);
+    if (!ODBOX_SQL_OK(r))
+        return odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, on ? "autocommit on" : "begin");
+    return ODBOX_OK;
+}
+
+int odbox_conn_begin(odbox_conn *c, odbox_error *err)
+{
+    if (!c)
+        return odbox_fail(err, ODBOX_EINVAL, "begin: connection is NULL");
+    if (c->in_tx)
+        return odbox_fail(err, ODBOX_ESTATE, "begin: a transaction is already open");
+    if (c->dead)
+        return odbox_fail(err, ODBOX_ECONNLOST, "begin: the connection is dead");
+    int rc = set_autocommit(c, 0, err);
+    if (rc == ODBOX_OK)
+        c->in_tx = 1;
+    return rc;
+}
+
+/* Ends the transaction and restores autocommit. A connection whose
+ * rollback or autocommit restore failed is marked dead: re-enabling
+ * autocommit on top of an unknown transaction state could commit it. */
+static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
+{
+    const char *what = how == SQL_COMMIT ? "commit" : "rollback";
+    if (!c)
+        return odbox_fail(err, ODBOX_EINVAL, "%s: connection is NULL", what);
+    if (!c->in_tx)
+        return odbox_fail(err, ODBOX_ESTATE, "%s: no transaction is open", what);
+    if (c->dead) {
+        /* The server ended the session: whatever was pending is gone. */
+        c->in_tx = 0;
+        if (how == SQL_ROLLBACK)
+            return ODBOX_OK;
+        return odbox_fail(err, ODBOX_ECONNLOST,
+                          "commit: the connection was lost; the transaction did not commit");
+    }
+    int rc = ODBOX_OK;
+    SQLRETURN r = SQLEndTran(SQL_HANDLE_DBC, c->dbc, how);
+    if (!ODBOX_SQL_OK(r)) {
+        rc = odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, what);
+        if (how == SQL_COMMIT && !c->dead) {
+            r = SQLEndTran(SQL_HANDLE_DBC, c->dbc, SQL_ROLLBACK);
+            if (!ODBOX_SQL_OK(r))
+                c->dead = 1;
+        } else {
+            c->dead = 1;
+        }
+    }
+    c->in_tx = 0;
+    if (!c->dead) {
+        odbox_error e2;
+        if (set_autocommit(c, 1, rc == ODBOX_OK ? err : &e2) != ODBOX_OK) {
+            c->dead = 1;
+            if (rc == ODBOX_OK)
+                rc = err ? err->code : ODBOX_ECONNLOST;
+        }
+    }
+    return rc;
+}
+
+int odbox_conn_commit(odbox_conn *c, odbox_error *err) { return end_tran(c, SQL_COMMIT, err); }
+int odbox_conn_rollback(odbox_conn *c, odbox_error *err) { return end_tran(c, SQL_ROLLBACK, err); }
+
+int odbox_conn_query_int64(odbox_conn *c, const char *sql, int64_t *v, odbox_error *err)
+{
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    if (rc == ODBOX_OK) {
+        rc = odbox_stmt_fetch(s, err);
+        if (rc == 1)
+            rc = odbox_stmt_get_int64(s, 1, v, NULL, err);
+        else if (rc == 0)
+            rc = odbox_fail(err, ODBOX_ENOTFOUND, "query returned no row");
+    }
+    odbox_stmt_free(&s);
+    return rc;
+}

@@ -1,0 +1,145 @@
+/* odbox — the ODBC environment and the one place where ODBC diagnostics
+ * become odbox errors. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "odbc.h"
+
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static SQLHENV env_handle = SQL_NULL_HENV;
+static int env_rc = ODBOX_OK;
+
+static void env_init(void)
+{
+    if (!ODBOX_SQL_OK(SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &env_handle))) {
+        env_rc = ODBOX_ENOMEM;
+        return;
+    }
+    if (!ODBOX_SQL_OK(SQLSetEnvAttr(env_handle, SQL_ATTR_ODBC_VERSION,
+                                    (SQLPOINTER)SQL_OV_ODBC3, 0))) {
+        env_rc = ODBOX_EUNSUPPORTED;
+        return;
+    }
+    /* Connection pooling belongs to odbox_pool, not the driver manager. */
+    SQLSetEnvAttr(env_handle, SQL_ATTR_CONNECTION_POOLING, (SQLPOINTER)SQL_CP_OFF, 0);
+}
+
+/* The environment lives until the process ends: drivers keep global state
+ * and unloading them while another thread connects is unsafe. */
+int odbox_odbc_env(SQLHENV *env, odbox_error *err)
+{
+    pthread_once(&env_once, env_init);
+    if (env_rc != ODBOX_OK)
+        return odbox_fail(err, env_rc, "ODBC: cannot set up the ODBC 3 environment (is unixODBC installed?)");
+    *env = env_handle;
+    return ODBOX_OK;
+}
+
+int odbox_odbc_map(const char *st, long native)
+{
+    if (!st || !st[0])
+        return ODBOX_EDB;
+    /* MySQL/MariaDB report many conditions as HY000 with a native code. */
+    switch (native) {
+    case 1062: case 1586: return ODBOX_EUNIQUE;        /* duplicate entry */
+    case 1213: return ODBOX_EDEADLOCK;                 /* deadlock found */
+    case 1205: return ODBOX_ETIMEDOUT;                 /* lock wait timeout */
+    case 2006: case 2013: case 4031: return ODBOX_ECONNLOST; /* gone away / lost */
+    case 2002: case 2003: case 2005: return ODBOX_ECONNECT;
+    default: break;
+    }
+    if (!strcmp(st, "23505"))
+        return ODBOX_EUNIQUE;
+    if (!strcmp(st, "40001") || !strcmp(st, "40P01"))
+        return ODBOX_EDEADLOCK;
+    if (!strcmp(st, "55P03"))
+        return ODBOX_EBUSY;
+    if (!strcmp(st, "57014") || !strcmp(st, "HYT00") || !strcmp(st, "HYT01"))
+        return ODBOX_ETIMEDOUT;
+    if (!strcmp(st, "08001") || !strcmp(st, "08004") || !strcmp(st, "28000") ||
+        !strcmp(st, "28P01"))
+        return ODBOX_ECONNECT;
+    if (!strncmp(st, "08", 2) || !strcmp(st, "57P01") || !strcmp(st, "57P02") ||
+        !strcmp(st, "57P03"))
+        return ODBOX_ECONNLOST;
+    if (!strcmp(st, "IM002") || !strcmp(st, "IM003"))
+        return ODBOX_ECONNECT; /* driver or DSN not found */
+    if (!strcmp(st, "HY001"))
+        return ODBOX_ENOMEM;
+    return ODBOX_EDB;
+}
+
+/* Replaces every occurrence of secret in msg with "***". */
+static void scrub(char *msg, size_t cap, const char *secret)
+{
+    size_t n = secret ? strlen(secret) : 0;
+    if (n == 0)
+        return;
+    char *p;
+    while ((p = strstr(msg, secret)) != NULL) {
+        size_t tail = strlen(p + n);
+        if (n >= 3) {
+            memcpy(p, "***", 3);
+            memmove(p + 3, p + n, tail + 1);
+        } else {
+            if (strlen(msg) + (3 - n) >= cap)
+                break;
+            memmove(p + 3, p + n, tail + 1);
+            memcpy(p, "***", 3);
+        }
+    }
+}
+
+int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *conn,
+                    odbox_error *err, const char *what)
+{
+    odbox_error local;
+    odbox_error *e = err ? err : &local;
+    memset(e, 0, sizeof *e);
+    size_t used = (size_t)snprintf(e->message, sizeof e->message, "%s: ", what);
+    int code = ODBOX_EDB, first = 1;
+
+    if (rc == SQL_INVALID_HANDLE) {
+        code = ODBOX_ESTATE;
+        snprintf(e->message + used, sizeof e->message - used, "invalid ODBC handle");
+    }
+    for (SQLSMALLINT rec = 1; rc != SQL_INVALID_HANDLE && rec <= 8; rec++) {
+        SQLCHAR state[6] = {0}, text[SQL_MAX_MESSAGE_LENGTH + 1] = {0};
+        SQLINTEGER native = 0;
+        SQLSMALLINT len = 0;
+        SQLRETURN r = SQLGetDiagRec(type, h, rec, state, &native, text, sizeof text, &len);
+        if (!ODBOX_SQL_OK(r))
+            break;
+        if (first) {
+            memcpy(e->sqlstate, state, 6);
+            e->native = native;
+            code = odbox_odbc_map((const char *)state, native);
+            first = 0;
+        }
+        if (used < sizeof e->message - 1) {
+            int n = snprintf(e->message + used, sizeof e->message - used, "%s[%s] %s",
+                             rec > 1 ? "; " : "", state, text);
+            used = n < 0 ? used : used + (size_t)n;
+            if (used >= sizeof e->message)
+                used = sizeof e->message - 1;
+        }
+    }
+    if (first && rc != SQL_INVALID_HANDLE)
+        snprintf(e->message + used, sizeof e->message - used, "failed without diagnostics");
+
+    if (conn) {
+        SQLUINTEGER dead = SQL_CD_FALSE;
+        if (code == ODBOX_ECONNLOST)
+            conn->dead = 1;
+        else if (conn->dbc && ODBOX_SQL_OK(SQLGetConnectAttr(conn->dbc, SQL_ATTR_CONNECTION_DEAD,
+                                                             &dead, 0, NULL)) &&
+                 dead == SQL_CD_TRUE) {
+            conn->dead = 1;
+            code = ODBOX_ECONNLOST;
+        }
+        scrub(e->message, sizeof e->message, conn->secret);
+    }
+    e->code = code;
+    return code;
+}

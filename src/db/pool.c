@@ -1,0 +1,189 @@
+/* odbox — thread-safe connection pools.
+ *
+ * A fixed upper bound of connections, opened lazily. An idle connection is
+ * checked before it is handed out: one flagged dead is closed, and one idle
+ * for longer than VALIDATE_AFTER_US is pinged first, so a server restart
+ * costs a reconnect instead of an error in the caller's transaction. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "odbc.h"
+#include "dialects.h"
+
+#define DEFAULT_SIZE 10
+#define DEFAULT_ACQUIRE_TIMEOUT_MS 30000
+#define VALIDATE_AFTER_US 1000000
+
+struct odbox_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *dsn;                     /* secret: contains the password */
+    const odbox_dialect *dialect;  /* from the scheme, or the first connection */
+    int size;
+    int acquire_timeout_ms;
+    int open;                      /* connections open or being opened */
+    odbox_conn *idle;
+};
+
+int odbox_pool_open(const char *dsn, const odbox_pool_config *cfg, odbox_pool **out,
+                    odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "pool: out is NULL");
+    *out = NULL;
+    if (cfg && (cfg->size < 0 || cfg->size > 10000))
+        return odbox_fail(err, ODBOX_EINVAL, "pool: size %d out of range 1..10000", cfg->size);
+    if (cfg && cfg->acquire_timeout_ms < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "pool: acquire timeout %d is negative", cfg->acquire_timeout_ms);
+    const odbox_dialect *dialect = NULL;
+    int rc = odbox_dsn_resolve(dsn, &dialect, NULL, NULL, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_pool *p = calloc(1, sizeof *p);
+    if (!p || !(p->dsn = strdup(dsn))) {
+        free(p);
+        return odbox_fail(err, ODBOX_ENOMEM, "pool: out of memory");
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    p->dialect = dialect;
+    p->size = cfg && cfg->size ? cfg->size : DEFAULT_SIZE;
+    p->acquire_timeout_ms = cfg && cfg->acquire_timeout_ms ? cfg->acquire_timeout_ms
+                                                           : DEFAULT_ACQUIRE_TIMEOUT_MS;
+    *out = p;
+    return ODBOX_OK;
+}
+
+const odbox_dialect *odbox_pool_dialect(odbox_pool *p)
+{
+    if (!p)
+        return NULL;
+    pthread_mutex_lock(&p->mu);
+    const odbox_dialect *d = p->dialect;
+    pthread_mutex_unlock(&p->mu);
+    return d;
+}
+
+static int usable(odbox_conn *c)
+{
+    if (odbox_conn_is_dead(c))
+        return 0;
+    if (odbox_now_us() - c->idle_since_us < VALIDATE_AFTER_US)
+        return 1;
+    odbox_error e;
+    return odbox_conn_exec(c, "SELECT 1", &e) == ODBOX_OK;
+}
+
+int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
+{
+    if (!p || !out)
+        return odbox_fail(err, ODBOX_EINVAL, "pool: acquire with NULL pool or out");
+    *out = NULL;
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += p->acquire_timeout_ms / 1000;
+    deadline.tv_nsec += (long)(p->acquire_timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        if (p->idle) {
+            odbox_conn *c = p->idle;
+            p->idle = c->next;
+            c->next = NULL;
+            pthread_mutex_unlock(&p->mu);
+            if (usable(c)) {
+                *out = c;
+                return ODBOX_OK;
+            }
+            odbox_conn_close(&c);
+            pthread_mutex_lock(&p->mu);
+            p->open--;
+            continue;
+        }
+        if (p->open < p->size) {
+            p->open++;
+            pthread_mutex_unlock(&p->mu);
+            odbox_conn *c = NULL;
+            int rc = odbox_conn_open(p->dsn, &c, err);
+            pthread_mutex_lock(&p->mu);
+            if (rc != ODBOX_OK) {
+                p->open--;
+                pthread_cond_signal(&p->cv);
+                pthread_mutex_unlock(&p->mu);
+                return rc;
+            }
+            if (!p->dialect)
+                p->dialect = c->dialect;
+            pthread_mutex_unlock(&p->mu);
+            *out = c;
+            return ODBOX_OK;
+        }
+        int w = pthread_cond_timedwait(&p->cv, &p->mu, &deadline);
+        if (w == ETIMEDOUT && !p->idle && p->open >= p->size) {
+            int size = p->size;
+            pthread_mutex_unlock(&p->mu);
+            return odbox_fail(err, ODBOX_ETIMEDOUT,
+                              "pool: no connection free within %d ms (all %d in use)",
+                              p->acquire_timeout_ms, size);
+        }
+    }
+}
+
+void odbox_pool_release(odbox_pool *p, odbox_conn **cp)
+{
+    if (!p || !cp || !*cp)
+        return;
+    odbox_conn *c = *cp;
+    *cp = NULL;
+    if (c->in_tx && !c->dead) {
+        odbox_error e;
+        odbox_conn_rollback(c, &e);
+    }
+    if (c->dead) {
+        odbox_conn_close(&c);
+        pthread_mutex_lock(&p->mu);
+        p->open--;
+    } else {
+        c->idle_since_us = odbox_now_us();
+        pthread_mutex_lock(&p->mu);
+        c->next = p->idle;
+        p->idle = c;
+    }
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void odbox_pool_discard(odbox_pool *p, odbox_conn **cp)
+{
+    if (!p || !cp || !*cp)
+        return;
+    (*cp)->dead = 1;
+    odbox_pool_release(p, cp);
+}
+
+void odbox_pool_free(odbox_pool **pp)
+{
+    if (!pp || !*pp)
+        return;
+    odbox_pool *p = *pp;
+    while (p->idle) {
+        odbox_conn *c = p->idle;
+        p->idle = c->next;
+        odbox_conn_close(&c);
+    }
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    odbox_free_secret(p->dsn);
+    free(p);
+    *pp = NULL;
+}

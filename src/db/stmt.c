@@ -1,0 +1,550 @@
+/* odbox — prepared statements, typed binds and typed getters.
+ *
+ * Binds are kept in an array owned by the statement and handed to the
+ * driver at execute, so any number of parameters can be bound (multi-row
+ * statements) and the caller's buffers are never referenced. Rows are read
+ * whole at fetch as text, which every driver can produce for every type;
+ * typed getters parse that text. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "odbc.h"
+
+typedef struct bind {
+    odbox_type type;
+    int set;
+    SQLLEN ind;
+    union {
+        SQLBIGINT i;
+        double d;
+        unsigned char b;
+        SQL_TIMESTAMP_STRUCT ts;
+    } v;
+    char *text;
+} bind;
+
+typedef struct column {
+    char *data;
+    size_t cap;
+    int is_null;
+    int is_guid; /* drivers spell UUIDs in upper case; odbox uses lower */
+} column;
+
+struct odbox_stmt {
+    odbox_conn *conn;
+    SQLHSTMT h;
+    bind *binds;
+    int nbinds;
+    int cap;
+    int open_cursor;
+    int ncols;
+    column *cols;
+    int have_row;
+    int64_t affected;
+};
+
+int odbox_stmt_prepare(odbox_conn *c, const char *sql, odbox_stmt **out, odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "prepare: out is NULL");
+    *out = NULL;
+    if (!c || !sql || !*sql)
+        return odbox_fail(err, ODBOX_EINVAL, "prepare: connection or SQL missing");
+    if (c->dead)
+        return odbox_fail(err, ODBOX_ECONNLOST, "prepare: the connection is dead");
+    odbox_stmt *s = calloc(1, sizeof *s);
+    if (!s)
+        return odbox_fail(err, ODBOX_ENOMEM, "prepare: out of memory");
+    s->conn = c;
+    s->affected = -1;
+    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &s->h);
+    if (!ODBOX_SQL_OK(r)) {
+        int rc = odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "prepare");
+        free(s);
+        return rc;
+    }
+    r = SQLPrepare(s->h, (SQLCHAR *)sql, SQL_NTS);
+    if (!ODBOX_SQL_OK(r)) {
+        int rc = odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, c, err, "prepare");
+        odbox_stmt_free(&s);
+        return rc;
+    }
+    *out = s;
+    return ODBOX_OK;
+}
+
+static void free_columns(odbox_stmt *s)
+{
+    for (int i = 0; i < s->ncols; i++)
+        free(s->cols[i].data);
+    free(s->cols);
+    s->cols = NULL;
+    s->ncols = 0;
+}
+
+void odbox_stmt_clear_binds(odbox_stmt *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->nbinds; i++) {
+        free(s->binds[i].text);
+        s->binds[i].text = NULL;
+        s->binds[i].set = 0;
+    }
+    s->nbinds = 0;
+}
+
+void odbox_stmt_free(odbox_stmt **sp)
+{
+    if (!sp || !*sp)
+        return;
+    odbox_stmt *s = *sp;
+    if (s->h != SQL_NULL_HSTMT)
+        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
+    odbox_stmt_clear_binds(s);
+    free(s->binds);
+    free_columns(s);
+    free(s);
+    *sp = NULL;
+}
+
+static bind *slot(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
+{
+    if (!s) {
+        odbox_fail(err, ODBOX_EINVAL, "bind: statement is NULL");
+        return NULL;
+    }
+    if (idx < 1 || idx > 32767) {
+        odbox_fail(err, ODBOX_EINVAL, "bind: parameter index %d out of range 1..32767", idx);
+        return NULL;
+    }
+    if (idx > s->cap) {
+        int cap = s->cap ? s->cap : 16;
+        while (cap < idx)
+            cap *= 2;
+        bind *b = realloc(s->binds, (size_t)cap * sizeof *b);
+        if (!b) {
+            odbox_fail(err, ODBOX_ENOMEM, "bind: out of memory");
+            return NULL;
+        }
+        memset(b + s->cap, 0, (size_t)(cap - s->cap) * sizeof *b);
+        s->binds = b;
+        s->cap = cap;
+    }
+    if (idx > s->nbinds)
+        s->nbinds = idx;
+    bind *b = &s->binds[idx - 1];
+    free(b->text);
+    memset(b, 0, sizeof *b);
+    b->type = t;
+    b->set = 1;
+    return b;
+}
+
+static int bind_string(odbox_stmt *s, int idx, odbox_type t, const char *v, odbox_error *err)
+{
+    if (!v)
+        return odbox_stmt_bind_null(s, idx, t, err);
+    bind *b = slot(s, idx, t, err);
+    if (!b)
+        return err ? err->code : ODBOX_EINVAL;
+    size_t n = strlen(v);
+    if (!(b->text = malloc(n + 1))) {
+        b->set = 0;
+        return odbox_fail(err, ODBOX_ENOMEM, "bind: out of memory");
+    }
+    memcpy(b->text, v, n + 1);
+    b->ind = (SQLLEN)n;
+    return ODBOX_OK;
+}
+
+int odbox_stmt_bind_text(odbox_stmt *s, int idx, const char *v, odbox_error *err)
+{
+    return bind_string(s, idx, ODBOX_TYPE_TEXT, v, err);
+}
+
+int odbox_stmt_bind_json(odbox_stmt *s, int idx, const char *v, odbox_error *err)
+{
+    return bind_string(s, idx, ODBOX_TYPE_JSON, v, err);
+}
+
+static int is_uuid36(const char *v)
+{
+    for (int i = 0; i < 36; i++) {
+        char ch = v[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (ch != '-')
+                return 0;
+        } else if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'))) {
+            return 0;
+        }
+    }
+    return v[36] == '\0';
+}
+
+int odbox_stmt_bind_uuid(odbox_stmt *s, int idx, const char *v, odbox_error *err)
+{
+    if (v && !is_uuid36(v))
+        return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d is not a UUID in 8-4-4-4-12 form", idx);
+    return bind_string(s, idx, ODBOX_TYPE_UUID, v, err);
+}
+
+int odbox_stmt_bind_int64(odbox_stmt *s, int idx, int64_t v, odbox_error *err)
+{
+    bind *b = slot(s, idx, ODBOX_TYPE_INT64, err);
+    if (!b)
+        return err ? err->code : ODBOX_EINVAL;
+    b->v.i = (SQLBIGINT)v;
+    return ODBOX_OK;
+}
+
+int odbox_stmt_bind_double(odbox_stmt *s, int idx, double v, odbox_error *err)
+{
+    if (!isfinite(v))
+        return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d is not a finite number", idx);
+    bind *b = slot(s, idx, ODBOX_TYPE_DOUBLE, err);
+    if (!b)
+        return err ? err->code : ODBOX_EINVAL;
+    b->v.d = v;
+    return ODBOX_OK;
+}
+
+int odbox_stmt_bind_bool(odbox_stmt *s, int idx, int v, odbox_error *err)
+{
+    bind *b = slot(s, idx, ODBOX_TYPE_BOOL, err);
+    if (!b)
+        return err ? err->code : ODBOX_EINVAL;
+    b->v.b = v ? 1 : 0;
+    return ODBOX_OK;
+}
+
+int odbox_stmt_bind_timestamp(odbox_stmt *s, int idx, int64_t us, odbox_error *err)
+{
+    /* 0001-01-01 .. 9999-12-31, the range every dialect stores. */
+    if (us < -62135596800000000LL || us > 253402300799999999LL)
+        return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d timestamp out of range", idx);
+    bind *b = slot(s, idx, ODBOX_TYPE_TIMESTAMP, err);
+    if (!b)
+        return err ? err->code : ODBOX_EINVAL;
+    int64_t secs = us / 1000000, frac = us % 1000000;
+    if (frac < 0) {
+        frac += 1000000;
+        secs -= 1;
+    }
+    time_t t = (time_t)secs;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    b->v.ts.year = (SQLSMALLINT)(tm.tm_year + 1900);
+    b->v.ts.month = (SQLUSMALLINT)(tm.tm_mon + 1);
+    b->v.ts.day = (SQLUSMALLINT)tm.tm_mday;
+    b->v.ts.hour = (SQLUSMALLINT)tm.tm_hour;
+    b->v.ts.minute = (SQLUSMALLINT)tm.tm_min;
+    b->v.ts.second = (SQLUSMALLINT)tm.tm_sec;
+    b->v.ts.fraction = (SQLUINTEGER)(frac * 1000); /* nanoseconds */
+    return ODBOX_OK;
+}
+
+int odbox_stmt_bind_null(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
+{
+    if (t < ODBOX_TYPE_TEXT || t > ODBOX_TYPE_TIMESTAMP)
+        return odbox_fail(err, ODBOX_EINVAL, "bind: unknown type %d for NULL parameter %d", (int)t, idx);
+    bind *b = slot(s, idx, t, err);
+    if (!b)
+        return err ? err->code : ODBOX_EINVAL;
+    b->ind = SQL_NULL_DATA;
+    return ODBOX_OK;
+}
+
+static SQLRETURN bind_to_driver(odbox_stmt *s, int i)
+{
+    bind *b = &s->binds[i];
+    SQLUSMALLINT no = (SQLUSMALLINT)(i + 1);
+    int null = b->ind == SQL_NULL_DATA;
+    switch (b->type) {
+    case ODBOX_TYPE_TEXT:
+    case ODBOX_TYPE_UUID:
+    case ODBOX_TYPE_JSON: {
+        SQLULEN size = null ? 1 : (SQLULEN)(b->ind > 0 ? b->ind : 1);
+        SQLSMALLINT sqltype = size > 4000 ? SQL_LONGVARCHAR : SQL_VARCHAR;
+        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_CHAR, sqltype, size, 0,
+                                null ? NULL : b->text, b->ind > 0 ? b->ind : 0, &b->ind);
+    }
+    case ODBOX_TYPE_INT64:
+        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0,
+                                &b->v.i, 0, &b->ind);
+    case ODBOX_TYPE_DOUBLE:
+        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_DOUBLE, SQL_DOUBLE, 0, 0,
+                                &b->v.d, 0, &b->ind);
+    case ODBOX_TYPE_BOOL:
+        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_BIT, SQL_BIT, 1, 0,
+                                &b->v.b, 0, &b->ind);
+    case ODBOX_TYPE_TIMESTAMP:
+        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_TYPE_TIMESTAMP,
+                                SQL_TYPE_TIMESTAMP, 26, 6, &b->v.ts, 0, &b->ind);
+    }
+    return SQL_ERROR;
+}
+
+static void close_cursor(odbox_stmt *s)
+{
+    if (s->open_cursor) {
+        SQLCloseCursor(s->h);
+        s->open_cursor = 0;
+    }
+    s->have_row = 0;
+}
+
+int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
+{
+    if (!s)
+        return odbox_fail(err, ODBOX_EINVAL, "execute: statement is NULL");
+    if (s->conn->dead)
+        return odbox_fail(err, ODBOX_ECONNLOST, "execute: the connection is dead");
+    close_cursor(s);
+    free_columns(s);
+    s->affected = -1;
+    SQLFreeStmt(s->h, SQL_RESET_PARAMS);
+    for (int i = 0; i < s->nbinds; i++) {
+        if (!s->binds[i].set)
+            return odbox_fail(err, ODBOX_EINVAL, "execute: parameter %d is not bound", i + 1);
+        SQLRETURN r = bind_to_driver(s, i);
+        if (!ODBOX_SQL_OK(r))
+            return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "bind");
+    }
+    SQLRETURN r = SQLExecute(s->h);
+    if (!ODBOX_SQL_OK(r) && r != SQL_NO_DATA)
+        return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "execute");
+    SQLLEN n = -1;
+    if (ODBOX_SQL_OK(SQLRowCount(s->h, &n)))
+        s->affected = n;
+    SQLSMALLINT ncols = 0;
+    if (ODBOX_SQL_OK(SQLNumResultCols(s->h, &ncols)) && ncols > 0) {
+        s->cols = calloc((size_t)ncols, sizeof *s->cols);
+        if (!s->cols)
+            return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+        s->ncols = ncols;
+        s->open_cursor = 1;
+        for (SQLSMALLINT i = 0; i < ncols; i++) {
+            SQLLEN type = 0;
+            if (ODBOX_SQL_OK(SQLColAttribute(s->h, (SQLUSMALLINT)(i + 1), SQL_DESC_CONCISE_TYPE, NULL, 0,
+                                             NULL, &type)))
+                s->cols[i].is_guid = type == SQL_GUID;
+        }
+    }
+    return ODBOX_OK;
+}
+
+int64_t odbox_stmt_rows_affected(odbox_stmt *s) { return s ? s->affected : -1; }
+int odbox_stmt_column_count(odbox_stmt *s) { return s ? s->ncols : 0; }
+
+/* Reads column i of the current row as text, growing its buffer. */
+static int read_column(odbox_stmt *s, int i, odbox_error *err)
+{
+    column *col = &s->cols[i];
+    size_t used = 0;
+    if (!col->data) {
+        col->cap = 128;
+        if (!(col->data = malloc(col->cap)))
+            return odbox_fail(err, ODBOX_ENOMEM, "fetch: out of memory");
+    }
+    col->is_null = 0;
+    col->data[0] = '\0';
+    for (;;) {
+        SQLLEN ind = 0;
+        SQLRETURN r = SQLGetData(s->h, (SQLUSMALLINT)(i + 1), SQL_C_CHAR, col->data + used,
+                                 (SQLLEN)(col->cap - used), &ind);
+        if (r == SQL_NO_DATA)
+            return ODBOX_OK;
+        if (!ODBOX_SQL_OK(r))
+            return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "fetch");
+        if (ind == SQL_NULL_DATA) {
+            col->is_null = 1;
+            col->data[0] = '\0';
+            return ODBOX_OK;
+        }
+        if (r == SQL_SUCCESS)
+            return ODBOX_OK;
+        /* Truncated: the chunk filled the buffer minus its NUL. */
+        used = col->cap - 1;
+        size_t need = (ind != SQL_NO_TOTAL && ind >= 0) ? used + (size_t)ind + 1 : col->cap * 2;
+        if (need <= col->cap)
+            need = col->cap * 2;
+        char *p = realloc(col->data, need);
+        if (!p)
+            return odbox_fail(err, ODBOX_ENOMEM, "fetch: out of memory");
+        col->data = p;
+        col->cap = need;
+    }
+}
+
+int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err)
+{
+    if (!s)
+        return odbox_fail(err, ODBOX_EINVAL, "fetch: statement is NULL");
+    if (!s->open_cursor)
+        return 0;
+    SQLRETURN r = SQLFetch(s->h);
+    if (r == SQL_NO_DATA) {
+        close_cursor(s);
+        return 0;
+    }
+    if (!ODBOX_SQL_OK(r))
+        return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "fetch");
+    for (int i = 0; i < s->ncols; i++) {
+        int rc = read_column(s, i, err);
+        if (rc != ODBOX_OK)
+            return rc;
+        if (s->cols[i].is_guid)
+            for (char *p = s->cols[i].data; *p; p++)
+                if (*p >= 'A' && *p <= 'F')
+                    *p = (char)(*p - 'A' + 'a');
+    }
+    s->have_row = 1;
+    return 1;
+}
+
+static column *get_col(odbox_stmt *s, int col, int *is_null, odbox_error *err)
+{
+    if (!s || !s->have_row) {
+        odbox_fail(err, ODBOX_ESTATE, "get: no current row");
+        return NULL;
+    }
+    if (col < 1 || col > s->ncols) {
+        odbox_fail(err, ODBOX_EINVAL, "get: column %d out of range 1..%d", col, s->ncols);
+        return NULL;
+    }
+    column *c = &s->cols[col - 1];
+    if (is_null)
+        *is_null = c->is_null;
+    return c;
+}
+
+int odbox_stmt_get_text(odbox_stmt *s, int col, const char **v, int *is_null, odbox_error *err)
+{
+    column *c = get_col(s, col, is_null, err);
+    if (!c)
+        return err ? err->code : ODBOX_EINVAL;
+    *v = c->data;
+    return ODBOX_OK;
+}
+
+int odbox_stmt_get_int64(odbox_stmt *s, int col, int64_t *v, int *is_null, odbox_error *err)
+{
+    column *c = get_col(s, col, is_null, err);
+    if (!c)
+        return err ? err->code : ODBOX_EINVAL;
+    *v = 0;
+    if (c->is_null)
+        return ODBOX_OK;
+    char *end;
+    errno = 0;
+    long long x = strtoll(c->data, &end, 10);
+    if (errno || end == c->data || (*end && *end != '.'))
+        return odbox_fail(err, ODBOX_EINVAL, "get: column %d ('%.40s') is not an integer", col, c->data);
+    *v = (int64_t)x;
+    return ODBOX_OK;
+}
+
+int odbox_stmt_get_double(odbox_stmt *s, int col, double *v, int *is_null, odbox_error *err)
+{
+    column *c = get_col(s, col, is_null, err);
+    if (!c)
+        return err ? err->code : ODBOX_EINVAL;
+    *v = 0;
+    if (c->is_null)
+        return ODBOX_OK;
+    char *end;
+    errno = 0;
+    double x = strtod(c->data, &end);
+    if (errno || end == c->data || *end)
+        return odbox_fail(err, ODBOX_EINVAL, "get: column %d ('%.40s') is not a number", col, c->data);
+    *v = x;
+    return ODBOX_OK;
+}
+
+int odbox_stmt_get_bool(odbox_stmt *s, int col, int *v, int *is_null, odbox_error *err)
+{
+    column *c = get_col(s, col, is_null, err);
+    if (!c)
+        return err ? err->code : ODBOX_EINVAL;
+    *v = 0;
+    if (c->is_null)
+        return ODBOX_OK;
+    const char *t = c->data;
+    if (!strcmp(t, "1") || odbox_strcaseeq(t, "t") || odbox_strcaseeq(t, "true")) {
+        *v = 1;
+        return ODBOX_OK;
+    }
+    if (!strcmp(t, "0") || odbox_strcaseeq(t, "f") || odbox_strcaseeq(t, "false"))
+        return ODBOX_OK;
+    return odbox_fail(err, ODBOX_EINVAL, "get: column %d ('%.40s') is not a boolean", col, t);
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+int odbox_stmt_get_timestamp(odbox_stmt *s, int col, int64_t *us, int *is_null, odbox_error *err)
+{
+    column *c = get_col(s, col, is_null, err);
+    if (!c)
+        return err ? err->code : ODBOX_EINVAL;
+    *us = 0;
+    if (c->is_null)
+        return ODBOX_OK;
+    int y, mo, d, h = 0, mi = 0, se = 0, n = 0;
+    const char *t = c->data;
+    if (sscanf(t, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3)
+        goto bad;
+    t += n;
+    if (*t == ' ' || *t == 'T') {
+        if (sscanf(t + 1, "%2d:%2d:%2d%n", &h, &mi, &se, &n) != 3)
+            goto bad;
+        t += 1 + n;
+    }
+    int64_t frac = 0;
+    if (*t == '.') {
+        int digits = 0;
+        for (t++; *t >= '0' && *t <= '9'; t++, digits++)
+            if (digits < 6)
+                frac = frac * 10 + (*t - '0');
+        for (; digits < 6; digits++)
+            frac *= 10;
+    }
+    if (*t == 'Z' || !strcmp(t, "+00") || !strcmp(t, "+00:00"))
+        t += strlen(t);
+    if (*t || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
+        goto bad;
+    *us = (days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + se) * 1000000 + frac;
+    return ODBOX_OK;
+bad:
+    return odbox_fail(err, ODBOX_EINVAL, "get: column %d ('%.40s') is not a timestamp", col, c->data);
+}
+
+char *odbox_sql_rows(int rows, const char *const *forms, int ncols)
+{
+    if (rows < 1 || ncols < 1 || !forms)
+        return NULL;
+    odbox_buf b = {0};
+    for (int r = 0; r < rows; r++) {
+        odbox_buf_append(&b, r ? ",(" : "(");
+        for (int c = 0; c < ncols; c++) {
+            if (c)
+                odbox_buf_append(&b, ",");
+            odbox_buf_append(&b, forms[c] ? forms[c] : "?");
+        }
+        odbox_buf_append(&b, ")");
+    }
+    return odbox_buf_take(&b);
+}

@@ -1,0 +1,1182 @@
+/* odbox — data source names: parsing and redaction.
+ *
+ * Accepted input (at most 4096 characters; any byte below 0x20 and 0x7f is
+ * rejected, also when percent-encoded; %00 is always rejected):
+ *
+ *   URL   = scheme "://" [user [":" password] "@"] host [":" port]
+ *           ["/" database] ["?" query]
+ *     scheme    letter *(letter / digit / "+" / "-" / "."), matched without
+ *               regard to case and stored lower-case. Known network schemes:
+ *               postgresql, postgres, mysql, mariadb (host required). Any
+ *               other scheme is parsed with the same grammar but host is
+ *               optional and the database may contain '/' (the caller decides
+ *               whether such a dialect exists). Aliases are not normalized
+ *               ("postgres" stays "postgres").
+ *     user, password
+ *               percent-decoded; any printable character except space and
+ *               '@' (encode those as %20 / %40). The user is the text before
+ *               the first ':'; the password may contain further ':'. The
+ *               user must not be empty when '@' is present.
+ *     host      a name of unreserved characters (A-Z a-z 0-9 - . _ ~) and
+ *               %XX escapes (so a Unix socket directory can be given as
+ *               %2Fvar%2Frun%2Fpostgresql), or an IPv6 address in brackets,
+ *               optionally with a zone as "%25zone": [::1], [fe80::1%25eth0].
+ *               Stored without brackets and decoded.
+ *     port      decimal, 1..65535; 0 in the struct when absent.
+ *     database  percent-decoded; for network schemes an unencoded '/' is an
+ *               error; NULL when empty.
+ *     query     key=value pairs separated by '&' (no empty pairs, no stray
+ *               '&'); both sides percent-decoded; '+' is literal. Keys must
+ *               be [A-Za-z0-9_ .-] after decoding and are compared without
+ *               regard to case: duplicates are an error. "dialect" and
+ *               "driver" fill those fields (non-empty values), every other
+ *               pair becomes an option, key kept as written, in input order.
+ *     Fragments ('#') and unencoded spaces are not allowed anywhere.
+ *
+ *   SQLite (scheme "sqlite", case-insensitive); `database` gets the file path:
+ *     sqlite:///abs/path.db        absolute path "/abs/path.db"
+ *     sqlite://localhost/abs.db    absolute path "/abs.db"
+ *     sqlite://./rel.db            relative path "./rel.db" (also "../")
+ *     sqlite:rel.db, sqlite:dir/x.db, sqlite:/abs.db
+ *                                  opaque form: the path as written
+ *     sqlite::memory:              ":memory:"
+ *     all forms take an optional ?query as above and are percent-decoded.
+ *     A user, password, port or any other host is an error, and so is an
+ *     empty path ("sqlite:", "sqlite://", "sqlite:///").
+ *
+ *   Raw ODBC connection string: anything else that contains '=' (the URL
+ *   check comes first: only a leading "scheme://" makes a URL, so
+ *   "Url=http://x" inside a raw string is fine):
+ *     entry *(";" entry) [";"]     entry = KEY "=" value
+ *     KEY      [A-Za-z0-9_ .-], surrounding spaces ignored, not empty,
+ *              unique without regard to case.
+ *     value    either up to the next ';' (surrounding spaces ignored) or
+ *              "{...}" which may contain ';' and writes '}' as "}}"; only
+ *              spaces may follow the closing brace.
+ *     Empty entries (";;", leading ';') are errors. `raw` is the input
+ *     unchanged except that a dialect= entry is removed (its value goes to
+ *     `dialect`); `driver` stays NULL; UID/User/Username and
+ *     PWD/Password/Passwd fill `user` and `password` (for redaction).
+ *
+ * Error messages never contain the password: parts that can hold it are
+ * never quoted, and every quoted fragment is checked first against the
+ * password (raw and decoded) and against everything the best-effort
+ * redactor would hide; if it touches any of those it is withheld. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "odbox/dsn.h"
+#include "internal.h"
+
+#define DSN_MAX_LEN 4096
+#define ECHO_MAX 48
+#define WITHHELD "(withheld: may contain the password)"
+
+/* ---- small helpers ------------------------------------------------------ */
+
+typedef struct span {
+    size_t off, len;
+} span;
+
+typedef struct spanlist {
+    span *v;
+    size_t n, cap;
+    int oom;
+} spanlist;
+
+static void spans_add(spanlist *sl, size_t off, size_t len)
+{
+    if (sl->oom)
+        return;
+    if (sl->n == sl->cap) {
+        size_t cap = sl->cap ? sl->cap * 2 : 8;
+        span *v = realloc(sl->v, cap * sizeof *v);
+        if (!v) {
+            sl->oom = 1;
+            return;
+        }
+        sl->v = v;
+        sl->cap = cap;
+    }
+    sl->v[sl->n].off = off;
+    sl->v[sl->n].len = len;
+    sl->n++;
+}
+
+static void spans_reset(spanlist *sl)
+{
+    free(sl->v);
+    memset(sl, 0, sizeof *sl);
+}
+
+static int is_alpha(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static int is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static int hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static char to_lower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+static int is_unreserved(unsigned char c)
+{
+    return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+/* Case-insensitive: s[0, n) equals word. */
+static int ci_eqn(const char *s, size_t n, const char *word)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!word[i] || to_lower(s[i]) != to_lower(word[i]))
+            return 0;
+    return word[i] == '\0';
+}
+
+static int ci_eqnn(const char *a, size_t an, const char *b, size_t bn)
+{
+    if (an != bn)
+        return 0;
+    for (size_t i = 0; i < an; i++)
+        if (to_lower(a[i]) != to_lower(b[i]))
+            return 0;
+    return 1;
+}
+
+/* Index of the first c in t[lo, hi), or hi. */
+static size_t find_char(const char *t, size_t lo, size_t hi, char c)
+{
+    for (size_t i = lo; i < hi; i++)
+        if (t[i] == c)
+            return i;
+    return hi;
+}
+
+/* Index of the first character of set in t[lo, hi), or hi. */
+static size_t find_any(const char *t, size_t lo, size_t hi, const char *set)
+{
+    for (size_t i = lo; i < hi; i++)
+        if (strchr(set, t[i]))
+            return i;
+    return hi;
+}
+
+static int mem_contains(const char *hay, size_t hn, const char *needle, size_t nn)
+{
+    if (nn == 0 || nn > hn)
+        return 0;
+    for (size_t i = 0; i + nn <= hn; i++)
+        if (memcmp(hay + i, needle, nn) == 0)
+            return 1;
+    return 0;
+}
+
+/* Zeroes and frees a buffer of known size (it may not be terminated yet). */
+static void wipe_free(char *s, size_t n)
+{
+    if (!s)
+        return;
+    volatile char *p = s;
+    for (size_t i = 0; i < n; i++)
+        p[i] = 0;
+    free(s);
+}
+
+/* Keys of query options and raw entries: [A-Za-z0-9_ .-], not empty, no
+ * leading or trailing space. */
+static int valid_key(const char *s, size_t n)
+{
+    if (n == 0 || s[0] == ' ' || s[n - 1] == ' ')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!is_alpha(c) && !is_digit(c) && c != '_' && c != ' ' && c != '.' && c != '-')
+            return 0;
+    }
+    return 1;
+}
+
+static int ends_with_ci(const char *s, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    return n >= w && ci_eqn(s + n - w, w, word);
+}
+
+/* Keys whose value is a password: they end in pwd, password or passwd
+ * (compared without regard to case), so "sslpassword" counts too. */
+static int is_secret_key(const char *s, size_t n)
+{
+    return ends_with_ci(s, n, "pwd") || ends_with_ci(s, n, "password") ||
+           ends_with_ci(s, n, "passwd");
+}
+
+/* ---- best-effort secret finding (works on any text) ----------------------- */
+
+/* A ":port" after the host starting at s that is not all digits: it may be
+ * a password whose "@host" is missing or hidden behind an unencoded '/'. */
+static void heur_port(spanlist *sl, const char *t, size_t s, size_t hi)
+{
+    if (s < hi && t[s] == '[') {
+        size_t close = find_any(t, s, hi, "]/?#@");
+        if (close < hi && t[close] == ']')
+            s = close + 1;
+    }
+    size_t stop = find_any(t, s, hi, "/?#@");
+    size_t colon = find_char(t, s, stop, ':');
+    if (colon == stop)
+        return;
+    size_t e = find_any(t, colon + 1, hi, "/?#@");
+    for (size_t k = colon + 1; k < e; k++)
+        if (!is_digit((unsigned char)t[k])) {
+            spans_add(sl, colon + 1, e - colon - 1);
+            return;
+        }
+}
+
+/* URL userinfo passwords inside t[lo, hi):
+ *  - after each "//": the text between the first ':' and the last '@' of
+ *    the range, or, without such an '@', a ":port" that is not a number;
+ *  - before the last '@': from the first ':' of the run that ends there
+ *    (runs are delimited by space ; / ? &) — catches "user:pw@" even when
+ *    the "//" is mangled;
+ *  - with port_after_at, also after the last '@': a ":port" that is not a
+ *    number (for redaction only: a message may quote such a port, since
+ *    it is checked against the decoded password anyway). */
+static void heur_userinfo(spanlist *sl, const char *t, size_t lo, size_t hi, int port_after_at)
+{
+    size_t last_at = hi;
+    for (size_t j = hi; j > lo; j--)
+        if (t[j - 1] == '@') {
+            last_at = j - 1;
+            break;
+        }
+    for (size_t i = lo; i + 2 <= hi; i++) {
+        if (t[i] != '/' || t[i + 1] != '/')
+            continue;
+        size_t r = i + 2;
+        size_t colon = last_at < hi && last_at >= r ? find_char(t, r, last_at, ':') : last_at;
+        if (last_at < hi && last_at >= r && colon < last_at)
+            spans_add(sl, colon + 1, last_at - colon - 1);
+        else
+            heur_port(sl, t, r, hi);
+        i = r - 1;
+    }
+    if (last_at < hi) {
+        size_t s = last_at;
+        while (s > lo && !strchr(" ;/?&", t[s - 1]))
+            s--;
+        size_t colon = find_char(t, s, last_at, ':');
+        if (colon < last_at)
+            spans_add(sl, colon + 1, last_at - colon - 1);
+        if (port_after_at)
+            heur_port(sl, t, last_at + 1, hi);
+    }
+}
+
+/* Values of keys that end in pwd, password or passwd, anywhere in t[0, n):
+ * every '=' whose left side (back to a space, ; & ? = { or }) ends so, after
+ * lenient percent-decoding. A braced value runs to its closing brace (or the
+ * end), others to the next ';', or '&' when the key follows '?' or '&'. */
+static void heur_keys(spanlist *sl, const char *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] != '=')
+            continue;
+        size_t ke = i;
+        while (ke > 0 && t[ke - 1] == ' ')
+            ke--;
+        size_t ks = ke;
+        while (ks > 0 && ke - ks < 64 && !strchr(";&?= {}", t[ks - 1]))
+            ks--;
+        char key[64];
+        size_t kn = 0;
+        for (size_t j = ks; j < ke && kn < sizeof key; j++) {
+            if (t[j] == '%' && j + 2 < ke && hexval((unsigned char)t[j + 1]) >= 0 &&
+                hexval((unsigned char)t[j + 2]) >= 0) {
+                key[kn++] = (char)(hexval((unsigned char)t[j + 1]) * 16 +
+                                   hexval((unsigned char)t[j + 2]));
+                j += 2;
+            } else {
+                key[kn++] = t[j];
+            }
+        }
+        if (!is_secret_key(key, kn))
+            continue;
+        char sep = ';';
+        for (size_t j = ks; j > 0; j--)
+            if (strchr(";&?", t[j - 1])) {
+                sep = t[j - 1] == ';' ? ';' : '&';
+                break;
+            }
+        size_t v = i + 1, e;
+        while (v < n && t[v] == ' ')
+            v++;
+        if (v < n && t[v] == '{') {
+            e = v + 1;
+            while (e < n) {
+                if (t[e] == '}') {
+                    if (e + 1 < n && t[e + 1] == '}') {
+                        e += 2;
+                        continue;
+                    }
+                    e++;
+                    break;
+                }
+                e++;
+            }
+        } else {
+            e = find_char(t, v, n, sep);
+            while (e > v && t[e - 1] == ' ')
+                e--;
+        }
+        spans_add(sl, v, e - v);
+        if (e > i + 1)
+            i = e - 1;
+    }
+}
+
+static void heur_all(spanlist *sl, const char *t, size_t n, int port_after_at)
+{
+    heur_userinfo(sl, t, 0, n, port_after_at);
+    heur_keys(sl, t, n);
+}
+
+/* ---- parser context ------------------------------------------------------- */
+
+typedef struct ctx {
+    const char *t;
+    size_t n;
+    odbox_error *err;
+    spanlist heur;        /* what the best-effort redactor would hide */
+    spanlist *secrets;    /* exact password ranges found while parsing */
+    const char *password; /* the decoded password once known */
+} ctx;
+
+typedef struct echobuf {
+    char s[ECHO_MAX + 16];
+} echobuf;
+
+static int touches(const spanlist *sl, const char *t, size_t off, size_t len)
+{
+    for (size_t i = 0; i < sl->n; i++) {
+        const span *s = &sl->v[i];
+        if (s->len == 0)
+            continue;
+        if (off < s->off + s->len && s->off < off + len)
+            return 1;
+        if (mem_contains(t + off, len, t + s->off, s->len))
+            return 1;
+    }
+    return 0;
+}
+
+/* Quotes t[off, off+len) for a message, or withholds it when it could
+ * contain the password. */
+static const char *echo(const ctx *c, size_t off, size_t len, echobuf *b)
+{
+    int hide = c->heur.oom || c->secrets->oom || touches(&c->heur, c->t, off, len) ||
+               touches(c->secrets, c->t, off, len);
+    if (!hide && c->password && c->password[0] &&
+        mem_contains(c->t + off, len, c->password, strlen(c->password)))
+        hide = 1;
+    if (hide)
+        snprintf(b->s, sizeof b->s, "%s", WITHHELD);
+    else if (len > ECHO_MAX)
+        snprintf(b->s, sizeof b->s, "'%.*s...'", ECHO_MAX, c->t + off);
+    else
+        snprintf(b->s, sizeof b->s, "'%.*s'", (int)len, c->t + off);
+    return b->s;
+}
+
+static int oom(ctx *c)
+{
+    return odbox_fail(c->err, ODBOX_ENOMEM, "DSN: out of memory");
+}
+
+/* Percent-decodes t[off, off+len) into *out. what names the part; secret:
+ * nothing of the part may be quoted. */
+static int decode(ctx *c, size_t off, size_t len, const char *what, int secret, char **out)
+{
+    *out = NULL;
+    char *s = malloc(len + 1);
+    if (!s)
+        return oom(c);
+    size_t k = 0, end = off + len;
+    for (size_t i = off; i < end; i++) {
+        unsigned char ch = (unsigned char)c->t[i];
+        if (ch != '%') {
+            s[k++] = (char)ch;
+            continue;
+        }
+        int hi = i + 1 < end ? hexval((unsigned char)c->t[i + 1]) : -1;
+        int lo = i + 2 < end ? hexval((unsigned char)c->t[i + 2]) : -1;
+        if (hi < 0 || lo < 0) {
+            wipe_free(s, len + 1);
+            if (secret)
+                return odbox_fail(c->err, ODBOX_EINVAL,
+                                  "DSN: bad percent-encoding in the %s "
+                                  "('%%' must be followed by two hex digits)", what);
+            echobuf b;
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: bad percent-encoding %s in the %s "
+                              "('%%' must be followed by two hex digits)",
+                              echo(c, i, end - i < 3 ? end - i : 3, &b), what);
+        }
+        int v = hi * 16 + lo;
+        if (v == 0) {
+            wipe_free(s, len + 1);
+            return odbox_fail(c->err, ODBOX_EINVAL, "DSN: percent-encoded NUL (%%00) in the %s",
+                              what);
+        }
+        if (v < 0x20 || v == 0x7f) {
+            wipe_free(s, len + 1);
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: percent-encoded control character in the %s", what);
+        }
+        s[k++] = (char)v;
+        i += 2;
+    }
+    s[k] = '\0';
+    *out = s;
+    return 0;
+}
+
+enum { CH_USERINFO, CH_HOST, CH_PATH, CH_PATH_SLASH, CH_QUERY };
+
+static int char_ok(int cls, unsigned char ch)
+{
+    if (ch == '%')
+        return 1; /* checked by decode() */
+    switch (cls) {
+    case CH_USERINFO:
+        return ch > ' ' && ch != '@';
+    case CH_HOST:
+        return is_unreserved(ch);
+    default:
+        if (ch >= 0x80 || is_unreserved(ch) || strchr("!$&'()*+,;=:@", ch))
+            return 1;
+        if (ch == '/')
+            return cls != CH_PATH;
+        if (ch == '?')
+            return cls == CH_QUERY;
+        return 0;
+    }
+}
+
+/* Checks the unencoded characters of t[off, off+len). */
+static int check_chars(ctx *c, size_t off, size_t len, int cls, const char *what, int secret)
+{
+    for (size_t i = off; i < off + len; i++) {
+        unsigned char ch = (unsigned char)c->t[i];
+        if (char_ok(cls, ch))
+            continue;
+        if (ch == ' ')
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: space in the %s (percent-encode it as %%20)", what);
+        if (ch == '/' && cls == CH_PATH)
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: unexpected '/' in the %s (percent-encode it as %%2F)", what);
+        if (secret)
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: character not allowed in the %s (percent-encode it)", what);
+        if (ch >= 0x80)
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: non-ASCII byte in the %s (percent-encode it)", what);
+        echobuf b;
+        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: invalid character %s in the %s%s",
+                          echo(c, i, 1, &b), what,
+                          ch == ',' && cls == CH_HOST ? " (only one host is supported)" : "");
+    }
+    return 0;
+}
+
+/* ---- URL ------------------------------------------------------------------- */
+
+enum { K_NET, K_SQLITE, K_OTHER };
+
+static int parse_userinfo(ctx *c, odbox_dsn *d, size_t s, size_t e)
+{
+    const char *t = c->t;
+    size_t colon = find_char(t, s, e, ':');
+    int rc;
+    if (s == e)
+        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: '@' without a user name");
+    if (colon == s)
+        return odbox_fail(c->err, ODBOX_EINVAL,
+                          "DSN: empty user name before ':' (a password needs a user)");
+    if (colon < e)
+        spans_add(c->secrets, colon + 1, e - colon - 1);
+    if (find_char(t, s, e, '@') < e)
+        return odbox_fail(c->err, ODBOX_EINVAL,
+                          "DSN: '@' in the user name or password must be percent-encoded as %%40");
+    if ((rc = check_chars(c, s, colon - s, CH_USERINFO, "user name", 0)) != 0)
+        return rc;
+    if (colon < e && (rc = check_chars(c, colon + 1, e - colon - 1, CH_USERINFO, "password", 1)))
+        return rc;
+    if ((rc = decode(c, s, colon - s, "user name", 0, &d->user)) != 0)
+        return rc;
+    if (colon < e) {
+        if ((rc = decode(c, colon + 1, e - colon - 1, "password", 1, &d->password)) != 0)
+            return rc;
+        c->password = d->password;
+    }
+    return 0;
+}
+
+/* A bracketed IPv6 address t[s, close] (brackets included). */
+static int parse_ipv6(ctx *c, odbox_dsn *d, size_t s, size_t close)
+{
+    const char *t = c->t;
+    size_t in = s + 1, ie = close;
+    size_t zone = find_char(t, in, ie, '%');
+    echobuf b;
+    if (ie == in)
+        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty IPv6 address '[]' in host");
+    int ok = zone - in < 46;
+    for (size_t i = in; i < zone && ok; i++)
+        if (hexval((unsigned char)t[i]) < 0 && t[i] != ':' && t[i] != '.')
+            ok = 0;
+    if (ok) {
+        char addr[46];
+        unsigned char bin[16];
+        memcpy(addr, t + in, zone - in);
+        addr[zone - in] = '\0';
+        ok = inet_pton(AF_INET6, addr, bin) == 1;
+    }
+    if (ok && zone < ie) {
+        /* zone: "%25" then at least one unreserved character or escape */
+        ok = ie - zone > 3 && t[zone + 1] == '2' && t[zone + 2] == '5';
+        for (size_t i = zone + 3; i < ie && ok; i++)
+            if (!is_unreserved((unsigned char)t[i]) && t[i] != '%')
+                ok = 0;
+    }
+    if (!ok)
+        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: invalid IPv6 address %s in host",
+                          echo(c, s, close + 1 - s, &b));
+    return decode(c, in, ie - in, "host", 0, &d->host);
+}
+
+static int parse_hostport(ctx *c, odbox_dsn *d, size_t s, size_t e, int kind)
+{
+    const char *t = c->t;
+    size_t pstart = 0;
+    int has_port = 0, rc;
+    echobuf b;
+
+    if (kind == K_SQLITE) {
+        if (s == e || ci_eqn(t + s, e - s, "localhost"))
+            return 0;
+        return odbox_fail(c->err, ODBOX_EINVAL,
+                          "DSN: a sqlite URL takes no host or port (use sqlite:///absolute/path.db, "
+                          "sqlite://./relative.db or sqlite:relative.db)");
+    }
+    if (s < e && t[s] == '[') {
+        size_t close = find_char(t, s, e, ']');
+        if (close == e)
+            return odbox_fail(c->err, ODBOX_EINVAL, "DSN: unterminated '[' in host");
+        if ((rc = parse_ipv6(c, d, s, close)) != 0)
+            return rc;
+        if (close + 1 < e) {
+            if (t[close + 1] != ':')
+                return odbox_fail(c->err, ODBOX_EINVAL,
+                                  "DSN: unexpected character %s after ']' in host",
+                                  echo(c, close + 1, 1, &b));
+            has_port = 1;
+            pstart = close + 2;
+        }
+    } else {
+        size_t colon = find_char(t, s, e, ':');
+        if (colon < e && find_char(t, colon + 1, e, ':') < e)
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: more than one ':' after the host (an IPv6 address goes in "
+                              "brackets, e.g. [::1]:5432)");
+        if ((rc = check_chars(c, s, colon - s, CH_HOST, "host", 0)) != 0)
+            return rc;
+        if (colon > s && (rc = decode(c, s, colon - s, "host", 0, &d->host)) != 0)
+            return rc;
+        if (colon < e) {
+            has_port = 1;
+            pstart = colon + 1;
+        }
+    }
+    if (!d->host && (kind == K_NET || has_port))
+        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: missing host in the %s URL", d->scheme);
+    if (!has_port)
+        return 0;
+    if (pstart == e)
+        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty port after ':'");
+    long v = 0;
+    for (size_t i = pstart; i < e; i++) {
+        if (!is_digit((unsigned char)t[i])) {
+            int at_later = find_char(t, e, c->n, '@') < c->n;
+            return odbox_fail(c->err, ODBOX_EINVAL, "DSN: port %s is not a number%s",
+                              echo(c, pstart, e - pstart, &b),
+                              at_later ? " (if the URL holds a password, percent-encode any "
+                                         "'/', '?', '#' or '@' in it)"
+                                       : "");
+        }
+        if (v <= 65535)
+            v = v * 10 + (t[i] - '0');
+    }
+    if (v < 1 || v > 65535)
+        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: port %s is out of range 1..65535",
+                          echo(c, pstart, e - pstart, &b));
+    d->port = (int)v;
+    return 0;
+}
+
+static int add_option(ctx *c, odbox_dsn *d, char *key, char *value)
+{
+    odbox_dsn_option *o = realloc(d->options, (d->noptions + 1) * sizeof *o);
+    if (!o)
+        return oom(c);
+    d->options = o;
+    o[d->noptions].key = key;
+    o[d->noptions].value = value;
+    d->noptions++;
+    return 0;
+}
+
+/* The query t[s, e) (after the '?'). */
+static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
+{
+    const char *t = c->t;
+    size_t idx = 0, i = s;
+    echobuf b;
+    char what[128];
+    int rc;
+
+    if (s == e)
+        return 0;
+    for (;;) {
+        idx++;
+        size_t se = find_char(t, i, e, '&');
+        if (se == i)
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: empty query parameter #%zu (stray '&')", idx);
+        size_t eq = find_char(t, i, se, '=');
+        if (eq == se)
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: query parameter #%zu has no '=' (expected key=value)", idx);
+        if (eq == i)
+            return odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty name in query parameter #%zu",
+                              idx);
+        snprintf(what, sizeof what, "name of query parameter #%zu", idx);
+        if ((rc = check_chars(c, i, eq - i, CH_QUERY, what, 0)) != 0)
+            return rc;
+        char *key, *value;
+        if ((rc = decode(c, i, eq - i, what, 0, &key)) != 0)
+            return rc;
+        if (!valid_key(key, strlen(key))) {
+            free(key);
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: invalid name in query parameter #%zu (allowed: letters, "
+                              "digits, '_', '.', '-', inner spaces)", idx);
+        }
+        int secret = is_secret_key(key, strlen(key));
+        if (secret)
+            spans_add(c->secrets, eq + 1, se - eq - 1);
+        else
+            heur_userinfo(c->secrets, t, eq + 1, se, 0);
+        snprintf(what, sizeof what, "value of query parameter %s", echo(c, i, eq - i, &b));
+        rc = check_chars(c, eq + 1, se - eq - 1, CH_QUERY, what, secret);
+        if (rc == 0)
+            rc = decode(c, eq + 1, se - eq - 1, what, secret, &value);
+        if (rc != 0) {
+            free(key);
+            return rc;
+        }
+        int is_dialect = odbox_strcaseeq(key, "dialect");
+        int is_driver = odbox_strcaseeq(key, "driver");
+        int dup = (is_dialect && d->dialect) || (is_driver && d->driver);
+        for (size_t k = 0; k < d->noptions && !dup; k++)
+            dup = odbox_strcaseeq(d->options[k].key, key);
+        if (dup || ((is_dialect || is_driver) && !value[0])) {
+            free(key);
+            odbox_free_secret(value);
+            if (dup)
+                return odbox_fail(c->err, ODBOX_EINVAL, "DSN: duplicate query parameter %s",
+                                  echo(c, i, eq - i, &b));
+            return odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty %s= value in the query",
+                              is_dialect ? "dialect" : "driver");
+        }
+        if (is_dialect) {
+            free(key);
+            d->dialect = value;
+        } else if (is_driver) {
+            free(key);
+            d->driver = value;
+        } else if ((rc = add_option(c, d, key, value)) != 0) {
+            free(key);
+            odbox_free_secret(value);
+            return rc;
+        }
+        if (se == e)
+            return 0;
+        i = se + 1;
+    }
+}
+
+/* Database (or sqlite path) t[s, q) and the query after q. */
+static int parse_path_query(ctx *c, odbox_dsn *d, size_t s, size_t ps, int kind)
+{
+    const char *t = c->t;
+    size_t q = find_char(t, s, c->n, '?');
+    int rc;
+    /* "x:///user:pw@host/db" (an unknown scheme, so no host needed) is a
+     * valid URL whose path looks like userinfo: hide it when redacting */
+    heur_userinfo(c->secrets, t, ps, q, 0);
+    if (ps < q) {
+        const char *what = kind == K_SQLITE ? "database file path" : "database name";
+        if ((rc = check_chars(c, ps, q - ps, kind == K_NET ? CH_PATH : CH_PATH_SLASH, what, 0)))
+            return rc;
+        if ((rc = decode(c, ps, q - ps, what, 0, &d->database)) != 0)
+            return rc;
+    }
+    if (kind == K_SQLITE && (!d->database || strcmp(d->database, "/") == 0))
+        return odbox_fail(c->err, ODBOX_EINVAL,
+                          "DSN: missing database file path (e.g. sqlite:///var/lib/app.db, "
+                          "sqlite:app.db or sqlite::memory:)");
+    if (q < c->n)
+        return parse_query(c, d, q + 1, c->n);
+    return 0;
+}
+
+static int scheme_kind(const char *scheme)
+{
+    if (!strcmp(scheme, "postgresql") || !strcmp(scheme, "postgres") ||
+        !strcmp(scheme, "mysql") || !strcmp(scheme, "mariadb"))
+        return K_NET;
+    if (!strcmp(scheme, "sqlite"))
+        return K_SQLITE;
+    return K_OTHER;
+}
+
+static int set_scheme(ctx *c, odbox_dsn *d, size_t sl)
+{
+    d->scheme = odbox_strndup(c->t, sl);
+    if (!d->scheme)
+        return oom(c);
+    for (char *p = d->scheme; *p; p++)
+        *p = to_lower(*p);
+    return 0;
+}
+
+/* t = scheme "://" ... with the scheme sl characters long. */
+static int parse_url(ctx *c, odbox_dsn *d, size_t sl)
+{
+    const char *t = c->t;
+    size_t n = c->n, p = sl + 3;
+    int rc;
+    if ((rc = set_scheme(c, d, sl)) != 0)
+        return rc;
+    int kind = scheme_kind(d->scheme);
+    if (find_char(t, 0, n, '#') < n)
+        return odbox_fail(c->err, ODBOX_EINVAL,
+                          "DSN: '#' is not allowed in a URL (percent-encode it as %%23)");
+    if (kind == K_SQLITE && p < n && t[p] == '.' &&
+        ((p + 1 < n && t[p + 1] == '/') || (p + 2 < n && t[p + 1] == '.' && t[p + 2] == '/')))
+        return parse_path_query(c, d, p, p, kind); /* sqlite://./rel.db */
+    size_t aend = find_any(t, p, n, "/?");
+    size_t at = aend;
+    for (size_t j = aend; j > p; j--)
+        if (t[j - 1] == '@') {
+            at = j - 1;
+            break;
+        }
+    size_t hs = p;
+    if (at < aend) {
+        if (kind == K_SQLITE) {
+            size_t colon = find_char(t, p, at, ':');
+            if (colon < at)
+                spans_add(c->secrets, colon + 1, at - colon - 1);
+            return odbox_fail(c->err, ODBOX_EINVAL,
+                              "DSN: a sqlite URL takes no user name or password");
+        }
+        if ((rc = parse_userinfo(c, d, p, at)) != 0)
+            return rc;
+        hs = at + 1;
+    }
+    if ((rc = parse_hostport(c, d, hs, aend, kind)) != 0)
+        return rc;
+    /* sqlite keeps the leading '/': the path is absolute */
+    return parse_path_query(c, d, aend, kind == K_SQLITE ? aend : aend + 1, kind);
+}
+
+/* sqlite:path[?query] without "//". */
+static int parse_sqlite_opaque(ctx *c, odbox_dsn *d, size_t sl)
+{
+    int rc;
+    if ((rc = set_scheme(c, d, sl)) != 0)
+        return rc;
+    if (find_char(c->t, 0, c->n, '#') < c->n)
+        return odbox_fail(c->err, ODBOX_EINVAL,
+                          "DSN: '#' is not allowed in a URL (percent-encode it as %%23)");
+    return parse_path_query(c, d, sl + 1, sl + 1, K_SQLITE);
+}
+
+/* ---- raw ODBC connection string -------------------------------------------- */
+
+/* Copies t[s, e), turning "}}" into "}" when braced. */
+static char *unbrace(const char *t, size_t s, size_t e, int braced)
+{
+    char *v = malloc(e - s + 1);
+    if (!v)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = s; i < e; i++) {
+        v[k++] = t[i];
+        if (braced && t[i] == '}' && i + 1 < e && t[i + 1] == '}')
+            i++;
+    }
+    v[k] = '\0';
+    return v;
+}
+
+static int parse_raw(ctx *c, odbox_dsn *d)
+{
+    const char *t = c->t;
+    size_t n = c->n, i = 0, idx = 0;
+    spanlist keys = {0}, kept = {0};
+    int removed = 0, trailing = 0, rc = 0;
+    echobuf b;
+
+    for (;;) {
+        size_t k = i;
+        while (k < n && t[k] == ' ')
+            k++;
+        if (k == n && i > 0) {
+            trailing = 1;
+            break;
+        }
+        idx++;
+        if (k == n || t[k] == ';') {
+            rc = odbox_fail(c->err, ODBOX_EINVAL,
+                            "DSN: empty entry #%zu in the ODBC connection string", idx);
+            goto done;
+        }
+        size_t eq = k;
+        while (eq < n && t[eq] != '=' && t[eq] != ';')
+            eq++;
+        if (eq == n || t[eq] == ';') {
+            rc = odbox_fail(c->err, ODBOX_EINVAL,
+                            "DSN: entry #%zu of the ODBC connection string has no '=' "
+                            "(expected KEY=value)", idx);
+            goto done;
+        }
+        size_t ke = eq;
+        while (ke > k && t[ke - 1] == ' ')
+            ke--;
+        if (ke == k) {
+            rc = odbox_fail(c->err, ODBOX_EINVAL,
+                            "DSN: empty key in entry #%zu of the ODBC connection string", idx);
+            goto done;
+        }
+        if (!valid_key(t + k, ke - k)) {
+            /* not quoted: an invalid key is arbitrary text */
+            rc = odbox_fail(c->err, ODBOX_EINVAL,
+                            "DSN: invalid key in entry #%zu of the ODBC connection string "
+                            "(allowed: letters, digits, '_', '.', '-', inner spaces)", idx);
+            goto done;
+        }
+        int secret = is_secret_key(t + k, ke - k);
+        size_t v = eq + 1;
+        while (v < n && t[v] == ' ')
+            v++;
+        size_t vs, ve, segend;
+        int braced = 0;
+        if (v < n && t[v] == '{') {
+            size_t j = v + 1;
+            for (;;) {
+                if (j >= n) {
+                    if (secret)
+                        spans_add(c->secrets, v, n - v);
+                    rc = odbox_fail(c->err, ODBOX_EINVAL,
+                                    "DSN: unterminated '{' in the value of %s",
+                                    echo(c, k, ke - k, &b));
+                    goto done;
+                }
+                if (t[j] == '}') {
+                    if (j + 1 < n && t[j + 1] == '}') {
+                        j += 2;
+                        continue;
+                    }
+                    break;
+                }
+                j++;
+            }
+            braced = 1;
+            vs = v + 1;
+            ve = j;
+            if (secret)
+                spans_add(c->secrets, v, j + 1 - v);
+            size_t a = j + 1;
+            while (a < n && t[a] == ' ')
+                a++;
+            if (a < n && t[a] != ';') {
+                rc = odbox_fail(c->err, ODBOX_EINVAL,
+                                "DSN: unexpected text after '}' in the value of %s",
+                                echo(c, k, ke - k, &b));
+                goto done;
+            }
+            segend = a;
+        } else {
+            segend = find_char(t, v, n, ';');
+            vs = v;
+            ve = segend;
+            while (ve > vs && t[ve - 1] == ' ')
+                ve--;
+            if (secret)
+                spans_add(c->secrets, vs, ve - vs);
+        }
+        if (!secret)
+            heur_userinfo(c->secrets, t, vs, ve, 0);
+        for (size_t j = 0; j < keys.n; j++)
+            if (ci_eqnn(t + keys.v[j].off, keys.v[j].len, t + k, ke - k)) {
+                rc = odbox_fail(c->err, ODBOX_EINVAL,
+                                "DSN: duplicate key %s in the ODBC connection string",
+                                echo(c, k, ke - k, &b));
+                goto done;
+            }
+        spans_add(&keys, k, ke - k);
+        char **slot = NULL;
+        if (ci_eqn(t + k, ke - k, "dialect")) {
+            if (ve == vs) {
+                rc = odbox_fail(c->err, ODBOX_EINVAL,
+                                "DSN: empty dialect= value in the ODBC connection string");
+                goto done;
+            }
+            slot = &d->dialect;
+            removed = 1;
+        } else {
+            spans_add(&kept, i, segend - i);
+            if (!d->user && (ci_eqn(t + k, ke - k, "uid") || ci_eqn(t + k, ke - k, "user") ||
+                             ci_eqn(t + k, ke - k, "username")))
+                slot = &d->user;
+            else if (!d->password &&
+                     (ci_eqn(t + k, ke - k, "pwd") || ci_eqn(t + k, ke - k, "password") ||
+                      ci_eqn(t + k, ke - k, "passwd")))
+                slot = &d->password;
+        }
+        if (slot) {
+            *slot = unbrace(t, vs, ve, braced);
+            if (!*slot) {
+                rc = oom(c);
+                goto done;
+            }
+            if (slot == &d->password)
+                c->password = d->password;
+        }
+        if (keys.oom || kept.oom) {
+            rc = oom(c);
+            goto done;
+        }
+        if (segend == n)
+            break;
+        i = segend + 1;
+    }
+
+    if (!removed) {
+        d->raw = odbox_strdup(t);
+    } else if (kept.n == 0) {
+        rc = odbox_fail(c->err, ODBOX_EINVAL,
+                        "DSN: the ODBC connection string has no entries besides dialect=");
+        goto done;
+    } else {
+        odbox_buf buf = {0};
+        for (size_t j = 0; j < kept.n; j++) {
+            if (j)
+                odbox_buf_append(&buf, ";");
+            odbox_buf_appendn(&buf, t + kept.v[j].off, kept.v[j].len);
+        }
+        if (trailing)
+            odbox_buf_append(&buf, ";");
+        if (buf.oom && buf.data) /* odbox_buf_take frees it unwiped otherwise */
+            memset(buf.data, 0, buf.cap);
+        d->raw = odbox_buf_take(&buf);
+    }
+    if (!d->raw)
+        rc = oom(c);
+done:
+    spans_reset(&keys);
+    spans_reset(&kept);
+    return rc;
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+static size_t scheme_len(const char *t, size_t n)
+{
+    if (n == 0 || !is_alpha((unsigned char)t[0]))
+        return 0;
+    size_t i = 1;
+    while (i < n && (is_alpha((unsigned char)t[i]) || is_digit((unsigned char)t[i]) ||
+                     t[i] == '+' || t[i] == '-' || t[i] == '.'))
+        i++;
+    return i;
+}
+
+/* Parses text; the exact password ranges found go to *secrets (which the
+ * caller resets). */
+static int parse_impl(const char *text, odbox_dsn **out, odbox_error *err, spanlist *secrets)
+{
+    odbox_error_clear(err);
+    if (out)
+        *out = NULL;
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "DSN: no place to store the result (out is NULL)");
+    if (!text)
+        return odbox_fail(err, ODBOX_EINVAL, "DSN: no DSN given (NULL)");
+    size_t n = 0;
+    while (n <= DSN_MAX_LEN && text[n])
+        n++;
+    if (n == 0)
+        return odbox_fail(err, ODBOX_EINVAL, "DSN: empty string");
+    if (n > DSN_MAX_LEN)
+        return odbox_fail(err, ODBOX_EINVAL, "DSN: longer than %d characters", DSN_MAX_LEN);
+    int blank = 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch < 0x20 || ch == 0x7f)
+            return odbox_fail(err, ODBOX_EINVAL, "DSN: control character 0x%02x at offset %zu",
+                              ch, i);
+        if (ch != ' ')
+            blank = 0;
+    }
+    if (blank)
+        return odbox_fail(err, ODBOX_EINVAL, "DSN: only spaces");
+
+    ctx c = {.t = text, .n = n, .err = err, .secrets = secrets};
+    heur_all(&c.heur, text, n, 0);
+    odbox_dsn *d = calloc(1, sizeof *d);
+    int rc;
+    if (!d) {
+        rc = oom(&c);
+    } else {
+        size_t sl = scheme_len(text, n);
+        if (sl > 0 && sl + 2 < n && text[sl] == ':' && text[sl + 1] == '/' &&
+            text[sl + 2] == '/') {
+            rc = parse_url(&c, d, sl);
+        } else if (sl > 0 && sl < n && text[sl] == ':' && ci_eqn(text, sl, "sqlite")) {
+            rc = parse_sqlite_opaque(&c, d, sl);
+        } else if (sl > 0 && sl < n && text[sl] == ':' &&
+                   (ci_eqn(text, sl, "postgresql") || ci_eqn(text, sl, "postgres") ||
+                    ci_eqn(text, sl, "mysql") || ci_eqn(text, sl, "mariadb"))) {
+            rc = odbox_fail(err, ODBOX_EINVAL, "DSN: expected '//' after '%.*s:'", (int)sl,
+                            text);
+        } else if (strchr(text, '=')) {
+            rc = parse_raw(&c, d);
+        } else {
+            rc = odbox_fail(err, ODBOX_EINVAL,
+                            "DSN: neither a URL (scheme://host/database) nor an ODBC "
+                            "connection string (KEY=value;...)");
+        }
+    }
+    if (rc == 0 && secrets->oom)
+        rc = oom(&c);
+    spans_reset(&c.heur);
+    if (rc != 0) {
+        odbox_dsn_free(&d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+int odbox_dsn_parse(const char *text, odbox_dsn **out, odbox_error *err)
+{
+    spanlist secrets = {0};
+    int rc = parse_impl(text, out, err, &secrets);
+    spans_reset(&secrets);
+    return rc;
+}
+
+void odbox_dsn_free(odbox_dsn **dsn)
+{
+    if (!dsn || !*dsn)
+        return;
+    odbox_dsn *d = *dsn;
+    free(d->scheme);
+    free(d->user);
+    odbox_free_secret(d->password);
+    free(d->host);
+    free(d->database);
+    free(d->driver);
+    free(d->dialect);
+    odbox_free_secret(d->raw); /* may hold PWD= */
+    for (size_t i = 0; i < d->noptions; i++) {
+        free(d->options[i].key);
+        odbox_free_secret(d->options[i].value);
+    }
+    free(d->options);
+    free(d);
+    *dsn = NULL;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->off != y->off)
+        return x->off < y->off ? -1 : 1;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+char *odbox_dsn_redact(const char *text)
+{
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    spanlist sl = {0};
+    odbox_dsn *d = NULL;
+    int rc = parse_impl(text, &d, NULL, &sl);
+    if (rc == 0) /* "password=" where the parser saw none, e.g. in a path */
+        heur_keys(&sl, text, n);
+    odbox_dsn_free(&d);
+    if (rc != 0) {
+        /* Unparseable (or out of memory): hide everything that could be a
+         * password, generously. */
+        spans_reset(&sl);
+        heur_all(&sl, text, n, 1);
+    }
+    if (sl.oom) {
+        spans_reset(&sl);
+        return NULL;
+    }
+    if (sl.n > 1)
+        qsort(sl.v, sl.n, sizeof *sl.v, span_cmp);
+
+    odbox_buf b = {0};
+    size_t pos = 0;
+    for (size_t i = 0; i < sl.n;) {
+        size_t s = sl.v[i].off, e = s + sl.v[i].len;
+        /* merge overlapping and touching spans (this also absorbs an empty
+         * span at the end of the previous one) */
+        for (i++; i < sl.n && sl.v[i].off <= e; i++)
+            if (sl.v[i].off + sl.v[i].len > e)
+                e = sl.v[i].off + sl.v[i].len;
+        odbox_buf_appendn(&b, text + pos, s - pos);
+        odbox_buf_append(&b, "***");
+        pos = e;
+    }
+    odbox_buf_append(&b, text + pos);
+    spans_reset(&sl);
+    return odbox_buf_take(&b);
+}

@@ -1,0 +1,207 @@
+/* odbox — error codes, messages, and the small string helpers every
+ * module uses. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "internal.h"
+#include "config.h"
+#include "odbox/odbox.h"
+
+static const struct {
+    int code;
+    const char *name;
+    const char *text;
+} error_table[] = {
+    {ODBOX_OK, "ODBOX_OK", "success"},
+    {ODBOX_EINVAL, "ODBOX_EINVAL", "invalid argument"},
+    {ODBOX_ENOMEM, "ODBOX_ENOMEM", "out of memory"},
+    {ODBOX_ECONNECT, "ODBOX_ECONNECT", "could not connect to the database"},
+    {ODBOX_ECONNLOST, "ODBOX_ECONNLOST", "connection to the database lost"},
+    {ODBOX_ESTALE, "ODBOX_ESTALE", "stale version: the row was changed concurrently or is gone"},
+    {ODBOX_EUNIQUE, "ODBOX_EUNIQUE", "unique constraint violated"},
+    {ODBOX_EDEADLOCK, "ODBOX_EDEADLOCK", "deadlock or serialization failure"},
+    {ODBOX_ENOTFOUND, "ODBOX_ENOTFOUND", "not found"},
+    {ODBOX_ECROSSSHARD, "ODBOX_ECROSSSHARD", "the work spans several shards"},
+    {ODBOX_ETIMEDOUT, "ODBOX_ETIMEDOUT", "timed out"},
+    {ODBOX_EMIGRATION, "ODBOX_EMIGRATION", "migration history does not match the files"},
+    {ODBOX_EUNSUPPORTED, "ODBOX_EUNSUPPORTED", "not supported by this database or driver"},
+    {ODBOX_EDB, "ODBOX_EDB", "database error"},
+    {ODBOX_EIO, "ODBOX_EIO", "input/output error"},
+    {ODBOX_EBUSY, "ODBOX_EBUSY", "busy: held by someone else"},
+    {ODBOX_EPARTIAL, "ODBOX_EPARTIAL", "partially committed: some shards committed, others failed"},
+    {ODBOX_ESTATE, "ODBOX_ESTATE", "called in the wrong state"},
+};
+
+const char *odbox_errname(int code)
+{
+    for (size_t i = 0; i < sizeof error_table / sizeof error_table[0]; i++)
+        if (error_table[i].code == code)
+            return error_table[i].name;
+    return "ODBOX_EUNKNOWN";
+}
+
+const char *odbox_strerror(int code)
+{
+    for (size_t i = 0; i < sizeof error_table / sizeof error_table[0]; i++)
+        if (error_table[i].code == code)
+            return error_table[i].text;
+    return "unknown error";
+}
+
+void odbox_error_clear(odbox_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof *err);
+}
+
+int odbox_fail(odbox_error *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        memset(err, 0, sizeof *err);
+        err->code = code;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int odbox_error_prefix(odbox_error *err, int code, const char *fmt, ...)
+{
+    if (!err)
+        return code;
+    char prefix[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    size_t cap = sizeof err->message, pl = strlen(prefix), ol = strnlen(err->message, cap - 1);
+    size_t keep = ol < cap - 1 - pl - 2 ? ol : cap - 1 - pl - 2;
+    memmove(err->message + pl + 2, err->message, keep);
+    err->message[pl + 2 + keep] = '\0';
+    memcpy(err->message, prefix, pl);
+    memcpy(err->message + pl, ": ", 2);
+    if (err->code == 0)
+        err->code = code;
+    return err->code;
+}
+
+static void buf_reserve(odbox_buf *b, size_t extra)
+{
+    if (b->oom)
+        return;
+    if (b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *p = realloc(b->data, cap);
+    if (!p) {
+        b->oom = 1;
+        return;
+    }
+    b->data = p;
+    b->cap = cap;
+}
+
+void odbox_buf_appendn(odbox_buf *b, const char *s, size_t n)
+{
+    buf_reserve(b, n);
+    if (b->oom)
+        return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void odbox_buf_append(odbox_buf *b, const char *s)
+{
+    odbox_buf_appendn(b, s, strlen(s));
+}
+
+void odbox_buf_appendf(odbox_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->oom = 1;
+        return;
+    }
+    buf_reserve(b, (size_t)n);
+    if (b->oom)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+char *odbox_buf_take(odbox_buf *b)
+{
+    char *s = b->oom ? NULL : b->data;
+    if (!s && !b->oom)
+        s = odbox_strdup("");
+    if (b->oom)
+        free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->oom = 0;
+    return s;
+}
+
+void odbox_buf_reset(odbox_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->oom = 0;
+}
+
+char *odbox_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+char *odbox_strndup(const char *s, size_t n)
+{
+    return s ? strndup(s, n) : NULL;
+}
+
+int odbox_strcaseeq(const char *a, const char *b)
+{
+    if (!a || !b)
+        return a == b;
+    for (; *a && *b; a++, b++) {
+        char x = *a, y = *b;
+        if (x >= 'A' && x <= 'Z')
+            x = (char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z')
+            y = (char)(y - 'A' + 'a');
+        if (x != y)
+            return 0;
+    }
+    return *a == *b;
+}
+
+void odbox_free_secret(char *s)
+{
+    if (!s)
+        return;
+    volatile char *p = s;
+    while (*p)
+        *p++ = 0;
+    free(s);
+}
+
+int64_t odbox_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+const char *odbox_version(void) { return PACKAGE_VERSION; }

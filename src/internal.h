@@ -1,0 +1,54 @@
+/* odbox — helpers shared by the library's modules; not installed. */
+#ifndef ODBOX_INTERNAL_H
+#define ODBOX_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "odbox/error.h"
+
+#if defined(__GNUC__)
+#define ODBOX_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define ODBOX_PRINTF(f, a)
+#endif
+
+/* Fills err (when not NULL) with code and a formatted message; SQLSTATE
+ * and native code cleared. Returns code, so `return odbox_fail(...)`. */
+int odbox_fail(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF(3, 4);
+
+/* Prefixes err->message with a formatted context ("shard 0.1: ...").
+ * Returns err->code (or ODBOX_EINVAL when err is NULL and code unknown). */
+int odbox_error_prefix(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF(3, 4);
+
+/* A growable string. All appends are no-ops once an allocation failed;
+ * odbox_buf_take then returns NULL. */
+typedef struct odbox_buf {
+    char *data;
+    size_t len, cap;
+    int oom;
+} odbox_buf;
+
+void odbox_buf_append(odbox_buf *b, const char *s);
+void odbox_buf_appendn(odbox_buf *b, const char *s, size_t n);
+void odbox_buf_appendf(odbox_buf *b, const char *fmt, ...) ODBOX_PRINTF(2, 3);
+/* Returns the string (caller frees) and resets b; NULL after an OOM. */
+char *odbox_buf_take(odbox_buf *b);
+void odbox_buf_reset(odbox_buf *b);
+
+char *odbox_strdup(const char *s);          /* NULL-safe strdup */
+char *odbox_strndup(const char *s, size_t n);
+int odbox_strcaseeq(const char *a, const char *b); /* ASCII, NULL-safe */
+
+/* Zeroes and frees a secret. NULL-safe. */
+void odbox_free_secret(char *s);
+
+/* Current UTC time in microseconds since the epoch. */
+int64_t odbox_now_us(void);
+
+/* SHA-256 of data as 64 lower-case hex characters + NUL. */
+void odbox_sha256_hex(const void *data, size_t len, char out[65]);
+/* The first 8 bytes of SHA-256(data) as a big-endian int64. */
+int64_t odbox_sha256_int64(const void *data, size_t len);
+
+#endif

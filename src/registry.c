@@ -1,0 +1,192 @@
+/* odbox — the database registry: shards and their pools. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "odbox/registry.h"
+#include "odbox/dsn.h"
+#include "internal.h"
+
+struct odbox_shard {
+    odbox_shard_id id;
+    char eventlog[ODBOX_NAME_MAX];
+    odbox_pool *primary;
+    odbox_pool *replica;   /* NULL: reads use the primary */
+    char *primary_redacted;
+};
+
+struct odbox_registry {
+    odbox_shard *shards;
+    size_t n;
+    size_t default_index;
+};
+
+int odbox_name_is_valid(const char *name)
+{
+    if (!name || !*name || strlen(name) >= ODBOX_NAME_MAX)
+        return 0;
+    if (!((*name >= 'a' && *name <= 'z') || *name == '_'))
+        return 0;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+            return 0;
+    return 1;
+}
+
+static int id_valid(odbox_shard_id id)
+{
+    return id.group >= 0 && id.group <= ODBOX_SHARD_GROUP_MAX && id.member >= 0 &&
+           id.member <= ODBOX_SHARD_MEMBER_MAX;
+}
+
+int odbox_shard_id_parse(const char *text, odbox_shard_id *id, odbox_error *err)
+{
+    long g, m;
+    char *end;
+    if (!text || !id || !*text)
+        return odbox_fail(err, ODBOX_EINVAL, "shard: expected GROUP.MEMBER, got nothing");
+    if (*text < '0' || *text > '9')
+        goto bad;
+    g = strtol(text, &end, 10);
+    if (*end != '.' || end[1] < '0' || end[1] > '9')
+        goto bad;
+    m = strtol(end + 1, &end, 10);
+    if (*end)
+        goto bad;
+    if (g > ODBOX_SHARD_GROUP_MAX || m > ODBOX_SHARD_MEMBER_MAX)
+        return odbox_fail(err, ODBOX_EINVAL, "shard '%.32s': group must be 0..%d and member 0..%d",
+                          text, ODBOX_SHARD_GROUP_MAX, ODBOX_SHARD_MEMBER_MAX);
+    id->group = (int)g;
+    id->member = (int)m;
+    return ODBOX_OK;
+bad:
+    return odbox_fail(err, ODBOX_EINVAL, "shard '%.32s': expected GROUP.MEMBER such as 0.1", text);
+}
+
+static void shard_release(odbox_shard *s)
+{
+    odbox_pool_free(&s->primary);
+    odbox_pool_free(&s->replica);
+    free(s->primary_redacted);
+}
+
+int odbox_registry_open(const odbox_registry_config *cfg, odbox_registry **out, odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "registry: out is NULL");
+    *out = NULL;
+    if (!cfg || !cfg->shards || cfg->nshards == 0)
+        return odbox_fail(err, ODBOX_EINVAL, "registry: at least one shard is required");
+    /* Validate everything before any pool exists. */
+    for (size_t i = 0; i < cfg->nshards; i++) {
+        const odbox_shard_config *sc = &cfg->shards[i];
+        if (!id_valid(sc->id))
+            return odbox_fail(err, ODBOX_EINVAL,
+                              "registry: shard %d.%d out of range (group 0..%d, member 0..%d)",
+                              sc->id.group, sc->id.member, ODBOX_SHARD_GROUP_MAX, ODBOX_SHARD_MEMBER_MAX);
+        for (size_t j = 0; j < i; j++)
+            if (cfg->shards[j].id.group == sc->id.group && cfg->shards[j].id.member == sc->id.member)
+                return odbox_fail(err, ODBOX_EINVAL, "registry: shard %d.%d is listed twice",
+                                  sc->id.group, sc->id.member);
+        if (!sc->primary_dsn || !*sc->primary_dsn)
+            return odbox_fail(err, ODBOX_EINVAL, "registry: shard %d.%d has no primary DSN",
+                              sc->id.group, sc->id.member);
+        if (sc->eventlog && !odbox_name_is_valid(sc->eventlog))
+            return odbox_fail(err, ODBOX_EINVAL,
+                              "registry: shard %d.%d: eventlog name '%.80s' is not a valid identifier "
+                              "([a-z_][a-z0-9_]*, at most %d characters)",
+                              sc->id.group, sc->id.member, sc->eventlog, ODBOX_NAME_MAX - 1);
+    }
+    size_t def = 0;
+    if (cfg->has_default || cfg->nshards > 1) {
+        odbox_shard_id want = cfg->has_default ? cfg->default_shard : (odbox_shard_id){0, 0};
+        size_t i;
+        for (i = 0; i < cfg->nshards; i++)
+            if (cfg->shards[i].id.group == want.group && cfg->shards[i].id.member == want.member)
+                break;
+        if (i == cfg->nshards)
+            return odbox_fail(err, ODBOX_EINVAL, "registry: default shard %d.%d is not among the shards",
+                              want.group, want.member);
+        def = i;
+    }
+
+    odbox_registry *r = calloc(1, sizeof *r);
+    if (!r || !(r->shards = calloc(cfg->nshards, sizeof *r->shards))) {
+        free(r);
+        return odbox_fail(err, ODBOX_ENOMEM, "registry: out of memory");
+    }
+    r->default_index = def;
+    for (size_t i = 0; i < cfg->nshards; i++) {
+        const odbox_shard_config *sc = &cfg->shards[i];
+        odbox_shard *s = &r->shards[i];
+        int rc;
+        s->id = sc->id;
+        snprintf(s->eventlog, sizeof s->eventlog, "%s", sc->eventlog ? sc->eventlog : "eventlog");
+        r->n = i + 1;
+        if ((rc = odbox_pool_open(sc->primary_dsn, &sc->pool, &s->primary, err)) != ODBOX_OK ||
+            (sc->replica_dsn && *sc->replica_dsn &&
+             (rc = odbox_pool_open(sc->replica_dsn, &sc->pool, &s->replica, err)) != ODBOX_OK)) {
+            odbox_error_prefix(err, rc, "registry: shard %d.%d %s", sc->id.group, sc->id.member,
+                               s->primary ? "replica" : "primary");
+            odbox_registry_free(&r);
+            return rc;
+        }
+        if (!(s->primary_redacted = odbox_dsn_redact(sc->primary_dsn))) {
+            odbox_registry_free(&r);
+            return odbox_fail(err, ODBOX_ENOMEM, "registry: out of memory");
+        }
+    }
+    *out = r;
+    return ODBOX_OK;
+}
+
+int odbox_registry_open_dsn(const char *dsn, odbox_registry **out, odbox_error *err)
+{
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = dsn};
+    odbox_registry_config cfg = {.shards = &sc, .nshards = 1};
+    return odbox_registry_open(&cfg, out, err);
+}
+
+void odbox_registry_free(odbox_registry **rp)
+{
+    if (!rp || !*rp)
+        return;
+    odbox_registry *r = *rp;
+    for (size_t i = 0; i < r->n; i++)
+        shard_release(&r->shards[i]);
+    free(r->shards);
+    free(r);
+    *rp = NULL;
+}
+
+size_t odbox_registry_shard_count(const odbox_registry *r) { return r ? r->n : 0; }
+
+odbox_shard *odbox_registry_shard_at(const odbox_registry *r, size_t i)
+{
+    return r && i < r->n ? &r->shards[i] : NULL;
+}
+
+odbox_shard *odbox_registry_shard(const odbox_registry *r, odbox_shard_id id)
+{
+    for (size_t i = 0; r && i < r->n; i++)
+        if (r->shards[i].id.group == id.group && r->shards[i].id.member == id.member)
+            return &r->shards[i];
+    return NULL;
+}
+
+odbox_shard *odbox_registry_default_shard(const odbox_registry *r)
+{
+    return r ? &r->shards[r->default_index] : NULL;
+}
+
+odbox_shard *odbox_registry_effective_shard(const odbox_registry *r, odbox_shard_id id)
+{
+    odbox_shard *s = odbox_registry_shard(r, id);
+    return s ? s : odbox_registry_default_shard(r);
+}
+
+odbox_shard_id odbox_shard_get_id(const odbox_shard *s) { return s->id; }
+const char *odbox_shard_eventlog(const odbox_shard *s) { return s->eventlog; }
+odbox_pool *odbox_shard_primary(const odbox_shard *s) { return s->primary; }
+odbox_pool *odbox_shard_replica(const odbox_shard *s) { return s->replica ? s->replica : s->primary; }
+int odbox_shard_has_replica(const odbox_shard *s) { return s->replica != NULL; }
+const char *odbox_shard_primary_redacted(const odbox_shard *s) { return s->primary_redacted; }

@@ -1,0 +1,161 @@
+/* odbox — SQL script splitting and placeholder substitution. */
+#include <stdlib.h>
+#include <string.h>
+#include "sqlsplit.h"
+#include "internal.h"
+
+static int push(odbox_sql_script *s, const char *from, const char *to, int meaningful)
+{
+    while (from < to && strchr(" \t\r\n", *from))
+        from++;
+    while (to > from && strchr(" \t\r\n", to[-1]))
+        to--;
+    if (!meaningful || from == to)
+        return ODBOX_OK;
+    char **grown = realloc(s->stmts, (s->n + 1) * sizeof *grown);
+    if (!grown)
+        return ODBOX_ENOMEM;
+    s->stmts = grown;
+    if (!(s->stmts[s->n] = odbox_strndup(from, (size_t)(to - from))))
+        return ODBOX_ENOMEM;
+    s->n++;
+    return ODBOX_OK;
+}
+
+static int line_of(const char *text, const char *p)
+{
+    int line = 1;
+    for (; text < p; text++)
+        line += *text == '\n';
+    return line;
+}
+
+int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *out,
+                    odbox_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!text)
+        return odbox_fail(err, ODBOX_EINVAL, "SQL script is NULL");
+    const char *start = text, *p = text;
+    int meaningful = 0; /* the current statement has more than comments */
+    while (*p) {
+        if (p[0] == '-' && p[1] == '-') {
+            while (*p && *p != '\n')
+                p++;
+            continue;
+        }
+        if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            if (!end)
+                goto unterminated;
+            p = end + 2;
+            continue;
+        }
+        if (*p == '\'' || *p == '"' || *p == '`') {
+            char q = *p;
+            const char *open = p++;
+            for (;;) {
+                if (!*p) {
+                    p = open;
+                    goto unterminated;
+                }
+                if (backslash_escapes && q == '\'' && *p == '\\' && p[1]) {
+                    p += 2;
+                    continue;
+                }
+                if (*p == q) {
+                    if (p[1] == q) { /* doubled quote */
+                        p += 2;
+                        continue;
+                    }
+                    p++;
+                    break;
+                }
+                p++;
+            }
+            meaningful = 1;
+            continue;
+        }
+        if (*p == '$') {
+            /* $tag$ ... $tag$ (tag may be empty) */
+            const char *t = p + 1;
+            while ((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') || *t == '_' ||
+                   (t > p + 1 && *t >= '0' && *t <= '9'))
+                t++;
+            if (*t == '$') {
+                size_t tl = (size_t)(t - p + 1);
+                char tag[80];
+                if (tl < sizeof tag) {
+                    memcpy(tag, p, tl);
+                    tag[tl] = '\0';
+                    const char *end = strstr(t + 1, tag);
+                    if (!end)
+                        goto unterminated;
+                    p = end + tl;
+                    meaningful = 1;
+                    continue;
+                }
+            }
+        }
+        if (*p == ';') {
+            if (push(out, start, p, meaningful) != ODBOX_OK)
+                goto oom;
+            start = ++p;
+            meaningful = 0;
+            continue;
+        }
+        if (!strchr(" \t\r\n", *p))
+            meaningful = 1;
+        p++;
+    }
+    if (push(out, start, p, meaningful) != ODBOX_OK)
+        goto oom;
+    return ODBOX_OK;
+unterminated:
+    odbox_sql_script_free(out);
+    return odbox_fail(err, ODBOX_EINVAL, "SQL: unterminated quote, comment or dollar quote at line %d",
+                      line_of(text, p));
+oom:
+    odbox_sql_script_free(out);
+    return odbox_fail(err, ODBOX_ENOMEM, "SQL: out of memory");
+}
+
+void odbox_sql_script_free(odbox_sql_script *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->stmts[i]);
+    free(s->stmts);
+    s->stmts = NULL;
+    s->n = 0;
+}
+
+int odbox_sql_placeholders(const char *text, const char *name, const char *value, char **out,
+                           odbox_error *err)
+{
+    odbox_buf b = {0};
+    size_t nl = strlen(name);
+    const char *p = text;
+    *out = NULL;
+    for (;;) {
+        const char *m = strstr(p, "${");
+        if (!m) {
+            odbox_buf_append(&b, p);
+            break;
+        }
+        odbox_buf_appendn(&b, p, (size_t)(m - p));
+        if (!strncmp(m + 2, name, nl) && m[2 + nl] == '}') {
+            odbox_buf_append(&b, value);
+            p = m + 3 + nl;
+            continue;
+        }
+        const char *end = strchr(m, '}');
+        odbox_buf_reset(&b);
+        return odbox_fail(err, ODBOX_EINVAL, "SQL: unknown placeholder '%.*s' at line %d (only ${%s})",
+                          end ? (int)(end - m + 1) : 2, m, line_of(text, m), name);
+    }
+    if (!(*out = odbox_buf_take(&b)))
+        return odbox_fail(err, ODBOX_ENOMEM, "SQL: out of memory");
+    return ODBOX_OK;
+}

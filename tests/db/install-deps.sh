@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# tests/db/install-deps.sh - make sure the Debian packages the real-server
+# tests need are installed (PostgreSQL, MariaDB server+client, the ODBC
+# drivers and unixODBC). Runs apt-get only when something is missing.
+#
+# Usage: tests/db/install-deps.sh [--check]
+#   --check   only report what is missing (exit 1 if anything is)
+#
+# Needs root (or password-less sudo) when it has to install.
+set -euo pipefail
+
+PACKAGES=(postgresql mariadb-server mariadb-client odbc-postgresql odbc-mariadb
+    libsqliteodbc unixodbc)
+# ODBC driver names the tests use, with the template each package ships.
+DRIVERS=("PostgreSQL Unicode:/usr/share/psqlodbc/odbcinst.ini.template"
+    "MariaDB Unicode:/usr/share/odbc-mariadb/odbcinst.ini.template"
+    "SQLite3:/usr/share/sqliteodbc/unixodbc.ini")
+
+check_only=0
+case ${1:-} in
+    --check) check_only=1 ;;
+    "") ;;
+    -h | --help)
+        sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "install-deps.sh: unknown argument '$1'" >&2
+        exit 2
+        ;;
+esac
+
+log() { printf 'odbox-db: %s\n' "$*" >&2; }
+
+as_root() {
+    if [[ $(id -u) == 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo -n "$@"
+    else
+        log "error: need root to run: $*"
+        exit 1
+    fi
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    log "error: not a Debian-like system (no dpkg-query); install PostgreSQL, MariaDB, unixODBC and the psqlODBC/MariaDB/SQLite ODBC drivers yourself"
+    exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [[ $status == installed ]] || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+    if ((check_only)); then
+        log "missing packages: ${missing[*]}"
+        exit 1
+    fi
+    log "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends "${missing[@]}" >&2
+fi
+
+# The driver packages register their drivers in /etc/odbcinst.ini from
+# their postinst; repair the registration if someone removed it.
+if command -v odbcinst >/dev/null 2>&1; then
+    for d in "${DRIVERS[@]}"; do
+        name=${d%%:*}
+        tmpl=${d#*:}
+        if ! odbcinst -q -d -n "$name" >/dev/null 2>&1; then
+            if ((check_only)); then
+                log "ODBC driver '$name' not registered"
+                exit 1
+            fi
+            if [[ -f $tmpl ]]; then
+                log "registering ODBC driver '$name'"
+                as_root odbcinst -i -d -f "$tmpl" >/dev/null
+            else
+                log "warning: ODBC driver '$name' not registered and $tmpl missing"
+            fi
+        fi
+    done
+fi
+
+# Sanity: the binaries the harness runs.
+ok=1
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { log "no initdb under /usr/lib/postgresql/*/bin"; ok=0; }
+for b in mariadbd mariadb-install-db mariadb isql; do
+    command -v "$b" >/dev/null 2>&1 || [[ -x /usr/sbin/$b ]] || { log "missing program: $b"; ok=0; }
+done
+((ok)) || exit 1

@@ -1,0 +1,90 @@
+/* odbox — integration test helpers. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "itest.h"
+
+const char *itest_dialect(void)
+{
+    const char *d = getenv("ODBOX_TEST_DIALECT");
+    return d ? d : "pg";
+}
+
+const char *itest_dsn(int which)
+{
+    const char *d = itest_dialect();
+    char var[64];
+    snprintf(var, sizeof var, "ODBOX_TEST_%s_DSN%s",
+             !strcmp(d, "pg") ? "PG" : !strcmp(d, "mariadb") ? "MARIADB" : "MYSQL", which == 2 ? "2" : "");
+    return getenv(var);
+}
+
+char *itest_dsn_with(int which, const char *extra)
+{
+    const char *base = itest_dsn(which);
+    size_t n = strlen(base) + strlen(extra) + 2;
+    char *s = malloc(n);
+    ck_assert_ptr_nonnull(s);
+    snprintf(s, n, "%s%s%s", base, strchr(base, '?') ? "&" : "?", extra);
+    return s;
+}
+
+odbox_conn *itest_connect(int which)
+{
+    odbox_conn *c = NULL;
+    odbox_error e = {0};
+    int rc = odbox_conn_open(itest_dsn(which), &c, &e);
+    ck_assert_msg(rc == ODBOX_OK, "connect: %s", e.message);
+    return c;
+}
+
+void itest_exec(odbox_conn *c, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    odbox_error e = {0};
+    int rc = odbox_conn_exec(c, sql, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", sql, e.message);
+}
+
+int64_t itest_count(odbox_conn *c, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    odbox_error e = {0};
+    int64_t n = -1;
+    int rc = odbox_conn_query_int64(c, sql, &n, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", sql, e.message);
+    return n;
+}
+
+void itest_name(char *buf, size_t cap, const char *prefix)
+{
+    static int counter;
+    snprintf(buf, cap, "%s_%ld_%d", prefix, (long)getpid(), ++counter);
+}
+
+void itest_drop_eventlog(odbox_conn *c, const char *name)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, odbox_conn_dialect(c)->drop_eventlog_fmt, name);
+    itest_exec(c, "%s", sql);
+}
+
+const char *itest_src(const char *rel)
+{
+    static char buf[4][1024];
+    static int k;
+    const char *top = getenv("ODBOX_SRCDIR");
+    char *b = buf[k++ % 4];
+    snprintf(b, sizeof buf[0], "%s/%s", top ? top : ".", rel);
+    return b;
+}

@@ -1,0 +1,453 @@
+/* odbox — integration tests of the ODBC core against a real server:
+ * dialect detection, connect errors, typed binds, transactions, multi-row
+ * statements, error mapping, a server cutting the connection, pools and
+ * keyed locks. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "itest.h"
+
+static const char *expected_dialect(void)
+{
+    const char *d = itest_dialect();
+    return !strcmp(d, "pg") ? "postgresql" : d;
+}
+
+/* Creates a table with one column of every odbox type; returns its name. */
+static void make_table(odbox_conn *c, char *name, size_t cap)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    itest_name(name, cap, "t_types");
+    itest_exec(c,
+               "CREATE TABLE %s (id %s PRIMARY KEY, txt VARCHAR(200), i BIGINT, dbl DOUBLE PRECISION, "
+               "b %s, j %s, ts %s NULL)",
+               name, d->uuid_type, d->bool_type, d->json_type, d->timestamp_type);
+}
+
+START_TEST(connect_and_detect)
+{
+    odbox_conn *c = itest_connect(1);
+    ck_assert_str_eq(odbox_conn_dialect(c)->name, expected_dialect());
+    ck_assert(strlen(odbox_conn_server_version(c)) > 0);
+    ck_assert(!odbox_conn_is_dead(c));
+    ck_assert_int_eq(itest_count(c, "SELECT 41 + 1"), 42);
+    odbox_conn_close(&c);
+    ck_assert_ptr_null(c);
+    odbox_conn_close(&c); /* NULL-safe */
+}
+END_TEST
+
+START_TEST(raw_odbc_string_detects_dialect)
+{
+    odbox_dsn *dsn = NULL;
+    ck_assert_int_eq(odbox_dsn_parse(itest_dsn(1), &dsn, NULL), ODBOX_OK);
+    int pg = !strcmp(itest_dialect(), "pg");
+    char raw[1024];
+    snprintf(raw, sizeof raw, "Driver={%s};Server=%s;Port=%d;Database=%s;Uid=%s;Pwd=%s;%s",
+             pg ? "PostgreSQL Unicode" : "MariaDB Unicode", dsn->host, dsn->port, dsn->database, dsn->user,
+             dsn->password, pg ? "Protocol=7.4-1;" : "");
+    odbox_dsn_free(&dsn);
+    odbox_conn *c = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_conn_open(raw, &c, &e) == ODBOX_OK, "%s", e.message);
+    /* the MySQL suite runs on a MariaDB server: detection sees MariaDB */
+    ck_assert_str_eq(odbox_conn_dialect(c)->name, pg ? "postgresql" : "mariadb");
+    odbox_conn_close(&c);
+}
+END_TEST
+
+START_TEST(wrong_password_is_connect_error_without_password)
+{
+    odbox_dsn *dsn = NULL;
+    ck_assert_int_eq(odbox_dsn_parse(itest_dsn(1), &dsn, NULL), ODBOX_OK);
+    char url[512];
+    snprintf(url, sizeof url, "%s://%s:Wr0ng-Secret-42@%s:%d/%s", dsn->scheme, dsn->user, dsn->host, dsn->port,
+             dsn->database);
+    odbox_dsn_free(&dsn);
+    odbox_conn *c = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_conn_open(url, &c, &e), ODBOX_ECONNECT);
+    ck_assert_ptr_null(c);
+    ck_assert(e.message[0]);
+    ck_assert_msg(strstr(e.message, "Wr0ng-Secret-42") == NULL, "password in: %s", e.message);
+}
+END_TEST
+
+START_TEST(unreachable_server)
+{
+    const char *scheme = !strcmp(itest_dialect(), "pg") ? "postgresql" : itest_dialect();
+    char url[256];
+    snprintf(url, sizeof url, "%s://u:Secret-77@127.0.0.1:1/db", scheme);
+    odbox_conn *c = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_conn_open(url, &c, &e), ODBOX_ECONNECT);
+    ck_assert_ptr_null(c);
+    ck_assert(strstr(e.message, "Secret-77") == NULL);
+    /* an unknown driver name is a connect error too */
+    char *dsn = itest_dsn_with(1, "driver=No%20Such%20Driver");
+    ck_assert_int_eq(odbox_conn_open(dsn, &c, &e), ODBOX_ECONNECT);
+    free(dsn);
+}
+END_TEST
+
+START_TEST(typed_binds_round_trip)
+{
+    odbox_conn *c = itest_connect(1);
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    char t[64], sql[512];
+    make_table(c, t, sizeof t);
+    snprintf(sql, sizeof sql, "INSERT INTO %s (id, txt, i, dbl, b, j, ts) VALUES (%s, ?, ?, ?, ?, %s, ?)", t,
+             d->uuid_param, d->json_param);
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_stmt_prepare(c, sql, &s, &e) == ODBOX_OK, "%s", e.message);
+    const int64_t ts = 1763882045123456LL; /* 2025-11-23 07:14:05.123456 UTC */
+    ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, "0192f0c1-7a3e-7abc-8def-0123456789ab", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_text(s, 2, "h\xc3\xa9llo 'quoted' ; -- not a comment", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_int64(s, 3, INT64_MIN + 1, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_double(s, 4, 2.5e-3, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_bool(s, 5, 1, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_json(s, 6, "{\"a\": [1, 2, {\"b\": null}]}", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_timestamp(s, 7, ts, &e), ODBOX_OK);
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_rows_affected(s), 1);
+    /* the same statement again with typed NULLs everywhere but the key */
+    ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, "0192f0c1-7a3e-7abc-8def-0123456789ac", &e), ODBOX_OK);
+    for (int i = 2; i <= 7; i++) {
+        const odbox_type types[] = {0, 0, ODBOX_TYPE_TEXT, ODBOX_TYPE_INT64, ODBOX_TYPE_DOUBLE,
+                                    ODBOX_TYPE_BOOL, ODBOX_TYPE_JSON, ODBOX_TYPE_TIMESTAMP};
+        ck_assert_int_eq(odbox_stmt_bind_null(s, i, types[i], &e), ODBOX_OK);
+    }
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    odbox_stmt_free(&s);
+
+    snprintf(sql, sizeof sql, "SELECT id, txt, i, dbl, b, j, ts FROM %s ORDER BY id", t);
+    ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_column_count(s), 7);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    const char *txt;
+    int64_t i64, got_ts;
+    double dbl;
+    int b, null;
+    ck_assert_int_eq(odbox_stmt_get_text(s, 1, &txt, &null, &e), ODBOX_OK);
+    ck_assert_str_eq(txt, "0192f0c1-7a3e-7abc-8def-0123456789ab");
+    ck_assert_int_eq(odbox_stmt_get_text(s, 2, &txt, &null, &e), ODBOX_OK);
+    ck_assert_str_eq(txt, "h\xc3\xa9llo 'quoted' ; -- not a comment");
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 3, &i64, &null, &e), ODBOX_OK);
+    ck_assert(i64 == INT64_MIN + 1);
+    ck_assert_int_eq(odbox_stmt_get_double(s, 4, &dbl, &null, &e), ODBOX_OK);
+    ck_assert_double_eq_tol(dbl, 2.5e-3, 1e-12);
+    ck_assert_int_eq(odbox_stmt_get_bool(s, 5, &b, &null, &e), ODBOX_OK);
+    ck_assert_int_eq(b, 1);
+    ck_assert_int_eq(odbox_stmt_get_text(s, 6, &txt, &null, &e), ODBOX_OK);
+    ck_assert_ptr_nonnull(strstr(txt, "\"b\""));
+    ck_assert_int_eq(odbox_stmt_get_timestamp(s, 7, &got_ts, &null, &e), ODBOX_OK);
+    ck_assert_int_eq(null, 0);
+    ck_assert(got_ts == ts); /* microseconds survive */
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    for (int col = 2; col <= 7; col++) {
+        ck_assert_int_eq(odbox_stmt_get_text(s, col, &txt, &null, &e), ODBOX_OK);
+        ck_assert_msg(null == 1, "column %d not NULL", col);
+    }
+    ck_assert_int_eq(odbox_stmt_get_timestamp(s, 7, &got_ts, &null, &e), ODBOX_OK);
+    ck_assert(null && got_ts == 0);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 0);
+    ck_assert_int_eq(odbox_stmt_get_text(s, 1, &txt, &null, &e), ODBOX_ESTATE);
+    odbox_stmt_free(&s);
+    itest_exec(c, "DROP TABLE %s", t);
+    odbox_conn_close(&c);
+}
+END_TEST
+
+START_TEST(bad_statement_input)
+{
+    odbox_conn *c = itest_connect(1);
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_stmt_prepare(c, NULL, &s, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_prepare(NULL, "SELECT 1", &s, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT ?, ?", &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_int64(s, 0, 1, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, "not-a-uuid", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, "0192f0c1-7a3e-7abc-8def-0123456789abX", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_bind_null(s, 1, (odbox_type)99, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_bind_timestamp(s, 1, INT64_MAX, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_bind_int64(s, 2, 5, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_EINVAL); /* parameter 1 unbound */
+    ck_assert_ptr_nonnull(strstr(e.message, "parameter 1"));
+    odbox_stmt_free(&s);
+    int rc = odbox_stmt_prepare(c, "SELEC nonsense FROM", &s, &e);
+    if (rc == ODBOX_OK) { /* drivers that prepare lazily report at execute */
+        ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_EDB);
+        odbox_stmt_free(&s);
+    } else {
+        ck_assert_int_eq(rc, ODBOX_EDB);
+    }
+    ck_assert_int_eq(odbox_conn_exec(c, "SELEC nonsense FROM", &e), ODBOX_EDB);
+    ck_assert_int_eq((int)strlen(e.sqlstate), 5);
+    ck_assert(!odbox_conn_is_dead(c));
+    odbox_conn_close(&c);
+}
+END_TEST
+
+START_TEST(unique_conflict_and_transactions)
+{
+    odbox_conn *c = itest_connect(1), *other = itest_connect(1);
+    char t[64], sql[256];
+    odbox_error e;
+    make_table(c, t, sizeof t);
+    const char *id = "0192f0c1-7a3e-7abc-8def-000000000001";
+    snprintf(sql, sizeof sql, "INSERT INTO %s (id, txt) VALUES ('%s', 'x')", t, id);
+    ck_assert_int_eq(odbox_conn_exec(c, sql, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_exec(c, sql, &e), ODBOX_EUNIQUE);
+    ck_assert(e.sqlstate[0]);
+
+    /* rollback leaves nothing */
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    ck_assert(odbox_conn_in_transaction(c));
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_ESTATE);
+    itest_exec(c, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000002')", t);
+    ck_assert_int_eq(itest_count(other, "SELECT COUNT(*) FROM %s", t), 1); /* not visible yet */
+    ck_assert_int_eq(odbox_conn_rollback(c, &e), ODBOX_OK);
+    ck_assert(!odbox_conn_in_transaction(c));
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", t), 1);
+    ck_assert_int_eq(odbox_conn_commit(c, &e), ODBOX_ESTATE);
+    ck_assert_int_eq(odbox_conn_rollback(c, &e), ODBOX_ESTATE);
+
+    /* commit publishes */
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    itest_exec(c, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000003')", t);
+    ck_assert_int_eq(odbox_conn_commit(c, &e), ODBOX_OK);
+    ck_assert_int_eq(itest_count(other, "SELECT COUNT(*) FROM %s", t), 2);
+
+    /* autocommit is back on: a plain insert is visible at once */
+    itest_exec(c, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000004')", t);
+    ck_assert_int_eq(itest_count(other, "SELECT COUNT(*) FROM %s", t), 3);
+
+    /* a failed statement inside a transaction: rollback leaves nothing */
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    itest_exec(c, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000005')", t);
+    ck_assert_int_eq(odbox_conn_exec(c, sql, &e), ODBOX_EUNIQUE);
+    ck_assert_int_eq(odbox_conn_rollback(c, &e), ODBOX_OK);
+    ck_assert_int_eq(itest_count(other, "SELECT COUNT(*) FROM %s", t), 3);
+    itest_exec(c, "DROP TABLE %s", t);
+    odbox_conn_close(&other);
+    odbox_conn_close(&c);
+}
+END_TEST
+
+START_TEST(multi_row_insert)
+{
+    odbox_conn *c = itest_connect(1);
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    char t[64];
+    odbox_error e;
+    make_table(c, t, sizeof t);
+    enum { ROWS = 500 };
+    const char *forms[] = {d->uuid_param, "?", "?", d->json_param};
+    char *values = odbox_sql_rows(ROWS, forms, 4);
+    ck_assert_ptr_nonnull(values);
+    size_t n = strlen(values) + 128;
+    char *sql = malloc(n);
+    snprintf(sql, n, "INSERT INTO %s (id, txt, i, j) VALUES %s", t, values);
+    free(values);
+    odbox_stmt *s = NULL;
+    ck_assert_msg(odbox_stmt_prepare(c, sql, &s, &e) == ODBOX_OK, "%s", e.message);
+    free(sql);
+    for (int r = 0; r < ROWS; r++) {
+        char id[37], txt[32];
+        snprintf(id, sizeof id, "0192f0c1-7a3e-7abc-8def-%012d", r);
+        snprintf(txt, sizeof txt, "row %d", r);
+        ck_assert_int_eq(odbox_stmt_bind_uuid(s, r * 4 + 1, id, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_text(s, r * 4 + 2, txt, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_int64(s, r * 4 + 3, r, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_json(s, r * 4 + 4, "{\"k\": 1}", &e), ODBOX_OK);
+    }
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_rows_affected(s), ROWS);
+    odbox_stmt_free(&s);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", t), ROWS);
+    ck_assert_int_eq(itest_count(c, "SELECT SUM(i) FROM %s", t), (int64_t)ROWS * (ROWS - 1) / 2);
+    itest_exec(c, "DROP TABLE %s", t);
+    odbox_conn_close(&c);
+}
+END_TEST
+
+static int64_t session_id(odbox_conn *c)
+{
+    return itest_count(c, "%s", odbox_conn_dialect(c)->session_id_sql);
+}
+
+static void kill_session(odbox_conn *killer, int64_t id)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, odbox_conn_dialect(killer)->kill_session_fmt, (long long)id);
+    itest_exec(killer, "%s", sql);
+    usleep(100 * 1000);
+}
+
+START_TEST(server_gone_mid_transaction)
+{
+    odbox_conn *c = itest_connect(1), *admin = itest_connect(1);
+    char t[64];
+    odbox_error e;
+    make_table(admin, t, sizeof t);
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    itest_exec(c, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000009')", t);
+    kill_session(admin, session_id(c));
+    char sql[256];
+    snprintf(sql, sizeof sql, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000010')", t);
+    int rc = odbox_conn_exec(c, sql, &e);
+    ck_assert_msg(rc == ODBOX_ECONNLOST, "got %s: %s", odbox_errname(rc), e.message);
+    ck_assert(odbox_conn_is_dead(c));
+    ck_assert_int_ne(odbox_conn_commit(c, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_exec(c, "SELECT 1", &e), ODBOX_ECONNLOST);
+    ck_assert_int_eq(itest_count(admin, "SELECT COUNT(*) FROM %s", t), 0); /* nothing half-written */
+    itest_exec(admin, "DROP TABLE %s", t);
+    odbox_conn_close(&c);
+    odbox_conn_close(&admin);
+}
+END_TEST
+
+START_TEST(pool_bounds_and_timeout)
+{
+    odbox_pool *p = NULL;
+    odbox_error e;
+    odbox_pool_config cfg = {.size = 2, .acquire_timeout_ms = 200};
+    ck_assert_int_eq(odbox_pool_open(itest_dsn(1), &cfg, &p, &e), ODBOX_OK);
+    odbox_conn *a = NULL, *b = NULL, *x = NULL;
+    ck_assert_int_eq(odbox_pool_acquire(p, &a, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_pool_acquire(p, &b, &e), ODBOX_OK);
+    ck_assert_ptr_ne(a, b);
+    ck_assert_int_eq(odbox_pool_acquire(p, &x, &e), ODBOX_ETIMEDOUT);
+    ck_assert_ptr_null(x);
+    /* a transaction left open is rolled back on release */
+    ck_assert_int_eq(odbox_conn_begin(a, &e), ODBOX_OK);
+    odbox_pool_release(p, &a);
+    ck_assert_ptr_null(a);
+    ck_assert_int_eq(odbox_pool_acquire(p, &x, &e), ODBOX_OK);
+    ck_assert(!odbox_conn_in_transaction(x));
+    ck_assert_str_eq(odbox_conn_dialect(x)->name, expected_dialect());
+    odbox_pool_release(p, &x);
+    odbox_pool_release(p, &b);
+    odbox_pool_free(&p);
+    ck_assert_ptr_null(p);
+}
+END_TEST
+
+START_TEST(pool_replaces_dead_connections)
+{
+    odbox_pool *p = NULL;
+    odbox_error e;
+    odbox_pool_config cfg = {.size = 1, .acquire_timeout_ms = 2000};
+    ck_assert_int_eq(odbox_pool_open(itest_dsn(1), &cfg, &p, &e), ODBOX_OK);
+    odbox_conn *c = NULL, *admin = itest_connect(1);
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    int64_t first = session_id(c);
+    odbox_pool_release(p, &c);
+    kill_session(admin, first);
+    usleep(1100 * 1000); /* past the pool's validation window */
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    ck_assert(!odbox_conn_is_dead(c));
+    ck_assert_int_ne(session_id(c), first);
+
+    /* a connection that died while handed out is closed on release */
+    kill_session(admin, session_id(c));
+    ck_assert_int_eq(odbox_conn_exec(c, "SELECT 1", &e), ODBOX_ECONNLOST);
+    odbox_pool_release(p, &c);
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    ck_assert_int_eq(itest_count(c, "SELECT 1"), 1);
+    odbox_pool_release(p, &c);
+    odbox_pool_free(&p);
+    odbox_conn_close(&admin);
+}
+END_TEST
+
+typedef struct worker_arg {
+    odbox_pool *pool;
+    int errors;
+} worker_arg;
+
+static void *pool_worker(void *ud)
+{
+    worker_arg *w = ud;
+    for (int i = 0; i < 40; i++) {
+        odbox_conn *c = NULL;
+        odbox_error e;
+        int64_t v = 0;
+        if (odbox_pool_acquire(w->pool, &c, &e) != ODBOX_OK ||
+            odbox_conn_query_int64(c, "SELECT 7", &v, &e) != ODBOX_OK || v != 7)
+            w->errors++;
+        odbox_pool_release(w->pool, &c);
+    }
+    return NULL;
+}
+
+START_TEST(pool_is_thread_safe)
+{
+    odbox_pool *p = NULL;
+    odbox_pool_config cfg = {.size = 3, .acquire_timeout_ms = 10000};
+    ck_assert_int_eq(odbox_pool_open(itest_dsn(1), &cfg, &p, NULL), ODBOX_OK);
+    pthread_t th[6];
+    worker_arg args[6];
+    for (int i = 0; i < 6; i++) {
+        args[i] = (worker_arg){p, 0};
+        pthread_create(&th[i], NULL, pool_worker, &args[i]);
+    }
+    for (int i = 0; i < 6; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(args[i].errors, 0);
+    }
+    odbox_pool_free(&p);
+}
+END_TEST
+
+START_TEST(keyed_locks_exclude)
+{
+    odbox_conn *a = itest_connect(1), *b = itest_connect(1);
+    odbox_error e;
+    char key[64];
+    int taken = -1;
+    itest_name(key, sizeof key, "lock");
+    ck_assert_int_eq(odbox_conn_try_lock(a, key, &taken, &e), ODBOX_OK);
+    ck_assert_int_eq(taken, 1);
+    ck_assert_int_eq(odbox_conn_try_lock(b, key, &taken, &e), ODBOX_OK);
+    ck_assert_int_eq(taken, 0);
+    ck_assert_int_eq(odbox_conn_lock(b, key, 200, &e), ODBOX_ETIMEDOUT);
+    ck_assert_int_eq(odbox_conn_try_lock(b, "another key", &taken, &e), ODBOX_OK);
+    ck_assert_int_eq(taken, 1);
+    ck_assert_int_eq(odbox_conn_unlock(b, "another key", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_unlock(a, key, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_unlock(a, key, &e), ODBOX_ESTATE); /* not held any more */
+    ck_assert_int_eq(odbox_conn_lock(b, key, 1000, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_unlock(b, key, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_try_lock(a, "", &taken, &e), ODBOX_EINVAL);
+    odbox_conn_close(&a);
+    odbox_conn_close(&b);
+}
+END_TEST
+
+Suite *db_suite(void)
+{
+    Suite *s = suite_create("db");
+    TCase *t = tcase_create("core");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, connect_and_detect);
+    tcase_add_test(t, raw_odbc_string_detects_dialect);
+    tcase_add_test(t, wrong_password_is_connect_error_without_password);
+    tcase_add_test(t, unreachable_server);
+    tcase_add_test(t, typed_binds_round_trip);
+    tcase_add_test(t, bad_statement_input);
+    tcase_add_test(t, unique_conflict_and_transactions);
+    tcase_add_test(t, multi_row_insert);
+    tcase_add_test(t, server_gone_mid_transaction);
+    tcase_add_test(t, pool_bounds_and_timeout);
+    tcase_add_test(t, pool_replaces_dead_connections);
+    tcase_add_test(t, pool_is_thread_safe);
+    tcase_add_test(t, keyed_locks_exclude);
+    suite_add_tcase(s, t);
+    return s;
+}

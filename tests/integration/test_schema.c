@@ -1,0 +1,2 @@
+#include "itest.h"
+Suite *schema_suite(void) { return suite_create("schema"); }

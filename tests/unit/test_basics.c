@@ -1,0 +1,285 @@
+/* odbox — unit tests: errors, SHA-256, SQL splitting and placeholders,
+ * names and shard ids, the dialect table, multi-row SQL. */
+#include <stdlib.h>
+#include <string.h>
+#include "odbox/odbox.h"
+#include "internal.h"
+#include "sqlsplit.h"
+#include "dialects.h"
+#include "unit.h"
+
+START_TEST(error_names_are_distinct)
+{
+    const int codes[] = {ODBOX_EINVAL, ODBOX_ENOMEM, ODBOX_ECONNECT, ODBOX_ECONNLOST, ODBOX_ESTALE,
+                         ODBOX_EUNIQUE, ODBOX_EDEADLOCK, ODBOX_ENOTFOUND, ODBOX_ECROSSSHARD,
+                         ODBOX_ETIMEDOUT, ODBOX_EMIGRATION, ODBOX_EUNSUPPORTED, ODBOX_EDB,
+                         ODBOX_EIO, ODBOX_EBUSY, ODBOX_EPARTIAL, ODBOX_ESTATE};
+    size_t n = sizeof codes / sizeof codes[0];
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_lt(codes[i], 0);
+        ck_assert_str_ne(odbox_errname(codes[i]), "ODBOX_EUNKNOWN");
+        ck_assert_str_ne(odbox_strerror(codes[i]), "unknown error");
+        for (size_t j = 0; j < i; j++) {
+            ck_assert_int_ne(codes[i], codes[j]);
+            ck_assert_str_ne(odbox_errname(codes[i]), odbox_errname(codes[j]));
+        }
+    }
+    ck_assert_str_eq(odbox_errname(-999), "ODBOX_EUNKNOWN");
+    ck_assert_str_eq(odbox_errname(ODBOX_ESTALE), "ODBOX_ESTALE");
+}
+END_TEST
+
+START_TEST(error_fail_and_prefix)
+{
+    odbox_error e;
+    ck_assert_int_eq(odbox_fail(&e, ODBOX_EINVAL, "bad %s", "thing"), ODBOX_EINVAL);
+    ck_assert_int_eq(e.code, ODBOX_EINVAL);
+    ck_assert_str_eq(e.message, "bad thing");
+    ck_assert_str_eq(e.sqlstate, "");
+    odbox_error_prefix(&e, ODBOX_EINVAL, "shard %d.%d", 1, 2);
+    ck_assert_str_eq(e.message, "shard 1.2: bad thing");
+    ck_assert_int_eq(odbox_fail(NULL, ODBOX_EIO, "ignored"), ODBOX_EIO);
+    odbox_error_clear(&e);
+    ck_assert_int_eq(e.code, 0);
+    ck_assert_str_eq(e.message, "");
+}
+END_TEST
+
+START_TEST(sha256_known_vectors)
+{
+    char hex[65];
+    odbox_sha256_hex("", 0, hex);
+    ck_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    odbox_sha256_hex("abc", 3, hex);
+    ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    odbox_sha256_hex(two, strlen(two), hex);
+    ck_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    char *million = malloc(1000000);
+    memset(million, 'a', 1000000);
+    odbox_sha256_hex(million, 1000000, hex);
+    free(million);
+    ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* first 8 bytes of SHA-256("abc") = ba7816bf8f01cfea, big-endian */
+    ck_assert(odbox_sha256_int64("abc", 3) == (int64_t)0xba7816bf8f01cfeaULL);
+}
+END_TEST
+
+START_TEST(split_statements)
+{
+    odbox_sql_script s;
+    const char *text =
+        "-- leading comment; with a semicolon\n"
+        "CREATE TABLE t (a TEXT DEFAULT 'x;y', \"b;c\" INT);\n"
+        "/* block; comment */ INSERT INTO t VALUES ('it''s; fine');\n"
+        "CREATE FUNCTION f() RETURNS int AS $body$ SELECT 1; $body$ LANGUAGE sql;\n"
+        "  ;  -- empty statement\n"
+        "SELECT 2";
+    ck_assert_int_eq(odbox_sql_split(text, 0, &s, NULL), ODBOX_OK);
+    ck_assert_uint_eq(s.n, 4);
+    ck_assert_str_eq(s.stmts[0], "-- leading comment; with a semicolon\nCREATE TABLE t (a TEXT DEFAULT 'x;y', \"b;c\" INT)");
+    ck_assert_str_eq(s.stmts[1], "/* block; comment */ INSERT INTO t VALUES ('it''s; fine')");
+    ck_assert_str_eq(s.stmts[2], "CREATE FUNCTION f() RETURNS int AS $body$ SELECT 1; $body$ LANGUAGE sql");
+    ck_assert_str_eq(s.stmts[3], "-- empty statement\nSELECT 2"); /* a leading comment stays */
+    odbox_sql_script_free(&s);
+
+    ck_assert_int_eq(odbox_sql_split("INSERT INTO t VALUES ('a\\';b'); SELECT 1;", 1, &s, NULL), ODBOX_OK);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_str_eq(s.stmts[0], "INSERT INTO t VALUES ('a\\';b')");
+    odbox_sql_script_free(&s);
+
+    ck_assert_int_eq(odbox_sql_split("-- only a comment\n  ;\n/* and */", 0, &s, NULL), ODBOX_OK);
+    ck_assert_uint_eq(s.n, 0);
+    odbox_sql_script_free(&s);
+}
+END_TEST
+
+START_TEST(split_rejects_unterminated)
+{
+    const char *bad[] = {"SELECT 'abc", "SELECT \"abc", "SELECT 1 /* never closed",
+                         "SELECT $x$ body", "SELECT `x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        odbox_sql_script s;
+        odbox_error e;
+        ck_assert_int_eq(odbox_sql_split(bad[i], 0, &s, &e), ODBOX_EINVAL);
+        ck_assert_ptr_nonnull(strstr(e.message, "unterminated"));
+        ck_assert_uint_eq(s.n, 0);
+    }
+}
+END_TEST
+
+START_TEST(placeholders)
+{
+    char *out = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_sql_placeholders("CREATE SCHEMA ${eventlog}; SELECT * FROM ${eventlog}.events",
+                                            "eventlog", "ev_1", &out, &e), ODBOX_OK);
+    ck_assert_str_eq(out, "CREATE SCHEMA ev_1; SELECT * FROM ev_1.events");
+    free(out);
+    ck_assert_int_eq(odbox_sql_placeholders("SELECT ${evntlog}", "eventlog", "x", &out, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(out);
+    ck_assert_ptr_nonnull(strstr(e.message, "${evntlog}"));
+    ck_assert_int_eq(odbox_sql_placeholders("no placeholder", "eventlog", "x", &out, &e), ODBOX_OK);
+    ck_assert_str_eq(out, "no placeholder");
+    free(out);
+}
+END_TEST
+
+START_TEST(names)
+{
+    ck_assert(odbox_name_is_valid("eventlog"));
+    ck_assert(odbox_name_is_valid("_x9"));
+    ck_assert(odbox_name_is_valid("eventlog_shard_1"));
+    const char *bad[] = {NULL, "", "9abc", "Eventlog", "event-log", "event log", "a;drop", "a.b",
+                         "x'", "é",
+                         "a123456789012345678901234567890123456789012345678901234567890123"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(!odbox_name_is_valid(bad[i]), "accepted '%s'", bad[i] ? bad[i] : "(null)");
+}
+END_TEST
+
+START_TEST(shard_ids)
+{
+    odbox_shard_id id;
+    odbox_error e;
+    ck_assert_int_eq(odbox_shard_id_parse("0.0", &id, &e), ODBOX_OK);
+    ck_assert_int_eq(id.group, 0);
+    ck_assert_int_eq(id.member, 0);
+    ck_assert_int_eq(odbox_shard_id_parse("255.63", &id, &e), ODBOX_OK);
+    ck_assert_int_eq(id.group, 255);
+    ck_assert_int_eq(id.member, 63);
+    const char *bad[] = {"", "1", "1.", ".1", "256.0", "0.64", "-1.0", "a.b", "1.2.3", "1.2x", " 1.2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(odbox_shard_id_parse(bad[i], &id, &e) == ODBOX_EINVAL, "accepted '%s'", bad[i]);
+        ck_assert(e.message[0]);
+    }
+}
+END_TEST
+
+START_TEST(dialect_table)
+{
+    ck_assert_ptr_eq(odbox_dialect_find("postgresql"), &odbox_dialect_postgresql);
+    ck_assert_ptr_eq(odbox_dialect_find("postgres"), &odbox_dialect_postgresql);
+    ck_assert_ptr_eq(odbox_dialect_find("PG"), &odbox_dialect_postgresql);
+    ck_assert_ptr_eq(odbox_dialect_find("mysql"), &odbox_dialect_mysql);
+    ck_assert_ptr_eq(odbox_dialect_find("MariaDB"), &odbox_dialect_mariadb);
+    ck_assert_ptr_null(odbox_dialect_find("oracle"));
+    ck_assert_ptr_null(odbox_dialect_find(NULL));
+    /* MariaDB's driver may call the product MySQL; the version tells. */
+    ck_assert_ptr_eq(odbox_dialect_detect("MySQL", "10.11.6-MariaDB-0+deb12u1"), &odbox_dialect_mariadb);
+    ck_assert_ptr_eq(odbox_dialect_detect("MariaDB", "11.4.2"), &odbox_dialect_mariadb);
+    ck_assert_ptr_eq(odbox_dialect_detect("MySQL", "8.4.0"), &odbox_dialect_mysql);
+    ck_assert_ptr_eq(odbox_dialect_detect("PostgreSQL", "16.03.0000"), &odbox_dialect_postgresql);
+    ck_assert_ptr_null(odbox_dialect_detect("Microsoft SQL Server", "16.0"));
+    for (const odbox_dialect *const *d = odbox_dialects(); *d; d++) {
+        ck_assert_int_eq((*d)->version, ODBOX_DIALECT_VERSION);
+        ck_assert_ptr_nonnull((*d)->connection_string);
+        ck_assert_ptr_nonnull((*d)->insert_ignore_fmt);
+        ck_assert_ptr_null(strstr((*d)->insert_ignore_fmt, "IGNORE")); /* would hide other errors */
+    }
+    ck_assert(odbox_dialect_postgresql.has_partial_indexes);
+    ck_assert(!odbox_dialect_mysql.has_partial_indexes);
+    ck_assert_str_eq(odbox_dialect_mysql.uuid_type, "CHAR(36) CHARACTER SET ascii");
+    ck_assert_str_eq(odbox_dialect_mariadb.uuid_type, "UUID");
+    ck_assert_str_eq(odbox_dialect_postgresql.json_type, "JSONB");
+    ck_assert_str_eq(odbox_dialect_mariadb.timestamp_type, "DATETIME(6)");
+}
+END_TEST
+
+START_TEST(connection_strings)
+{
+    const odbox_dialect *d = NULL;
+    char *odbc = NULL, *secret = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_dsn_resolve("postgresql://u:p%3Bw@db.example:6543/app?sslmode=require",
+                                       &d, &odbc, &secret, &e), ODBOX_OK);
+    ck_assert_ptr_eq(d, &odbox_dialect_postgresql);
+    ck_assert_str_eq(odbc, "Driver={PostgreSQL Unicode};Server=db.example;Port=6543;Database=app;Uid=u;"
+                           "Pwd={p;w};Protocol=7.4-1;UseServerSidePrepare=1;BoolsAsChar=0;"
+                           "UseDeclareFetch=0;sslmode=require;");
+    ck_assert_str_eq(secret, "p;w");
+    free(odbc);
+    free(secret);
+
+    ck_assert_int_eq(odbox_dsn_resolve("mariadb://u@[::1]/app?driver=My%20Driver", &d, &odbc, &secret, &e),
+                     ODBOX_OK);
+    ck_assert_ptr_eq(d, &odbox_dialect_mariadb);
+    ck_assert_str_eq(odbc, "Driver={My Driver};Server=::1;Port=3306;Database=app;Uid=u;");
+    ck_assert_ptr_null(secret);
+    free(odbc);
+
+    /* dialect= overrides the scheme; Protocol can be overridden by the user */
+    ck_assert_int_eq(odbox_dsn_resolve("mariadb://u@h/app?dialect=mysql", &d, &odbc, NULL, &e), ODBOX_OK);
+    ck_assert_ptr_eq(d, &odbox_dialect_mysql);
+    free(odbc);
+    ck_assert_int_eq(odbox_dsn_resolve("postgresql://h/db?Protocol=7.4-2", &d, &odbc, NULL, &e), ODBOX_OK);
+    ck_assert_ptr_nonnull(strstr(odbc, "Protocol=7.4-2;"));
+    ck_assert_ptr_null(strstr(odbc, "7.4-1"));
+    free(odbc);
+
+    /* raw ODBC strings pass through; the dialect comes from the server */
+    ck_assert_int_eq(odbox_dsn_resolve("DSN=mydsn;UID=u;PWD=secret", &d, &odbc, NULL, &e), ODBOX_OK);
+    ck_assert_ptr_null(d);
+    ck_assert_str_eq(odbc, "DSN=mydsn;UID=u;PWD=secret");
+    free(odbc);
+    ck_assert_int_eq(odbox_dsn_resolve("DSN=mydsn;dialect=postgresql", &d, &odbc, NULL, &e), ODBOX_OK);
+    ck_assert_ptr_eq(d, &odbox_dialect_postgresql);
+    free(odbc);
+
+    ck_assert_int_eq(odbox_dsn_resolve("oracle://u:s3cr3t@h/db", &d, &odbc, NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "unknown scheme"));
+    ck_assert_ptr_null(strstr(e.message, "s3cr3t"));
+    ck_assert_int_eq(odbox_dsn_resolve("postgresql://u:s3cr3t@h/db?dialect=db2", &d, &odbc, NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "unknown dialect"));
+    ck_assert_ptr_null(strstr(e.message, "s3cr3t"));
+}
+END_TEST
+
+START_TEST(multi_row_sql)
+{
+    const char *forms[] = {"?", "CAST(? AS UUID)", "?"};
+    char *s = odbox_sql_rows(2, forms, 3);
+    ck_assert_str_eq(s, "(?,CAST(? AS UUID),?),(?,CAST(? AS UUID),?)");
+    free(s);
+    ck_assert_ptr_null(odbox_sql_rows(0, forms, 3));
+    ck_assert_ptr_null(odbox_sql_rows(1, forms, 0));
+}
+END_TEST
+
+START_TEST(pool_rejects_bad_input_without_connecting)
+{
+    odbox_pool *p = (odbox_pool *)1;
+    odbox_error e;
+    ck_assert_int_eq(odbox_pool_open("not a dsn", NULL, &p, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(p);
+    odbox_pool_config bad = {.size = -1};
+    ck_assert_int_eq(odbox_pool_open("postgresql://h/db", &bad, &p, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_pool_open("postgresql://h/db", NULL, &p, &e), ODBOX_OK);
+    ck_assert_ptr_eq(odbox_pool_dialect(p), &odbox_dialect_postgresql);
+    odbox_pool_free(&p);
+    ck_assert_ptr_null(p);
+    odbox_conn *c = (odbox_conn *)1;
+    ck_assert_int_eq(odbox_conn_open("mysql://u:pw@h:99999/db", &c, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(c);
+}
+END_TEST
+
+Suite *basics_suite(void)
+{
+    Suite *s = suite_create("basics");
+    TCase *t = tcase_create("core");
+    tcase_add_test(t, error_names_are_distinct);
+    tcase_add_test(t, error_fail_and_prefix);
+    tcase_add_test(t, sha256_known_vectors);
+    tcase_add_test(t, split_statements);
+    tcase_add_test(t, split_rejects_unterminated);
+    tcase_add_test(t, placeholders);
+    tcase_add_test(t, names);
+    tcase_add_test(t, shard_ids);
+    tcase_add_test(t, dialect_table);
+    tcase_add_test(t, connection_strings);
+    tcase_add_test(t, multi_row_sql);
+    tcase_add_test(t, pool_rejects_bad_input_without_connecting);
+    suite_add_tcase(s, t);
+    return s;
+}

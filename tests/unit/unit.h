@@ -1,0 +1,11 @@
+/* odbox — unit tier: Check suites that need no server. */
+#ifndef ODBOX_TESTS_UNIT_H
+#define ODBOX_TESTS_UNIT_H
+
+#include <check.h>
+
+Suite *dsn_suite(void);
+Suite *basics_suite(void);
+Suite *registry_config_suite(void);
+
+#endif
