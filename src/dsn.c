@@ -268,11 +268,13 @@ static void heur_userinfo(spanlist *sl, const char *t, size_t lo, size_t hi, int
             last_at = j - 1;
             break;
         }
+    size_t colon = lo; /* the first ':' at or after the last r (cached: r only grows) */
     for (size_t i = lo; i + 2 <= hi; i++) {
         if (t[i] != '/' || t[i + 1] != '/')
             continue;
         size_t r = i + 2;
-        size_t colon = last_at < hi && last_at >= r ? find_char(t, r, last_at, ':') : last_at;
+        if (colon < r)
+            colon = find_char(t, r, hi, ':');
         if (last_at < hi && last_at >= r && colon < last_at)
             spans_add(sl, colon + 1, last_at - colon - 1);
         else
@@ -283,9 +285,9 @@ static void heur_userinfo(spanlist *sl, const char *t, size_t lo, size_t hi, int
         size_t s = last_at;
         while (s > lo && !strchr(" ;/?&", t[s - 1]))
             s--;
-        size_t colon = find_char(t, s, last_at, ':');
-        if (colon < last_at)
-            spans_add(sl, colon + 1, last_at - colon - 1);
+        size_t c = find_char(t, s, last_at, ':');
+        if (c < last_at)
+            spans_add(sl, c + 1, last_at - c - 1);
         if (port_after_at)
             heur_port(sl, t, last_at + 1, hi);
     }
@@ -297,7 +299,10 @@ static void heur_userinfo(spanlist *sl, const char *t, size_t lo, size_t hi, int
  * end), others to the next ';', or '&' when the key follows '?' or '&'. */
 static void heur_keys(spanlist *sl, const char *t, size_t n)
 {
+    char sep = ';'; /* the last of ; & ? seen, '&' standing for both & and ? */
     for (size_t i = 0; i < n; i++) {
+        if (t[i] == ';' || t[i] == '&' || t[i] == '?')
+            sep = t[i] == ';' ? ';' : '&';
         if (t[i] != '=')
             continue;
         size_t ke = i;
@@ -320,12 +325,6 @@ static void heur_keys(spanlist *sl, const char *t, size_t n)
         }
         if (!is_secret_key(key, kn))
             continue;
-        char sep = ';';
-        for (size_t j = ks; j > 0; j--)
-            if (strchr(";&?", t[j - 1])) {
-                sep = t[j - 1] == ';' ? ';' : '&';
-                break;
-            }
         size_t v = i + 1, e;
         while (v < n && t[v] == ' ')
             v++;
@@ -348,8 +347,9 @@ static void heur_keys(spanlist *sl, const char *t, size_t n)
                 e--;
         }
         spans_add(sl, v, e - v);
-        if (e > i + 1)
-            i = e - 1;
+        for (; i + 1 < e; i++) /* skip the value, still tracking separators */
+            if (t[i + 1] == ';' || t[i + 1] == '&' || t[i + 1] == '?')
+                sep = t[i + 1] == ';' ? ';' : '&';
     }
 }
 

@@ -20,6 +20,7 @@ typedef struct cli {
     const char *dir;
     const char *set;
     const char *migrations;
+    const char *eventlog;
     int lock_timeout_ms;
     int json;
     int quiet;
@@ -41,6 +42,7 @@ static const char usage_main[] =
 static const char usage_target[] =
     "  --dsn DSN          one database (URL or ODBC string); default $ODBOX_DSN\n"
     "  --config FILE      a registry config file (JSON, see README)\n"
+    "  --eventlog NAME    with --dsn: the eventlog schema/database (default: eventlog)\n"
     "  --dir DIR          also the service's own migrations (DIR/<dialect>/ or DIR)\n"
     "  --set NAME         history name of --dir's migrations (default: app)\n"
     "  --migrations DIR   odbox's own migrations (default: installed copy)\n"
@@ -80,7 +82,7 @@ static int fail(const cli *c, const odbox_error *err)
         json_object_object_add(o, "error", json_object_new_string(odbox_errname(err->code)));
         json_object_object_add(o, "sqlstate", json_object_new_string(err->sqlstate));
         json_object_object_add(o, "message", json_object_new_string(err->message));
-        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
         json_object_put(o);
     }
     fprintf(stderr, "odbox: %s\n", err->message[0] ? err->message : odbox_strerror(err->code));
@@ -93,6 +95,7 @@ static int parse_options(int argc, char **argv, cli *c, const char *usage)
         {"dsn", required_argument, 0, 'd'},     {"config", required_argument, 0, 'c'},
         {"dir", required_argument, 0, 'D'},     {"set", required_argument, 0, 's'},
         {"migrations", required_argument, 0, 'm'}, {"lock-timeout", required_argument, 0, 'l'},
+        {"eventlog", required_argument, 0, 'e'},
         {"json", no_argument, 0, 'j'},          {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
@@ -106,6 +109,7 @@ static int parse_options(int argc, char **argv, cli *c, const char *usage)
         case 'D': c->dir = optarg; break;
         case 's': c->set = optarg; break;
         case 'm': c->migrations = optarg; break;
+        case 'e': c->eventlog = optarg; break;
         case 'l': {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -135,12 +139,20 @@ static int parse_options(int argc, char **argv, cli *c, const char *usage)
         fprintf(stderr, "odbox: give exactly one of --dsn and --config (or set ODBOX_DSN)\n");
         return EXIT_USAGE;
     }
+    if (c->eventlog && c->config) {
+        fprintf(stderr, "odbox: --eventlog goes with --dsn; a config file names each shard's eventlog\n");
+        return EXIT_USAGE;
+    }
     return 0;
 }
 
 static int open_registry(const cli *c, odbox_registry **r, odbox_error *err)
 {
-    return c->config ? odbox_registry_load(c->config, r, err) : odbox_registry_open_dsn(c->dsn, r, err);
+    if (c->config)
+        return odbox_registry_load(c->config, r, err);
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = c->dsn, .eventlog = c->eventlog};
+    odbox_registry_config cfg = {.shards = &sc, .nshards = 1};
+    return odbox_registry_open(&cfg, r, err);
 }
 
 static void migrate_options(const cli *c, odbox_migrate_options *o)
@@ -238,7 +250,7 @@ static int cmd_migrate(int argc, char **argv)
         json_object *o2 = json_object_new_object();
         json_object_object_add(o2, "ok", json_object_new_boolean(1));
         json_object_object_add(o2, "shards", ps.shards);
-        puts(json_object_to_json_string_ext(o2, JSON_C_TO_STRING_PRETTY));
+        puts(json_object_to_json_string_ext(o2, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
         json_object_put(o2);
     }
     return 0;
@@ -434,7 +446,7 @@ static int cmd_status(int argc, char **argv)
         json_object *top = json_object_new_object();
         json_object_object_add(top, "ok", json_object_new_boolean(1));
         json_object_object_add(top, "shards", shards);
-        puts(json_object_to_json_string_ext(top, JSON_C_TO_STRING_PRETTY));
+        puts(json_object_to_json_string_ext(top, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
         json_object_put(top);
     } else {
         for (size_t i = 0; i < json_object_array_length(shards); i++)

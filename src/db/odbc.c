@@ -111,6 +111,8 @@ int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *con
         SQLRETURN r = SQLGetDiagRec(type, h, rec, state, &native, text, sizeof text, &len);
         if (!ODBOX_SQL_OK(r))
             break;
+        for (size_t n = strlen((char *)text); n > 0 && strchr(" \t\r\n", text[n - 1]); n--)
+            text[n - 1] = '\0';
         if (first) {
             memcpy(e->sqlstate, state, 6);
             e->native = native;

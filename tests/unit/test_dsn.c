@@ -1,11 +1,9 @@
 /* odbox — unit tests for DSN parsing and redaction (src/dsn.c). */
 #include <check.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "odbox/dsn.h"
-
-Suite *dsn_suite(void);
+#include "unit.h"
 
 #define SECRET "s3cr3t-PW"
 

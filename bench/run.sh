@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# bench/run.sh - single-row INSERT transactions: odbox vs pgbench, same
+# statement, same server, same run. See bench/README.md.
+#
+# Usage: bench/run.sh
+#
+# Environment:
+#   ODBOX_BUILDDIR        build directory (default: <repo>/build)
+#   BENCH_SECONDS         seconds per measurement (default 10)
+#   BENCH_CLIENTS         client counts (default "1 8")
+#   BENCH_TABLE           table name (default bench_insert; dropped and recreated)
+#   BENCH_ROUNDS          rounds of all client counts; figures are medians (default 1)
+#   BENCH_WARMUP          warm-up seconds per tool before round 1, not reported (default 3)
+#   BENCH_FSYNC_SECONDS   seconds per pg_test_fsync test (default 2; 0 skips it)
+#   CC                    compiler (default gcc)
+# Without ODBOX_TEST_PG_DSN the script re-runs itself under
+# tests/db/with-servers.sh --only pg (a throwaway PostgreSQL).
+#
+# Exit status: non-zero when anything fails to run. The ratio never fails
+# the run (benchmarks are not timed tests); the goal is only reported.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRCDIR=$(cd "$HERE/.." && pwd)
+BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
+BENCH_SECONDS=${BENCH_SECONDS:-10}
+BENCH_CLIENTS=${BENCH_CLIENTS:-"1 8"}
+BENCH_TABLE=${BENCH_TABLE:-bench_insert}
+BENCH_FSYNC_SECONDS=${BENCH_FSYNC_SECONDS:-2}
+BENCH_ROUNDS=${BENCH_ROUNDS:-1}
+BENCH_WARMUP=${BENCH_WARMUP:-3}
+GOAL=0.9
+# The JSON both sides insert, byte for byte (pgbench binds it as :payload).
+PAYLOAD='{"type":"bench.insert","aggregate":"order","version":1,"data":{"sku":"A-1234","qty":3,"note":"benchmark payload"}}'
+
+die() { echo "bench: $*" >&2; exit 1; }
+say() { printf '%s\n' "$*"; }
+
+[[ $BENCH_SECONDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_SECONDS must be a positive integer"
+[[ $BENCH_FSYNC_SECONDS =~ ^[0-9]+$ ]] || die "BENCH_FSYNC_SECONDS must be an integer"
+[[ $BENCH_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS must be a positive integer"
+[[ $BENCH_WARMUP =~ ^[0-9]+$ ]] || die "BENCH_WARMUP must be an integer"
+for n in $BENCH_CLIENTS; do
+    [[ $n =~ ^[1-9][0-9]*$ ]] || die "BENCH_CLIENTS must be positive integers, got '$n'"
+done
+[[ $BENCH_TABLE =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "BENCH_TABLE must be a plain identifier"
+[[ $BUILDDIR = /* ]] || BUILDDIR=$PWD/$BUILDDIR
+
+# ---- (a) build -------------------------------------------------------------
+BIN=$BUILDDIR/bench/odbox-bench-insert
+build() {
+    [[ -f $BUILDDIR/Makefile ]] ||
+        die "no build directory at $BUILDDIR (configure first, or set ODBOX_BUILDDIR)"
+    if [[ ! -f $BUILDDIR/libodbox.la ]]; then
+        say "bench: building libodbox in $BUILDDIR"
+        make -C "$BUILDDIR" -j"$(nproc)" libodbox.la >&2 || die "building libodbox failed"
+    fi
+    local src=$HERE/insert_bench.c stale=0 h
+    if [[ ! -x $BIN || $src -nt $BIN || $BUILDDIR/libodbox.la -nt $BIN ]]; then
+        stale=1
+    else
+        for h in "$SRCDIR"/include/odbox/*.h; do
+            [[ $h -nt $BIN ]] && stale=1
+        done
+    fi
+    ((stale)) || return 0
+    say "bench: compiling $BIN"
+    mkdir -p "$BUILDDIR/bench"
+    "$BUILDDIR/libtool" --quiet --tag=CC --mode=link "${CC:-gcc}" \
+        -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
+        -Wmissing-prototypes -Werror -O2 -g -pthread -I"$SRCDIR/include" -no-install \
+        -o "$BIN" "$src" "$BUILDDIR/libodbox.la" >&2 || die "compiling insert_bench.c failed"
+}
+build
+
+# ---- (b) a server ----------------------------------------------------------------
+if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
+    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
+    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
+    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/run.sh" "$@"
+fi
+for v in ODBOX_PG_HOST ODBOX_PG_PORT ODBOX_PG_USER ODBOX_PG_PASSWORD ODBOX_PG_BINDIR; do
+    [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
+done
+PGDB=${ODBOX_TEST_PG_DSN##*/}
+PGDB=${PGDB%%\?*}
+[[ -n $PGDB ]] || die "cannot read the database name from ODBOX_TEST_PG_DSN"
+PSQL=$ODBOX_PG_BINDIR/psql
+PGBENCH=$ODBOX_PG_BINDIR/pgbench
+PG_TEST_FSYNC=$ODBOX_PG_BINDIR/pg_test_fsync
+for b in "$PSQL" "$PGBENCH"; do [[ -x $b ]] || die "$b not found"; done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/odbox-bench.XXXXXX")
+ODBC_PIDS=()
+cleanup() {
+    local p
+    # psqlODBC (CommLog=1 in Debian's odbcinst.ini) leaves one log per process.
+    for p in "${ODBC_PIDS[@]}"; do
+        rm -f /tmp/psqlodbc_*_"$(id -un)$p".log
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# Password only in the environment of each client command, never printed.
+pg() { PGPASSWORD=$ODBOX_PG_PASSWORD "$@" -h "$ODBOX_PG_HOST" -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" "$PGDB"; }
+sql() { pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
+
+# ---- (c) the table -------------------------------------------------------------
+sql "DROP TABLE IF EXISTS $BENCH_TABLE" >/dev/null
+sql "CREATE TABLE $BENCH_TABLE (id uuid PRIMARY KEY, client bigint NOT NULL,
+     payload jsonb NOT NULL, created timestamptz NOT NULL)
+     WITH (autovacuum_enabled = off)" >/dev/null
+
+ODBOX_SQL=$("$BIN" --print-sql --table "$BENCH_TABLE")
+# pgbench -M prepared turns :client_id and :payload into $1 and $2, exactly
+# where psqlODBC puts $1 and $2 for the two '?'.
+SCRIPT=$TMP/insert.sql
+printf '%s;\n' "$(sed 's/?/:client_id/; s/?/:payload/' <<<"$ODBOX_SQL")" >"$SCRIPT"
+grep -q '?' "$SCRIPT" && die "unexpected '?' left in the pgbench script"
+
+# ---- (d) machine, fsync rate, durability -------------------------------------------
+say "== machine"
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+say "cpu:        ${cpu:-unknown} (nproc $(nproc))"
+say "memory:     $mem"
+say "kernel:     $(uname -sr)"
+fsdir=${ODBOX_PG_DATADIR:-}
+if [[ -n $fsdir && -d $fsdir ]]; then
+    # The data directory's parent is on the same filesystem and writable by us.
+    parent=$(dirname "$fsdir")
+    if [[ -w $parent && $(stat -c %d "$parent") == $(stat -c %d "$fsdir") ]]; then
+        fsdir=$parent
+    fi
+    say "data dir:   $ODBOX_PG_DATADIR ($(df -PT "$ODBOX_PG_DATADIR" | awk 'NR==2 {print $2 " on " $1}'))"
+else
+    say "data dir:   unknown (ODBOX_PG_DATADIR not set); fsync test in ${TMPDIR:-/tmp}"
+    fsdir=${TMPDIR:-/tmp}
+fi
+server_version=$(sql "SHOW server_version")
+say "server:     PostgreSQL $server_version, $ODBOX_PG_HOST:$ODBOX_PG_PORT (TCP, ssl=$(sql "SHOW ssl"))"
+
+wal_sync_method=$(sql "SHOW wal_sync_method")
+say
+say "== fsync rate (pg_test_fsync -s $BENCH_FSYNC_SECONDS, one 8kB write; PostgreSQL uses wal_sync_method=$wal_sync_method)"
+if ((BENCH_FSYNC_SECONDS == 0)); then
+    say "skipped (BENCH_FSYNC_SECONDS=0)"
+else
+    [[ -x $PG_TEST_FSYNC ]] || die "$PG_TEST_FSYNC not found"
+    testfile=$fsdir/odbox-bench-fsync.$$
+    if ! "$PG_TEST_FSYNC" -s "$BENCH_FSYNC_SECONDS" -f "$testfile" >"$TMP/fsync.out" 2>&1; then
+        rm -f "$testfile"
+        cat "$TMP/fsync.out" >&2
+        die "pg_test_fsync failed"
+    fi
+    rm -f "$testfile"
+    # First block: "Compare file sync methods using one 8kB write".
+    fsync_lines=$(awk '/using one 8kB write/ {on=1; next} on && /^Compare|^$/ && n {exit}
+         on && /ops\/sec|n\/a/ {n++; sub(/^[ \t]+/, ""); print}' "$TMP/fsync.out")
+    [[ -n $fsync_lines ]] || { cat "$TMP/fsync.out" >&2; die "cannot parse pg_test_fsync output"; }
+    while IFS= read -r line; do
+        name=${line%% *}
+        mark=""
+        if [[ $name == "$wal_sync_method" ]]; then
+            mark="   <- wal_sync_method"
+            fsync_rate="$wal_sync_method $(awk '{print $2}' <<<"$line") ops/sec"
+        fi
+        say "  $line$mark"
+    done <<<"$fsync_lines"
+fi
+
+say
+say "== durability settings"
+sql "SELECT rpad(name, 20) || setting || coalesce(' ' || unit, '')
+     FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method',
+       'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'wal_buffers',
+       'max_wal_size', 'checkpoint_timeout', 'shared_buffers')
+     ORDER BY array_position(ARRAY['fsync', 'synchronous_commit', 'wal_sync_method',
+       'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'wal_buffers',
+       'max_wal_size', 'checkpoint_timeout', 'shared_buffers']::text[], name::text)" |
+    sed 's/^/  /'
+
+# ---- (e) the runs ------------------------------------------------------------------
+# Before every run: empty table and a checkpoint, so each run starts from
+# the same state (no checkpoint or full-page-write burst inherited).
+reset_table() {
+    sql "TRUNCATE $BENCH_TABLE" >/dev/null
+    sql "CHECKPOINT" >/dev/null 2>&1 || say "bench: warning: CHECKPOINT failed (not superuser?)"
+}
+
+# Checks the rows one run left: count equals the reported transactions,
+# every row carries the same payload, one distinct client id per client.
+check_rows() { # label transactions clients
+    local got
+    got=$(sql "SELECT count(*) || ' ' || count(DISTINCT client) || ' ' ||
+                      count(*) FILTER (WHERE payload <> '$PAYLOAD'::jsonb) FROM $BENCH_TABLE")
+    read -r rows distinct badpayload <<<"$got"
+    [[ $rows == "$2" ]] || die "$1: reported $2 transactions but the table has $rows rows"
+    [[ $distinct == "$3" ]] || die "$1: expected $3 distinct client ids, found $distinct"
+    [[ $badpayload == 0 ]] || die "$1: $badpayload rows with a different payload"
+}
+
+# Results per run, keyed "clients:round".
+declare -A PGB_TPS PGB_LAT PGB_TX OBX_TPS OBX_P50 OBX_P99 OBX_AVG OBX_TX
+
+run_pgbench() { # clients round seconds [quiet]
+    local n=$1 k=$1:$2 secs=$3 out=$TMP/pgbench.$1.$2.out failed
+    reset_table
+    [[ -n ${4:-} ]] || say "-- round $2: pgbench, $n client(s), ${secs}s"
+    if ! pg "$PGBENCH" -n -M prepared -c "$n" -j "$n" -T "$secs" -f "$SCRIPT" \
+        -D "payload=$PAYLOAD" >"$out" 2>&1; then
+        cat "$out" >&2
+        die "pgbench failed"
+    fi
+    PGB_TPS[$k]=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$out" | tail -1)
+    PGB_LAT[$k]=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out")
+    PGB_TX[$k]=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
+    failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
+    [[ -n ${PGB_TPS[$k]} && -n ${PGB_TX[$k]} ]] || { cat "$out" >&2; die "cannot parse pgbench output"; }
+    [[ -z $failed || $failed == 0 ]] || { cat "$out" >&2; die "pgbench: $failed failed transactions"; }
+    [[ -n ${4:-} ]] || say "   tps ${PGB_TPS[$k]}, latency avg ${PGB_LAT[$k]:-?} ms, ${PGB_TX[$k]} transactions"
+    check_rows "pgbench -c $n" "${PGB_TX[$k]}" "$n"
+}
+
+run_odbox() { # clients round seconds [quiet]
+    local n=$1 k=$1:$2 secs=$3 out=$TMP/odbox.$1.$2.json pid rc=0 f
+    reset_table
+    [[ -n ${4:-} ]] || say "-- round $2: odbox-bench-insert, $n client(s), ${secs}s"
+    # DSN from the environment (ODBOX_TEST_PG_DSN): not on the command line.
+    "$BIN" --clients "$n" --seconds "$secs" --table "$BENCH_TABLE" \
+        --payload "$PAYLOAD" --json >"$out" &
+    pid=$!
+    ODBC_PIDS+=("$pid")
+    wait "$pid" || rc=$?
+    ((rc == 0)) || die "odbox-bench-insert failed (exit $rc)"
+    f=$(jq -r '[.tps, .latency_ms.p50, .latency_ms.p99, .latency_ms.avg, .transactions] | @tsv' "$out") ||
+        die "cannot parse odbox-bench-insert output"
+    read -r "OBX_TPS[$k]" "OBX_P50[$k]" "OBX_P99[$k]" "OBX_AVG[$k]" "OBX_TX[$k]" <<<"$f"
+    [[ -n ${4:-} ]] ||
+        say "   tps ${OBX_TPS[$k]}, latency avg ${OBX_AVG[$k]} p50 ${OBX_P50[$k]} p99 ${OBX_P99[$k]} ms, ${OBX_TX[$k]} transactions"
+    check_rows "odbox -c $n" "${OBX_TX[$k]}" "$n"
+}
+
+# Median of the values of array $1 for clients $2 over all rounds.
+median() {
+    local -n arr=$1
+    local r vals=()
+    for ((r = 1; r <= BENCH_ROUNDS; r++)); do vals+=("${arr[$2:$r]:-0}"); done
+    printf '%s\n' "${vals[@]}" | sort -g | awk '{v[NR] = $1} END {
+        if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+command -v jq >/dev/null || die "jq is required to read odbox-bench-insert --json"
+say
+say "== runs (1 row per transaction, autocommit, ${BENCH_SECONDS}s each, $BENCH_ROUNDS round(s))"
+say "   odbox:   $ODBOX_SQL"
+say "   pgbench: $(cat "$SCRIPT")"
+say "   payload: $PAYLOAD"
+say "   before every run: TRUNCATE + CHECKPOINT; autovacuum is off for the table"
+maxc=$(printf '%s\n' $BENCH_CLIENTS | sort -n | tail -1)
+if ((BENCH_WARMUP > 0)); then
+    # Creates the WAL segments a fresh cluster lacks and warms both clients'
+    # code and the server, so the first measured run is not penalised.
+    say "-- warm-up: pgbench and odbox-bench-insert, $maxc client(s), ${BENCH_WARMUP}s each (not reported)"
+    run_pgbench "$maxc" 0 "$BENCH_WARMUP" quiet
+    run_odbox "$maxc" 0 "$BENCH_WARMUP" quiet
+fi
+for ((r = 1; r <= BENCH_ROUNDS; r++)); do
+    i=0
+    for n in $BENCH_CLIENTS; do
+        # Alternate who goes first: pgbench for the 1st client count of
+        # round 1, odbox for the 2nd, and the other way round next round.
+        if (((i + r) % 2 == 1)); then
+            run_pgbench "$n" "$r" "$BENCH_SECONDS"
+            run_odbox "$n" "$r" "$BENCH_SECONDS"
+        else
+            run_odbox "$n" "$r" "$BENCH_SECONDS"
+            run_pgbench "$n" "$r" "$BENCH_SECONDS"
+        fi
+        i=$((i + 1))
+    done
+done
+sql "TRUNCATE $BENCH_TABLE" >/dev/null
+
+# ---- (f) the table --------------------------------------------------------------------
+say
+say "== results: PostgreSQL $server_version, ${BENCH_SECONDS}s per run, 1 row per transaction (batch size 1), autocommit"
+say "   workers: pgbench -c N -j N (N connections, N threads, -M prepared);"
+say "            odbox-bench-insert N threads, pool size N, one prepared statement each"
+say "   machine: ${cpu:-unknown}, nproc $(nproc); fsync: ${fsync_rate:-not measured}; fsync=$(sql "SHOW fsync"), synchronous_commit=$(sql "SHOW synchronous_commit")"
+((BENCH_ROUNDS == 1)) || say "   figures are medians over $BENCH_ROUNDS rounds"
+printf '%7s %7s %11s %11s %13s %9s %9s %9s %9s\n' clients rows/tx "pgbench tps" "odbox tps" \
+    "odbox/pgbench" "pgb avg" "odbox avg" "odbox p50" "odbox p99"
+met=1
+for n in $BENCH_CLIENTS; do
+    ptps=$(median PGB_TPS "$n") otps=$(median OBX_TPS "$n")
+    ratio=$(awk -v a="$otps" -v b="$ptps" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')
+    awk -v r="$ratio" -v g="$GOAL" 'BEGIN {exit !(r >= g)}' || met=0
+    printf '%7s %7s %11.1f %11.1f %13s %7.3fms %7.3fms %7.3fms %7.3fms\n' "$n" 1 "$ptps" "$otps" "$ratio" \
+        "$(median PGB_LAT "$n")" "$(median OBX_AVG "$n")" "$(median OBX_P50 "$n")" "$(median OBX_P99 "$n")"
+done
+if ((met)); then
+    say "goal $GOAL: met (odbox/pgbench >= $GOAL at every client count)"
+else
+    say "goal $GOAL: not met (odbox/pgbench < $GOAL at some client count)"
+fi

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tests/run-all.sh - the whole test suite, from a fresh Debian machine (root):
+# installs what is missing, builds, starts throwaway PostgreSQL and MariaDB
+# servers, and runs:
+#   1. make check           unit tier, integration tiers pg / mariadb / mysql, CLI
+#   2. make check-valgrind  unit tier under valgrind
+#   3. make check           again in a build with AddressSanitizer + UBSan
+#   4. make distcheck       the release tarball builds, installs and passes
+# The servers are stopped and removed at the end, also on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$(pwd)
+
+tests/setup.sh
+
+run_suites() {
+    set -euo pipefail
+    local jobs
+    jobs=$(nproc)
+    echo "=== 1/4 make check (default build: -Wall -Wextra -Werror)"
+    make -C build -j"$jobs" check || { cat build/test-suite.log; exit 1; }
+    echo "=== 2/4 unit tier under valgrind"
+    make -C build check-valgrind
+    echo "=== 3/4 make check with AddressSanitizer + UndefinedBehaviorSanitizer"
+    mkdir -p build-asan
+    (cd build-asan && { [[ -f Makefile ]] || ../configure --quiet --enable-sanitizers; } &&
+        make -j"$jobs" >/dev/null && make -j"$jobs" check) || { cat build-asan/test-suite.log; exit 1; }
+    echo "=== 4/4 make distcheck"
+    make -C build -j"$jobs" distcheck >build/distcheck.log 2>&1 || { tail -100 build/distcheck.log; exit 1; }
+    grep -E '^(# (TOTAL|PASS|SKIP|FAIL|ERROR)|=+$|odbox-.*archives ready)' build/distcheck.log | tail -12
+    echo "=== all test tiers passed"
+}
+export -f run_suites
+tests/db/with-servers.sh -- bash -c "cd '$top' && run_suites"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# tests/setup.sh - on a Debian machine (as root): install what building odbox
+# needs when it is missing, then configure and build into ./build.
+#
+# Usage: tests/setup.sh [configure options...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_PACKAGES=(gcc make autoconf automake libtool pkg-config unixodbc-dev libjson-c-dev
+    uuid-dev check valgrind)
+missing=()
+for p in "${BUILD_PACKAGES[@]}"; do
+    [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true) == installed ]] || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "odbox-setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >&2
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+fi
+tests/db/install-deps.sh
+
+[[ -x configure ]] || ./autogen.sh >/dev/null
+mkdir -p build
+cd build
+[[ -f Makefile ]] || ../configure --quiet "$@"
+make -j"$(nproc)" >/dev/null
+echo "odbox-setup: built $(./odbox version) in $(pwd)" >&2
