@@ -40,7 +40,9 @@ say() { printf '%s\n' "$*"; }
 [[ $BENCH_FSYNC_SECONDS =~ ^[0-9]+$ ]] || die "BENCH_FSYNC_SECONDS must be an integer"
 [[ $BENCH_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS must be a positive integer"
 [[ $BENCH_WARMUP =~ ^[0-9]+$ ]] || die "BENCH_WARMUP must be an integer"
-for n in $BENCH_CLIENTS; do
+read -ra CLIENTS <<<"$BENCH_CLIENTS"
+((${#CLIENTS[@]})) || die "BENCH_CLIENTS is empty"
+for n in "${CLIENTS[@]}"; do
     [[ $n =~ ^[1-9][0-9]*$ ]] || die "BENCH_CLIENTS must be positive integers, got '$n'"
 done
 [[ $BENCH_TABLE =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "BENCH_TABLE must be a plain identifier"
@@ -104,7 +106,7 @@ trap cleanup EXIT
 
 # Password only in the environment of each client command, never printed.
 pg() { PGPASSWORD=$ODBOX_PG_PASSWORD "$@" -h "$ODBOX_PG_HOST" -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" "$PGDB"; }
-sql() { pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
+sql() { PGOPTIONS='-c client_min_messages=warning' pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
 
 # ---- (c) the table -------------------------------------------------------------
 sql "DROP TABLE IF EXISTS $BENCH_TABLE" >/dev/null
@@ -242,6 +244,10 @@ run_odbox() { # clients round seconds [quiet]
     check_rows "odbox -c $n" "${OBX_TX[$k]}" "$n"
 }
 
+# Steal time is CPU the hypervisor gave to someone else: on a shared VM it
+# is the first suspect when two runs of the same thing disagree.
+cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9}' /proc/stat; }
+
 # Median of the values of array $1 for clients $2 over all rounds.
 median() {
     local -n arr=$1
@@ -258,7 +264,8 @@ say "   odbox:   $ODBOX_SQL"
 say "   pgbench: $(cat "$SCRIPT")"
 say "   payload: $PAYLOAD"
 say "   before every run: TRUNCATE + CHECKPOINT; autovacuum is off for the table"
-maxc=$(printf '%s\n' $BENCH_CLIENTS | sort -n | tail -1)
+say "   load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews the figures)"
+maxc=$(printf '%s\n' "${CLIENTS[@]}" | sort -n | tail -1)
 if ((BENCH_WARMUP > 0)); then
     # Creates the WAL segments a fresh cluster lacks and warms both clients'
     # code and the server, so the first measured run is not penalised.
@@ -266,9 +273,11 @@ if ((BENCH_WARMUP > 0)); then
     run_pgbench "$maxc" 0 "$BENCH_WARMUP" quiet
     run_odbox "$maxc" 0 "$BENCH_WARMUP" quiet
 fi
+declare -A RATIO
+read -r ticks0 steal0 < <(cpu_ticks)
 for ((r = 1; r <= BENCH_ROUNDS; r++)); do
     i=0
-    for n in $BENCH_CLIENTS; do
+    for n in "${CLIENTS[@]}"; do
         # Alternate who goes first: pgbench for the 1st client count of
         # round 1, odbox for the 2nd, and the other way round next round.
         if (((i + r) % 2 == 1)); then
@@ -278,9 +287,15 @@ for ((r = 1; r <= BENCH_ROUNDS; r++)); do
             run_odbox "$n" "$r" "$BENCH_SECONDS"
             run_pgbench "$n" "$r" "$BENCH_SECONDS"
         fi
+        # The pair ran back to back: their ratio is the least noisy figure.
+        RATIO[$n:$r]=$(awk -v a="${OBX_TPS[$n:$r]}" -v b="${PGB_TPS[$n:$r]}" \
+            'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')
+        say "   => round $r, $n client(s): odbox/pgbench = ${RATIO[$n:$r]}"
         i=$((i + 1))
     done
 done
+read -r ticks1 steal1 < <(cpu_ticks)
+steal_pct=$(awk -v t=$((ticks1 - ticks0)) -v s=$((steal1 - steal0)) 'BEGIN {printf "%.1f", (t > 0 ? 100 * s / t : 0)}')
 sql "TRUNCATE $BENCH_TABLE" >/dev/null
 
 # ---- (f) the table --------------------------------------------------------------------
@@ -288,17 +303,21 @@ say
 say "== results: PostgreSQL $server_version, ${BENCH_SECONDS}s per run, 1 row per transaction (batch size 1), autocommit"
 say "   workers: pgbench -c N -j N (N connections, N threads, -M prepared);"
 say "            odbox-bench-insert N threads, pool size N, one prepared statement each"
-say "   machine: ${cpu:-unknown}, nproc $(nproc); fsync: ${fsync_rate:-not measured}; fsync=$(sql "SHOW fsync"), synchronous_commit=$(sql "SHOW synchronous_commit")"
-((BENCH_ROUNDS == 1)) || say "   figures are medians over $BENCH_ROUNDS rounds"
-printf '%7s %7s %11s %11s %13s %9s %9s %9s %9s\n' clients rows/tx "pgbench tps" "odbox tps" \
-    "odbox/pgbench" "pgb avg" "odbox avg" "odbox p50" "odbox p99"
+say "   machine: ${cpu:-unknown}, nproc $(nproc); fsync: ${fsync_rate:-not measured}; fsync=$(sql "SHOW fsync"), synchronous_commit=$(sql "SHOW synchronous_commit"); CPU steal during the runs: ${steal_pct}%"
+((BENCH_ROUNDS == 1)) ||
+    say "   $BENCH_ROUNDS rounds: tps and latencies are medians; odbox/pgbench is the median of the per-round ratios (range: min-max)"
+printf '%7s %7s %11s %11s %13s %11s %9s %9s %9s %9s\n' clients rows/tx "pgbench tps" "odbox tps" \
+    "odbox/pgbench" "range" "pgb avg" "odbox avg" "odbox p50" "odbox p99"
 met=1
-for n in $BENCH_CLIENTS; do
+for n in "${CLIENTS[@]}"; do
     ptps=$(median PGB_TPS "$n") otps=$(median OBX_TPS "$n")
-    ratio=$(awk -v a="$otps" -v b="$ptps" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')
+    ratio=$(median RATIO "$n")
+    range=$(for ((r = 1; r <= BENCH_ROUNDS; r++)); do echo "${RATIO[$n:$r]}"; done | sort -g |
+        awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f-%.2f", lo, hi}')
     awk -v r="$ratio" -v g="$GOAL" 'BEGIN {exit !(r >= g)}' || met=0
-    printf '%7s %7s %11.1f %11.1f %13s %7.3fms %7.3fms %7.3fms %7.3fms\n' "$n" 1 "$ptps" "$otps" "$ratio" \
-        "$(median PGB_LAT "$n")" "$(median OBX_AVG "$n")" "$(median OBX_P50 "$n")" "$(median OBX_P99 "$n")"
+    printf '%7s %7s %11.1f %11.1f %13.3f %11s %7.3fms %7.3fms %7.3fms %7.3fms\n' "$n" 1 "$ptps" "$otps" \
+        "$ratio" "$range" "$(median PGB_LAT "$n")" "$(median OBX_AVG "$n")" "$(median OBX_P50 "$n")" \
+        "$(median OBX_P99 "$n")"
 done
 if ((met)); then
     say "goal $GOAL: met (odbox/pgbench >= $GOAL at every client count)"

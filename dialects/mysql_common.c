@@ -16,3 +16,28 @@ const char *const odbox_mysql_session_setup[] = {
     "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'",
     NULL,
 };
+
+/* UPDATE t JOIN (SELECT ? AS id, ? AS version, ? AS c ... UNION ALL
+ * SELECT ?, ?, ? ...) AS v ON t.id = v.id AND t.version = v.version
+ * SET t.c = v.c, ..., t.version = v.version + 1 */
+int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
+                                 const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
+{
+    odbox_buf b = {0};
+    odbox_buf_appendf(&b, "UPDATE %s AS t JOIN (", table);
+    for (size_t r = 0; r < nrows; r++) {
+        odbox_buf_append(&b, r ? " UNION ALL SELECT " : "SELECT ");
+        for (size_t c = 0; c < ncols; c++) {
+            odbox_buf_appendf(&b, "%s%s", c ? ", " : "", d->typed_param[types[c]]);
+            if (r == 0)
+                odbox_buf_appendf(&b, " AS %s", cols[c]);
+        }
+    }
+    odbox_buf_append(&b, ") AS v ON t.id = v.id AND t.version = v.version SET ");
+    for (size_t c = 2; c < ncols; c++)
+        odbox_buf_appendf(&b, "t.%s = v.%s, ", cols[c], cols[c]);
+    odbox_buf_append(&b, "t.version = v.version + 1");
+    if (!(*out = odbox_buf_take(&b)))
+        return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
+    return ODBOX_OK;
+}

@@ -5,6 +5,8 @@
 
 #include "dialects.h"
 
+int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
+                                  const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err);
 int odbox_mysql_connection_string(const odbox_dsn *dsn, const char *driver, char **out,
                                   odbox_error *err);
 extern const char *const odbox_mysql_session_setup[];
@@ -20,6 +22,8 @@ extern const char *const odbox_mysql_session_setup[];
     .bool_type = "BOOLEAN",                                                                \
     .uuid_param = "?",                                                                     \
     .json_param = "?",                                                                     \
+    .typed_param = {"?", "?", "?", "?", "?", "?", "?", "CAST(? AS DATETIME(6))"},          \
+    .batch_update_sql = odbox_mysql_batch_update_sql,                                      \
     .has_partial_indexes = 0,                                                              \
     .has_skip_locked = 1,                                                                  \
     .has_transactional_ddl = 0,                                                            \

@@ -28,6 +28,33 @@ static int recognizes(const char *name, const char *version)
 
 static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", NULL};
 
+/* UPDATE t SET c = v.c, ..., version = v.version + 1
+ *   FROM (VALUES (...), (...)) AS v(id, version, c, ...)
+ *  WHERE t.id = v.id AND t.version = v.version
+ * Every value is cast so that a column NULL in every row still has a type. */
+static int batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
+                            const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
+{
+    odbox_buf b = {0};
+    odbox_buf_appendf(&b, "UPDATE %s AS t SET ", table);
+    for (size_t c = 2; c < ncols; c++)
+        odbox_buf_appendf(&b, "%s = v.%s, ", cols[c], cols[c]);
+    odbox_buf_append(&b, "version = v.version + 1 FROM (VALUES ");
+    for (size_t r = 0; r < nrows; r++) {
+        odbox_buf_append(&b, r ? ", (" : "(");
+        for (size_t c = 0; c < ncols; c++)
+            odbox_buf_appendf(&b, "%s%s", c ? ", " : "", d->typed_param[types[c]]);
+        odbox_buf_append(&b, ")");
+    }
+    odbox_buf_append(&b, ") AS v(");
+    for (size_t c = 0; c < ncols; c++)
+        odbox_buf_appendf(&b, "%s%s", c ? ", " : "", cols[c]);
+    odbox_buf_append(&b, ") WHERE t.id = v.id AND t.version = v.version");
+    if (!(*out = odbox_buf_take(&b)))
+        return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
+    return ODBOX_OK;
+}
+
 const odbox_dialect odbox_dialect_postgresql = {
     .version = ODBOX_DIALECT_VERSION,
     .name = "postgresql",
@@ -44,6 +71,9 @@ const odbox_dialect odbox_dialect_postgresql = {
     .bool_type = "BOOLEAN",
     .uuid_param = "CAST(? AS UUID)",
     .json_param = "CAST(? AS JSONB)",
+    .typed_param = {"?", "CAST(? AS VARCHAR)", "CAST(? AS BIGINT)", "CAST(? AS DOUBLE PRECISION)",
+                    "CAST(? AS BOOLEAN)", "CAST(? AS UUID)", "CAST(? AS JSONB)", "CAST(? AS TIMESTAMP)"},
+    .batch_update_sql = batch_update_sql,
     .has_partial_indexes = 1,
     .has_returning = 1,
     .has_skip_locked = 1,

@@ -48,6 +48,9 @@ typedef struct odbox_dialect {
     /* How a bound parameter becomes a UUID / JSON value ("?" or a cast). */
     const char *uuid_param;
     const char *json_param;
+    /* A parameter of each odbox_type that carries its type even where no
+     * column gives one (a VALUES list, a derived table); index by type. */
+    const char *typed_param[8];
 
     /* Capabilities. */
     int has_partial_indexes;
@@ -81,6 +84,13 @@ typedef struct odbox_dialect {
     odbox_lock_key_form lock_key_form;
     const char *lock_try_sql;
     const char *lock_release_sql;
+
+    /* One statement updating many rows optimistically. cols[0] is "id",
+     * cols[1] "version", the rest are set; parameters are bound row by
+     * row in cols order. Each row matches WHERE id = ? AND version = ?
+     * and gets version + 1. *out is malloc'd. */
+    int (*batch_update_sql)(const struct odbox_dialect *d, const char *table, const char *const *cols,
+                            const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err);
 
     /* Administration: this session's server-side id (one row, one
      * integer), and a statement that ends another session by that id

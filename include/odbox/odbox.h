@@ -10,6 +10,10 @@
 #include "dialect.h"
 #include "registry.h"
 #include "migrate.h"
+#include "uuid.h"
+#include "lock.h"
+#include "model.h"
+#include "action.h"
 
 #ifdef __cplusplus
 extern "C" {

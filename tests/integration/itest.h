@@ -27,5 +27,6 @@ const char *itest_src(const char *rel);
 Suite *db_suite(void);
 Suite *migrate_suite(void);
 Suite *schema_suite(void);
+Suite *lock_suite(void);
 
 #endif

@@ -7,5 +7,6 @@
 Suite *dsn_suite(void);
 Suite *basics_suite(void);
 Suite *registry_config_suite(void);
+Suite *uuid_suite(void);
 
 #endif

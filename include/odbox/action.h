@@ -1,0 +1,153 @@
+/* odbox — actions, plans and the executor: the outbox guarantee.
+ *
+ * An action is a name and a perform callback. perform reads (through the
+ * repository, odbox/model.h) and stages changes on a plan: models to add,
+ * models to update, events to emit on models. It never writes. The
+ * executor then, per shard and in ONE transaction, writes the domain rows
+ * and the events — one multi-row INSERT into <eventlog>.events, or a single
+ * sentinel row when the action emitted nothing on that shard — and
+ * commits. Either both land or neither does.
+ *
+ * Thread model: configure an executor (register types) before sharing it;
+ * odbox_execute is then thread-safe. A plan and a context belong to one
+ * perform call. */
+#ifndef ODBOX_ACTION_H
+#define ODBOX_ACTION_H
+
+#include <json-c/json.h>
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An event type: its identity is this descriptor's address; its name is
+ * written to eventlog.events.event_type. Two different descriptors with
+ * the same name are refused (the rows would be ambiguous). */
+typedef struct odbox_event_type {
+    const char *name;  /* [A-Za-z_][A-Za-z0-9_]*, <= 255 */
+} odbox_event_type;
+
+typedef struct odbox_plan odbox_plan;
+typedef struct odbox_context odbox_context;
+
+/* Returns 0, or a negative ODBOX_E* code with err filled: the action
+ * fails (a retryable code re-runs it per the retry rules). */
+typedef int (*odbox_perform_fn)(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user,
+                                odbox_error *err);
+
+typedef struct odbox_action {
+    const char *name;        /* action_name: [A-Za-z_][A-Za-z0-9_.]*, <= 255 */
+    odbox_perform_fn perform;
+    void *user;
+} odbox_action;
+
+/* ---- plans (inside perform) -------------------------------------------- */
+
+/* Stages a new row (copied). ODBOX_EINVAL when its id is already staged,
+ * or its type is not registered with the executor. */
+int odbox_plan_add(odbox_plan *p, const odbox_model *m, odbox_error *err);
+/* Stages an update of m as read (version N, copied); *next_version (may
+ * be NULL) gets N + 1, the version the row will have. */
+int odbox_plan_update(odbox_plan *p, const odbox_model *m, int64_t *next_version, odbox_error *err);
+/* Emits an event on model m (staged or not): payload must be a JSON
+ * object (serialised now; the caller keeps its reference). */
+int odbox_plan_emit(odbox_plan *p, const odbox_model *m, const odbox_event_type *et,
+                    json_object *payload, odbox_error *err);
+/* Hands a result to the caller of odbox_execute (takes the reference). */
+void odbox_plan_set_result(odbox_plan *p, json_object *result);
+
+/* ---- contexts (inside perform) ------------------------------------------ */
+
+odbox_registry *odbox_context_registry(odbox_context *ctx);
+/* This attempt's action id (the same on every event row it writes). */
+const char *odbox_context_action_id(odbox_context *ctx);
+/* 0 on the first attempt, then 1, 2, ... on retries. */
+int odbox_context_attempt(odbox_context *ctx);
+
+/* ---- execution configuration -------------------------------------------- */
+
+#define ODBOX_MAX_RETRY_RULES 8
+
+/* Re-run the whole action (new plan, new action id) when it fails with
+ * code, at most max_retries times for that code, after delay_ms. Each
+ * rule counts its own retries. Nothing is retried once a shard has
+ * committed. */
+typedef struct odbox_retry_rule {
+    int code;
+    int max_retries;
+    int delay_ms;
+} odbox_retry_rule;
+
+typedef struct odbox_exec_config {
+    odbox_retry_rule retries[ODBOX_MAX_RETRY_RULES];
+    int nretries;
+    int allow_cross_shard;   /* else a plan touching several shards is refused */
+} odbox_exec_config;
+
+/* Defaults: ODBOX_ESTALE -> 1 retry after 100 ms; no cross-shard. */
+void odbox_exec_config_default(odbox_exec_config *cfg);
+
+/* ---- results -------------------------------------------------------------- */
+
+#define ODBOX_MAX_RESULT_SHARDS 64
+
+typedef struct odbox_result {
+    char action_id[37];          /* of the last attempt; "" if perform never ran */
+    int attempts;
+    int retries[ODBOX_MAX_RETRY_RULES]; /* retries taken per rule of the config used */
+    json_object *value;          /* from odbox_plan_set_result; caller puts it */
+    /* which shards committed (all of them on success; on ODBOX_EPARTIAL the
+     * ones that stay committed) and, on failure, the shard that failed */
+    odbox_shard_id committed[ODBOX_MAX_RESULT_SHARDS];
+    int ncommitted;
+    odbox_shard_id failed_shard;
+    int has_failed_shard;
+} odbox_result;
+
+/* Releases res->value and zeroes res. */
+void odbox_result_clear(odbox_result *res);
+
+/* ---- the executor ----------------------------------------------------------- */
+
+typedef struct odbox_executor odbox_executor;
+
+/* namespace: dotted identifiers without hyphens, e.g. "com.example.shop"
+ * (^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$, <= 255).
+ * registry is borrowed. defaults may be NULL (odbox_exec_config_default). */
+int odbox_executor_open(const char *ns, odbox_registry *registry, const odbox_exec_config *defaults,
+                        odbox_executor **out, odbox_error *err);
+void odbox_executor_free(odbox_executor **exe);
+
+/* Every model type a plan uses must be registered (checked). */
+int odbox_executor_register_model(odbox_executor *exe, const odbox_model_type *t, odbox_error *err);
+/* Event types may be registered up front; emitting registers them too.
+ * A different descriptor with a registered name is ODBOX_EINVAL. */
+int odbox_executor_register_event(odbox_executor *exe, const odbox_event_type *et, odbox_error *err);
+
+/* Test and tracing hook: called per shard inside its transaction after
+ * the domain rows (ODBOX_HOOK_DOMAIN_WRITTEN) and after the event rows
+ * (ODBOX_HOOK_EVENTS_WRITTEN, just before commit), and after the commit
+ * (ODBOX_HOOK_COMMITTED). A non-zero return before the commit fails the
+ * shard's transaction with that code. */
+typedef enum odbox_hook_point {
+    ODBOX_HOOK_DOMAIN_WRITTEN = 1,
+    ODBOX_HOOK_EVENTS_WRITTEN,
+    ODBOX_HOOK_COMMITTED
+} odbox_hook_point;
+typedef int (*odbox_hook_fn)(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn);
+void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud);
+
+/* Runs the action. params must be a JSON object (NULL: {}). cfg NULL:
+ * the executor's defaults. res (may be NULL) gets the action id, retry
+ * counts and perform's result, also on failure. Codes: perform's own,
+ * ODBOX_ESTALE (retries exhausted), ODBOX_ECROSSSHARD (nothing written),
+ * ODBOX_EPARTIAL (some shards committed: see res and err->message),
+ * database errors. */
+int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *params,
+                  const odbox_exec_config *cfg, odbox_result *res, odbox_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,635 @@
+/* odbox — plans, contexts and the executor: the outbox guarantee. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "model_internal.h"
+#include "odbox/action.h"
+#include "odbox/dialect.h"
+#include "odbox/uuid.h"
+
+#define NAME_MAX_LEN 255
+
+typedef enum { STAGE_ADD = 1, STAGE_UPDATE } stage_op;
+
+typedef struct staged {
+    stage_op op;
+    odbox_model *m;
+    odbox_shard *shard;
+} staged;
+
+typedef struct staged_event {
+    char model_id[37];
+    const char *model_type;
+    const odbox_event_type *et;
+    char *payload;
+    odbox_shard *shard;
+} staged_event;
+
+struct odbox_plan {
+    odbox_executor *exe;
+    staged *items;
+    size_t n, cap;
+    staged_event *events;
+    size_t nevents, evcap;
+    json_object *result;
+};
+
+struct odbox_context {
+    odbox_executor *exe;
+    char action_id[37];
+    int attempt;
+};
+
+struct odbox_executor {
+    char *ns;
+    odbox_registry *registry;
+    odbox_exec_config defaults;
+    pthread_mutex_t mu;              /* guards the type lists */
+    const odbox_model_type **models;
+    size_t nmodels;
+    const odbox_event_type **events;
+    size_t nevents;
+    odbox_hook_fn hook;
+    void *hook_ud;
+};
+
+/* ---- names ----------------------------------------------------------------- */
+
+/* ^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$ : Ekbatan's namespace
+ * rule (it becomes a topic root and a package name: no hyphens). */
+static int dotted_name(const char *s)
+{
+    if (!s || !*s || strlen(s) > NAME_MAX_LEN)
+        return 0;
+    int at_start = 1;
+    for (const char *p = s; *p; p++) {
+        char ch = *p;
+        int alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
+        int digit = ch >= '0' && ch <= '9';
+        if (ch == '.') {
+            if (at_start)
+                return 0;
+            at_start = 1;
+        } else if (at_start ? !alpha : !(alpha || digit)) {
+            return 0;
+        } else {
+            at_start = 0;
+        }
+    }
+    return !at_start;
+}
+
+/* ---- configuration ------------------------------------------------------- */
+
+void odbox_exec_config_default(odbox_exec_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->retries[0] = (odbox_retry_rule){ODBOX_ESTALE, 1, 100};
+    cfg->nretries = 1;
+}
+
+static int check_config(const odbox_exec_config *cfg, odbox_error *err)
+{
+    if (cfg->nretries < 0 || cfg->nretries > ODBOX_MAX_RETRY_RULES)
+        return odbox_fail(err, ODBOX_EINVAL, "execution config: %d retry rules (0..%d)", cfg->nretries,
+                          ODBOX_MAX_RETRY_RULES);
+    for (int i = 0; i < cfg->nretries; i++) {
+        const odbox_retry_rule *r = &cfg->retries[i];
+        if (r->code >= 0 || r->max_retries < 0 || r->delay_ms < 0)
+            return odbox_fail(err, ODBOX_EINVAL, "execution config: retry rule %d needs a negative code and "
+                                                 "non-negative max_retries and delay_ms", i);
+        for (int j = 0; j < i; j++)
+            if (cfg->retries[j].code == r->code)
+                return odbox_fail(err, ODBOX_EINVAL, "execution config: two retry rules for %s",
+                                  odbox_errname(r->code));
+    }
+    return ODBOX_OK;
+}
+
+void odbox_result_clear(odbox_result *res)
+{
+    if (!res)
+        return;
+    if (res->value)
+        json_object_put(res->value);
+    memset(res, 0, sizeof *res);
+}
+
+/* ---- the executor ---------------------------------------------------------- */
+
+int odbox_executor_open(const char *ns, odbox_registry *registry, const odbox_exec_config *defaults,
+                        odbox_executor **out, odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "executor: out is NULL");
+    *out = NULL;
+    if (!dotted_name(ns))
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "executor: namespace '%.80s' must be dotted identifiers such as com.example.shop "
+                          "(letters, digits, '_'; no hyphens; at most %d)", ns ? ns : "(null)", NAME_MAX_LEN);
+    if (!registry)
+        return odbox_fail(err, ODBOX_EINVAL, "executor: registry is NULL");
+    odbox_exec_config cfg;
+    if (defaults)
+        cfg = *defaults;
+    else
+        odbox_exec_config_default(&cfg);
+    int rc = check_config(&cfg, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_executor *e = calloc(1, sizeof *e);
+    if (!e || !(e->ns = strdup(ns))) {
+        free(e);
+        return odbox_fail(err, ODBOX_ENOMEM, "executor: out of memory");
+    }
+    e->registry = registry;
+    e->defaults = cfg;
+    pthread_mutex_init(&e->mu, NULL);
+    *out = e;
+    return ODBOX_OK;
+}
+
+void odbox_executor_free(odbox_executor **ep)
+{
+    if (!ep || !*ep)
+        return;
+    odbox_executor *e = *ep;
+    pthread_mutex_destroy(&e->mu);
+    free(e->models);
+    free(e->events);
+    free(e->ns);
+    free(e);
+    *ep = NULL;
+}
+
+void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud)
+{
+    if (!exe)
+        return;
+    pthread_mutex_lock(&exe->mu);
+    exe->hook = hook;
+    exe->hook_ud = ud;
+    pthread_mutex_unlock(&exe->mu);
+}
+
+static int append_ptr(const void ***list, size_t *n, const void *p)
+{
+    const void **g = realloc(*list, (*n + 1) * sizeof *g);
+    if (!g)
+        return ODBOX_ENOMEM;
+    g[(*n)++] = p;
+    *list = g;
+    return ODBOX_OK;
+}
+
+int odbox_executor_register_model(odbox_executor *exe, const odbox_model_type *t, odbox_error *err)
+{
+    if (!exe)
+        return odbox_fail(err, ODBOX_EINVAL, "executor is NULL");
+    int rc = odbox_model_type_check(t, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    pthread_mutex_lock(&exe->mu);
+    for (size_t i = 0; i < exe->nmodels && rc == ODBOX_OK; i++) {
+        if (exe->models[i] == t)
+            goto out;
+        if (!strcmp(exe->models[i]->name, t->name))
+            rc = odbox_fail(err, ODBOX_EINVAL, "executor: another model type is already named %s", t->name);
+    }
+    if (rc == ODBOX_OK && append_ptr((const void ***)&exe->models, &exe->nmodels, t) != ODBOX_OK)
+        rc = odbox_fail(err, ODBOX_ENOMEM, "executor: out of memory");
+out:
+    pthread_mutex_unlock(&exe->mu);
+    return rc;
+}
+
+static int model_registered(odbox_executor *exe, const odbox_model_type *t)
+{
+    int found = 0;
+    pthread_mutex_lock(&exe->mu);
+    for (size_t i = 0; i < exe->nmodels && !found; i++)
+        found = exe->models[i] == t;
+    pthread_mutex_unlock(&exe->mu);
+    return found;
+}
+
+int odbox_executor_register_event(odbox_executor *exe, const odbox_event_type *et, odbox_error *err)
+{
+    if (!exe || !et)
+        return odbox_fail(err, ODBOX_EINVAL, "register event: executor or event type is NULL");
+    if (!odbox_is_type_name(et->name, ODBOX_TYPE_NAME_MAX))
+        return odbox_fail(err, ODBOX_EINVAL, "event type name '%.80s' must match [A-Za-z_][A-Za-z0-9_]* (at most %d)",
+                          et->name ? et->name : "(null)", ODBOX_TYPE_NAME_MAX);
+    int rc = ODBOX_OK;
+    pthread_mutex_lock(&exe->mu);
+    for (size_t i = 0; i < exe->nevents; i++) {
+        if (exe->events[i] == et)
+            goto out;
+        if (!strcmp(exe->events[i]->name, et->name)) {
+            rc = odbox_fail(err, ODBOX_EINVAL,
+                            "event type name collision: two different event types are named %s; "
+                            "event_type rows would be ambiguous", et->name);
+            goto out;
+        }
+    }
+    if (append_ptr((const void ***)&exe->events, &exe->nevents, et) != ODBOX_OK)
+        rc = odbox_fail(err, ODBOX_ENOMEM, "executor: out of memory");
+out:
+    pthread_mutex_unlock(&exe->mu);
+    return rc;
+}
+
+/* ---- plans ------------------------------------------------------------------ */
+
+static void plan_free(odbox_plan *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        odbox_model_free(&p->items[i].m);
+    for (size_t i = 0; i < p->nevents; i++)
+        free(p->events[i].payload);
+    free(p->items);
+    free(p->events);
+    if (p->result)
+        json_object_put(p->result);
+    memset(p, 0, sizeof *p);
+}
+
+static int stage(odbox_plan *p, stage_op op, const odbox_model *m, odbox_error *err)
+{
+    const char *what = op == STAGE_ADD ? "plan add" : "plan update";
+    if (!p || !m)
+        return odbox_fail(err, ODBOX_EINVAL, "%s: plan or model is NULL", what);
+    if (!model_registered(p->exe, m->type))
+        return odbox_fail(err, ODBOX_EINVAL, "%s: model type %s is not registered with the executor", what,
+                          m->type->name);
+    for (size_t i = 0; i < p->n; i++)
+        if (!strcmp(p->items[i].m->id, m->id))
+            return odbox_fail(err, ODBOX_EINVAL, "%s: %s %s is already staged in this plan", what, m->type->name,
+                              m->id);
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 8;
+        staged *g = realloc(p->items, cap * sizeof *g);
+        if (!g)
+            return odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
+        p->items = g;
+        p->cap = cap;
+    }
+    odbox_model *copy = odbox_model_copy(m);
+    if (!copy)
+        return odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
+    p->items[p->n++] = (staged){op, copy, odbox_registry_shard_for_id(p->exe->registry, m->id)};
+    return ODBOX_OK;
+}
+
+int odbox_plan_add(odbox_plan *p, const odbox_model *m, odbox_error *err)
+{
+    return stage(p, STAGE_ADD, m, err);
+}
+
+int odbox_plan_update(odbox_plan *p, const odbox_model *m, int64_t *next_version, odbox_error *err)
+{
+    int rc = stage(p, STAGE_UPDATE, m, err);
+    if (rc == ODBOX_OK && next_version)
+        *next_version = m->version + 1;
+    return rc;
+}
+
+int odbox_plan_emit(odbox_plan *p, const odbox_model *m, const odbox_event_type *et, json_object *payload,
+                    odbox_error *err)
+{
+    if (!p || !m || !et)
+        return odbox_fail(err, ODBOX_EINVAL, "emit: plan, model or event type is NULL");
+    if (m->type->kind != ODBOX_KIND_MODEL)
+        return odbox_fail(err, ODBOX_EINVAL, "emit: %s is an entity; only models emit events", m->type->name);
+    if (!json_object_is_type(payload, json_type_object))
+        return odbox_fail(err, ODBOX_EINVAL, "emit %s: the payload must be a JSON object", et->name ? et->name : "");
+    int rc = odbox_executor_register_event(p->exe, et, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if (p->nevents == p->evcap) {
+        size_t cap = p->evcap ? p->evcap * 2 : 8;
+        staged_event *g = realloc(p->events, cap * sizeof *g);
+        if (!g)
+            return odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory");
+        p->events = g;
+        p->evcap = cap;
+    }
+    staged_event *ev = &p->events[p->nevents];
+    memcpy(ev->model_id, m->id, sizeof ev->model_id);
+    ev->model_type = m->type->name;
+    ev->et = et;
+    ev->shard = odbox_registry_shard_for_id(p->exe->registry, m->id);
+    if (!(ev->payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN))))
+        return odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory");
+    p->nevents++;
+    return ODBOX_OK;
+}
+
+void odbox_plan_set_result(odbox_plan *p, json_object *result)
+{
+    if (!p) {
+        json_object_put(result);
+        return;
+    }
+    if (p->result)
+        json_object_put(p->result);
+    p->result = result;
+}
+
+odbox_registry *odbox_context_registry(odbox_context *ctx) { return ctx ? ctx->exe->registry : NULL; }
+const char *odbox_context_action_id(odbox_context *ctx) { return ctx ? ctx->action_id : NULL; }
+int odbox_context_attempt(odbox_context *ctx) { return ctx ? ctx->attempt : -1; }
+
+/* ---- persisting ------------------------------------------------------------ */
+
+typedef struct run {
+    odbox_executor *exe;
+    const odbox_action *action;
+    const char *params_json;
+    const char *action_id;
+    int64_t started_us;
+    odbox_plan *plan;
+    odbox_hook_fn hook;
+    void *hook_ud;
+} run;
+
+#define EVENT_COLUMNS 13
+
+/* One multi-row INSERT of this shard's events, or the sentinel row. */
+static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, int64_t completion_us, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    size_t rows = 0;
+    for (size_t i = 0; i < rn->plan->nevents; i++)
+        rows += rn->plan->events[i].shard == shard;
+    int sentinel = rows == 0;
+    if (sentinel)
+        rows = 1;
+    if (rows > 2000)
+        return odbox_fail(err, ODBOX_EUNSUPPORTED, "an action may emit at most 2000 events per shard (got %zu)", rows);
+    const char *forms[EVENT_COLUMNS] = {d->uuid_param, "?", d->uuid_param, "?", d->json_param, "?", "?",
+                                        "?", "?", "?", d->json_param, "?", "?"};
+    char *values = odbox_sql_rows((int)rows, forms, EVENT_COLUMNS);
+    odbox_buf b = {0};
+    odbox_buf_appendf(&b,
+                      "INSERT INTO %s.events (id, namespace, action_id, action_name, action_params, started_date, "
+                      "completion_date, model_id, model_type, event_type, payload, event_date, delivered) VALUES %s",
+                      odbox_shard_eventlog(shard), values ? values : "");
+    char *sql = odbox_buf_take(&b);
+    if (!values || !sql) {
+        free(values);
+        free(sql);
+        return odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
+    }
+    free(values);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    free(sql);
+    int idx = 1;
+    for (size_t i = 0; rc == ODBOX_OK && (sentinel ? i < 1 : i < rn->plan->nevents); i++) {
+        const staged_event *ev = sentinel ? NULL : &rn->plan->events[i];
+        if (ev && ev->shard != shard)
+            continue;
+        char id[ODBOX_UUID_LEN + 1];
+        odbox_uuid_v4(id);
+        if ((rc = odbox_stmt_bind_uuid(s, idx++, id, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, idx++, rn->exe->ns, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_uuid(s, idx++, rn->action_id, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, idx++, rn->action->name, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_json(s, idx++, rn->params_json, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_timestamp(s, idx++, rn->started_us, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_id : NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_type : NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->et->name : NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_json(s, idx++, ev ? ev->payload : NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_bool(s, idx++, 0, err)) != ODBOX_OK)
+            break;
+    }
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_stmt_free(&s);
+    if (rc != ODBOX_OK)
+        odbox_error_prefix(err, rc, "writing events");
+    return rc;
+}
+
+/* Domain rows of one shard: per model type in plan order, its inserts then
+ * its updates, each as one statement. */
+static int write_domain(const run *rn, odbox_conn *c, odbox_shard *shard, int64_t completion_us, odbox_error *err)
+{
+    odbox_plan *p = rn->plan;
+    odbox_model **batch = p->n ? malloc(p->n * sizeof *batch) : NULL;
+    if (p->n && !batch)
+        return odbox_fail(err, ODBOX_ENOMEM, "persist: out of memory");
+    int rc = ODBOX_OK;
+    for (size_t i = 0; i < p->n && rc == ODBOX_OK; i++) {
+        const odbox_model_type *t = p->items[i].m->type;
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = p->items[j].m->type == t && p->items[j].shard == shard;
+        if (seen || p->items[i].shard != shard)
+            continue;
+        for (int op = STAGE_ADD; op <= STAGE_UPDATE && rc == ODBOX_OK; op++) {
+            size_t n = 0;
+            for (size_t j = i; j < p->n; j++)
+                if (p->items[j].m->type == t && p->items[j].shard == shard && p->items[j].op == (stage_op)op)
+                    batch[n++] = p->items[j].m;
+            if (n)
+                rc = op == STAGE_ADD ? odbox_repo_insert(c, t, batch, n, err)
+                                     : odbox_repo_update(c, t, batch, n, completion_us, err);
+        }
+    }
+    free(batch);
+    return rc;
+}
+
+static int call_hook(const run *rn, odbox_hook_point at, odbox_shard *shard, odbox_conn *c, odbox_error *err)
+{
+    if (!rn->hook)
+        return ODBOX_OK;
+    odbox_shard_id id = odbox_shard_get_id(shard);
+    int rc = rn->hook(rn->hook_ud, at, id, c);
+    if (rc != ODBOX_OK && at != ODBOX_HOOK_COMMITTED)
+        return odbox_fail(err, rc < 0 ? rc : ODBOX_EDB, "hook failed the transaction on shard %d.%d at point %d",
+                          id.group, id.member, (int)at);
+    return ODBOX_OK;
+}
+
+static int persist_shard(const run *rn, odbox_shard *shard, odbox_error *err)
+{
+    odbox_pool *pool = odbox_shard_primary(shard);
+    odbox_conn *c = NULL;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if ((rc = odbox_conn_begin(c, err)) == ODBOX_OK) {
+        int64_t completion = odbox_now_us();
+        if ((rc = write_domain(rn, c, shard, completion, err)) == ODBOX_OK &&
+            (rc = call_hook(rn, ODBOX_HOOK_DOMAIN_WRITTEN, shard, c, err)) == ODBOX_OK &&
+            (rc = write_events(rn, c, shard, completion, err)) == ODBOX_OK &&
+            (rc = call_hook(rn, ODBOX_HOOK_EVENTS_WRITTEN, shard, c, err)) == ODBOX_OK)
+            rc = odbox_conn_commit(c, err);
+        if (rc != ODBOX_OK && odbox_conn_in_transaction(c)) {
+            odbox_error e2;
+            odbox_conn_rollback(c, &e2);
+        }
+        if (rc == ODBOX_OK)
+            call_hook(rn, ODBOX_HOOK_COMMITTED, shard, c, err);
+    }
+    odbox_pool_release(pool, &c);
+    return rc;
+}
+
+static void shard_name(odbox_shard *s, char *buf, size_t cap)
+{
+    odbox_shard_id id = odbox_shard_get_id(s);
+    snprintf(buf, cap, "%d.%d", id.group, id.member);
+}
+
+/* Groups the plan by shard (first-seen order) and commits shard by shard. */
+static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *res, odbox_error *err)
+{
+    odbox_plan *p = rn->plan;
+    odbox_shard **shards = malloc((p->n + p->nevents + 1) * sizeof *shards);
+    if (!shards)
+        return odbox_fail(err, ODBOX_ENOMEM, "persist: out of memory");
+    size_t ns = 0;
+    for (size_t i = 0; i < p->n + p->nevents; i++) {
+        odbox_shard *s = i < p->n ? p->items[i].shard : p->events[i - p->n].shard;
+        size_t k = 0;
+        while (k < ns && shards[k] != s)
+            k++;
+        if (k == ns)
+            shards[ns++] = s;
+    }
+    if (ns == 0)
+        shards[ns++] = odbox_registry_default_shard(rn->exe->registry);
+    int rc = ODBOX_OK;
+    if (ns > 1 && !cfg->allow_cross_shard) {
+        char a[16], b[16];
+        shard_name(shards[0], a, sizeof a);
+        shard_name(shards[1], b, sizeof b);
+        rc = odbox_fail(err, ODBOX_ECROSSSHARD,
+                        "action %s touches %zu shards (%s, %s, ...); refused before any write "
+                        "(allow_cross_shard commits each shard separately, without atomicity across them)",
+                        rn->action->name, ns, a, b);
+    }
+    for (size_t i = 0; i < ns && rc == ODBOX_OK; i++) {
+        rc = persist_shard(rn, shards[i], err);
+        if (rc == ODBOX_OK) {
+            if (res && res->ncommitted < ODBOX_MAX_RESULT_SHARDS)
+                res->committed[res->ncommitted++] = odbox_shard_get_id(shards[i]);
+            continue;
+        }
+        if (res) {
+            res->failed_shard = odbox_shard_get_id(shards[i]);
+            res->has_failed_shard = 1;
+        }
+        if (i > 0) {
+            char failed[16], committed[256] = "";
+            shard_name(shards[i], failed, sizeof failed);
+            for (size_t k = 0; k < i; k++) {
+                char one[16];
+                shard_name(shards[k], one, sizeof one);
+                snprintf(committed + strlen(committed), sizeof committed - strlen(committed), "%s%s", k ? ", " : "",
+                         one);
+            }
+            odbox_error_prefix(err, rc, "PARTIALLY COMMITTED: action %s (action_id %s) committed on shard(s) %s "
+                                        "and failed on shard %s (%s)",
+                               rn->action->name, rn->action_id, committed, failed, odbox_errname(rc));
+            rc = ODBOX_EPARTIAL;
+            if (err)
+                err->code = rc;
+        }
+    }
+    free(shards);
+    return rc;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *params,
+                  const odbox_exec_config *cfg, odbox_result *res, odbox_error *err)
+{
+    if (res)
+        memset(res, 0, sizeof *res);
+    if (!exe || !action)
+        return odbox_fail(err, ODBOX_EINVAL, "execute: executor or action is NULL");
+    if (!action->name || !*action->name || strlen(action->name) > NAME_MAX_LEN || !dotted_name(action->name))
+        return odbox_fail(err, ODBOX_EINVAL, "execute: action name '%.80s' must be an identifier (dots allowed, at most %d)",
+                          action->name ? action->name : "(null)", NAME_MAX_LEN);
+    if (!action->perform)
+        return odbox_fail(err, ODBOX_EINVAL, "execute %s: no perform callback", action->name);
+    if (params && !json_object_is_type(params, json_type_object))
+        return odbox_fail(err, ODBOX_EINVAL, "execute %s: params must be a JSON object", action->name);
+    if (!cfg)
+        cfg = &exe->defaults;
+    int rc = check_config(cfg, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    json_object *own = params ? NULL : json_object_new_object();
+    json_object *prm = params ? params : own;
+    if (!prm)
+        return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+    const char *params_json = json_object_to_json_string_ext(prm, JSON_C_TO_STRING_PLAIN);
+
+    pthread_mutex_lock(&exe->mu);
+    odbox_hook_fn hook = exe->hook;
+    void *hook_ud = exe->hook_ud;
+    pthread_mutex_unlock(&exe->mu);
+
+    int retries[ODBOX_MAX_RETRY_RULES] = {0};
+    for (int attempt = 0;; attempt++) {
+        odbox_context ctx = {.exe = exe, .attempt = attempt};
+        odbox_uuid_v4(ctx.action_id);
+        odbox_plan plan = {.exe = exe};
+        run rn = {exe, action, params_json, ctx.action_id, odbox_now_us(), &plan, hook, hook_ud};
+        odbox_result attempt_res = {0};
+        odbox_error_clear(err);
+        rc = action->perform(&ctx, prm, &plan, action->user, err);
+        if (rc > 0 || (rc < 0 && err && err->code == 0))
+            rc = odbox_fail(err, rc < 0 ? rc : ODBOX_EINVAL, "action %s failed (%s) without a message",
+                            action->name, odbox_errname(rc < 0 ? rc : ODBOX_EINVAL));
+        if (rc == ODBOX_OK)
+            rc = persist(&rn, cfg, &attempt_res, err);
+        if (res) {
+            memcpy(res->action_id, ctx.action_id, sizeof res->action_id);
+            res->attempts = attempt + 1;
+            memcpy(res->committed, attempt_res.committed, sizeof res->committed);
+            res->ncommitted = attempt_res.ncommitted;
+            res->failed_shard = attempt_res.failed_shard;
+            res->has_failed_shard = attempt_res.has_failed_shard;
+            memcpy(res->retries, retries, sizeof retries);
+            if (rc == ODBOX_OK) {
+                res->value = plan.result;
+                plan.result = NULL;
+            }
+        }
+        plan_free(&plan);
+        if (rc == ODBOX_OK || attempt_res.ncommitted > 0)
+            break;
+        int rule = -1;
+        for (int i = 0; i < cfg->nretries && rule < 0; i++)
+            if (cfg->retries[i].code == rc)
+                rule = i;
+        if (rule < 0 || retries[rule] >= cfg->retries[rule].max_retries)
+            break;
+        retries[rule]++;
+        if (res)
+            res->retries[rule] = retries[rule];
+        if (cfg->retries[rule].delay_ms > 0)
+            sleep_ms(cfg->retries[rule].delay_ms);
+    }
+    if (own)
+        json_object_put(own);
+    return rc;
+}

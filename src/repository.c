@@ -1,0 +1,478 @@
+/* odbox — the generic repository: SQL for any model type, written once;
+ * the dialect supplies parameter forms and the batch UPDATE. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model_internal.h"
+#include "odbox/dialect.h"
+#include "odbox/uuid.h"
+
+/* The columns of a row in SELECT/INSERT order: common ones, then the
+ * type's own. */
+typedef struct colset {
+    const char *names[5 + 64];
+    int types[5 + 64];
+    size_t n;
+} colset;
+
+#define MAX_USER_COLUMNS 64
+
+static int columns_of(const odbox_model_type *t, colset *cs, odbox_error *err)
+{
+    if (t->ncolumns > MAX_USER_COLUMNS)
+        return odbox_fail(err, ODBOX_EUNSUPPORTED, "model type %s has more than %d columns", t->name,
+                          MAX_USER_COLUMNS);
+    size_t n = 0;
+    cs->names[n] = "id", cs->types[n++] = ODBOX_TYPE_UUID;
+    cs->names[n] = "version", cs->types[n++] = ODBOX_TYPE_INT64;
+    cs->names[n] = "state", cs->types[n++] = ODBOX_TYPE_TEXT;
+    if (t->kind == ODBOX_KIND_MODEL) {
+        cs->names[n] = "created_date", cs->types[n++] = ODBOX_TYPE_TIMESTAMP;
+        cs->names[n] = "updated_date", cs->types[n++] = ODBOX_TYPE_TIMESTAMP;
+    }
+    for (size_t i = 0; i < t->ncolumns; i++)
+        cs->names[n] = t->columns[i].name, cs->types[n++] = t->columns[i].type;
+    cs->n = n;
+    return ODBOX_OK;
+}
+
+static const char *param_form(const odbox_dialect *d, int type)
+{
+    return type == ODBOX_TYPE_UUID ? d->uuid_param : type == ODBOX_TYPE_JSON ? d->json_param : "?";
+}
+
+static void append_columns(odbox_buf *b, const colset *cs, size_t from)
+{
+    for (size_t i = from; i < cs->n; i++)
+        odbox_buf_appendf(b, "%s%s", i > from ? ", " : "", cs->names[i]);
+}
+
+/* Binds a model's value of column name/type at idx. */
+static int bind_field(odbox_stmt *s, int idx, const odbox_model *m, const char *name, int type, odbox_error *err)
+{
+    if (!strcmp(name, "id"))
+        return odbox_stmt_bind_uuid(s, idx, m->id, err);
+    if (!strcmp(name, "version"))
+        return odbox_stmt_bind_int64(s, idx, m->version, err);
+    if (!strcmp(name, "state"))
+        return odbox_stmt_bind_text(s, idx, m->state, err);
+    if (!strcmp(name, "created_date"))
+        return odbox_stmt_bind_timestamp(s, idx, m->created_us, err);
+    if (!strcmp(name, "updated_date"))
+        return odbox_stmt_bind_timestamp(s, idx, m->updated_us, err);
+    int i = odbox_model_column_index(m->type, name);
+    const model_value *v = &m->values[i];
+    if (v->is_null)
+        return odbox_stmt_bind_null(s, idx, (odbox_type)type, err);
+    switch ((odbox_type)type) {
+    case ODBOX_TYPE_TEXT: return odbox_stmt_bind_text(s, idx, v->s, err);
+    case ODBOX_TYPE_UUID: return odbox_stmt_bind_uuid(s, idx, v->s, err);
+    case ODBOX_TYPE_JSON: return odbox_stmt_bind_json(s, idx, v->s, err);
+    case ODBOX_TYPE_INT64: return odbox_stmt_bind_int64(s, idx, v->i, err);
+    case ODBOX_TYPE_TIMESTAMP: return odbox_stmt_bind_timestamp(s, idx, v->i, err);
+    case ODBOX_TYPE_DOUBLE: return odbox_stmt_bind_double(s, idx, v->d, err);
+    case ODBOX_TYPE_BOOL: return odbox_stmt_bind_bool(s, idx, v->b, err);
+    }
+    return odbox_fail(err, ODBOX_EINVAL, "bind: unknown type");
+}
+
+static int check_batch(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
+                       const char *what, odbox_error *err)
+{
+    if (!c || !t || (n && !models))
+        return odbox_fail(err, ODBOX_EINVAL, "%s: connection, type or models missing", what);
+    int rc = odbox_model_type_check(t, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        if (!models[i] || models[i]->type != t)
+            return odbox_fail(err, ODBOX_EINVAL, "%s: model %zu is not of type %s", what, i, t->name);
+    if (n > 4096)
+        return odbox_fail(err, ODBOX_EUNSUPPORTED, "%s: more than 4096 rows in one statement", what);
+    return ODBOX_OK;
+}
+
+int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
+                      odbox_error *err)
+{
+    colset cs;
+    int rc = check_batch(c, t, models, n, "insert", err);
+    if (rc != ODBOX_OK || n == 0)
+        return rc;
+    if ((rc = columns_of(t, &cs, err)) != ODBOX_OK)
+        return rc;
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    const char *forms[5 + MAX_USER_COLUMNS];
+    for (size_t i = 0; i < cs.n; i++)
+        forms[i] = param_form(d, cs.types[i]);
+    char *values = odbox_sql_rows((int)n, forms, (int)cs.n);
+    odbox_buf b = {0};
+    odbox_buf_appendf(&b, "INSERT INTO %s (", t->table);
+    append_columns(&b, &cs, 0);
+    odbox_buf_appendf(&b, ") VALUES %s", values ? values : "");
+    free(values);
+    char *sql = odbox_buf_take(&b);
+    if (!sql || !values)
+        return free(sql), odbox_fail(err, ODBOX_ENOMEM, "insert: out of memory");
+
+    odbox_stmt *s = NULL;
+    rc = odbox_stmt_prepare(c, sql, &s, err);
+    free(sql);
+    int idx = 1;
+    for (size_t r = 0; r < n && rc == ODBOX_OK; r++)
+        for (size_t k = 0; k < cs.n && rc == ODBOX_OK; k++)
+            rc = bind_field(s, idx++, models[r], cs.names[k], cs.types[k], err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_stmt_free(&s);
+    if (rc != ODBOX_OK)
+        odbox_error_prefix(err, rc, "insert into %s", t->table);
+    return rc;
+}
+
+int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
+                      int64_t updated_us, odbox_error *err)
+{
+    colset cs;
+    int rc = check_batch(c, t, models, n, "update", err);
+    if (rc != ODBOX_OK || n == 0)
+        return rc;
+    if ((rc = columns_of(t, &cs, err)) != ODBOX_OK)
+        return rc;
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    /* Set: state, updated_date (models), the type's columns; never id,
+     * version (computed) or created_date. */
+    colset set = {.n = 0};
+    for (size_t i = 0; i < cs.n; i++)
+        if (strcmp(cs.names[i], "id") && strcmp(cs.names[i], "version") && strcmp(cs.names[i], "created_date"))
+            set.names[set.n] = cs.names[i], set.types[set.n++] = cs.types[i];
+    int64_t saved[4096];
+    for (size_t r = 0; r < n; r++) {
+        saved[r] = models[r]->updated_us;
+        if (t->kind == ODBOX_KIND_MODEL)
+            models[r]->updated_us = updated_us;
+    }
+    char *sql = NULL;
+    odbox_buf b = {0};
+    if (n == 1) {
+        odbox_buf_appendf(&b, "UPDATE %s SET ", t->table);
+        for (size_t i = 0; i < set.n; i++)
+            odbox_buf_appendf(&b, "%s = %s, ", set.names[i], param_form(d, set.types[i]));
+        odbox_buf_appendf(&b, "version = version + 1 WHERE id = %s AND version = ?", d->uuid_param);
+        if (!(sql = odbox_buf_take(&b)))
+            rc = odbox_fail(err, ODBOX_ENOMEM, "update: out of memory");
+    } else {
+        colset all = {.n = 2, .names = {"id", "version"}, .types = {ODBOX_TYPE_UUID, ODBOX_TYPE_INT64}};
+        for (size_t i = 0; i < set.n; i++)
+            all.names[all.n] = set.names[i], all.types[all.n++] = set.types[i];
+        rc = d->batch_update_sql(d, t->table, all.names, all.types, all.n, n, &sql, err);
+        set = all;
+    }
+    odbox_stmt *s = NULL;
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_prepare(c, sql, &s, err);
+    free(sql);
+    int idx = 1;
+    for (size_t r = 0; r < n && rc == ODBOX_OK; r++) {
+        for (size_t k = 0; k < set.n && rc == ODBOX_OK; k++)
+            rc = bind_field(s, idx++, models[r], set.names[k], set.types[k], err);
+        if (n == 1 && rc == ODBOX_OK && (rc = odbox_stmt_bind_uuid(s, idx++, models[r]->id, err)) == ODBOX_OK)
+            rc = odbox_stmt_bind_int64(s, idx++, models[r]->version, err);
+    }
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    if (rc == ODBOX_OK) {
+        int64_t got = odbox_stmt_rows_affected(s);
+        if (got != (int64_t)n)
+            rc = n == 1 ? odbox_fail(err, ODBOX_ESTALE,
+                                     "%s [%s, version=%lld] was concurrently modified or not found", t->name,
+                                     models[0]->id, (long long)models[0]->version)
+                        : odbox_fail(err, ODBOX_ESTALE,
+                                     "%s: expected to update %zu rows but updated %lld (concurrently modified or not found)",
+                                     t->name, n, (long long)got);
+    }
+    odbox_stmt_free(&s);
+    for (size_t r = 0; r < n; r++) {
+        if (rc == ODBOX_OK)
+            models[r]->version++;
+        else
+            models[r]->updated_us = saved[r];
+    }
+    if (rc != ODBOX_OK && rc != ODBOX_ESTALE)
+        odbox_error_prefix(err, rc, "update %s", t->table);
+    return rc;
+}
+
+/* ---- reads ------------------------------------------------------------- */
+
+odbox_shard *odbox_registry_shard_for_id(const odbox_registry *r, const char *id)
+{
+    odbox_shard_id sid;
+    if (id && odbox_uuid_shard(id, &sid))
+        return odbox_registry_effective_shard(r, sid);
+    return odbox_registry_default_shard(r);
+}
+
+static int row_to_model(odbox_stmt *s, const odbox_model_type *t, const colset *cs, odbox_model **out,
+                        odbox_error *err)
+{
+    odbox_model *m = odbox_model_alloc(t);
+    if (!m)
+        return odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
+    int rc = ODBOX_OK;
+    for (size_t k = 0; k < cs->n && rc == ODBOX_OK; k++) {
+        int col = (int)k + 1, null = 0;
+        const char *name = cs->names[k];
+        const char *txt;
+        if (!strcmp(name, "id")) {
+            if ((rc = odbox_stmt_get_text(s, col, &txt, &null, err)) == ODBOX_OK)
+                snprintf(m->id, sizeof m->id, "%s", txt);
+        } else if (!strcmp(name, "version")) {
+            rc = odbox_stmt_get_int64(s, col, &m->version, &null, err);
+        } else if (!strcmp(name, "state")) {
+            if ((rc = odbox_stmt_get_text(s, col, &txt, &null, err)) == ODBOX_OK)
+                snprintf(m->state, sizeof m->state, "%s", txt);
+        } else if (!strcmp(name, "created_date")) {
+            rc = odbox_stmt_get_timestamp(s, col, &m->created_us, &null, err);
+        } else if (!strcmp(name, "updated_date")) {
+            rc = odbox_stmt_get_timestamp(s, col, &m->updated_us, &null, err);
+        } else {
+            model_value *v = &m->values[k - (t->kind == ODBOX_KIND_MODEL ? 5 : 3)];
+            switch ((odbox_type)cs->types[k]) {
+            case ODBOX_TYPE_TEXT:
+            case ODBOX_TYPE_UUID:
+            case ODBOX_TYPE_JSON:
+                if ((rc = odbox_stmt_get_text(s, col, &txt, &null, err)) == ODBOX_OK && !null &&
+                    !(v->s = strdup(txt)))
+                    rc = odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
+                break;
+            case ODBOX_TYPE_INT64: rc = odbox_stmt_get_int64(s, col, &v->i, &null, err); break;
+            case ODBOX_TYPE_TIMESTAMP: rc = odbox_stmt_get_timestamp(s, col, &v->i, &null, err); break;
+            case ODBOX_TYPE_DOUBLE: rc = odbox_stmt_get_double(s, col, &v->d, &null, err); break;
+            case ODBOX_TYPE_BOOL: rc = odbox_stmt_get_bool(s, col, &v->b, &null, err); break;
+            }
+            v->is_null = null;
+        }
+    }
+    if (rc != ODBOX_OK) {
+        odbox_model_free(&m);
+        return rc;
+    }
+    *out = m;
+    return ODBOX_OK;
+}
+
+static int push_model(odbox_models *list, odbox_model *m, odbox_error *err)
+{
+    odbox_model **items = realloc(list->items, (list->n + 1) * sizeof *items);
+    if (!items) {
+        odbox_model_free(&m);
+        return odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
+    }
+    list->items = items;
+    list->items[list->n++] = m;
+    return ODBOX_OK;
+}
+
+/* The WHERE clause of a read (after "WHERE state <> 'DELETED'"). */
+typedef struct filter {
+    const char *column;        /* column = value; NULL: none */
+    const odbox_value *value;  /* NULL or is_null: IS NULL */
+    const char *const *ids;    /* id IN (...) */
+    size_t nids;
+} filter;
+
+/* SELECT (or COUNT when count != NULL) on one shard, appending to list. */
+static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_model_type *t, const filter *f,
+                      odbox_models *list, int64_t *count, odbox_error *err)
+{
+    odbox_pool *pool = from == ODBOX_READ_REPLICA ? odbox_shard_replica(shard) : odbox_shard_primary(shard);
+    odbox_conn *c = NULL;
+    colset cs;
+    int rc = columns_of(t, &cs, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_pool_acquire(pool, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    int ctype = ODBOX_TYPE_TEXT;
+    if (f->column) {
+        for (size_t i = 0; i < cs.n; i++)
+            if (!strcmp(cs.names[i], f->column))
+                ctype = cs.types[i];
+    }
+    int with_value = f->column && f->value && !f->value->is_null;
+    if (with_value && f->value->type != ctype && !(ctype == ODBOX_TYPE_UUID && f->value->type == ODBOX_TYPE_TEXT)) {
+        odbox_pool_release(pool, &c);
+        return odbox_fail(err, ODBOX_EINVAL, "read %s: the value for %s is not of the column's type", t->name,
+                          f->column);
+    }
+    odbox_buf b = {0};
+    if (count) {
+        odbox_buf_append(&b, "SELECT COUNT(*)");
+    } else {
+        odbox_buf_append(&b, "SELECT ");
+        append_columns(&b, &cs, 0);
+    }
+    odbox_buf_appendf(&b, " FROM %s WHERE state <> 'DELETED'", t->table);
+    if (f->column)
+        odbox_buf_appendf(&b, " AND %s %s%s", f->column, with_value ? "= " : "IS NULL",
+                          with_value ? param_form(d, ctype) : "");
+    if (f->nids) {
+        odbox_buf_append(&b, " AND id IN (");
+        for (size_t i = 0; i < f->nids; i++)
+            odbox_buf_appendf(&b, "%s%s", i ? ", " : "", d->uuid_param);
+        odbox_buf_append(&b, ")");
+    }
+    if (!count)
+        odbox_buf_append(&b, " ORDER BY id");
+    char *sql = odbox_buf_take(&b);
+    odbox_stmt *s = NULL;
+    rc = sql ? odbox_stmt_prepare(c, sql, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
+    free(sql);
+    int idx = 1;
+    if (rc == ODBOX_OK && with_value) {
+        const odbox_value *v = f->value;
+        switch ((odbox_type)ctype) {
+        case ODBOX_TYPE_TEXT: rc = odbox_stmt_bind_text(s, idx++, v->s, err); break;
+        case ODBOX_TYPE_UUID: rc = odbox_stmt_bind_uuid(s, idx++, v->s, err); break;
+        case ODBOX_TYPE_JSON: rc = odbox_stmt_bind_json(s, idx++, v->s, err); break;
+        case ODBOX_TYPE_INT64: rc = odbox_stmt_bind_int64(s, idx++, v->i, err); break;
+        case ODBOX_TYPE_TIMESTAMP: rc = odbox_stmt_bind_timestamp(s, idx++, v->i, err); break;
+        case ODBOX_TYPE_DOUBLE: rc = odbox_stmt_bind_double(s, idx++, v->d, err); break;
+        case ODBOX_TYPE_BOOL: rc = odbox_stmt_bind_bool(s, idx++, v->b, err); break;
+        }
+    }
+    for (size_t i = 0; i < f->nids && rc == ODBOX_OK; i++)
+        rc = odbox_stmt_bind_uuid(s, idx++, f->ids[i], err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        if (count) {
+            int64_t n = 0;
+            if ((rc = odbox_stmt_get_int64(s, 1, &n, NULL, err)) == ODBOX_OK)
+                *count += n;
+        } else {
+            odbox_model *m = NULL;
+            if ((rc = row_to_model(s, t, &cs, &m, err)) == ODBOX_OK)
+                rc = push_model(list, m, err);
+        }
+    }
+    odbox_stmt_free(&s);
+    odbox_pool_release(pool, &c);
+    if (rc < 0) {
+        odbox_shard_id id = odbox_shard_get_id(shard);
+        return odbox_error_prefix(err, rc, "read %s on shard %d.%d", t->table, id.group, id.member);
+    }
+    return ODBOX_OK;
+}
+
+static int check_read(odbox_registry *r, const odbox_model_type *t, const char *column, odbox_error *err)
+{
+    if (!r || !t)
+        return odbox_fail(err, ODBOX_EINVAL, "read: registry or model type missing");
+    int rc = odbox_model_type_check(t, err);
+    if (rc != ODBOX_OK || !column)
+        return rc;
+    static const char *const common[] = {"id", "version", "state", "created_date", "updated_date"};
+    for (size_t i = 0; i < (t->kind == ODBOX_KIND_MODEL ? 5u : 3u); i++)
+        if (!strcmp(column, common[i]))
+            return ODBOX_OK;
+    if (odbox_model_column_index(t, column) < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "read: %s has no column '%.64s'", t->name, column);
+    return ODBOX_OK;
+}
+
+int odbox_repo_find(odbox_registry *r, const odbox_model_type *t, const char *id, odbox_read_from from,
+                    odbox_model **out, odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "find: out is NULL");
+    *out = NULL;
+    int rc = check_read(r, t, NULL, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if (!odbox_uuid_is_valid(id))
+        return odbox_fail(err, ODBOX_EINVAL, "find %s: id '%.40s' is not a UUID", t->name, id ? id : "(null)");
+    odbox_models list = {0};
+    filter f = {.ids = &id, .nids = 1};
+    rc = read_shard(odbox_registry_shard_for_id(r, id), from, t, &f, &list, NULL, err);
+    if (rc == ODBOX_OK && list.n == 0)
+        rc = odbox_fail(err, ODBOX_ENOTFOUND, "%s %s not found", t->name, id);
+    if (rc == ODBOX_OK) {
+        *out = list.items[0];
+        list.items[0] = NULL;
+    }
+    odbox_models_free(&list);
+    return rc;
+}
+
+int odbox_repo_find_many(odbox_registry *r, const odbox_model_type *t, const char *const *ids, size_t n,
+                         odbox_read_from from, odbox_models *out, odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "find: out is NULL");
+    memset(out, 0, sizeof *out);
+    int rc = check_read(r, t, NULL, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if (n && !ids)
+        return odbox_fail(err, ODBOX_EINVAL, "find: ids missing");
+    for (size_t i = 0; i < n; i++)
+        if (!odbox_uuid_is_valid(ids[i]))
+            return odbox_fail(err, ODBOX_EINVAL, "find %s: id %zu ('%.40s') is not a UUID", t->name, i,
+                              ids[i] ? ids[i] : "(null)");
+    const char **group = n ? malloc(n * sizeof *group) : NULL;
+    if (n && !group)
+        return odbox_fail(err, ODBOX_ENOMEM, "find: out of memory");
+    /* One query per shard, over that shard's distinct ids. */
+    for (size_t s = 0; s < odbox_registry_shard_count(r) && rc == ODBOX_OK; s++) {
+        odbox_shard *shard = odbox_registry_shard_at(r, s);
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (odbox_registry_shard_for_id(r, ids[i]) != shard)
+                continue;
+            int dup = 0;
+            for (size_t j = 0; j < k && !dup; j++)
+                dup = !strcasecmp(group[j], ids[i]);
+            if (!dup)
+                group[k++] = ids[i];
+        }
+        for (size_t off = 0; off < k && rc == ODBOX_OK; off += 1000) {
+            filter f = {.ids = group + off, .nids = k - off < 1000 ? k - off : 1000};
+            rc = read_shard(shard, from, t, &f, out, NULL, err);
+        }
+    }
+    free(group);
+    if (rc != ODBOX_OK)
+        odbox_models_free(out);
+    return rc;
+}
+
+int odbox_repo_find_where(odbox_registry *r, const odbox_model_type *t, const char *column,
+                          const odbox_value *value, odbox_read_from from, odbox_models *out, odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "find: out is NULL");
+    memset(out, 0, sizeof *out);
+    int rc = check_read(r, t, column, err);
+    filter f = {.column = column, .value = value};
+    for (size_t s = 0; rc == ODBOX_OK && s < odbox_registry_shard_count(r); s++)
+        rc = read_shard(odbox_registry_shard_at(r, s), from, t, &f, out, NULL, err);
+    if (rc != ODBOX_OK)
+        odbox_models_free(out);
+    return rc;
+}
+
+int odbox_repo_count_where(odbox_registry *r, const odbox_model_type *t, const char *column,
+                           const odbox_value *value, odbox_read_from from, int64_t *count, odbox_error *err)
+{
+    if (!count)
+        return odbox_fail(err, ODBOX_EINVAL, "count: out is NULL");
+    *count = 0;
+    int rc = check_read(r, t, column, err);
+    filter f = {.column = column, .value = value};
+    for (size_t s = 0; rc == ODBOX_OK && s < odbox_registry_shard_count(r); s++)
+        rc = read_shard(odbox_registry_shard_at(r, s), from, t, &f, NULL, count, err);
+    return rc;
+}

@@ -1,0 +1,845 @@
+/* odbox — integration tests of models and the generic repository: model
+ * type checks, setters, insert / find round trips of every column type
+ * (microsecond timestamps, typed NULLs), batch updates and stale versions,
+ * soft-deleted rows, find_many / find_where / count, id routing to shards
+ * and replica reads.
+ *
+ * Also defines the "dummies" fixture shared with test_action.c: a registry
+ * of one or two shards with unique eventlogs, migrated with the framework
+ * set plus tests/fixtures/dummies-migrations (tables dummies and tags). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <json-c/json.h>
+#include "itest.h"
+
+/* ---- the shared fixture (declared again in test_action.c) ----------------- */
+
+typedef struct dfx {
+    int nshards;
+    char ev[2][64];        /* eventlog of shard 0.0 and 0.1 */
+    odbox_registry *r;
+    odbox_conn *c[2];      /* admin connections to database 1 and 2 */
+} dfx;
+
+extern const odbox_model_type DUMMY_T, TAG_T;
+void dfx_open(dfx *f, int nshards, int with_replica);
+void dfx_close(dfx *f);
+int64_t dfx_events(dfx *f, int shard);
+int64_t dfx_rows(dfx *f, int shard, const char *table);
+int64_t dfx_now_us(void);
+odbox_model *dfx_dummy(const char *id, const char *name, int64_t amount);
+odbox_model *dfx_dummy_in(odbox_shard_id shard, const char *name, int64_t amount);
+void dfx_insert(dfx *f, int shard, odbox_model *const *m, size_t n);
+void dfx_assert_same(const odbox_model *a, const odbox_model *b);
+
+static const odbox_column dummy_columns[] = {
+    {"name", ODBOX_TYPE_TEXT, 0, 100},
+    {"amount", ODBOX_TYPE_INT64, 0, 0},
+    {"reward_points", ODBOX_TYPE_INT64, 1, 0},
+    {"ratio", ODBOX_TYPE_DOUBLE, 1, 0},
+    {"flag", ODBOX_TYPE_BOOL, 1, 0},
+    {"aliases", ODBOX_TYPE_JSON, 1, 0},
+    {"seen_at", ODBOX_TYPE_TIMESTAMP, 1, 0},
+};
+const odbox_model_type DUMMY_T = {"Dummy", "dummies", ODBOX_KIND_MODEL, dummy_columns,
+                                  sizeof dummy_columns / sizeof dummy_columns[0]};
+static const odbox_column tag_columns[] = {{"label", ODBOX_TYPE_TEXT, 0, 50}};
+const odbox_model_type TAG_T = {"Tag", "tags", ODBOX_KIND_ENTITY, tag_columns, 1};
+
+int64_t dfx_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void drop_tables(odbox_conn *c)
+{
+    itest_exec(c, "DROP TABLE IF EXISTS dummies");
+    itest_exec(c, "DROP TABLE IF EXISTS tags");
+}
+
+void dfx_open(dfx *f, int nshards, int with_replica)
+{
+    memset(f, 0, sizeof *f);
+    f->nshards = nshards;
+    odbox_shard_config sc[2];
+    memset(sc, 0, sizeof sc);
+    for (int i = 0; i < nshards; i++) {
+        itest_name(f->ev[i], sizeof f->ev[i], i ? "ev_dfx_b" : "ev_dfx_a");
+        f->c[i] = itest_connect(i + 1);
+        drop_tables(f->c[i]);
+        sc[i].id = (odbox_shard_id){0, i};
+        sc[i].primary_dsn = itest_dsn(i + 1);
+        sc[i].replica_dsn = with_replica ? itest_dsn(i + 1) : NULL;
+        sc[i].eventlog = f->ev[i];
+    }
+    odbox_registry_config cfg = {.shards = sc, .nshards = (size_t)nshards, .has_default = 1,
+                                 .default_shard = {0, 0}};
+    odbox_error e = {0};
+    ck_assert_msg(odbox_registry_open(&cfg, &f->r, &e) == ODBOX_OK, "%s", e.message);
+    odbox_migrate_options o = {.user_dir = itest_src("tests/fixtures/dummies-migrations"), .user_set = "dummies"};
+    ck_assert_msg(odbox_migrate_registry(f->r, &o, &e) == ODBOX_OK, "migrate: %s", e.message);
+    for (int i = 0; i < nshards; i++) {
+        ck_assert_int_eq(dfx_rows(f, i, "dummies"), 0);
+        ck_assert_int_eq(dfx_events(f, i), 0);
+    }
+}
+
+void dfx_close(dfx *f)
+{
+    for (int i = 0; i < f->nshards; i++) {
+        drop_tables(f->c[i]);
+        itest_drop_eventlog(f->c[i], f->ev[i]);
+        odbox_conn_close(&f->c[i]);
+    }
+    odbox_registry_free(&f->r);
+}
+
+int64_t dfx_events(dfx *f, int shard)
+{
+    return itest_count(f->c[shard], "SELECT COUNT(*) FROM %s.events", f->ev[shard]);
+}
+
+int64_t dfx_rows(dfx *f, int shard, const char *table)
+{
+    return itest_count(f->c[shard], "SELECT COUNT(*) FROM %s", table);
+}
+
+odbox_model *dfx_dummy(const char *id, const char *name, int64_t amount)
+{
+    odbox_model *m = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_model_new(&DUMMY_T, id, &m, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_model_set_text(m, "name", name, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_model_set_int64(m, "amount", amount, &e) == ODBOX_OK, "%s", e.message);
+    return m;
+}
+
+odbox_model *dfx_dummy_in(odbox_shard_id shard, const char *name, int64_t amount)
+{
+    odbox_model *m = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_model_new_in_shard(&DUMMY_T, shard, &m, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_model_set_text(m, "name", name, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_int64(m, "amount", amount, &e), ODBOX_OK);
+    return m;
+}
+
+/* Inserts through the repository on a pooled connection of shard 0.<shard>. */
+void dfx_insert(dfx *f, int shard, odbox_model *const *m, size_t n)
+{
+    odbox_shard *s = odbox_registry_shard(f->r, (odbox_shard_id){0, shard});
+    ck_assert_ptr_nonnull(s);
+    odbox_conn *c = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_pool_acquire(odbox_shard_primary(s), &c, &e) == ODBOX_OK, "%s", e.message);
+    int rc = odbox_repo_insert(c, odbox_model_get_type(m[0]), m, n, &e);
+    odbox_pool_release(odbox_shard_primary(s), &c);
+    ck_assert_msg(rc == ODBOX_OK, "insert: %s", e.message);
+}
+
+static int json_same(const char *a, const char *b)
+{
+    json_object *ja = json_tokener_parse(a), *jb = json_tokener_parse(b);
+    int same = ja && jb && json_object_equal(ja, jb);
+    json_object_put(ja);
+    json_object_put(jb);
+    return same;
+}
+
+/* Same id, version, state, dates and every column of the type. */
+void dfx_assert_same(const odbox_model *a, const odbox_model *b)
+{
+    const odbox_model_type *t = odbox_model_get_type(a);
+    ck_assert_ptr_eq(t, odbox_model_get_type(b));
+    ck_assert_str_eq(odbox_model_id(a), odbox_model_id(b));
+    ck_assert_int_eq(odbox_model_version(a), odbox_model_version(b));
+    ck_assert_str_eq(odbox_model_state(a), odbox_model_state(b));
+    if (t->kind == ODBOX_KIND_MODEL) {
+        ck_assert_int_eq(odbox_model_created(a), odbox_model_created(b));
+        ck_assert_int_eq(odbox_model_updated(a), odbox_model_updated(b));
+    }
+    for (size_t i = 0; i < t->ncolumns; i++) {
+        const char *col = t->columns[i].name;
+        odbox_value va, vb;
+        odbox_error e = {0};
+        ck_assert_msg(odbox_model_get(a, col, &va, &e) == ODBOX_OK, "%s: %s", col, e.message);
+        ck_assert_msg(odbox_model_get(b, col, &vb, &e) == ODBOX_OK, "%s: %s", col, e.message);
+        ck_assert_msg(va.is_null == vb.is_null, "%s: NULL %d vs %d", col, va.is_null, vb.is_null);
+        ck_assert_int_eq(odbox_model_is_null(a, col), va.is_null);
+        if (va.is_null)
+            continue;
+        switch (t->columns[i].type) {
+        case ODBOX_TYPE_TEXT:
+        case ODBOX_TYPE_UUID:
+            ck_assert_msg(!strcmp(va.s, vb.s), "%s: '%s' vs '%s'", col, va.s, vb.s);
+            break;
+        case ODBOX_TYPE_JSON:
+            ck_assert_msg(json_same(va.s, vb.s), "%s: %s vs %s", col, va.s, vb.s);
+            break;
+        case ODBOX_TYPE_INT64:
+        case ODBOX_TYPE_TIMESTAMP:
+            ck_assert_msg(va.i == vb.i, "%s: %lld vs %lld", col, (long long)va.i, (long long)vb.i);
+            break;
+        case ODBOX_TYPE_DOUBLE:
+            ck_assert_double_eq_tol(va.d, vb.d, 1e-9);
+            break;
+        case ODBOX_TYPE_BOOL:
+            ck_assert_msg(!va.b == !vb.b, "%s: %d vs %d", col, va.b, vb.b);
+            break;
+        }
+    }
+}
+
+static odbox_model *find_ok(odbox_registry *r, const odbox_model_type *t, const char *id, odbox_read_from from)
+{
+    odbox_model *m = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_repo_find(r, t, id, from, &m, &e) == ODBOX_OK, "find %s: %s", id, e.message);
+    ck_assert_ptr_nonnull(m);
+    return m;
+}
+
+static void free_all(odbox_model **m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        odbox_model_free(&m[i]);
+}
+
+/* ---- model types and models (no server needed, kept with the repo) ------ */
+
+START_TEST(model_type_checks)
+{
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_model_type_check(&DUMMY_T, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_type_check(&TAG_T, &e), ODBOX_OK);
+
+    const odbox_column bad_name[] = {{"Bad-Col", ODBOX_TYPE_TEXT, 1, 0}};
+    const odbox_column upper[] = {{"Name", ODBOX_TYPE_TEXT, 1, 0}};
+    const odbox_column dup[] = {{"label", ODBOX_TYPE_TEXT, 1, 0}, {"label", ODBOX_TYPE_INT64, 1, 0}};
+    const odbox_column common[] = {{"version", ODBOX_TYPE_INT64, 0, 0}};
+    const odbox_column common2[] = {{"updated_date", ODBOX_TYPE_TIMESTAMP, 0, 0}};
+    const odbox_column bad_type[] = {{"label", (odbox_type)99, 1, 0}};
+    const odbox_column ok[] = {{"label", ODBOX_TYPE_TEXT, 0, 50}};
+    char long_name[300];
+    memset(long_name, 'A', 256);
+    long_name[256] = '\0';
+    const odbox_model_type bad[] = {
+        {"T", "t", ODBOX_KIND_ENTITY, bad_name, 1},
+        {"T", "t", ODBOX_KIND_ENTITY, upper, 1},
+        {"T", "t", ODBOX_KIND_ENTITY, dup, 2},
+        {"T", "t", ODBOX_KIND_ENTITY, common, 1},
+        {"T", "t", ODBOX_KIND_MODEL, common2, 1},
+        {"T", "t", ODBOX_KIND_ENTITY, bad_type, 1},
+        {"T", "t'; DROP TABLE x; --", ODBOX_KIND_ENTITY, ok, 1},
+        {"T", "ta\"bles", ODBOX_KIND_ENTITY, ok, 1},
+        {"T", "a.b.c", ODBOX_KIND_ENTITY, ok, 1},
+        {"T", "", ODBOX_KIND_ENTITY, ok, 1},
+        {"T", NULL, ODBOX_KIND_ENTITY, ok, 1},
+        {"Bad-Type", "t", ODBOX_KIND_ENTITY, ok, 1},
+        {"", "t", ODBOX_KIND_ENTITY, ok, 1},
+        {NULL, "t", ODBOX_KIND_ENTITY, ok, 1},
+        {long_name, "t", ODBOX_KIND_ENTITY, ok, 1},
+        {"T", "t", (odbox_model_kind)7, ok, 1},
+        {"T", "t", ODBOX_KIND_ENTITY, NULL, 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        odbox_error_clear(&e);
+        ck_assert_msg(odbox_model_type_check(&bad[i], &e) == ODBOX_EINVAL, "bad type %zu accepted", i);
+        ck_assert_msg(e.message[0], "bad type %zu: no reason", i);
+    }
+    ck_assert_int_eq(odbox_model_type_check(NULL, &e), ODBOX_EINVAL);
+    /* the reason names what is wrong */
+    ck_assert_int_eq(odbox_model_type_check(&bad[2], &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "label") != NULL, "%s", e.message);
+    /* schema-qualified table and a 255-character type name are fine */
+    long_name[255] = '\0';
+    const odbox_model_type good[] = {
+        {"T", "public_x.tags", ODBOX_KIND_ENTITY, ok, 1},
+        {long_name, "t", ODBOX_KIND_ENTITY, ok, 1},
+        {"T", "t", ODBOX_KIND_ENTITY, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        ck_assert_msg(odbox_model_type_check(&good[i], &e) == ODBOX_OK, "good type %zu: %s", i, e.message);
+    /* a model type whose bad check also refuses model creation */
+    odbox_model *m = NULL;
+    ck_assert_int_eq(odbox_model_new(&bad[2], NULL, &m, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(m);
+}
+END_TEST
+
+START_TEST(model_setters_and_getters)
+{
+    odbox_error e = {0};
+    odbox_model *m = NULL;
+    int64_t before = dfx_now_us();
+    ck_assert_int_eq(odbox_model_new(&DUMMY_T, NULL, &m, &e), ODBOX_OK);
+    int64_t after = dfx_now_us();
+    ck_assert_int_eq(odbox_uuid_version(odbox_model_id(m)), 4);
+    ck_assert_int_eq(odbox_model_version(m), 1);
+    ck_assert_str_eq(odbox_model_state(m), "ACTIVE");
+    ck_assert(odbox_model_created(m) >= before && odbox_model_created(m) <= after);
+    ck_assert_int_eq(odbox_model_updated(m), odbox_model_created(m));
+    ck_assert_ptr_eq(odbox_model_get_type(m), &DUMMY_T);
+    for (size_t i = 0; i < DUMMY_T.ncolumns; i++)
+        ck_assert_msg(odbox_model_is_null(m, DUMMY_T.columns[i].name), "%s", DUMMY_T.columns[i].name);
+    ck_assert_int_eq(odbox_model_is_null(m, "no_such_column"), 0);
+
+    /* wrong type, unknown column, NOT NULL, overlong text, bad JSON */
+    ck_assert_int_eq(odbox_model_set_int64(m, "name", 5, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_text(m, "amount", "5", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_bool(m, "ratio", 1, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_double(m, "flag", 1.0, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_text(m, "aliases", "{}", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_json(m, "name", "{}", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_int64(m, "seen_at", 5, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_text(m, "nope", "x", &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "nope"));
+    ck_assert_int_eq(odbox_model_set_null(m, "nope", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_text(m, "version", "x", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_null(m, "name", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_null(m, "amount", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_text(m, "name", NULL, &e), ODBOX_EINVAL);
+    char text[200];
+    memset(text, 'x', 101);
+    text[101] = '\0';
+    ck_assert_int_eq(odbox_model_set_text(m, "name", text, &e), ODBOX_EINVAL);
+    text[100] = '\0';
+    ck_assert_int_eq(odbox_model_set_text(m, "name", text, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_json(m, "aliases", "{\"a\": ", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_json(m, "aliases", "[1, 2]", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_json(m, "aliases", "42", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_json(m, "aliases", "{\"a\": 1} trailing", &e), ODBOX_EINVAL);
+    ck_assert(odbox_model_is_null(m, "aliases"));
+    odbox_value v = {.type = ODBOX_TYPE_TEXT, .s = "x"};
+    ck_assert_int_eq(odbox_model_set(m, "amount", &v, &e), ODBOX_EINVAL);
+    char state[40];
+    memset(state, 'S', 25);
+    state[25] = '\0';
+    ck_assert_int_eq(odbox_model_set_state(m, state, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_state(m, NULL, &e), ODBOX_EINVAL);
+    ck_assert_str_eq(odbox_model_state(m), "ACTIVE");
+    state[24] = '\0';
+    ck_assert_int_eq(odbox_model_set_state(m, state, &e), ODBOX_OK);
+    ck_assert_str_eq(odbox_model_state(m), state);
+
+    /* values round-trip through the getters; setters copy */
+    char buf[32];
+    strcpy(buf, "copied");
+    ck_assert_int_eq(odbox_model_set_text(m, "name", buf, &e), ODBOX_OK);
+    strcpy(buf, "changed");
+    const char *s = NULL;
+    ck_assert_int_eq(odbox_model_get_text(m, "name", &s, &e), ODBOX_OK);
+    ck_assert_str_eq(s, "copied");
+    ck_assert_int_eq(odbox_model_set_int64(m, "reward_points", -7, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_double(m, "ratio", 0.25, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_bool(m, "flag", 0, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_json(m, "aliases", "{\"k\": [1, 2]}", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_timestamp(m, "seen_at", 1767225600123456LL, &e), ODBOX_OK);
+    int64_t i64 = 0;
+    double d = 0;
+    int b = 7;
+    ck_assert_int_eq(odbox_model_get_int64(m, "reward_points", &i64, &e), ODBOX_OK);
+    ck_assert_int_eq(i64, -7);
+    ck_assert_int_eq(odbox_model_get_double(m, "ratio", &d, &e), ODBOX_OK);
+    ck_assert_double_eq(d, 0.25);
+    ck_assert_int_eq(odbox_model_get_bool(m, "flag", &b, &e), ODBOX_OK);
+    ck_assert_int_eq(b, 0);
+    ck_assert(!odbox_model_is_null(m, "flag"));
+    ck_assert_int_eq(odbox_model_get_timestamp(m, "seen_at", &i64, &e), ODBOX_OK);
+    ck_assert(i64 == 1767225600123456LL);
+    ck_assert_int_eq(odbox_model_get_text(m, "aliases", &s, &e) == ODBOX_OK || 1, 1);
+    ck_assert_int_eq(odbox_model_get_int64(m, "name", &i64, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_get_int64(m, "nope", &i64, &e), ODBOX_EINVAL);
+    odbox_value got;
+    ck_assert_int_eq(odbox_model_get(m, "aliases", &got, &e), ODBOX_OK);
+    ck_assert_int_eq(got.type, ODBOX_TYPE_JSON);
+    ck_assert(json_same(got.s, "{\"k\": [1, 2]}"));
+    /* the generic setter, a typed NULL, and back */
+    odbox_value nv = {.type = ODBOX_TYPE_INT64, .is_null = 1};
+    ck_assert_int_eq(odbox_model_set(m, "reward_points", &nv, &e), ODBOX_OK);
+    ck_assert(odbox_model_is_null(m, "reward_points"));
+    ck_assert_int_eq(odbox_model_set_null(m, "seen_at", &e), ODBOX_OK);
+    ck_assert(odbox_model_is_null(m, "seen_at"));
+
+    /* a copy is deep */
+    odbox_model *cp = odbox_model_copy(m);
+    ck_assert_ptr_nonnull(cp);
+    dfx_assert_same(m, cp);
+    ck_assert_int_eq(odbox_model_set_text(m, "name", "other", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_get_text(cp, "name", &s, &e), ODBOX_OK);
+    ck_assert_str_eq(s, "copied");
+    odbox_model_free(&cp);
+    ck_assert_ptr_null(cp);
+    odbox_model_free(&m);
+    odbox_model_free(&m); /* NULL-safe */
+
+    /* given ids: valid UUIDs only; shard-aware ids carry their shard */
+    ck_assert_int_eq(odbox_model_new(&DUMMY_T, "not-a-uuid", &m, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(odbox_model_new(&DUMMY_T, "0192f0c1-7a3e-7abc-8def-0123456789ab", &m, &e), ODBOX_OK);
+    ck_assert_str_eq(odbox_model_id(m), "0192f0c1-7a3e-7abc-8def-0123456789ab");
+    odbox_model_free(&m);
+    ck_assert_int_eq(odbox_model_new_in_shard(&DUMMY_T, (odbox_shard_id){17, 42}, &m, &e), ODBOX_OK);
+    odbox_shard_id sid;
+    ck_assert_int_eq(odbox_uuid_version(odbox_model_id(m)), 7);
+    ck_assert_int_eq(odbox_uuid_shard(odbox_model_id(m), &sid), 1);
+    ck_assert(sid.group == 17 && sid.member == 42);
+    odbox_model_free(&m);
+    ck_assert_int_eq(odbox_model_new_in_shard(&DUMMY_T, (odbox_shard_id){0, 64}, &m, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(m);
+
+    /* entities have no dates */
+    ck_assert_int_eq(odbox_model_new(&TAG_T, NULL, &m, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_text(m, "label", "l", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_timestamp(m, "created_date", 1, &e), ODBOX_EINVAL);
+    odbox_model_free(&m);
+}
+END_TEST
+
+/* ---- the repository against the server ------------------------------------ */
+
+START_TEST(insert_and_find_round_trip)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_error e = {0};
+    odbox_model *m[3];
+    m[0] = dfx_dummy(NULL, "alpha 'quoted' \xc3\xa9 ; --", 9007199254740993LL);
+    ck_assert_int_eq(odbox_model_set_int64(m[0], "reward_points", -5, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_double(m[0], "ratio", 1234.5678, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_bool(m[0], "flag", 1, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_json(m[0], "aliases", "{\"nick\": [\"a\", \"b\"], \"n\": 1}", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_timestamp(m[0], "seen_at", 1767225600123456LL, &e), ODBOX_OK);
+    m[1] = dfx_dummy(NULL, "beta", 0); /* every nullable column NULL */
+    m[2] = dfx_dummy(NULL, "gamma", INT64_MIN + 1);
+    ck_assert_int_eq(odbox_model_set_int64(m[2], "reward_points", 0, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_double(m[2], "ratio", 0.0, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_bool(m[2], "flag", 0, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_json(m[2], "aliases", "{}", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_timestamp(m[2], "seen_at", 1000001, &e), ODBOX_OK); /* 1970-01-01 00:00:01.000001 */
+    ck_assert_int_eq(odbox_model_set_state(m[2], "FROZEN", &e), ODBOX_OK);
+    dfx_insert(&f, 0, m, 3);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3);
+    /* the repository writes no events */
+    ck_assert_int_eq(dfx_events(&f, 0), 0);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE version = 1 AND reward_points IS NULL "
+                                         "AND ratio IS NULL AND flag IS NULL AND aliases IS NULL AND seen_at IS NULL"),
+                     1);
+    for (int i = 0; i < 3; i++) {
+        odbox_model *got = find_ok(f.r, &DUMMY_T, odbox_model_id(m[i]), ODBOX_READ_PRIMARY);
+        dfx_assert_same(m[i], got);
+        odbox_model_free(&got);
+    }
+    /* the stored dates are the model's, to the microsecond */
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE seen_at = '2026-01-01 00:00:00.123456'"), 1);
+
+    /* missing ids, bad ids */
+    odbox_model *none = NULL;
+    char id[ODBOX_UUID_LEN + 1];
+    odbox_uuid_v4(id);
+    ck_assert_int_eq(odbox_repo_find(f.r, &DUMMY_T, id, ODBOX_READ_PRIMARY, &none, &e), ODBOX_ENOTFOUND);
+    ck_assert_ptr_null(none);
+    ck_assert_int_eq(odbox_repo_find(f.r, &DUMMY_T, NULL, ODBOX_READ_PRIMARY, &none, &e), ODBOX_EINVAL);
+
+    /* a second insert of the same id is a unique conflict; nothing changes */
+    odbox_model *again = dfx_dummy(odbox_model_id(m[1]), "beta again", 1);
+    odbox_shard *s = odbox_registry_default_shard(f.r);
+    odbox_conn *c = NULL;
+    ck_assert_int_eq(odbox_pool_acquire(odbox_shard_primary(s), &c, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_repo_insert(c, &DUMMY_T, &again, 1, &e), ODBOX_EUNIQUE);
+    /* a NOT NULL column left NULL: the database refuses the row */
+    odbox_model *unnamed = NULL;
+    ck_assert_int_eq(odbox_model_new(&DUMMY_T, NULL, &unnamed, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_int64(unnamed, "amount", 1, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_repo_insert(c, &DUMMY_T, &unnamed, 1, &e), ODBOX_EDB);
+    ck_assert_int_eq(odbox_repo_insert(c, &DUMMY_T, m, 0, &e), ODBOX_EINVAL);
+    odbox_pool_release(odbox_shard_primary(s), &c);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3);
+    odbox_model *got = find_ok(f.r, &DUMMY_T, odbox_model_id(m[1]), ODBOX_READ_PRIMARY);
+    dfx_assert_same(m[1], got);
+    odbox_model_free(&got);
+    odbox_model_free(&again);
+    odbox_model_free(&unnamed);
+    free_all(m, 3);
+    dfx_close(&f);
+}
+END_TEST
+
+START_TEST(batch_update_preserves_values)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_error e = {0};
+    enum { N = 5 };
+    odbox_model *m[N];
+    const int64_t base = 1767225600000000LL; /* 2026-01-01 00:00:00 UTC */
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "d%d", i);
+        m[i] = dfx_dummy(NULL, name, 100 + i);
+        ck_assert_int_eq(odbox_model_set_double(m[i], "ratio", 0.5 + i, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_model_set_timestamp(m[i], "seen_at", base + i * 1000001LL + 123456, &e), ODBOX_OK);
+    }
+    dfx_insert(&f, 0, m, N);
+    int64_t created[N];
+    for (int i = 0; i < N; i++)
+        created[i] = odbox_model_created(m[i]);
+
+    /* one UPDATE for all five: new amounts and microsecond timestamps,
+     * a column that becomes NULL in every row (typed NULLs only), one
+     * that stays NULL, and a JSON column that gets a value in one row */
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(odbox_model_set_int64(m[i], "amount", 1000 + i, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_model_set_timestamp(m[i], "seen_at", base + 86400000000LL + i * 7 + 654321, &e),
+                         ODBOX_OK);
+        ck_assert_int_eq(odbox_model_set_null(m[i], "ratio", &e), ODBOX_OK);
+    }
+    ck_assert_int_eq(odbox_model_set_json(m[3], "aliases", "{\"x\": true}", &e), ODBOX_OK);
+    odbox_shard *s = odbox_registry_default_shard(f.r);
+    odbox_conn *c = NULL;
+    ck_assert_int_eq(odbox_pool_acquire(odbox_shard_primary(s), &c, &e), ODBOX_OK);
+    const int64_t upd = dfx_now_us() + 1500; /* later than created, sub-millisecond */
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    ck_assert_msg(odbox_repo_update(c, &DUMMY_T, m, N, upd, &e) == ODBOX_OK, "update: %s", e.message);
+    ck_assert_int_eq(odbox_conn_commit(c, &e), ODBOX_OK);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(odbox_model_version(m[i]), 2);
+        ck_assert_int_eq(odbox_model_updated(m[i]), upd);
+        ck_assert_int_eq(odbox_model_created(m[i]), created[i]);
+        odbox_model *got = find_ok(f.r, &DUMMY_T, odbox_model_id(m[i]), ODBOX_READ_PRIMARY);
+        dfx_assert_same(m[i], got);
+        ck_assert(odbox_model_is_null(got, "reward_points") && odbox_model_is_null(got, "flag") &&
+                  odbox_model_is_null(got, "ratio"));
+        ck_assert_int_eq(odbox_model_is_null(got, "aliases"), i != 3);
+        odbox_model_free(&got);
+    }
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE version = 2 AND ratio IS NULL "
+                                         "AND reward_points IS NULL AND flag IS NULL"),
+                     N);
+
+    /* one row changed behind our back: the batch is stale and, rolled
+     * back, leaves every row as it was; the models are not advanced */
+    itest_exec(f.c[0], "UPDATE dummies SET version = 3 WHERE id = '%s'", odbox_model_id(m[2]));
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(odbox_model_set_int64(m[i], "amount", 5000 + i, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_repo_update(c, &DUMMY_T, m, N, upd + 10, &e), ODBOX_ESTALE);
+    ck_assert_int_eq(odbox_conn_rollback(c, &e), ODBOX_OK);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(odbox_model_version(m[i]), 2);
+        ck_assert_int_eq(odbox_model_updated(m[i]), upd);
+    }
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE amount >= 5000"), 0);
+    /* a single-row update of a stale version is stale too */
+    ck_assert_int_eq(odbox_repo_update(c, &DUMMY_T, &m[2], 1, upd + 20, &e), ODBOX_ESTALE);
+    /* and a single-row update of a current one works (autocommit) */
+    ck_assert_msg(odbox_repo_update(c, &DUMMY_T, &m[0], 1, upd + 30, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_model_version(m[0]), 3);
+    odbox_pool_release(odbox_shard_primary(s), &c);
+    odbox_model *got = find_ok(f.r, &DUMMY_T, odbox_model_id(m[0]), ODBOX_READ_PRIMARY);
+    dfx_assert_same(m[0], got);
+    odbox_model_free(&got);
+    free_all(m, N);
+    dfx_close(&f);
+}
+END_TEST
+
+START_TEST(reads_skip_deleted_rows)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_error e = {0};
+    odbox_model *m[3] = {dfx_dummy(NULL, "x", 1), dfx_dummy(NULL, "x", 2), dfx_dummy(NULL, "x", 3)};
+    dfx_insert(&f, 0, m, 3);
+    ck_assert_int_eq(odbox_model_set_state(m[1], "DELETED", &e), ODBOX_OK);
+    odbox_shard *s = odbox_registry_default_shard(f.r);
+    odbox_conn *c = NULL;
+    ck_assert_int_eq(odbox_pool_acquire(odbox_shard_primary(s), &c, &e), ODBOX_OK);
+    ck_assert_msg(odbox_repo_update(c, &DUMMY_T, &m[1], 1, dfx_now_us(), &e) == ODBOX_OK, "%s", e.message);
+    odbox_pool_release(odbox_shard_primary(s), &c);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE state = 'DELETED'"), 1);
+
+    odbox_model *got = NULL;
+    ck_assert_int_eq(odbox_repo_find(f.r, &DUMMY_T, odbox_model_id(m[1]), ODBOX_READ_PRIMARY, &got, &e),
+                     ODBOX_ENOTFOUND);
+    ck_assert_ptr_null(got);
+    ck_assert_int_eq(odbox_repo_find(f.r, &DUMMY_T, odbox_model_id(m[1]), ODBOX_READ_REPLICA, &got, &e),
+                     ODBOX_ENOTFOUND);
+    const char *ids[3] = {odbox_model_id(m[0]), odbox_model_id(m[1]), odbox_model_id(m[2])};
+    odbox_models list = {0};
+    ck_assert_int_eq(odbox_repo_find_many(f.r, &DUMMY_T, ids, 3, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 2);
+    for (size_t i = 0; i < list.n; i++)
+        ck_assert_str_ne(odbox_model_id(list.items[i]), ids[1]);
+    odbox_models_free(&list);
+    odbox_value x = {.type = ODBOX_TYPE_TEXT, .s = "x"};
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, "name", &x, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 2);
+    odbox_models_free(&list);
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, NULL, NULL, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 2);
+    odbox_models_free(&list);
+    int64_t n = -1;
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "name", &x, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, NULL, NULL, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 2);
+    odbox_value del = {.type = ODBOX_TYPE_TEXT, .s = "DELETED"};
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "state", &del, ODBOX_READ_PRIMARY, &n, &e) == ODBOX_OK
+                         ? (int)n
+                         : 0,
+                     0);
+    /* the row itself is still there (soft delete) */
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3);
+    free_all(m, 3);
+    dfx_close(&f);
+}
+END_TEST
+
+START_TEST(find_many_where_and_count)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_error e = {0};
+    odbox_model *m[4] = {dfx_dummy(NULL, "a", 1), dfx_dummy(NULL, "b", 2), dfx_dummy(NULL, "c", 2),
+                         dfx_dummy(NULL, "d", 3)};
+    ck_assert_int_eq(odbox_model_set_int64(m[0], "reward_points", 10, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_int64(m[3], "reward_points", 30, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_bool(m[1], "flag", 1, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_bool(m[2], "flag", 0, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_timestamp(m[2], "seen_at", 1767225600123456LL, &e), ODBOX_OK);
+    dfx_insert(&f, 0, m, 4);
+
+    /* by ids: duplicates ignored, missing skipped */
+    char missing[ODBOX_UUID_LEN + 1];
+    odbox_uuid_v4(missing);
+    const char *ids[] = {odbox_model_id(m[0]), odbox_model_id(m[2]), missing, odbox_model_id(m[0])};
+    odbox_models list = {0};
+    ck_assert_int_eq(odbox_repo_find_many(f.r, &DUMMY_T, ids, 4, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 2);
+    int seen0 = 0, seen2 = 0;
+    for (size_t i = 0; i < list.n; i++) {
+        if (!strcmp(odbox_model_id(list.items[i]), ids[0])) {
+            seen0++;
+            dfx_assert_same(m[0], list.items[i]);
+        } else if (!strcmp(odbox_model_id(list.items[i]), ids[1])) {
+            seen2++;
+            dfx_assert_same(m[2], list.items[i]);
+        }
+    }
+    ck_assert(seen0 == 1 && seen2 == 1);
+    odbox_models_free(&list);
+    ck_assert_ptr_null(list.items);
+    ck_assert_uint_eq(list.n, 0);
+    ck_assert_int_eq(odbox_repo_find_many(f.r, &DUMMY_T, &ids[2], 1, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 0);
+    odbox_models_free(&list);
+
+    /* column = value, ordered by id */
+    odbox_value two = {.type = ODBOX_TYPE_INT64, .i = 2};
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, "amount", &two, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 2);
+    ck_assert(strcmp(odbox_model_id(list.items[0]), odbox_model_id(list.items[1])) < 0);
+    odbox_models_free(&list);
+    int64_t n = -1;
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "amount", &two, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 2);
+    odbox_value bname = {.type = ODBOX_TYPE_TEXT, .s = "b"};
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, "name", &bname, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 1);
+    dfx_assert_same(m[1], list.items[0]);
+    odbox_models_free(&list);
+    odbox_value yes = {.type = ODBOX_TYPE_BOOL, .b = 1}, no = {.type = ODBOX_TYPE_BOOL, .b = 0};
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "flag", &yes, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "flag", &no, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 1);
+    odbox_value when = {.type = ODBOX_TYPE_TIMESTAMP, .i = 1767225600123456LL};
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, "seen_at", &when, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 1);
+    ck_assert_str_eq(odbox_model_id(list.items[0]), odbox_model_id(m[2]));
+    odbox_models_free(&list);
+    odbox_value byid = {.type = ODBOX_TYPE_UUID, .s = odbox_model_id(m[3])};
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "id", &byid, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 1);
+
+    /* NULL (either form) is IS NULL */
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, "reward_points", NULL, ODBOX_READ_PRIMARY, &list, &e),
+                     ODBOX_OK);
+    ck_assert_uint_eq(list.n, 2);
+    for (size_t i = 0; i < list.n; i++)
+        ck_assert(odbox_model_is_null(list.items[i], "reward_points"));
+    odbox_models_free(&list);
+    odbox_value null_int = {.type = ODBOX_TYPE_INT64, .is_null = 1};
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "reward_points", &null_int, ODBOX_READ_PRIMARY, &n, &e),
+                     ODBOX_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "flag", NULL, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 2);
+
+    /* every row */
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, NULL, NULL, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 4);
+    for (size_t i = 1; i < list.n; i++)
+        ck_assert(strcmp(odbox_model_id(list.items[i - 1]), odbox_model_id(list.items[i])) < 0);
+    odbox_models_free(&list);
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, NULL, NULL, ODBOX_READ_REPLICA, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 4);
+
+    /* a column that is not the type's (or an injection attempt) */
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, "nope", &two, ODBOX_READ_PRIMARY, &list, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "amount = 2 OR 1", &two, ODBOX_READ_PRIMARY, &n, &e),
+                     ODBOX_EINVAL);
+    /* a value stays a value */
+    odbox_value inj = {.type = ODBOX_TYPE_TEXT, .s = "a' OR '1'='1"};
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "name", &inj, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 0);
+    free_all(m, 4);
+    dfx_close(&f);
+}
+END_TEST
+
+START_TEST(entity_round_trip)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_error e = {0};
+    odbox_model *t = NULL;
+    ck_assert_int_eq(odbox_model_new(&TAG_T, NULL, &t, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_text(t, "label", "first", &e), ODBOX_OK);
+    dfx_insert(&f, 0, &t, 1);
+    odbox_model *got = find_ok(f.r, &TAG_T, odbox_model_id(t), ODBOX_READ_PRIMARY);
+    dfx_assert_same(t, got);
+    odbox_model_free(&got);
+    ck_assert_int_eq(odbox_model_set_text(t, "label", "second", &e), ODBOX_OK);
+    odbox_shard *s = odbox_registry_default_shard(f.r);
+    odbox_conn *c = NULL;
+    ck_assert_int_eq(odbox_pool_acquire(odbox_shard_primary(s), &c, &e), ODBOX_OK);
+    ck_assert_msg(odbox_repo_update(c, &TAG_T, &t, 1, dfx_now_us(), &e) == ODBOX_OK, "%s", e.message);
+    odbox_pool_release(odbox_shard_primary(s), &c);
+    ck_assert_int_eq(odbox_model_version(t), 2);
+    got = find_ok(f.r, &TAG_T, odbox_model_id(t), ODBOX_READ_PRIMARY);
+    dfx_assert_same(t, got);
+    odbox_model_free(&got);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM tags WHERE label = 'second' AND version = 2"), 1);
+    odbox_model_free(&t);
+    dfx_close(&f);
+}
+END_TEST
+
+START_TEST(routing_by_id)
+{
+    dfx f;
+    dfx_open(&f, 2, 0);
+    odbox_error e = {0};
+    odbox_shard *s0 = odbox_registry_shard(f.r, (odbox_shard_id){0, 0});
+    odbox_shard *s1 = odbox_registry_shard(f.r, (odbox_shard_id){0, 1});
+    ck_assert_ptr_eq(odbox_registry_default_shard(f.r), s0);
+
+    odbox_model *v4 = dfx_dummy(NULL, "v4", 1);
+    odbox_model *on1 = dfx_dummy_in((odbox_shard_id){0, 1}, "on1", 2);
+    odbox_model *unreg = dfx_dummy_in((odbox_shard_id){9, 9}, "unregistered", 3);
+    odbox_model *on0 = dfx_dummy_in((odbox_shard_id){0, 0}, "on0", 4);
+    ck_assert_ptr_eq(odbox_registry_shard_for_id(f.r, odbox_model_id(v4)), s0);
+    ck_assert_ptr_eq(odbox_registry_shard_for_id(f.r, odbox_model_id(on1)), s1);
+    ck_assert_ptr_eq(odbox_registry_shard_for_id(f.r, odbox_model_id(unreg)), s0);
+    ck_assert_ptr_eq(odbox_registry_shard_for_id(f.r, odbox_model_id(on0)), s0);
+    ck_assert_ptr_eq(odbox_registry_shard_for_id(f.r, "not an id"), s0);
+    /* a v1-style id (not v7) goes to the default shard whatever its bits */
+    ck_assert_ptr_eq(odbox_registry_shard_for_id(f.r, "0192f0c1-7a3e-1abc-8041-0123456789ab"), s0);
+
+    odbox_model *in0[] = {v4, unreg, on0};
+    dfx_insert(&f, 0, in0, 3);
+    dfx_insert(&f, 1, &on1, 1);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3);
+    ck_assert_int_eq(dfx_rows(&f, 1, "dummies"), 1);
+    /* reads route by id: each is found where it lives */
+    odbox_model *all[] = {v4, on1, unreg, on0};
+    for (int i = 0; i < 4; i++) {
+        odbox_model *got = find_ok(f.r, &DUMMY_T, odbox_model_id(all[i]), ODBOX_READ_PRIMARY);
+        dfx_assert_same(all[i], got);
+        odbox_model_free(&got);
+    }
+    /* a shard-0.1 id whose row sits on 0.0 is not found there */
+    odbox_model *misplaced = dfx_dummy_in((odbox_shard_id){0, 1}, "misplaced", 5);
+    dfx_insert(&f, 0, &misplaced, 1);
+    odbox_model *none = NULL;
+    ck_assert_int_eq(odbox_repo_find(f.r, &DUMMY_T, odbox_model_id(misplaced), ODBOX_READ_PRIMARY, &none, &e),
+                     ODBOX_ENOTFOUND);
+    /* find_many groups per shard; find_where / count scatter over all */
+    const char *ids[] = {odbox_model_id(v4), odbox_model_id(on1), odbox_model_id(unreg)};
+    odbox_models list = {0};
+    ck_assert_int_eq(odbox_repo_find_many(f.r, &DUMMY_T, ids, 3, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 3);
+    odbox_models_free(&list);
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, NULL, NULL, ODBOX_READ_PRIMARY, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 5);
+    odbox_models_free(&list);
+    odbox_value two = {.type = ODBOX_TYPE_INT64, .i = 2};
+    int64_t n = -1;
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "amount", &two, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, NULL, NULL, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 5);
+    odbox_model_free(&v4);
+    odbox_model_free(&on1);
+    odbox_model_free(&unreg);
+    odbox_model_free(&on0);
+    odbox_model_free(&misplaced);
+    dfx_close(&f);
+}
+END_TEST
+
+START_TEST(replica_reads)
+{
+    dfx f;
+    dfx_open(&f, 1, 1); /* the replica DSN is the primary's database */
+    odbox_error e = {0};
+    odbox_shard *s = odbox_registry_default_shard(f.r);
+    ck_assert_int_eq(odbox_shard_has_replica(s), 1);
+    ck_assert_ptr_ne(odbox_shard_replica(s), odbox_shard_primary(s));
+    odbox_model *m[2] = {dfx_dummy(NULL, "r1", 1), dfx_dummy(NULL, "r2", 2)};
+    ck_assert_int_eq(odbox_model_set_timestamp(m[0], "seen_at", 1767225600000001LL, &e), ODBOX_OK);
+    dfx_insert(&f, 0, m, 2);
+    odbox_model *got = find_ok(f.r, &DUMMY_T, odbox_model_id(m[0]), ODBOX_READ_REPLICA);
+    dfx_assert_same(m[0], got);
+    odbox_model_free(&got);
+    const char *ids[] = {odbox_model_id(m[0]), odbox_model_id(m[1])};
+    odbox_models list = {0};
+    ck_assert_int_eq(odbox_repo_find_many(f.r, &DUMMY_T, ids, 2, ODBOX_READ_REPLICA, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 2);
+    odbox_models_free(&list);
+    odbox_value r2 = {.type = ODBOX_TYPE_TEXT, .s = "r2"};
+    ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, "name", &r2, ODBOX_READ_REPLICA, &list, &e), ODBOX_OK);
+    ck_assert_uint_eq(list.n, 1);
+    dfx_assert_same(m[1], list.items[0]);
+    odbox_models_free(&list);
+    int64_t n = -1;
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, NULL, NULL, ODBOX_READ_REPLICA, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 2);
+    free_all(m, 2);
+    dfx_close(&f);
+}
+END_TEST
+
+Suite *repo_suite(void)
+{
+    Suite *s = suite_create("repo");
+    TCase *t = tcase_create("repo");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, model_type_checks);
+    tcase_add_test(t, model_setters_and_getters);
+    tcase_add_test(t, insert_and_find_round_trip);
+    tcase_add_test(t, batch_update_preserves_values);
+    tcase_add_test(t, reads_skip_deleted_rows);
+    tcase_add_test(t, find_many_where_and_count);
+    tcase_add_test(t, entity_round_trip);
+    tcase_add_test(t, routing_by_id);
+    tcase_add_test(t, replica_reads);
+    suite_add_tcase(s, t);
+    return s;
+}
