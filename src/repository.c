@@ -302,7 +302,7 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
                 ctype = cs.types[i];
     }
     int with_value = f->column && f->value && !f->value->is_null;
-    if (with_value && f->value->type != ctype && !(ctype == ODBOX_TYPE_UUID && f->value->type == ODBOX_TYPE_TEXT)) {
+    if (with_value && (int)f->value->type != ctype && !(ctype == ODBOX_TYPE_UUID && f->value->type == ODBOX_TYPE_TEXT)) {
         odbox_pool_release(pool, &c);
         return odbox_fail(err, ODBOX_EINVAL, "read %s: the value for %s is not of the column's type", t->name,
                           f->column);
