@@ -12,6 +12,8 @@
 #   BENCH_ROUNDS          rounds of all client counts; figures are medians (default 1)
 #   BENCH_WARMUP          warm-up seconds per tool before round 1, not reported (default 3)
 #   BENCH_FSYNC_SECONDS   seconds per pg_test_fsync test (default 2; 0 skips it)
+#   BENCH_QUIET_WAIT      before each run, wait up to this many seconds for the
+#                         machine to be idle (< 0.2 CPU busy; default 30, 0 = don't)
 #   CC                    compiler (default gcc)
 # Without ODBOX_TEST_PG_DSN the script re-runs itself under
 # tests/db/with-servers.sh --only pg (a throwaway PostgreSQL).
@@ -29,6 +31,7 @@ BENCH_TABLE=${BENCH_TABLE:-bench_insert}
 BENCH_FSYNC_SECONDS=${BENCH_FSYNC_SECONDS:-2}
 BENCH_ROUNDS=${BENCH_ROUNDS:-1}
 BENCH_WARMUP=${BENCH_WARMUP:-3}
+BENCH_QUIET_WAIT=${BENCH_QUIET_WAIT:-30}
 GOAL=0.9
 # The JSON both sides insert, byte for byte (pgbench binds it as :payload).
 PAYLOAD='{"type":"bench.insert","aggregate":"order","version":1,"data":{"sku":"A-1234","qty":3,"note":"benchmark payload"}}'
@@ -40,6 +43,7 @@ say() { printf '%s\n' "$*"; }
 [[ $BENCH_FSYNC_SECONDS =~ ^[0-9]+$ ]] || die "BENCH_FSYNC_SECONDS must be an integer"
 [[ $BENCH_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS must be a positive integer"
 [[ $BENCH_WARMUP =~ ^[0-9]+$ ]] || die "BENCH_WARMUP must be an integer"
+[[ $BENCH_QUIET_WAIT =~ ^[0-9]+$ ]] || die "BENCH_QUIET_WAIT must be an integer"
 read -ra CLIENTS <<<"$BENCH_CLIENTS"
 ((${#CLIENTS[@]})) || die "BENCH_CLIENTS is empty"
 for n in "${CLIENTS[@]}"; do
@@ -172,15 +176,26 @@ else
     done <<<"$fsync_lines"
 fi
 
+# On the throwaway server this script started, time WAL flushes too (a
+# clock read per flush, the same for both clients); elsewhere leave the
+# server's configuration alone and report what it has.
+if [[ -n ${BENCH_UNDER_SERVERS:-} ]]; then
+    sql "ALTER SYSTEM SET track_wal_io_timing = on" >/dev/null
+    sql "SELECT pg_reload_conf()" >/dev/null
+    sleep 0.2
+fi
+TRACK_WAL_IO_TIMING=$(sql "SHOW track_wal_io_timing")
+
 say
 say "== durability settings"
 sql "SELECT rpad(name, 20) || setting || coalesce(' ' || unit, '')
      FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method',
        'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'wal_buffers',
-       'max_wal_size', 'checkpoint_timeout', 'shared_buffers')
+       'max_wal_size', 'checkpoint_timeout', 'shared_buffers', 'track_wal_io_timing')
      ORDER BY array_position(ARRAY['fsync', 'synchronous_commit', 'wal_sync_method',
        'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'wal_buffers',
-       'max_wal_size', 'checkpoint_timeout', 'shared_buffers']::text[], name::text)" |
+       'max_wal_size', 'checkpoint_timeout', 'shared_buffers', 'track_wal_io_timing']::text[],
+       name::text)" |
     sed 's/^/  /'
 
 # ---- (e) the runs ------------------------------------------------------------------
@@ -203,13 +218,89 @@ check_rows() { # label transactions clients
     [[ $badpayload == 0 ]] || die "$1: $badpayload rows with a different payload"
 }
 
+# ---- other load on the machine ------------------------------------------------
+# This is meant for a quiet machine; on a shared one, other processes take
+# CPU from the server and the clients at random. Each run therefore reports
+# the CPU that was NOT ours: busy time from /proc/stat (user+nice+system)
+# minus the server's (postmaster + live children + reaped children) and this
+# script's reaped children (the clients, psql). In CPUs (1.0 = one core).
+PG_PM_PID=
+if [[ -n ${ODBOX_PG_DATADIR:-} && -r $ODBOX_PG_DATADIR/postmaster.pid ]]; then
+    PG_PM_PID=$(head -1 "$ODBOX_PG_DATADIR/postmaster.pid")
+fi
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4}' /proc/stat; }
+proc_ticks() { # pid [with-children]: utime+stime (+cutime+cstime)
+    [[ -r /proc/$1/stat ]] || { echo 0; return; }
+    sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null |
+        awk -v c="${2:-}" '{print $12 + $13 + (c ? $14 + $15 : 0)}' || echo 0
+}
+own_ticks() {
+    local t c
+    t=$(proc_ticks $$ 1)
+    if [[ -n $PG_PM_PID ]]; then
+        t=$((t + $(proc_ticks "$PG_PM_PID" 1)))
+        for c in $(pgrep -P "$PG_PM_PID" || true); do
+            t=$((t + $(proc_ticks "$c")))
+        done
+    fi
+    echo "$t"
+}
+HZ=$(getconf CLK_TCK)
+declare -A OTHER # "clients:round:tool" -> CPUs used by other processes
+# WAL flushes (pg_stat_wal, cumulative): count, time in ms (0 unless
+# track_wal_io_timing is on), bytes.
+wal_stats() { sql "SELECT wal_sync || ' ' || wal_sync_time || ' ' || wal_bytes FROM pg_stat_wal"; }
+declare -A WAL # "clients:round:tool" -> text
+measure_start() {
+    read -r M_SYNC M_SYNC_MS M_WAL_BYTES <<<"$(wal_stats)"
+    M_BUSY=$(busy_ticks) M_OWN=$(own_ticks) M_T0=$(date +%s.%N)
+}
+measure_end() { # key transactions
+    local busy own t1 sync sync_ms wal_bytes
+    busy=$(busy_ticks) own=$(own_ticks) t1=$(date +%s.%N)
+    read -r sync sync_ms wal_bytes <<<"$(wal_stats)"
+    WAL[$1]=$(awk -v n=$((sync - M_SYNC)) -v ms="$(awk -v a="$sync_ms" -v b="$M_SYNC_MS" 'BEGIN {print a - b}')" \
+        -v by=$((wal_bytes - M_WAL_BYTES)) -v tx="$2" -v timing="$TRACK_WAL_IO_TIMING" 'BEGIN {
+            printf "%.2f WAL fsyncs/tx", (tx > 0 ? n / tx : 0)
+            if (timing == "on" && n > 0) printf ", %.0f us/fsync", 1000 * ms / n
+            printf ", %.0f WAL bytes/tx", (tx > 0 ? by / tx : 0) }')
+    if [[ -n $PG_PM_PID ]]; then
+        OTHER[$1]=$(awk -v b=$((busy - M_BUSY)) -v o=$((own - M_OWN)) -v hz="$HZ" -v t0="$M_T0" -v t1="$t1" \
+            'BEGIN {x = (b - o) / hz / (t1 - t0); printf "%.2f", (x < 0 ? 0 : x)}')
+    else
+        OTHER[$1]=n/a
+    fi
+}
+# Before a run: wait up to BENCH_QUIET_WAIT seconds for a second in which
+# less than 0.2 CPU is busy, so a burst of other work can pass.
+wait_quiet() {
+    local waited=0 b0 b1 busy said=0
+    ((BENCH_QUIET_WAIT > 0)) || return 0
+    while :; do
+        b0=$(busy_ticks)
+        sleep 1
+        b1=$(busy_ticks)
+        busy=$(awk -v d=$((b1 - b0)) -v hz="$HZ" 'BEGIN {printf "%.2f", d / hz}')
+        awk -v x="$busy" 'BEGIN {exit !(x < 0.2)}' && return 0
+        waited=$((waited + 1))
+        if ((waited >= BENCH_QUIET_WAIT)); then
+            say "   (machine still busy: $busy CPU in use before the run; running anyway)"
+            return 0
+        fi
+        ((said)) || say "   (waiting up to ${BENCH_QUIET_WAIT}s for the machine to quiet down: $busy CPU in use)"
+        said=1
+    done
+}
+
 # Results per run, keyed "clients:round".
 declare -A PGB_TPS PGB_LAT PGB_TX OBX_TPS OBX_P50 OBX_P99 OBX_AVG OBX_TX
 
 run_pgbench() { # clients round seconds [quiet]
     local n=$1 k=$1:$2 secs=$3 out=$TMP/pgbench.$1.$2.out failed
     reset_table
+    [[ -n ${4:-} ]] || wait_quiet
     [[ -n ${4:-} ]] || say "-- round $2: pgbench, $n client(s), ${secs}s"
+    measure_start
     if ! pg "$PGBENCH" -n -M prepared -c "$n" -j "$n" -T "$secs" -f "$SCRIPT" \
         -D "payload=$PAYLOAD" >"$out" 2>&1; then
         cat "$out" >&2
@@ -221,14 +312,19 @@ run_pgbench() { # clients round seconds [quiet]
     failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
     [[ -n ${PGB_TPS[$k]} && -n ${PGB_TX[$k]} ]] || { cat "$out" >&2; die "cannot parse pgbench output"; }
     [[ -z $failed || $failed == 0 ]] || { cat "$out" >&2; die "pgbench: $failed failed transactions"; }
-    [[ -n ${4:-} ]] || say "   tps ${PGB_TPS[$k]}, latency avg ${PGB_LAT[$k]:-?} ms, ${PGB_TX[$k]} transactions"
     check_rows "pgbench -c $n" "${PGB_TX[$k]}" "$n"
+    measure_end "$k:pgbench" "${PGB_TX[$k]}"
+    [[ -n ${4:-} ]] ||
+        say "   tps ${PGB_TPS[$k]}, latency avg ${PGB_LAT[$k]:-?} ms, ${PGB_TX[$k]} transactions" \
+            "| ${WAL[$k:pgbench]} | other load ${OTHER[$k:pgbench]} CPU"
 }
 
 run_odbox() { # clients round seconds [quiet]
     local n=$1 k=$1:$2 secs=$3 out=$TMP/odbox.$1.$2.json pid rc=0 f
     reset_table
+    [[ -n ${4:-} ]] || wait_quiet
     [[ -n ${4:-} ]] || say "-- round $2: odbox-bench-insert, $n client(s), ${secs}s"
+    measure_start
     # DSN from the environment (ODBOX_TEST_PG_DSN): not on the command line.
     "$BIN" --clients "$n" --seconds "$secs" --table "$BENCH_TABLE" \
         --payload "$PAYLOAD" --json >"$out" &
@@ -239,9 +335,11 @@ run_odbox() { # clients round seconds [quiet]
     f=$(jq -r '[.tps, .latency_ms.p50, .latency_ms.p99, .latency_ms.avg, .transactions] | @tsv' "$out") ||
         die "cannot parse odbox-bench-insert output"
     read -r "OBX_TPS[$k]" "OBX_P50[$k]" "OBX_P99[$k]" "OBX_AVG[$k]" "OBX_TX[$k]" <<<"$f"
-    [[ -n ${4:-} ]] ||
-        say "   tps ${OBX_TPS[$k]}, latency avg ${OBX_AVG[$k]} p50 ${OBX_P50[$k]} p99 ${OBX_P99[$k]} ms, ${OBX_TX[$k]} transactions"
     check_rows "odbox -c $n" "${OBX_TX[$k]}" "$n"
+    measure_end "$k:odbox" "${OBX_TX[$k]}"
+    [[ -n ${4:-} ]] ||
+        say "   tps ${OBX_TPS[$k]}, latency avg ${OBX_AVG[$k]} p50 ${OBX_P50[$k]} p99 ${OBX_P99[$k]} ms," \
+            "${OBX_TX[$k]} transactions | ${WAL[$k:odbox]} | other load ${OTHER[$k:odbox]} CPU"
 }
 
 # Steal time is CPU the hypervisor gave to someone else: on a shared VM it
@@ -306,19 +404,27 @@ say "            odbox-bench-insert N threads, pool size N, one prepared stateme
 say "   machine: ${cpu:-unknown}, nproc $(nproc); fsync: ${fsync_rate:-not measured}; fsync=$(sql "SHOW fsync"), synchronous_commit=$(sql "SHOW synchronous_commit"); CPU steal during the runs: ${steal_pct}%"
 ((BENCH_ROUNDS == 1)) ||
     say "   $BENCH_ROUNDS rounds: tps and latencies are medians; odbox/pgbench is the median of the per-round ratios (range: min-max)"
-printf '%7s %7s %11s %11s %13s %11s %9s %9s %9s %9s\n' clients rows/tx "pgbench tps" "odbox tps" \
-    "odbox/pgbench" "range" "pgb avg" "odbox avg" "odbox p50" "odbox p99"
-met=1
+say "   other load: the most CPU other processes used during one of the runs (1.0 = a core)"
+printf '%7s %7s %11s %11s %13s %11s %9s %9s %9s %9s %10s\n' clients rows/tx "pgbench tps" "odbox tps" \
+    "odbox/pgbench" "range" "pgb avg" "odbox avg" "odbox p50" "odbox p99" "other load"
+met=1 noisy=0
 for n in "${CLIENTS[@]}"; do
     ptps=$(median PGB_TPS "$n") otps=$(median OBX_TPS "$n")
     ratio=$(median RATIO "$n")
     range=$(for ((r = 1; r <= BENCH_ROUNDS; r++)); do echo "${RATIO[$n:$r]}"; done | sort -g |
         awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f-%.2f", lo, hi}')
+    other=$(for ((r = 1; r <= BENCH_ROUNDS; r++)); do
+        echo "${OTHER[$n:$r:pgbench]}"
+        echo "${OTHER[$n:$r:odbox]}"
+    done | sort -g | tail -1)
     awk -v r="$ratio" -v g="$GOAL" 'BEGIN {exit !(r >= g)}' || met=0
-    printf '%7s %7s %11.1f %11.1f %13.3f %11s %7.3fms %7.3fms %7.3fms %7.3fms\n' "$n" 1 "$ptps" "$otps" \
+    if [[ $other != n/a ]] && awk -v x="$other" 'BEGIN {exit !(x >= 0.2)}'; then noisy=1; fi
+    printf '%7s %7s %11.1f %11.1f %13.3f %11s %7.3fms %7.3fms %7.3fms %7.3fms %10s\n' "$n" 1 "$ptps" "$otps" \
         "$ratio" "$range" "$(median PGB_LAT "$n")" "$(median OBX_AVG "$n")" "$(median OBX_P50 "$n")" \
-        "$(median OBX_P99 "$n")"
+        "$(median OBX_P99 "$n")" "$other"
 done
+((noisy == 0)) ||
+    say "warning: other processes used >= 0.2 CPU during some runs: re-run on a quiet machine (or with BENCH_ROUNDS=3)"
 if ((met)); then
     say "goal $GOAL: met (odbox/pgbench >= $GOAL at every client count)"
 else

@@ -70,24 +70,40 @@ int odbox_odbc_map(const char *st, long native)
     return ODBOX_EDB;
 }
 
-/* Replaces every occurrence of secret in msg with "***". */
+static int is_word(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* Replaces each occurrence of secret in msg that stands as a token of its
+ * own (not inside a longer word: a password "p" must not turn "port" into
+ * "***ort") with "***". Scanning resumes after each replacement, so a
+ * secret that matches "***" cannot loop. */
 static void scrub(char *msg, size_t cap, const char *secret)
 {
     size_t n = secret ? strlen(secret) : 0;
     if (n == 0)
         return;
-    char *p;
-    while ((p = strstr(msg, secret)) != NULL) {
-        size_t tail = strlen(p + n);
-        if (n >= 3) {
-            memcpy(p, "***", 3);
-            memmove(p + 3, p + n, tail + 1);
-        } else {
-            if (strlen(msg) + (3 - n) >= cap)
-                break;
-            memmove(p + 3, p + n, tail + 1);
-            memcpy(p, "***", 3);
+    char *p = msg;
+    while ((p = strstr(p, secret)) != NULL) {
+        int starts = p == msg || !is_word(p[-1]) || !is_word(secret[0]);
+        int ends = !is_word(p[n]) || !is_word(secret[n - 1]);
+        if (!starts || !ends) {
+            p++;
+            continue;
         }
+        size_t pos = (size_t)(p - msg), tail = strlen(p + n);
+        if (pos + 3 + tail >= cap) { /* grows past the buffer: cut the tail */
+            if (pos + 3 >= cap) {
+                *p = '\0';
+                break;
+            }
+            tail = cap - 1 - pos - 3;
+        }
+        memmove(p + 3, p + n, tail);
+        p[3 + tail] = '\0';
+        memcpy(p, "***", 3);
+        p += 3;
     }
 }
 

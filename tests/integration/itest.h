@@ -28,5 +28,7 @@ Suite *db_suite(void);
 Suite *migrate_suite(void);
 Suite *schema_suite(void);
 Suite *lock_suite(void);
+Suite *repo_suite(void);
+Suite *action_suite(void);
 
 #endif
