@@ -28,6 +28,7 @@ extern const char *const odbox_mysql_session_setup[];
     .has_skip_locked = 1,                                                                  \
     .has_transactional_ddl = 0,                                                            \
     .backslash_escapes = 1,                                                                \
+    .max_params = 30000, /* the protocol allows 65535 */                                   \
     .eventlog_container = "database",                                                      \
     .create_eventlog_fmt = "CREATE DATABASE IF NOT EXISTS %s",                             \
     .drop_eventlog_fmt = "DROP DATABASE IF EXISTS %s",                                     \

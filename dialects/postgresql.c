@@ -78,6 +78,9 @@ const odbox_dialect odbox_dialect_postgresql = {
     .has_returning = 1,
     .has_skip_locked = 1,
     .has_transactional_ddl = 1,
+    /* libpq refuses a ParameterDescription message over 30000 bytes
+     * (4 bytes a parameter): about 7490 parameters. */
+    .max_params = 7000,
     .eventlog_container = "schema",
     .create_eventlog_fmt = "CREATE SCHEMA IF NOT EXISTS %s",
     .drop_eventlog_fmt = "DROP SCHEMA IF EXISTS %s CASCADE",

@@ -303,6 +303,9 @@ int odbox_plan_emit(odbox_plan *p, const odbox_model *m, const odbox_event_type 
         return odbox_fail(err, ODBOX_EINVAL, "emit: plan, model or event type is NULL");
     if (m->type->kind != ODBOX_KIND_MODEL)
         return odbox_fail(err, ODBOX_EINVAL, "emit: %s is an entity; only models emit events", m->type->name);
+    if (!model_registered(p->exe, m->type))
+        return odbox_fail(err, ODBOX_EINVAL, "emit: model type %s is not registered with the executor",
+                          m->type->name);
     if (!json_object_is_type(payload, json_type_object))
         return odbox_fail(err, ODBOX_EINVAL, "emit %s: the payload must be a JSON object", et->name ? et->name : "");
     int rc = odbox_executor_register_event(p->exe, et, err);
@@ -357,61 +360,68 @@ typedef struct run {
 
 #define EVENT_COLUMNS 13
 
-/* One multi-row INSERT of this shard's events, or the sentinel row. */
+/* This shard's events as multi-row INSERTs (one unless the rows exceed the
+ * dialect's parameter limit), or the sentinel row. */
 static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, int64_t completion_us, odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
-    size_t rows = 0;
+    const staged_event **rows = malloc((rn->plan->nevents + 1) * sizeof *rows);
+    if (!rows)
+        return odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
+    size_t nrows = 0;
     for (size_t i = 0; i < rn->plan->nevents; i++)
-        rows += rn->plan->events[i].shard == shard;
-    int sentinel = rows == 0;
-    if (sentinel)
-        rows = 1;
-    if (rows > 2000)
-        return odbox_fail(err, ODBOX_EUNSUPPORTED, "an action may emit at most 2000 events per shard (got %zu)", rows);
+        if (rn->plan->events[i].shard == shard)
+            rows[nrows++] = &rn->plan->events[i];
+    if (nrows == 0)
+        rows[nrows++] = NULL; /* the sentinel: model and event columns NULL */
     const char *forms[EVENT_COLUMNS] = {d->uuid_param, "?", d->uuid_param, "?", d->json_param, "?", "?",
                                         "?", "?", "?", d->json_param, "?", "?"};
-    char *values = odbox_sql_rows((int)rows, forms, EVENT_COLUMNS);
-    odbox_buf b = {0};
-    odbox_buf_appendf(&b,
-                      "INSERT INTO %s.events (id, namespace, action_id, action_name, action_params, started_date, "
-                      "completion_date, model_id, model_type, event_type, payload, event_date, delivered) VALUES %s",
-                      odbox_shard_eventlog(shard), values ? values : "");
-    char *sql = odbox_buf_take(&b);
-    if (!values || !sql) {
-        free(values);
-        free(sql);
-        return odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
-    }
-    free(values);
-    odbox_stmt *s = NULL;
-    int rc = odbox_stmt_prepare(c, sql, &s, err);
-    free(sql);
-    int idx = 1;
-    for (size_t i = 0; rc == ODBOX_OK && (sentinel ? i < 1 : i < rn->plan->nevents); i++) {
-        const staged_event *ev = sentinel ? NULL : &rn->plan->events[i];
-        if (ev && ev->shard != shard)
-            continue;
-        char id[ODBOX_UUID_LEN + 1];
-        odbox_uuid_v4(id);
-        if ((rc = odbox_stmt_bind_uuid(s, idx++, id, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_text(s, idx++, rn->exe->ns, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_uuid(s, idx++, rn->action_id, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_text(s, idx++, rn->action->name, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_json(s, idx++, rn->params_json, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_timestamp(s, idx++, rn->started_us, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_id : NULL, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_type : NULL, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->et->name : NULL, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_json(s, idx++, ev ? ev->payload : NULL, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_bool(s, idx++, 0, err)) != ODBOX_OK)
+    size_t per = (size_t)d->max_params / EVENT_COLUMNS;
+    int rc = ODBOX_OK;
+    for (size_t off = 0; off < nrows && rc == ODBOX_OK; off += per) {
+        size_t n = nrows - off < per ? nrows - off : per;
+        char *values = odbox_sql_rows((int)n, forms, EVENT_COLUMNS);
+        odbox_buf b = {0};
+        odbox_buf_appendf(&b,
+                          "INSERT INTO %s.events (id, namespace, action_id, action_name, action_params, started_date, "
+                          "completion_date, model_id, model_type, event_type, payload, event_date, delivered) VALUES %s",
+                          odbox_shard_eventlog(shard), values ? values : "");
+        char *sql = odbox_buf_take(&b);
+        if (!values || !sql) {
+            free(values);
+            free(sql);
+            rc = odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
             break;
+        }
+        free(values);
+        odbox_stmt *s = NULL;
+        rc = odbox_stmt_prepare(c, sql, &s, err);
+        free(sql);
+        int idx = 1;
+        for (size_t i = off; rc == ODBOX_OK && i < off + n; i++) {
+            const staged_event *ev = rows[i];
+            char id[ODBOX_UUID_LEN + 1];
+            odbox_uuid_v4(id);
+            if ((rc = odbox_stmt_bind_uuid(s, idx++, id, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_text(s, idx++, rn->exe->ns, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_uuid(s, idx++, rn->action_id, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_text(s, idx++, rn->action->name, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_json(s, idx++, rn->params_json, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_timestamp(s, idx++, rn->started_us, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_id : NULL, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_type : NULL, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->et->name : NULL, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_json(s, idx++, ev ? ev->payload : NULL, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err)) != ODBOX_OK)
+                break;
+            rc = odbox_stmt_bind_bool(s, idx++, 0, err);
+        }
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_execute(s, err);
+        odbox_stmt_free(&s);
     }
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
-    odbox_stmt_free(&s);
+    free(rows);
     if (rc != ODBOX_OK)
         odbox_error_prefix(err, rc, "writing events");
     return rc;
@@ -550,6 +560,21 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
     return rc;
 }
 
+/* [A-Za-z_][A-Za-z0-9_.]*, as action.h says (Ekbatan uses the class name;
+ * dots let a service prefix its module). */
+static int action_name_valid(const char *s)
+{
+    if (!s || !*s || strlen(s) > NAME_MAX_LEN)
+        return 0;
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+              *p == '.'))
+            return 0;
+    return 1;
+}
+
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -564,7 +589,7 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
         memset(res, 0, sizeof *res);
     if (!exe || !action)
         return odbox_fail(err, ODBOX_EINVAL, "execute: executor or action is NULL");
-    if (!action->name || !*action->name || strlen(action->name) > NAME_MAX_LEN || !dotted_name(action->name))
+    if (!action_name_valid(action->name))
         return odbox_fail(err, ODBOX_EINVAL, "execute: action name '%.80s' must be an identifier (dots allowed, at most %d)",
                           action->name ? action->name : "(null)", NAME_MAX_LEN);
     if (!action->perform)
@@ -580,7 +605,17 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
     json_object *prm = params ? params : own;
     if (!prm)
         return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
-    const char *params_json = json_object_to_json_string_ext(prm, JSON_C_TO_STRING_PLAIN);
+    /* A copy: perform may serialise params itself, which reuses the
+     * object's string buffer. */
+    char *params_json = strdup(json_object_to_json_string_ext(prm, JSON_C_TO_STRING_PLAIN));
+    if (!params_json) {
+        if (own)
+            json_object_put(own);
+        return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+    }
+    odbox_error local;
+    if (!err)
+        err = &local; /* perform reports through it */
 
     pthread_mutex_lock(&exe->mu);
     odbox_hook_fn hook = exe->hook;
@@ -631,5 +666,6 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
     }
     if (own)
         json_object_put(own);
+    free(params_json);
     return rc;
 }

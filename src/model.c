@@ -198,14 +198,31 @@ static int column_for(const odbox_model *m, const char *column, odbox_error *err
     return i;
 }
 
+/* A whole JSON document (object, array, string, number or boolean): no
+ * trailing text, and not the bare literal null (SQL NULL is set_null). */
 static int valid_json(const char *text)
 {
-    enum json_tokener_error jerr;
-    json_object *o = json_tokener_parse_verbose(text, &jerr);
-    if (!o)
-        return jerr == json_tokener_success; /* the literal null parses to NULL */
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return 0;
+    size_t len = strlen(text);
+    /* len + 1: the NUL ends a bare number ("42" could still grow) */
+    json_object *o = json_tokener_parse_ex(tok, text, (int)len + 1);
+    int ok = o && json_tokener_get_error(tok) == json_tokener_success;
+    for (size_t end = json_tokener_get_parse_end(tok); ok && end < len; end++)
+        ok = strchr(" \t\r\n", text[end]) != NULL;
+    json_tokener_free(tok);
     json_object_put(o);
-    return 1;
+    return ok;
+}
+
+/* Characters of a UTF-8 string (what VARCHAR(n) counts). */
+static size_t utf8_length(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
 }
 
 int odbox_model_set(odbox_model *m, const char *column, const odbox_value *v, odbox_error *err)
@@ -226,8 +243,8 @@ int odbox_model_set(odbox_model *m, const char *column, const odbox_value *v, od
     case ODBOX_TYPE_JSON:
         if (!v->s)
             goto set_null;
-        if (c->type == ODBOX_TYPE_TEXT && c->max_length && strlen(v->s) > (size_t)c->max_length)
-            return odbox_fail(err, ODBOX_EINVAL, "model %s: column %s: value longer than %d", m->type->name,
+        if (c->type == ODBOX_TYPE_TEXT && c->max_length && utf8_length(v->s) > (size_t)c->max_length)
+            return odbox_fail(err, ODBOX_EINVAL, "model %s: column %s: value longer than %d characters", m->type->name,
                               c->name, c->max_length);
         if (c->type == ODBOX_TYPE_UUID && !odbox_uuid_is_valid(v->s))
             return odbox_fail(err, ODBOX_EINVAL, "model %s: column %s: '%.40s' is not a UUID", m->type->name,

@@ -87,9 +87,14 @@ static int check_batch(odbox_conn *c, const odbox_model_type *t, odbox_model *co
     for (size_t i = 0; i < n; i++)
         if (!models[i] || models[i]->type != t)
             return odbox_fail(err, ODBOX_EINVAL, "%s: model %zu is not of type %s", what, i, t->name);
-    if (n > 4096)
-        return odbox_fail(err, ODBOX_EUNSUPPORTED, "%s: more than 4096 rows in one statement", what);
     return ODBOX_OK;
+}
+
+/* Rows per statement so that rows * ncols parameters fit the dialect. */
+static size_t rows_per_statement(const odbox_dialect *d, size_t ncols)
+{
+    size_t per = ncols ? (size_t)d->max_params / ncols : 1;
+    return per ? per : 1;
 }
 
 int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
@@ -105,68 +110,61 @@ int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *con
     const char *forms[5 + MAX_USER_COLUMNS];
     for (size_t i = 0; i < cs.n; i++)
         forms[i] = param_form(d, cs.types[i]);
-    char *values = odbox_sql_rows((int)n, forms, (int)cs.n);
-    odbox_buf b = {0};
-    odbox_buf_appendf(&b, "INSERT INTO %s (", t->table);
-    append_columns(&b, &cs, 0);
-    odbox_buf_appendf(&b, ") VALUES %s", values ? values : "");
-    free(values);
-    char *sql = odbox_buf_take(&b);
-    if (!sql || !values)
-        return free(sql), odbox_fail(err, ODBOX_ENOMEM, "insert: out of memory");
-
-    odbox_stmt *s = NULL;
-    rc = odbox_stmt_prepare(c, sql, &s, err);
-    free(sql);
-    int idx = 1;
-    for (size_t r = 0; r < n && rc == ODBOX_OK; r++)
-        for (size_t k = 0; k < cs.n && rc == ODBOX_OK; k++)
-            rc = bind_field(s, idx++, models[r], cs.names[k], cs.types[k], err);
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
-    odbox_stmt_free(&s);
+    size_t per = rows_per_statement(d, cs.n);
+    for (size_t off = 0; off < n && rc == ODBOX_OK; off += per) {
+        size_t rows = n - off < per ? n - off : per;
+        char *values = odbox_sql_rows((int)rows, forms, (int)cs.n);
+        odbox_buf b = {0};
+        odbox_buf_appendf(&b, "INSERT INTO %s (", t->table);
+        append_columns(&b, &cs, 0);
+        odbox_buf_appendf(&b, ") VALUES %s", values ? values : "");
+        char *sql = odbox_buf_take(&b);
+        if (!sql || !values) {
+            free(values);
+            free(sql);
+            return odbox_fail(err, ODBOX_ENOMEM, "insert: out of memory");
+        }
+        free(values);
+        odbox_stmt *s = NULL;
+        rc = odbox_stmt_prepare(c, sql, &s, err);
+        free(sql);
+        int idx = 1;
+        for (size_t r = off; r < off + rows && rc == ODBOX_OK; r++)
+            for (size_t k = 0; k < cs.n && rc == ODBOX_OK; k++)
+                rc = bind_field(s, idx++, models[r], cs.names[k], cs.types[k], err);
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_execute(s, err);
+        odbox_stmt_free(&s);
+    }
     if (rc != ODBOX_OK)
         odbox_error_prefix(err, rc, "insert into %s", t->table);
     return rc;
 }
 
-int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
-                      int64_t updated_us, odbox_error *err)
+/* One UPDATE for models[0..n): the plain form for one row, the
+ * dialect's batch form for more. Returns ODBOX_ESTALE when fewer rows
+ * matched. */
+static int update_chunk(odbox_conn *c, const odbox_model_type *t, const colset *set, odbox_model *const *models,
+                        size_t n, odbox_error *err)
 {
-    colset cs;
-    int rc = check_batch(c, t, models, n, "update", err);
-    if (rc != ODBOX_OK || n == 0)
-        return rc;
-    if ((rc = columns_of(t, &cs, err)) != ODBOX_OK)
-        return rc;
     const odbox_dialect *d = odbox_conn_dialect(c);
-    /* Set: state, updated_date (models), the type's columns; never id,
-     * version (computed) or created_date. */
-    colset set = {.n = 0};
-    for (size_t i = 0; i < cs.n; i++)
-        if (strcmp(cs.names[i], "id") && strcmp(cs.names[i], "version") && strcmp(cs.names[i], "created_date"))
-            set.names[set.n] = cs.names[i], set.types[set.n++] = cs.types[i];
-    int64_t saved[4096];
-    for (size_t r = 0; r < n; r++) {
-        saved[r] = models[r]->updated_us;
-        if (t->kind == ODBOX_KIND_MODEL)
-            models[r]->updated_us = updated_us;
-    }
+    const colset *binds = set;
+    colset all = {.n = 2, .names = {"id", "version"}, .types = {ODBOX_TYPE_UUID, ODBOX_TYPE_INT64}};
     char *sql = NULL;
-    odbox_buf b = {0};
+    int rc = ODBOX_OK;
     if (n == 1) {
+        odbox_buf b = {0};
         odbox_buf_appendf(&b, "UPDATE %s SET ", t->table);
-        for (size_t i = 0; i < set.n; i++)
-            odbox_buf_appendf(&b, "%s = %s, ", set.names[i], param_form(d, set.types[i]));
+        for (size_t i = 0; i < set->n; i++)
+            odbox_buf_appendf(&b, "%s = %s, ", set->names[i], param_form(d, set->types[i]));
         odbox_buf_appendf(&b, "version = version + 1 WHERE id = %s AND version = ?", d->uuid_param);
         if (!(sql = odbox_buf_take(&b)))
             rc = odbox_fail(err, ODBOX_ENOMEM, "update: out of memory");
     } else {
-        colset all = {.n = 2, .names = {"id", "version"}, .types = {ODBOX_TYPE_UUID, ODBOX_TYPE_INT64}};
-        for (size_t i = 0; i < set.n; i++)
-            all.names[all.n] = set.names[i], all.types[all.n++] = set.types[i];
+        for (size_t i = 0; i < set->n; i++)
+            all.names[all.n] = set->names[i], all.types[all.n++] = set->types[i];
         rc = d->batch_update_sql(d, t->table, all.names, all.types, all.n, n, &sql, err);
-        set = all;
+        binds = &all;
     }
     odbox_stmt *s = NULL;
     if (rc == ODBOX_OK)
@@ -174,8 +172,8 @@ int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *con
     free(sql);
     int idx = 1;
     for (size_t r = 0; r < n && rc == ODBOX_OK; r++) {
-        for (size_t k = 0; k < set.n && rc == ODBOX_OK; k++)
-            rc = bind_field(s, idx++, models[r], set.names[k], set.types[k], err);
+        for (size_t k = 0; k < binds->n && rc == ODBOX_OK; k++)
+            rc = bind_field(s, idx++, models[r], binds->names[k], binds->types[k], err);
         if (n == 1 && rc == ODBOX_OK && (rc = odbox_stmt_bind_uuid(s, idx++, models[r]->id, err)) == ODBOX_OK)
             rc = odbox_stmt_bind_int64(s, idx++, models[r]->version, err);
     }
@@ -192,12 +190,43 @@ int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *con
                                      t->name, n, (long long)got);
     }
     odbox_stmt_free(&s);
+    return rc;
+}
+
+int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
+                      int64_t updated_us, odbox_error *err)
+{
+    colset cs;
+    int rc = check_batch(c, t, models, n, "update", err);
+    if (rc != ODBOX_OK || n == 0)
+        return rc;
+    if ((rc = columns_of(t, &cs, err)) != ODBOX_OK)
+        return rc;
+    /* Set: state, updated_date (models), the type's columns; never id,
+     * version (computed) or created_date. */
+    colset set = {.n = 0};
+    for (size_t i = 0; i < cs.n; i++)
+        if (strcmp(cs.names[i], "id") && strcmp(cs.names[i], "version") && strcmp(cs.names[i], "created_date"))
+            set.names[set.n] = cs.names[i], set.types[set.n++] = cs.types[i];
+    int64_t *saved = malloc(n * sizeof *saved);
+    if (!saved)
+        return odbox_fail(err, ODBOX_ENOMEM, "update: out of memory");
+    for (size_t r = 0; r < n; r++) {
+        saved[r] = models[r]->updated_us;
+        if (t->kind == ODBOX_KIND_MODEL)
+            models[r]->updated_us = updated_us;
+    }
+    size_t per = rows_per_statement(odbox_conn_dialect(c), set.n + 2);
+    for (size_t off = 0; off < n && rc == ODBOX_OK; off += per)
+        rc = update_chunk(c, t, &set, models + off, n - off < per ? n - off : per, err);
+    /* The caller's models follow the database only when every row landed. */
     for (size_t r = 0; r < n; r++) {
         if (rc == ODBOX_OK)
             models[r]->version++;
         else
             models[r]->updated_us = saved[r];
     }
+    free(saved);
     if (rc != ODBOX_OK && rc != ODBOX_ESTALE)
         odbox_error_prefix(err, rc, "update %s", t->table);
     return rc;

@@ -50,8 +50,9 @@ int odbox_plan_add(odbox_plan *p, const odbox_model *m, odbox_error *err);
 /* Stages an update of m as read (version N, copied); *next_version (may
  * be NULL) gets N + 1, the version the row will have. */
 int odbox_plan_update(odbox_plan *p, const odbox_model *m, int64_t *next_version, odbox_error *err);
-/* Emits an event on model m (staged or not): payload must be a JSON
- * object (serialised now; the caller keeps its reference). */
+/* Emits an event on model m (staged or not; its type registered): payload
+ * must be a JSON object, NULL is ODBOX_EINVAL (serialised now; the caller
+ * keeps its reference). */
 int odbox_plan_emit(odbox_plan *p, const odbox_model *m, const odbox_event_type *et,
                     json_object *payload, odbox_error *err);
 /* Hands a result to the caller of odbox_execute (takes the reference). */

@@ -58,6 +58,7 @@ typedef struct odbox_dialect {
     int has_skip_locked;
     int has_transactional_ddl;
     int backslash_escapes;   /* '\'' escapes a quote inside string literals */
+    int max_params;          /* most parameters one statement may carry */
 
     /* The eventlog container: "schema" (PostgreSQL) or "database"
      * (MySQL/MariaDB, where a bare name is server-wide). Format strings

@@ -28,11 +28,14 @@ typedef struct odbox_lease odbox_lease;
 /* Waits up to wait_ms for the lock (0: try once). Contention is not an
  * error: *lease is set to NULL and ODBOX_EBUSY returned (ODBOX_ETIMEDOUT
  * when wait_ms > 0 elapsed). max_hold_ms must be > 0. Backend failures
- * return their own codes (ODBOX_ECONNECT, ODBOX_EDB, ...). */
+ * return their own codes (ODBOX_ECONNECT, ODBOX_EDB, ...). A lease needs a
+ * connection from the shard's pool: when all are in use, acquiring one
+ * waits up to the pool's acquire timeout first (ODBOX_ETIMEDOUT). Waiting
+ * polls the server every 50 ms: waiters are not queued. */
 int odbox_lock_try_acquire(odbox_shard *shard, const char *key, int wait_ms, int max_hold_ms,
                            odbox_lease **lease, odbox_error *err);
 
-/* Waits as long as it takes. */
+/* Waits as long as it takes (but see the pool note above). */
 int odbox_lock_acquire(odbox_shard *shard, const char *key, int max_hold_ms, odbox_lease **lease,
                        odbox_error *err);
 

@@ -32,7 +32,7 @@ typedef struct odbox_column {
     const char *name;   /* [a-z_][a-z0-9_]*, not one of the common columns */
     odbox_type type;
     int nullable;
-    int max_length;     /* TEXT: longest value accepted (0: unchecked) */
+    int max_length;     /* TEXT: most characters (UTF-8) accepted (0: unchecked) */
 } odbox_column;
 
 typedef enum odbox_model_kind {
@@ -82,8 +82,9 @@ int64_t odbox_model_updated(const odbox_model *m);
 int odbox_model_set_state(odbox_model *m, const char *state, odbox_error *err);
 
 /* Column setters copy; ODBOX_EINVAL for an unknown column, a type that
- * does not match, NULL in a NOT NULL column, an overlong text, invalid
- * JSON. */
+ * does not match, NULL in a NOT NULL column, an overlong text, or text
+ * that is not one whole JSON document (any JSON value but the bare null:
+ * SQL NULL is odbox_model_set_null). */
 int odbox_model_set(odbox_model *m, const char *column, const odbox_value *v, odbox_error *err);
 int odbox_model_set_text(odbox_model *m, const char *column, const char *v, odbox_error *err);
 int odbox_model_set_int64(odbox_model *m, const char *column, int64_t v, odbox_error *err);

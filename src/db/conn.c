@@ -1,10 +1,16 @@
 /* odbox — connections and transactions. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "odbc.h"
 #include "dialects.h"
 
 #define LOGIN_TIMEOUT_S 10
+
+/* Drivers are not safe to connect from several threads at once (psqlODBC
+ * calls setlocale() while connecting; MariaDB's driver races on its
+ * global state), so connects are serialised; everything after is not. */
+static pthread_mutex_t connect_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void get_info_text(SQLHDBC dbc, SQLUSMALLINT what, char *buf, size_t cap)
 {
@@ -44,8 +50,10 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
         return odbox_fail(err, ODBOX_ENOMEM, "connect: cannot allocate an ODBC connection handle");
     }
     SQLSetConnectAttr(c->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(uintptr_t)LOGIN_TIMEOUT_S, 0);
+    pthread_mutex_lock(&connect_mu);
     SQLRETURN r = SQLDriverConnect(c->dbc, NULL, (SQLCHAR *)odbc, SQL_NTS, NULL, 0, NULL,
                                    SQL_DRIVER_NOPROMPT);
+    pthread_mutex_unlock(&connect_mu);
     odbox_free_secret(odbc);
     if (!ODBOX_SQL_OK(r)) {
         odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "connect");

@@ -151,9 +151,9 @@ static void run_ok(odbox_executor *exe, const char *name, script *s, const char 
 
 typedef struct evrow {
     char id[64], ns[256], action_id[64], action_name[256];
-    char params[1024];
+    char params[8192];
     int64_t started, completion, event_date;
-    char model_id[256], model_type[256], event_type[256], payload[1024];
+    char model_id[256], model_type[256], event_type[256], payload[8192];
     int model_id_null, model_type_null, event_type_null, payload_null;
     int delivered, delivered_null;
 } evrow;
@@ -553,6 +553,20 @@ START_TEST(update_advances_version_and_updated_date)
     ck_assert_int_eq(amount_of(&f, odbox_model_id(d)), 30);
     ck_assert_int_eq(dfx_events(&f, 0), 3);
     odbox_result_clear(&res);
+    /* a soft delete through an action: reads no longer see the row */
+    odbox_model *cur = find_dummy(&f, odbox_model_id(d));
+    ck_assert_int_eq(odbox_model_set_state(cur, "DELETED", NULL), ODBOX_OK);
+    script del = {.upd = {cur}, .nupd = 1, .emit = {{cur, &EV_CHANGED, "{\"deleted\": true}"}}, .nemit = 1};
+    run_ok(exe, "Delete", &del, NULL, &res);
+    odbox_result_clear(&res);
+    odbox_model *gone = NULL;
+    ck_assert_int_eq(odbox_repo_find(f.r, &DUMMY_T, odbox_model_id(d), ODBOX_READ_PRIMARY, &gone, &e), ODBOX_ENOTFOUND);
+    ck_assert_ptr_null(gone);
+    int64_t n = -1;
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, NULL, NULL, ODBOX_READ_PRIMARY, &n, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE state = 'DELETED' AND version = 4"), 1);
+    odbox_model_free(&cur);
     odbox_model_free(&v1);
     odbox_model_free(&d);
     odbox_executor_free(&exe);
@@ -1599,7 +1613,7 @@ END_TEST
 
 typedef struct bulk {
     odbox_model **m;
-    int n, emit;
+    int n, emit, update;
 } bulk;
 
 static int bulk_perform(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
@@ -1608,7 +1622,7 @@ static int bulk_perform(odbox_context *ctx, json_object *params, odbox_plan *pla
     json_object *p = json_object_new_object();
     int rc = 0;
     for (int i = 0; i < b->n && !rc; i++) {
-        rc = odbox_plan_add(plan, b->m[i], err);
+        rc = b->update ? odbox_plan_update(plan, b->m[i], NULL, err) : odbox_plan_add(plan, b->m[i], err);
         if (!rc && b->emit)
             rc = odbox_plan_emit(plan, b->m[i], &EV_CREATED, p, err);
     }
@@ -1616,45 +1630,82 @@ static int bulk_perform(odbox_context *ctx, json_object *params, odbox_plan *pla
     return rc;
 }
 
-/* Plans bigger than one statement's worth of rows: the header promises one
- * multi-row INSERT per table and shard, with no limit stated. */
-START_TEST(large_plans)
+static odbox_model **bulk_dummies(int n)
+{
+    odbox_model **d = calloc((size_t)n, sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    for (int i = 0; i < n; i++)
+        d[i] = dfx_dummy(NULL, "bulk", i);
+    return d;
+}
+
+static void bulk_free(odbox_model **m, int n)
+{
+    for (int i = 0; i < n; i++)
+        odbox_model_free(&m[i]);
+    free(m);
+}
+
+/* Plans bigger than a few hundred rows: the headers promise one multi-row
+ * INSERT per table and shard and state no limit (Ekbatan has none). */
+START_TEST(many_events_in_one_action)
 {
     dfx f;
     dfx_open(&f, 1, 0);
     odbox_executor *exe = open_exe(&f);
-    enum { NEV = 2100, NTAGS = 4200 };
-    odbox_model **d = calloc(NEV, sizeof *d);
-    for (int i = 0; i < NEV; i++)
-        d[i] = dfx_dummy(NULL, "bulk", i);
-    /* 2100 models, each with an event */
-    bulk b = {d, NEV, 1};
-    odbox_action a = {.name = "Bulk", .perform = bulk_perform, .user = &b};
-    odbox_result res;
+    const int sizes[] = {600, 2100};
+    int64_t total = 0;
+    for (size_t k = 0; k < 2; k++) {
+        int n = sizes[k];
+        odbox_model **d = bulk_dummies(n);
+        bulk b = {d, n, 1, 0};
+        odbox_action a = {.name = "BulkEmit", .perform = bulk_perform, .user = &b};
+        odbox_error e;
+        int rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
+        ck_assert_msg(rc == ODBOX_OK, "%d models with one event each: %s: %s", n, odbox_errname(rc), e.message);
+        total += n;
+        ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), total);
+        ck_assert_int_eq(dfx_events(&f, 0), total);
+        bulk_free(d, n);
+    }
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+START_TEST(many_rows_in_one_plan)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
     odbox_error e;
-    int rc = odbox_execute(exe, &a, NULL, NULL, &res, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%d models with events: %s: %s", NEV, odbox_errname(rc), e.message);
-    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), NEV);
-    ck_assert_int_eq(dfx_events(&f, 0), NEV);
-    odbox_result_clear(&res);
-    for (int i = 0; i < NEV; i++)
-        odbox_model_free(&d[i]);
-    free(d);
+    /* 700 models added, then all 700 updated, in one plan each */
+    enum { ND = 700, NT = 4200 };
+    odbox_model **d = bulk_dummies(ND);
+    bulk b = {d, ND, 0, 0};
+    odbox_action a = {.name = "BulkAdd", .perform = bulk_perform, .user = &b};
+    int rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%d models added: %s: %s", ND, odbox_errname(rc), e.message);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), ND);
+    for (int i = 0; i < ND; i++)
+        ck_assert_int_eq(odbox_model_set_int64(d[i], "amount", -i, &e), ODBOX_OK);
+    b.update = 1;
+    rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%d models updated: %s: %s", ND, odbox_errname(rc), e.message);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE version = 2 AND amount <= 0"), ND);
+    bulk_free(d, ND);
     /* 4200 entities */
-    odbox_model **t = calloc(NTAGS, sizeof *t);
-    for (int i = 0; i < NTAGS; i++) {
+    odbox_model **t = calloc(NT, sizeof *t);
+    for (int i = 0; i < NT; i++) {
         ck_assert_int_eq(odbox_model_new(&TAG_T, NULL, &t[i], &e), ODBOX_OK);
         ck_assert_int_eq(odbox_model_set_text(t[i], "label", "bulk", &e), ODBOX_OK);
     }
-    bulk bt = {t, NTAGS, 0};
+    bulk bt = {t, NT, 0, 0};
     a.user = &bt;
-    rc = odbox_execute(exe, &a, NULL, NULL, &res, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%d entities: %s: %s", NTAGS, odbox_errname(rc), e.message);
-    ck_assert_int_eq(dfx_rows(&f, 0, "tags"), NTAGS);
-    odbox_result_clear(&res);
-    for (int i = 0; i < NTAGS; i++)
-        odbox_model_free(&t[i]);
-    free(t);
+    rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%d entities added: %s: %s", NT, odbox_errname(rc), e.message);
+    ck_assert_int_eq(dfx_rows(&f, 0, "tags"), NT);
+    bulk_free(t, NT);
     odbox_executor_free(&exe);
     dfx_close(&f);
 }
@@ -1711,7 +1762,8 @@ Suite *action_suite(void)
     tcase_add_test(t, bad_input_is_refused);
     tcase_add_test(t, execute_without_an_error_struct);
     tcase_add_test(t, perform_may_serialise_its_params);
-    tcase_add_test(t, large_plans);
+    tcase_add_test(t, many_events_in_one_action);
+    tcase_add_test(t, many_rows_in_one_plan);
     tcase_add_test(t, action_names_follow_the_header_pattern);
     suite_add_tcase(s, t);
     return s;

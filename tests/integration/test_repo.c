@@ -426,13 +426,13 @@ END_TEST
 
 /* JSON columns take objects only (model.h: "invalid JSON or a JSON value
  * that is not an object" is ODBOX_EINVAL), through every setter. */
-START_TEST(model_json_columns_take_objects_only)
+START_TEST(model_json_columns_take_whole_documents)
 {
     odbox_error e = {0};
     odbox_model *m = NULL;
     ck_assert_int_eq(odbox_model_new(&DUMMY_T, NULL, &m, &e), ODBOX_OK);
-    const char *bad[] = {"{\"a\": ", "", "[1, 2]", "42", "\"text\"", "true", "null",
-                         "{\"a\": 1} trailing", "{\"a\": 1}}", "{}x"};
+    const char *bad[] = {"{\"a\": ", "", "   ", "null", "{\"a\": 1} trailing", "{\"a\": 1}}", "{}x",
+                         "[1, 2", "tru"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = odbox_model_set_json(m, "aliases", bad[i], &e);
         ck_assert_msg(rc == ODBOX_EINVAL, "set_json(%s) returned %s", bad[i], odbox_errname(rc));
@@ -443,6 +443,10 @@ START_TEST(model_json_columns_take_objects_only)
     }
     ck_assert_int_eq(odbox_model_set_json(m, "aliases", " {\"a\": [1, {\"b\": null}]} ", &e), ODBOX_OK);
     ck_assert_int_eq(odbox_model_set_json(m, "aliases", "{}", &e), ODBOX_OK);
+    /* any JSON document: lists of aliases, scalars */
+    const char *good[] = {"[1, 2]", "42", "\"text\"", "true", "[]"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        ck_assert_msg(odbox_model_set_json(m, "aliases", good[i], &e) == ODBOX_OK, "set_json(%s): %s", good[i], e.message);
     odbox_model_free(&m);
 }
 END_TEST
@@ -467,7 +471,8 @@ START_TEST(insert_and_find_round_trip)
     ck_assert_int_eq(odbox_model_set_double(m[2], "ratio", 0.0, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_model_set_bool(m[2], "flag", 0, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_model_set_json(m[2], "aliases", "{}", &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_model_set_timestamp(m[2], "seen_at", 1000001, &e), ODBOX_OK); /* 1970-01-01 00:00:01.000001 */
+    /* before the epoch: 1940-06-15 12:34:56.123457 UTC */
+    ck_assert_int_eq(odbox_model_set_timestamp(m[2], "seen_at", -932383503876543LL, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_model_set_state(m[2], "FROZEN", &e), ODBOX_OK);
     dfx_insert(&f, 0, m, 3);
     ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3);
@@ -483,6 +488,7 @@ START_TEST(insert_and_find_round_trip)
     }
     /* the stored dates are the model's, to the microsecond */
     ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE seen_at = '2026-01-01 00:00:00.123456'"), 1);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE seen_at = '1940-06-15 12:34:56.123457'"), 1);
 
     /* missing ids, bad ids */
     odbox_model *none = NULL;
@@ -727,6 +733,9 @@ START_TEST(find_many_where_and_count)
     ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, NULL, NULL, ODBOX_READ_REPLICA, &n, &e), ODBOX_OK);
     ck_assert_int_eq(n, 4);
 
+    /* a value of another type than the column's */
+    odbox_value text2 = {.type = ODBOX_TYPE_TEXT, .s = "2"};
+    ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "amount", &text2, ODBOX_READ_PRIMARY, &n, &e), ODBOX_EINVAL);
     /* a column that is not the type's (or an injection attempt) */
     ck_assert_int_eq(odbox_repo_find_where(f.r, &DUMMY_T, "nope", &two, ODBOX_READ_PRIMARY, &list, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_repo_count_where(f.r, &DUMMY_T, "amount = 2 OR 1", &two, ODBOX_READ_PRIMARY, &n, &e),
@@ -801,6 +810,18 @@ START_TEST(routing_by_id)
         dfx_assert_same(all[i], got);
         odbox_model_free(&got);
     }
+    /* ids in upper case are the same ids, routed the same way */
+    for (int i = 0; i < 4; i++) {
+        char up[ODBOX_UUID_LEN + 1];
+        snprintf(up, sizeof up, "%s", odbox_model_id(all[i]));
+        for (char *p = up; *p; p++)
+            if (*p >= 'a' && *p <= 'f')
+                *p = (char)(*p - 'a' + 'A');
+        ck_assert_ptr_eq(odbox_registry_shard_for_id(f.r, up), odbox_registry_shard_for_id(f.r, odbox_model_id(all[i])));
+        odbox_model *got = find_ok(f.r, &DUMMY_T, up, ODBOX_READ_PRIMARY);
+        ck_assert_str_eq(odbox_model_id(got), odbox_model_id(all[i]));
+        odbox_model_free(&got);
+    }
     /* a shard-0.1 id whose row sits on 0.0 is not found there */
     odbox_model *misplaced = dfx_dummy_in((odbox_shard_id){0, 1}, "misplaced", 5);
     dfx_insert(&f, 0, &misplaced, 1);
@@ -870,7 +891,7 @@ Suite *repo_suite(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, model_type_checks);
     tcase_add_test(t, model_setters_and_getters);
-    tcase_add_test(t, model_json_columns_take_objects_only);
+    tcase_add_test(t, model_json_columns_take_whole_documents);
     tcase_add_test(t, insert_and_find_round_trip);
     tcase_add_test(t, batch_update_preserves_values);
     tcase_add_test(t, reads_skip_deleted_rows);
