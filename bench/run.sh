@@ -100,9 +100,13 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/odbox-bench.XXXXXX")
 ODBC_PIDS=()
 cleanup() {
     local p
-    # psqlODBC (CommLog=1 in Debian's odbcinst.ini) leaves one log per process.
+    # psqlODBC (CommLog=1 in Debian's odbcinst.ini) leaves one log per
+    # process: /tmp/psqlodbc_<program>_<user><pid>.log, where <program> is
+    # sometimes garbled or empty (then without the '_'). Match by user+pid.
+    local me
+    me=$(id -un)
     for p in "${ODBC_PIDS[@]}"; do
-        rm -f /tmp/psqlodbc_*_"$(id -un)$p".log
+        rm -f /tmp/psqlodbc_*"$me$p".log
     done
     rm -rf "$TMP"
 }
