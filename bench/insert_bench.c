@@ -3,8 +3,9 @@
  * N threads, each with its own pooled connection and ONE prepared INSERT,
  * execute that statement in autocommit mode (one row per transaction, the
  * shape pgbench runs) until S seconds have passed. Prints transactions per
- * second (total and per client) and the latency of each transaction (avg,
- * p50, p99, max) from a log-linear histogram (< 0.8 % bucket error).
+ * second (total and per client), the latency of each transaction (avg,
+ * p50, p99, max) from a log-linear histogram (< 0.8 % bucket error) and
+ * the process's CPU time per transaction over the measured window.
  *
  * bench/run.sh runs pgbench with the very same statement text (from
  * --print-sql) on the same server in the same run and prints the ratio.
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <odbox/db.h>
@@ -82,6 +84,16 @@ static const char *g_payload;
 static pthread_barrier_t g_ready, g_go;
 static uint64_t g_start_ns, g_deadline_ns; /* written before g_go */
 static atomic_int g_stop;
+
+/* CPU (user + system) this process used so far, all threads. */
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
 
 static uint64_t now_ns(void)
 {
@@ -300,11 +312,13 @@ int main(int argc, char **argv)
         }
     }
     pthread_barrier_wait(&g_ready);
+    double cpu0 = cpu_seconds(); /* connecting and preparing are not counted */
     g_start_ns = now_ns();
     g_deadline_ns = g_start_ns + (uint64_t)seconds * 1000000000u;
     pthread_barrier_wait(&g_go);
     for (long i = 0; i < clients; i++)
         pthread_join(ws[i].th, NULL);
+    double cpu_used = cpu_seconds() - cpu0;
 
     int failed = 0;
     for (long i = 0; i < clients; i++) {
@@ -352,6 +366,7 @@ int main(int argc, char **argv)
             }
         }
     }
+    double cpu_us_tx = total ? cpu_used * 1e6 / (double)total : 0;
     double avg_ms = total ? (double)sum_ns / (double)total / 1e6 : 0;
     double p50_ms = pct[0] / 1e6, p99_ms = pct[1] / 1e6, max_ms = (double)max_ns / 1e6;
     double tmin = 0, tmax = 0;
@@ -377,8 +392,9 @@ int main(int argc, char **argv)
             double el = (double)(ws[i].end_ns - g_start_ns) / 1e9;
             printf("%s%.3f", i ? "," : "", el > 0 ? (double)ws[i].count / el : 0.0);
         }
-        printf("],\"latency_ms\":{\"avg\":%.4f,\"p50\":%.4f,\"p99\":%.4f,\"max\":%.4f}}\n", avg_ms,
-               p50_ms, p99_ms, max_ms);
+        printf("],\"latency_ms\":{\"avg\":%.4f,\"p50\":%.4f,\"p99\":%.4f,\"max\":%.4f},"
+               "\"cpu_us_per_transaction\":%.2f}\n",
+               avg_ms, p50_ms, p99_ms, max_ms, cpu_us_tx);
     } else {
         printf("odbox-bench-insert: %s\n", server);
         printf("statement:        %s\n", sql);
@@ -390,6 +406,7 @@ int main(int argc, char **argv)
                tps / (double)clients, tmin, tmax);
         printf("latency ms:       avg %.3f  p50 %.3f  p99 %.3f  max %.3f\n", avg_ms, p50_ms, p99_ms,
                max_ms);
+        printf("client CPU:       %.1f us per transaction (user + system, all threads)\n", cpu_us_tx);
     }
 
     for (long i = 0; i < clients; i++)

@@ -238,11 +238,11 @@ proc_ticks() { # pid [with-children]: utime+stime (+cutime+cstime)
     sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null |
         awk -v c="${2:-}" '{print $12 + $13 + (c ? $14 + $15 : 0)}' || echo 0
 }
-own_ticks() {
-    local t c
-    t=$(proc_ticks $$ 1)
+client_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; } # reaped children
+server_ticks() {
+    local t=0 c
     if [[ -n $PG_PM_PID ]]; then
-        t=$((t + $(proc_ticks "$PG_PM_PID" 1)))
+        t=$(proc_ticks "$PG_PM_PID" 1)
         for c in $(pgrep -P "$PG_PM_PID" || true); do
             t=$((t + $(proc_ticks "$c")))
         done
@@ -251,17 +251,27 @@ own_ticks() {
 }
 HZ=$(getconf CLK_TCK)
 declare -A OTHER # "clients:round:tool" -> CPUs used by other processes
+declare -A CLI_US SRV_US # "clients:round:tool" -> client / server CPU per transaction, us
 # WAL flushes (pg_stat_wal, cumulative): count, time in ms (0 unless
 # track_wal_io_timing is on), bytes.
 wal_stats() { sql "SELECT wal_sync || ' ' || wal_sync_time || ' ' || wal_bytes FROM pg_stat_wal"; }
 declare -A WAL # "clients:round:tool" -> text
 measure_start() {
     read -r M_SYNC M_SYNC_MS M_WAL_BYTES <<<"$(wal_stats)"
-    M_BUSY=$(busy_ticks) M_OWN=$(own_ticks) M_T0=$(date +%s.%N)
+    M_BUSY=$(busy_ticks) M_CLI=$(client_ticks) M_SRV=$(server_ticks) M_T0=$(date +%s.%N)
 }
+# Right after the client exited: its CPU, without the psql calls that follow.
+client_done() { M_CLI_END=$(client_ticks); }
 measure_end() { # key transactions
-    local busy own t1 sync sync_ms wal_bytes
-    busy=$(busy_ticks) own=$(own_ticks) t1=$(date +%s.%N)
+    local busy cli srv own t1 sync sync_ms wal_bytes
+    busy=$(busy_ticks) cli=$(client_ticks) srv=$(server_ticks) t1=$(date +%s.%N)
+    own=$((cli - M_CLI + srv - M_SRV))
+    CLI_US[$1]=$(awk -v t=$((M_CLI_END - M_CLI)) -v hz="$HZ" -v tx="$2" 'BEGIN {printf "%.1f", (tx > 0 ? t * 1e6 / hz / tx : 0)}')
+    if [[ -n $PG_PM_PID ]]; then
+        SRV_US[$1]=$(awk -v t=$((srv - M_SRV)) -v hz="$HZ" -v tx="$2" 'BEGIN {printf "%.1f", (tx > 0 ? t * 1e6 / hz / tx : 0)}')
+    else
+        SRV_US[$1]=n/a
+    fi
     read -r sync sync_ms wal_bytes <<<"$(wal_stats)"
     WAL[$1]=$(awk -v n=$((sync - M_SYNC)) -v ms="$(awk -v a="$sync_ms" -v b="$M_SYNC_MS" 'BEGIN {print a - b}')" \
         -v by=$((wal_bytes - M_WAL_BYTES)) -v tx="$2" -v timing="$TRACK_WAL_IO_TIMING" 'BEGIN {
@@ -269,7 +279,7 @@ measure_end() { # key transactions
             if (timing == "on" && n > 0) printf ", %.0f us/fsync", 1000 * ms / n
             printf ", %.0f WAL bytes/tx", (tx > 0 ? by / tx : 0) }')
     if [[ -n $PG_PM_PID ]]; then
-        OTHER[$1]=$(awk -v b=$((busy - M_BUSY)) -v o=$((own - M_OWN)) -v hz="$HZ" -v t0="$M_T0" -v t1="$t1" \
+        OTHER[$1]=$(awk -v b=$((busy - M_BUSY)) -v o="$own" -v hz="$HZ" -v t0="$M_T0" -v t1="$t1" \
             'BEGIN {x = (b - o) / hz / (t1 - t0); printf "%.2f", (x < 0 ? 0 : x)}')
     else
         OTHER[$1]=n/a
@@ -310,6 +320,7 @@ run_pgbench() { # clients round seconds [quiet]
         cat "$out" >&2
         die "pgbench failed"
     fi
+    client_done
     PGB_TPS[$k]=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$out" | tail -1)
     PGB_LAT[$k]=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out")
     PGB_TX[$k]=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
@@ -320,6 +331,7 @@ run_pgbench() { # clients round seconds [quiet]
     measure_end "$k:pgbench" "${PGB_TX[$k]}"
     [[ -n ${4:-} ]] ||
         say "   tps ${PGB_TPS[$k]}, latency avg ${PGB_LAT[$k]:-?} ms, ${PGB_TX[$k]} transactions" \
+            "| CPU/tx: client ${CLI_US[$k:pgbench]} us, server ${SRV_US[$k:pgbench]} us" \
             "| ${WAL[$k:pgbench]} | other load ${OTHER[$k:pgbench]} CPU"
 }
 
@@ -335,31 +347,41 @@ run_odbox() { # clients round seconds [quiet]
     pid=$!
     ODBC_PIDS+=("$pid")
     wait "$pid" || rc=$?
+    client_done
     ((rc == 0)) || die "odbox-bench-insert failed (exit $rc)"
-    f=$(jq -r '[.tps, .latency_ms.p50, .latency_ms.p99, .latency_ms.avg, .transactions] | @tsv' "$out") ||
+    f=$(for key in tps p50 p99 avg transactions cpu_us_per_transaction; do json_num "$key" "$out"; done | paste -s) ||
         die "cannot parse odbox-bench-insert output"
-    read -r "OBX_TPS[$k]" "OBX_P50[$k]" "OBX_P99[$k]" "OBX_AVG[$k]" "OBX_TX[$k]" <<<"$f"
+    [[ $(wc -w <<<"$f") == 6 ]] || die "cannot parse odbox-bench-insert output: $(cat "$out")"
+    local cpu
+    read -r "OBX_TPS[$k]" "OBX_P50[$k]" "OBX_P99[$k]" "OBX_AVG[$k]" "OBX_TX[$k]" cpu <<<"$f"
     check_rows "odbox -c $n" "${OBX_TX[$k]}" "$n"
     measure_end "$k:odbox" "${OBX_TX[$k]}"
+    # Its own figure (getrusage over the measured window): the outside one
+    # would also charge it the driver loading and N logins before the clock
+    # starts. pgbench's outside figure includes its logins: ~0.2 us/tx.
+    CLI_US[$k:odbox]=$cpu
     [[ -n ${4:-} ]] ||
         say "   tps ${OBX_TPS[$k]}, latency avg ${OBX_AVG[$k]} p50 ${OBX_P50[$k]} p99 ${OBX_P99[$k]} ms," \
-            "${OBX_TX[$k]} transactions | ${WAL[$k:odbox]} | other load ${OTHER[$k:odbox]} CPU"
+            "${OBX_TX[$k]} transactions | CPU/tx: client ${CLI_US[$k:odbox]} us, server ${SRV_US[$k:odbox]} us" \
+            "| ${WAL[$k:odbox]} | other load ${OTHER[$k:odbox]} CPU"
 }
 
 # Steal time is CPU the hypervisor gave to someone else: on a shared VM it
 # is the first suspect when two runs of the same thing disagree.
 cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9}' /proc/stat; }
 
-# Median of the values of array $1 for clients $2 over all rounds.
+# Median of the values of array $1 for clients $2 over all rounds (keys
+# "clients:round", or "clients:round:$3" when $3 is given).
 median() {
     local -n arr=$1
     local r vals=()
-    for ((r = 1; r <= BENCH_ROUNDS; r++)); do vals+=("${arr[$2:$r]:-0}"); done
+    for ((r = 1; r <= BENCH_ROUNDS; r++)); do vals+=("${arr[$2:$r${3:+:$3}]:-0}"); done
     printf '%s\n' "${vals[@]}" | sort -g | awk '{v[NR] = $1} END {
         if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-command -v jq >/dev/null || die "jq is required to read odbox-bench-insert --json"
+# A number from odbox-bench-insert's one-line JSON (its keys are unique).
+json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" "$2"; }
 say
 say "== runs (1 row per transaction, autocommit, ${BENCH_SECONDS}s each, $BENCH_ROUNDS round(s))"
 say "   odbox:   $ODBOX_SQL"
@@ -408,9 +430,11 @@ say "            odbox-bench-insert N threads, pool size N, one prepared stateme
 say "   machine: ${cpu:-unknown}, nproc $(nproc); fsync: ${fsync_rate:-not measured}; fsync=$(sql "SHOW fsync"), synchronous_commit=$(sql "SHOW synchronous_commit"); CPU steal during the runs: ${steal_pct}%"
 ((BENCH_ROUNDS == 1)) ||
     say "   $BENCH_ROUNDS rounds: tps and latencies are medians; odbox/pgbench is the median of the per-round ratios (range: min-max)"
+say "   latency: pgb avg = pgbench's average; odbox avg/p50/p99 from its per-transaction histogram"
+say "   cpu/tx: client CPU (user+sys) per transaction of pgbench and of odbox-bench-insert"
 say "   other load: the most CPU other processes used during one of the runs (1.0 = a core)"
-printf '%7s %7s %11s %11s %13s %11s %9s %9s %9s %9s %10s\n' clients rows/tx "pgbench tps" "odbox tps" \
-    "odbox/pgbench" "range" "pgb avg" "odbox avg" "odbox p50" "odbox p99" "other load"
+printf '%7s %7s %11s %11s %13s %11s %9s %9s %9s %9s %10s %10s %10s\n' clients rows/tx "pgbench tps" "odbox tps" \
+    "odbox/pgbench" "range" "pgb avg" "odbox avg" "odbox p50" "odbox p99" "pgb cpu/tx" "obx cpu/tx" "other load"
 met=1 noisy=0
 for n in "${CLIENTS[@]}"; do
     ptps=$(median PGB_TPS "$n") otps=$(median OBX_TPS "$n")
@@ -423,9 +447,10 @@ for n in "${CLIENTS[@]}"; do
     done | sort -g | tail -1)
     awk -v r="$ratio" -v g="$GOAL" 'BEGIN {exit !(r >= g)}' || met=0
     if [[ $other != n/a ]] && awk -v x="$other" 'BEGIN {exit !(x >= 0.2)}'; then noisy=1; fi
-    printf '%7s %7s %11.1f %11.1f %13.3f %11s %7.3fms %7.3fms %7.3fms %7.3fms %10s\n' "$n" 1 "$ptps" "$otps" \
-        "$ratio" "$range" "$(median PGB_LAT "$n")" "$(median OBX_AVG "$n")" "$(median OBX_P50 "$n")" \
-        "$(median OBX_P99 "$n")" "$other"
+    printf '%7s %7s %11.1f %11.1f %13.3f %11s %7.3fms %7.3fms %7.3fms %7.3fms %8.1fus %8.1fus %10s\n' \
+        "$n" 1 "$ptps" "$otps" "$ratio" "$range" "$(median PGB_LAT "$n")" "$(median OBX_AVG "$n")" \
+        "$(median OBX_P50 "$n")" "$(median OBX_P99 "$n")" "$(median CLI_US "$n" pgbench)" \
+        "$(median CLI_US "$n" odbox)" "$other"
 done
 ((noisy == 0)) ||
     say "warning: other processes used >= 0.2 CPU during some runs: re-run on a quiet machine (or with BENCH_ROUNDS=3)"

@@ -139,6 +139,9 @@ int odbox_stmt_get_double(odbox_stmt *s, int col, double *v, int *is_null, odbox
 int odbox_stmt_get_bool(odbox_stmt *s, int col, int *v, int *is_null, odbox_error *err);
 int odbox_stmt_get_timestamp(odbox_stmt *s, int col, int64_t *utc_us, int *is_null, odbox_error *err);
 
+/* Done with s: it goes back to its connection's statement cache (a later
+ * prepare of the same SQL on that connection reuses it) or is freed.
+ * Free every statement before closing or releasing its connection. */
 void odbox_stmt_free(odbox_stmt **s);
 
 /* Multi-row statements: returns a malloc'd "(a,b),(a,b),..." of `rows`

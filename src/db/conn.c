@@ -64,6 +64,10 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
         odbox_conn_close(&c);
         return ODBOX_ECONNECT;
     }
+    SQLUSMALLINT commit_cb = SQL_CB_DELETE, rollback_cb = SQL_CB_DELETE;
+    SQLGetInfo(c->dbc, SQL_CURSOR_COMMIT_BEHAVIOR, &commit_cb, sizeof commit_cb, NULL);
+    SQLGetInfo(c->dbc, SQL_CURSOR_ROLLBACK_BEHAVIOR, &rollback_cb, sizeof rollback_cb, NULL);
+    c->cache_ok = commit_cb != SQL_CB_DELETE && rollback_cb != SQL_CB_DELETE;
     get_info_text(c->dbc, SQL_DBMS_NAME, c->server_name, sizeof c->server_name);
     get_info_text(c->dbc, SQL_DBMS_VER, c->server_version, sizeof c->server_version);
     if (!dialect) {
@@ -93,6 +97,7 @@ void odbox_conn_close(odbox_conn **cp)
     if (!cp || !*cp)
         return;
     odbox_conn *c = *cp;
+    odbox_stmt_cache_clear(c);
     if (c->dbc != SQL_NULL_HDBC) {
         if (c->in_tx && !c->dead)
             SQLEndTran(SQL_HANDLE_DBC, c->dbc, SQL_ROLLBACK);

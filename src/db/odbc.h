@@ -8,6 +8,8 @@
 #include "odbox/dialect.h"
 #include "internal.h"
 
+#define ODBOX_STMT_CACHE 16
+
 struct odbox_conn {
     SQLHDBC dbc;
     const odbox_dialect *dialect;
@@ -18,7 +20,16 @@ struct odbox_conn {
     char *secret;              /* password, scrubbed from driver messages */
     int64_t idle_since_us;     /* set by the pool */
     struct odbox_conn *next;   /* pool's idle list */
+    /* Prepared statements kept for reuse (by SQL text), when the driver
+     * keeps them across commit and rollback. */
+    int cache_ok;
+    struct odbox_stmt *cache[ODBOX_STMT_CACHE];
+    int ncache;
+    uint64_t cache_clock;
 };
+
+/* Frees every cached statement of c (before disconnecting). */
+void odbox_stmt_cache_clear(odbox_conn *c);
 
 /* The process-wide ODBC environment (ODBC 3), created once. */
 int odbox_odbc_env(SQLHENV *env, odbox_error *err);

@@ -2,9 +2,13 @@
  *
  * Binds are kept in an array owned by the statement and handed to the
  * driver at execute, so any number of parameters can be bound (multi-row
- * statements) and the caller's buffers are never referenced. Rows are read
- * whole at fetch as text, which every driver can produce for every type;
- * typed getters parse that text. */
+ * statements) and the caller's buffers are never referenced. A bind slot
+ * keeps its buffer, and a parameter is re-bound with the driver only when
+ * its type or buffer changed: executing again costs no ODBC bind calls.
+ * A freed statement goes back to its connection's cache and the next
+ * prepare of the same SQL reuses it (no new server-side prepare).
+ * Rows are read whole at fetch as text, which every driver can produce for
+ * every type; typed getters parse that text. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -24,7 +28,13 @@ typedef struct bind {
         unsigned char b;
         SQL_TIMESTAMP_STRUCT ts;
     } v;
-    char *text;
+    char *text;      /* kept across binds, grown when needed */
+    size_t cap;
+    /* what the driver was last given for this parameter */
+    int drv_bound;
+    odbox_type drv_type;
+    void *drv_buf;
+    SQLULEN drv_size;
 } bind;
 
 typedef struct column {
@@ -37,45 +47,27 @@ typedef struct column {
 struct odbox_stmt {
     odbox_conn *conn;
     SQLHSTMT h;
+    char *sql;          /* the cache key */
+    int in_use;
+    uint64_t last_used;
     bind *binds;
     int nbinds;
     int cap;
+    int drv_nbinds;     /* parameters bound with the driver */
+    int executed;
+    int cols_known;     /* SQLNumResultCols asked since the last execute */
     int open_cursor;
     int ncols;
     column *cols;
     int have_row;
     int64_t affected;
+    int affected_known;
+    int result_cols;    /* columns of the current result (0: none) */
 };
 
-int odbox_stmt_prepare(odbox_conn *c, const char *sql, odbox_stmt **out, odbox_error *err)
-{
-    if (!out)
-        return odbox_fail(err, ODBOX_EINVAL, "prepare: out is NULL");
-    *out = NULL;
-    if (!c || !sql || !*sql)
-        return odbox_fail(err, ODBOX_EINVAL, "prepare: connection or SQL missing");
-    if (c->dead)
-        return odbox_fail(err, ODBOX_ECONNLOST, "prepare: the connection is dead");
-    odbox_stmt *s = calloc(1, sizeof *s);
-    if (!s)
-        return odbox_fail(err, ODBOX_ENOMEM, "prepare: out of memory");
-    s->conn = c;
-    s->affected = -1;
-    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &s->h);
-    if (!ODBOX_SQL_OK(r)) {
-        int rc = odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "prepare");
-        free(s);
-        return rc;
-    }
-    r = SQLPrepare(s->h, (SQLCHAR *)sql, SQL_NTS);
-    if (!ODBOX_SQL_OK(r)) {
-        int rc = odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, c, err, "prepare");
-        odbox_stmt_free(&s);
-        return rc;
-    }
-    *out = s;
-    return ODBOX_OK;
-}
+static void stmt_destroy(odbox_stmt *s);
+
+static void close_cursor(odbox_stmt *s);
 
 static void free_columns(odbox_stmt *s)
 {
@@ -86,16 +78,108 @@ static void free_columns(odbox_stmt *s)
     s->ncols = 0;
 }
 
+/* A cached, idle statement for sql on c, or NULL. */
+static odbox_stmt *cache_take(odbox_conn *c, const char *sql)
+{
+    for (int i = 0; i < c->ncache; i++) {
+        odbox_stmt *s = c->cache[i];
+        if (!s->in_use && !strcmp(s->sql, sql)) {
+            s->in_use = 1;
+            s->last_used = ++c->cache_clock;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* Keeps s for reuse; returns 0 when the cache is full of busy statements. */
+static int cache_put(odbox_conn *c, odbox_stmt *s)
+{
+    for (int i = 0; i < c->ncache; i++)
+        if (c->cache[i] == s)
+            return 1;
+    if (c->ncache == ODBOX_STMT_CACHE) {
+        int victim = -1;
+        for (int i = 0; i < c->ncache; i++)
+            if (!c->cache[i]->in_use && (victim < 0 || c->cache[i]->last_used < c->cache[victim]->last_used))
+                victim = i;
+        if (victim < 0)
+            return 0;
+        stmt_destroy(c->cache[victim]);
+        c->cache[victim] = c->cache[--c->ncache];
+    }
+    c->cache[c->ncache++] = s;
+    return 1;
+}
+
+void odbox_stmt_cache_clear(odbox_conn *c)
+{
+    for (int i = 0; i < c->ncache; i++)
+        stmt_destroy(c->cache[i]);
+    c->ncache = 0;
+}
+
+int odbox_stmt_prepare(odbox_conn *c, const char *sql, odbox_stmt **out, odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "prepare: out is NULL");
+    *out = NULL;
+    if (!c || !sql || !*sql)
+        return odbox_fail(err, ODBOX_EINVAL, "prepare: connection or SQL missing");
+    if (c->dead)
+        return odbox_fail(err, ODBOX_ECONNLOST, "prepare: the connection is dead");
+    odbox_stmt *s = c->cache_ok ? cache_take(c, sql) : NULL;
+    if (s) {
+        close_cursor(s);
+        odbox_stmt_clear_binds(s);
+        *out = s;
+        return ODBOX_OK;
+    }
+    s = calloc(1, sizeof *s);
+    if (!s || !(s->sql = strdup(sql))) {
+        free(s);
+        return odbox_fail(err, ODBOX_ENOMEM, "prepare: out of memory");
+    }
+    s->conn = c;
+    s->affected = -1;
+    s->in_use = 1;
+    s->last_used = ++c->cache_clock;
+    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &s->h);
+    if (!ODBOX_SQL_OK(r)) {
+        int rc = odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "prepare");
+        s->h = SQL_NULL_HSTMT;
+        stmt_destroy(s);
+        return rc;
+    }
+    r = SQLPrepare(s->h, (SQLCHAR *)sql, SQL_NTS);
+    if (!ODBOX_SQL_OK(r)) {
+        int rc = odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, c, err, "prepare");
+        stmt_destroy(s);
+        return rc;
+    }
+    *out = s;
+    return ODBOX_OK;
+}
+
 void odbox_stmt_clear_binds(odbox_stmt *s)
 {
     if (!s)
         return;
-    for (int i = 0; i < s->nbinds; i++) {
-        free(s->binds[i].text);
-        s->binds[i].text = NULL;
+    for (int i = 0; i < s->nbinds; i++)
         s->binds[i].set = 0;
-    }
     s->nbinds = 0;
+}
+
+static void stmt_destroy(odbox_stmt *s)
+{
+    if (s->h != SQL_NULL_HSTMT)
+        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
+    for (int i = 0; i < s->cap; i++)
+        free(s->binds[i].text);
+    free(s->binds);
+    free_columns(s);
+    free(s->sql);
+    free(s);
 }
 
 void odbox_stmt_free(odbox_stmt **sp)
@@ -103,13 +187,20 @@ void odbox_stmt_free(odbox_stmt **sp)
     if (!sp || !*sp)
         return;
     odbox_stmt *s = *sp;
-    if (s->h != SQL_NULL_HSTMT)
-        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
-    odbox_stmt_clear_binds(s);
-    free(s->binds);
-    free_columns(s);
-    free(s);
     *sp = NULL;
+    odbox_conn *c = s->conn;
+    if (c->cache_ok && !c->dead) {
+        close_cursor(s);
+        s->in_use = 0;
+        if (cache_put(c, s))
+            return;
+    }
+    for (int i = 0; i < c->ncache; i++)
+        if (c->cache[i] == s) {
+            c->cache[i] = c->cache[--c->ncache];
+            break;
+        }
+    stmt_destroy(s);
 }
 
 static bind *slot(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
@@ -132,16 +223,18 @@ static bind *slot(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
             return NULL;
         }
         memset(b + s->cap, 0, (size_t)(cap - s->cap) * sizeof *b);
+        /* every buffer moved: the driver must be told again */
+        for (int i = 0; i < s->cap; i++)
+            b[i].drv_bound = 0;
         s->binds = b;
         s->cap = cap;
     }
     if (idx > s->nbinds)
         s->nbinds = idx;
     bind *b = &s->binds[idx - 1];
-    free(b->text);
-    memset(b, 0, sizeof *b);
     b->type = t;
     b->set = 1;
+    b->ind = 0;
     return b;
 }
 
@@ -153,9 +246,15 @@ static int bind_string(odbox_stmt *s, int idx, odbox_type t, const char *v, odbo
     if (!b)
         return err ? err->code : ODBOX_EINVAL;
     size_t n = strlen(v);
-    if (!(b->text = malloc(n + 1))) {
-        b->set = 0;
-        return odbox_fail(err, ODBOX_ENOMEM, "bind: out of memory");
+    if (n + 1 > b->cap) {
+        size_t cap = n + 1 < 64 ? 64 : n + 1;
+        char *p = realloc(b->text, cap);
+        if (!p) {
+            b->set = 0;
+            return odbox_fail(err, ODBOX_ENOMEM, "bind: out of memory");
+        }
+        b->text = p;
+        b->cap = cap;
     }
     memcpy(b->text, v, n + 1);
     b->ind = (SQLLEN)n;
@@ -259,42 +358,52 @@ int odbox_stmt_bind_null(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
     return ODBOX_OK;
 }
 
+/* Hands parameter i to the driver unless it already has this buffer with
+ * this type and size (the value itself is read at execute). */
 static SQLRETURN bind_to_driver(odbox_stmt *s, int i)
 {
     bind *b = &s->binds[i];
     SQLUSMALLINT no = (SQLUSMALLINT)(i + 1);
-    int null = b->ind == SQL_NULL_DATA;
+    SQLSMALLINT ctype, sqltype, digits = 0;
+    SQLULEN size = 0;
+    void *buf;
+    SQLLEN buflen = 0;
     switch (b->type) {
     case ODBOX_TYPE_TEXT:
     case ODBOX_TYPE_UUID:
-    case ODBOX_TYPE_JSON: {
-        SQLULEN size = null ? 1 : (SQLULEN)(b->ind > 0 ? b->ind : 1);
-        SQLSMALLINT sqltype = size > 4000 ? SQL_LONGVARCHAR : SQL_VARCHAR;
-        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_CHAR, sqltype, size, 0,
-                                null ? NULL : b->text, b->ind > 0 ? b->ind : 0, &b->ind);
-    }
-    case ODBOX_TYPE_INT64:
-        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0,
-                                &b->v.i, 0, &b->ind);
-    case ODBOX_TYPE_DOUBLE:
-        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_DOUBLE, SQL_DOUBLE, 0, 0,
-                                &b->v.d, 0, &b->ind);
-    case ODBOX_TYPE_BOOL:
-        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_BIT, SQL_BIT, 1, 0,
-                                &b->v.b, 0, &b->ind);
+    case ODBOX_TYPE_JSON:
+        /* the size is the buffer's, so a longer value in the same buffer
+         * needs no new bind */
+        size = b->cap > 1 ? b->cap - 1 : 1;
+        ctype = SQL_C_CHAR;
+        sqltype = size > 4000 ? SQL_LONGVARCHAR : SQL_VARCHAR;
+        buf = b->text;
+        buflen = (SQLLEN)b->cap;
+        break;
+    case ODBOX_TYPE_INT64: ctype = SQL_C_SBIGINT, sqltype = SQL_BIGINT, buf = &b->v.i; break;
+    case ODBOX_TYPE_DOUBLE: ctype = SQL_C_DOUBLE, sqltype = SQL_DOUBLE, buf = &b->v.d; break;
+    case ODBOX_TYPE_BOOL: ctype = SQL_C_BIT, sqltype = SQL_BIT, size = 1, buf = &b->v.b; break;
     case ODBOX_TYPE_TIMESTAMP:
-        return SQLBindParameter(s->h, no, SQL_PARAM_INPUT, SQL_C_TYPE_TIMESTAMP,
-                                SQL_TYPE_TIMESTAMP, 26, 6, &b->v.ts, 0, &b->ind);
+        ctype = SQL_C_TYPE_TIMESTAMP, sqltype = SQL_TYPE_TIMESTAMP, size = 26, digits = 6, buf = &b->v.ts;
+        break;
+    default: return SQL_ERROR;
     }
-    return SQL_ERROR;
+    if (b->drv_bound && b->drv_type == b->type && b->drv_buf == buf && b->drv_size == size)
+        return SQL_SUCCESS;
+    SQLRETURN r = SQLBindParameter(s->h, no, SQL_PARAM_INPUT, ctype, sqltype, size, digits, buf, buflen, &b->ind);
+    b->drv_bound = ODBOX_SQL_OK(r);
+    b->drv_type = b->type;
+    b->drv_buf = buf;
+    b->drv_size = size;
+    return r;
 }
 
 static void close_cursor(odbox_stmt *s)
 {
-    if (s->open_cursor) {
-        SQLCloseCursor(s->h);
-        s->open_cursor = 0;
-    }
+    /* Unknown columns: the last execute may have opened a cursor. */
+    if (s->open_cursor || (s->executed && !s->cols_known))
+        SQLFreeStmt(s->h, SQL_CLOSE);
+    s->open_cursor = 0;
     s->have_row = 0;
 }
 
@@ -305,9 +414,15 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
     if (s->conn->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "execute: the connection is dead");
     close_cursor(s);
-    free_columns(s);
     s->affected = -1;
-    SQLFreeStmt(s->h, SQL_RESET_PARAMS);
+    s->affected_known = 0;
+    s->cols_known = 0;
+    s->executed = 0;
+    if (s->drv_nbinds > s->nbinds) {
+        SQLFreeStmt(s->h, SQL_RESET_PARAMS);
+        for (int i = 0; i < s->cap; i++)
+            s->binds[i].drv_bound = 0;
+    }
     for (int i = 0; i < s->nbinds; i++) {
         if (!s->binds[i].set)
             return odbox_fail(err, ODBOX_EINVAL, "execute: parameter %d is not bound", i + 1);
@@ -315,31 +430,60 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
         if (!ODBOX_SQL_OK(r))
             return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "bind");
     }
+    s->drv_nbinds = s->nbinds;
     SQLRETURN r = SQLExecute(s->h);
     if (!ODBOX_SQL_OK(r) && r != SQL_NO_DATA)
         return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "execute");
-    SQLLEN n = -1;
-    if (ODBOX_SQL_OK(SQLRowCount(s->h, &n)))
-        s->affected = n;
+    s->executed = 1;
+    return ODBOX_OK;
+}
+
+/* Asks the driver for the result's columns once per execute. */
+static int know_columns(odbox_stmt *s, odbox_error *err)
+{
+    if (s->cols_known)
+        return ODBOX_OK;
+    s->cols_known = 1;
+    s->result_cols = 0;
     SQLSMALLINT ncols = 0;
-    if (ODBOX_SQL_OK(SQLNumResultCols(s->h, &ncols)) && ncols > 0) {
-        s->cols = calloc((size_t)ncols, sizeof *s->cols);
-        if (!s->cols)
+    if (!ODBOX_SQL_OK(SQLNumResultCols(s->h, &ncols)) || ncols <= 0)
+        return ODBOX_OK;
+    s->result_cols = ncols;
+    if (ncols != s->ncols) {
+        free_columns(s);
+        if (!(s->cols = calloc((size_t)ncols, sizeof *s->cols)))
             return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
         s->ncols = ncols;
-        s->open_cursor = 1;
-        for (SQLSMALLINT i = 0; i < ncols; i++) {
-            SQLLEN type = 0;
-            if (ODBOX_SQL_OK(SQLColAttribute(s->h, (SQLUSMALLINT)(i + 1), SQL_DESC_CONCISE_TYPE, NULL, 0,
-                                             NULL, &type)))
-                s->cols[i].is_guid = type == SQL_GUID;
-        }
+    }
+    s->open_cursor = 1;
+    for (SQLSMALLINT i = 0; i < ncols; i++) {
+        SQLLEN type = 0;
+        s->cols[i].is_guid = 0;
+        if (ODBOX_SQL_OK(SQLColAttribute(s->h, (SQLUSMALLINT)(i + 1), SQL_DESC_CONCISE_TYPE, NULL, 0, NULL, &type)))
+            s->cols[i].is_guid = type == SQL_GUID;
     }
     return ODBOX_OK;
 }
 
-int64_t odbox_stmt_rows_affected(odbox_stmt *s) { return s ? s->affected : -1; }
-int odbox_stmt_column_count(odbox_stmt *s) { return s ? s->ncols : 0; }
+int64_t odbox_stmt_rows_affected(odbox_stmt *s)
+{
+    if (!s || !s->executed)
+        return -1;
+    if (!s->affected_known) {
+        SQLLEN n = -1;
+        s->affected = ODBOX_SQL_OK(SQLRowCount(s->h, &n)) ? n : -1;
+        s->affected_known = 1;
+    }
+    return s->affected;
+}
+
+int odbox_stmt_column_count(odbox_stmt *s)
+{
+    if (!s || !s->executed)
+        return 0;
+    know_columns(s, NULL);
+    return s->result_cols;
+}
 
 /* Reads column i of the current row as text, growing its buffer. */
 static int read_column(odbox_stmt *s, int i, odbox_error *err)
@@ -385,6 +529,11 @@ int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err)
 {
     if (!s)
         return odbox_fail(err, ODBOX_EINVAL, "fetch: statement is NULL");
+    if (!s->executed)
+        return 0;
+    int rc = know_columns(s, err);
+    if (rc != ODBOX_OK)
+        return rc;
     if (!s->open_cursor)
         return 0;
     SQLRETURN r = SQLFetch(s->h);
@@ -395,7 +544,7 @@ int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err)
     if (!ODBOX_SQL_OK(r))
         return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "fetch");
     for (int i = 0; i < s->ncols; i++) {
-        int rc = read_column(s, i, err);
+        rc = read_column(s, i, err);
         if (rc != ODBOX_OK)
             return rc;
         if (s->cols[i].is_guid)
