@@ -528,6 +528,9 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
                         "(allow_cross_shard commits each shard separately, without atomicity across them)",
                         rn->action->name, ns, a, b);
     }
+    if (ns > 1 && rc == ODBOX_OK)
+        odbox_log(ODBOX_LOG_WARN, "action %s (action_id %s) spans %zu shards: each commits on its own, "
+                                  "without atomicity across them", rn->action->name, rn->action_id, ns);
     for (size_t i = 0; i < ns && rc == ODBOX_OK; i++) {
         rc = persist_shard(rn, shards[i], err);
         if (rc == ODBOX_OK) {
@@ -554,6 +557,7 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
             rc = ODBOX_EPARTIAL;
             if (err)
                 err->code = rc;
+            odbox_log(ODBOX_LOG_ERROR, "CRITICAL: %s", err ? err->message : "partial commit");
         }
     }
     free(shards);
@@ -661,6 +665,9 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
         retries[rule]++;
         if (res)
             res->retries[rule] = retries[rule];
+        odbox_log(ODBOX_LOG_WARN, "retrying %s (retry %d/%d for %s, after %d ms): %s", action->name, retries[rule],
+                  cfg->retries[rule].max_retries, odbox_errname(rc), cfg->retries[rule].delay_ms,
+                  err ? err->message : "");
         if (cfg->retries[rule].delay_ms > 0)
             sleep_ms(cfg->retries[rule].delay_ms);
     }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "odbox/error.h"
+#include "odbox/log.h"
 
 #if defined(__GNUC__)
 #define ODBOX_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -20,6 +21,10 @@ int odbox_fail(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF(3,
 /* Prefixes err->message with a formatted context ("shard 0.1: ...").
  * Returns err->code (or ODBOX_EINVAL when err is NULL and code unknown). */
 int odbox_error_prefix(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF(3, 4);
+
+/* Logs through the callback set by odbox_log_set (no-op when none). The
+ * caller keeps secrets out of the message. */
+void odbox_log(odbox_log_level level, const char *fmt, ...) ODBOX_PRINTF(2, 3);
 
 /* A growable string. All appends are no-ops once an allocation failed;
  * odbox_buf_take then returns NULL. */

@@ -485,8 +485,11 @@ int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, od
                 continue;
             any = 1;
             progress(opt, id, ODBOX_MIGRATE_APPLYING, sets[k].name, f);
-            if ((rc = apply(c, eventlog, &sets[k], f, err)) == ODBOX_OK)
+            if ((rc = apply(c, eventlog, &sets[k], f, err)) == ODBOX_OK) {
+                odbox_log(ODBOX_LOG_INFO, "shard %d.%d: applied %s (set %s)", id.group, id.member, f->script,
+                          sets[k].name);
                 progress(opt, id, ODBOX_MIGRATE_APPLIED, sets[k].name, f);
+            }
         }
         if (rc == ODBOX_OK && !any)
             progress(opt, id, ODBOX_MIGRATE_UP_TO_DATE, sets[k].name, NULL);

@@ -5,6 +5,7 @@
 #define ODBOX_VERSION_STRING "0.1.0" /* keep in step with configure.ac */
 
 #include "error.h"
+#include "log.h"
 #include "dsn.h"
 #include "db.h"
 #include "dialect.h"

@@ -106,6 +106,7 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
                 return ODBOX_OK;
             }
             odbox_conn_close(&c);
+            odbox_log(ODBOX_LOG_INFO, "pool: closed a dead idle connection; opening a new one");
             pthread_mutex_lock(&p->mu);
             p->open--;
             continue;

@@ -1316,8 +1316,29 @@ START_TEST(cross_shard_plan_when_allowed)
 }
 END_TEST
 
+typedef struct logrec {
+    pthread_mutex_t mu;
+    int errors, warnings;
+    char last_error[1024];
+} logrec;
+
+static void capture_log(void *ud, odbox_log_level level, const char *message)
+{
+    logrec *l = ud;
+    pthread_mutex_lock(&l->mu);
+    if (level == ODBOX_LOG_ERROR) {
+        l->errors++;
+        snprintf(l->last_error, sizeof l->last_error, "%s", message);
+    } else if (level == ODBOX_LOG_WARN) {
+        l->warnings++;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
 START_TEST(partial_commit_is_reported_and_not_retried)
 {
+    logrec lg = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    odbox_log_set(capture_log, &lg, ODBOX_LOG_WARN);
     dfx f;
     dfx_open(&f, 2, 0);
     odbox_executor *exe = open_exe(&f);
@@ -1350,6 +1371,12 @@ START_TEST(partial_commit_is_reported_and_not_retried)
         ck_assert(res.failed_shard.group == 0 && res.failed_shard.member == 1);
         ck_assert_str_eq(res.action_id, s.action_ids[0]);
         ck_assert_msg(strstr(e.message, "0.0") && strstr(e.message, "0.1"), "message: %s", e.message);
+        /* the partial commit is logged as an error, naming both shards */
+        ck_assert_int_eq(lg.errors, pass + 1);
+        ck_assert_msg(strstr(lg.last_error, "CRITICAL") && strstr(lg.last_error, "PARTIALLY COMMITTED") &&
+                          strstr(lg.last_error, res.action_id),
+                      "logged: %s", lg.last_error);
+        ck_assert_int_ge(lg.warnings, pass + 1); /* "spans 2 shards" */
         /* hook calls: 0.0 domain, events, committed; 0.1 domain (failed) */
         ck_assert_int_eq(h.n, 4);
         ck_assert(h.at[2] == ODBOX_HOOK_COMMITTED && h.shard[2].member == 0);
@@ -1366,6 +1393,7 @@ START_TEST(partial_commit_is_reported_and_not_retried)
         odbox_model_free(&d1);
     }
     odbox_executor_set_hook(exe, NULL, NULL);
+    odbox_log_set(NULL, NULL, ODBOX_LOG_INFO);
     odbox_executor_free(&exe);
     dfx_close(&f);
 }
