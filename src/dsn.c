@@ -120,17 +120,6 @@ static int is_digit(unsigned char c)
     return c >= '0' && c <= '9';
 }
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static char to_lower(char c)
 {
     return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
@@ -314,10 +303,10 @@ static void heur_keys(spanlist *sl, const char *t, size_t n)
         char key[64];
         size_t kn = 0;
         for (size_t j = ks; j < ke && kn < sizeof key; j++) {
-            if (t[j] == '%' && j + 2 < ke && hexval((unsigned char)t[j + 1]) >= 0 &&
-                hexval((unsigned char)t[j + 2]) >= 0) {
-                key[kn++] = (char)(hexval((unsigned char)t[j + 1]) * 16 +
-                                   hexval((unsigned char)t[j + 2]));
+            if (t[j] == '%' && j + 2 < ke && odbox_hex_value((unsigned char)t[j + 1]) >= 0 &&
+                odbox_hex_value((unsigned char)t[j + 2]) >= 0) {
+                key[kn++] = (char)(odbox_hex_value((unsigned char)t[j + 1]) * 16 +
+                                   odbox_hex_value((unsigned char)t[j + 2]));
                 j += 2;
             } else {
                 key[kn++] = t[j];
@@ -426,8 +415,8 @@ static int decode(ctx *c, size_t off, size_t len, const char *what, int secret, 
             s[k++] = (char)ch;
             continue;
         }
-        int hi = i + 1 < end ? hexval((unsigned char)c->t[i + 1]) : -1;
-        int lo = i + 2 < end ? hexval((unsigned char)c->t[i + 2]) : -1;
+        int hi = i + 1 < end ? odbox_hex_value((unsigned char)c->t[i + 1]) : -1;
+        int lo = i + 2 < end ? odbox_hex_value((unsigned char)c->t[i + 2]) : -1;
         if (hi < 0 || lo < 0) {
             wipe_free(s, len + 1);
             if (secret)
@@ -552,7 +541,7 @@ static int parse_ipv6(ctx *c, odbox_dsn *d, size_t s, size_t close)
         return odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty IPv6 address '[]' in host");
     int ok = zone - in < 46;
     for (size_t i = in; i < zone && ok; i++)
-        if (hexval((unsigned char)t[i]) < 0 && t[i] != ':' && t[i] != '.')
+        if (odbox_hex_value((unsigned char)t[i]) < 0 && t[i] != ':' && t[i] != '.')
             ok = 0;
     if (ok) {
         char addr[46];

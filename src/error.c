@@ -187,6 +187,17 @@ int odbox_strcaseeq(const char *a, const char *b)
     return *a == *b;
 }
 
+int odbox_hex_value(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 void odbox_free_secret(char *s)
 {
     if (!s)

@@ -45,6 +45,9 @@ char *odbox_strdup(const char *s);          /* NULL-safe strdup */
 char *odbox_strndup(const char *s, size_t n);
 int odbox_strcaseeq(const char *a, const char *b); /* ASCII, NULL-safe */
 
+/* 0..15 for a hex digit of either case, else -1. */
+int odbox_hex_value(int c);
+
 /* Zeroes and frees a secret. NULL-safe. */
 void odbox_free_secret(char *s);
 

@@ -83,17 +83,6 @@ int odbox_uuid_v7_sharded(odbox_shard_id id, char out[ODBOX_UUID_LEN + 1], odbox
     return odbox_uuid_v7_sharded_at(id, now, out, err);
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Parses 8-4-4-4-12 text of either case into 16 bytes; 0 when malformed. */
 static int parse(const char *text, unsigned char b[16])
 {
@@ -106,10 +95,10 @@ static int parse(const char *text, unsigned char b[16])
                 return 0;
             continue;
         }
-        int hi = hex_value(text[i]);
+        int hi = odbox_hex_value(text[i]);
         if (hi < 0)
             return 0;
-        int lo = hex_value(text[++i]);
+        int lo = odbox_hex_value(text[++i]);
         if (lo < 0)
             return 0;
         b[o++] = (unsigned char)(hi << 4 | lo);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include "odbc.h"
+#include "odbox/uuid.h"
 
 typedef struct bind {
     odbox_type type;
@@ -271,23 +272,9 @@ int odbox_stmt_bind_json(odbox_stmt *s, int idx, const char *v, odbox_error *err
     return bind_string(s, idx, ODBOX_TYPE_JSON, v, err);
 }
 
-static int is_uuid36(const char *v)
-{
-    for (int i = 0; i < 36; i++) {
-        char ch = v[i];
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (ch != '-')
-                return 0;
-        } else if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'))) {
-            return 0;
-        }
-    }
-    return v[36] == '\0';
-}
-
 int odbox_stmt_bind_uuid(odbox_stmt *s, int idx, const char *v, odbox_error *err)
 {
-    if (v && !is_uuid36(v))
+    if (v && !odbox_uuid_is_valid(v))
         return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d is not a UUID in 8-4-4-4-12 form", idx);
     return bind_string(s, idx, ODBOX_TYPE_UUID, v, err);
 }

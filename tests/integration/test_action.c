@@ -15,29 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <json-c/json.h>
-#include "itest.h"
+#include "dummies.h"
 
-/* ---- the shared fixture (defined in test_repo.c) -------------------------- */
-
-typedef struct dfx {
-    int nshards;
-    char ev[2][64];
-    odbox_registry *r;
-    odbox_conn *c[2];
-} dfx;
-
-extern const odbox_model_type DUMMY_T, TAG_T;
-void dfx_open(dfx *f, int nshards, int with_replica);
-void dfx_close(dfx *f);
-int64_t dfx_events(dfx *f, int shard);
-int64_t dfx_rows(dfx *f, int shard, const char *table);
-int64_t dfx_now_us(void);
-odbox_model *dfx_dummy(const char *id, const char *name, int64_t amount);
-odbox_model *dfx_dummy_in(odbox_shard_id shard, const char *name, int64_t amount);
-void dfx_insert(dfx *f, int shard, odbox_model *const *m, size_t n);
-void dfx_assert_same(const odbox_model *a, const odbox_model *b);
-void dfx_assert_columns(const odbox_model *a, const odbox_model *b);
-int dfx_json_same(const char *a, const char *b);
 
 #define NS "com.example.odbox_test"
 #define SLACK_US 5000000 /* "within a few seconds of now" */
