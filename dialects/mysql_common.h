@@ -17,6 +17,11 @@ extern const char *const odbox_mysql_session_setup[];
     .default_port = 3306,                                                                  \
     .connection_string = odbox_mysql_connection_string,                                    \
     .session_setup = odbox_mysql_session_setup,                                            \
+    /* MariaDB's driver sends SET autocommit=0 and =1 around each          \
+     * transaction: two extra round trips */                               \
+    .begin_sql = "START TRANSACTION",                                                      \
+    .commit_sql = "COMMIT",                                                                \
+    .rollback_sql = "ROLLBACK",                                                            \
     .json_type = "JSON",                                                                   \
     .timestamp_type = "DATETIME(6)",                                                       \
     .bool_type = "BOOLEAN",                                                                \

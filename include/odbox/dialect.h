@@ -39,6 +39,12 @@ typedef struct odbox_dialect {
     int (*recognizes)(const char *dbms_name, const char *dbms_version);
     /* Run on every new connection (UTC, strictness), NULL-terminated. */
     const char *const *session_setup;
+    /* Transactions as statements, autocommit left on (one round trip
+     * each); NULL: through ODBC's autocommit attribute, which the driver
+     * turns into the fewest round trips itself. */
+    const char *begin_sql;
+    const char *commit_sql;
+    const char *rollback_sql;
 
     /* Column types. */
     const char *uuid_type;

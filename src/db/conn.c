@@ -164,7 +164,7 @@ int odbox_conn_begin(odbox_conn *c, odbox_error *err)
         return odbox_fail(err, ODBOX_ESTATE, "begin: a transaction is already open");
     if (c->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "begin: the connection is dead");
-    int rc = set_autocommit(c, 0, err);
+    int rc = c->dialect->begin_sql ? odbox_conn_exec(c, c->dialect->begin_sql, err) : set_autocommit(c, 0, err);
     if (rc == ODBOX_OK)
         c->in_tx = 1;
     return rc;
@@ -189,6 +189,22 @@ static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
                           "commit: the connection was lost; the transaction did not commit");
     }
     int rc = ODBOX_OK;
+    const char *sql = how == SQL_COMMIT ? c->dialect->commit_sql : c->dialect->rollback_sql;
+    if (sql) {
+        /* autocommit stayed on: the statement ends the transaction */
+        c->in_tx = 0;
+        rc = odbox_conn_exec(c, sql, err);
+        if (rc != ODBOX_OK && how == SQL_COMMIT && !c->dead) {
+            odbox_error e2;
+            if (odbox_conn_exec(c, c->dialect->rollback_sql, &e2) != ODBOX_OK)
+                c->dead = 1;
+        } else if (rc != ODBOX_OK) {
+            c->dead = 1;
+        }
+        if (rc != ODBOX_OK)
+            odbox_error_prefix(err, rc, "%s", what);
+        return rc;
+    }
     SQLRETURN r = SQLEndTran(SQL_HANDLE_DBC, c->dbc, how);
     if (!ODBOX_SQL_OK(r)) {
         rc = odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, what);

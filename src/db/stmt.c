@@ -436,13 +436,13 @@ static int know_columns(odbox_stmt *s, odbox_error *err)
     if (!ODBOX_SQL_OK(SQLNumResultCols(s->h, &ncols)) || ncols <= 0)
         return ODBOX_OK;
     s->result_cols = ncols;
-    if (ncols != s->ncols) {
-        free_columns(s);
-        if (!(s->cols = calloc((size_t)ncols, sizeof *s->cols)))
-            return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
-        s->ncols = ncols;
-    }
     s->open_cursor = 1;
+    if (ncols == s->ncols)
+        return ODBOX_OK; /* a reused statement: same SQL, same columns */
+    free_columns(s);
+    if (!(s->cols = calloc((size_t)ncols, sizeof *s->cols)))
+        return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+    s->ncols = ncols;
     for (SQLSMALLINT i = 0; i < ncols; i++) {
         SQLLEN type = 0;
         s->cols[i].is_guid = 0;
