@@ -46,7 +46,7 @@ struct odbox_executor {
     char *ns;
     odbox_registry *registry;
     odbox_exec_config defaults;
-    pthread_mutex_t mu;              /* guards the type lists */
+    pthread_rwlock_t mu;             /* the type lists and hook: read on every execute */
     const odbox_model_type **models;
     size_t nmodels;
     const odbox_event_type **events;
@@ -146,7 +146,7 @@ int odbox_executor_open(const char *ns, odbox_registry *registry, const odbox_ex
     }
     e->registry = registry;
     e->defaults = cfg;
-    pthread_mutex_init(&e->mu, NULL);
+    pthread_rwlock_init(&e->mu, NULL);
     *out = e;
     return ODBOX_OK;
 }
@@ -156,7 +156,7 @@ void odbox_executor_free(odbox_executor **ep)
     if (!ep || !*ep)
         return;
     odbox_executor *e = *ep;
-    pthread_mutex_destroy(&e->mu);
+    pthread_rwlock_destroy(&e->mu);
     free(e->models);
     free(e->events);
     free(e->ns);
@@ -168,10 +168,10 @@ void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud)
 {
     if (!exe)
         return;
-    pthread_mutex_lock(&exe->mu);
+    pthread_rwlock_wrlock(&exe->mu);
     exe->hook = hook;
     exe->hook_ud = ud;
-    pthread_mutex_unlock(&exe->mu);
+    pthread_rwlock_unlock(&exe->mu);
 }
 
 static int append_ptr(const void ***list, size_t *n, const void *p)
@@ -191,7 +191,7 @@ int odbox_executor_register_model(odbox_executor *exe, const odbox_model_type *t
     int rc = odbox_model_type_check(t, err);
     if (rc != ODBOX_OK)
         return rc;
-    pthread_mutex_lock(&exe->mu);
+    pthread_rwlock_wrlock(&exe->mu);
     for (size_t i = 0; i < exe->nmodels && rc == ODBOX_OK; i++) {
         if (exe->models[i] == t)
             goto out;
@@ -201,18 +201,31 @@ int odbox_executor_register_model(odbox_executor *exe, const odbox_model_type *t
     if (rc == ODBOX_OK && append_ptr((const void ***)&exe->models, &exe->nmodels, t) != ODBOX_OK)
         rc = odbox_fail(err, ODBOX_ENOMEM, "executor: out of memory");
 out:
-    pthread_mutex_unlock(&exe->mu);
+    pthread_rwlock_unlock(&exe->mu);
     return rc;
 }
 
 static int model_registered(odbox_executor *exe, const odbox_model_type *t)
 {
     int found = 0;
-    pthread_mutex_lock(&exe->mu);
+    pthread_rwlock_rdlock(&exe->mu);
     for (size_t i = 0; i < exe->nmodels && !found; i++)
         found = exe->models[i] == t;
-    pthread_mutex_unlock(&exe->mu);
+    pthread_rwlock_unlock(&exe->mu);
     return found;
+}
+
+/* 1: et is registered; -1: another type has its name; 0: neither.
+ * Called with the lock held. */
+static int find_event(odbox_executor *exe, const odbox_event_type *et)
+{
+    for (size_t i = 0; i < exe->nevents; i++) {
+        if (exe->events[i] == et)
+            return 1;
+        if (!strcmp(exe->events[i]->name, et->name))
+            return -1;
+    }
+    return 0;
 }
 
 int odbox_executor_register_event(odbox_executor *exe, const odbox_event_type *et, odbox_error *err)
@@ -222,23 +235,25 @@ int odbox_executor_register_event(odbox_executor *exe, const odbox_event_type *e
     if (!odbox_is_type_name(et->name, ODBOX_TYPE_NAME_MAX))
         return odbox_fail(err, ODBOX_EINVAL, "event type name '%.80s' must match [A-Za-z_][A-Za-z0-9_]* (at most %d)",
                           et->name ? et->name : "(null)", ODBOX_TYPE_NAME_MAX);
-    int rc = ODBOX_OK;
-    pthread_mutex_lock(&exe->mu);
-    for (size_t i = 0; i < exe->nevents; i++) {
-        if (exe->events[i] == et)
-            goto out;
-        if (!strcmp(exe->events[i]->name, et->name)) {
-            rc = odbox_fail(err, ODBOX_EINVAL,
-                            "event type name collision: two different event types are named %s; "
-                            "event_type rows would be ambiguous", et->name);
-            goto out;
-        }
+    /* Emitting registers too, on every event: the common case, a type
+     * already known, takes only the read lock. */
+    pthread_rwlock_rdlock(&exe->mu);
+    int known = find_event(exe, et);
+    pthread_rwlock_unlock(&exe->mu);
+    if (known == 0) {
+        pthread_rwlock_wrlock(&exe->mu);
+        known = find_event(exe, et);
+        if (known == 0 && append_ptr((const void ***)&exe->events, &exe->nevents, et) != ODBOX_OK)
+            known = -2;
+        pthread_rwlock_unlock(&exe->mu);
     }
-    if (append_ptr((const void ***)&exe->events, &exe->nevents, et) != ODBOX_OK)
-        rc = odbox_fail(err, ODBOX_ENOMEM, "executor: out of memory");
-out:
-    pthread_mutex_unlock(&exe->mu);
-    return rc;
+    if (known == -1)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "event type name collision: two different event types are named %s; "
+                          "event_type rows would be ambiguous", et->name);
+    if (known == -2)
+        return odbox_fail(err, ODBOX_ENOMEM, "executor: out of memory");
+    return ODBOX_OK;
 }
 
 /* ---- plans ------------------------------------------------------------------ */
@@ -621,10 +636,10 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
     if (!err)
         err = &local; /* perform reports through it */
 
-    pthread_mutex_lock(&exe->mu);
+    pthread_rwlock_rdlock(&exe->mu);
     odbox_hook_fn hook = exe->hook;
     void *hook_ud = exe->hook_ud;
-    pthread_mutex_unlock(&exe->mu);
+    pthread_rwlock_unlock(&exe->mu);
 
     int retries[ODBOX_MAX_RETRY_RULES] = {0};
     for (int attempt = 0;; attempt++) {

@@ -631,6 +631,18 @@ static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
     return era * 146097 + (int64_t)doe - 719468;
 }
 
+/* The value of n decimal digits at p, or -1. */
+static int digits(const char *p, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
 int odbox_stmt_get_timestamp(odbox_stmt *s, int col, int64_t *us, int *is_null, odbox_error *err)
 {
     column *c = get_col(s, col, is_null, err);
@@ -639,23 +651,26 @@ int odbox_stmt_get_timestamp(odbox_stmt *s, int col, int64_t *us, int *is_null, 
     *us = 0;
     if (c->is_null)
         return ODBOX_OK;
-    int y, mo, d, h = 0, mi = 0, se = 0, n = 0;
+    int y, mo, d, h = 0, mi = 0, se = 0;
     const char *t = c->data;
-    if (sscanf(t, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3)
+    /* fixed-width fields; sscanf cost more than the rest of a read */
+    if ((y = digits(t, 4)) < 0 || t[4] != '-' || (mo = digits(t + 5, 2)) < 0 || t[7] != '-' ||
+        (d = digits(t + 8, 2)) < 0)
         goto bad;
-    t += n;
+    t += 10;
     if (*t == ' ' || *t == 'T') {
-        if (sscanf(t + 1, "%2d:%2d:%2d%n", &h, &mi, &se, &n) != 3)
+        if ((h = digits(t + 1, 2)) < 0 || t[3] != ':' || (mi = digits(t + 4, 2)) < 0 || t[6] != ':' ||
+            (se = digits(t + 7, 2)) < 0)
             goto bad;
-        t += 1 + n;
+        t += 9;
     }
     int64_t frac = 0;
     if (*t == '.') {
-        int digits = 0;
-        for (t++; *t >= '0' && *t <= '9'; t++, digits++)
-            if (digits < 6)
+        int nd = 0;
+        for (t++; *t >= '0' && *t <= '9'; t++, nd++)
+            if (nd < 6)
                 frac = frac * 10 + (*t - '0');
-        for (; digits < 6; digits++)
+        for (; nd < 6; nd++)
             frac *= 10;
     }
     if (*t == 'Z' || !strcmp(t, "+00") || !strcmp(t, "+00:00"))
