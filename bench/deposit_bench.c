@@ -37,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include <json-c/json.h>
@@ -49,6 +48,7 @@
 #include <odbox/migrate.h>
 #include <odbox/model.h>
 #include <odbox/registry.h>
+#include "bench_util.h"
 
 /* What every event row carries besides the per-action values; the raw
  * clients get the same texts from --print-sql. */
@@ -59,34 +59,6 @@
 #define WALLET_ID_PREFIX "00000000-0000-4000-8000-"
 #define DEFAULT_PAYLOAD "{\"amount\":1,\"currency\":\"EUR\",\"reference\":\"bench-deposit\"}"
 #define DEPOSIT_AMOUNT 1
-
-/* ---- latency histogram (as in insert_bench.c) ------------------------------
- * Values in nanoseconds. Below 2^(SUB_BITS+1) every value has its own
- * bucket; above, each power of two is split into 2^SUB_BITS buckets. */
-#define SUB_BITS 7
-#define SUB_COUNT (1 << SUB_BITS)
-#define HIST_BUCKETS ((2 * SUB_COUNT) + (64 - SUB_BITS - 1) * SUB_COUNT)
-
-static int hist_index(uint64_t v)
-{
-    if (v < 2 * SUB_COUNT)
-        return (int)v;
-    int msb = 63 - __builtin_clzll(v);
-    int shift = msb - SUB_BITS;
-    uint64_t top = v >> shift; /* in [SUB_COUNT, 2*SUB_COUNT) */
-    return 2 * SUB_COUNT + (shift - 1) * SUB_COUNT + (int)(top - SUB_COUNT);
-}
-
-/* Midpoint of bucket i. */
-static double hist_value(int i)
-{
-    if (i < 2 * SUB_COUNT)
-        return (double)i;
-    int shift = (i - 2 * SUB_COUNT) / SUB_COUNT + 1;
-    uint64_t top = (uint64_t)((i - 2 * SUB_COUNT) % SUB_COUNT + SUB_COUNT);
-    uint64_t lo = top << shift;
-    return (double)lo + (double)((uint64_t)1 << shift) / 2.0;
-}
 
 /* ---- the model, the event, the action ------------------------------------------ */
 
@@ -163,24 +135,6 @@ static int perform_deposit(odbox_context *ctx, json_object *params, odbox_plan *
         rc = odbox_plan_emit(plan, m, &g_deposited, w->payload, err);
     odbox_model_free(&m);
     return rc;
-}
-
-/* CPU this process used so far, all threads: user and system seconds. */
-static void cpu_seconds(double *user, double *sys)
-{
-    struct rusage ru;
-    *user = *sys = 0;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        return;
-    *user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
-    *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void *run_worker(void *arg)
@@ -286,33 +240,6 @@ static void usage(const char *msg)
     exit(2);
 }
 
-static long parse_long(const char *what, const char *v, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "odbox-bench-deposit: %s must be an integer in %ld..%ld, got '%s'\n", what, lo,
-                hi, v);
-        exit(2);
-    }
-    return x;
-}
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 static int report(const char *what, const odbox_error *err)
 {
     fprintf(stderr, "odbox-bench-deposit: %s: %s [%s] %s\n", what, odbox_errname(err->code), err->sqlstate,
@@ -410,9 +337,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--dialect")) {
             dialect_name = v, i++;
         } else if (!strcmp(a, "--clients")) {
-            clients = parse_long("--clients", v, 1, 1000), i++;
+            clients = parse_long("odbox-bench-deposit", "--clients", v, 1, 1000), i++;
         } else if (!strcmp(a, "--seconds")) {
-            seconds = parse_long("--seconds", v, 1, 86400), i++;
+            seconds = parse_long("odbox-bench-deposit", "--seconds", v, 1, 86400), i++;
         } else if (!strcmp(a, "--table")) {
             table = v, i++;
         } else if (!strcmp(a, "--eventlog")) {

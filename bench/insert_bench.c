@@ -24,45 +24,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include <odbox/db.h>
 #include <odbox/dialect.h>
 #include <odbox/error.h>
+#include "bench_util.h"
 
 /* The payload both sides insert (run.sh passes it to both explicitly). */
 #define DEFAULT_PAYLOAD \
     "{\"type\":\"bench.insert\",\"aggregate\":\"order\",\"version\":1," \
     "\"data\":{\"sku\":\"A-1234\",\"qty\":3,\"note\":\"benchmark payload\"}}"
-
-/* ---- latency histogram ---------------------------------------------------
- * Values in nanoseconds. Below 2^(SUB_BITS+1) every value has its own
- * bucket; above, each power of two is split into 2^SUB_BITS buckets. */
-#define SUB_BITS 7
-#define SUB_COUNT (1 << SUB_BITS)
-#define HIST_BUCKETS ((2 * SUB_COUNT) + (64 - SUB_BITS - 1) * SUB_COUNT)
-
-static int hist_index(uint64_t v)
-{
-    if (v < 2 * SUB_COUNT)
-        return (int)v;
-    int msb = 63 - __builtin_clzll(v);
-    int shift = msb - SUB_BITS;
-    uint64_t top = v >> shift; /* in [SUB_COUNT, 2*SUB_COUNT) */
-    return 2 * SUB_COUNT + (shift - 1) * SUB_COUNT + (int)(top - SUB_COUNT);
-}
-
-/* Midpoint of bucket i. */
-static double hist_value(int i)
-{
-    if (i < 2 * SUB_COUNT)
-        return (double)i;
-    int shift = (i - 2 * SUB_COUNT) / SUB_COUNT + 1;
-    uint64_t top = (uint64_t)((i - 2 * SUB_COUNT) % SUB_COUNT + SUB_COUNT);
-    uint64_t lo = top << shift;
-    return (double)lo + (double)((uint64_t)1 << shift) / 2.0;
-}
 
 /* ---- shared state ---------------------------------------------------------- */
 
@@ -84,23 +56,6 @@ static const char *g_payload;
 static pthread_barrier_t g_ready, g_go;
 static uint64_t g_start_ns, g_deadline_ns; /* written before g_go */
 static atomic_int g_stop;
-
-/* CPU (user + system) this process used so far, all threads. */
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        return 0;
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void *run_worker(void *arg)
 {
@@ -162,19 +117,6 @@ static void usage(const char *msg)
     exit(2);
 }
 
-static long parse_long(const char *what, const char *v, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "odbox-bench-insert: %s must be an integer in %ld..%ld, got '%s'\n", what, lo,
-                hi, v);
-        exit(2);
-    }
-    return x;
-}
-
 /* [A-Za-z_][A-Za-z0-9_]* with an optional "schema." prefix. */
 static int valid_table(const char *t)
 {
@@ -194,20 +136,6 @@ static int valid_table(const char *t)
         start = 0;
     }
     return *t && !start && strlen(t) < 128;
-}
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
 }
 
 int main(int argc, char **argv)
@@ -230,9 +158,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--dsn")) {
             dsn = v, i++;
         } else if (!strcmp(a, "--clients")) {
-            clients = parse_long("--clients", v, 1, 1000), i++;
+            clients = parse_long("odbox-bench-insert", "--clients", v, 1, 1000), i++;
         } else if (!strcmp(a, "--seconds")) {
-            seconds = parse_long("--seconds", v, 1, 86400), i++;
+            seconds = parse_long("odbox-bench-insert", "--seconds", v, 1, 86400), i++;
         } else if (!strcmp(a, "--table")) {
             table = v, i++;
         } else if (!strcmp(a, "--payload")) {
@@ -312,13 +240,15 @@ int main(int argc, char **argv)
         }
     }
     pthread_barrier_wait(&g_ready);
-    double cpu0 = cpu_seconds(); /* connecting and preparing are not counted */
+    double u0, s0, u1, s1;
+    cpu_seconds(&u0, &s0); /* connecting and preparing are not counted */
     g_start_ns = now_ns();
     g_deadline_ns = g_start_ns + (uint64_t)seconds * 1000000000u;
     pthread_barrier_wait(&g_go);
     for (long i = 0; i < clients; i++)
         pthread_join(ws[i].th, NULL);
-    double cpu_used = cpu_seconds() - cpu0;
+    cpu_seconds(&u1, &s1);
+    double cpu_used = (u1 - u0) + (s1 - s0);
 
     int failed = 0;
     for (long i = 0; i < clients; i++) {

@@ -62,7 +62,8 @@ build() {
         make -C "$BUILDDIR" -j"$(nproc)" libodbox.la >&2 || die "building libodbox failed"
     fi
     local src=$HERE/insert_bench.c stale=0 h
-    if [[ ! -x $BIN || $src -nt $BIN || $BUILDDIR/libodbox.la -nt $BIN ]]; then
+    if [[ ! -x $BIN || $src -nt $BIN || $HERE/bench_util.c -nt $BIN || $HERE/bench_util.h -nt $BIN ||
+        $BUILDDIR/libodbox.la -nt $BIN ]]; then
         stale=1
     else
         for h in "$SRCDIR"/include/odbox/*.h; do
@@ -75,7 +76,7 @@ build() {
     "$BUILDDIR/libtool" --quiet --tag=CC --mode=link "${CC:-gcc}" \
         -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
         -Wmissing-prototypes -Werror -O2 -g -pthread -I"$SRCDIR/include" -no-install \
-        -o "$BIN" "$src" "$BUILDDIR/libodbox.la" >&2 || die "compiling insert_bench.c failed"
+        -o "$BIN" "$src" "$HERE/bench_util.c" "$BUILDDIR/libodbox.la" >&2 || die "compiling insert_bench.c failed"
 }
 build
 
