@@ -33,6 +33,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRCDIR=$(cd "$HERE/.." && pwd)
 BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
 BENCH_DATABASES=${BENCH_DATABASES:-"pg mariadb"}
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_CLIENTS=${BENCH_CLIENTS:-"1 8"}
@@ -49,8 +51,6 @@ EVENTLOG=eventlog
 # same text length. pgbench cannot produce a clock value as a parameter.
 RAW_TS='2025-01-01 00:00:00.000000'
 
-die() { echo "bench: $*" >&2; exit 1; }
-say() { printf '%s\n' "$*"; }
 
 [[ $BENCH_SECONDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_SECONDS must be a positive integer"
 [[ $BENCH_FSYNC_SECONDS =~ ^[0-9]+$ ]] || die "BENCH_FSYNC_SECONDS must be an integer"
@@ -76,36 +76,7 @@ has_db() { [[ " ${DBS[*]} " == *" $1 "* ]]; }
 
 # ---- (a) build ---------------------------------------------------------------
 BIN=$BUILDDIR/bench/odbox-bench-deposit
-build() {
-    [[ -f $BUILDDIR/Makefile ]] ||
-        die "no build directory at $BUILDDIR (configure first, or set ODBOX_BUILDDIR)"
-    if [[ ! -f $BUILDDIR/libodbox.la ]]; then
-        say "bench: building libodbox in $BUILDDIR"
-        make -C "$BUILDDIR" -j"$(nproc)" libodbox.la >&2 || die "building libodbox failed"
-    fi
-    local src=$HERE/deposit_bench.c stale=0 h
-    if [[ ! -x $BIN || $src -nt $BIN || $HERE/bench_util.c -nt $BIN || $HERE/bench_util.h -nt $BIN ||
-        $BUILDDIR/libodbox.la -nt $BIN ]]; then
-        stale=1
-    else
-        for h in "$SRCDIR"/include/odbox/*.h; do
-            [[ $h -nt $BIN ]] && stale=1
-        done
-    fi
-    ((stale)) || return 0
-    # json-c as configure found it (the public action API uses it).
-    local jcflags jlibs
-    jcflags=$(sed -n 's/^JSONC_CFLAGS = //p' "$BUILDDIR/Makefile")
-    jlibs=$(sed -n 's/^JSONC_LIBS = //p' "$BUILDDIR/Makefile")
-    say "bench: compiling $BIN"
-    mkdir -p "$BUILDDIR/bench"
-    # shellcheck disable=SC2086 # the flags are word lists
-    "$BUILDDIR/libtool" --quiet --tag=CC --mode=link "${CC:-gcc}" \
-        -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
-        -Wmissing-prototypes -Werror -O2 -g -pthread -I"$SRCDIR/include" $jcflags -no-install \
-        -o "$BIN" "$src" "$HERE/bench_util.c" "$BUILDDIR/libodbox.la" $jlibs >&2 || die "compiling deposit_bench.c failed"
-}
-build
+build_bench bench/odbox-bench-deposit
 
 # ---- (b) servers ---------------------------------------------------------------
 need_servers=0
@@ -394,13 +365,6 @@ if has_db mariadb; then
     [[ $f == /* ]] || f=${ODBOX_MARIADB_DATADIR:-/nonexistent}/$f
     [[ -r $f ]] && MY_PID=$(head -1 "$f")
 fi
-busy_ticks() { awk '/^cpu / {print $2 + $3 + $4}' /proc/stat; }
-proc_ticks() { # pid [with-children]: utime+stime (+cutime+cstime)
-    [[ -n $1 && -r /proc/$1/stat ]] || { echo 0; return; }
-    sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null |
-        awk -v c="${2:-}" '{print $12 + $13 + (c ? $14 + $15 : 0)}' || echo 0
-}
-client_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; } # reaped children
 client_user_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14}'; }   # their user time
 server_ticks() { # db
     local t=0 c
@@ -465,25 +429,6 @@ measure_end() { # db key transactions
                 (tx > 0 ? by / tx : 0), (tx > 0 ? q / tx : 0) }')
     fi
 }
-wait_quiet() {
-    local waited=0 b0 b1 busy said=0
-    ((BENCH_QUIET_WAIT > 0)) || return 0
-    while :; do
-        b0=$(busy_ticks)
-        sleep 1
-        b1=$(busy_ticks)
-        busy=$(awk -v d=$((b1 - b0)) -v hz="$HZ" 'BEGIN {printf "%.2f", d / hz}')
-        awk -v x="$busy" 'BEGIN {exit !(x < 0.2)}' && return 0
-        waited=$((waited + 1))
-        if ((waited >= BENCH_QUIET_WAIT)); then
-            say "   (machine still busy: $busy CPU in use before the run; running anyway)"
-            return 0
-        fi
-        ((said)) || say "   (waiting up to ${BENCH_QUIET_WAIT}s for the machine to quiet down: $busy CPU in use)"
-        said=1
-    done
-}
-json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" "$2"; }
 
 # Before every run: fresh wallets (one per client, balance 0, version 1),
 # empty events; PostgreSQL also checkpoints.
@@ -734,7 +679,6 @@ verify_mariadb() {
 declare -A RATIO STEAL
 # Steal time is CPU the hypervisor gave to someone else: on a shared VM it
 # is the first suspect when two runs of the same thing disagree.
-cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9}' /proc/stat; }
 for db in "${DBS[@]}"; do
     load_sql "$db"
     if [[ $db == pg ]]; then

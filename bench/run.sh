@@ -25,6 +25,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRCDIR=$(cd "$HERE/.." && pwd)
 BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_CLIENTS=${BENCH_CLIENTS:-"1 8"}
 BENCH_TABLE=${BENCH_TABLE:-bench_insert}
@@ -36,8 +38,6 @@ GOAL=0.9
 # The JSON both sides insert, byte for byte (pgbench binds it as :payload).
 PAYLOAD='{"type":"bench.insert","aggregate":"order","version":1,"data":{"sku":"A-1234","qty":3,"note":"benchmark payload"}}'
 
-die() { echo "bench: $*" >&2; exit 1; }
-say() { printf '%s\n' "$*"; }
 
 [[ $BENCH_SECONDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_SECONDS must be a positive integer"
 [[ $BENCH_FSYNC_SECONDS =~ ^[0-9]+$ ]] || die "BENCH_FSYNC_SECONDS must be an integer"
@@ -54,31 +54,7 @@ done
 
 # ---- (a) build -------------------------------------------------------------
 BIN=$BUILDDIR/bench/odbox-bench-insert
-build() {
-    [[ -f $BUILDDIR/Makefile ]] ||
-        die "no build directory at $BUILDDIR (configure first, or set ODBOX_BUILDDIR)"
-    if [[ ! -f $BUILDDIR/libodbox.la ]]; then
-        say "bench: building libodbox in $BUILDDIR"
-        make -C "$BUILDDIR" -j"$(nproc)" libodbox.la >&2 || die "building libodbox failed"
-    fi
-    local src=$HERE/insert_bench.c stale=0 h
-    if [[ ! -x $BIN || $src -nt $BIN || $HERE/bench_util.c -nt $BIN || $HERE/bench_util.h -nt $BIN ||
-        $BUILDDIR/libodbox.la -nt $BIN ]]; then
-        stale=1
-    else
-        for h in "$SRCDIR"/include/odbox/*.h; do
-            [[ $h -nt $BIN ]] && stale=1
-        done
-    fi
-    ((stale)) || return 0
-    say "bench: compiling $BIN"
-    mkdir -p "$BUILDDIR/bench"
-    "$BUILDDIR/libtool" --quiet --tag=CC --mode=link "${CC:-gcc}" \
-        -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
-        -Wmissing-prototypes -Werror -O2 -g -pthread -I"$SRCDIR/include" -no-install \
-        -o "$BIN" "$src" "$HERE/bench_util.c" "$BUILDDIR/libodbox.la" >&2 || die "compiling insert_bench.c failed"
-}
-build
+build_bench bench/odbox-bench-insert
 
 # ---- (b) a server ----------------------------------------------------------------
 if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
@@ -233,13 +209,6 @@ PG_PM_PID=
 if [[ -n ${ODBOX_PG_DATADIR:-} && -r $ODBOX_PG_DATADIR/postmaster.pid ]]; then
     PG_PM_PID=$(head -1 "$ODBOX_PG_DATADIR/postmaster.pid")
 fi
-busy_ticks() { awk '/^cpu / {print $2 + $3 + $4}' /proc/stat; }
-proc_ticks() { # pid [with-children]: utime+stime (+cutime+cstime)
-    [[ -r /proc/$1/stat ]] || { echo 0; return; }
-    sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null |
-        awk -v c="${2:-}" '{print $12 + $13 + (c ? $14 + $15 : 0)}' || echo 0
-}
-client_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; } # reaped children
 server_ticks() {
     local t=0 c
     if [[ -n $PG_PM_PID ]]; then
@@ -288,24 +257,6 @@ measure_end() { # key transactions
 }
 # Before a run: wait up to BENCH_QUIET_WAIT seconds for a second in which
 # less than 0.2 CPU is busy, so a burst of other work can pass.
-wait_quiet() {
-    local waited=0 b0 b1 busy said=0
-    ((BENCH_QUIET_WAIT > 0)) || return 0
-    while :; do
-        b0=$(busy_ticks)
-        sleep 1
-        b1=$(busy_ticks)
-        busy=$(awk -v d=$((b1 - b0)) -v hz="$HZ" 'BEGIN {printf "%.2f", d / hz}')
-        awk -v x="$busy" 'BEGIN {exit !(x < 0.2)}' && return 0
-        waited=$((waited + 1))
-        if ((waited >= BENCH_QUIET_WAIT)); then
-            say "   (machine still busy: $busy CPU in use before the run; running anyway)"
-            return 0
-        fi
-        ((said)) || say "   (waiting up to ${BENCH_QUIET_WAIT}s for the machine to quiet down: $busy CPU in use)"
-        said=1
-    done
-}
 
 # Results per run, keyed "clients:round".
 declare -A PGB_TPS PGB_LAT PGB_TX OBX_TPS OBX_P50 OBX_P99 OBX_AVG OBX_TX
@@ -369,7 +320,6 @@ run_odbox() { # clients round seconds [quiet]
 
 # Steal time is CPU the hypervisor gave to someone else: on a shared VM it
 # is the first suspect when two runs of the same thing disagree.
-cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9}' /proc/stat; }
 
 # Median of the values of array $1 for clients $2 over all rounds (keys
 # "clients:round", or "clients:round:$3" when $3 is given).
@@ -381,8 +331,6 @@ median() {
         if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# A number from odbox-bench-insert's one-line JSON (its keys are unique).
-json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" "$2"; }
 say
 say "== runs (1 row per transaction, autocommit, ${BENCH_SECONDS}s each, $BENCH_ROUNDS round(s))"
 say "   odbox:   $ODBOX_SQL"

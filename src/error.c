@@ -1,5 +1,6 @@
 /* odbox — error codes, messages, and the small string helpers every
  * module uses. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,3 +217,36 @@ int64_t odbox_now_us(void)
 }
 
 const char *odbox_version(void) { return PACKAGE_VERSION; }
+
+int odbox_read_text_file(const char *what, const char *path, size_t max, char **out, size_t *len,
+                         odbox_error *err)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return odbox_fail(err, ODBOX_EIO, "%s: cannot open '%.300s': %s", what, path, strerror(errno));
+    char *buf = malloc(max + 1);
+    if (!buf) {
+        fclose(f);
+        return odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
+    }
+    size_t n = fread(buf, 1, max + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    int rc = ODBOX_OK;
+    if (bad)
+        rc = odbox_fail(err, ODBOX_EIO, "%s: cannot read '%.300s'", what, path);
+    else if (n > max)
+        rc = odbox_fail(err, ODBOX_EINVAL, "%s: '%.300s' is larger than %zu bytes", what, path, max);
+    else if (memchr(buf, '\0', n))
+        rc = odbox_fail(err, ODBOX_EINVAL, "%s: '%.300s' contains a NUL byte", what, path);
+    if (rc != ODBOX_OK) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    if (len)
+        *len = n;
+    return ODBOX_OK;
+}

@@ -45,6 +45,12 @@ char *odbox_strdup(const char *s);          /* NULL-safe strdup */
 char *odbox_strndup(const char *s, size_t n);
 int odbox_strcaseeq(const char *a, const char *b); /* ASCII, NULL-safe */
 
+/* Reads a whole text file of at most max bytes into *out (NUL-ended,
+ * malloc'd). ODBOX_EIO when it cannot be opened or read (what names the
+ * caller in the message), ODBOX_EINVAL when larger or holding a NUL. */
+int odbox_read_text_file(const char *what, const char *path, size_t max, char **out, size_t *len,
+                         odbox_error *err);
+
 /* 0..15 for a hex digit of either case, else -1. */
 int odbox_hex_value(int c);
 

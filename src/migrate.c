@@ -95,30 +95,6 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int read_file(const char *path, char **out, size_t *len, odbox_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return odbox_fail(err, ODBOX_EIO, "migrate: cannot open '%.300s': %s", path, strerror(errno));
-    char *buf = malloc(MAX_FILE_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return odbox_fail(err, ODBOX_ENOMEM, "migrate: out of memory");
-    }
-    size_t n = fread(buf, 1, MAX_FILE_BYTES + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || n > MAX_FILE_BYTES || memchr(buf, '\0', n)) {
-        free(buf);
-        return odbox_fail(err, bad ? ODBOX_EIO : ODBOX_EINVAL, "migrate: '%.300s' %s", path,
-                          bad ? "cannot be read" : "is too large or holds a NUL byte");
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return ODBOX_OK;
-}
-
 /* Loads every V*.sql of s->dir, sorted by version. */
 static int load_set(mset *s, odbox_error *err)
 {
@@ -149,7 +125,7 @@ static int load_set(mset *s, odbox_error *err)
         char path[1400];
         size_t flen = 0;
         snprintf(path, sizeof path, "%s/%s", s->dir, name);
-        if ((rc = read_file(path, &f.text, &flen, err)) != ODBOX_OK)
+        if ((rc = odbox_read_text_file("migrate", path, MAX_FILE_BYTES, &f.text, &flen, err)) != ODBOX_OK)
             break;
         odbox_sha256_hex(f.text, flen, f.checksum);
         if (s->n == cap) {
@@ -211,24 +187,6 @@ static int load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, m
         *nsets = 2;
     }
     return ODBOX_OK;
-}
-
-static int history_exists(odbox_conn *c, const char *eventlog, int *exists, odbox_error *err)
-{
-    odbox_stmt *s = NULL;
-    int64_t n = 0;
-    int rc = odbox_stmt_prepare(c, odbox_conn_dialect(c)->table_exists_sql, &s, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_bind_text(s, 1, eventlog, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_bind_text(s, 2, HISTORY_TABLE, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
-        rc = odbox_stmt_get_int64(s, 1, &n, NULL, err);
-    odbox_stmt_free(&s);
-    *exists = n > 0;
-    return rc < 0 ? rc : ODBOX_OK;
 }
 
 static int ensure_history(odbox_conn *c, const char *eventlog, odbox_error *err)
@@ -544,7 +502,7 @@ int odbox_migrate_status(odbox_shard *shard, const odbox_migrate_options *opt,
         odbox_pool_release(pool, &c);
         return rc;
     }
-    if ((rc = history_exists(c, eventlog, &exists, err)) == ODBOX_OK && exists)
+    if ((rc = odbox_conn_table_exists(c, eventlog, HISTORY_TABLE, &exists, err)) == ODBOX_OK && exists)
         rc = read_history(c, eventlog, &hist, &nhist, err);
     odbox_pool_release(pool, &c);
     size_t total = nhist;

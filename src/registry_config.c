@@ -210,28 +210,10 @@ int odbox_registry_load(const char *path, odbox_registry **out, odbox_error *err
         *out = NULL;
     if (!path || !*path)
         return odbox_fail(err, ODBOX_EINVAL, "config: no file name");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return odbox_fail(err, ODBOX_EIO, "config: cannot open '%.200s': %s", path, strerror(errno));
-    char *buf = malloc(CONFIG_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return odbox_fail(err, ODBOX_ENOMEM, "config: out of memory");
-    }
-    size_t n = fread(buf, 1, CONFIG_MAX_BYTES + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    int rc;
-    if (bad)
-        rc = odbox_fail(err, ODBOX_EIO, "config: cannot read '%.200s'", path);
-    else if (n > CONFIG_MAX_BYTES)
-        rc = odbox_fail(err, ODBOX_EINVAL, "config: '%.200s' is larger than %d bytes", path, CONFIG_MAX_BYTES);
-    else if (memchr(buf, '\0', n))
-        rc = odbox_fail(err, ODBOX_EINVAL, "config: '%.200s' contains a NUL byte", path);
-    else {
-        buf[n] = '\0';
+    char *buf = NULL;
+    int rc = odbox_read_text_file("config", path, CONFIG_MAX_BYTES, &buf, NULL, err);
+    if (rc == ODBOX_OK)
         rc = odbox_registry_parse(buf, out, err);
-    }
     free(buf);
     return rc;
 }

@@ -256,28 +256,13 @@ static int cmd_migrate(int argc, char **argv)
     return 0;
 }
 
-static int table_exists(odbox_conn *conn, const char *container, const char *table, int *exists,
-                        odbox_error *err)
-{
-    odbox_stmt *s = NULL;
-    int64_t n = 0;
-    int rc = odbox_stmt_prepare(conn, odbox_conn_dialect(conn)->table_exists_sql, &s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, container, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 2, table, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
-        rc = odbox_stmt_get_int64(s, 1, &n, NULL, err);
-    odbox_stmt_free(&s);
-    *exists = n > 0;
-    return rc < 0 ? rc : ODBOX_OK;
-}
-
 /* Adds {"total","undelivered","sentinel"} and {"<STATE>": n} counts. */
 static int shard_counts(odbox_conn *conn, const char *eventlog, json_object *out, odbox_error *err)
 {
     char sql[512];
     int exists = 0, rc;
     odbox_stmt *s = NULL;
-    if ((rc = table_exists(conn, eventlog, "events", &exists, err)) != ODBOX_OK)
+    if ((rc = odbox_conn_table_exists(conn, eventlog, "events", &exists, err)) != ODBOX_OK)
         return rc;
     if (exists) {
         int64_t total = 0, undelivered = 0, sentinel = 0;
@@ -300,7 +285,7 @@ static int shard_counts(odbox_conn *conn, const char *eventlog, json_object *out
         json_object_object_add(ev, "sentinel", json_object_new_int64(sentinel));
         json_object_object_add(out, "events", ev);
     }
-    if ((rc = table_exists(conn, eventlog, "event_notifications", &exists, err)) != ODBOX_OK)
+    if ((rc = odbox_conn_table_exists(conn, eventlog, "event_notifications", &exists, err)) != ODBOX_OK)
         return rc;
     if (exists) {
         json_object *no = json_object_new_object();

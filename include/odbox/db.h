@@ -161,6 +161,11 @@ int odbox_conn_try_lock(odbox_conn *c, const char *key, int *taken, odbox_error 
 int odbox_conn_lock(odbox_conn *c, const char *key, int wait_ms, odbox_error *err);
 int odbox_conn_unlock(odbox_conn *c, const char *key, odbox_error *err);
 
+/* *exists = 1 when table exists in container (a PostgreSQL schema, a
+ * MySQL/MariaDB database), through the dialect's catalogue query. */
+int odbox_conn_table_exists(odbox_conn *c, const char *container, const char *table, int *exists,
+                            odbox_error *err);
+
 /* One-shot helper: prepare, execute, fetch the first column of the first
  * row as int64 (ODBOX_ENOTFOUND when no row). */
 int odbox_conn_query_int64(odbox_conn *c, const char *sql, int64_t *v, odbox_error *err);

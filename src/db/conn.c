@@ -247,3 +247,21 @@ int odbox_conn_query_int64(odbox_conn *c, const char *sql, int64_t *v, odbox_err
     odbox_stmt_free(&s);
     return rc;
 }
+
+int odbox_conn_table_exists(odbox_conn *c, const char *container, const char *table, int *exists,
+                            odbox_error *err)
+{
+    odbox_stmt *s = NULL;
+    int64_t n = 0;
+    *exists = 0;
+    if (!c || !container || !table)
+        return odbox_fail(err, ODBOX_EINVAL, "table exists: connection, container or table missing");
+    int rc = odbox_stmt_prepare(c, c->dialect->table_exists_sql, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, container, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, table, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+        rc = odbox_stmt_get_int64(s, 1, &n, NULL, err);
+    odbox_stmt_free(&s);
+    *exists = n > 0;
+    return rc < 0 ? rc : ODBOX_OK;
+}

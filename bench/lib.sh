@@ -1,0 +1,46 @@
+# shellcheck shell=bash
+# bench/lib.sh - helpers the benchmark scripts share (sourced, not run).
+# Needs BUILDDIR and, for wait_quiet, HZ and BENCH_QUIET_WAIT.
+
+die() { echo "bench: $*" >&2; exit 1; }
+say() { printf '%s\n' "$*"; }
+
+# Builds a benchmark program through the build tree's Makefile (make knows
+# its sources, flags and what is stale). $1: the program's path relative
+# to BUILDDIR, e.g. bench/odbox-bench-insert.
+build_bench() {
+    [[ -f $BUILDDIR/Makefile ]] ||
+        die "no build directory at $BUILDDIR (configure first, or set ODBOX_BUILDDIR)"
+    make -C "$BUILDDIR" -s -j"$(nproc)" "$1" >&2 || die "building $1 failed"
+}
+
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4}' /proc/stat; }
+client_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; } # reaped children
+cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9}' /proc/stat; }
+proc_ticks() { # pid [with-children]: utime+stime (+cutime+cstime)
+    [[ -n $1 && -r /proc/$1/stat ]] || { echo 0; return; }
+    sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null |
+        awk -v c="${2:-}" '{print $12 + $13 + (c ? $14 + $15 : 0)}' || echo 0
+}
+
+# A number from a benchmark program's one-line JSON (its keys are unique).
+json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" "$2"; }
+
+wait_quiet() {
+    local waited=0 b0 b1 busy said=0
+    ((BENCH_QUIET_WAIT > 0)) || return 0
+    while :; do
+        b0=$(busy_ticks)
+        sleep 1
+        b1=$(busy_ticks)
+        busy=$(awk -v d=$((b1 - b0)) -v hz="$HZ" 'BEGIN {printf "%.2f", d / hz}')
+        awk -v x="$busy" 'BEGIN {exit !(x < 0.2)}' && return 0
+        waited=$((waited + 1))
+        if ((waited >= BENCH_QUIET_WAIT)); then
+            say "   (machine still busy: $busy CPU in use before the run; running anyway)"
+            return 0
+        fi
+        ((said)) || say "   (waiting up to ${BENCH_QUIET_WAIT}s for the machine to quiet down: $busy CPU in use)"
+        said=1
+    done
+}
