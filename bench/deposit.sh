@@ -699,14 +699,11 @@ for db in "${DBS[@]}"; do
         say "                      COMMIT             (SQLEndTran; autocommit back on: no round trip)"
     else
         say "   odbox, per action (each line one round trip; statements prepared once per pooled connection):"
-        say "                      COM_PING           (pool acquire: SQL_ATTR_CONNECTION_DEAD pings in MariaDB Connector/ODBC)"
         say "                      ${Q[$db:select]}"
-        say "                      COM_PING           (pool acquire for the transaction)"
-        say "                      SET autocommit=0   (SQLSetConnectAttr: begin)"
+        say "                      START TRANSACTION  (the dialect's begin statement; autocommit stays on)"
         say "                      ${Q[$db:update]}"
         say "                      ${Q[$db:insert]}"
-        say "                      COMMIT             (SQLEndTran)"
-        say "                      SET autocommit=1   (SQLSetConnectAttr: back to autocommit)"
+        say "                      COMMIT"
     fi
     if [[ $db == pg ]]; then
         say "   pgbench -M prepared -c N -j N -T S, per transaction (client 0's branch of the script):"

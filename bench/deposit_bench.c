@@ -194,10 +194,12 @@ typedef struct sqls {
 
 static void build_sql(const odbox_dialect *d, const char *table, const char *eventlog, sqls *q)
 {
+    const char *ts_open = d->timestamp_read_open ? d->timestamp_read_open : "";
+    const char *ts_close = d->timestamp_read_open ? d->timestamp_read_close : "";
     snprintf(q->select, sizeof q->select,
-             "SELECT id, version, state, created_date, updated_date, owner, balance FROM %s "
+             "SELECT id, version, state, %screated_date%s, %supdated_date%s, owner, balance FROM %s "
              "WHERE state <> 'DELETED' AND id IN (%s) ORDER BY id",
-             table, d->uuid_param);
+             ts_open, ts_close, ts_open, ts_close, table, d->uuid_param);
     snprintf(q->update, sizeof q->update,
              "UPDATE %s SET state = ?, updated_date = ?, owner = ?, balance = ?, version = version + 1 "
              "WHERE id = %s AND version = ?",

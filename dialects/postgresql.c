@@ -26,7 +26,9 @@ static int recognizes(const char *name, const char *version)
     return odbox_contains_nocase(name, "postgres");
 }
 
-static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", NULL};
+/* UTF-8 whatever the database's encoding: the ANSI driver hands text
+ * through as the server sends it. */
+static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", "SET client_encoding TO 'UTF8'", NULL};
 
 /* UPDATE t SET c = v.c, ..., version = v.version + 1
  *   FROM (VALUES (...), (...)) AS v(id, version, c, ...)
@@ -60,7 +62,10 @@ const odbox_dialect odbox_dialect_postgresql = {
     .name = "postgresql",
     .migrations_dir = "pg",
     .schemes = schemes,
-    .default_driver = "PostgreSQL Unicode",
+    /* ANSI, not Unicode: odbox's text is UTF-8 bytes both ways, and the
+     * Unicode build looks up the process locale's character set among
+     * ~40 names (strcasecmp) for every parameter and column. */
+    .default_driver = "PostgreSQL ANSI",
     .default_port = 5432,
     .connection_string = connection_string,
     .recognizes = recognizes,
@@ -93,4 +98,7 @@ const odbox_dialect odbox_dialect_postgresql = {
     .lock_release_sql = "SELECT CASE WHEN pg_advisory_unlock(?) THEN 1 ELSE 0 END",
     .session_id_sql = "SELECT pg_backend_pid()",
     .kill_session_fmt = "SELECT pg_terminate_backend(%lld)",
+    /* ISO text (psqlODBC sets DateStyle ISO; TIMESTAMP has no zone) */
+    .timestamp_read_open = "CAST(",
+    .timestamp_read_close = " AS TEXT)",
 };

@@ -397,10 +397,10 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, int64_
         size_t n = nrows - off < per ? nrows - off : per;
         char *values = odbox_sql_rows((int)n, forms, EVENT_COLUMNS);
         odbox_buf b = {0};
-        odbox_buf_appendf(&b,
-                          "INSERT INTO %s.events (id, namespace, action_id, action_name, action_params, started_date, "
-                          "completion_date, model_id, model_type, event_type, payload, event_date, delivered) VALUES %s",
-                          odbox_shard_eventlog(shard), values ? values : "");
+        odbox_buf_cat(&b, "INSERT INTO ", odbox_shard_eventlog(shard),
+                      ".events (id, namespace, action_id, action_name, action_params, started_date, "
+                      "completion_date, model_id, model_type, event_type, payload, event_date, delivered) VALUES ",
+                      values ? values : "", (char *)NULL);
         char *sql = odbox_buf_take(&b);
         if (!values || !sql) {
             free(values);

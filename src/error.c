@@ -122,6 +122,15 @@ void odbox_buf_append(odbox_buf *b, const char *s)
     odbox_buf_appendn(b, s, strlen(s));
 }
 
+void odbox_buf_cat(odbox_buf *b, ...)
+{
+    va_list ap;
+    va_start(ap, b);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        odbox_buf_append(b, s);
+    va_end(ap);
+}
+
 void odbox_buf_appendf(odbox_buf *b, const char *fmt, ...)
 {
     va_list ap;

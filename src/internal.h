@@ -10,8 +10,10 @@
 
 #if defined(__GNUC__)
 #define ODBOX_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define ODBOX_SENTINEL __attribute__((sentinel))
 #else
 #define ODBOX_PRINTF(f, a)
+#define ODBOX_SENTINEL
 #endif
 
 /* Fills err (when not NULL) with code and a formatted message; SQLSTATE
@@ -37,6 +39,9 @@ typedef struct odbox_buf {
 void odbox_buf_append(odbox_buf *b, const char *s);
 void odbox_buf_appendn(odbox_buf *b, const char *s, size_t n);
 void odbox_buf_appendf(odbox_buf *b, const char *fmt, ...) ODBOX_PRINTF(2, 3);
+/* Appends the strings up to a NULL: SQL built per action uses this, as
+ * formatting cost more than the rest of building it. */
+void odbox_buf_cat(odbox_buf *b, ...) ODBOX_SENTINEL;
 /* Returns the string (caller frees) and resets b; NULL after an OOM. */
 char *odbox_buf_take(odbox_buf *b);
 void odbox_buf_reset(odbox_buf *b);

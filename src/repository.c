@@ -44,7 +44,19 @@ static const char *param_form(const odbox_dialect *d, int type)
 static void append_columns(odbox_buf *b, const colset *cs, size_t from)
 {
     for (size_t i = from; i < cs->n; i++)
-        odbox_buf_appendf(b, "%s%s", i > from ? ", " : "", cs->names[i]);
+        odbox_buf_cat(b, i > from ? ", " : "", cs->names[i], (char *)NULL);
+}
+
+/* The SELECT list: timestamps in the dialect's read form. */
+static void append_select_columns(odbox_buf *b, const colset *cs, const odbox_dialect *d)
+{
+    for (size_t i = 0; i < cs->n; i++) {
+        if (cs->types[i] == ODBOX_TYPE_TIMESTAMP && d->timestamp_read_open)
+            odbox_buf_cat(b, i ? ", " : "", d->timestamp_read_open, cs->names[i], d->timestamp_read_close,
+                          (char *)NULL);
+        else
+            odbox_buf_cat(b, i ? ", " : "", cs->names[i], (char *)NULL);
+    }
 }
 
 /* Binds a model's value of column name/type at idx. */
@@ -115,9 +127,9 @@ int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *con
         size_t rows = n - off < per ? n - off : per;
         char *values = odbox_sql_rows((int)rows, forms, (int)cs.n);
         odbox_buf b = {0};
-        odbox_buf_appendf(&b, "INSERT INTO %s (", t->table);
+        odbox_buf_cat(&b, "INSERT INTO ", t->table, " (", (char *)NULL);
         append_columns(&b, &cs, 0);
-        odbox_buf_appendf(&b, ") VALUES %s", values ? values : "");
+        odbox_buf_cat(&b, ") VALUES ", values ? values : "", (char *)NULL);
         char *sql = odbox_buf_take(&b);
         if (!sql || !values) {
             free(values);
@@ -154,10 +166,10 @@ static int update_chunk(odbox_conn *c, const odbox_model_type *t, const colset *
     int rc = ODBOX_OK;
     if (n == 1) {
         odbox_buf b = {0};
-        odbox_buf_appendf(&b, "UPDATE %s SET ", t->table);
+        odbox_buf_cat(&b, "UPDATE ", t->table, " SET ", (char *)NULL);
         for (size_t i = 0; i < set->n; i++)
-            odbox_buf_appendf(&b, "%s = %s, ", set->names[i], param_form(d, set->types[i]));
-        odbox_buf_appendf(&b, "version = version + 1 WHERE id = %s AND version = ?", d->uuid_param);
+            odbox_buf_cat(&b, set->names[i], " = ", param_form(d, set->types[i]), ", ", (char *)NULL);
+        odbox_buf_cat(&b, "version = version + 1 WHERE id = ", d->uuid_param, " AND version = ?", (char *)NULL);
         if (!(sql = odbox_buf_take(&b)))
             rc = odbox_fail(err, ODBOX_ENOMEM, "update: out of memory");
     } else {
@@ -341,16 +353,16 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
         odbox_buf_append(&b, "SELECT COUNT(*)");
     } else {
         odbox_buf_append(&b, "SELECT ");
-        append_columns(&b, &cs, 0);
+        append_select_columns(&b, &cs, d);
     }
-    odbox_buf_appendf(&b, " FROM %s WHERE state <> 'DELETED'", t->table);
+    odbox_buf_cat(&b, " FROM ", t->table, " WHERE state <> 'DELETED'", (char *)NULL);
     if (f->column)
-        odbox_buf_appendf(&b, " AND %s %s%s", f->column, with_value ? "= " : "IS NULL",
-                          with_value ? param_form(d, ctype) : "");
+        odbox_buf_cat(&b, " AND ", f->column, with_value ? " = " : " IS NULL", with_value ? param_form(d, ctype) : "",
+                      (char *)NULL);
     if (f->nids) {
         odbox_buf_append(&b, " AND id IN (");
         for (size_t i = 0; i < f->nids; i++)
-            odbox_buf_appendf(&b, "%s%s", i ? ", " : "", d->uuid_param);
+            odbox_buf_cat(&b, i ? ", " : "", d->uuid_param, (char *)NULL);
         odbox_buf_append(&b, ")");
     }
     if (!count)

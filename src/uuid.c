@@ -1,9 +1,18 @@
-/* odbox — ids: random UUIDs (v4, libuuid) and shard-aware UUIDv7
- * (Ekbatan's ShardedUUID layout, see odbox/uuid.h). */
+/* odbox — ids: random UUIDs (v4) and shard-aware UUIDv7 (Ekbatan's
+ * ShardedUUID layout, see odbox/uuid.h).
+ *
+ * The random bits come from a per-thread pool filled by getrandom(2), 256
+ * bytes (16 ids) per call. libuuid's uuid_generate_random makes six
+ * system calls per id (getrandom, then getpid/getuid/gettid/getppid to
+ * reseed random()), which showed up in every action's cost; it stays as
+ * the source when getrandom is not available. */
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <uuid/uuid.h>
 #include "internal.h"
@@ -16,11 +25,64 @@
  * back (RFC 9562 6.2 allows holding the timestamp). */
 static _Atomic int64_t last_ms;
 
+#define POOL_BYTES 256
+
+typedef struct random_pool {
+    unsigned char bytes[POOL_BYTES];
+    size_t left; /* unused bytes at the end of bytes */
+} random_pool;
+
+static _Thread_local random_pool pool;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* A forked child must not hand out the ids its parent still holds; the
+ * forking thread is the child's only thread. */
+static void pool_forget(void)
+{
+    memset(&pool, 0, sizeof pool);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, pool_forget);
+}
+
+/* 16 random bytes, used once. */
+static void random16(unsigned char out[16])
+{
+    pthread_once(&atfork_once, register_atfork);
+    if (pool.left < 16) {
+        size_t got = 0;
+        while (got < POOL_BYTES) {
+            ssize_t n = getrandom(pool.bytes + got, POOL_BYTES - got, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        if (got < POOL_BYTES) {
+            memset(&pool, 0, sizeof pool);
+            uuid_generate_random(out);
+            return;
+        }
+        pool.left = POOL_BYTES;
+    }
+    unsigned char *p = pool.bytes + POOL_BYTES - pool.left;
+    memcpy(out, p, 16);
+    memset(p, 0, 16); /* nothing handed out stays in memory */
+    pool.left -= 16;
+}
+
+static void format_bytes(const unsigned char b[16], char out[ODBOX_UUID_LEN + 1]);
+
 void odbox_uuid_v4(char out[ODBOX_UUID_LEN + 1])
 {
-    uuid_t u;
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, out);
+    unsigned char b[16];
+    random16(b);
+    b[6] = (unsigned char)((b[6] & 0x0F) | 0x40); /* version 4 */
+    b[8] = (unsigned char)((b[8] & 0x3F) | 0x80); /* RFC 9562 variant */
+    format_bytes(b, out);
 }
 
 static void format_bytes(const unsigned char b[16], char out[ODBOX_UUID_LEN + 1])
@@ -49,9 +111,8 @@ int odbox_uuid_v7_sharded_at(odbox_shard_id id, int64_t unix_ms, char out[ODBOX_
         return odbox_fail(err, ODBOX_EINVAL, "uuid: timestamp %lld ms does not fit in 48 bits",
                           (long long)unix_ms);
 
-    /* Bytes 0..5 and 9..15 of a v4 UUID are all random: 60 are needed. */
-    uuid_t r;
-    uuid_generate_random(r);
+    unsigned char r[16]; /* 60 random bits are needed */
+    random16(r);
     uint64_t rand12 = ((uint64_t)r[10] << 8 | r[11]) & 0x0FFF;
     uint64_t rand48 = 0;
     for (int i = 0; i < 6; i++)

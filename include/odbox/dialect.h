@@ -104,6 +104,14 @@ typedef struct odbox_dialect {
      * (tests use it to cut a connection mid-transaction). */
     const char *session_id_sql;
     const char *kill_session_fmt;  /* takes the id as %lld */
+
+    /* A timestamp column in a SELECT list is read wrapped in these two
+     * (e.g. "CAST(" and " AS TEXT)"), or bare when they are NULL. The text
+     * must be "YYYY-MM-DD HH:MM:SS[.ffffff]". psqlODBC parses every
+     * timestamp it returns and prints it again, which costs more than
+     * the rest of reading a row. */
+    const char *timestamp_read_open;
+    const char *timestamp_read_close;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

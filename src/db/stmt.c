@@ -27,7 +27,7 @@ typedef struct bind {
         SQLBIGINT i;
         double d;
         unsigned char b;
-        SQL_TIMESTAMP_STRUCT ts;
+        char ts[32]; /* "YYYY-MM-DD HH:MM:SS.ffffff" */
     } v;
     char *text;      /* kept across binds, grown when needed */
     size_t cap;
@@ -308,6 +308,32 @@ int odbox_stmt_bind_bool(odbox_stmt *s, int idx, int v, odbox_error *err)
     return ODBOX_OK;
 }
 
+/* The proleptic Gregorian date of a day count since 1970-01-01 (Howard
+ * Hinnant's civil_from_days). */
+static void civil_from_days(int64_t z, int *y, int *m, int *d)
+{
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = (int)(yoe + era * 400 + (*m <= 2));
+}
+
+static char *put_digits(char *p, int64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v /= 10)
+        p[i] = (char)('0' + v % 10);
+    return p + n;
+}
+
+/* Timestamps travel as text in UTC with microseconds, which every
+ * dialect's server parses. Drivers given an SQL_TIMESTAMP_STRUCT format
+ * it themselves (psqlODBC: several snprintf calls per value, the largest
+ * cost of an INSERT's parameters). */
 int odbox_stmt_bind_timestamp(odbox_stmt *s, int idx, int64_t us, odbox_error *err)
 {
     /* 0001-01-01 .. 9999-12-31, the range every dialect stores. */
@@ -321,16 +347,23 @@ int odbox_stmt_bind_timestamp(odbox_stmt *s, int idx, int64_t us, odbox_error *e
         frac += 1000000;
         secs -= 1;
     }
-    time_t t = (time_t)secs;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    b->v.ts.year = (SQLSMALLINT)(tm.tm_year + 1900);
-    b->v.ts.month = (SQLUSMALLINT)(tm.tm_mon + 1);
-    b->v.ts.day = (SQLUSMALLINT)tm.tm_mday;
-    b->v.ts.hour = (SQLUSMALLINT)tm.tm_hour;
-    b->v.ts.minute = (SQLUSMALLINT)tm.tm_min;
-    b->v.ts.second = (SQLUSMALLINT)tm.tm_sec;
-    b->v.ts.fraction = (SQLUINTEGER)(frac * 1000); /* nanoseconds */
+    int64_t days = secs / 86400, sod = secs % 86400;
+    if (sod < 0) {
+        sod += 86400;
+        days -= 1;
+    }
+    int y, m, d;
+    civil_from_days(days, &y, &m, &d);
+    char *p = b->v.ts;
+    p = put_digits(p, y, 4), *p++ = '-';
+    p = put_digits(p, m, 2), *p++ = '-';
+    p = put_digits(p, d, 2), *p++ = ' ';
+    p = put_digits(p, sod / 3600, 2), *p++ = ':';
+    p = put_digits(p, sod / 60 % 60, 2), *p++ = ':';
+    p = put_digits(p, sod % 60, 2), *p++ = '.';
+    p = put_digits(p, frac, 6);
+    *p = '\0';
+    b->ind = (SQLLEN)(p - b->v.ts);
     return ODBOX_OK;
 }
 
@@ -371,7 +404,8 @@ static SQLRETURN bind_to_driver(odbox_stmt *s, int i)
     case ODBOX_TYPE_DOUBLE: ctype = SQL_C_DOUBLE, sqltype = SQL_DOUBLE, buf = &b->v.d; break;
     case ODBOX_TYPE_BOOL: ctype = SQL_C_BIT, sqltype = SQL_BIT, size = 1, buf = &b->v.b; break;
     case ODBOX_TYPE_TIMESTAMP:
-        ctype = SQL_C_TYPE_TIMESTAMP, sqltype = SQL_TYPE_TIMESTAMP, size = 26, digits = 6, buf = &b->v.ts;
+        /* text, see odbox_stmt_bind_timestamp */
+        ctype = SQL_C_CHAR, sqltype = SQL_VARCHAR, size = 26, buf = b->v.ts, buflen = sizeof b->v.ts;
         break;
     default: return SQL_ERROR;
     }
@@ -385,10 +419,15 @@ static SQLRETURN bind_to_driver(odbox_stmt *s, int i)
     return r;
 }
 
+static int know_columns(odbox_stmt *s, odbox_error *err);
+
 static void close_cursor(odbox_stmt *s)
 {
-    /* Unknown columns: the last execute may have opened a cursor. */
-    if (s->open_cursor || (s->executed && !s->cols_known))
+    /* An UPDATE or INSERT opens no cursor, and closing costs a driver call:
+     * ask (a local call) before closing. */
+    if (s->executed && !s->cols_known)
+        know_columns(s, NULL);
+    if (s->open_cursor)
         SQLFreeStmt(s->h, SQL_CLOSE);
     s->open_cursor = 0;
     s->have_row = 0;

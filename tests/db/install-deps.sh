@@ -12,7 +12,7 @@ set -euo pipefail
 PACKAGES=(postgresql mariadb-server mariadb-client odbc-postgresql odbc-mariadb
     libsqliteodbc unixodbc)
 # ODBC driver names the tests use, with the template each package ships.
-DRIVERS=("PostgreSQL Unicode:/usr/share/psqlodbc/odbcinst.ini.template"
+DRIVERS=("PostgreSQL ANSI:/usr/share/psqlodbc/odbcinst.ini.template"
     "MariaDB Unicode:/usr/share/odbc-mariadb/odbcinst.ini.template"
     "SQLite3:/usr/share/sqliteodbc/unixodbc.ini")
 

@@ -162,6 +162,96 @@ START_TEST(typed_binds_round_trip)
 }
 END_TEST
 
+/* Timestamps at the range's ends, around the epoch and on a leap day
+ * keep every microsecond, and compare as timestamps in a WHERE clause. */
+START_TEST(timestamp_edges_round_trip)
+{
+    static const struct {
+        int64_t us;
+        const char *text;
+    } cases[] = {
+        {-62135596800000000LL, "0001-01-01 00:00:00.000000"},
+        {-1, "1969-12-31 23:59:59.999999"},
+        {0, "1970-01-01 00:00:00.000000"},
+        {951782400000001LL, "2000-02-29 00:00:00.000001"},
+        {253402300799999999LL, "9999-12-31 23:59:59.999999"},
+    };
+    enum { N = sizeof cases / sizeof cases[0] };
+    odbox_conn *c = itest_connect(1);
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    char t[64], sql[512];
+    make_table(c, t, sizeof t);
+    snprintf(sql, sizeof sql, "INSERT INTO %s (id, i, ts) VALUES (%s, ?, ?)", t, d->uuid_param);
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_stmt_prepare(c, sql, &s, &e) == ODBOX_OK, "%s", e.message);
+    for (int k = 0; k < N; k++) { /* one prepared statement, re-executed */
+        char id[ODBOX_UUID_LEN + 1];
+        odbox_uuid_v4(id);
+        ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, id, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_int64(s, 2, k, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_timestamp(s, 3, cases[k].us, &e), ODBOX_OK);
+        ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s: %s", cases[k].text, e.message);
+    }
+    odbox_stmt_free(&s);
+    snprintf(sql, sizeof sql, "SELECT i, ts FROM %s ORDER BY i", t);
+    ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    for (int k = 0; k < N; k++) {
+        int64_t i, us;
+        int null;
+        ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+        ck_assert_int_eq(odbox_stmt_get_int64(s, 1, &i, &null, &e), ODBOX_OK);
+        ck_assert_int_eq(i, k);
+        ck_assert_int_eq(odbox_stmt_get_timestamp(s, 2, &us, &null, &e), ODBOX_OK);
+        ck_assert_msg(us == cases[k].us, "%s came back as %lld us", cases[k].text, (long long)us);
+    }
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 0);
+    odbox_stmt_free(&s);
+    /* a bound timestamp compares as a timestamp: exactly the rows before it */
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE ts < ?", t);
+    for (int k = 0; k < N; k++) {
+        int64_t n;
+        int null;
+        ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_timestamp(s, 1, cases[k].us, &e), ODBOX_OK);
+        ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+        ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+        ck_assert_int_eq(odbox_stmt_get_int64(s, 1, &n, &null, &e), ODBOX_OK);
+        ck_assert_msg(n == k, "%lld rows before %s, expected %d", (long long)n, cases[k].text, k);
+        odbox_stmt_free(&s);
+    }
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE ts = '2000-02-29 00:00:00.000001'", t), 1);
+    itest_exec(c, "DROP TABLE %s", t);
+    odbox_conn_close(&c);
+}
+END_TEST
+
+/* Text is UTF-8 on the way in and out: the server counts characters,
+ * not bytes, and sends the same bytes back. */
+START_TEST(text_is_utf8_both_ways)
+{
+    odbox_conn *c = itest_connect(1);
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    const char *word = "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"; /* "héllo € 😀": 9 characters */
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT CHAR_LENGTH(?), ?", &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_text(s, 1, word, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_text(s, 2, word, &e), ODBOX_OK);
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    int64_t n;
+    const char *back;
+    int null;
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 1, &n, &null, &e), ODBOX_OK);
+    ck_assert_int_eq(n, 9);
+    ck_assert_int_eq(odbox_stmt_get_text(s, 2, &back, &null, &e), ODBOX_OK);
+    ck_assert_str_eq(back, word);
+    odbox_stmt_free(&s);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 START_TEST(bad_statement_input)
 {
     odbox_conn *c = itest_connect(1);
@@ -440,6 +530,8 @@ Suite *db_suite(void)
     tcase_add_test(t, wrong_password_is_connect_error_without_password);
     tcase_add_test(t, unreachable_server);
     tcase_add_test(t, typed_binds_round_trip);
+    tcase_add_test(t, timestamp_edges_round_trip);
+    tcase_add_test(t, text_is_utf8_both_ways);
     tcase_add_test(t, bad_statement_input);
     tcase_add_test(t, unique_conflict_and_transactions);
     tcase_add_test(t, multi_row_insert);

@@ -194,7 +194,7 @@ START_TEST(connection_strings)
     ck_assert_int_eq(odbox_dsn_resolve("postgresql://u:p%3Bw@db.example:6543/app?sslmode=require",
                                        &d, &odbc, &secret, &e), ODBOX_OK);
     ck_assert_ptr_eq(d, &odbox_dialect_postgresql);
-    ck_assert_str_eq(odbc, "Driver={PostgreSQL Unicode};Server=db.example;Port=6543;Database=app;Uid=u;"
+    ck_assert_str_eq(odbc, "Driver={PostgreSQL ANSI};Server=db.example;Port=6543;Database=app;Uid=u;"
                            "Pwd={p;w};Protocol=7.4-1;UseServerSidePrepare=1;BoolsAsChar=0;"
                            "UseDeclareFetch=0;sslmode=require;");
     ck_assert_str_eq(secret, "p;w");

@@ -4,7 +4,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include "odbox/odbox.h"
 #include "unit.h"
 
@@ -70,6 +73,80 @@ START_TEST(v4_unique)
     for (int i = 1; i < N; i++)
         ck_assert_msg(strcmp(ids[i - 1], ids[i]) != 0, "duplicate %s", ids[i]);
     free(ids);
+}
+END_TEST
+
+/* Every one of the 122 random bits of a v4 id takes both values over a
+ * few hundred ids (a stuck or zeroed random source would not). */
+START_TEST(v4_random_bits_vary)
+{
+    uint64_t or_m = 0, or_l = 0, and_m = ~UINT64_C(0), and_l = ~UINT64_C(0);
+    for (int i = 0; i < 400; i++) {
+        char u[ODBOX_UUID_LEN + 1];
+        uint64_t m, l;
+        odbox_uuid_v4(u);
+        halves(u, &m, &l);
+        or_m |= m, or_l |= l, and_m &= m, and_l &= l;
+    }
+    /* fixed: version nibble 0100 (msb bits 12..15), variant 10 (lsb 62..63) */
+    ck_assert_uint_eq(or_m, ~UINT64_C(0) & ~(UINT64_C(0xB) << 12));
+    ck_assert_uint_eq(and_m, UINT64_C(0x4) << 12);
+    ck_assert_uint_eq(or_l, ~(UINT64_C(1) << 62));
+    ck_assert_uint_eq(and_l, UINT64_C(1) << 63);
+}
+END_TEST
+
+/* A forked child and its parent never hand out the same ids (the ids are
+ * drawn from a per-thread pool the child must not inherit). */
+START_TEST(v4_fork_child_differs)
+{
+    char first[ODBOX_UUID_LEN + 1];
+    odbox_uuid_v4(first); /* fills this thread's pool */
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char child[ODBOX_UUID_LEN + 1];
+        odbox_uuid_v4(child);
+        ssize_t w = write(fd[1], child, ODBOX_UUID_LEN);
+        _exit(w == ODBOX_UUID_LEN ? 0 : 1);
+    }
+    close(fd[1]);
+    char child[ODBOX_UUID_LEN + 1] = {0}, parent[ODBOX_UUID_LEN + 1];
+    ck_assert_int_eq(read(fd[0], child, ODBOX_UUID_LEN), ODBOX_UUID_LEN);
+    close(fd[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    odbox_uuid_v4(parent);
+    ck_assert(odbox_uuid_is_valid(child));
+    ck_assert_str_ne(child, parent);
+    ck_assert_str_ne(child, first);
+}
+END_TEST
+
+enum { THREADS = 4, PER_THREAD = 2000 };
+static char thread_ids[THREADS * PER_THREAD][ODBOX_UUID_LEN + 1];
+
+static void *make_ids(void *arg)
+{
+    char(*out)[ODBOX_UUID_LEN + 1] = arg;
+    for (int i = 0; i < PER_THREAD; i++)
+        odbox_uuid_v4(out[i]);
+    return NULL;
+}
+
+START_TEST(v4_unique_across_threads)
+{
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, make_ids, thread_ids[i * PER_THREAD]), 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    qsort(thread_ids, THREADS * PER_THREAD, sizeof thread_ids[0], cmp_str);
+    for (int i = 1; i < THREADS * PER_THREAD; i++)
+        ck_assert_msg(strcmp(thread_ids[i - 1], thread_ids[i]) != 0, "duplicate %s", thread_ids[i]);
 }
 END_TEST
 
@@ -250,6 +327,9 @@ Suite *uuid_suite(void)
     TCase *t = tcase_create("uuid");
     tcase_add_test(t, v4_format_version_variant);
     tcase_add_test(t, v4_unique);
+    tcase_add_test(t, v4_random_bits_vary);
+    tcase_add_test(t, v4_fork_child_differs);
+    tcase_add_test(t, v4_unique_across_threads);
     tcase_add_test(t, v7_layout_bit_exact);
     tcase_add_test(t, v7_random_bits_vary);
     tcase_add_test(t, v7_timestamp_limits);
