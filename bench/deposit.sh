@@ -300,25 +300,8 @@ if ((BENCH_FSYNC_SECONDS == 0)); then
 elif [[ ! -x $PG_TEST_FSYNC ]]; then
     say "skipped (pg_test_fsync not found)"
 else
-    testfile=$fsdir/odbox-bench-fsync.$$
-    if ! "$PG_TEST_FSYNC" -s "$BENCH_FSYNC_SECONDS" -f "$testfile" >"$TMP/fsync.out" 2>&1; then
-        rm -f "$testfile"
-        cat "$TMP/fsync.out" >&2
-        die "pg_test_fsync failed"
-    fi
-    rm -f "$testfile"
-    fsync_lines=$(awk '/using one 8kB write/ {on=1; next} on && /^Compare|^$/ && n {exit}
-         on && /ops\/sec|n\/a/ {n++; sub(/^[ \t]+/, ""); print}' "$TMP/fsync.out")
-    [[ -n $fsync_lines ]] || { cat "$TMP/fsync.out" >&2; die "cannot parse pg_test_fsync output"; }
-    while IFS= read -r line; do
-        name=${line%% *}
-        mark=""
-        if [[ $name == "$PG_WAL_SYNC" ]]; then
-            mark="   <- PostgreSQL wal_sync_method"
-            fsync_rate="$PG_WAL_SYNC $(awk '{print $2}' <<<"$line") ops/sec"
-        fi
-        say "  $line$mark"
-    done <<<"$fsync_lines"
+    fsync_report "$fsdir" "$PG_WAL_SYNC" "PostgreSQL wal_sync_method"
+    fsync_rate=$FSYNC_RATE
 fi
 
 # On the throwaway servers this script started, time WAL flushes (a clock

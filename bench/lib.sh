@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # bench/lib.sh - helpers the benchmark scripts share (sourced, not run).
-# Needs BUILDDIR and, for wait_quiet, HZ and BENCH_QUIET_WAIT.
+# Needs BUILDDIR; wait_quiet also HZ and BENCH_QUIET_WAIT; fsync_report also
+# PG_TEST_FSYNC, BENCH_FSYNC_SECONDS and TMP.
 
 die() { echo "bench: $*" >&2; exit 1; }
 say() { printf '%s\n' "$*"; }
@@ -21,6 +22,32 @@ proc_ticks() { # pid [with-children]: utime+stime (+cutime+cstime)
     [[ -n $1 && -r /proc/$1/stat ]] || { echo 0; return; }
     sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null |
         awk -v c="${2:-}" '{print $12 + $13 + (c ? $14 + $15 : 0)}' || echo 0
+}
+
+# pg_test_fsync's first block ("using one 8kB write"), run on a test file
+# in $1 for BENCH_FSYNC_SECONDS seconds (TMP holds its output): a line per
+# sync method, the one named $2 marked "<- $3". Sets FSYNC_RATE to that
+# method's rate ("not measured" if pg_test_fsync did not list it).
+fsync_report() { # dir method label
+    local testfile=$1/odbox-bench-fsync.$$ lines line mark
+    FSYNC_RATE="not measured"
+    if ! "$PG_TEST_FSYNC" -s "$BENCH_FSYNC_SECONDS" -f "$testfile" >"$TMP/fsync.out" 2>&1; then
+        rm -f "$testfile"
+        cat "$TMP/fsync.out" >&2
+        die "pg_test_fsync failed"
+    fi
+    rm -f "$testfile"
+    lines=$(awk '/using one 8kB write/ {on=1; next} on && /^Compare|^$/ && n {exit}
+         on && /ops\/sec|n\/a/ {n++; sub(/^[ \t]+/, ""); print}' "$TMP/fsync.out")
+    [[ -n $lines ]] || { cat "$TMP/fsync.out" >&2; die "cannot parse pg_test_fsync output"; }
+    while IFS= read -r line; do
+        mark=""
+        if [[ ${line%% *} == "$2" ]]; then
+            mark="   <- $3"
+            FSYNC_RATE="$2 $(awk '{print $2}' <<<"$line") ops/sec"
+        fi
+        say "  $line$mark"
+    done <<<"$lines"
 }
 
 # A number from a benchmark program's one-line JSON (its keys are unique).

@@ -135,26 +135,8 @@ if ((BENCH_FSYNC_SECONDS == 0)); then
     say "skipped (BENCH_FSYNC_SECONDS=0)"
 else
     [[ -x $PG_TEST_FSYNC ]] || die "$PG_TEST_FSYNC not found"
-    testfile=$fsdir/odbox-bench-fsync.$$
-    if ! "$PG_TEST_FSYNC" -s "$BENCH_FSYNC_SECONDS" -f "$testfile" >"$TMP/fsync.out" 2>&1; then
-        rm -f "$testfile"
-        cat "$TMP/fsync.out" >&2
-        die "pg_test_fsync failed"
-    fi
-    rm -f "$testfile"
-    # First block: "Compare file sync methods using one 8kB write".
-    fsync_lines=$(awk '/using one 8kB write/ {on=1; next} on && /^Compare|^$/ && n {exit}
-         on && /ops\/sec|n\/a/ {n++; sub(/^[ \t]+/, ""); print}' "$TMP/fsync.out")
-    [[ -n $fsync_lines ]] || { cat "$TMP/fsync.out" >&2; die "cannot parse pg_test_fsync output"; }
-    while IFS= read -r line; do
-        name=${line%% *}
-        mark=""
-        if [[ $name == "$wal_sync_method" ]]; then
-            mark="   <- wal_sync_method"
-            fsync_rate="$wal_sync_method $(awk '{print $2}' <<<"$line") ops/sec"
-        fi
-        say "  $line$mark"
-    done <<<"$fsync_lines"
+    fsync_report "$fsdir" "$wal_sync_method" wal_sync_method
+    fsync_rate=$FSYNC_RATE
 fi
 
 # On the throwaway server this script started, time WAL flushes too (a
