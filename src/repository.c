@@ -41,21 +41,14 @@ static const char *param_form(const odbox_dialect *d, int type)
     return type == ODBOX_TYPE_UUID ? d->uuid_param : type == ODBOX_TYPE_JSON ? d->json_param : "?";
 }
 
-static void append_columns(odbox_buf *b, const colset *cs, size_t from)
-{
-    for (size_t i = from; i < cs->n; i++)
-        odbox_buf_cat(b, i > from ? ", " : "", cs->names[i], (char *)NULL);
-}
-
-/* The SELECT list: timestamps in the dialect's read form. */
-static void append_select_columns(odbox_buf *b, const colset *cs, const odbox_dialect *d)
+/* A column list; for a SELECT list (reading: the connection's dialect),
+ * timestamps in the dialect's read form. */
+static void append_columns(odbox_buf *b, const colset *cs, const odbox_dialect *reading)
 {
     for (size_t i = 0; i < cs->n; i++) {
-        if (cs->types[i] == ODBOX_TYPE_TIMESTAMP && d->timestamp_read_open)
-            odbox_buf_cat(b, i ? ", " : "", d->timestamp_read_open, cs->names[i], d->timestamp_read_close,
-                          (char *)NULL);
-        else
-            odbox_buf_cat(b, i ? ", " : "", cs->names[i], (char *)NULL);
+        int wrap = reading && reading->timestamp_read_open && cs->types[i] == ODBOX_TYPE_TIMESTAMP;
+        odbox_buf_cat(b, i ? ", " : "", wrap ? reading->timestamp_read_open : "", cs->names[i],
+                      wrap ? reading->timestamp_read_close : "", (char *)NULL);
     }
 }
 
@@ -128,7 +121,7 @@ int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *con
         char *values = odbox_sql_rows((int)rows, forms, (int)cs.n);
         odbox_buf b = {0};
         odbox_buf_cat(&b, "INSERT INTO ", t->table, " (", (char *)NULL);
-        append_columns(&b, &cs, 0);
+        append_columns(&b, &cs, NULL);
         odbox_buf_cat(&b, ") VALUES ", values ? values : "", (char *)NULL);
         char *sql = odbox_buf_take(&b);
         if (!sql || !values) {
@@ -353,7 +346,7 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
         odbox_buf_append(&b, "SELECT COUNT(*)");
     } else {
         odbox_buf_append(&b, "SELECT ");
-        append_select_columns(&b, &cs, d);
+        append_columns(&b, &cs, d);
     }
     odbox_buf_cat(&b, " FROM ", t->table, " WHERE state <> 'DELETED'", (char *)NULL);
     if (f->column)
