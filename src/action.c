@@ -395,31 +395,34 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, int64_
     int rc = ODBOX_OK;
     for (size_t off = 0; off < nrows && rc == ODBOX_OK; off += per) {
         size_t n = nrows - off < per ? nrows - off : per;
-        char *values = odbox_sql_rows((int)n, forms, EVENT_COLUMNS);
-        odbox_buf b = {0};
-        odbox_buf_cat(&b, "INSERT INTO ", odbox_shard_eventlog(shard),
-                      ".events (id, namespace, action_id, action_name, action_params, started_date, "
-                      "completion_date, model_id, model_type, event_type, payload, event_date, delivered) VALUES ",
-                      values ? values : "", (char *)NULL);
-        char *sql = odbox_buf_take(&b);
-        if (!values || !sql) {
+        odbox_sql_key key;
+        odbox_sql_key_init(&key, ODBOX_SQL_EVENTS, n);
+        odbox_sql_key_add(&key, 0, odbox_shard_eventlog(shard));
+        odbox_stmt *s = NULL;
+        if ((rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err)) != ODBOX_OK)
+            break;
+        if (!s) {
+            char *values = odbox_sql_rows((int)n, forms, EVENT_COLUMNS);
+            odbox_buf b = {0};
+            odbox_buf_cat(&b, "INSERT INTO ", odbox_shard_eventlog(shard),
+                          ".events (id, namespace, action_id, action_name, action_params, started_date, "
+                          "completion_date, model_id, model_type, event_type, payload, event_date, delivered) "
+                          "VALUES ",
+                          values ? values : "", (char *)NULL);
+            char *sql = odbox_buf_take(&b);
+            rc = sql && values ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
+                               : odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
             free(values);
             free(sql);
-            rc = odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
-            break;
         }
-        free(values);
-        odbox_stmt *s = NULL;
-        rc = odbox_stmt_prepare(c, sql, &s, err);
-        free(sql);
         int idx = 1;
         for (size_t i = off; rc == ODBOX_OK && i < off + n; i++) {
             const staged_event *ev = rows[i];
             char id[ODBOX_UUID_LEN + 1];
             odbox_uuid_v4(id);
-            if ((rc = odbox_stmt_bind_uuid(s, idx++, id, err)) != ODBOX_OK ||
+            if ((rc = odbox_stmt_bind_valid_uuid(s, idx++, id, err)) != ODBOX_OK ||
                 (rc = odbox_stmt_bind_text(s, idx++, rn->exe->ns, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_uuid(s, idx++, rn->action_id, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_bind_valid_uuid(s, idx++, rn->action_id, err)) != ODBOX_OK ||
                 (rc = odbox_stmt_bind_text(s, idx++, rn->action->name, err)) != ODBOX_OK ||
                 (rc = odbox_stmt_bind_json(s, idx++, rn->params_json, err)) != ODBOX_OK ||
                 (rc = odbox_stmt_bind_timestamp(s, idx++, rn->started_us, err)) != ODBOX_OK ||

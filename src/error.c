@@ -197,15 +197,20 @@ int odbox_strcaseeq(const char *a, const char *b)
     return *a == *b;
 }
 
+const unsigned char odbox_hex_digit[256] = {
+#define X16 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16
+    X16, X16, X16,
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 16, 16, 16, 16, 16,             /* '0'..'9' */
+    16, 10, 11, 12, 13, 14, 15, 16, 16, 16, 16, 16, 16, 16, 16, 16,   /* 'A'..'F' */
+    X16,
+    16, 10, 11, 12, 13, 14, 15, 16, 16, 16, 16, 16, 16, 16, 16, 16,   /* 'a'..'f' */
+    X16, X16, X16, X16, X16, X16, X16, X16, X16,
+#undef X16
+};
+
 int odbox_hex_value(int c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    return c >= 0 && c <= 255 && odbox_hex_digit[c] < 16 ? odbox_hex_digit[c] : -1;
 }
 
 void odbox_free_secret(char *s)

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "odbox/db.h"
 #include "odbox/error.h"
 #include "odbox/log.h"
 
@@ -14,6 +15,10 @@
 #else
 #define ODBOX_PRINTF(f, a)
 #define ODBOX_SENTINEL
+/* odbox_stmt_bind_uuid for an id odbox made or checked already (a
+ * model's id, a generated id): not parsed again. */
+int odbox_stmt_bind_valid_uuid(odbox_stmt *s, int idx, const char *uuid36, odbox_error *err);
+
 #endif
 
 /* Fills err (when not NULL) with code and a formatted message; SQLSTATE
@@ -56,8 +61,10 @@ int odbox_strcaseeq(const char *a, const char *b); /* ASCII, NULL-safe */
 int odbox_read_text_file(const char *what, const char *path, size_t max, char **out, size_t *len,
                          odbox_error *err);
 
-/* 0..15 for a hex digit of either case, else -1. */
+/* 0..15 for a hex digit of either case, else -1; the table has 16 for
+ * every byte that is not a hex digit (for loops over many digits). */
 int odbox_hex_value(int c);
+extern const unsigned char odbox_hex_digit[256];
 
 /* Zeroes and frees a secret. NULL-safe. */
 void odbox_free_secret(char *s);
@@ -69,5 +76,35 @@ int64_t odbox_now_us(void);
 void odbox_sha256_hex(const void *data, size_t len, char out[65]);
 /* The first 8 bytes of SHA-256(data) as a big-endian int64. */
 int64_t odbox_sha256_int64(const void *data, size_t len);
+
+/* ---- generated statements, found again by key ------------------------ */
+
+/* What a statement's SQL is generated from, besides the connection's
+ * dialect: an operation, a row or id count, and names (a table, a type's
+ * columns). Building it costs far less than building the SQL, and the
+ * statement cache finds the prepared statement by it. It holds the names
+ * themselves, not a type's address, which a freed type passes on. */
+typedef struct odbox_sql_key {
+    unsigned char b[512];
+    size_t n;
+    int too_long; /* then it is no key: use the SQL text */
+} odbox_sql_key;
+
+enum { ODBOX_SQL_FIND_IDS = 1, ODBOX_SQL_INSERT, ODBOX_SQL_UPDATE, ODBOX_SQL_EVENTS };
+
+void odbox_sql_key_init(odbox_sql_key *k, int op, size_t count);
+/* Adds a part: a small tag (a type, a kind) and a name (may be NULL). */
+void odbox_sql_key_add(odbox_sql_key *k, int tag, const char *name);
+
+/* Prepares sql with key k on c, or hands out the cached statement of k.
+ * When sql is NULL and nothing is cached, *out is NULL and the caller
+ * builds the SQL and calls again: hot paths skip building it. The SQL of
+ * a key always has the same result columns: their count is asked once. */
+int odbox_stmt_prepare_keyed(odbox_conn *c, const char *sql, const odbox_sql_key *k, odbox_stmt **out,
+                             odbox_error *err);
+
+/* odbox_stmt_bind_uuid for an id odbox made or checked already (a
+ * model's id, a generated id): not parsed again. */
+int odbox_stmt_bind_valid_uuid(odbox_stmt *s, int idx, const char *uuid36, odbox_error *err);
 
 #endif

@@ -8,37 +8,54 @@
 #include "odbox/uuid.h"
 
 /* The columns of a row in SELECT/INSERT order: common ones, then the
- * type's own. */
+ * type's own. field says where a model keeps each: one of the common
+ * fields, or (>= 0) its index among the type's columns. */
+enum { FIELD_ID = -5, FIELD_VERSION, FIELD_STATE, FIELD_CREATED, FIELD_UPDATED };
+
 typedef struct colset {
     const char *names[5 + 64];
     int types[5 + 64];
+    int fields[5 + 64];
     size_t n;
 } colset;
 
 #define MAX_USER_COLUMNS 64
+
+static void colset_add(colset *cs, const char *name, int type, int field)
+{
+    cs->names[cs->n] = name;
+    cs->types[cs->n] = type;
+    cs->fields[cs->n++] = field;
+}
 
 static int columns_of(const odbox_model_type *t, colset *cs, odbox_error *err)
 {
     if (t->ncolumns > MAX_USER_COLUMNS)
         return odbox_fail(err, ODBOX_EUNSUPPORTED, "model type %s has more than %d columns", t->name,
                           MAX_USER_COLUMNS);
-    size_t n = 0;
-    cs->names[n] = "id", cs->types[n++] = ODBOX_TYPE_UUID;
-    cs->names[n] = "version", cs->types[n++] = ODBOX_TYPE_INT64;
-    cs->names[n] = "state", cs->types[n++] = ODBOX_TYPE_TEXT;
+    cs->n = 0;
+    colset_add(cs, "id", ODBOX_TYPE_UUID, FIELD_ID);
+    colset_add(cs, "version", ODBOX_TYPE_INT64, FIELD_VERSION);
+    colset_add(cs, "state", ODBOX_TYPE_TEXT, FIELD_STATE);
     if (t->kind == ODBOX_KIND_MODEL) {
-        cs->names[n] = "created_date", cs->types[n++] = ODBOX_TYPE_TIMESTAMP;
-        cs->names[n] = "updated_date", cs->types[n++] = ODBOX_TYPE_TIMESTAMP;
+        colset_add(cs, "created_date", ODBOX_TYPE_TIMESTAMP, FIELD_CREATED);
+        colset_add(cs, "updated_date", ODBOX_TYPE_TIMESTAMP, FIELD_UPDATED);
     }
     for (size_t i = 0; i < t->ncolumns; i++)
-        cs->names[n] = t->columns[i].name, cs->types[n++] = t->columns[i].type;
-    cs->n = n;
+        colset_add(cs, t->columns[i].name, t->columns[i].type, (int)i);
     return ODBOX_OK;
 }
 
 static const char *param_form(const odbox_dialect *d, int type)
 {
     return type == ODBOX_TYPE_UUID ? d->uuid_param : type == ODBOX_TYPE_JSON ? d->json_param : "?";
+}
+
+void odbox_sql_key_add_type(odbox_sql_key *k, const odbox_model_type *t)
+{
+    odbox_sql_key_add(k, (int)t->kind, t->table);
+    for (size_t i = 0; i < t->ncolumns; i++)
+        odbox_sql_key_add(k, (int)t->columns[i].type, t->columns[i].name);
 }
 
 /* A column list; for a SELECT list (reading: the connection's dialect),
@@ -52,24 +69,21 @@ static void append_columns(odbox_buf *b, const colset *cs, const odbox_dialect *
     }
 }
 
-/* Binds a model's value of column name/type at idx. */
-static int bind_field(odbox_stmt *s, int idx, const odbox_model *m, const char *name, int type, odbox_error *err)
+/* Binds column k of cs of model m at idx. */
+static int bind_field(odbox_stmt *s, int idx, const odbox_model *m, const colset *cs, size_t k, odbox_error *err)
 {
-    if (!strcmp(name, "id"))
-        return odbox_stmt_bind_uuid(s, idx, m->id, err);
-    if (!strcmp(name, "version"))
-        return odbox_stmt_bind_int64(s, idx, m->version, err);
-    if (!strcmp(name, "state"))
-        return odbox_stmt_bind_text(s, idx, m->state, err);
-    if (!strcmp(name, "created_date"))
-        return odbox_stmt_bind_timestamp(s, idx, m->created_us, err);
-    if (!strcmp(name, "updated_date"))
-        return odbox_stmt_bind_timestamp(s, idx, m->updated_us, err);
-    int i = odbox_model_column_index(m->type, name);
-    const model_value *v = &m->values[i];
+    switch (cs->fields[k]) {
+    case FIELD_ID: return odbox_stmt_bind_valid_uuid(s, idx, m->id, err);
+    case FIELD_VERSION: return odbox_stmt_bind_int64(s, idx, m->version, err);
+    case FIELD_STATE: return odbox_stmt_bind_text(s, idx, m->state, err);
+    case FIELD_CREATED: return odbox_stmt_bind_timestamp(s, idx, m->created_us, err);
+    case FIELD_UPDATED: return odbox_stmt_bind_timestamp(s, idx, m->updated_us, err);
+    }
+    const model_value *v = &m->values[cs->fields[k]];
+    odbox_type type = (odbox_type)cs->types[k];
     if (v->is_null)
-        return odbox_stmt_bind_null(s, idx, (odbox_type)type, err);
-    switch ((odbox_type)type) {
+        return odbox_stmt_bind_null(s, idx, type, err);
+    switch (type) {
     case ODBOX_TYPE_TEXT: return odbox_stmt_bind_text(s, idx, v->s, err);
     case ODBOX_TYPE_UUID: return odbox_stmt_bind_uuid(s, idx, v->s, err);
     case ODBOX_TYPE_JSON: return odbox_stmt_bind_json(s, idx, v->s, err);
@@ -118,25 +132,28 @@ int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *con
     size_t per = rows_per_statement(d, cs.n);
     for (size_t off = 0; off < n && rc == ODBOX_OK; off += per) {
         size_t rows = n - off < per ? n - off : per;
-        char *values = odbox_sql_rows((int)rows, forms, (int)cs.n);
-        odbox_buf b = {0};
-        odbox_buf_cat(&b, "INSERT INTO ", t->table, " (", (char *)NULL);
-        append_columns(&b, &cs, NULL);
-        odbox_buf_cat(&b, ") VALUES ", values ? values : "", (char *)NULL);
-        char *sql = odbox_buf_take(&b);
-        if (!sql || !values) {
+        odbox_sql_key key;
+        odbox_sql_key_init(&key, ODBOX_SQL_INSERT, rows);
+        odbox_sql_key_add_type(&key, t);
+        odbox_stmt *s = NULL;
+        if ((rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err)) != ODBOX_OK)
+            break;
+        if (!s) {
+            char *values = odbox_sql_rows((int)rows, forms, (int)cs.n);
+            odbox_buf b = {0};
+            odbox_buf_cat(&b, "INSERT INTO ", t->table, " (", (char *)NULL);
+            append_columns(&b, &cs, NULL);
+            odbox_buf_cat(&b, ") VALUES ", values ? values : "", (char *)NULL);
+            char *sql = odbox_buf_take(&b);
+            rc = sql && values ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
+                               : odbox_fail(err, ODBOX_ENOMEM, "insert: out of memory");
             free(values);
             free(sql);
-            return odbox_fail(err, ODBOX_ENOMEM, "insert: out of memory");
         }
-        free(values);
-        odbox_stmt *s = NULL;
-        rc = odbox_stmt_prepare(c, sql, &s, err);
-        free(sql);
         int idx = 1;
         for (size_t r = off; r < off + rows && rc == ODBOX_OK; r++)
             for (size_t k = 0; k < cs.n && rc == ODBOX_OK; k++)
-                rc = bind_field(s, idx++, models[r], cs.names[k], cs.types[k], err);
+                rc = bind_field(s, idx++, models[r], &cs, k, err);
         if (rc == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         odbox_stmt_free(&s);
@@ -154,32 +171,41 @@ static int update_chunk(odbox_conn *c, const odbox_model_type *t, const colset *
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
     const colset *binds = set;
-    colset all = {.n = 2, .names = {"id", "version"}, .types = {ODBOX_TYPE_UUID, ODBOX_TYPE_INT64}};
-    char *sql = NULL;
-    int rc = ODBOX_OK;
-    if (n == 1) {
-        odbox_buf b = {0};
-        odbox_buf_cat(&b, "UPDATE ", t->table, " SET ", (char *)NULL);
+    colset all = {.n = 0};
+    if (n > 1) {
+        colset_add(&all, "id", ODBOX_TYPE_UUID, FIELD_ID);
+        colset_add(&all, "version", ODBOX_TYPE_INT64, FIELD_VERSION);
         for (size_t i = 0; i < set->n; i++)
-            odbox_buf_cat(&b, set->names[i], " = ", param_form(d, set->types[i]), ", ", (char *)NULL);
-        odbox_buf_cat(&b, "version = version + 1 WHERE id = ", d->uuid_param, " AND version = ?", (char *)NULL);
-        if (!(sql = odbox_buf_take(&b)))
-            rc = odbox_fail(err, ODBOX_ENOMEM, "update: out of memory");
-    } else {
-        for (size_t i = 0; i < set->n; i++)
-            all.names[all.n] = set->names[i], all.types[all.n++] = set->types[i];
-        rc = d->batch_update_sql(d, t->table, all.names, all.types, all.n, n, &sql, err);
+            colset_add(&all, set->names[i], set->types[i], set->fields[i]);
         binds = &all;
     }
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, ODBOX_SQL_UPDATE, n);
+    odbox_sql_key_add_type(&key, t);
     odbox_stmt *s = NULL;
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_prepare(c, sql, &s, err);
-    free(sql);
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char *sql = NULL;
+        if (n == 1) {
+            odbox_buf b = {0};
+            odbox_buf_cat(&b, "UPDATE ", t->table, " SET ", (char *)NULL);
+            for (size_t i = 0; i < set->n; i++)
+                odbox_buf_cat(&b, set->names[i], " = ", param_form(d, set->types[i]), ", ", (char *)NULL);
+            odbox_buf_cat(&b, "version = version + 1 WHERE id = ", d->uuid_param, " AND version = ?", (char *)NULL);
+            if (!(sql = odbox_buf_take(&b)))
+                rc = odbox_fail(err, ODBOX_ENOMEM, "update: out of memory");
+        } else {
+            rc = d->batch_update_sql(d, t->table, all.names, all.types, all.n, n, &sql, err);
+        }
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_prepare_keyed(c, sql, &key, &s, err);
+        free(sql);
+    }
     int idx = 1;
     for (size_t r = 0; r < n && rc == ODBOX_OK; r++) {
         for (size_t k = 0; k < binds->n && rc == ODBOX_OK; k++)
-            rc = bind_field(s, idx++, models[r], binds->names[k], binds->types[k], err);
-        if (n == 1 && rc == ODBOX_OK && (rc = odbox_stmt_bind_uuid(s, idx++, models[r]->id, err)) == ODBOX_OK)
+            rc = bind_field(s, idx++, models[r], binds, k, err);
+        if (n == 1 && rc == ODBOX_OK && (rc = odbox_stmt_bind_valid_uuid(s, idx++, models[r]->id, err)) == ODBOX_OK)
             rc = odbox_stmt_bind_int64(s, idx++, models[r]->version, err);
     }
     if (rc == ODBOX_OK)
@@ -211,8 +237,8 @@ int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *con
      * version (computed) or created_date. */
     colset set = {.n = 0};
     for (size_t i = 0; i < cs.n; i++)
-        if (strcmp(cs.names[i], "id") && strcmp(cs.names[i], "version") && strcmp(cs.names[i], "created_date"))
-            set.names[set.n] = cs.names[i], set.types[set.n++] = cs.types[i];
+        if (cs.fields[i] != FIELD_ID && cs.fields[i] != FIELD_VERSION && cs.fields[i] != FIELD_CREATED)
+            colset_add(&set, cs.names[i], cs.types[i], cs.fields[i]);
     int64_t *saved = malloc(n * sizeof *saved);
     if (!saved)
         return odbox_fail(err, ODBOX_ENOMEM, "update: out of memory");
@@ -247,6 +273,15 @@ odbox_shard *odbox_registry_shard_for_id(const odbox_registry *r, const char *id
     return odbox_registry_default_shard(r);
 }
 
+/* Copies text into a fixed field, cut to fit (the database keeps the
+ * same limits: ids are 36 characters, states ODBOX_STATE_MAX). */
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 static int row_to_model(odbox_stmt *s, const odbox_model_type *t, const colset *cs, odbox_model **out,
                         odbox_error *err)
 {
@@ -256,37 +291,34 @@ static int row_to_model(odbox_stmt *s, const odbox_model_type *t, const colset *
     int rc = ODBOX_OK;
     for (size_t k = 0; k < cs->n && rc == ODBOX_OK; k++) {
         int col = (int)k + 1, null = 0;
-        const char *name = cs->names[k];
         const char *txt;
-        if (!strcmp(name, "id")) {
+        switch (cs->fields[k]) {
+        case FIELD_ID:
             if ((rc = odbox_stmt_get_text(s, col, &txt, &null, err)) == ODBOX_OK)
-                snprintf(m->id, sizeof m->id, "%s", txt);
-        } else if (!strcmp(name, "version")) {
-            rc = odbox_stmt_get_int64(s, col, &m->version, &null, err);
-        } else if (!strcmp(name, "state")) {
+                copy_text(m->id, sizeof m->id, txt);
+            continue;
+        case FIELD_VERSION: rc = odbox_stmt_get_int64(s, col, &m->version, &null, err); continue;
+        case FIELD_STATE:
             if ((rc = odbox_stmt_get_text(s, col, &txt, &null, err)) == ODBOX_OK)
-                snprintf(m->state, sizeof m->state, "%s", txt);
-        } else if (!strcmp(name, "created_date")) {
-            rc = odbox_stmt_get_timestamp(s, col, &m->created_us, &null, err);
-        } else if (!strcmp(name, "updated_date")) {
-            rc = odbox_stmt_get_timestamp(s, col, &m->updated_us, &null, err);
-        } else {
-            model_value *v = &m->values[k - (t->kind == ODBOX_KIND_MODEL ? 5 : 3)];
-            switch ((odbox_type)cs->types[k]) {
-            case ODBOX_TYPE_TEXT:
-            case ODBOX_TYPE_UUID:
-            case ODBOX_TYPE_JSON:
-                if ((rc = odbox_stmt_get_text(s, col, &txt, &null, err)) == ODBOX_OK && !null &&
-                    !(v->s = strdup(txt)))
-                    rc = odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
-                break;
-            case ODBOX_TYPE_INT64: rc = odbox_stmt_get_int64(s, col, &v->i, &null, err); break;
-            case ODBOX_TYPE_TIMESTAMP: rc = odbox_stmt_get_timestamp(s, col, &v->i, &null, err); break;
-            case ODBOX_TYPE_DOUBLE: rc = odbox_stmt_get_double(s, col, &v->d, &null, err); break;
-            case ODBOX_TYPE_BOOL: rc = odbox_stmt_get_bool(s, col, &v->b, &null, err); break;
-            }
-            v->is_null = null;
+                copy_text(m->state, sizeof m->state, txt);
+            continue;
+        case FIELD_CREATED: rc = odbox_stmt_get_timestamp(s, col, &m->created_us, &null, err); continue;
+        case FIELD_UPDATED: rc = odbox_stmt_get_timestamp(s, col, &m->updated_us, &null, err); continue;
         }
+        model_value *v = &m->values[cs->fields[k]];
+        switch ((odbox_type)cs->types[k]) {
+        case ODBOX_TYPE_TEXT:
+        case ODBOX_TYPE_UUID:
+        case ODBOX_TYPE_JSON:
+            if ((rc = odbox_stmt_get_text(s, col, &txt, &null, err)) == ODBOX_OK && !null && !(v->s = strdup(txt)))
+                rc = odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
+            break;
+        case ODBOX_TYPE_INT64: rc = odbox_stmt_get_int64(s, col, &v->i, &null, err); break;
+        case ODBOX_TYPE_TIMESTAMP: rc = odbox_stmt_get_timestamp(s, col, &v->i, &null, err); break;
+        case ODBOX_TYPE_DOUBLE: rc = odbox_stmt_get_double(s, col, &v->d, &null, err); break;
+        case ODBOX_TYPE_BOOL: rc = odbox_stmt_get_bool(s, col, &v->b, &null, err); break;
+        }
+        v->is_null = null;
     }
     if (rc != ODBOX_OK) {
         odbox_model_free(&m);
@@ -341,29 +373,39 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
         return odbox_fail(err, ODBOX_EINVAL, "read %s: the value for %s is not of the column's type", t->name,
                           f->column);
     }
-    odbox_buf b = {0};
-    if (count) {
-        odbox_buf_append(&b, "SELECT COUNT(*)");
-    } else {
-        odbox_buf_append(&b, "SELECT ");
-        append_columns(&b, &cs, d);
-    }
-    odbox_buf_cat(&b, " FROM ", t->table, " WHERE state <> 'DELETED'", (char *)NULL);
-    if (f->column)
-        odbox_buf_cat(&b, " AND ", f->column, with_value ? " = " : " IS NULL", with_value ? param_form(d, ctype) : "",
-                      (char *)NULL);
-    if (f->nids) {
-        odbox_buf_append(&b, " AND id IN (");
-        for (size_t i = 0; i < f->nids; i++)
-            odbox_buf_cat(&b, i ? ", " : "", d->uuid_param, (char *)NULL);
-        odbox_buf_append(&b, ")");
-    }
-    if (!count)
-        odbox_buf_append(&b, " ORDER BY id");
-    char *sql = odbox_buf_take(&b);
+    /* Reads by id are the hot ones: found by key. Others build their SQL. */
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, ODBOX_SQL_FIND_IDS, f->nids);
+    odbox_sql_key_add_type(&key, t);
+    if (count || f->column)
+        key.too_long = 1;
     odbox_stmt *s = NULL;
-    rc = sql ? odbox_stmt_prepare(c, sql, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
-    free(sql);
+    rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        odbox_buf b = {0};
+        if (count) {
+            odbox_buf_append(&b, "SELECT COUNT(*)");
+        } else {
+            odbox_buf_append(&b, "SELECT ");
+            append_columns(&b, &cs, d);
+        }
+        odbox_buf_cat(&b, " FROM ", t->table, " WHERE state <> 'DELETED'", (char *)NULL);
+        if (f->column)
+            odbox_buf_cat(&b, " AND ", f->column, with_value ? " = " : " IS NULL",
+                          with_value ? param_form(d, ctype) : "", (char *)NULL);
+        if (f->nids) {
+            odbox_buf_append(&b, " AND id IN (");
+            for (size_t i = 0; i < f->nids; i++)
+                odbox_buf_cat(&b, i ? ", " : "", d->uuid_param, (char *)NULL);
+            odbox_buf_append(&b, ")");
+        }
+        if (!count)
+            odbox_buf_append(&b, " ORDER BY id");
+        char *sql = odbox_buf_take(&b);
+        rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
+                 : odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
+        free(sql);
+    }
     int idx = 1;
     if (rc == ODBOX_OK && with_value) {
         const odbox_value *v = f->value;
@@ -378,7 +420,7 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
         }
     }
     for (size_t i = 0; i < f->nids && rc == ODBOX_OK; i++)
-        rc = odbox_stmt_bind_uuid(s, idx++, f->ids[i], err);
+        rc = odbox_stmt_bind_valid_uuid(s, idx++, f->ids[i], err);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {

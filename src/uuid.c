@@ -147,22 +147,21 @@ int odbox_uuid_v7_sharded(odbox_shard_id id, char out[ODBOX_UUID_LEN + 1], odbox
 /* Parses 8-4-4-4-12 text of either case into 16 bytes; 0 when malformed. */
 static int parse(const char *text, unsigned char b[16])
 {
+    static const unsigned char at[16] = {0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34};
     if (!text)
         return 0;
-    size_t o = 0;
-    for (size_t i = 0; i < ODBOX_UUID_LEN; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (text[i] != '-')
-                return 0;
-            continue;
-        }
-        int hi = odbox_hex_value(text[i]);
-        if (hi < 0)
+    /* in text order, so that a short string stops at its NUL */
+    for (int i = 0; i < 16; i++) {
+        const unsigned char *p = (const unsigned char *)text + at[i];
+        if ((i == 4 || i == 6 || i == 8 || i == 10) && p[-1] != '-')
             return 0;
-        int lo = odbox_hex_value(text[++i]);
-        if (lo < 0)
+        unsigned hi = odbox_hex_digit[p[0]];
+        if (hi > 15)
             return 0;
-        b[o++] = (unsigned char)(hi << 4 | lo);
+        unsigned lo = odbox_hex_digit[p[1]];
+        if (lo > 15)
+            return 0;
+        b[i] = (unsigned char)(hi << 4 | lo);
     }
     return text[ODBOX_UUID_LEN] == '\0';
 }

@@ -68,6 +68,9 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
     SQLGetInfo(c->dbc, SQL_CURSOR_COMMIT_BEHAVIOR, &commit_cb, sizeof commit_cb, NULL);
     SQLGetInfo(c->dbc, SQL_CURSOR_ROLLBACK_BEHAVIOR, &rollback_cb, sizeof rollback_cb, NULL);
     c->cache_ok = commit_cb != SQL_CB_DELETE && rollback_cb != SQL_CB_DELETE;
+    SQLUINTEGER getdata = 0;
+    SQLGetInfo(c->dbc, SQL_GETDATA_EXTENSIONS, &getdata, sizeof getdata, NULL);
+    c->bind_columns = (getdata & (SQL_GD_BOUND | SQL_GD_ANY_COLUMN)) == (SQL_GD_BOUND | SQL_GD_ANY_COLUMN);
     get_info_text(c->dbc, SQL_DBMS_NAME, c->server_name, sizeof c->server_name);
     get_info_text(c->dbc, SQL_DBMS_VER, c->server_version, sizeof c->server_version);
     if (!dialect) {

@@ -23,6 +23,10 @@ struct odbox_conn {
     /* Prepared statements kept for reuse (by SQL text), when the driver
      * keeps them across commit and rollback. */
     int cache_ok;
+    /* Result columns are bound (SQLBindCol) and a value longer than its
+     * buffer is read again with SQLGetData, which the driver allows on
+     * bound columns (SQL_GD_BOUND | SQL_GD_ANY_COLUMN). */
+    int bind_columns;
     struct odbox_stmt *cache[ODBOX_STMT_CACHE];
     int ncache;
     uint64_t cache_clock;

@@ -8,7 +8,9 @@
  * A freed statement goes back to its connection's cache and the next
  * prepare of the same SQL reuses it (no new server-side prepare).
  * Rows are read whole at fetch as text, which every driver can produce for
- * every type; typed getters parse that text. */
+ * every type; typed getters parse that text. Columns are bound to their
+ * buffers once per statement, so a fetch copies every value in one driver
+ * call; a value that did not fit is read again whole with SQLGetData. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -41,6 +43,8 @@ typedef struct bind {
 typedef struct column {
     char *data;
     size_t cap;
+    SQLLEN ind;  /* the bound column's length or SQL_NULL_DATA */
+    int bound;   /* bound to data/cap */
     int is_null;
     int is_guid; /* drivers spell UUIDs in upper case; odbox uses lower */
 } column;
@@ -48,7 +52,8 @@ typedef struct column {
 struct odbox_stmt {
     odbox_conn *conn;
     SQLHSTMT h;
-    char *sql;          /* the cache key */
+    char *key;          /* the cache key: SQL text, or a caller's key */
+    size_t keylen;
     int in_use;
     uint64_t last_used;
     bind *binds;
@@ -64,6 +69,10 @@ struct odbox_stmt {
     int64_t affected;
     int affected_known;
     int result_cols;    /* columns of the current result (0: none) */
+    /* Generated SQL (a caller's key) has one result shape: its column
+     * count, once asked, is not asked again at every execute. */
+    int shape_fixed;
+    int shape_cols;     /* -1: not asked yet */
 };
 
 static void stmt_destroy(odbox_stmt *s);
@@ -72,6 +81,8 @@ static void close_cursor(odbox_stmt *s);
 
 static void free_columns(odbox_stmt *s)
 {
+    if (s->ncols && s->h != SQL_NULL_HSTMT)
+        SQLFreeStmt(s->h, SQL_UNBIND);
     for (int i = 0; i < s->ncols; i++)
         free(s->cols[i].data);
     free(s->cols);
@@ -79,14 +90,19 @@ static void free_columns(odbox_stmt *s)
     s->ncols = 0;
 }
 
-/* A cached, idle statement for sql on c, or NULL. */
-static odbox_stmt *cache_take(odbox_conn *c, const char *sql)
+/* A cached, idle statement with this key on c, made ready for new binds;
+ * or NULL. */
+static odbox_stmt *cache_take(odbox_conn *c, const void *key, size_t keylen)
 {
+    if (!c->cache_ok || c->dead)
+        return NULL;
     for (int i = 0; i < c->ncache; i++) {
         odbox_stmt *s = c->cache[i];
-        if (!s->in_use && !strcmp(s->sql, sql)) {
+        if (!s->in_use && s->keylen == keylen && !memcmp(s->key, key, keylen)) {
             s->in_use = 1;
             s->last_used = ++c->cache_clock;
+            close_cursor(s);
+            odbox_stmt_clear_binds(s);
             return s;
         }
     }
@@ -120,27 +136,30 @@ void odbox_stmt_cache_clear(odbox_conn *c)
     c->ncache = 0;
 }
 
-int odbox_stmt_prepare(odbox_conn *c, const char *sql, odbox_stmt **out, odbox_error *err)
+static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keylen, int shape_fixed,
+                   odbox_stmt **out, odbox_error *err)
 {
     if (!out)
         return odbox_fail(err, ODBOX_EINVAL, "prepare: out is NULL");
     *out = NULL;
-    if (!c || !sql || !*sql)
+    if (!c || !sql || !*sql || !key || !keylen)
         return odbox_fail(err, ODBOX_EINVAL, "prepare: connection or SQL missing");
     if (c->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "prepare: the connection is dead");
-    odbox_stmt *s = c->cache_ok ? cache_take(c, sql) : NULL;
+    odbox_stmt *s = cache_take(c, key, keylen);
     if (s) {
-        close_cursor(s);
-        odbox_stmt_clear_binds(s);
         *out = s;
         return ODBOX_OK;
     }
     s = calloc(1, sizeof *s);
-    if (!s || !(s->sql = strdup(sql))) {
+    if (!s || !(s->key = malloc(keylen))) {
         free(s);
         return odbox_fail(err, ODBOX_ENOMEM, "prepare: out of memory");
     }
+    memcpy(s->key, key, keylen);
+    s->keylen = keylen;
+    s->shape_fixed = shape_fixed;
+    s->shape_cols = -1;
     s->conn = c;
     s->affected = -1;
     s->in_use = 1;
@@ -162,6 +181,54 @@ int odbox_stmt_prepare(odbox_conn *c, const char *sql, odbox_stmt **out, odbox_e
     return ODBOX_OK;
 }
 
+int odbox_stmt_prepare(odbox_conn *c, const char *sql, odbox_stmt **out, odbox_error *err)
+{
+    return prepare(c, sql, sql, sql ? strlen(sql) : 0, 0, out, err);
+}
+
+void odbox_sql_key_init(odbox_sql_key *k, int op, size_t count)
+{
+    /* a first byte no SQL text starts with: never equal to a text key */
+    k->b[0] = 1;
+    k->b[1] = (unsigned char)op;
+    memcpy(k->b + 2, &count, sizeof count);
+    k->n = 2 + sizeof count;
+    k->too_long = 0;
+}
+
+void odbox_sql_key_add(odbox_sql_key *k, int tag, const char *name)
+{
+    /* the tag, the name and its NUL, so that ("ab", "c") and ("a", "bc")
+     * differ; a NULL name as a byte no name holds */
+    size_t n = name ? strlen(name) + 1 : 1;
+    if (k->too_long || n + 1 > sizeof k->b - k->n) {
+        k->too_long = 1;
+        return;
+    }
+    k->b[k->n++] = (unsigned char)tag;
+    if (name)
+        memcpy(k->b + k->n, name, n);
+    else
+        k->b[k->n] = 0xFF;
+    k->n += n;
+}
+
+int odbox_stmt_prepare_keyed(odbox_conn *c, const char *sql, const odbox_sql_key *k, odbox_stmt **out,
+                             odbox_error *err)
+{
+    if (k->too_long) {
+        if (sql)
+            return odbox_stmt_prepare(c, sql, out, err);
+        *out = NULL;
+        return ODBOX_OK;
+    }
+    if (!sql) {
+        *out = c ? cache_take(c, k->b, k->n) : NULL;
+        return ODBOX_OK;
+    }
+    return prepare(c, sql, k->b, k->n, 1, out, err);
+}
+
 void odbox_stmt_clear_binds(odbox_stmt *s)
 {
     if (!s)
@@ -173,13 +240,13 @@ void odbox_stmt_clear_binds(odbox_stmt *s)
 
 static void stmt_destroy(odbox_stmt *s)
 {
+    free_columns(s);
     if (s->h != SQL_NULL_HSTMT)
         SQLFreeHandle(SQL_HANDLE_STMT, s->h);
     for (int i = 0; i < s->cap; i++)
         free(s->binds[i].text);
     free(s->binds);
-    free_columns(s);
-    free(s->sql);
+    free(s->key);
     free(s);
 }
 
@@ -276,6 +343,11 @@ int odbox_stmt_bind_uuid(odbox_stmt *s, int idx, const char *v, odbox_error *err
 {
     if (v && !odbox_uuid_is_valid(v))
         return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d is not a UUID in 8-4-4-4-12 form", idx);
+    return bind_string(s, idx, ODBOX_TYPE_UUID, v, err);
+}
+
+int odbox_stmt_bind_valid_uuid(odbox_stmt *s, int idx, const char *v, odbox_error *err)
+{
     return bind_string(s, idx, ODBOX_TYPE_UUID, v, err);
 }
 
@@ -464,6 +536,19 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
     return ODBOX_OK;
 }
 
+/* (Re)binds column i to its buffer; on failure no column stays bound,
+ * so the driver never holds a buffer odbox may move. */
+static int bind_column(odbox_stmt *s, int i)
+{
+    column *col = &s->cols[i];
+    if (ODBOX_SQL_OK(SQLBindCol(s->h, (SQLUSMALLINT)(i + 1), SQL_C_CHAR, col->data, (SQLLEN)col->cap, &col->ind)))
+        return ODBOX_OK;
+    SQLFreeStmt(s->h, SQL_UNBIND);
+    for (int k = 0; k < s->ncols; k++)
+        s->cols[k].bound = 0;
+    return ODBOX_EDB;
+}
+
 /* Asks the driver for the result's columns once per execute. */
 static int know_columns(odbox_stmt *s, odbox_error *err)
 {
@@ -472,21 +557,36 @@ static int know_columns(odbox_stmt *s, odbox_error *err)
     s->cols_known = 1;
     s->result_cols = 0;
     SQLSMALLINT ncols = 0;
-    if (!ODBOX_SQL_OK(SQLNumResultCols(s->h, &ncols)) || ncols <= 0)
+    if (s->shape_fixed && s->shape_cols >= 0)
+        ncols = (SQLSMALLINT)s->shape_cols;
+    else if (!ODBOX_SQL_OK(SQLNumResultCols(s->h, &ncols)))
+        return ODBOX_OK;
+    else if (s->shape_fixed)
+        s->shape_cols = ncols > 0 ? ncols : 0;
+    if (ncols <= 0)
         return ODBOX_OK;
     s->result_cols = ncols;
     s->open_cursor = 1;
     if (ncols == s->ncols)
         return ODBOX_OK; /* a reused statement: same SQL, same columns */
     free_columns(s);
-    if (!(s->cols = calloc((size_t)ncols, sizeof *s->cols)))
+    if (!(s->cols = calloc((size_t)ncols, sizeof *s->cols))) {
+        s->cols_known = 0;
         return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+    }
     s->ncols = ncols;
     for (SQLSMALLINT i = 0; i < ncols; i++) {
+        column *col = &s->cols[i];
         SQLLEN type = 0;
-        s->cols[i].is_guid = 0;
         if (ODBOX_SQL_OK(SQLColAttribute(s->h, (SQLUSMALLINT)(i + 1), SQL_DESC_CONCISE_TYPE, NULL, 0, NULL, &type)))
-            s->cols[i].is_guid = type == SQL_GUID;
+            col->is_guid = type == SQL_GUID;
+        col->cap = 128;
+        if (!(col->data = malloc(col->cap))) {
+            free_columns(s);
+            s->cols_known = 0;
+            return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+        }
+        col->bound = s->conn->bind_columns && bind_column(s, i) == ODBOX_OK;
     }
     return ODBOX_OK;
 }
@@ -511,15 +611,34 @@ int odbox_stmt_column_count(odbox_stmt *s)
     return s->result_cols;
 }
 
-/* Reads column i of the current row as text, growing its buffer. */
-static int read_column(odbox_stmt *s, int i, odbox_error *err)
+/* A column's buffer grown to at least need bytes, bound again when it
+ * was bound. */
+static int grow_column(odbox_stmt *s, int i, size_t need, odbox_error *err)
+{
+    column *col = &s->cols[i];
+    char *p = realloc(col->data, need);
+    if (!p)
+        return odbox_fail(err, ODBOX_ENOMEM, "fetch: out of memory");
+    col->data = p;
+    col->cap = need;
+    if (col->bound)
+        bind_column(s, i); /* failing, nothing stays bound */
+    return ODBOX_OK;
+}
+
+/* Reads column i of the current row whole as text with SQLGetData; size
+ * (0: unknown) is its length in bytes when the bound fetch told it. The
+ * buffer is made large enough for the first call to return the whole
+ * value: after a bound fetch psqlODBC starts every SQLGetData call on a
+ * bound column at its first byte, so a second chunk would repeat it. */
+static int read_column(odbox_stmt *s, int i, size_t size, odbox_error *err)
 {
     column *col = &s->cols[i];
     size_t used = 0;
-    if (!col->data) {
-        col->cap = 128;
-        if (!(col->data = malloc(col->cap)))
-            return odbox_fail(err, ODBOX_ENOMEM, "fetch: out of memory");
+    if (size + 1 > col->cap) {
+        int rc = grow_column(s, i, size + 1, err);
+        if (rc != ODBOX_OK)
+            return rc;
     }
     col->is_null = 0;
     col->data[0] = '\0';
@@ -543,11 +662,9 @@ static int read_column(odbox_stmt *s, int i, odbox_error *err)
         size_t need = (ind != SQL_NO_TOTAL && ind >= 0) ? used + (size_t)ind + 1 : col->cap * 2;
         if (need <= col->cap)
             need = col->cap * 2;
-        char *p = realloc(col->data, need);
-        if (!p)
-            return odbox_fail(err, ODBOX_ENOMEM, "fetch: out of memory");
-        col->data = p;
-        col->cap = need;
+        int rc = grow_column(s, i, need, err);
+        if (rc != ODBOX_OK)
+            return rc;
     }
 }
 
@@ -570,11 +687,17 @@ int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err)
     if (!ODBOX_SQL_OK(r))
         return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "fetch");
     for (int i = 0; i < s->ncols; i++) {
-        rc = read_column(s, i, err);
-        if (rc != ODBOX_OK)
-            return rc;
-        if (s->cols[i].is_guid)
-            for (char *p = s->cols[i].data; *p; p++)
+        column *col = &s->cols[i];
+        if (col->bound && col->ind == SQL_NULL_DATA) {
+            col->is_null = 1;
+            col->data[0] = '\0';
+        } else if (col->bound && col->ind >= 0 && (size_t)col->ind < col->cap) {
+            col->is_null = 0;
+        } else if ((rc = read_column(s, i, col->bound && col->ind > 0 ? (size_t)col->ind : 0, err)) != ODBOX_OK) {
+            return rc; /* unbound, or longer than its buffer */
+        }
+        if (col->is_guid)
+            for (char *p = col->data; *p; p++)
                 if (*p >= 'A' && *p <= 'F')
                     *p = (char)(*p - 'A' + 'a');
     }

@@ -162,6 +162,62 @@ START_TEST(typed_binds_round_trip)
 }
 END_TEST
 
+/* Values longer than a column's first buffer (multi-byte text cut inside
+ * a character, 100 kB of JSON) come back whole, between short values and
+ * NULLs, also when the statement runs again with its grown buffers. */
+START_TEST(long_values_read_whole)
+{
+    odbox_conn *c = itest_connect(1);
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    char t[64], sql[512];
+    make_table(c, t, sizeof t);
+    static char big[100003], accents[301], bs[131];
+    big[0] = '"';
+    memset(big + 1, 'x', sizeof big - 3);
+    big[sizeof big - 2] = '"';
+    for (int i = 0; i < 150; i++)
+        memcpy(accents + 2 * i, "\xc3\xa9", 2);
+    memset(bs, 'b', sizeof bs - 1);
+    const struct {
+        const char *txt, *j;
+    } rows[] = {{"a", NULL}, {accents, big}, {NULL, "1"}, {bs, "2"}};
+    snprintf(sql, sizeof sql, "INSERT INTO %s (id, txt, j) VALUES (%s, ?, %s)", t, d->uuid_param, d->json_param);
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    for (int i = 0; i < 4; i++) {
+        char id[37];
+        snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", i);
+        ck_assert_msg(odbox_stmt_prepare(c, sql, &s, &e) == ODBOX_OK, "%s", e.message);
+        ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, id, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_text(s, 2, rows[i].txt, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_json(s, 3, rows[i].j, &e), ODBOX_OK);
+        ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+        odbox_stmt_free(&s);
+    }
+    snprintf(sql, sizeof sql, "SELECT txt, j FROM %s ORDER BY id", t);
+    for (int run = 0; run < 2; run++) {
+        ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+        ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+        for (int i = 0; i < 4; i++) {
+            ck_assert_msg(odbox_stmt_fetch(s, &e) == 1, "run %d row %d: %s", run, i, e.message);
+            for (int col = 1; col <= 2; col++) {
+                const char *want = col == 1 ? rows[i].txt : rows[i].j, *got;
+                int null = -1;
+                ck_assert_int_eq(odbox_stmt_get_text(s, col, &got, &null, &e), ODBOX_OK);
+                ck_assert_msg(null == !want, "run %d row %d column %d: null=%d", run, i, col, null);
+                if (want)
+                    ck_assert_msg(!strcmp(got, want), "run %d row %d column %d: %zu bytes, expected %zu", run, i,
+                                  col, strlen(got), strlen(want));
+            }
+        }
+        ck_assert_int_eq(odbox_stmt_fetch(s, &e), 0);
+        odbox_stmt_free(&s);
+    }
+    itest_exec(c, "DROP TABLE %s", t);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 /* Timestamps at the range's ends, around the epoch and on a leap day
  * keep every microsecond, and compare as timestamps in a WHERE clause. */
 START_TEST(timestamp_edges_round_trip)
@@ -531,6 +587,7 @@ Suite *db_suite(void)
     tcase_add_test(t, unreachable_server);
     tcase_add_test(t, typed_binds_round_trip);
     tcase_add_test(t, timestamp_edges_round_trip);
+    tcase_add_test(t, long_values_read_whole);
     tcase_add_test(t, text_is_utf8_both_ways);
     tcase_add_test(t, bad_statement_input);
     tcase_add_test(t, unique_conflict_and_transactions);

@@ -321,6 +321,27 @@ START_TEST(version_and_validity)
 }
 END_TEST
 
+/* Every byte at every position of an id (the parser reads a digit table),
+ * and every shorter string. */
+START_TEST(validity_every_byte_every_position)
+{
+    const char *good = "9b2c1b0e-4f3d-4a8e-9c1d-2f5e6a7b8c9d";
+    char u[37];
+    for (int i = 0; i < 36; i++) {
+        int dash = i == 8 || i == 13 || i == 18 || i == 23;
+        for (int b = 1; b < 256; b++) {
+            memcpy(u, good, sizeof u);
+            u[i] = (char)b;
+            int want = dash ? b == '-' : isxdigit(b) != 0;
+            ck_assert_msg(odbox_uuid_is_valid(u) == want, "byte 0x%02x at %d", b, i);
+        }
+        memcpy(u, good, sizeof u);
+        u[i] = '\0';
+        ck_assert_msg(!odbox_uuid_is_valid(u), "cut at %d", i);
+    }
+}
+END_TEST
+
 Suite *uuid_suite(void)
 {
     Suite *s = suite_create("uuid");
@@ -337,6 +358,7 @@ Suite *uuid_suite(void)
     tcase_add_test(t, v7_shard_out_of_range);
     tcase_add_test(t, decode_other_versions_and_malformed);
     tcase_add_test(t, version_and_validity);
+    tcase_add_test(t, validity_every_byte_every_position);
     suite_add_tcase(s, t);
     return s;
 }
