@@ -204,7 +204,7 @@ make_pgbench_script() { # clients file
             echo "BEGIN;"
             echo "$upd;"
             ins_k=$(subst "$ins" :namespace :action_name ":params$k" :ts :ts :w_id :model_type :event_type \
-                :payload :ts :delivered) || die "unexpected INSERT from --print-sql: ${Q[pg:insert]}"
+                :payload :ts) || die "unexpected INSERT from --print-sql: ${Q[pg:insert]}"
             echo "$ins_k;"
             echo "COMMIT;"
         done
@@ -222,7 +222,7 @@ pgbench_vars() { # clients -> PGB_VARS
     done
     PGB_VARS+=(-D "namespace=${Q[pg:namespace]}" -D "action_name=${Q[pg:action_name]}"
         -D "model_type=${Q[pg:model_type]}" -D "event_type=${Q[pg:event_type]}"
-        -D "payload=${Q[pg:payload]}" -D "ts=$RAW_TS" -D delivered=false)
+        -D "payload=${Q[pg:payload]}" -D "ts=$RAW_TS")
 }
 
 # mariadb-slap runs one statement list on every connection and cannot carry
@@ -246,7 +246,7 @@ make_slap_files() { # query-file -> SLAP_INIT
         die "unexpected UPDATE from --print-sql: ${Q[mariadb:update]}"
     ins=$(subst "${Q[mariadb:insert]}" "$SLAP_UUID" "$(sqlq "${Q[mariadb:namespace]}")" "$SLAP_UUID" \
         "$(sqlq "${Q[mariadb:action_name]}")" @p "$ts" "$ts" @id "$(sqlq "${Q[mariadb:model_type]}")" \
-        "$(sqlq "${Q[mariadb:event_type]}")" "$(sqlq "${Q[mariadb:payload]}")" "$ts" FALSE) ||
+        "$(sqlq "${Q[mariadb:event_type]}")" "$(sqlq "${Q[mariadb:payload]}")" "$ts") ||
         die "unexpected INSERT from --print-sql: ${Q[mariadb:insert]}"
     printf '%s;\nSTART TRANSACTION;\n%s;\n%s;\nCOMMIT;\n' "$sel" "$upd" "$ins" >"$f"
     grep -q ';.*;' "$f" && die "a statement for mariadb-slap contains ';'"

@@ -207,7 +207,7 @@ static void build_sql(const odbox_dialect *d, const char *table, const char *eve
     snprintf(q->insert, sizeof q->insert,
              "INSERT INTO %s.events (id, namespace, action_id, action_name, action_params, started_date, "
              "completion_date, model_id, model_type, event_type, payload, event_date, delivered) "
-             "VALUES (%s,?,%s,?,%s,?,?,?,?,?,%s,?,?)",
+             "VALUES (%s,?,%s,?,%s,?,?,?,?,?,%s,?,FALSE)",
              eventlog, d->uuid_param, d->uuid_param, d->json_param, d->json_param);
 }
 

@@ -101,4 +101,5 @@ const odbox_dialect odbox_dialect_postgresql = {
     /* ISO text (psqlODBC sets DateStyle ISO; TIMESTAMP has no zone) */
     .timestamp_read_open = "CAST(",
     .timestamp_read_close = " AS TEXT)",
+    .numbers_as_text = 1,
 };

@@ -374,6 +374,7 @@ typedef struct run {
 } run;
 
 #define EVENT_COLUMNS 13
+#define EVENT_PARAMS 12 /* delivered is the literal FALSE */
 
 /* This shard's events as multi-row INSERTs (one unless the rows exceed the
  * dialect's parameter limit), or the sentinel row. */
@@ -390,8 +391,8 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, int64_
     if (nrows == 0)
         rows[nrows++] = NULL; /* the sentinel: model and event columns NULL */
     const char *forms[EVENT_COLUMNS] = {d->uuid_param, "?", d->uuid_param, "?", d->json_param, "?", "?",
-                                        "?", "?", "?", d->json_param, "?", "?"};
-    size_t per = (size_t)d->max_params / EVENT_COLUMNS;
+                                        "?", "?", "?", d->json_param, "?", "FALSE"};
+    size_t per = (size_t)d->max_params / EVENT_PARAMS;
     int rc = ODBOX_OK;
     for (size_t off = 0; off < nrows && rc == ODBOX_OK; off += per) {
         size_t n = nrows - off < per ? nrows - off : per;
@@ -430,10 +431,9 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, int64_
                 (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_id : NULL, err)) != ODBOX_OK ||
                 (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_type : NULL, err)) != ODBOX_OK ||
                 (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->et->name : NULL, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_json(s, idx++, ev ? ev->payload : NULL, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err)) != ODBOX_OK)
+                (rc = odbox_stmt_bind_json(s, idx++, ev ? ev->payload : NULL, err)) != ODBOX_OK)
                 break;
-            rc = odbox_stmt_bind_bool(s, idx++, 0, err);
+            rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err);
         }
         if (rc == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);

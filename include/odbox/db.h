@@ -145,10 +145,10 @@ int odbox_stmt_get_timestamp(odbox_stmt *s, int col, int64_t *utc_us, int *is_nu
 void odbox_stmt_free(odbox_stmt **s);
 
 /* Multi-row statements: returns a malloc'd "(a,b),(a,b),..." of `rows`
- * groups, one entry per column taken from forms ("?" or a dialect's
- * uuid_param / json_param), for INSERT ... VALUES of many rows in one
- * statement. Parameters then number row-major from 1. NULL on bad input
- * (rows or ncols < 1) or out of memory. */
+ * groups, one entry per column taken from forms ("?", a dialect's
+ * uuid_param / json_param, or a literal), for INSERT ... VALUES of many
+ * rows in one statement. Parameters then number row-major from 1. NULL on
+ * bad input (rows or ncols < 1) or out of memory. */
 char *odbox_sql_rows(int rows, const char *const *forms, int ncols);
 
 /* Session-level keyed locks (PostgreSQL advisory locks, MySQL/MariaDB

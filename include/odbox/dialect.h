@@ -112,6 +112,12 @@ typedef struct odbox_dialect {
      * the rest of reading a row. */
     const char *timestamp_read_open;
     const char *timestamp_read_close;
+
+    /* 1: integer and boolean parameters are handed to the driver as text.
+     * psqlODBC sends every parameter untyped (the server infers the type
+     * from where it stands) and formats numbers with snprintf, so text
+     * changes nothing the server sees and costs less. */
+    int numbers_as_text;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

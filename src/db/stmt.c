@@ -29,8 +29,10 @@ typedef struct bind {
         SQLBIGINT i;
         double d;
         unsigned char b;
-        char ts[32]; /* "YYYY-MM-DD HH:MM:SS.ffffff" */
     } v;
+    /* a timestamp "YYYY-MM-DD HH:MM:SS.ffffff"; an integer or boolean
+     * when the dialect binds numbers as text */
+    char text_form[32];
     char *text;      /* kept across binds, grown when needed */
     size_t cap;
     /* what the driver was last given for this parameter */
@@ -351,12 +353,33 @@ int odbox_stmt_bind_valid_uuid(odbox_stmt *s, int idx, const char *v, odbox_erro
     return bind_string(s, idx, ODBOX_TYPE_UUID, v, err);
 }
 
+/* v in decimal into out (at least 21 bytes); returns its length. */
+static size_t int64_text(int64_t v, char *out)
+{
+    char tmp[20];
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0, len = 0;
+    do
+        tmp[n++] = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        out[len++] = '-';
+    while (n)
+        out[len++] = tmp[--n];
+    out[len] = '\0';
+    return len;
+}
+
 int odbox_stmt_bind_int64(odbox_stmt *s, int idx, int64_t v, odbox_error *err)
 {
     bind *b = slot(s, idx, ODBOX_TYPE_INT64, err);
     if (!b)
         return err ? err->code : ODBOX_EINVAL;
     b->v.i = (SQLBIGINT)v;
+    if (s->conn->dialect->numbers_as_text) {
+        size_t n = int64_text(v, b->text_form);
+        b->ind = (SQLLEN)n;
+    }
     return ODBOX_OK;
 }
 
@@ -377,6 +400,10 @@ int odbox_stmt_bind_bool(odbox_stmt *s, int idx, int v, odbox_error *err)
     if (!b)
         return err ? err->code : ODBOX_EINVAL;
     b->v.b = v ? 1 : 0;
+    if (s->conn->dialect->numbers_as_text) {
+        memcpy(b->text_form, v ? "1" : "0", 2);
+        b->ind = 1;
+    }
     return ODBOX_OK;
 }
 
@@ -426,7 +453,7 @@ int odbox_stmt_bind_timestamp(odbox_stmt *s, int idx, int64_t us, odbox_error *e
     }
     int y, m, d;
     civil_from_days(days, &y, &m, &d);
-    char *p = b->v.ts;
+    char *p = b->text_form;
     p = put_digits(p, y, 4), *p++ = '-';
     p = put_digits(p, m, 2), *p++ = '-';
     p = put_digits(p, d, 2), *p++ = ' ';
@@ -435,7 +462,7 @@ int odbox_stmt_bind_timestamp(odbox_stmt *s, int idx, int64_t us, odbox_error *e
     p = put_digits(p, sod % 60, 2), *p++ = '.';
     p = put_digits(p, frac, 6);
     *p = '\0';
-    b->ind = (SQLLEN)(p - b->v.ts);
+    b->ind = (SQLLEN)(p - b->text_form);
     return ODBOX_OK;
 }
 
@@ -472,12 +499,20 @@ static SQLRETURN bind_to_driver(odbox_stmt *s, int i)
         buf = b->text;
         buflen = (SQLLEN)b->cap;
         break;
-    case ODBOX_TYPE_INT64: ctype = SQL_C_SBIGINT, sqltype = SQL_BIGINT, buf = &b->v.i; break;
+    case ODBOX_TYPE_INT64:
+    case ODBOX_TYPE_BOOL:
+        if (s->conn->dialect->numbers_as_text) {
+            ctype = SQL_C_CHAR, sqltype = SQL_VARCHAR, size = 20, buf = b->text_form, buflen = sizeof b->text_form;
+        } else if (b->type == ODBOX_TYPE_INT64) {
+            ctype = SQL_C_SBIGINT, sqltype = SQL_BIGINT, buf = &b->v.i;
+        } else {
+            ctype = SQL_C_BIT, sqltype = SQL_BIT, size = 1, buf = &b->v.b;
+        }
+        break;
     case ODBOX_TYPE_DOUBLE: ctype = SQL_C_DOUBLE, sqltype = SQL_DOUBLE, buf = &b->v.d; break;
-    case ODBOX_TYPE_BOOL: ctype = SQL_C_BIT, sqltype = SQL_BIT, size = 1, buf = &b->v.b; break;
     case ODBOX_TYPE_TIMESTAMP:
         /* text, see odbox_stmt_bind_timestamp */
-        ctype = SQL_C_CHAR, sqltype = SQL_VARCHAR, size = 26, buf = b->v.ts, buflen = sizeof b->v.ts;
+        ctype = SQL_C_CHAR, sqltype = SQL_VARCHAR, size = 26, buf = b->text_form, buflen = sizeof b->text_form;
         break;
     default: return SQL_ERROR;
     }

@@ -162,6 +162,51 @@ START_TEST(typed_binds_round_trip)
 }
 END_TEST
 
+/* Integers at both ends of BIGINT and booleans come back exactly, and a
+ * bound integer compares as a number in a WHERE clause (PostgreSQL gets
+ * them as text and infers the type from the column). */
+START_TEST(integers_and_booleans_at_their_limits)
+{
+    odbox_conn *c = itest_connect(1);
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    char t[64], sql[512];
+    make_table(c, t, sizeof t);
+    const int64_t vals[] = {INT64_MIN, -1, 0, 9, 10, INT64_MAX};
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    snprintf(sql, sizeof sql, "INSERT INTO %s (id, i, b) VALUES (%s, ?, ?)", t, d->uuid_param);
+    for (int k = 0; k < 6; k++) {
+        char id[37];
+        snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", k);
+        ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, id, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_int64(s, 2, vals[k], &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_bool(s, 3, k % 2, &e), ODBOX_OK);
+        ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+        odbox_stmt_free(&s);
+    }
+    snprintf(sql, sizeof sql, "SELECT i, b FROM %s WHERE i >= ? ORDER BY i", t);
+    for (int from = 0; from < 6; from++) {
+        ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_bind_int64(s, 1, vals[from], &e), ODBOX_OK);
+        ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+        for (int k = from; k < 6; k++) {
+            int64_t i = 0;
+            int b = -1, null = -1;
+            ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+            ck_assert_int_eq(odbox_stmt_get_int64(s, 1, &i, &null, &e), ODBOX_OK);
+            ck_assert_msg(i == vals[k] && !null, "from %d: row %d came back as %lld", from, k, (long long)i);
+            ck_assert_int_eq(odbox_stmt_get_bool(s, 2, &b, &null, &e), ODBOX_OK);
+            ck_assert_int_eq(b, k % 2);
+        }
+        ck_assert_int_eq(odbox_stmt_fetch(s, &e), 0);
+        odbox_stmt_free(&s);
+    }
+    itest_exec(c, "DROP TABLE %s", t);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 /* Values longer than a column's first buffer (multi-byte text cut inside
  * a character, 100 kB of JSON) come back whole, between short values and
  * NULLs, also when the statement runs again with its grown buffers. */
@@ -588,6 +633,7 @@ Suite *db_suite(void)
     tcase_add_test(t, typed_binds_round_trip);
     tcase_add_test(t, timestamp_edges_round_trip);
     tcase_add_test(t, long_values_read_whole);
+    tcase_add_test(t, integers_and_booleans_at_their_limits);
     tcase_add_test(t, text_is_utf8_both_ways);
     tcase_add_test(t, bad_statement_input);
     tcase_add_test(t, unique_conflict_and_transactions);

@@ -246,6 +246,60 @@ START_TEST(multi_row_sql)
 }
 END_TEST
 
+static int same_key(const odbox_sql_key *a, const odbox_sql_key *b)
+{
+    return a->n == b->n && !memcmp(a->b, b->b, a->n);
+}
+
+/* The statement cache finds generated SQL by these keys: parts that differ
+ * in any way (split, tag, NULL, operation, count) must give other keys. */
+START_TEST(sql_keys_tell_parts_apart)
+{
+    odbox_sql_key a, b;
+    odbox_sql_key_init(&a, ODBOX_SQL_INSERT, 1);
+    odbox_sql_key_add(&a, 0, "ab");
+    odbox_sql_key_add(&a, 0, "c");
+    odbox_sql_key_init(&b, ODBOX_SQL_INSERT, 1);
+    odbox_sql_key_add(&b, 0, "ab");
+    odbox_sql_key_add(&b, 0, "c");
+    ck_assert(same_key(&a, &b));
+    odbox_sql_key_init(&b, ODBOX_SQL_INSERT, 1);
+    odbox_sql_key_add(&b, 0, "a");
+    odbox_sql_key_add(&b, 0, "bc");
+    ck_assert(!same_key(&a, &b));
+    odbox_sql_key_init(&b, ODBOX_SQL_INSERT, 1);
+    odbox_sql_key_add(&b, 1, "ab");
+    odbox_sql_key_add(&b, 0, "c");
+    ck_assert(!same_key(&a, &b));
+    odbox_sql_key_init(&b, ODBOX_SQL_UPDATE, 1);
+    odbox_sql_key_add(&b, 0, "ab");
+    odbox_sql_key_add(&b, 0, "c");
+    ck_assert(!same_key(&a, &b));
+    odbox_sql_key_init(&b, ODBOX_SQL_INSERT, 2);
+    odbox_sql_key_add(&b, 0, "ab");
+    odbox_sql_key_add(&b, 0, "c");
+    ck_assert(!same_key(&a, &b));
+
+    odbox_sql_key_init(&a, ODBOX_SQL_EVENTS, 1);
+    odbox_sql_key_add(&a, 0, NULL);
+    odbox_sql_key_init(&b, ODBOX_SQL_EVENTS, 1);
+    odbox_sql_key_add(&b, 0, "");
+    ck_assert(!same_key(&a, &b));
+    ck_assert(a.b[0] != 'S' && a.b[0] != 'I' && a.b[0] != 'U'); /* never equal to SQL text */
+
+    char longname[200];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    odbox_sql_key_init(&a, ODBOX_SQL_INSERT, 1);
+    for (int i = 0; i < 2; i++) {
+        odbox_sql_key_add(&a, 0, longname);
+        ck_assert(!a.too_long);
+    }
+    odbox_sql_key_add(&a, 0, longname);
+    ck_assert(a.too_long); /* then SQL text is the key */
+}
+END_TEST
+
 START_TEST(pool_rejects_bad_input_without_connecting)
 {
     odbox_pool *p = (odbox_pool *)1;
@@ -279,6 +333,7 @@ Suite *basics_suite(void)
     tcase_add_test(t, dialect_table);
     tcase_add_test(t, connection_strings);
     tcase_add_test(t, multi_row_sql);
+    tcase_add_test(t, sql_keys_tell_parts_apart);
     tcase_add_test(t, pool_rejects_bad_input_without_connecting);
     suite_add_tcase(s, t);
     return s;
