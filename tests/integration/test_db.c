@@ -162,6 +162,25 @@ START_TEST(typed_binds_round_trip)
 }
 END_TEST
 
+/* sql prepared with parameter 1 bound to test id k. */
+static odbox_stmt *prepare_with_id(odbox_conn *c, const char *sql, int k)
+{
+    char id[37];
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", k);
+    ck_assert_msg(odbox_stmt_prepare(c, sql, &s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, id, &e), ODBOX_OK);
+    return s;
+}
+
+static void execute_and_free(odbox_stmt **s)
+{
+    odbox_error e;
+    ck_assert_msg(odbox_stmt_execute(*s, &e) == ODBOX_OK, "%s", e.message);
+    odbox_stmt_free(s);
+}
+
 /* Integers at both ends of BIGINT and booleans come back exactly, and a
  * bound integer compares as a number in a WHERE clause (PostgreSQL gets
  * them as text and infers the type from the column). */
@@ -176,14 +195,10 @@ START_TEST(integers_and_booleans_at_their_limits)
     odbox_error e;
     snprintf(sql, sizeof sql, "INSERT INTO %s (id, i, b) VALUES (%s, ?, ?)", t, d->uuid_param);
     for (int k = 0; k < 6; k++) {
-        char id[37];
-        snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", k);
-        ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
-        ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, id, &e), ODBOX_OK);
+        s = prepare_with_id(c, sql, k);
         ck_assert_int_eq(odbox_stmt_bind_int64(s, 2, vals[k], &e), ODBOX_OK);
         ck_assert_int_eq(odbox_stmt_bind_bool(s, 3, k % 2, &e), ODBOX_OK);
-        ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
-        odbox_stmt_free(&s);
+        execute_and_free(&s);
     }
     snprintf(sql, sizeof sql, "SELECT i, b FROM %s WHERE i >= ? ORDER BY i", t);
     for (int from = 0; from < 6; from++) {
@@ -230,14 +245,10 @@ START_TEST(long_values_read_whole)
     odbox_stmt *s = NULL;
     odbox_error e;
     for (int i = 0; i < 4; i++) {
-        char id[37];
-        snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", i);
-        ck_assert_msg(odbox_stmt_prepare(c, sql, &s, &e) == ODBOX_OK, "%s", e.message);
-        ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, id, &e), ODBOX_OK);
+        s = prepare_with_id(c, sql, i);
         ck_assert_int_eq(odbox_stmt_bind_text(s, 2, rows[i].txt, &e), ODBOX_OK);
         ck_assert_int_eq(odbox_stmt_bind_json(s, 3, rows[i].j, &e), ODBOX_OK);
-        ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
-        odbox_stmt_free(&s);
+        execute_and_free(&s);
     }
     snprintf(sql, sizeof sql, "SELECT txt, j FROM %s ORDER BY id", t);
     for (int run = 0; run < 2; run++) {

@@ -246,55 +246,39 @@ START_TEST(multi_row_sql)
 }
 END_TEST
 
-static int same_key(const odbox_sql_key *a, const odbox_sql_key *b)
+/* The key of op/count with two tagged names. */
+static odbox_sql_key key_of(int op, size_t count, int tag1, const char *name1, int tag2, const char *name2)
 {
-    return a->n == b->n && !memcmp(a->b, b->b, a->n);
+    odbox_sql_key k;
+    odbox_sql_key_init(&k, op, count);
+    odbox_sql_key_add(&k, tag1, name1);
+    odbox_sql_key_add(&k, tag2, name2);
+    return k;
+}
+
+static int same_key(odbox_sql_key a, odbox_sql_key b)
+{
+    return a.n == b.n && !memcmp(a.b, b.b, a.n);
 }
 
 /* The statement cache finds generated SQL by these keys: parts that differ
  * in any way (split, tag, NULL, operation, count) must give other keys. */
 START_TEST(sql_keys_tell_parts_apart)
 {
-    odbox_sql_key a, b;
-    odbox_sql_key_init(&a, ODBOX_SQL_INSERT, 1);
-    odbox_sql_key_add(&a, 0, "ab");
-    odbox_sql_key_add(&a, 0, "c");
-    odbox_sql_key_init(&b, ODBOX_SQL_INSERT, 1);
-    odbox_sql_key_add(&b, 0, "ab");
-    odbox_sql_key_add(&b, 0, "c");
-    ck_assert(same_key(&a, &b));
-    odbox_sql_key_init(&b, ODBOX_SQL_INSERT, 1);
-    odbox_sql_key_add(&b, 0, "a");
-    odbox_sql_key_add(&b, 0, "bc");
-    ck_assert(!same_key(&a, &b));
-    odbox_sql_key_init(&b, ODBOX_SQL_INSERT, 1);
-    odbox_sql_key_add(&b, 1, "ab");
-    odbox_sql_key_add(&b, 0, "c");
-    ck_assert(!same_key(&a, &b));
-    odbox_sql_key_init(&b, ODBOX_SQL_UPDATE, 1);
-    odbox_sql_key_add(&b, 0, "ab");
-    odbox_sql_key_add(&b, 0, "c");
-    ck_assert(!same_key(&a, &b));
-    odbox_sql_key_init(&b, ODBOX_SQL_INSERT, 2);
-    odbox_sql_key_add(&b, 0, "ab");
-    odbox_sql_key_add(&b, 0, "c");
-    ck_assert(!same_key(&a, &b));
-
-    odbox_sql_key_init(&a, ODBOX_SQL_EVENTS, 1);
-    odbox_sql_key_add(&a, 0, NULL);
-    odbox_sql_key_init(&b, ODBOX_SQL_EVENTS, 1);
-    odbox_sql_key_add(&b, 0, "");
-    ck_assert(!same_key(&a, &b));
+    odbox_sql_key a = key_of(ODBOX_SQL_INSERT, 1, 0, "ab", 0, "c");
+    ck_assert(same_key(a, key_of(ODBOX_SQL_INSERT, 1, 0, "ab", 0, "c")));
+    ck_assert(!same_key(a, key_of(ODBOX_SQL_INSERT, 1, 0, "a", 0, "bc")));
+    ck_assert(!same_key(a, key_of(ODBOX_SQL_INSERT, 1, 1, "ab", 0, "c")));
+    ck_assert(!same_key(a, key_of(ODBOX_SQL_UPDATE, 1, 0, "ab", 0, "c")));
+    ck_assert(!same_key(a, key_of(ODBOX_SQL_INSERT, 2, 0, "ab", 0, "c")));
+    ck_assert(!same_key(key_of(ODBOX_SQL_EVENTS, 1, 0, NULL, 0, "x"), key_of(ODBOX_SQL_EVENTS, 1, 0, "", 0, "x")));
     ck_assert(a.b[0] != 'S' && a.b[0] != 'I' && a.b[0] != 'U'); /* never equal to SQL text */
 
     char longname[200];
     memset(longname, 'x', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
-    odbox_sql_key_init(&a, ODBOX_SQL_INSERT, 1);
-    for (int i = 0; i < 2; i++) {
-        odbox_sql_key_add(&a, 0, longname);
-        ck_assert(!a.too_long);
-    }
+    a = key_of(ODBOX_SQL_INSERT, 1, 0, longname, 0, longname);
+    ck_assert(!a.too_long);
     odbox_sql_key_add(&a, 0, longname);
     ck_assert(a.too_long); /* then SQL text is the key */
 }
