@@ -117,23 +117,8 @@ fi
 # Framework migrations of this tree (--setup applies them).
 export ODBOX_MIGRATIONS_DIR=${ODBOX_MIGRATIONS_DIR:-$SRCDIR/migrations}
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/odbox-bench.XXXXXX")
-ODBC_PIDS=()
-cleanup() {
-    local p me
-    # psqlODBC (CommLog=1 in Debian's odbcinst.ini) leaves one log per
-    # process: /tmp/psqlodbc_<program>_<user><pid>.log. Ours only.
-    me=$(id -un)
-    for p in "${ODBC_PIDS[@]}"; do
-        rm -f /tmp/psqlodbc_*"$me$p".log
-    done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-# Passwords only in the environment or a 0600 file, never on a command line.
-pg() { PGPASSWORD=$ODBOX_PG_PASSWORD "$@" -h "$ODBOX_PG_HOST" -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" "$PGDB"; }
-pgsql() { PGOPTIONS='-c client_min_messages=warning' pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
+bench_tmp
+# The MariaDB password only in a 0600 file, never on a command line.
 MYCNF=$TMP/my.cnf
 if has_db mariadb; then
     (

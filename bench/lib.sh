@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # bench/lib.sh - helpers the benchmark scripts share (sourced, not run).
 # Needs BUILDDIR; wait_quiet also HZ and BENCH_QUIET_WAIT; fsync_report also
-# PG_TEST_FSYNC, BENCH_FSYNC_SECONDS and TMP.
+# PG_TEST_FSYNC, BENCH_FSYNC_SECONDS and TMP; pg and pgsql the ODBOX_PG_*
+# variables, PGDB and PSQL.
 
 die() { echo "bench: $*" >&2; exit 1; }
 say() { printf '%s\n' "$*"; }
@@ -14,6 +15,30 @@ build_bench() {
         die "no build directory at $BUILDDIR (configure first, or set ODBOX_BUILDDIR)"
     make -C "$BUILDDIR" -s -j"$(nproc)" "$1" >&2 || die "building $1 failed"
 }
+
+# A private TMP and the ODBC client processes run (ODBC_PIDS), both
+# cleaned up at exit: psqlODBC (CommLog=1 in Debian's odbcinst.ini) leaves
+# one log per process, /tmp/psqlodbc_<program>_<user><pid>.log, where
+# <program> is sometimes garbled or empty (then without the '_'). Ours only,
+# matched by user+pid.
+bench_tmp() {
+    TMP=$(mktemp -d "${TMPDIR:-/tmp}/odbox-bench.XXXXXX")
+    ODBC_PIDS=()
+    trap bench_cleanup EXIT
+}
+bench_cleanup() {
+    local p me
+    me=$(id -un)
+    for p in "${ODBC_PIDS[@]}"; do
+        rm -f /tmp/psqlodbc_*"$me$p".log
+    done
+    rm -rf "$TMP"
+}
+
+# The PostgreSQL password only in the environment of each client command,
+# never on a command line or printed.
+pg() { PGPASSWORD=$ODBOX_PG_PASSWORD "$@" -h "$ODBOX_PG_HOST" -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" "$PGDB"; }
+pgsql() { PGOPTIONS='-c client_min_messages=warning' pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
 
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4}' /proc/stat; }
 client_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; } # reaped children

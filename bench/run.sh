@@ -73,29 +73,11 @@ PGBENCH=$ODBOX_PG_BINDIR/pgbench
 PG_TEST_FSYNC=$ODBOX_PG_BINDIR/pg_test_fsync
 for b in "$PSQL" "$PGBENCH"; do [[ -x $b ]] || die "$b not found"; done
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/odbox-bench.XXXXXX")
-ODBC_PIDS=()
-cleanup() {
-    local p
-    # psqlODBC (CommLog=1 in Debian's odbcinst.ini) leaves one log per
-    # process: /tmp/psqlodbc_<program>_<user><pid>.log, where <program> is
-    # sometimes garbled or empty (then without the '_'). Match by user+pid.
-    local me
-    me=$(id -un)
-    for p in "${ODBC_PIDS[@]}"; do
-        rm -f /tmp/psqlodbc_*"$me$p".log
-    done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-# Password only in the environment of each client command, never printed.
-pg() { PGPASSWORD=$ODBOX_PG_PASSWORD "$@" -h "$ODBOX_PG_HOST" -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" "$PGDB"; }
-sql() { PGOPTIONS='-c client_min_messages=warning' pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
+bench_tmp
 
 # ---- (c) the table -------------------------------------------------------------
-sql "DROP TABLE IF EXISTS $BENCH_TABLE" >/dev/null
-sql "CREATE TABLE $BENCH_TABLE (id uuid PRIMARY KEY, client bigint NOT NULL,
+pgsql "DROP TABLE IF EXISTS $BENCH_TABLE" >/dev/null
+pgsql "CREATE TABLE $BENCH_TABLE (id uuid PRIMARY KEY, client bigint NOT NULL,
      payload jsonb NOT NULL, created timestamptz NOT NULL)
      WITH (autovacuum_enabled = off)" >/dev/null
 
@@ -125,10 +107,10 @@ else
     say "data dir:   unknown (ODBOX_PG_DATADIR not set); fsync test in ${TMPDIR:-/tmp}"
     fsdir=${TMPDIR:-/tmp}
 fi
-server_version=$(sql "SHOW server_version")
-say "server:     PostgreSQL $server_version, $ODBOX_PG_HOST:$ODBOX_PG_PORT (TCP, ssl=$(sql "SHOW ssl"))"
+server_version=$(pgsql "SHOW server_version")
+say "server:     PostgreSQL $server_version, $ODBOX_PG_HOST:$ODBOX_PG_PORT (TCP, ssl=$(pgsql "SHOW ssl"))"
 
-wal_sync_method=$(sql "SHOW wal_sync_method")
+wal_sync_method=$(pgsql "SHOW wal_sync_method")
 say
 say "== fsync rate (pg_test_fsync -s $BENCH_FSYNC_SECONDS, one 8kB write; PostgreSQL uses wal_sync_method=$wal_sync_method)"
 if ((BENCH_FSYNC_SECONDS == 0)); then
@@ -143,15 +125,15 @@ fi
 # clock read per flush, the same for both clients); elsewhere leave the
 # server's configuration alone and report what it has.
 if [[ -n ${BENCH_UNDER_SERVERS:-} ]]; then
-    sql "ALTER SYSTEM SET track_wal_io_timing = on" >/dev/null
-    sql "SELECT pg_reload_conf()" >/dev/null
+    pgsql "ALTER SYSTEM SET track_wal_io_timing = on" >/dev/null
+    pgsql "SELECT pg_reload_conf()" >/dev/null
     sleep 0.2
 fi
-TRACK_WAL_IO_TIMING=$(sql "SHOW track_wal_io_timing")
+TRACK_WAL_IO_TIMING=$(pgsql "SHOW track_wal_io_timing")
 
 say
 say "== durability settings"
-sql "SELECT rpad(name, 20) || setting || coalesce(' ' || unit, '')
+pgsql "SELECT rpad(name, 20) || setting || coalesce(' ' || unit, '')
      FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method',
        'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'wal_buffers',
        'max_wal_size', 'checkpoint_timeout', 'shared_buffers', 'track_wal_io_timing')
@@ -165,15 +147,15 @@ sql "SELECT rpad(name, 20) || setting || coalesce(' ' || unit, '')
 # Before every run: empty table and a checkpoint, so each run starts from
 # the same state (no checkpoint or full-page-write burst inherited).
 reset_table() {
-    sql "TRUNCATE $BENCH_TABLE" >/dev/null
-    sql "CHECKPOINT" >/dev/null 2>&1 || say "bench: warning: CHECKPOINT failed (not superuser?)"
+    pgsql "TRUNCATE $BENCH_TABLE" >/dev/null
+    pgsql "CHECKPOINT" >/dev/null 2>&1 || say "bench: warning: CHECKPOINT failed (not superuser?)"
 }
 
 # Checks the rows one run left: count equals the reported transactions,
 # every row carries the same payload, one distinct client id per client.
 check_rows() { # label transactions clients
     local got
-    got=$(sql "SELECT count(*) || ' ' || count(DISTINCT client) || ' ' ||
+    got=$(pgsql "SELECT count(*) || ' ' || count(DISTINCT client) || ' ' ||
                       count(*) FILTER (WHERE payload <> '$PAYLOAD'::jsonb) FROM $BENCH_TABLE")
     read -r rows distinct badpayload <<<"$got"
     [[ $rows == "$2" ]] || die "$1: reported $2 transactions but the table has $rows rows"
@@ -206,7 +188,7 @@ declare -A OTHER # "clients:round:tool" -> CPUs used by other processes
 declare -A CLI_US SRV_US # "clients:round:tool" -> client / server CPU per transaction, us
 # WAL flushes (pg_stat_wal, cumulative): count, time in ms (0 unless
 # track_wal_io_timing is on), bytes.
-wal_stats() { sql "SELECT wal_sync || ' ' || wal_sync_time || ' ' || wal_bytes FROM pg_stat_wal"; }
+wal_stats() { pgsql "SELECT wal_sync || ' ' || wal_sync_time || ' ' || wal_bytes FROM pg_stat_wal"; }
 declare -A WAL # "clients:round:tool" -> text
 measure_start() {
     read -r M_SYNC M_SYNC_MS M_WAL_BYTES <<<"$(wal_stats)"
@@ -351,14 +333,14 @@ for ((r = 1; r <= BENCH_ROUNDS; r++)); do
 done
 read -r ticks1 steal1 < <(cpu_ticks)
 steal_pct=$(awk -v t=$((ticks1 - ticks0)) -v s=$((steal1 - steal0)) 'BEGIN {printf "%.1f", (t > 0 ? 100 * s / t : 0)}')
-sql "TRUNCATE $BENCH_TABLE" >/dev/null
+pgsql "TRUNCATE $BENCH_TABLE" >/dev/null
 
 # ---- (f) the table --------------------------------------------------------------------
 say
 say "== results: PostgreSQL $server_version, ${BENCH_SECONDS}s per run, 1 row per transaction (batch size 1), autocommit"
 say "   workers: pgbench -c N -j N (N connections, N threads, -M prepared);"
 say "            odbox-bench-insert N threads, pool size N, one prepared statement each"
-say "   machine: ${cpu:-unknown}, nproc $(nproc); fsync: ${fsync_rate:-not measured}; fsync=$(sql "SHOW fsync"), synchronous_commit=$(sql "SHOW synchronous_commit"); CPU steal during the runs: ${steal_pct}%"
+say "   machine: ${cpu:-unknown}, nproc $(nproc); fsync: ${fsync_rate:-not measured}; fsync=$(pgsql "SHOW fsync"), synchronous_commit=$(pgsql "SHOW synchronous_commit"); CPU steal during the runs: ${steal_pct}%"
 ((BENCH_ROUNDS == 1)) ||
     say "   $BENCH_ROUNDS rounds: tps and latencies are medians; odbox/pgbench is the median of the per-round ratios (range: min-max)"
 say "   latency: pgb avg = pgbench's average; odbox avg/p50/p99 from its per-transaction histogram"
