@@ -33,7 +33,4 @@ odbox_model *odbox_model_alloc(const odbox_model_type *t);
 /* Index of a user column, or -1. */
 int odbox_model_column_index(const odbox_model_type *t, const char *name);
 
-/* Adds what SQL generated for t depends on: table, kind, columns. */
-void odbox_sql_key_add_type(odbox_sql_key *k, const odbox_model_type *t);
-
 #endif

@@ -51,7 +51,8 @@ static const char *param_form(const odbox_dialect *d, int type)
     return type == ODBOX_TYPE_UUID ? d->uuid_param : type == ODBOX_TYPE_JSON ? d->json_param : "?";
 }
 
-void odbox_sql_key_add_type(odbox_sql_key *k, const odbox_model_type *t)
+/* Adds what SQL generated for t depends on: table, kind, columns. */
+static void key_add_type(odbox_sql_key *k, const odbox_model_type *t)
 {
     odbox_sql_key_add(k, (int)t->kind, t->table);
     for (size_t i = 0; i < t->ncolumns; i++)
@@ -134,7 +135,7 @@ int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *con
         size_t rows = n - off < per ? n - off : per;
         odbox_sql_key key;
         odbox_sql_key_init(&key, ODBOX_SQL_INSERT, rows);
-        odbox_sql_key_add_type(&key, t);
+        key_add_type(&key, t);
         odbox_stmt *s = NULL;
         if ((rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err)) != ODBOX_OK)
             break;
@@ -181,7 +182,7 @@ static int update_chunk(odbox_conn *c, const odbox_model_type *t, const colset *
     }
     odbox_sql_key key;
     odbox_sql_key_init(&key, ODBOX_SQL_UPDATE, n);
-    odbox_sql_key_add_type(&key, t);
+    key_add_type(&key, t);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
@@ -373,12 +374,14 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
         return odbox_fail(err, ODBOX_EINVAL, "read %s: the value for %s is not of the column's type", t->name,
                           f->column);
     }
-    /* Reads by id are the hot ones: found by key. Others build their SQL. */
+    /* Reads by id are the hot ones: found by key. Others build their SQL
+     * and are found by its text (a key marked too long is no key). */
     odbox_sql_key key;
     odbox_sql_key_init(&key, ODBOX_SQL_FIND_IDS, f->nids);
-    odbox_sql_key_add_type(&key, t);
     if (count || f->column)
         key.too_long = 1;
+    else
+        key_add_type(&key, t);
     odbox_stmt *s = NULL;
     rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
