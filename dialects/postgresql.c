@@ -57,6 +57,36 @@ static int batch_update_sql(const odbox_dialect *d, const char *table, const cha
     return ODBOX_OK;
 }
 
+/* WITH w0 AS (UPDATE ... RETURNING 1), w1 AS (INSERT ... SELECT ...
+ *   WHERE EXISTS (SELECT 1 FROM w0)), ... INSERT ... WHERE EXISTS (...)
+ * Every WITH item runs once and to the end, whether read or not; only
+ * the guard reads one. An INSERT ... SELECT types each parameter from its
+ * target column, as INSERT ... VALUES does. */
+static int join_writes_sql(const odbox_dialect *d, const char *const *stmts, size_t n, int guarded, char **out,
+                           odbox_error *err)
+{
+    (void)d;
+    if (n == 0)
+        return odbox_fail(err, ODBOX_EINVAL, "join writes: no statement");
+    odbox_buf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (i + 1 < n)
+            odbox_buf_appendf(&b, "%sw%zu AS (", i ? ", " : "WITH ", i);
+        else if (i)
+            odbox_buf_append(&b, " ");
+        odbox_buf_append(&b, stmts[i]);
+        if (guarded && i == 0 && n > 1)
+            odbox_buf_append(&b, " RETURNING 1");
+        else if (guarded && i > 0)
+            odbox_buf_append(&b, " WHERE EXISTS (SELECT 1 FROM w0)");
+        if (i + 1 < n)
+            odbox_buf_append(&b, ")");
+    }
+    if (!(*out = odbox_buf_take(&b)))
+        return odbox_fail(err, ODBOX_ENOMEM, "join writes: out of memory");
+    return ODBOX_OK;
+}
+
 const odbox_dialect odbox_dialect_postgresql = {
     .version = ODBOX_DIALECT_VERSION,
     .name = "postgresql",
@@ -102,4 +132,5 @@ const odbox_dialect odbox_dialect_postgresql = {
     .timestamp_read_open = "CAST(",
     .timestamp_read_close = " AS TEXT)",
     .numbers_as_text = 1,
+    .join_writes_sql = join_writes_sql,
 };

@@ -4,37 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "model_internal.h"
-#include "odbox/action.h"
-#include "odbox/dialect.h"
+#include "action_internal.h"
 #include "odbox/uuid.h"
 
 #define NAME_MAX_LEN 255
-
-typedef enum { STAGE_ADD = 1, STAGE_UPDATE } stage_op;
-
-typedef struct staged {
-    stage_op op;
-    odbox_model *m;
-    odbox_shard *shard;
-} staged;
-
-typedef struct staged_event {
-    char model_id[37];
-    const char *model_type;
-    const odbox_event_type *et;
-    char *payload;
-    odbox_shard *shard;
-} staged_event;
-
-struct odbox_plan {
-    odbox_executor *exe;
-    staged *items;
-    size_t n, cap;
-    staged_event *events;
-    size_t nevents, evcap;
-    json_object *result;
-};
 
 struct odbox_context {
     odbox_executor *exe;
@@ -362,156 +335,6 @@ int odbox_context_attempt(odbox_context *ctx) { return ctx ? ctx->attempt : -1; 
 
 /* ---- persisting ------------------------------------------------------------ */
 
-typedef struct run {
-    odbox_executor *exe;
-    const odbox_action *action;
-    const char *params_json;
-    const char *action_id;
-    int64_t started_us;
-    odbox_plan *plan;
-    odbox_hook_fn hook;
-    void *hook_ud;
-} run;
-
-#define EVENT_COLUMNS 13
-#define EVENT_PARAMS 12 /* delivered is the literal FALSE */
-
-/* This shard's events as multi-row INSERTs (one unless the rows exceed the
- * dialect's parameter limit), or the sentinel row. */
-static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, int64_t completion_us, odbox_error *err)
-{
-    const odbox_dialect *d = odbox_conn_dialect(c);
-    const staged_event **rows = malloc((rn->plan->nevents + 1) * sizeof *rows);
-    if (!rows)
-        return odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
-    size_t nrows = 0;
-    for (size_t i = 0; i < rn->plan->nevents; i++)
-        if (rn->plan->events[i].shard == shard)
-            rows[nrows++] = &rn->plan->events[i];
-    if (nrows == 0)
-        rows[nrows++] = NULL; /* the sentinel: model and event columns NULL */
-    const char *forms[EVENT_COLUMNS] = {d->uuid_param, "?", d->uuid_param, "?", d->json_param, "?", "?",
-                                        "?", "?", "?", d->json_param, "?", "FALSE"};
-    size_t per = (size_t)d->max_params / EVENT_PARAMS;
-    int rc = ODBOX_OK;
-    for (size_t off = 0; off < nrows && rc == ODBOX_OK; off += per) {
-        size_t n = nrows - off < per ? nrows - off : per;
-        odbox_sql_key key;
-        odbox_sql_key_init(&key, ODBOX_SQL_EVENTS, n);
-        odbox_sql_key_add(&key, 0, odbox_shard_eventlog(shard));
-        odbox_stmt *s = NULL;
-        if ((rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err)) != ODBOX_OK)
-            break;
-        if (!s) {
-            char *values = odbox_sql_rows((int)n, forms, EVENT_COLUMNS);
-            odbox_buf b = {0};
-            odbox_buf_cat(&b, "INSERT INTO ", odbox_shard_eventlog(shard),
-                          ".events (id, namespace, action_id, action_name, action_params, started_date, "
-                          "completion_date, model_id, model_type, event_type, payload, event_date, delivered) "
-                          "VALUES ",
-                          values ? values : "", (char *)NULL);
-            char *sql = odbox_buf_take(&b);
-            rc = sql && values ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
-                               : odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
-            free(values);
-            free(sql);
-        }
-        int idx = 1;
-        for (size_t i = off; rc == ODBOX_OK && i < off + n; i++) {
-            const staged_event *ev = rows[i];
-            char id[ODBOX_UUID_LEN + 1];
-            odbox_uuid_v4(id);
-            if ((rc = odbox_stmt_bind_valid_uuid(s, idx++, id, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_text(s, idx++, rn->exe->ns, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_valid_uuid(s, idx++, rn->action_id, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_text(s, idx++, rn->action->name, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_json(s, idx++, rn->params_json, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_timestamp(s, idx++, rn->started_us, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_id : NULL, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->model_type : NULL, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_text(s, idx++, ev ? ev->et->name : NULL, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_bind_json(s, idx++, ev ? ev->payload : NULL, err)) != ODBOX_OK)
-                break;
-            rc = odbox_stmt_bind_timestamp(s, idx++, completion_us, err);
-        }
-        if (rc == ODBOX_OK)
-            rc = odbox_stmt_execute(s, err);
-        odbox_stmt_free(&s);
-    }
-    free(rows);
-    if (rc != ODBOX_OK)
-        odbox_error_prefix(err, rc, "writing events");
-    return rc;
-}
-
-/* Domain rows of one shard: per model type in plan order, its inserts then
- * its updates, each as one statement. */
-static int write_domain(const run *rn, odbox_conn *c, odbox_shard *shard, int64_t completion_us, odbox_error *err)
-{
-    odbox_plan *p = rn->plan;
-    odbox_model **batch = p->n ? malloc(p->n * sizeof *batch) : NULL;
-    if (p->n && !batch)
-        return odbox_fail(err, ODBOX_ENOMEM, "persist: out of memory");
-    int rc = ODBOX_OK;
-    for (size_t i = 0; i < p->n && rc == ODBOX_OK; i++) {
-        const odbox_model_type *t = p->items[i].m->type;
-        int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = p->items[j].m->type == t && p->items[j].shard == shard;
-        if (seen || p->items[i].shard != shard)
-            continue;
-        for (int op = STAGE_ADD; op <= STAGE_UPDATE && rc == ODBOX_OK; op++) {
-            size_t n = 0;
-            for (size_t j = i; j < p->n; j++)
-                if (p->items[j].m->type == t && p->items[j].shard == shard && p->items[j].op == (stage_op)op)
-                    batch[n++] = p->items[j].m;
-            if (n)
-                rc = op == STAGE_ADD ? odbox_repo_insert(c, t, batch, n, err)
-                                     : odbox_repo_update(c, t, batch, n, completion_us, err);
-        }
-    }
-    free(batch);
-    return rc;
-}
-
-static int call_hook(const run *rn, odbox_hook_point at, odbox_shard *shard, odbox_conn *c, odbox_error *err)
-{
-    if (!rn->hook)
-        return ODBOX_OK;
-    odbox_shard_id id = odbox_shard_get_id(shard);
-    int rc = rn->hook(rn->hook_ud, at, id, c);
-    if (rc != ODBOX_OK && at != ODBOX_HOOK_COMMITTED)
-        return odbox_fail(err, rc < 0 ? rc : ODBOX_EDB, "hook failed the transaction on shard %d.%d at point %d",
-                          id.group, id.member, (int)at);
-    return ODBOX_OK;
-}
-
-static int persist_shard(const run *rn, odbox_shard *shard, odbox_error *err)
-{
-    odbox_pool *pool = odbox_shard_primary(shard);
-    odbox_conn *c = NULL;
-    int rc = odbox_pool_acquire(pool, &c, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    if ((rc = odbox_conn_begin(c, err)) == ODBOX_OK) {
-        int64_t completion = odbox_now_us();
-        if ((rc = write_domain(rn, c, shard, completion, err)) == ODBOX_OK &&
-            (rc = call_hook(rn, ODBOX_HOOK_DOMAIN_WRITTEN, shard, c, err)) == ODBOX_OK &&
-            (rc = write_events(rn, c, shard, completion, err)) == ODBOX_OK &&
-            (rc = call_hook(rn, ODBOX_HOOK_EVENTS_WRITTEN, shard, c, err)) == ODBOX_OK)
-            rc = odbox_conn_commit(c, err);
-        if (rc != ODBOX_OK && odbox_conn_in_transaction(c)) {
-            odbox_error e2;
-            odbox_conn_rollback(c, &e2);
-        }
-        if (rc == ODBOX_OK)
-            call_hook(rn, ODBOX_HOOK_COMMITTED, shard, c, err);
-    }
-    odbox_pool_release(pool, &c);
-    return rc;
-}
-
 static void shard_name(odbox_shard *s, char *buf, size_t cap)
 {
     odbox_shard_id id = odbox_shard_get_id(s);
@@ -535,7 +358,7 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
             shards[ns++] = s;
     }
     if (ns == 0)
-        shards[ns++] = odbox_registry_default_shard(rn->exe->registry);
+        shards[ns++] = odbox_registry_default_shard(p->exe->registry);
     int rc = ODBOX_OK;
     if (ns > 1 && !cfg->allow_cross_shard) {
         char a[16], b[16];
@@ -550,7 +373,7 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
         odbox_log(ODBOX_LOG_WARN, "action %s (action_id %s) spans %zu shards: each commits on its own, "
                                   "without atomicity across them", rn->action->name, rn->action_id, ns);
     for (size_t i = 0; i < ns && rc == ODBOX_OK; i++) {
-        rc = persist_shard(rn, shards[i], err);
+        rc = odbox_persist_shard(rn, shards[i], err);
         if (rc == ODBOX_OK) {
             if (res && res->ncommitted < ODBOX_MAX_RESULT_SHARDS)
                 res->committed[res->ncommitted++] = odbox_shard_get_id(shards[i]);
@@ -649,7 +472,7 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
         odbox_context ctx = {.exe = exe, .attempt = attempt};
         odbox_uuid_v4(ctx.action_id);
         odbox_plan plan = {.exe = exe};
-        run rn = {exe, action, params_json, ctx.action_id, odbox_now_us(), &plan, hook, hook_ud};
+        run rn = {exe->ns, action, params_json, ctx.action_id, odbox_now_us(), &plan, hook, hook_ud};
         odbox_result attempt_res = {0};
         odbox_error_clear(err);
         rc = action->perform(&ctx, prm, &plan, action->user, err);

@@ -90,11 +90,19 @@ typedef struct odbox_sql_key {
     int too_long; /* then it is no key: use the SQL text */
 } odbox_sql_key;
 
-enum { ODBOX_SQL_FIND_IDS = 1, ODBOX_SQL_INSERT, ODBOX_SQL_UPDATE, ODBOX_SQL_EVENTS };
+enum { ODBOX_SQL_FIND_IDS = 1, ODBOX_SQL_INSERT, ODBOX_SQL_UPDATE, ODBOX_SQL_EVENTS, ODBOX_SQL_JOINED };
 
 void odbox_sql_key_init(odbox_sql_key *k, int op, size_t count);
 /* Adds a part: a small tag (a type, a kind) and a name (may be NULL). */
 void odbox_sql_key_add(odbox_sql_key *k, int tag, const char *name);
+
+/* Adds a count as a part (a number of rows or columns). */
+void odbox_sql_key_add_count(odbox_sql_key *k, int tag, size_t count);
+
+/* What follows "INSERT INTO t (cols) ": "VALUES (...),(...)" for rows
+ * rows (odbox_sql_rows), or for one row with select_form "SELECT ..., ...",
+ * to which a WHERE can be added. NULL on bad input or out of memory. */
+char *odbox_sql_insert_source(int rows, const char *const *forms, int ncols, int select_form);
 
 /* Prepares sql with key k on c, or hands out the cached statement of k.
  * When sql is NULL and nothing is cached, *out is NULL and the caller

@@ -51,8 +51,7 @@ static const char *param_form(const odbox_dialect *d, int type)
     return type == ODBOX_TYPE_UUID ? d->uuid_param : type == ODBOX_TYPE_JSON ? d->json_param : "?";
 }
 
-/* Adds what SQL generated for t depends on: table, kind, columns. */
-static void key_add_type(odbox_sql_key *k, const odbox_model_type *t)
+void odbox_repo_key_add_type(odbox_sql_key *k, const odbox_model_type *t)
 {
     odbox_sql_key_add(k, (int)t->kind, t->table);
     for (size_t i = 0; i < t->ncolumns; i++)
@@ -110,136 +109,152 @@ static int check_batch(odbox_conn *c, const odbox_model_type *t, odbox_model *co
     return ODBOX_OK;
 }
 
-/* Rows per statement so that rows * ncols parameters fit the dialect. */
-static size_t rows_per_statement(const odbox_dialect *d, size_t ncols)
+/* ---- writes as statement parts ------------------------------------------ */
+
+/* What a write of n rows binds, row after row: an INSERT every column; a
+ * one-row UPDATE the columns it sets (state, updated_date, the type's
+ * own; never id, version or created_date), then id and version for its
+ * WHERE; the dialect's batch UPDATE id, version, then the set columns. */
+static int write_binds(const odbox_model_type *t, int op, size_t n, colset *out, odbox_error *err)
 {
+    colset cs;
+    int rc = columns_of(t, &cs, err);
+    if (rc != ODBOX_OK || op == ODBOX_SQL_INSERT) {
+        *out = cs;
+        return rc;
+    }
+    out->n = 0;
+    if (n > 1) {
+        colset_add(out, "id", ODBOX_TYPE_UUID, FIELD_ID);
+        colset_add(out, "version", ODBOX_TYPE_INT64, FIELD_VERSION);
+    }
+    for (size_t i = 0; i < cs.n; i++)
+        if (cs.fields[i] != FIELD_ID && cs.fields[i] != FIELD_VERSION && cs.fields[i] != FIELD_CREATED)
+            colset_add(out, cs.names[i], cs.types[i], cs.fields[i]);
+    if (n == 1) {
+        colset_add(out, "id", ODBOX_TYPE_UUID, FIELD_ID);
+        colset_add(out, "version", ODBOX_TYPE_INT64, FIELD_VERSION);
+    }
+    return ODBOX_OK;
+}
+
+int odbox_repo_write_params(const odbox_model_type *t, int op, size_t *per_row, odbox_error *err)
+{
+    colset b;
+    int rc = write_binds(t, op, 1, &b, err);
+    *per_row = rc == ODBOX_OK ? b.n : 0;
+    return rc;
+}
+
+int odbox_repo_write_sql(const odbox_dialect *d, const odbox_model_type *t, int op, size_t n, int select_form,
+                         char **out, odbox_error *err)
+{
+    *out = NULL;
+    colset b;
+    int rc = write_binds(t, op, n, &b, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if (op == ODBOX_SQL_UPDATE && n > 1)
+        return d->batch_update_sql(d, t->table, b.names, b.types, b.n, n, out, err);
+    odbox_buf sql = {0};
+    if (op == ODBOX_SQL_UPDATE) {
+        odbox_buf_cat(&sql, "UPDATE ", t->table, " SET ", (char *)NULL);
+        for (size_t i = 0; i + 2 < b.n; i++)
+            odbox_buf_cat(&sql, b.names[i], " = ", param_form(d, b.types[i]), ", ", (char *)NULL);
+        odbox_buf_cat(&sql, "version = version + 1 WHERE id = ", d->uuid_param, " AND version = ?", (char *)NULL);
+    } else {
+        const char *forms[5 + MAX_USER_COLUMNS];
+        for (size_t i = 0; i < b.n; i++)
+            forms[i] = param_form(d, b.types[i]);
+        char *source = odbox_sql_insert_source((int)n, forms, (int)b.n, select_form);
+        odbox_buf_cat(&sql, "INSERT INTO ", t->table, " (", (char *)NULL);
+        append_columns(&sql, &b, NULL);
+        odbox_buf_cat(&sql, ") ", source ? source : "", (char *)NULL);
+        if (!source)
+            sql.oom = 1;
+        free(source);
+    }
+    if (!(*out = odbox_buf_take(&sql)))
+        return odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", op == ODBOX_SQL_UPDATE ? "update" : "insert");
+    return ODBOX_OK;
+}
+
+int odbox_repo_write_bind(odbox_stmt *s, int *idx, const odbox_model_type *t, int op, odbox_model *const *models,
+                          size_t n, odbox_error *err)
+{
+    colset b;
+    int rc = write_binds(t, op, n, &b, err);
+    for (size_t r = 0; r < n && rc == ODBOX_OK; r++)
+        for (size_t k = 0; k < b.n && rc == ODBOX_OK; k++)
+            rc = bind_field(s, (*idx)++, models[r], &b, k, err);
+    return rc;
+}
+
+/* Rows per statement so that each fits the dialect's parameter limit. */
+static size_t rows_per_statement(const odbox_dialect *d, const odbox_model_type *t, int op)
+{
+    size_t ncols = 1;
+    odbox_repo_write_params(t, op, &ncols, NULL);
     size_t per = ncols ? (size_t)d->max_params / ncols : 1;
     return per ? per : 1;
+}
+
+/* One statement writing models[0..n): prepared by key (built on a miss),
+ * bound and executed. *affected gets the rows it changed. */
+static int write_chunk(odbox_conn *c, const odbox_model_type *t, int op, odbox_model *const *models, size_t n,
+                       int64_t *affected, odbox_error *err)
+{
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, op, n);
+    odbox_repo_key_add_type(&key, t);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char *sql = NULL;
+        if ((rc = odbox_repo_write_sql(odbox_conn_dialect(c), t, op, n, 0, &sql, err)) == ODBOX_OK)
+            rc = odbox_stmt_prepare_keyed(c, sql, &key, &s, err);
+        free(sql);
+    }
+    int idx = 1;
+    if (rc == ODBOX_OK && (rc = odbox_repo_write_bind(s, &idx, t, op, models, n, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK)
+        *affected = odbox_stmt_rows_affected(s);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+int odbox_repo_stale(const odbox_model_type *t, odbox_model *const *models, size_t n, int64_t got, odbox_error *err)
+{
+    if (n == 1)
+        return odbox_fail(err, ODBOX_ESTALE, "%s [%s, version=%lld] was concurrently modified or not found", t->name,
+                          models[0]->id, (long long)models[0]->version);
+    return odbox_fail(err, ODBOX_ESTALE,
+                      "%s: expected to update %zu rows but updated %lld (concurrently modified or not found)", t->name,
+                      n, (long long)got);
 }
 
 int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
                       odbox_error *err)
 {
-    colset cs;
     int rc = check_batch(c, t, models, n, "insert", err);
     if (rc != ODBOX_OK || n == 0)
         return rc;
-    if ((rc = columns_of(t, &cs, err)) != ODBOX_OK)
-        return rc;
-    const odbox_dialect *d = odbox_conn_dialect(c);
-    const char *forms[5 + MAX_USER_COLUMNS];
-    for (size_t i = 0; i < cs.n; i++)
-        forms[i] = param_form(d, cs.types[i]);
-    size_t per = rows_per_statement(d, cs.n);
+    size_t per = rows_per_statement(odbox_conn_dialect(c), t, ODBOX_SQL_INSERT);
     for (size_t off = 0; off < n && rc == ODBOX_OK; off += per) {
-        size_t rows = n - off < per ? n - off : per;
-        odbox_sql_key key;
-        odbox_sql_key_init(&key, ODBOX_SQL_INSERT, rows);
-        key_add_type(&key, t);
-        odbox_stmt *s = NULL;
-        if ((rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err)) != ODBOX_OK)
-            break;
-        if (!s) {
-            char *values = odbox_sql_rows((int)rows, forms, (int)cs.n);
-            odbox_buf b = {0};
-            odbox_buf_cat(&b, "INSERT INTO ", t->table, " (", (char *)NULL);
-            append_columns(&b, &cs, NULL);
-            odbox_buf_cat(&b, ") VALUES ", values ? values : "", (char *)NULL);
-            char *sql = odbox_buf_take(&b);
-            rc = sql && values ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
-                               : odbox_fail(err, ODBOX_ENOMEM, "insert: out of memory");
-            free(values);
-            free(sql);
-        }
-        int idx = 1;
-        for (size_t r = off; r < off + rows && rc == ODBOX_OK; r++)
-            for (size_t k = 0; k < cs.n && rc == ODBOX_OK; k++)
-                rc = bind_field(s, idx++, models[r], &cs, k, err);
-        if (rc == ODBOX_OK)
-            rc = odbox_stmt_execute(s, err);
-        odbox_stmt_free(&s);
+        int64_t got = 0;
+        rc = write_chunk(c, t, ODBOX_SQL_INSERT, models + off, n - off < per ? n - off : per, &got, err);
     }
     if (rc != ODBOX_OK)
         odbox_error_prefix(err, rc, "insert into %s", t->table);
     return rc;
 }
 
-/* One UPDATE for models[0..n): the plain form for one row, the
- * dialect's batch form for more. Returns ODBOX_ESTALE when fewer rows
- * matched. */
-static int update_chunk(odbox_conn *c, const odbox_model_type *t, const colset *set, odbox_model *const *models,
-                        size_t n, odbox_error *err)
-{
-    const odbox_dialect *d = odbox_conn_dialect(c);
-    const colset *binds = set;
-    colset all = {.n = 0};
-    if (n > 1) {
-        colset_add(&all, "id", ODBOX_TYPE_UUID, FIELD_ID);
-        colset_add(&all, "version", ODBOX_TYPE_INT64, FIELD_VERSION);
-        for (size_t i = 0; i < set->n; i++)
-            colset_add(&all, set->names[i], set->types[i], set->fields[i]);
-        binds = &all;
-    }
-    odbox_sql_key key;
-    odbox_sql_key_init(&key, ODBOX_SQL_UPDATE, n);
-    key_add_type(&key, t);
-    odbox_stmt *s = NULL;
-    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
-    if (rc == ODBOX_OK && !s) {
-        char *sql = NULL;
-        if (n == 1) {
-            odbox_buf b = {0};
-            odbox_buf_cat(&b, "UPDATE ", t->table, " SET ", (char *)NULL);
-            for (size_t i = 0; i < set->n; i++)
-                odbox_buf_cat(&b, set->names[i], " = ", param_form(d, set->types[i]), ", ", (char *)NULL);
-            odbox_buf_cat(&b, "version = version + 1 WHERE id = ", d->uuid_param, " AND version = ?", (char *)NULL);
-            if (!(sql = odbox_buf_take(&b)))
-                rc = odbox_fail(err, ODBOX_ENOMEM, "update: out of memory");
-        } else {
-            rc = d->batch_update_sql(d, t->table, all.names, all.types, all.n, n, &sql, err);
-        }
-        if (rc == ODBOX_OK)
-            rc = odbox_stmt_prepare_keyed(c, sql, &key, &s, err);
-        free(sql);
-    }
-    int idx = 1;
-    for (size_t r = 0; r < n && rc == ODBOX_OK; r++) {
-        for (size_t k = 0; k < binds->n && rc == ODBOX_OK; k++)
-            rc = bind_field(s, idx++, models[r], binds, k, err);
-        if (n == 1 && rc == ODBOX_OK && (rc = odbox_stmt_bind_valid_uuid(s, idx++, models[r]->id, err)) == ODBOX_OK)
-            rc = odbox_stmt_bind_int64(s, idx++, models[r]->version, err);
-    }
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
-    if (rc == ODBOX_OK) {
-        int64_t got = odbox_stmt_rows_affected(s);
-        if (got != (int64_t)n)
-            rc = n == 1 ? odbox_fail(err, ODBOX_ESTALE,
-                                     "%s [%s, version=%lld] was concurrently modified or not found", t->name,
-                                     models[0]->id, (long long)models[0]->version)
-                        : odbox_fail(err, ODBOX_ESTALE,
-                                     "%s: expected to update %zu rows but updated %lld (concurrently modified or not found)",
-                                     t->name, n, (long long)got);
-    }
-    odbox_stmt_free(&s);
-    return rc;
-}
-
 int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
                       int64_t updated_us, odbox_error *err)
 {
-    colset cs;
     int rc = check_batch(c, t, models, n, "update", err);
     if (rc != ODBOX_OK || n == 0)
         return rc;
-    if ((rc = columns_of(t, &cs, err)) != ODBOX_OK)
-        return rc;
-    /* Set: state, updated_date (models), the type's columns; never id,
-     * version (computed) or created_date. */
-    colset set = {.n = 0};
-    for (size_t i = 0; i < cs.n; i++)
-        if (cs.fields[i] != FIELD_ID && cs.fields[i] != FIELD_VERSION && cs.fields[i] != FIELD_CREATED)
-            colset_add(&set, cs.names[i], cs.types[i], cs.fields[i]);
     int64_t *saved = malloc(n * sizeof *saved);
     if (!saved)
         return odbox_fail(err, ODBOX_ENOMEM, "update: out of memory");
@@ -248,9 +263,14 @@ int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *con
         if (t->kind == ODBOX_KIND_MODEL)
             models[r]->updated_us = updated_us;
     }
-    size_t per = rows_per_statement(odbox_conn_dialect(c), set.n + 2);
-    for (size_t off = 0; off < n && rc == ODBOX_OK; off += per)
-        rc = update_chunk(c, t, &set, models + off, n - off < per ? n - off : per, err);
+    size_t per = rows_per_statement(odbox_conn_dialect(c), t, ODBOX_SQL_UPDATE);
+    for (size_t off = 0; off < n && rc == ODBOX_OK; off += per) {
+        size_t rows = n - off < per ? n - off : per;
+        int64_t got = 0;
+        if ((rc = write_chunk(c, t, ODBOX_SQL_UPDATE, models + off, rows, &got, err)) == ODBOX_OK &&
+            got != (int64_t)rows)
+            rc = odbox_repo_stale(t, models + off, rows, got, err);
+    }
     /* The caller's models follow the database only when every row landed. */
     for (size_t r = 0; r < n; r++) {
         if (rc == ODBOX_OK)
@@ -381,7 +401,7 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
     if (count || f->column)
         key.too_long = 1;
     else
-        key_add_type(&key, t);
+        odbox_repo_key_add_type(&key, t);
     odbox_stmt *s = NULL;
     rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {

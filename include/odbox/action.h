@@ -8,6 +8,15 @@
  * sentinel row when the action emitted nothing on that shard — and
  * commits. Either both land or neither does.
  *
+ * Where the dialect can join writes (PostgreSQL: data-modifying WITH), a
+ * shard whose plan updates at most one row is written by ONE statement in
+ * autocommit, its own transaction: one round trip instead of BEGIN, one
+ * per statement and COMMIT. The other rows and the events then depend on
+ * that update in the statement itself, so a stale version writes nothing.
+ * Plans that update several rows on a shard, or that exceed the dialect's
+ * parameter limit, and every plan while a hook is set, are written in a
+ * transaction of separate statements.
+ *
  * Thread model: configure an executor (register types) before sharing it;
  * odbox_execute is then thread-safe. A plan and a context belong to one
  * perform call. */
@@ -130,7 +139,9 @@ int odbox_executor_register_event(odbox_executor *exe, const odbox_event_type *e
  * the domain rows (ODBOX_HOOK_DOMAIN_WRITTEN) and after the event rows
  * (ODBOX_HOOK_EVENTS_WRITTEN, just before commit), and after the commit
  * (ODBOX_HOOK_COMMITTED). A non-zero return before the commit fails the
- * shard's transaction with that code. */
+ * shard's transaction with that code. While a hook is set, every shard is
+ * written in a transaction of separate statements (never as one
+ * statement), so that both points exist. */
 typedef enum odbox_hook_point {
     ODBOX_HOOK_DOMAIN_WRITTEN = 1,
     ODBOX_HOOK_EVENTS_WRITTEN,

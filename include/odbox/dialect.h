@@ -118,6 +118,19 @@ typedef struct odbox_dialect {
      * from where it stands) and formats numbers with snprintf, so text
      * changes nothing the server sees and costs less. */
     int numbers_as_text;
+
+    /* Joins statements that write into one statement (*out malloc'd):
+     * stmts[0..n-2] become WITH items, stmts[n-1] the statement itself,
+     * all in the order given, parameters too. In autocommit it is its own
+     * transaction: the executor writes a shard in one round trip instead
+     * of BEGIN, one per statement and COMMIT. guarded: stmts[0] is an
+     * UPDATE that may match no row and every later one an INSERT ...
+     * SELECT without FROM; each of those then writes only when the UPDATE
+     * matched. The statements must not touch the same rows (they run on
+     * one snapshot). NULL: the database has no data-modifying WITH, and
+     * the executor writes a shard in a transaction. */
+    int (*join_writes_sql)(const struct odbox_dialect *d, const char *const *stmts, size_t n, int guarded,
+                           char **out, odbox_error *err);
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

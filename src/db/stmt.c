@@ -215,6 +215,17 @@ void odbox_sql_key_add(odbox_sql_key *k, int tag, const char *name)
     k->n += n;
 }
 
+void odbox_sql_key_add_count(odbox_sql_key *k, int tag, size_t count)
+{
+    if (k->too_long || 1 + sizeof count > sizeof k->b - k->n) {
+        k->too_long = 1;
+        return;
+    }
+    k->b[k->n++] = (unsigned char)tag;
+    memcpy(k->b + k->n, &count, sizeof count);
+    k->n += sizeof count;
+}
+
 int odbox_stmt_prepare_keyed(odbox_conn *c, const char *sql, const odbox_sql_key *k, odbox_stmt **out,
                              odbox_error *err)
 {
@@ -894,5 +905,24 @@ char *odbox_sql_rows(int rows, const char *const *forms, int ncols)
         }
         odbox_buf_append(&b, ")");
     }
+    return odbox_buf_take(&b);
+}
+
+char *odbox_sql_insert_source(int rows, const char *const *forms, int ncols, int select_form)
+{
+    if (select_form && rows != 1)
+        return NULL;
+    char *values = odbox_sql_rows(rows, forms, ncols);
+    if (!values)
+        return NULL;
+    odbox_buf b = {0};
+    if (select_form) {
+        /* the row "(a,b)" without its parentheses */
+        odbox_buf_append(&b, "SELECT ");
+        odbox_buf_appendn(&b, values + 1, strlen(values) - 2);
+    } else {
+        odbox_buf_cat(&b, "VALUES ", values, (char *)NULL);
+    }
+    free(values);
     return odbox_buf_take(&b);
 }

@@ -945,6 +945,255 @@ START_TEST(not_null_column_left_null_writes_nothing)
 }
 END_TEST
 
+/* ---- a shard in one statement ----------------------------------------------
+ * Where the dialect joins writes (PostgreSQL), a shard whose plan updates
+ * at most one row is written by one statement in autocommit, the other
+ * rows and the events depending on that update; elsewhere, and for larger
+ * updates, in a transaction. The outcome must not differ. */
+
+static odbox_model *typed_dummy(const char *name)
+{
+    odbox_model *m = dfx_dummy(NULL, name, 9007199254740993LL);
+    odbox_error e;
+    ck_assert_int_eq(odbox_model_set_int64(m, "reward_points", -5, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_double(m, "ratio", 1234.5678, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_bool(m, "flag", 1, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_json(m, "aliases", "{\"nick\": [\"a\", \"b\"]}", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_timestamp(m, "seen_at", 1767225600123456LL, &e), ODBOX_OK);
+    return m;
+}
+
+static odbox_model *new_tag(const char *label)
+{
+    odbox_model *t = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_model_new(&TAG_T, NULL, &t, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_text(t, "label", label, &e), ODBOX_OK);
+    return t;
+}
+
+/* Seeds a dummy and moves it to version 2 behind the back of a copy read
+ * at version 1, which the caller gets in *stale. */
+static odbox_model *seed_moved(dfx *f, odbox_executor *exe, odbox_model **stale)
+{
+    odbox_model *x = dfx_dummy(NULL, "x", 1);
+    script seed = {.add = {x}, .nadd = 1};
+    odbox_result res;
+    run_ok(exe, "Seed", &seed, NULL, &res);
+    odbox_result_clear(&res);
+    *stale = find_dummy(f, odbox_model_id(x));
+    odbox_model *other = find_dummy(f, odbox_model_id(x));
+    ck_assert_int_eq(odbox_model_set_int64(other, "amount", 2, NULL), ODBOX_OK);
+    script bump = {.upd = {other}, .nupd = 1};
+    run_ok(exe, "Elsewhere", &bump, NULL, &res);
+    odbox_result_clear(&res);
+    odbox_model_free(&other);
+    return x;
+}
+
+START_TEST(one_update_beside_adds_and_events_is_all_or_nothing)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_model *stale = NULL, *x = seed_moved(&f, exe, &stale);
+    const char *xid = odbox_model_id(x);
+    int64_t events0 = dfx_events(&f, 0);
+    odbox_model *n1 = typed_dummy("n1"), *n2 = dfx_dummy(NULL, "n2", 0), *tag1 = new_tag("t1");
+    ck_assert_int_eq(odbox_model_set_int64(stale, "amount", 99, NULL), ODBOX_OK);
+    script s = {.add = {n1, n2, tag1},
+                .nadd = 3,
+                .upd = {stale},
+                .nupd = 1,
+                .emit = {{n1, &EV_CREATED, "{\"k\": 1}"}, {n2, &EV_CREATED, "{}"}, {stale, &EV_CHANGED, "{}"}},
+                .nemit = 3};
+    odbox_result res;
+    odbox_error e;
+    /* stale on both attempts (the default: one retry): nothing of it lands */
+    int rc = run(exe, "StaleBeside", &s, NULL, NULL, &res, &e);
+    ck_assert_msg(rc == ODBOX_ESTALE, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_msg(strstr(e.message, xid) != NULL, "the message names the stale row: %s", e.message);
+    ck_assert_int_eq(s.calls, 2);
+    ck_assert_int_eq(res.retries[0], 1);
+    ck_assert_int_eq(res.ncommitted, 0);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 1);
+    ck_assert_int_eq(dfx_rows(&f, 0, "tags"), 0);
+    ck_assert_int_eq(dfx_events(&f, 0), events0);
+    ck_assert_int_eq(amount_of(&f, xid), 2);
+    odbox_result_clear(&res);
+
+    /* read again: the same plan lands whole, every value as staged */
+    odbox_model *cur = find_dummy(&f, xid);
+    int64_t before_upd = odbox_model_updated(cur);
+    ck_assert_int_eq(odbox_model_set_int64(cur, "amount", 3, NULL), ODBOX_OK);
+    script ok = {.add = {n1, n2, tag1},
+                 .nadd = 3,
+                 .upd = {cur},
+                 .nupd = 1,
+                 .emit = {{n1, &EV_CREATED, "{\"k\": 1}"}, {n2, &EV_CREATED, "{}"}, {cur, &EV_CHANGED, "{}"}},
+                 .nemit = 3};
+    int64_t t0 = dfx_now_us();
+    run_ok(exe, "FreshBeside", &ok, NULL, &res);
+    int64_t t1 = dfx_now_us();
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3);
+    ck_assert_int_eq(dfx_rows(&f, 0, "tags"), 1);
+    odbox_model *const staged[] = {n1, n2};
+    for (int i = 0; i < 2; i++) {
+        odbox_model *got = find_dummy(&f, odbox_model_id(staged[i]));
+        dfx_assert_same(staged[i], got);
+        odbox_model_free(&got);
+    }
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM tags WHERE id = '%s' AND label = 't1'",
+                                 odbox_model_id(tag1)),
+                     1);
+    odbox_model *after = find_dummy(&f, xid);
+    ck_assert_int_eq(odbox_model_version(after), 3);
+    ck_assert_int_eq(amount_of(&f, xid), 3);
+    ck_assert(odbox_model_updated(after) > before_upd && odbox_model_updated(after) <= t1 + SLACK_US);
+    evrow rows[8];
+    ck_assert_int_eq(read_events(&f, 0, rows, 8), (int)events0 + 3);
+    int mine = 0;
+    for (int i = 0; i < (int)events0 + 3; i++)
+        if (!strcmp(rows[i].action_id, res.action_id))
+            rows[mine++] = rows[i];
+    ck_assert_int_eq(mine, 3);
+    check_rows(rows, 3, res.action_id, "FreshBeside", "{}", t0, t1);
+    assert_event(&rows[0], cur, "DummyChanged", "{}");
+    odbox_result_clear(&res);
+    odbox_model_free(&after);
+    odbox_model_free(&cur);
+    odbox_model_free(&n1);
+    odbox_model_free(&n2);
+    odbox_model_free(&tag1);
+    odbox_model_free(&stale);
+    odbox_model_free(&x);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+START_TEST(unique_conflict_beside_an_update_writes_nothing)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_model *x = dfx_dummy(NULL, "x", 1), *y = dfx_dummy(NULL, "y", 1);
+    script seed = {.add = {x, y}, .nadd = 2};
+    odbox_result res;
+    run_ok(exe, "Seed", &seed, NULL, &res);
+    odbox_result_clear(&res);
+    odbox_model *cur = find_dummy(&f, odbox_model_id(x));
+    ck_assert_int_eq(odbox_model_set_int64(cur, "amount", 5, NULL), ODBOX_OK);
+    odbox_model *dup = dfx_dummy(odbox_model_id(y), "y again", 7);
+    script s = {.add = {dup}, .nadd = 1, .upd = {cur}, .nupd = 1, .emit = {{cur, &EV_CHANGED, "{}"}}, .nemit = 1};
+    odbox_error e;
+    int rc = run(exe, "Duplicate", &s, NULL, NULL, &res, &e);
+    ck_assert_msg(rc == ODBOX_EUNIQUE, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(s.calls, 1);
+    odbox_model *after = find_dummy(&f, odbox_model_id(x));
+    ck_assert_int_eq(odbox_model_version(after), 1);
+    ck_assert_int_eq(amount_of(&f, odbox_model_id(x)), 1);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 2);
+    ck_assert_int_eq(dfx_events(&f, 0), 1);
+    odbox_result_clear(&res);
+    odbox_model_free(&after);
+    odbox_model_free(&dup);
+    odbox_model_free(&cur);
+    odbox_model_free(&x);
+    odbox_model_free(&y);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+static int noop_hook(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
+{
+    (void)ud, (void)at, (void)shard, (void)conn;
+    return 0;
+}
+
+/* Which statements wrote the rows of the last execution: every write
+ * fires a trigger that records its statement's start and transaction. */
+static void statements_and_transactions(dfx *f, const char *stamps, int64_t *rows, int64_t *stmts, int64_t *txs)
+{
+    *rows = itest_count(f->c[0], "SELECT COUNT(*) FROM %s", stamps);
+    *stmts = itest_count(f->c[0], "SELECT COUNT(DISTINCT ts) FROM %s", stamps);
+    *txs = itest_count(f->c[0], "SELECT COUNT(DISTINCT tx) FROM %s", stamps);
+    itest_exec(f->c[0], "DELETE FROM %s", stamps);
+}
+
+START_TEST(postgresql_writes_such_a_shard_in_one_statement)
+{
+    if (strcmp(itest_dialect(), "pg"))
+        return; /* no data-modifying WITH: always a transaction, tested above */
+    dfx f;
+    dfx_open(&f, 1, 0);
+    char stamps[64], fn[64];
+    itest_name(stamps, sizeof stamps, "stamps");
+    itest_name(fn, sizeof fn, "stamp");
+    itest_exec(f.c[0], "CREATE TABLE %s (tbl TEXT, ts TIMESTAMPTZ, tx BIGINT)", stamps);
+    itest_exec(f.c[0],
+               "CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO %s VALUES "
+               "(TG_TABLE_NAME, statement_timestamp(), txid_current()); RETURN NULL; END $$",
+               fn, stamps);
+    itest_exec(f.c[0], "CREATE TRIGGER stamp_dummies AFTER INSERT OR UPDATE ON dummies FOR EACH ROW EXECUTE FUNCTION %s()",
+               fn);
+    itest_exec(f.c[0], "CREATE TRIGGER stamp_events AFTER INSERT ON %s.events FOR EACH ROW EXECUTE FUNCTION %s()",
+               f.ev[0], fn);
+    odbox_executor *exe = open_exe(&f);
+    odbox_model *a = dfx_dummy(NULL, "a", 1), *b = dfx_dummy(NULL, "b", 1);
+    odbox_result res;
+    int64_t rows, stmts, txs;
+    /* inserts and events, no update: one statement */
+    script add = {.add = {a, b}, .nadd = 2, .emit = {{a, &EV_CREATED, "{}"}, {b, &EV_CREATED, "{}"}}, .nemit = 2};
+    run_ok(exe, "AddTwo", &add, NULL, &res);
+    odbox_result_clear(&res);
+    statements_and_transactions(&f, stamps, &rows, &stmts, &txs);
+    ck_assert_int_eq(rows, 4);
+    ck_assert_int_eq(stmts, 1);
+    ck_assert_int_eq(txs, 1);
+    /* one update, an insert and two events: one statement */
+    odbox_model *ca = find_dummy(&f, odbox_model_id(a)), *c = dfx_dummy(NULL, "c", 1);
+    script one = {.add = {c}, .nadd = 1, .upd = {ca}, .nupd = 1,
+                  .emit = {{ca, &EV_CHANGED, "{}"}, {c, &EV_CREATED, "{}"}}, .nemit = 2};
+    run_ok(exe, "UpdateOne", &one, NULL, &res);
+    odbox_result_clear(&res);
+    statements_and_transactions(&f, stamps, &rows, &stmts, &txs);
+    ck_assert_int_eq(rows, 4);
+    ck_assert_int_eq(stmts, 1);
+    ck_assert_int_eq(txs, 1);
+    /* two updates: a transaction of several statements */
+    odbox_model *ca2 = find_dummy(&f, odbox_model_id(a)), *cb = find_dummy(&f, odbox_model_id(b));
+    script two = {.upd = {ca2, cb}, .nupd = 2, .emit = {{ca2, &EV_CHANGED, "{}"}}, .nemit = 1};
+    run_ok(exe, "UpdateTwo", &two, NULL, &res);
+    odbox_result_clear(&res);
+    statements_and_transactions(&f, stamps, &rows, &stmts, &txs);
+    ck_assert_int_eq(rows, 3);
+    ck_assert_int_eq(stmts, 2);
+    ck_assert_int_eq(txs, 1);
+    /* a hook needs the transaction it runs in */
+    odbox_executor_set_hook(exe, noop_hook, NULL);
+    odbox_model *d = dfx_dummy(NULL, "d", 1);
+    script hooked = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1};
+    run_ok(exe, "Hooked", &hooked, NULL, &res);
+    odbox_result_clear(&res);
+    statements_and_transactions(&f, stamps, &rows, &stmts, &txs);
+    ck_assert_int_eq(rows, 2);
+    ck_assert_int_eq(stmts, 2);
+    ck_assert_int_eq(txs, 1);
+    odbox_executor_set_hook(exe, NULL, NULL);
+    itest_exec(f.c[0], "DROP TRIGGER stamp_events ON %s.events", f.ev[0]);
+    itest_exec(f.c[0], "DROP TRIGGER stamp_dummies ON dummies");
+    itest_exec(f.c[0], "DROP FUNCTION %s()", fn);
+    itest_exec(f.c[0], "DROP TABLE %s", stamps);
+    odbox_model *all[] = {a, b, c, d, ca, ca2, cb};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        odbox_model_free(&all[i]);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
 /* ---- optimistic-lock races ------------------------------------------------ */
 
 typedef struct racer {
@@ -1758,6 +2007,9 @@ Suite *action_suite(void)
     tcase_add_test(t, staging_an_id_twice_is_refused);
     tcase_add_test(t, unregistered_model_type_is_refused);
     tcase_add_test(t, not_null_column_left_null_writes_nothing);
+    tcase_add_test(t, one_update_beside_adds_and_events_is_all_or_nothing);
+    tcase_add_test(t, unique_conflict_beside_an_update_writes_nothing);
+    tcase_add_test(t, postgresql_writes_such_a_shard_in_one_statement);
     tcase_add_test(t, optimistic_race_without_retries);
     tcase_add_test(t, optimistic_race_with_default_retry);
     tcase_add_test(t, retry_counters_are_per_code);

@@ -243,6 +243,42 @@ START_TEST(multi_row_sql)
     free(s);
     ck_assert_ptr_null(odbox_sql_rows(0, forms, 3));
     ck_assert_ptr_null(odbox_sql_rows(1, forms, 0));
+    s = odbox_sql_insert_source(2, forms, 3, 0);
+    ck_assert_str_eq(s, "VALUES (?,CAST(? AS UUID),?),(?,CAST(? AS UUID),?)");
+    free(s);
+    s = odbox_sql_insert_source(1, forms, 3, 1);
+    ck_assert_str_eq(s, "SELECT ?,CAST(? AS UUID),?");
+    free(s);
+    ck_assert_ptr_null(odbox_sql_insert_source(2, forms, 3, 1)); /* a SELECT is one row */
+    ck_assert_ptr_null(odbox_sql_insert_source(0, forms, 3, 0));
+}
+END_TEST
+
+/* A shard's writes as one statement: PostgreSQL's data-modifying WITH;
+ * the guard makes every later statement depend on the first (an UPDATE). */
+START_TEST(joined_writes_sql)
+{
+    const char *const stmts[] = {"UPDATE t SET a = ? WHERE id = ? AND version = ?", "INSERT INTO u (x) SELECT ?",
+                                 "INSERT INTO ev.events (y) SELECT ?"};
+    const odbox_dialect *pg = &odbox_dialect_postgresql;
+    char *sql = NULL;
+    odbox_error e;
+    ck_assert_int_eq(pg->join_writes_sql(pg, stmts, 3, 1, &sql, &e), ODBOX_OK);
+    ck_assert_str_eq(sql, "WITH w0 AS (UPDATE t SET a = ? WHERE id = ? AND version = ? RETURNING 1), "
+                          "w1 AS (INSERT INTO u (x) SELECT ? WHERE EXISTS (SELECT 1 FROM w0)) "
+                          "INSERT INTO ev.events (y) SELECT ? WHERE EXISTS (SELECT 1 FROM w0)");
+    free(sql);
+    const char *const plain[] = {"INSERT INTO u (x) VALUES (?),(?)", "INSERT INTO ev.events (y) VALUES (?)"};
+    ck_assert_int_eq(pg->join_writes_sql(pg, plain, 2, 0, &sql, &e), ODBOX_OK);
+    ck_assert_str_eq(sql, "WITH w0 AS (INSERT INTO u (x) VALUES (?),(?)) INSERT INTO ev.events (y) VALUES (?)");
+    free(sql);
+    ck_assert_int_eq(pg->join_writes_sql(pg, plain + 1, 1, 0, &sql, &e), ODBOX_OK);
+    ck_assert_str_eq(sql, plain[1]);
+    free(sql);
+    ck_assert_int_eq(pg->join_writes_sql(pg, stmts, 0, 0, &sql, &e), ODBOX_EINVAL);
+    /* no data-modifying WITH: the executor takes a transaction there */
+    ck_assert_ptr_null(odbox_dialect_mysql.join_writes_sql);
+    ck_assert_ptr_null(odbox_dialect_mariadb.join_writes_sql);
 }
 END_TEST
 
@@ -273,6 +309,10 @@ START_TEST(sql_keys_tell_parts_apart)
     ck_assert(!same_key(a, key_of(ODBOX_SQL_INSERT, 2, 0, "ab", 0, "c")));
     ck_assert(!same_key(key_of(ODBOX_SQL_EVENTS, 1, 0, NULL, 0, "x"), key_of(ODBOX_SQL_EVENTS, 1, 0, "", 0, "x")));
     ck_assert(a.b[0] != 'S' && a.b[0] != 'I' && a.b[0] != 'U'); /* never equal to SQL text */
+    odbox_sql_key c1 = key_of(ODBOX_SQL_JOINED, 2, 0, "t", 0, "ev"), c2 = c1;
+    odbox_sql_key_add_count(&c1, ODBOX_SQL_INSERT, 1);
+    odbox_sql_key_add_count(&c2, ODBOX_SQL_INSERT, 2);
+    ck_assert(!same_key(c1, c2));
 
     char longname[200];
     memset(longname, 'x', sizeof longname - 1);
@@ -317,6 +357,7 @@ Suite *basics_suite(void)
     tcase_add_test(t, dialect_table);
     tcase_add_test(t, connection_strings);
     tcase_add_test(t, multi_row_sql);
+    tcase_add_test(t, joined_writes_sql);
     tcase_add_test(t, sql_keys_tell_parts_apart);
     tcase_add_test(t, pool_rejects_bad_input_without_connecting);
     suite_add_tcase(s, t);

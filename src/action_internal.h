@@ -1,0 +1,51 @@
+/* odbox — what the executor (action.c) and the shard writer (persist.c)
+ * share: a plan's staged rows and events, and one execution's context.
+ * Not installed. */
+#ifndef ODBOX_ACTION_INTERNAL_H
+#define ODBOX_ACTION_INTERNAL_H
+
+#include "model_internal.h"
+#include "odbox/action.h"
+
+typedef enum { STAGE_ADD = 1, STAGE_UPDATE } stage_op;
+
+typedef struct staged {
+    stage_op op;
+    odbox_model *m; /* the plan's own copy */
+    odbox_shard *shard;
+} staged;
+
+typedef struct staged_event {
+    char model_id[37];
+    const char *model_type;
+    const odbox_event_type *et;
+    char *payload;
+    odbox_shard *shard;
+} staged_event;
+
+struct odbox_plan {
+    odbox_executor *exe;
+    staged *items;
+    size_t n, cap;
+    staged_event *events;
+    size_t nevents, evcap;
+    json_object *result;
+};
+
+/* One attempt of an action, as the shard writer needs it. */
+typedef struct run {
+    const char *ns;
+    const odbox_action *action;
+    const char *params_json;
+    const char *action_id;
+    int64_t started_us;
+    odbox_plan *plan;
+    odbox_hook_fn hook;
+    void *hook_ud;
+} run;
+
+/* Writes the plan's rows and events that belong to shard, all or
+ * nothing, and commits them. */
+int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err);
+
+#endif

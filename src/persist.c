@@ -1,0 +1,371 @@
+/* odbox — writing one shard's part of a plan: its domain rows and its
+ * events (or the sentinel row), all or nothing.
+ *
+ * Two ways to the same rows:
+ *  - a transaction: BEGIN, per model type its INSERT and its UPDATE, the
+ *    events INSERT, COMMIT. Every dialect; the hook's points sit in it.
+ *  - one statement in autocommit, where the dialect joins writes
+ *    (join_writes_sql: PostgreSQL's data-modifying WITH): one round trip
+ *    instead of four or more, and no BEGIN/COMMIT for the server to run.
+ *    Taken only when that statement cannot half-succeed: when the shard
+ *    has no UPDATE, or one optimistic UPDATE of one row on which every
+ *    other row is made to depend, so that a stale version writes nothing.
+ *    An UPDATE of several rows could match some and not others: that
+ *    needs a transaction to roll back, and takes the first way. */
+#include <stdlib.h>
+#include <string.h>
+#include "action_internal.h"
+#include "odbox/dialect.h"
+#include "odbox/uuid.h"
+
+#define EVENT_COLUMNS 13
+#define EVENT_PARAMS 12 /* delivered is the literal FALSE */
+
+/* Most rows one guarded statement carries; each is its own WITH item,
+ * and the server plans every item. Larger shards take a transaction. */
+#define MAX_GUARDED_ROWS 32
+
+/* One statement's worth of a shard's writes: rows of one model type to
+ * insert or update, or event rows. */
+typedef struct part {
+    int op;                          /* ODBOX_SQL_INSERT, _UPDATE or _EVENTS */
+    const odbox_model_type *t;       /* NULL for events */
+    odbox_model **models;            /* the plan's copies */
+    const staged_event **events;     /* a NULL entry is the sentinel */
+    size_t n;
+} part;
+
+/* A shard's writes in the order they are made: per model type in plan
+ * order its inserts, then its updates; the events last. */
+typedef struct shard_writes {
+    part *parts;
+    size_t nparts;
+    size_t updated_rows;
+    odbox_model **models;
+    const staged_event **events;
+} shard_writes;
+
+static void writes_free(shard_writes *w)
+{
+    free(w->parts);
+    free(w->models);
+    free(w->events);
+}
+
+static int collect(const run *rn, odbox_shard *shard, shard_writes *w, odbox_error *err)
+{
+    const odbox_plan *p = rn->plan;
+    memset(w, 0, sizeof *w);
+    w->parts = malloc((2 * p->n + 1) * sizeof *w->parts);
+    w->models = malloc((p->n + 1) * sizeof *w->models);
+    w->events = malloc((p->nevents + 1) * sizeof *w->events);
+    if (!w->parts || !w->models || !w->events) {
+        writes_free(w);
+        return odbox_fail(err, ODBOX_ENOMEM, "persist: out of memory");
+    }
+    size_t nm = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const odbox_model_type *t = p->items[i].m->type;
+        int seen = p->items[i].shard != shard;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = p->items[j].m->type == t && p->items[j].shard == shard;
+        if (seen)
+            continue;
+        for (int op = STAGE_ADD; op <= STAGE_UPDATE; op++) {
+            size_t first = nm;
+            for (size_t j = i; j < p->n; j++)
+                if (p->items[j].m->type == t && p->items[j].shard == shard && p->items[j].op == (stage_op)op)
+                    w->models[nm++] = p->items[j].m;
+            if (nm == first)
+                continue;
+            int sql_op = op == STAGE_ADD ? ODBOX_SQL_INSERT : ODBOX_SQL_UPDATE;
+            w->parts[w->nparts++] = (part){sql_op, t, w->models + first, NULL, nm - first};
+            if (sql_op == ODBOX_SQL_UPDATE)
+                w->updated_rows += nm - first;
+        }
+    }
+    size_t ne = 0;
+    for (size_t i = 0; i < p->nevents; i++)
+        if (p->events[i].shard == shard)
+            w->events[ne++] = &p->events[i];
+    if (ne == 0)
+        w->events[ne++] = NULL; /* the sentinel: model and event columns NULL */
+    w->parts[w->nparts++] = (part){ODBOX_SQL_EVENTS, NULL, NULL, w->events, ne};
+    return ODBOX_OK;
+}
+
+/* ---- events --------------------------------------------------------------- */
+
+static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, int select_form, char **out,
+                      odbox_error *err)
+{
+    const char *forms[EVENT_COLUMNS] = {d->uuid_param, "?", d->uuid_param, "?", d->json_param, "?", "?",
+                                        "?", "?", "?", d->json_param, "?", "FALSE"};
+    char *source = odbox_sql_insert_source((int)n, forms, EVENT_COLUMNS, select_form);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "INSERT INTO ", eventlog,
+                  ".events (id, namespace, action_id, action_name, action_params, started_date, "
+                  "completion_date, model_id, model_type, event_type, payload, event_date, delivered) ",
+                  source ? source : "", (char *)NULL);
+    b.oom |= !source;
+    free(source);
+    *out = odbox_buf_take(&b);
+    return *out ? ODBOX_OK : odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
+}
+
+static int bind_events(odbox_stmt *s, int *idx, const run *rn, const staged_event *const *rows, size_t n,
+                       int64_t completion_us, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    for (size_t i = 0; rc == ODBOX_OK && i < n; i++) {
+        const staged_event *ev = rows[i];
+        char id[ODBOX_UUID_LEN + 1];
+        odbox_uuid_v4(id);
+        if ((rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, id, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, (*idx)++, rn->ns, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, rn->action_id, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, (*idx)++, rn->action->name, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_json(s, (*idx)++, rn->params_json, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_timestamp(s, (*idx)++, rn->started_us, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_timestamp(s, (*idx)++, completion_us, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->model_id : NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->model_type : NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->et->name : NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_json(s, (*idx)++, ev ? ev->payload : NULL, err)) != ODBOX_OK)
+            break;
+        rc = odbox_stmt_bind_timestamp(s, (*idx)++, completion_us, err);
+    }
+    return rc;
+}
+
+/* The events part as multi-row INSERTs, one unless the rows exceed the
+ * dialect's parameter limit. */
+static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, const part *ev, int64_t completion_us,
+                        odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    size_t per = (size_t)d->max_params / EVENT_PARAMS;
+    int rc = ODBOX_OK;
+    for (size_t off = 0; off < ev->n && rc == ODBOX_OK; off += per) {
+        size_t n = ev->n - off < per ? ev->n - off : per;
+        odbox_sql_key key;
+        odbox_sql_key_init(&key, ODBOX_SQL_EVENTS, n);
+        odbox_sql_key_add(&key, 0, odbox_shard_eventlog(shard));
+        odbox_stmt *s = NULL;
+        if ((rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err)) != ODBOX_OK)
+            break;
+        if (!s) {
+            char *sql = NULL;
+            if ((rc = events_sql(d, odbox_shard_eventlog(shard), n, 0, &sql, err)) == ODBOX_OK)
+                rc = odbox_stmt_prepare_keyed(c, sql, &key, &s, err);
+            free(sql);
+        }
+        int idx = 1;
+        if (rc == ODBOX_OK && (rc = bind_events(s, &idx, rn, ev->events + off, n, completion_us, err)) == ODBOX_OK)
+            rc = odbox_stmt_execute(s, err);
+        odbox_stmt_free(&s);
+    }
+    if (rc != ODBOX_OK)
+        odbox_error_prefix(err, rc, "writing events");
+    return rc;
+}
+
+/* ---- the transaction ------------------------------------------------------ */
+
+static int call_hook(const run *rn, odbox_hook_point at, odbox_shard *shard, odbox_conn *c, odbox_error *err)
+{
+    if (!rn->hook)
+        return ODBOX_OK;
+    odbox_shard_id id = odbox_shard_get_id(shard);
+    int rc = rn->hook(rn->hook_ud, at, id, c);
+    if (rc != ODBOX_OK && at != ODBOX_HOOK_COMMITTED)
+        return odbox_fail(err, rc < 0 ? rc : ODBOX_EDB, "hook failed the transaction on shard %d.%d at point %d",
+                          id.group, id.member, (int)at);
+    return ODBOX_OK;
+}
+
+static int write_in_transaction(const run *rn, odbox_conn *c, odbox_shard *shard, const shard_writes *w,
+                                odbox_error *err)
+{
+    int rc = odbox_conn_begin(c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    int64_t completion = odbox_now_us();
+    const part *ev = &w->parts[w->nparts - 1];
+    for (size_t i = 0; i + 1 < w->nparts && rc == ODBOX_OK; i++) {
+        const part *p = &w->parts[i];
+        rc = p->op == ODBOX_SQL_INSERT ? odbox_repo_insert(c, p->t, p->models, p->n, err)
+                                       : odbox_repo_update(c, p->t, p->models, p->n, completion, err);
+    }
+    if (rc == ODBOX_OK && (rc = call_hook(rn, ODBOX_HOOK_DOMAIN_WRITTEN, shard, c, err)) == ODBOX_OK &&
+        (rc = write_events(rn, c, shard, ev, completion, err)) == ODBOX_OK &&
+        (rc = call_hook(rn, ODBOX_HOOK_EVENTS_WRITTEN, shard, c, err)) == ODBOX_OK)
+        rc = odbox_conn_commit(c, err);
+    if (rc != ODBOX_OK && odbox_conn_in_transaction(c)) {
+        odbox_error e2;
+        odbox_conn_rollback(c, &e2);
+    }
+    if (rc == ODBOX_OK)
+        call_hook(rn, ODBOX_HOOK_COMMITTED, shard, c, err);
+    return rc;
+}
+
+/* ---- one statement ---------------------------------------------------------- */
+
+/* One statement of the joined one: rows [first, first + n) of a part. */
+typedef struct item {
+    const part *p;
+    size_t first, n;
+} item;
+
+/* The joined statement's items, or 0 when the shard must take a
+ * transaction. Guarded (one UPDATE row): the UPDATE first, then every
+ * other row as its own INSERT ... SELECT, which the dialect makes depend
+ * on the UPDATE (a multi-row INSERT ... SELECT would not type its
+ * parameters from the columns). Unguarded: a statement per part. */
+static size_t plan_items(const odbox_dialect *d, const run *rn, const shard_writes *w, item *items, int *guarded)
+{
+    if (!d->join_writes_sql || rn->hook || w->updated_rows > 1)
+        return 0;
+    size_t params = 0, rows = 0;
+    for (size_t i = 0; i < w->nparts; i++) {
+        const part *p = &w->parts[i];
+        size_t per = EVENT_PARAMS;
+        if (p->op != ODBOX_SQL_EVENTS && odbox_repo_write_params(p->t, p->op, &per, NULL) != ODBOX_OK)
+            return 0;
+        params += per * p->n;
+        rows += p->n;
+    }
+    *guarded = w->updated_rows == 1;
+    if (params > (size_t)d->max_params || (*guarded && rows > MAX_GUARDED_ROWS))
+        return 0;
+    size_t n = 0;
+    if (!*guarded) {
+        for (size_t i = 0; i < w->nparts; i++)
+            items[n++] = (item){&w->parts[i], 0, w->parts[i].n};
+        return n;
+    }
+    for (size_t i = 0; i < w->nparts; i++)
+        if (w->parts[i].op == ODBOX_SQL_UPDATE)
+            items[n++] = (item){&w->parts[i], 0, 1};
+    for (size_t i = 0; i < w->nparts; i++)
+        for (size_t r = 0; w->parts[i].op != ODBOX_SQL_UPDATE && r < w->parts[i].n; r++)
+            items[n++] = (item){&w->parts[i], r, 1};
+    return n;
+}
+
+/* What the joined SQL is built from; a part's type or eventlog is added
+ * once, at its first item. */
+static void joined_key(odbox_sql_key *k, odbox_shard *shard, const item *items, size_t n, int guarded)
+{
+    odbox_sql_key_init(k, ODBOX_SQL_JOINED, n);
+    odbox_sql_key_add_count(k, guarded, 0);
+    for (size_t i = 0; i < n; i++) {
+        odbox_sql_key_add_count(k, items[i].p->op, items[i].n);
+        if (i && items[i].p == items[i - 1].p)
+            continue;
+        if (items[i].p->t) {
+            odbox_sql_key_add_count(k, 0, items[i].p->t->ncolumns);
+            odbox_repo_key_add_type(k, items[i].p->t);
+        } else {
+            odbox_sql_key_add(k, 0, odbox_shard_eventlog(shard));
+        }
+    }
+}
+
+static int joined_sql(const odbox_dialect *d, odbox_shard *shard, const item *items, size_t n, int guarded,
+                      char **out, odbox_error *err)
+{
+    char **stmts = calloc(n, sizeof *stmts);
+    if (!stmts)
+        return odbox_fail(err, ODBOX_ENOMEM, "persist: out of memory");
+    int rc = ODBOX_OK;
+    for (size_t i = 0; i < n && rc == ODBOX_OK; i++) {
+        const part *p = items[i].p;
+        int select_form = guarded && p->op != ODBOX_SQL_UPDATE;
+        rc = p->op == ODBOX_SQL_EVENTS
+                 ? events_sql(d, odbox_shard_eventlog(shard), items[i].n, select_form, &stmts[i], err)
+                 : odbox_repo_write_sql(d, p->t, p->op, items[i].n, select_form, &stmts[i], err);
+    }
+    if (rc == ODBOX_OK)
+        rc = d->join_writes_sql(d, (const char *const *)stmts, n, guarded, out, err);
+    for (size_t i = 0; i < n; i++)
+        free(stmts[i]);
+    free(stmts);
+    return rc;
+}
+
+static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *shard, const item *items, size_t n,
+                                  int guarded, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    odbox_sql_key key;
+    joined_key(&key, shard, items, n, guarded);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char *sql = NULL;
+        if ((rc = joined_sql(d, shard, items, n, guarded, &sql, err)) == ODBOX_OK)
+            rc = odbox_stmt_prepare_keyed(c, sql, &key, &s, err);
+        free(sql);
+    }
+    int64_t completion = odbox_now_us();
+    int idx = 1;
+    for (size_t i = 0; i < n && rc == ODBOX_OK; i++) {
+        const part *p = items[i].p;
+        if (p->op == ODBOX_SQL_EVENTS) {
+            rc = bind_events(s, &idx, rn, p->events + items[i].first, items[i].n, completion, err);
+            continue;
+        }
+        odbox_model **m = p->models + items[i].first;
+        if (p->op == ODBOX_SQL_UPDATE && p->t->kind == ODBOX_KIND_MODEL)
+            for (size_t r = 0; r < items[i].n; r++)
+                m[r]->updated_us = completion;
+        rc = odbox_repo_write_bind(s, &idx, p->t, p->op, m, items[i].n, err);
+    }
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    if (rc == ODBOX_OK) {
+        /* the count of the last statement: event rows, or none when the
+         * guarded UPDATE matched no row */
+        int64_t got = odbox_stmt_rows_affected(s), want = (int64_t)items[n - 1].n;
+        if (guarded && got == 0)
+            rc = odbox_repo_stale(items[0].p->t, items[0].p->models, 1, 0, err);
+        else if (got != want)
+            rc = odbox_fail(err, ODBOX_EDB, "the shard's write reported %lld event rows, expected %lld",
+                            (long long)got, (long long)want);
+    }
+    odbox_stmt_free(&s);
+    if (rc != ODBOX_OK && rc != ODBOX_ESTALE)
+        odbox_error_prefix(err, rc, "writing rows and events in one statement");
+    return rc;
+}
+
+int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err)
+{
+    shard_writes w;
+    int rc = collect(rn, shard, &w, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_pool *pool = odbox_shard_primary(shard);
+    odbox_conn *c = NULL;
+    item *items = NULL;
+    if ((rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK) {
+        size_t rows = 0;
+        for (size_t i = 0; i < w.nparts; i++)
+            rows += w.parts[i].n;
+        int guarded = 0;
+        size_t n = 0;
+        if ((items = malloc(rows * sizeof *items)) == NULL)
+            rc = odbox_fail(err, ODBOX_ENOMEM, "persist: out of memory");
+        else
+            n = plan_items(odbox_conn_dialect(c), rn, &w, items, &guarded);
+        if (rc == ODBOX_OK)
+            rc = n ? write_in_one_statement(rn, c, shard, items, n, guarded, err)
+                   : write_in_transaction(rn, c, shard, &w, err);
+        odbox_pool_release(pool, &c);
+    }
+    free(items);
+    writes_free(&w);
+    return rc;
+}
