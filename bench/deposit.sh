@@ -3,7 +3,10 @@
 # transaction one optimistic UPDATE and one event row) through the odbox
 # executor, next to the raw client running the same statements on the same
 # server in the same run: pgbench on PostgreSQL, mariadb-slap on MariaDB.
-# See bench/README.md.
+# On PostgreSQL odbox sends the UPDATE and the INSERT as one statement (no
+# BEGIN/COMMIT); a second pgbench run sends that same statement, so both
+# "the same two statements in a transaction" and "the same wire work" are
+# compared. See bench/README.md.
 #
 # Usage: bench/deposit.sh
 #
@@ -171,27 +174,37 @@ load_sql() { # db
 
 # pgbench: the same SELECT (\gset), BEGIN, the same UPDATE, the same
 # INSERT but for the two ids (gen_random_uuid() where odbox binds ids it
-# generated), COMMIT. pgbench cannot build strings, so each client's
-# wallet id and action_params come from -D variables; an \if branch per
-# client picks its own (client k <-> wallet k).
-make_pgbench_script() { # clients file
-    local n=$1 f=$2 k sel upd ins ins_k
-    upd=$(subst "${Q[pg:update]}" :w_state :ts :w_owner :nb :w_id :w_version) ||
-        die "unexpected UPDATE from --print-sql: ${Q[pg:update]}"
-    ins=${Q[pg:insert]/"CAST(? AS UUID)"/gen_random_uuid()}
-    ins=${ins/"CAST(? AS UUID)"/gen_random_uuid()}
+# generated), COMMIT. With "one": the same SELECT, then the one statement
+# odbox sends instead (write=, the same substitutions), in autocommit.
+# pgbench cannot build strings, so each client's wallet id and
+# action_params come from -D variables; an \if branch per client picks its
+# own (client k <-> wallet k).
+raw_ids() { local t=${1/"CAST(? AS UUID)"/gen_random_uuid()}; printf '%s' "${t/"CAST(? AS UUID)"/gen_random_uuid()}"; }
+make_pgbench_script() { # clients file [one]
+    local n=$1 f=$2 one=${3:-} k sel upd ins ins_k head
+    if [[ -n $one ]]; then
+        # the UPDATE's WITH item, then the INSERT that depends on it
+        head=${Q[pg:write]%%INSERT INTO*}
+        ins="INSERT INTO${Q[pg:write]#*INSERT INTO}"
+        [[ -n $head && $head != "${Q[pg:write]}" ]] || die "unexpected write from --print-sql: ${Q[pg:write]}"
+    else
+        head=${Q[pg:update]} ins=${Q[pg:insert]}
+    fi
+    upd=$(subst "$head" :w_state :ts :w_owner :nb :w_id :w_version) ||
+        die "unexpected UPDATE from --print-sql: $head"
+    ins=$(raw_ids "$ins")
     {
         for ((k = 0; k < n; k++)); do
             if ((k == 0)); then printf '\\if :client_id = 0\n'; else printf '\\elif :client_id = %d\n' "$k"; fi
             sel=$(subst "${Q[pg:select]}" ":wallet$k") || die "unexpected SELECT from --print-sql"
             echo "$sel \\gset w_"
             echo "\\set nb :w_balance + $DEPOSIT"
-            echo "BEGIN;"
-            echo "$upd;"
+            [[ -n $one ]] || echo "BEGIN;"
+            [[ -n $one ]] || echo "$upd;"
             ins_k=$(subst "$ins" :namespace :action_name ":params$k" :ts :ts :w_id :model_type :event_type \
-                :payload :ts) || die "unexpected INSERT from --print-sql: ${Q[pg:insert]}"
-            echo "$ins_k;"
-            echo "COMMIT;"
+                :payload :ts) || die "unexpected INSERT from --print-sql: $ins"
+            if [[ -n $one ]]; then echo "$upd$ins_k;"; else echo "$ins_k;"; fi
+            [[ -n $one ]] || echo "COMMIT;"
         done
         printf '\\else\n'
         echo "\\set no_wallet_for_this_client 1 / 0"
@@ -460,13 +473,17 @@ check_db() { # db label transactions clients [per_wallet]
 declare -A RAW_TPS RAW_LAT RAW_TX OBX_TPS OBX_P50 OBX_P99 OBX_AVG OBX_TX OBX_RETRIES
 declare -A SLAP_RATE # "clients" -> transactions per second per client, for sizing slap runs
 
-run_pgbench() { # clients round seconds [quiet]
-    local n=$1 k=pg:$1:$2 secs=$3 out=$TMP/pgbench.$1.$2.out failed
+# one: the script sending odbox's one statement; its figures are kept
+# under "...:one" (RAW_*) and "...:one" (measurements) instead of ":raw".
+run_pgbench() { # clients round seconds [quiet] [one]
+    local n=$1 secs=$3 one=${5:-} out=$TMP/pgbench.$1.$2${5:+.one}.out failed label=pgbench
+    local k=pg:$1:$2${5:+:one} m=pg:$1:$2:${5:-raw}
+    [[ -z $one ]] || label="pgbench (odbox's one statement)"
     reset_db pg "$n"
-    make_pgbench_script "$n" "$TMP/deposit.pgbench"
+    make_pgbench_script "$n" "$TMP/deposit.pgbench" "$one"
     pgbench_vars "$n"
     [[ -n ${4:-} ]] || wait_quiet
-    [[ -n ${4:-} ]] || say "-- PostgreSQL round $2: pgbench, $n client(s), ${secs}s"
+    [[ -n ${4:-} ]] || say "-- PostgreSQL round $2: $label, $n client(s), ${secs}s"
     measure_start pg
     if ! pg "$PGBENCH" -n -M prepared -c "$n" -j "$n" -T "$secs" -f "$TMP/deposit.pgbench" \
         "${PGB_VARS[@]}" >"$out" 2>&1; then
@@ -480,12 +497,12 @@ run_pgbench() { # clients round seconds [quiet]
     failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
     [[ -n ${RAW_TPS[$k]} && -n ${RAW_TX[$k]} ]] || { cat "$out" >&2; die "cannot parse pgbench output"; }
     [[ -z $failed || $failed == 0 ]] || { cat "$out" >&2; die "pgbench: $failed failed transactions"; }
-    check_db pg "pgbench -c $n" "${RAW_TX[$k]}" "$n"
-    measure_end pg "$k:raw" "${RAW_TX[$k]}"
+    check_db pg "$label -c $n" "${RAW_TX[$k]}" "$n"
+    measure_end pg "$m" "${RAW_TX[$k]}"
     [[ -n ${4:-} ]] ||
         say "   tps ${RAW_TPS[$k]}, latency avg ${RAW_LAT[$k]:-?} ms, ${RAW_TX[$k]} transactions" \
-            "| CPU/tx: client ${CLI_US[$k:raw]} us (${CLI_SPLIT[$k:raw]}), server ${SRV_US[$k:raw]} us" \
-            "| ${LOGTXT[$k:raw]} | other load ${OTHER[$k:raw]} CPU"
+            "| CPU/tx: client ${CLI_US[$m]} us (${CLI_SPLIT[$m]}), server ${SRV_US[$m]} us" \
+            "| ${LOGTXT[$m]} | other load ${OTHER[$m]} CPU"
 }
 
 # mariadb-slap runs a fixed number of statements per client, not a time:
@@ -560,30 +577,40 @@ run_raw() { # db clients round seconds [quiet]
 # the texts are the ones --print-sql gave (PostgreSQL: log_statement=all
 # in the server log; MariaDB: the general log, written to a table).
 verify_pg() {
-    local log=${ODBOX_DB_STATE_DIR:-}/pg/server.log tool start end tx out
+    local log=${ODBOX_DB_STATE_DIR:-}/pg/server.log tool start end tx out t want=() names i
     [[ -r $log ]] || { say "   (no server log at $log: skipped)"; return 0; }
-    local want_sel want_upd want_ins i=0 t
     # psqlODBC and pgbench -M prepared both send $1, $2, ... for the parameters.
     number() { local s=$1 n=0; while [[ $s == *'?'* ]]; do n=$((n + 1)); s=${s/\?/\$$n}; done; printf '%s' "$s"; }
-    want_sel=$(number "${Q[pg:select]}") want_upd=$(number "${Q[pg:update]}")
-    for tool in odbox pgbench; do
+    for tool in odbox pgbench ${Q[pg:write]:+pgbench-one}; do
         reset_db pg 1
         start=$(wc -l <"$log")
         pgsql "ALTER SYSTEM SET log_statement = 'all'" >/dev/null
         pgsql "SELECT pg_reload_conf()" >/dev/null
         sleep 0.3
+        want=("$(number "${Q[pg:select]}")")
         if [[ $tool == odbox ]]; then
             obx pg --clients 1 --seconds 1 --json >"$TMP/verify.json" || die "odbox-bench-deposit failed"
             tx=$(json_num actions "$TMP/verify.json")
-            want_ins=$(number "${Q[pg:insert]}")
+            if [[ -n ${Q[pg:write]} ]]; then
+                want+=("$(number "${Q[pg:write]}")") names="SELECT, the joined UPDATE + INSERT"
+            else
+                want+=(BEGIN "$(number "${Q[pg:update]}")" "$(number "${Q[pg:insert]}")" COMMIT)
+                names="SELECT, BEGIN, UPDATE, INSERT, COMMIT"
+            fi
         else
-            make_pgbench_script 1 "$TMP/verify.pgbench"
+            make_pgbench_script 1 "$TMP/verify.pgbench" "${tool#pgbench}"
             pgbench_vars 1
             pg "$PGBENCH" -n -M prepared -c 1 -j 1 -T 1 -f "$TMP/verify.pgbench" "${PGB_VARS[@]}" \
                 >"$TMP/verify.out" 2>&1 || { cat "$TMP/verify.out" >&2; die "pgbench failed"; }
             tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$TMP/verify.out")
-            t=${Q[pg:insert]/"CAST(? AS UUID)"/gen_random_uuid()}
-            want_ins=$(number "${t/"CAST(? AS UUID)"/gen_random_uuid()}")
+            if [[ $tool == pgbench ]]; then
+                want+=(BEGIN "$(number "${Q[pg:update]}")" "$(number "$(raw_ids "${Q[pg:insert]}")")" COMMIT)
+                names="SELECT, BEGIN, UPDATE, INSERT, COMMIT"
+            else
+                t=${Q[pg:write]%%INSERT INTO*}
+                want+=("$(number "$t$(raw_ids "INSERT INTO${Q[pg:write]#*INSERT INTO}")")")
+                names="SELECT, the joined UPDATE + INSERT"
+            fi
         fi
         pgsql "ALTER SYSTEM RESET log_statement" >/dev/null
         pgsql "SELECT pg_reload_conf()" >/dev/null
@@ -596,16 +623,17 @@ verify_pg() {
             grep -v -e 'log_statement' -e 'pg_reload_conf' | sort | uniq -c | sort -rn >"$TMP/verify.$tool"
         # Statements sent once per transaction: count == transactions.
         out=$(awk -v tx="$tx" '$1 == tx {c = $1; $1 = ""; sub(/^ /, ""); print}' "$TMP/verify.$tool")
-        for t in "$want_sel" BEGIN "$want_upd" "$want_ins" COMMIT; do
+        for t in "${want[@]}"; do
             grep -qxF -- "$t" <<<"$out" ||
                 { cat "$TMP/verify.$tool" >&2; die "verify ($tool): not sent once per transaction: $t"; }
         done
         i=$(awk -v tx="$tx" '$1 == tx {n++} END {print n + 0}' "$TMP/verify.$tool")
-        say "   $tool: $tx transactions; sent once per transaction: $i statements (SELECT, BEGIN, UPDATE, INSERT, COMMIT);" \
+        say "   $tool: $tx transactions; sent once per transaction: $i statements ($names);" \
             "others: $(awk -v tx="$tx" '$1 != tx {n += $1} END {print n + 0}' "$TMP/verify.$tool") in all (session setup, catalog lookups, DEALLOCATE)"
-        ((i == 5)) || { cat "$TMP/verify.$tool" >&2; die "verify ($tool): expected 5 statements per transaction, got $i"; }
+        ((i == ${#want[@]})) ||
+            { cat "$TMP/verify.$tool" >&2; die "verify ($tool): expected ${#want[@]} statements per transaction, got $i"; }
     done
-    say "   texts: SELECT and UPDATE identical; INSERT identical but for gen_random_uuid() in pgbench where odbox binds CAST(\$1 AS UUID) and CAST(\$3 AS UUID)"
+    say "   texts: the same SELECT, UPDATE and INSERT (or joined statement) on every side, but for gen_random_uuid() in pgbench where odbox binds the two ids it made"
 }
 
 verify_mariadb() {
@@ -644,7 +672,7 @@ verify_mariadb() {
 }
 
 # ---- (g) the runs ---------------------------------------------------------------------------
-declare -A RATIO STEAL
+declare -A RATIO RATIO1 STEAL
 # Steal time is CPU the hypervisor gave to someone else: on a shared VM it
 # is the first suspect when two runs of the same thing disagree.
 for db in "${DBS[@]}"; do
@@ -652,6 +680,7 @@ for db in "${DBS[@]}"; do
     if [[ $db == pg ]]; then
         name=PostgreSQL raw=pgbench
         make_pgbench_script 1 "$TMP/show.pgbench"
+        [[ -z ${Q[pg:write]} ]] || make_pgbench_script 1 "$TMP/show1.pgbench" one
     else
         name=MariaDB raw=mariadb-slap
         make_slap_files "$TMP/deposit.slap"
@@ -661,10 +690,8 @@ for db in "${DBS[@]}"; do
     if [[ $db == pg ]]; then
         say "   odbox, per action (each statement one round trip; prepared once per pooled connection):"
         say "                      ${Q[$db:select]}"
-        say "                      BEGIN              (psqlODBC, before the first statement with autocommit off)"
-        say "                      ${Q[$db:update]}"
-        say "                      ${Q[$db:insert]}"
-        say "                      COMMIT             (SQLEndTran; autocommit back on: no round trip)"
+        say "                      ${Q[$db:write]}"
+        say "                      (autocommit: the statement is the transaction; the INSERT writes only if the UPDATE matched)"
     else
         say "   odbox, per action (each line one round trip; statements prepared once per pooled connection):"
         say "                      ${Q[$db:select]}"
@@ -676,6 +703,10 @@ for db in "${DBS[@]}"; do
     if [[ $db == pg ]]; then
         say "   pgbench -M prepared -c N -j N -T S, per transaction (client 0's branch of the script):"
         sed -n '2,7p' "$TMP/show.pgbench" | sed 's/^/                      /'
+        if [[ -n ${Q[pg:write]} ]]; then
+            say "   and pgbench sending odbox's one statement instead, per transaction:"
+            sed -n '2,4p' "$TMP/show1.pgbench" | sed 's/^/                      /'
+        fi
     else
         say "   mariadb-slap --concurrency=N --query=FILE, per transaction (text protocol):"
         sed 's/^/                      /' "$TMP/deposit.slap"
@@ -698,23 +729,34 @@ for db in "${DBS[@]}"; do
     if ((BENCH_WARMUP > 0)); then
         say "-- warm-up: $raw and odbox-bench-deposit, $maxc client(s), ${BENCH_WARMUP}s each (not reported)"
         run_raw "$db" "$maxc" 0 "$BENCH_WARMUP" quiet
+        [[ $db != pg || -z ${Q[pg:write]} ]] || run_pgbench "$maxc" 0 "$BENCH_WARMUP" quiet one
         run_odbox "$db" "$maxc" 0 "$BENCH_WARMUP" quiet
     fi
     read -r ticks0 steal0 < <(cpu_ticks)
     for ((r = 1; r <= BENCH_ROUNDS; r++)); do
         i=0
         for n in "${CLIENTS[@]}"; do
-            # Alternate who goes first, as bench/run.sh does.
+            # Alternate who goes first, as bench/run.sh does; pgbench with
+            # odbox's one statement, where there is one, runs in between.
+            one=
+            [[ $db != pg || -z ${Q[pg:write]} ]] || one=1
             if (((i + r) % 2 == 1)); then
                 run_raw "$db" "$n" "$r" "$BENCH_SECONDS"
+                [[ -z $one ]] || run_pgbench "$n" "$r" "$BENCH_SECONDS" "" one
                 run_odbox "$db" "$n" "$r" "$BENCH_SECONDS"
             else
                 run_odbox "$db" "$n" "$r" "$BENCH_SECONDS"
+                [[ -z $one ]] || run_pgbench "$n" "$r" "$BENCH_SECONDS" "" one
                 run_raw "$db" "$n" "$r" "$BENCH_SECONDS"
             fi
             RATIO[$db:$n:$r]=$(awk -v a="${OBX_TPS[$db:$n:$r]}" -v b="${RAW_TPS[$db:$n:$r]}" \
                 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')
             say "   => round $r, $n client(s): odbox/$raw = ${RATIO[$db:$n:$r]}"
+            if [[ -n $one ]]; then
+                RATIO1[$db:$n:$r]=$(awk -v a="${OBX_TPS[$db:$n:$r]}" -v b="${RAW_TPS[$db:$n:$r:one]}" \
+                    'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')
+                say "   => round $r, $n client(s): odbox/(pgbench sending odbox's one statement) = ${RATIO1[$db:$n:$r]}"
+            fi
             i=$((i + 1))
         done
     done
@@ -733,6 +775,8 @@ median() { # array key-prefix [suffix]: median over the rounds
 say
 say "== results (${BENCH_SECONDS}s per run; machine: ${cpu:-unknown}, nproc $(nproc); fsync: $fsync_rate)"
 say "   one action = 1 SELECT (autocommit) + 1 transaction with 1 UPDATE and 1 INSERT (1 event row); 1 wallet per client, no conflicts"
+say "   (PostgreSQL: odbox writes the UPDATE and the INSERT as one statement, its own transaction; pgbench runs"
+say "   BEGIN, UPDATE, INSERT, COMMIT, the goal's reference, and in a second run odbox's one statement: pgb-1)"
 say "   workers: raw client N connections (pgbench -c N -j N; mariadb-slap --concurrency=N, one process);"
 say "            odbox-bench-deposit N threads, one executor, pool size N"
 ((BENCH_ROUNDS == 1)) ||
@@ -771,6 +815,18 @@ for db in "${DBS[@]}"; do
             "$(median OBX_P99 "$db:$n")" "$(median CLI_US "$db:$n" raw)" "$(median CLI_US "$db:$n" odbox)" \
             "$retries" "$other"
     done
+    if [[ $db == pg && -n ${Q[pg:write]} ]]; then
+        say "   the same wire work: pgbench sending odbox's one statement (pgb-1)"
+        printf '%7s %11s %11s %11s %11s %9s %10s\n' clients "pgb-1 tps" "odbox act/s" "odbox/pgb-1" range \
+            "pgb-1 avg" "pgb-1 cpu"
+        for n in "${CLIENTS[@]}"; do
+            range=$(for ((r = 1; r <= BENCH_ROUNDS; r++)); do echo "${RATIO1[$db:$n:$r]}"; done | sort -g |
+                awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f-%.2f", lo, hi}')
+            printf '%7s %11.1f %11.1f %11.3f %11s %7.3fms %8.1fus\n' "$n" "$(median RAW_TPS "$db:$n" one)" \
+                "$(median OBX_TPS "$db:$n")" "$(median RATIO1 "$db:$n")" "$range" "$(median RAW_LAT "$db:$n" one)" \
+                "$(median CLI_US "$db:$n" one)"
+        done
+    fi
     ((noisy == 0)) ||
         say "warning: other processes used >= 0.2 CPU during some runs: re-run on a quiet machine (or with BENCH_ROUNDS=3)"
     if ((met)); then

@@ -6,9 +6,10 @@
  * (odbox_repo_find on the primary: one SELECT in autocommit, on a pooled
  * connection), stages balance + 1 (odbox_plan_update) and emits one event
  * with a fixed JSON payload (odbox_plan_emit). The executor then, on a
- * pooled connection and in ONE transaction, runs one
- * UPDATE ... WHERE id = ? AND version = ? and one INSERT into
- * <eventlog>.events, and commits. Prints actions per second (total and
+ * pooled connection, writes one UPDATE ... WHERE id = ? AND version = ?
+ * and one INSERT into <eventlog>.events: on PostgreSQL as ONE statement
+ * in autocommit (the INSERT depends on the UPDATE in a data-modifying
+ * WITH), elsewhere in ONE transaction. Prints actions per second (total and
  * per client), the latency of each action (avg, p50, p99, max; from a
  * log-linear histogram, < 0.8 % bucket error), the process's CPU time per
  * action over the measured window, and the retries the executor took
@@ -182,14 +183,18 @@ static void *run_worker(void *arg)
 
 /* ---- SQL as the library writes it ---------------------------------------------
  * These texts mirror src/repository.c (read_shard: the select of
- * odbox_repo_find; update_chunk: the one-row UPDATE; the SET list is every
- * column but id, version and created_date, in column order) and
- * src/action.c (write_events: the 13-column INSERT, odbox_sql_rows form).
- * deposit.sh checks them against the server's statement log once per run. */
+ * odbox_repo_find; odbox_repo_write_sql: the one-row UPDATE, whose SET
+ * list is every column but id, version and created_date, in column order)
+ * and src/persist.c (events_sql: the 13-column INSERT). Where the dialect
+ * joins writes, write is what the executor sends instead of BEGIN, the
+ * UPDATE, the INSERT and COMMIT: the two joined by the dialect's own
+ * join_writes_sql, the INSERT in its one-row SELECT form. deposit.sh checks
+ * them against the server's statement log once per run. */
 typedef struct sqls {
     char select[512];
     char update[512];
     char insert[768];
+    char write[2048]; /* "" where the dialect does not join writes */
 } sqls;
 
 static void build_sql(const odbox_dialect *d, const char *table, const char *eventlog, sqls *q)
@@ -209,6 +214,15 @@ static void build_sql(const odbox_dialect *d, const char *table, const char *eve
              "completion_date, model_id, model_type, event_type, payload, event_date, delivered) "
              "VALUES (%s,?,%s,?,%s,?,?,?,?,?,%s,?,FALSE)",
              eventlog, d->uuid_param, d->uuid_param, d->json_param, d->json_param);
+    q->write[0] = '\0';
+    char insert_select[768], *joined = NULL;
+    snprintf(insert_select, sizeof insert_select, "%.*sSELECT %s,?,%s,?,%s,?,?,?,?,?,%s,?,FALSE",
+             (int)(strstr(q->insert, "VALUES ") - q->insert), q->insert, d->uuid_param, d->uuid_param, d->json_param,
+             d->json_param);
+    const char *const parts[] = {q->update, insert_select};
+    if (d->join_writes_sql && d->join_writes_sql(d, parts, 2, 1, &joined, NULL) == ODBOX_OK)
+        snprintf(q->write, sizeof q->write, "%s", joined);
+    free(joined);
 }
 
 /* The action_params text odbox writes for client k (json-c, plain). */
@@ -404,6 +418,7 @@ int main(int argc, char **argv)
         printf("select=%s\n", q.select);
         printf("update=%s\n", q.update);
         printf("insert=%s\n", q.insert);
+        printf("write=%s\n", q.write);
         printf("namespace=%s\n", NAMESPACE);
         printf("action_name=%s\n", ACTION_NAME);
         printf("model_type=%s\n", MODEL_TYPE_NAME);

@@ -1112,13 +1112,14 @@ static int noop_hook(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_
     return 0;
 }
 
-/* Which statements wrote the rows of the last execution: every write
- * fires a trigger that records its statement's start and transaction. */
-static void statements_and_transactions(dfx *f, const char *stamps, int64_t *rows, int64_t *stmts, int64_t *txs)
+/* The last execution wrote rows rows with stmts statements in one
+ * transaction: every write fires a trigger that records its statement's
+ * start and its transaction. */
+static void assert_written_by(dfx *f, const char *stamps, int64_t rows, int64_t stmts)
 {
-    *rows = itest_count(f->c[0], "SELECT COUNT(*) FROM %s", stamps);
-    *stmts = itest_count(f->c[0], "SELECT COUNT(DISTINCT ts) FROM %s", stamps);
-    *txs = itest_count(f->c[0], "SELECT COUNT(DISTINCT tx) FROM %s", stamps);
+    ck_assert_int_eq(itest_count(f->c[0], "SELECT COUNT(*) FROM %s", stamps), rows);
+    ck_assert_int_eq(itest_count(f->c[0], "SELECT COUNT(DISTINCT ts) FROM %s", stamps), stmts);
+    ck_assert_int_eq(itest_count(f->c[0], "SELECT COUNT(DISTINCT tx) FROM %s", stamps), 1);
     itest_exec(f->c[0], "DELETE FROM %s", stamps);
 }
 
@@ -1143,44 +1144,31 @@ START_TEST(postgresql_writes_such_a_shard_in_one_statement)
     odbox_executor *exe = open_exe(&f);
     odbox_model *a = dfx_dummy(NULL, "a", 1), *b = dfx_dummy(NULL, "b", 1);
     odbox_result res;
-    int64_t rows, stmts, txs;
     /* inserts and events, no update: one statement */
     script add = {.add = {a, b}, .nadd = 2, .emit = {{a, &EV_CREATED, "{}"}, {b, &EV_CREATED, "{}"}}, .nemit = 2};
     run_ok(exe, "AddTwo", &add, NULL, &res);
     odbox_result_clear(&res);
-    statements_and_transactions(&f, stamps, &rows, &stmts, &txs);
-    ck_assert_int_eq(rows, 4);
-    ck_assert_int_eq(stmts, 1);
-    ck_assert_int_eq(txs, 1);
+    assert_written_by(&f, stamps, 4, 1);
     /* one update, an insert and two events: one statement */
     odbox_model *ca = find_dummy(&f, odbox_model_id(a)), *c = dfx_dummy(NULL, "c", 1);
     script one = {.add = {c}, .nadd = 1, .upd = {ca}, .nupd = 1,
                   .emit = {{ca, &EV_CHANGED, "{}"}, {c, &EV_CREATED, "{}"}}, .nemit = 2};
     run_ok(exe, "UpdateOne", &one, NULL, &res);
     odbox_result_clear(&res);
-    statements_and_transactions(&f, stamps, &rows, &stmts, &txs);
-    ck_assert_int_eq(rows, 4);
-    ck_assert_int_eq(stmts, 1);
-    ck_assert_int_eq(txs, 1);
+    assert_written_by(&f, stamps, 4, 1);
     /* two updates: a transaction of several statements */
     odbox_model *ca2 = find_dummy(&f, odbox_model_id(a)), *cb = find_dummy(&f, odbox_model_id(b));
     script two = {.upd = {ca2, cb}, .nupd = 2, .emit = {{ca2, &EV_CHANGED, "{}"}}, .nemit = 1};
     run_ok(exe, "UpdateTwo", &two, NULL, &res);
     odbox_result_clear(&res);
-    statements_and_transactions(&f, stamps, &rows, &stmts, &txs);
-    ck_assert_int_eq(rows, 3);
-    ck_assert_int_eq(stmts, 2);
-    ck_assert_int_eq(txs, 1);
+    assert_written_by(&f, stamps, 3, 2);
     /* a hook needs the transaction it runs in */
     odbox_executor_set_hook(exe, noop_hook, NULL);
     odbox_model *d = dfx_dummy(NULL, "d", 1);
     script hooked = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1};
     run_ok(exe, "Hooked", &hooked, NULL, &res);
     odbox_result_clear(&res);
-    statements_and_transactions(&f, stamps, &rows, &stmts, &txs);
-    ck_assert_int_eq(rows, 2);
-    ck_assert_int_eq(stmts, 2);
-    ck_assert_int_eq(txs, 1);
+    assert_written_by(&f, stamps, 2, 2);
     odbox_executor_set_hook(exe, NULL, NULL);
     itest_exec(f.c[0], "DROP TRIGGER stamp_events ON %s.events", f.ev[0]);
     itest_exec(f.c[0], "DROP TRIGGER stamp_dummies ON dummies");
