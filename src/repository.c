@@ -119,9 +119,11 @@ static int write_binds(const odbox_model_type *t, int op, size_t n, colset *out,
 {
     colset cs;
     int rc = columns_of(t, &cs, err);
-    if (rc != ODBOX_OK || op == ODBOX_SQL_INSERT) {
-        *out = cs;
+    if (rc != ODBOX_OK)
         return rc;
+    if (op == ODBOX_SQL_INSERT) {
+        *out = cs;
+        return ODBOX_OK;
     }
     out->n = 0;
     if (n > 1) {
