@@ -21,8 +21,9 @@
 #define EVENT_COLUMNS 13
 #define EVENT_PARAMS 12 /* delivered is the literal FALSE */
 
-/* Most rows one guarded statement carries; each is its own WITH item,
- * and the server plans every item. Larger shards take a transaction. */
+/* Most rows one guarded statement carries; each domain row is its own
+ * WITH item, and the server plans every item. Larger shards take a
+ * transaction. */
 #define MAX_GUARDED_ROWS 32
 
 /* One statement's worth of a shard's writes: rows of one model type to
@@ -96,17 +97,30 @@ static int collect(const run *rn, odbox_shard *shard, shard_writes *w, odbox_err
 
 /* ---- events --------------------------------------------------------------- */
 
+/* The events INSERT of n rows: INSERT ... VALUES, or with select_form an
+ * INSERT ... SELECT that a WHERE can follow. One row selects its values
+ * bare, typed by their columns; several come from a VALUES list, which
+ * cannot take types from the columns, so each value carries its own (the
+ * events table's column types are odbox's own). */
 static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, int select_form, char **out,
                       odbox_error *err)
 {
     const char *forms[EVENT_COLUMNS] = {d->uuid_param, "?", d->uuid_param, "?", d->json_param, "?", "?",
                                         "?", "?", "?", d->json_param, "?", "FALSE"};
-    char *source = odbox_sql_insert_source((int)n, forms, EVENT_COLUMNS, select_form);
+    const char *const *tp = d->typed_param;
+    const char *typed[EVENT_COLUMNS] = {
+        tp[ODBOX_TYPE_UUID], tp[ODBOX_TYPE_TEXT], tp[ODBOX_TYPE_UUID],      tp[ODBOX_TYPE_TEXT],
+        tp[ODBOX_TYPE_JSON], tp[ODBOX_TYPE_TIMESTAMP], tp[ODBOX_TYPE_TIMESTAMP], tp[ODBOX_TYPE_TEXT],
+        tp[ODBOX_TYPE_TEXT], tp[ODBOX_TYPE_TEXT], tp[ODBOX_TYPE_JSON],      tp[ODBOX_TYPE_TIMESTAMP], "FALSE"};
+    int typed_rows = select_form && n > 1;
+    char *source = typed_rows ? odbox_sql_insert_source((int)n, typed, EVENT_COLUMNS, 0)
+                              : odbox_sql_insert_source((int)n, forms, EVENT_COLUMNS, select_form);
     odbox_buf b = {0};
     odbox_buf_cat(&b, "INSERT INTO ", eventlog,
                   ".events (id, namespace, action_id, action_name, action_params, started_date, "
                   "completion_date, model_id, model_type, event_type, payload, event_date, delivered) ",
-                  source ? source : "", (char *)NULL);
+                  typed_rows ? "SELECT * FROM (" : "", source ? source : "", typed_rows ? ") AS v" : "",
+                  (char *)NULL);
     b.oom |= !source;
     free(source);
     *out = odbox_buf_take(&b);
@@ -220,9 +234,11 @@ typedef struct item {
 
 /* The joined statement's items, or 0 when the shard must take a
  * transaction. Guarded (one UPDATE row): the UPDATE first, then every
- * other row as its own INSERT ... SELECT, which the dialect makes depend
+ * domain row as its own INSERT ... SELECT, which the dialect makes depend
  * on the UPDATE (a multi-row INSERT ... SELECT would not type its
- * parameters from the columns). Unguarded: a statement per part. */
+ * parameters from the columns, and a user's column may be of a type that
+ * no cast in the dialect names), then the events as one INSERT ...
+ * SELECT. Unguarded: a statement per part. */
 static size_t plan_items(const odbox_dialect *d, const run *rn, const shard_writes *w, item *items, int *guarded)
 {
     if (!d->join_writes_sql || rn->hook || w->updated_rows > 1)
@@ -249,8 +265,9 @@ static size_t plan_items(const odbox_dialect *d, const run *rn, const shard_writ
         if (w->parts[i].op == ODBOX_SQL_UPDATE)
             items[n++] = (item){&w->parts[i], 0, 1};
     for (size_t i = 0; i < w->nparts; i++)
-        for (size_t r = 0; w->parts[i].op != ODBOX_SQL_UPDATE && r < w->parts[i].n; r++)
+        for (size_t r = 0; w->parts[i].op == ODBOX_SQL_INSERT && r < w->parts[i].n; r++)
             items[n++] = (item){&w->parts[i], r, 1};
+    items[n++] = (item){&w->parts[w->nparts - 1], 0, w->parts[w->nparts - 1].n};
     return n;
 }
 
@@ -326,8 +343,8 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
     if (rc == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     if (rc == ODBOX_OK) {
-        /* the count of the last statement: event rows, or none when the
-         * guarded UPDATE matched no row */
+        /* the count of the last statement, the events INSERT: all its
+         * rows, or none when the guarded UPDATE matched no row */
         int64_t got = odbox_stmt_rows_affected(s), want = (int64_t)items[n - 1].n;
         if (guarded && got == 0)
             rc = odbox_repo_stale(items[0].p->t, items[0].p->models, 1, 0, err);

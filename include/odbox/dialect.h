@@ -125,8 +125,8 @@ typedef struct odbox_dialect {
      * transaction: the executor writes a shard in one round trip instead
      * of BEGIN, one per statement and COMMIT. guarded: stmts[0] is an
      * UPDATE that may match no row and every later one an INSERT ...
-     * SELECT without FROM; each of those then writes only when the UPDATE
-     * matched. The statements must not touch the same rows (they run on
+     * SELECT that a WHERE can follow; each of those then writes only when
+     * the UPDATE matched. The statements must not touch the same rows (they run on
      * one snapshot). NULL: the database has no data-modifying WITH, and
      * the executor writes a shard in a transaction. */
     int (*join_writes_sql)(const struct odbox_dialect *d, const char *const *stmts, size_t n, int guarded,

@@ -467,12 +467,25 @@ START_TEST(sentinel_row_for_rows_without_events)
                      1);
     ck_assert_int_eq(dfx_events(&f, 0), 2);
     odbox_result_clear(&res);
+    /* a model updated without an event: the sentinel row beside the update */
+    odbox_model *cur = find_dummy(&f, odbox_model_id(d));
+    ck_assert_int_eq(odbox_model_set_int64(cur, "amount", 2, &e), ODBOX_OK);
+    script s4 = {.upd = {cur}, .nupd = 1};
+    run_ok(exe, "UpdateQuietly", &s4, NULL, &res);
+    ck_assert_int_eq(amount_of(&f, odbox_model_id(d)), 2);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s' AND event_type IS NULL "
+                                         "AND model_id IS NULL AND payload IS NULL",
+                                 f.ev[0], res.action_id),
+                     1);
+    ck_assert_int_eq(dfx_events(&f, 0), 3);
+    odbox_result_clear(&res);
+    odbox_model_free(&cur);
     /* entities cannot emit */
     script s3 = {.emit = {{t, &EV_CREATED, "{}"}}, .nemit = 1};
     int rc = run(exe, "EmitOnEntity", &s3, NULL, NULL, &res, &e);
     ck_assert_int_eq(s3.stage_rc, ODBOX_EINVAL);
     ck_assert_int_eq(rc, ODBOX_EINVAL);
-    ck_assert_int_eq(dfx_events(&f, 0), 2);
+    ck_assert_int_eq(dfx_events(&f, 0), 3);
     odbox_result_clear(&res);
     odbox_model_free(&t);
     odbox_model_free(&d);
