@@ -40,6 +40,9 @@ int odbox_model_column_index(const odbox_model_type *t, const char *name);
  * (odbox_dialect.join_writes_sql). These build and bind each part.
  * op is ODBOX_SQL_INSERT or ODBOX_SQL_UPDATE. */
 
+/* A bound parameter of an odbox type where a column gives it its type:
+ * the dialect's UUID or JSON form, else a bare "?". */
+const char *odbox_repo_param_form(const odbox_dialect *d, int type);
 /* Adds what SQL generated for t depends on: table, kind, columns. */
 void odbox_repo_key_add_type(odbox_sql_key *k, const odbox_model_type *t);
 /* Parameters one row of op on t binds. */

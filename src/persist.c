@@ -105,13 +105,15 @@ static int collect(const run *rn, odbox_shard *shard, shard_writes *w, odbox_err
 static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, int select_form, char **out,
                       odbox_error *err)
 {
-    const char *forms[EVENT_COLUMNS] = {d->uuid_param, "?", d->uuid_param, "?", d->json_param, "?", "?",
-                                        "?", "?", "?", d->json_param, "?", "FALSE"};
-    const char *const *tp = d->typed_param;
-    const char *typed[EVENT_COLUMNS] = {
-        tp[ODBOX_TYPE_UUID], tp[ODBOX_TYPE_TEXT], tp[ODBOX_TYPE_UUID],      tp[ODBOX_TYPE_TEXT],
-        tp[ODBOX_TYPE_JSON], tp[ODBOX_TYPE_TIMESTAMP], tp[ODBOX_TYPE_TIMESTAMP], tp[ODBOX_TYPE_TEXT],
-        tp[ODBOX_TYPE_TEXT], tp[ODBOX_TYPE_TEXT], tp[ODBOX_TYPE_JSON],      tp[ODBOX_TYPE_TIMESTAMP], "FALSE"};
+    static const odbox_type types[EVENT_PARAMS] = {
+        ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT, ODBOX_TYPE_UUID,      ODBOX_TYPE_TEXT, ODBOX_TYPE_JSON, ODBOX_TYPE_TIMESTAMP,
+        ODBOX_TYPE_TIMESTAMP, ODBOX_TYPE_TEXT, ODBOX_TYPE_TEXT, ODBOX_TYPE_TEXT, ODBOX_TYPE_JSON, ODBOX_TYPE_TIMESTAMP};
+    const char *forms[EVENT_COLUMNS], *typed[EVENT_COLUMNS];
+    for (size_t i = 0; i < EVENT_PARAMS; i++) {
+        forms[i] = odbox_repo_param_form(d, types[i]);
+        typed[i] = d->typed_param[types[i]];
+    }
+    forms[EVENT_PARAMS] = typed[EVENT_PARAMS] = "FALSE"; /* delivered */
     int typed_rows = select_form && n > 1;
     char *source = typed_rows ? odbox_sql_insert_source((int)n, typed, EVENT_COLUMNS, 0)
                               : odbox_sql_insert_source((int)n, forms, EVENT_COLUMNS, select_form);

@@ -46,7 +46,7 @@ static int columns_of(const odbox_model_type *t, colset *cs, odbox_error *err)
     return ODBOX_OK;
 }
 
-static const char *param_form(const odbox_dialect *d, int type)
+const char *odbox_repo_param_form(const odbox_dialect *d, int type)
 {
     return type == ODBOX_TYPE_UUID ? d->uuid_param : type == ODBOX_TYPE_JSON ? d->json_param : "?";
 }
@@ -162,12 +162,12 @@ int odbox_repo_write_sql(const odbox_dialect *d, const odbox_model_type *t, int 
     if (op == ODBOX_SQL_UPDATE) {
         odbox_buf_cat(&sql, "UPDATE ", t->table, " SET ", (char *)NULL);
         for (size_t i = 0; i + 2 < b.n; i++)
-            odbox_buf_cat(&sql, b.names[i], " = ", param_form(d, b.types[i]), ", ", (char *)NULL);
+            odbox_buf_cat(&sql, b.names[i], " = ", odbox_repo_param_form(d, b.types[i]), ", ", (char *)NULL);
         odbox_buf_cat(&sql, "version = version + 1 WHERE id = ", d->uuid_param, " AND version = ?", (char *)NULL);
     } else {
         const char *forms[5 + MAX_USER_COLUMNS];
         for (size_t i = 0; i < b.n; i++)
-            forms[i] = param_form(d, b.types[i]);
+            forms[i] = odbox_repo_param_form(d, b.types[i]);
         char *source = odbox_sql_insert_source((int)n, forms, (int)b.n, select_form);
         odbox_buf_cat(&sql, "INSERT INTO ", t->table, " (", (char *)NULL);
         append_columns(&sql, &b, NULL);
@@ -417,7 +417,7 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
         odbox_buf_cat(&b, " FROM ", t->table, " WHERE state <> 'DELETED'", (char *)NULL);
         if (f->column)
             odbox_buf_cat(&b, " AND ", f->column, with_value ? " = " : " IS NULL",
-                          with_value ? param_form(d, ctype) : "", (char *)NULL);
+                          with_value ? odbox_repo_param_form(d, ctype) : "", (char *)NULL);
         if (f->nids) {
             odbox_buf_append(&b, " AND id IN (");
             for (size_t i = 0; i < f->nids; i++)

@@ -1004,6 +1004,18 @@ static odbox_model *seed_moved(dfx *f, odbox_executor *exe, odbox_model **stale)
     return x;
 }
 
+/* Adds two dummies and a tag, updates upd, and emits on both dummies and
+ * on upd: one update beside every other kind of row. */
+static script beside(const odbox_model *n1, const odbox_model *n2, const odbox_model *tag, const odbox_model *upd)
+{
+    return (script){.add = {n1, n2, tag},
+                    .nadd = 3,
+                    .upd = {upd},
+                    .nupd = 1,
+                    .emit = {{n1, &EV_CREATED, "{\"k\": 1}"}, {n2, &EV_CREATED, "{}"}, {upd, &EV_CHANGED, "{}"}},
+                    .nemit = 3};
+}
+
 START_TEST(one_update_beside_adds_and_events_is_all_or_nothing)
 {
     dfx f;
@@ -1014,12 +1026,7 @@ START_TEST(one_update_beside_adds_and_events_is_all_or_nothing)
     int64_t events0 = dfx_events(&f, 0);
     odbox_model *n1 = typed_dummy("n1"), *n2 = dfx_dummy(NULL, "n2", 0), *tag1 = new_tag("t1");
     ck_assert_int_eq(odbox_model_set_int64(stale, "amount", 99, NULL), ODBOX_OK);
-    script s = {.add = {n1, n2, tag1},
-                .nadd = 3,
-                .upd = {stale},
-                .nupd = 1,
-                .emit = {{n1, &EV_CREATED, "{\"k\": 1}"}, {n2, &EV_CREATED, "{}"}, {stale, &EV_CHANGED, "{}"}},
-                .nemit = 3};
+    script s = beside(n1, n2, tag1, stale);
     odbox_result res;
     odbox_error e;
     /* stale on both attempts (the default: one retry): nothing of it lands */
@@ -1039,12 +1046,7 @@ START_TEST(one_update_beside_adds_and_events_is_all_or_nothing)
     odbox_model *cur = find_dummy(&f, xid);
     int64_t before_upd = odbox_model_updated(cur);
     ck_assert_int_eq(odbox_model_set_int64(cur, "amount", 3, NULL), ODBOX_OK);
-    script ok = {.add = {n1, n2, tag1},
-                 .nadd = 3,
-                 .upd = {cur},
-                 .nupd = 1,
-                 .emit = {{n1, &EV_CREATED, "{\"k\": 1}"}, {n2, &EV_CREATED, "{}"}, {cur, &EV_CHANGED, "{}"}},
-                 .nemit = 3};
+    script ok = beside(n1, n2, tag1, cur);
     int64_t t0 = dfx_now_us();
     run_ok(exe, "FreshBeside", &ok, NULL, &res);
     int64_t t1 = dfx_now_us();
