@@ -73,6 +73,9 @@ static int check_config(const odbox_exec_config *cfg, odbox_error *err)
         if (r->code >= 0 || r->max_retries < 0 || r->delay_ms < 0)
             return odbox_fail(err, ODBOX_EINVAL, "execution config: retry rule %d needs a negative code and "
                                                  "non-negative max_retries and delay_ms", i);
+        if (r->code == ODBOX_EINDOUBT || r->code == ODBOX_EPARTIAL)
+            return odbox_fail(err, ODBOX_EINVAL, "execution config: retry rule %d: %s is never retried (a shard "
+                                                 "has or may have committed)", i, odbox_errname(r->code));
         for (int j = 0; j < i; j++)
             if (cfg->retries[j].code == r->code)
                 return odbox_fail(err, ODBOX_EINVAL, "execution config: two retry rules for %s",
@@ -399,6 +402,12 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
             if (err)
                 err->code = rc;
             odbox_log(ODBOX_LOG_ERROR, "CRITICAL: %s", err ? err->message : "partial commit");
+        } else if (rc == ODBOX_EINDOUBT) {
+            char name[16];
+            shard_name(shards[i], name, sizeof name);
+            odbox_error_prefix(err, rc, "action %s (action_id %s) on shard %s", rn->action->name, rn->action_id,
+                               name);
+            odbox_log(ODBOX_LOG_ERROR, "%s", err ? err->message : "commit in doubt");
         }
     }
     free(shards);
@@ -495,7 +504,7 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
             }
         }
         plan_free(&plan);
-        if (rc == ODBOX_OK || attempt_res.ncommitted > 0)
+        if (rc == ODBOX_OK || rc == ODBOX_EINDOUBT || attempt_res.ncommitted > 0)
             break;
         int rule = -1;
         for (int i = 0; i < cfg->nretries && rule < 0; i++)

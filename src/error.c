@@ -32,6 +32,7 @@ static const struct {
     {ODBOX_EBUSY, "ODBOX_EBUSY", "busy: held by someone else"},
     {ODBOX_EPARTIAL, "ODBOX_EPARTIAL", "partially committed: some shards committed, others failed"},
     {ODBOX_ESTATE, "ODBOX_ESTATE", "called in the wrong state"},
+    {ODBOX_EINDOUBT, "ODBOX_EINDOUBT", "in doubt: the connection was lost after the commit was sent"},
 };
 
 const char *odbox_errname(int code)
@@ -87,6 +88,18 @@ int odbox_error_prefix(odbox_error *err, int code, const char *fmt, ...)
     if (err->code == 0)
         err->code = code;
     return err->code;
+}
+
+int odbox_commit_failed(int rc, odbox_error *err)
+{
+    if (rc != ODBOX_ECONNLOST)
+        return rc;
+    if (err) {
+        odbox_error_prefix(err, rc, "IN DOUBT: the connection was lost after the commit was sent, so the server "
+                                    "may or may not have committed");
+        err->code = ODBOX_EINDOUBT;
+    }
+    return ODBOX_EINDOUBT;
 }
 
 static void buf_reserve(odbox_buf *b, size_t extra)

@@ -29,6 +29,12 @@ int odbox_fail(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF(3,
  * Returns err->code (or ODBOX_EINVAL when err is NULL and code unknown). */
 int odbox_error_prefix(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF(3, 4);
 
+/* The outcome of a commit that failed with rc after it was sent (a
+ * COMMIT, or a write in autocommit): a lost connection leaves unknown
+ * whether the server committed, which is ODBOX_EINDOUBT; any other code
+ * is kept. */
+int odbox_commit_failed(int rc, odbox_error *err);
+
 /* Logs through the callback set by odbox_log_set (no-op when none). The
  * caller keeps secrets out of the message. */
 void odbox_log(odbox_log_level level, const char *fmt, ...) ODBOX_PRINTF(2, 3);

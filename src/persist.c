@@ -12,6 +12,7 @@
  *    other row is made to depend, so that a stale version writes nothing.
  *    An UPDATE of several rows could match some and not others: that
  *    needs a transaction to roll back, and takes the first way. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "action_internal.h"
@@ -21,10 +22,10 @@
 #define EVENT_COLUMNS 13
 #define EVENT_PARAMS 12 /* delivered is the literal FALSE */
 
-/* Most rows one guarded statement carries; each domain row is its own
- * WITH item, and the server plans every item. Larger shards take a
- * transaction. */
-#define MAX_GUARDED_ROWS 32
+/* Most WITH items one guarded statement has: the UPDATE, one per inserted
+ * domain row, and the events. The server plans every item; shards with
+ * more inserted rows take a transaction. */
+#define MAX_GUARDED_ITEMS 32
 
 /* One statement's worth of a shard's writes: rows of one model type to
  * insert or update, or event rows. */
@@ -245,17 +246,18 @@ static size_t plan_items(const odbox_dialect *d, const run *rn, const shard_writ
 {
     if (!d->join_writes_sql || rn->hook || w->updated_rows > 1)
         return 0;
-    size_t params = 0, rows = 0;
+    size_t params = 0, inserted = 0;
     for (size_t i = 0; i < w->nparts; i++) {
         const part *p = &w->parts[i];
         size_t per = EVENT_PARAMS;
         if (p->op != ODBOX_SQL_EVENTS && odbox_repo_write_params(p->t, p->op, &per, NULL) != ODBOX_OK)
             return 0;
         params += per * p->n;
-        rows += p->n;
+        if (p->op == ODBOX_SQL_INSERT)
+            inserted += p->n;
     }
     *guarded = w->updated_rows == 1;
-    if (params > (size_t)d->max_params || (*guarded && rows > MAX_GUARDED_ROWS))
+    if (params > (size_t)d->max_params || (*guarded && 2 + inserted > MAX_GUARDED_ITEMS))
         return 0;
     size_t n = 0;
     if (!*guarded) {
@@ -342,8 +344,8 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
                 m[r]->updated_us = completion;
         rc = odbox_repo_write_bind(s, &idx, p->t, p->op, m, items[i].n, err);
     }
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) != ODBOX_OK)
+        rc = odbox_commit_failed(rc, err); /* autocommit: the statement was the commit */
     if (rc == ODBOX_OK) {
         /* the count of the last statement, the events INSERT: all its
          * rows, or none when the guarded UPDATE matched no row */
@@ -358,6 +360,43 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
     if (rc != ODBOX_OK && rc != ODBOX_ESTALE)
         odbox_error_prefix(err, rc, "writing rows and events in one statement");
     return rc;
+}
+
+/* ---- did it commit? ------------------------------------------------------- */
+
+int odbox_action_committed(odbox_registry *registry, odbox_shard_id id, const char *action_id, int *committed,
+                           odbox_error *err)
+{
+    if (!registry || !committed)
+        return odbox_fail(err, ODBOX_EINVAL, "action committed: %s is NULL", registry ? "committed" : "registry");
+    *committed = 0;
+    if (!action_id || !odbox_uuid_is_valid(action_id))
+        return odbox_fail(err, ODBOX_EINVAL, "action committed: the action_id is not a UUID");
+    odbox_shard *shard = odbox_registry_shard(registry, id);
+    if (!shard)
+        return odbox_fail(err, ODBOX_ENOTFOUND, "action committed: no shard %d.%d is registered", id.group, id.member);
+    odbox_pool *pool = odbox_shard_primary(shard);
+    odbox_conn *c = NULL;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s.events WHERE action_id = %s", odbox_shard_eventlog(shard),
+             odbox_repo_param_form(odbox_conn_dialect(c), ODBOX_TYPE_UUID));
+    odbox_stmt *s = NULL;
+    int64_t n = 0;
+    if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_uuid(s, 1, action_id, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+        rc = odbox_stmt_get_int64(s, 1, &n, NULL, err);
+    else if (rc == 0)
+        rc = odbox_fail(err, ODBOX_EDB, "COUNT(*) returned no row");
+    odbox_stmt_free(&s);
+    odbox_pool_release(pool, &c);
+    if (rc != ODBOX_OK)
+        return odbox_error_prefix(err, rc, "action committed: shard %d.%d", id.group, id.member);
+    *committed = n > 0;
+    return ODBOX_OK;
 }
 
 int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err)

@@ -68,7 +68,7 @@ static int exit_code(int rc)
     case ODBOX_OK: return 0;
     case ODBOX_EINVAL: return EXIT_USAGE;
     case ODBOX_EMIGRATION: return EXIT_MISMATCH;
-    case ODBOX_ECONNECT: case ODBOX_ECONNLOST: return EXIT_CONNECT;
+    case ODBOX_ECONNECT: case ODBOX_ECONNLOST: case ODBOX_EINDOUBT: return EXIT_CONNECT;
     case ODBOX_ETIMEDOUT: case ODBOX_EBUSY: return EXIT_LOCK;
     default: return 1;
     }

@@ -23,7 +23,8 @@ enum {
     EXIT_INSUFFICIENT = 5, /* insufficient balance */
     EXIT_STALE = 6,        /* changed concurrently, retries exhausted */
     EXIT_CROSS_SHARD = 7,  /* transfer across shards refused */
-    EXIT_PARTIAL = 8       /* cross-shard transfer committed on some shards only */
+    EXIT_PARTIAL = 8,      /* cross-shard transfer committed on some shards only */
+    EXIT_IN_DOUBT = 9      /* connection lost after the commit was sent */
 };
 
 static const char usage_main[] =
@@ -53,7 +54,9 @@ static const char usage_main[] =
     "  6  the wallet was changed concurrently and the retries ran out\n"
     "  7  transfer between wallets on different shards refused\n"
     "  8  cross-shard transfer committed on some shards only\n"
-    "Nothing is written when the exit code is 2, 3, 5, 6 or 7.\n";
+    "  9  the connection was lost after the commit was sent: it may have been\n"
+    "     applied or not (show ID tells)\n"
+    "Nothing is written when the exit code is 1, 2, 3, 4, 5, 6 or 7.\n";
 
 static const char usage_common[] =
     "\n"
@@ -136,6 +139,7 @@ static int exit_code(int rc)
     case ODBOX_ESTALE: return EXIT_STALE;
     case ODBOX_ECROSSSHARD: return EXIT_CROSS_SHARD;
     case ODBOX_EPARTIAL: return EXIT_PARTIAL;
+    case ODBOX_EINDOUBT: return EXIT_IN_DOUBT;
     default: return EXIT_RUNTIME;
     }
 }

@@ -13,9 +13,14 @@
  * autocommit, its own transaction: one round trip instead of BEGIN, one
  * per statement and COMMIT. The other rows and the events then depend on
  * that update in the statement itself, so a stale version writes nothing.
- * Plans that update several rows on a shard, or that exceed the dialect's
- * parameter limit, and every plan while a hook is set, are written in a
- * transaction of separate statements.
+ * Plans that update several rows on a shard, that insert more than 30
+ * rows beside an update, or that exceed the dialect's parameter limit,
+ * and every plan while a hook is set, are written in a transaction of
+ * separate statements.
+ *
+ * A connection lost after a shard's commit was sent (its COMMIT, or its
+ * one statement) leaves unknown whether that shard committed:
+ * ODBOX_EINDOUBT, never retried; odbox_action_committed finds out.
  *
  * Thread model: configure an executor (register types) before sharing it;
  * odbox_execute is then thread-safe. A plan and a context belong to one
@@ -155,9 +160,23 @@ void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud);
  * counts and perform's result, also on failure. Codes: perform's own,
  * ODBOX_ESTALE (retries exhausted), ODBOX_ECROSSSHARD (nothing written),
  * ODBOX_EPARTIAL (some shards committed: see res and err->message),
- * database errors. */
+ * ODBOX_EINDOUBT (see above; res->failed_shard is the shard, and the
+ * message names it and the action_id), database errors. A retry rule for
+ * ODBOX_EINDOUBT or ODBOX_EPARTIAL is refused (ODBOX_EINVAL): nothing is
+ * retried once a shard has, or may have, committed. */
 int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *params,
                   const odbox_exec_config *cfg, odbox_result *res, odbox_error *err);
+
+/* Sets *committed to 1 when the execution action_id committed on shard,
+ * else 0: every execution that commits leaves at least one row (an event
+ * or its sentinel) with its action_id in the shard's <eventlog>.events.
+ * For ODBOX_EINDOUBT: ask once the lost session has ended on the server,
+ * which may still be finishing a COMMIT it received (until then a 0 may
+ * turn into 1). Reads the shard's primary. ODBOX_EINVAL for a NULL
+ * argument or an action_id that is not a UUID, ODBOX_ENOTFOUND for an
+ * unregistered shard. */
+int odbox_action_committed(odbox_registry *registry, odbox_shard_id shard, const char *action_id, int *committed,
+                           odbox_error *err);
 
 #ifdef __cplusplus
 }

@@ -59,7 +59,9 @@ int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err);
 /* Explicit transactions. begin turns autocommit off; commit and rollback
  * end the transaction and turn autocommit back on, also when they fail.
  * begin inside a transaction and commit/rollback outside one return
- * ODBOX_ESTATE. */
+ * ODBOX_ESTATE. A commit whose connection is lost once the COMMIT has
+ * been sent returns ODBOX_EINDOUBT: the server may have committed; one
+ * lost before that returns ODBOX_ECONNLOST (nothing committed). */
 int odbox_conn_begin(odbox_conn *c, odbox_error *err);
 int odbox_conn_commit(odbox_conn *c, odbox_error *err);
 int odbox_conn_rollback(odbox_conn *c, odbox_error *err);

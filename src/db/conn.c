@@ -204,6 +204,8 @@ static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
         } else if (rc != ODBOX_OK) {
             c->dead = 1;
         }
+        if (rc != ODBOX_OK && how == SQL_COMMIT)
+            rc = odbox_commit_failed(rc, err);
         if (rc != ODBOX_OK)
             odbox_error_prefix(err, rc, "%s", what);
         return rc;
@@ -211,6 +213,8 @@ static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
     SQLRETURN r = SQLEndTran(SQL_HANDLE_DBC, c->dbc, how);
     if (!ODBOX_SQL_OK(r)) {
         rc = odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, what);
+        if (how == SQL_COMMIT)
+            rc = odbox_commit_failed(rc, err);
         if (how == SQL_COMMIT && !c->dead) {
             r = SQLEndTran(SQL_HANDLE_DBC, c->dbc, SQL_ROLLBACK);
             if (!ODBOX_SQL_OK(r))
@@ -221,11 +225,14 @@ static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
     }
     c->in_tx = 0;
     if (!c->dead) {
+        /* The transaction has ended either way; a connection that cannot
+         * return to autocommit is not used again, but the outcome stands
+         * (reporting a done commit as failed would invite a retry). */
         odbox_error e2;
-        if (set_autocommit(c, 1, rc == ODBOX_OK ? err : &e2) != ODBOX_OK) {
+        if (set_autocommit(c, 1, &e2) != ODBOX_OK) {
             c->dead = 1;
-            if (rc == ODBOX_OK)
-                rc = err ? err->code : ODBOX_ECONNLOST;
+            odbox_log(ODBOX_LOG_WARN, "%s: done, but autocommit could not be restored; the connection is "
+                                      "closed: %s", what, e2.message);
         }
     }
     return rc;

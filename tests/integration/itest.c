@@ -88,3 +88,16 @@ const char *itest_src(const char *rel)
     snprintf(b, sizeof buf[0], "%s/%s", top ? top : ".", rel);
     return b;
 }
+
+int64_t itest_session_id(odbox_conn *c)
+{
+    return itest_count(c, "%s", odbox_conn_dialect(c)->session_id_sql);
+}
+
+void itest_kill_session(odbox_conn *killer, int64_t id)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, odbox_conn_dialect(killer)->kill_session_fmt, (long long)id);
+    itest_exec(killer, "%s", sql);
+    usleep(200 * 1000);
+}

@@ -19,6 +19,10 @@ void itest_exec(odbox_conn *c, const char *fmt, ...) __attribute__((format(print
 int64_t itest_count(odbox_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A name unique to this process and call, e.g. "t_1234_7". */
 void itest_name(char *buf, size_t cap, const char *prefix);
+/* The server's id of c's session, and ending a session from killer's
+ * (waits a little: servers end sessions asynchronously). */
+int64_t itest_session_id(odbox_conn *c);
+void itest_kill_session(odbox_conn *killer, int64_t id);
 /* Drops an eventlog container (schema or database) of that name. */
 void itest_drop_eventlog(odbox_conn *c, const char *name);
 /* Absolute path of a file below the source tree. */

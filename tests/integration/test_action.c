@@ -7,7 +7,8 @@
  * objects only; event-name collisions; optimistic-lock races between
  * threads with and without retries; batch updates; per-code retry
  * counters; cross-shard refusal, cross-shard commits and partial commits;
- * routing to the default shard; bad input.
+ * routing to the default shard; connections lost before and after the
+ * commit was sent (ODBOX_EINDOUBT); bad input.
  *
  * Uses the "dummies" fixture defined in test_repo.c. */
 #include <pthread.h>
@@ -1127,9 +1128,33 @@ static int noop_hook(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_
     return 0;
 }
 
+/* Every write to dummies and to the events table records its statement's
+ * start and its transaction in the table stamps, by trigger fn. */
+static void stamps_on(dfx *f, char stamps[64], char fn[64])
+{
+    itest_name(stamps, 64, "stamps");
+    itest_name(fn, 64, "stamp");
+    itest_exec(f->c[0], "CREATE TABLE %s (tbl TEXT, ts TIMESTAMPTZ, tx BIGINT)", stamps);
+    itest_exec(f->c[0],
+               "CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO %s VALUES "
+               "(TG_TABLE_NAME, statement_timestamp(), txid_current()); RETURN NULL; END $$",
+               fn, stamps);
+    itest_exec(f->c[0], "CREATE TRIGGER stamp_dummies AFTER INSERT OR UPDATE ON dummies FOR EACH ROW EXECUTE FUNCTION %s()",
+               fn);
+    itest_exec(f->c[0], "CREATE TRIGGER stamp_events AFTER INSERT ON %s.events FOR EACH ROW EXECUTE FUNCTION %s()",
+               f->ev[0], fn);
+}
+
+static void stamps_off(dfx *f, const char *stamps, const char *fn)
+{
+    itest_exec(f->c[0], "DROP TRIGGER stamp_events ON %s.events", f->ev[0]);
+    itest_exec(f->c[0], "DROP TRIGGER stamp_dummies ON dummies");
+    itest_exec(f->c[0], "DROP FUNCTION %s()", fn);
+    itest_exec(f->c[0], "DROP TABLE %s", stamps);
+}
+
 /* The last execution wrote rows rows with stmts statements in one
- * transaction: every write fires a trigger that records its statement's
- * start and its transaction. */
+ * transaction (see stamps_on). */
 static void assert_written_by(dfx *f, const char *stamps, int64_t rows, int64_t stmts)
 {
     ck_assert_int_eq(itest_count(f->c[0], "SELECT COUNT(*) FROM %s", stamps), rows);
@@ -1145,17 +1170,7 @@ START_TEST(postgresql_writes_such_a_shard_in_one_statement)
     dfx f;
     dfx_open(&f, 1, 0);
     char stamps[64], fn[64];
-    itest_name(stamps, sizeof stamps, "stamps");
-    itest_name(fn, sizeof fn, "stamp");
-    itest_exec(f.c[0], "CREATE TABLE %s (tbl TEXT, ts TIMESTAMPTZ, tx BIGINT)", stamps);
-    itest_exec(f.c[0],
-               "CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO %s VALUES "
-               "(TG_TABLE_NAME, statement_timestamp(), txid_current()); RETURN NULL; END $$",
-               fn, stamps);
-    itest_exec(f.c[0], "CREATE TRIGGER stamp_dummies AFTER INSERT OR UPDATE ON dummies FOR EACH ROW EXECUTE FUNCTION %s()",
-               fn);
-    itest_exec(f.c[0], "CREATE TRIGGER stamp_events AFTER INSERT ON %s.events FOR EACH ROW EXECUTE FUNCTION %s()",
-               f.ev[0], fn);
+    stamps_on(&f, stamps, fn);
     odbox_executor *exe = open_exe(&f);
     odbox_model *a = dfx_dummy(NULL, "a", 1), *b = dfx_dummy(NULL, "b", 1);
     odbox_result res;
@@ -1185,13 +1200,150 @@ START_TEST(postgresql_writes_such_a_shard_in_one_statement)
     odbox_result_clear(&res);
     assert_written_by(&f, stamps, 2, 2);
     odbox_executor_set_hook(exe, NULL, NULL);
-    itest_exec(f.c[0], "DROP TRIGGER stamp_events ON %s.events", f.ev[0]);
-    itest_exec(f.c[0], "DROP TRIGGER stamp_dummies ON dummies");
-    itest_exec(f.c[0], "DROP FUNCTION %s()", fn);
-    itest_exec(f.c[0], "DROP TABLE %s", stamps);
+    stamps_off(&f, stamps, fn);
     odbox_model *all[] = {a, b, c, d, ca, ca2, cb};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         odbox_model_free(&all[i]);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+/* ---- connections lost at the commit --------------------------------------- */
+
+/* Ends the shard's session just before its COMMIT is sent. */
+static int kill_before_commit(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
+{
+    (void)shard;
+    if (at == ODBOX_HOOK_EVENTS_WRITTEN)
+        itest_kill_session(((dfx *)ud)->c[0], itest_session_id(conn));
+    return 0;
+}
+
+/* The default rules and 3 retries for ODBOX_ECONNLOST (rule 1). */
+static void retry_lost_connections(odbox_exec_config *cfg)
+{
+    odbox_exec_config_default(cfg);
+    cfg->retries[cfg->nretries++] = (odbox_retry_rule){ODBOX_ECONNLOST, 3, 0};
+}
+
+static int committed(dfx *f, const char *action_id)
+{
+    int yes = -1;
+    odbox_error e;
+    int rc = odbox_action_committed(f->r, (odbox_shard_id){0, 0}, action_id, &yes, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    return yes;
+}
+
+/* The client cannot know whether a COMMIT whose connection was lost
+ * committed: ODBOX_EINDOUBT, never retried (a retry could write the
+ * action twice), and odbox_action_committed tells. */
+START_TEST(commit_lost_is_in_doubt_and_never_retried)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_exec_config cfg;
+    retry_lost_connections(&cfg);
+    odbox_executor_set_hook(exe, kill_before_commit, &f);
+    odbox_model *d = dfx_dummy(NULL, "lost", 1);
+    script s = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1};
+    odbox_result res;
+    odbox_error e;
+    int rc = run(exe, "LostCommit", &s, NULL, &cfg, &res, &e);
+    ck_assert_msg(rc == ODBOX_EINDOUBT, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(e.code, ODBOX_EINDOUBT);
+    ck_assert_int_eq(s.calls, 1);
+    ck_assert_int_eq(res.retries[1], 0);
+    ck_assert_int_eq(res.ncommitted, 0);
+    ck_assert(res.has_failed_shard && res.failed_shard.group == 0 && res.failed_shard.member == 0);
+    ck_assert_msg(strstr(e.message, "IN DOUBT") && strstr(e.message, res.action_id) && strstr(e.message, "0.0"),
+                  "message: %s", e.message);
+    /* the session died before its COMMIT: it did not commit */
+    ck_assert_int_eq(committed(&f, res.action_id), 0);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 0);
+    ck_assert_int_eq(dfx_events(&f, 0), 0);
+    odbox_result_clear(&res);
+
+    /* the pool replaces the dead connection; a commit is found */
+    odbox_executor_set_hook(exe, NULL, NULL);
+    run_ok(exe, "Landed", &s, NULL, &res);
+    ck_assert_int_eq(committed(&f, res.action_id), 1);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 1);
+    odbox_result_clear(&res);
+
+    /* no rule may retry what has or may have committed */
+    const int never[] = {ODBOX_EINDOUBT, ODBOX_EPARTIAL};
+    for (int i = 0; i < 2; i++) {
+        odbox_exec_config bad;
+        odbox_exec_config_default(&bad);
+        bad.retries[bad.nretries++] = (odbox_retry_rule){never[i], 1, 0};
+        script none = {0};
+        rc = run(exe, "BadRule", &none, NULL, &bad, &res, &e);
+        ck_assert_msg(rc == ODBOX_EINVAL && strstr(e.message, odbox_errname(never[i])), "%s: %s",
+                      odbox_errname(rc), e.message);
+        ck_assert_int_eq(none.calls, 0);
+        odbox_result_clear(&res);
+    }
+
+    /* odbox_action_committed's own errors */
+    int yes = 7;
+    char v4[37];
+    odbox_uuid_v4(v4);
+    ck_assert_int_eq(odbox_action_committed(NULL, (odbox_shard_id){0, 0}, v4, &yes, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_action_committed(f.r, (odbox_shard_id){0, 0}, v4, NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_action_committed(f.r, (odbox_shard_id){0, 0}, "not-a-uuid", &yes, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(yes, 0);
+    ck_assert_int_eq(odbox_action_committed(f.r, (odbox_shard_id){0, 0}, NULL, &yes, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_action_committed(f.r, (odbox_shard_id){9, 9}, v4, &yes, &e), ODBOX_ENOTFOUND);
+    ck_assert_msg(strstr(e.message, "9.9"), "message: %s", e.message);
+    ck_assert_int_eq(committed(&f, v4), 0);
+    odbox_model_free(&d);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+/* A connection that died while idle in the pool: where the shard takes a
+ * transaction, the loss shows before the COMMIT and the action is retried
+ * under an ODBOX_ECONNLOST rule; where it is one statement in autocommit
+ * (PostgreSQL), that statement was the commit: in doubt. */
+START_TEST(connection_lost_while_idle)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_exec_config cfg;
+    retry_lost_connections(&cfg);
+    odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(f.r));
+    odbox_conn *c = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
+    int64_t id = itest_session_id(c);
+    int one_statement = odbox_conn_dialect(c)->join_writes_sql != NULL;
+    odbox_pool_release(pool, &c);
+    itest_kill_session(f.c[0], id); /* well within the pool's 1 s without a ping */
+    odbox_model *d = dfx_dummy(NULL, "idle", 1);
+    script s = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1};
+    odbox_result res;
+    int rc = run(exe, "AfterIdle", &s, NULL, &cfg, &res, &e);
+    if (one_statement) {
+        ck_assert_msg(rc == ODBOX_EINDOUBT, "%s: %s", odbox_errname(rc), e.message);
+        ck_assert_int_eq(s.calls, 1);
+        ck_assert_int_eq(committed(&f, res.action_id), 0);
+        ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 0);
+    } else {
+        ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+        ck_assert_int_eq(s.calls, 2);
+        ck_assert_int_eq(res.retries[1], 1);
+        ck_assert_int_eq(committed(&f, s.action_ids[0]), 0);
+        ck_assert_int_eq(committed(&f, res.action_id), 1);
+        ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 1);
+        ck_assert_int_eq(dfx_events(&f, 0), 1);
+    }
+    odbox_result_clear(&res);
+    odbox_model_free(&d);
     odbox_executor_free(&exe);
     dfx_close(&f);
 }
@@ -1578,11 +1730,11 @@ START_TEST(partial_commit_is_reported_and_not_retried)
     odbox_exec_config cfg = {.nretries = 0, .allow_cross_shard = 1};
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
-            /* a rule for the very code that fails, and the default stale rule */
+            /* a rule for the very code that fails, and the default stale
+             * rule (one for ODBOX_EPARTIAL is refused) */
             cfg.retries[0] = (odbox_retry_rule){ODBOX_EDB, 3, 0};
             cfg.retries[1] = (odbox_retry_rule){ODBOX_ESTALE, 3, 0};
-            cfg.retries[2] = (odbox_retry_rule){ODBOX_EPARTIAL, 3, 0};
-            cfg.nretries = 3;
+            cfg.nretries = 2;
         }
         odbox_model *d0 = dfx_dummy_in((odbox_shard_id){0, 0}, "kept", 1);
         odbox_model *d1 = dfx_dummy_in((odbox_shard_id){0, 1}, "lost", 2);
@@ -1873,13 +2025,14 @@ END_TEST
 typedef struct bulk {
     odbox_model **m;
     int n, emit, update;
+    odbox_model *beside; /* updated before the n rows are staged */
 } bulk;
 
 static int bulk_perform(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
 {
     bulk *b = user;
     json_object *p = json_object_new_object();
-    int rc = 0;
+    int rc = b->beside ? odbox_plan_update(plan, b->beside, NULL, err) : 0;
     for (int i = 0; i < b->n && !rc; i++) {
         rc = b->update ? odbox_plan_update(plan, b->m[i], NULL, err) : odbox_plan_add(plan, b->m[i], err);
         if (!rc && b->emit)
@@ -1917,7 +2070,7 @@ START_TEST(many_events_in_one_action)
     for (size_t k = 0; k < 2; k++) {
         int n = sizes[k];
         odbox_model **d = bulk_dummies(n);
-        bulk b = {d, n, 1, 0};
+        bulk b = {.m = d, .n = n, .emit = 1};
         odbox_action a = {.name = "BulkEmit", .perform = bulk_perform, .user = &b};
         odbox_error e;
         int rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
@@ -1941,7 +2094,7 @@ START_TEST(many_rows_in_one_plan)
     /* 700 models added, then all 700 updated, in one plan each */
     enum { ND = 700, NT = 4200 };
     odbox_model **d = bulk_dummies(ND);
-    bulk b = {d, ND, 0, 0};
+    bulk b = {.m = d, .n = ND};
     odbox_action a = {.name = "BulkAdd", .perform = bulk_perform, .user = &b};
     int rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
     ck_assert_msg(rc == ODBOX_OK, "%d models added: %s: %s", ND, odbox_errname(rc), e.message);
@@ -1959,12 +2112,62 @@ START_TEST(many_rows_in_one_plan)
         ck_assert_int_eq(odbox_model_new(&TAG_T, NULL, &t[i], &e), ODBOX_OK);
         ck_assert_int_eq(odbox_model_set_text(t[i], "label", "bulk", &e), ODBOX_OK);
     }
-    bulk bt = {t, NT, 0, 0};
+    bulk bt = {.m = t, .n = NT};
     a.user = &bt;
     rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
     ck_assert_msg(rc == ODBOX_OK, "%d entities added: %s: %s", NT, odbox_errname(rc), e.message);
     ck_assert_int_eq(dfx_rows(&f, 0, "tags"), NT);
     bulk_free(t, NT);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+/* On PostgreSQL one UPDATE and up to 30 inserted rows are one statement
+ * (32 WITH items with the events, however many events); one more inserted
+ * row takes a transaction. Both write all or nothing. */
+START_TEST(postgresql_joins_at_most_32_items)
+{
+    if (strcmp(itest_dialect(), "pg"))
+        return;
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_model *stale = NULL, *x = seed_moved(&f, exe, &stale);
+    const char *xid = odbox_model_id(x);
+    char stamps[64], fn[64];
+    stamps_on(&f, stamps, fn);
+    odbox_error e;
+    odbox_model *cur = find_dummy(&f, xid);
+    odbox_model **d = bulk_dummies(30);
+    bulk b = {.m = d, .n = 30, .emit = 1, .beside = cur};
+    odbox_action a = {.name = "UpdateAndAdd", .perform = bulk_perform, .user = &b};
+    int rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    assert_written_by(&f, stamps, 1 + 30 + 30, 1);
+    bulk_free(d, 30);
+
+    /* 31 inserted rows: a transaction; stale, so none of them lands */
+    int64_t dummies = dfx_rows(&f, 0, "dummies"), events = dfx_events(&f, 0);
+    d = bulk_dummies(31);
+    b = (bulk){.m = d, .n = 31, .beside = stale};
+    rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
+    ck_assert_msg(rc == ODBOX_ESTALE, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), dummies);
+    ck_assert_int_eq(dfx_events(&f, 0), events);
+    itest_exec(f.c[0], "DELETE FROM %s", stamps);
+    odbox_model_free(&cur);
+    cur = find_dummy(&f, xid);
+    b.beside = cur;
+    rc = odbox_execute(exe, &a, NULL, NULL, NULL, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    assert_written_by(&f, stamps, 31 + 1 + 1, 3); /* INSERT, UPDATE, the sentinel */
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), dummies + 31);
+    bulk_free(d, 31);
+    stamps_off(&f, stamps, fn);
+    odbox_model_free(&cur);
+    odbox_model_free(&stale);
+    odbox_model_free(&x);
     odbox_executor_free(&exe);
     dfx_close(&f);
 }
@@ -2013,12 +2216,15 @@ Suite *action_suite(void)
     tcase_add_test(t, one_update_beside_adds_and_events_is_all_or_nothing);
     tcase_add_test(t, unique_conflict_beside_an_update_writes_nothing);
     tcase_add_test(t, postgresql_writes_such_a_shard_in_one_statement);
+    tcase_add_test(t, postgresql_joins_at_most_32_items);
     tcase_add_test(t, optimistic_race_without_retries);
     tcase_add_test(t, optimistic_race_with_default_retry);
     tcase_add_test(t, retry_counters_are_per_code);
     tcase_add_test(t, cross_shard_plan_is_refused);
     tcase_add_test(t, cross_shard_plan_when_allowed);
     tcase_add_test(t, partial_commit_is_reported_and_not_retried);
+    tcase_add_test(t, commit_lost_is_in_doubt_and_never_retried);
+    tcase_add_test(t, connection_lost_while_idle);
     tcase_add_test(t, ids_route_to_their_shard_or_the_default);
     tcase_add_test(t, replica_reads_inside_perform);
     tcase_add_test(t, bad_input_is_refused);

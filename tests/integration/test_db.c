@@ -478,19 +478,6 @@ START_TEST(multi_row_insert)
 }
 END_TEST
 
-static int64_t session_id(odbox_conn *c)
-{
-    return itest_count(c, "%s", odbox_conn_dialect(c)->session_id_sql);
-}
-
-static void kill_session(odbox_conn *killer, int64_t id)
-{
-    char sql[128];
-    snprintf(sql, sizeof sql, odbox_conn_dialect(killer)->kill_session_fmt, (long long)id);
-    itest_exec(killer, "%s", sql);
-    usleep(100 * 1000);
-}
-
 START_TEST(server_gone_mid_transaction)
 {
     odbox_conn *c = itest_connect(1), *admin = itest_connect(1);
@@ -499,15 +486,39 @@ START_TEST(server_gone_mid_transaction)
     make_table(admin, t, sizeof t);
     ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
     itest_exec(c, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000009')", t);
-    kill_session(admin, session_id(c));
+    itest_kill_session(admin, itest_session_id(c));
     char sql[256];
     snprintf(sql, sizeof sql, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000010')", t);
     int rc = odbox_conn_exec(c, sql, &e);
     ck_assert_msg(rc == ODBOX_ECONNLOST, "got %s: %s", odbox_errname(rc), e.message);
     ck_assert(odbox_conn_is_dead(c));
-    ck_assert_int_ne(odbox_conn_commit(c, &e), ODBOX_OK);
+    /* the loss was seen before the COMMIT: certainly not committed */
+    ck_assert_int_eq(odbox_conn_commit(c, &e), ODBOX_ECONNLOST);
     ck_assert_int_eq(odbox_conn_exec(c, "SELECT 1", &e), ODBOX_ECONNLOST);
     ck_assert_int_eq(itest_count(admin, "SELECT COUNT(*) FROM %s", t), 0); /* nothing half-written */
+    itest_exec(admin, "DROP TABLE %s", t);
+    odbox_conn_close(&c);
+    odbox_conn_close(&admin);
+}
+END_TEST
+
+/* A COMMIT sent on a connection that turns out lost: the client cannot
+ * know the outcome. */
+START_TEST(commit_on_a_lost_connection_is_in_doubt)
+{
+    odbox_conn *c = itest_connect(1), *admin = itest_connect(1);
+    char t[64];
+    odbox_error e;
+    make_table(admin, t, sizeof t);
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    itest_exec(c, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000011')", t);
+    itest_kill_session(admin, itest_session_id(c));
+    int rc = odbox_conn_commit(c, &e);
+    ck_assert_msg(rc == ODBOX_EINDOUBT && e.code == ODBOX_EINDOUBT, "got %s: %s", odbox_errname(rc), e.message);
+    ck_assert_msg(strstr(e.message, "IN DOUBT") != NULL, "message: %s", e.message);
+    ck_assert(odbox_conn_is_dead(c));
+    ck_assert(!odbox_conn_in_transaction(c));
+    ck_assert_int_eq(itest_count(admin, "SELECT COUNT(*) FROM %s", t), 0); /* killed before its COMMIT */
     itest_exec(admin, "DROP TABLE %s", t);
     odbox_conn_close(&c);
     odbox_conn_close(&admin);
@@ -548,16 +559,16 @@ START_TEST(pool_replaces_dead_connections)
     ck_assert_int_eq(odbox_pool_open(itest_dsn(1), &cfg, &p, &e), ODBOX_OK);
     odbox_conn *c = NULL, *admin = itest_connect(1);
     ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
-    int64_t first = session_id(c);
+    int64_t first = itest_session_id(c);
     odbox_pool_release(p, &c);
-    kill_session(admin, first);
+    itest_kill_session(admin, first);
     usleep(1100 * 1000); /* past the pool's validation window */
     ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
     ck_assert(!odbox_conn_is_dead(c));
-    ck_assert_int_ne(session_id(c), first);
+    ck_assert_int_ne(itest_session_id(c), first);
 
     /* a connection that died while handed out is closed on release */
-    kill_session(admin, session_id(c));
+    itest_kill_session(admin, itest_session_id(c));
     ck_assert_int_eq(odbox_conn_exec(c, "SELECT 1", &e), ODBOX_ECONNLOST);
     odbox_pool_release(p, &c);
     ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
@@ -650,6 +661,7 @@ Suite *db_suite(void)
     tcase_add_test(t, unique_conflict_and_transactions);
     tcase_add_test(t, multi_row_insert);
     tcase_add_test(t, server_gone_mid_transaction);
+    tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt);
     tcase_add_test(t, pool_bounds_and_timeout);
     tcase_add_test(t, pool_replaces_dead_connections);
     tcase_add_test(t, pool_is_thread_safe);

@@ -13,7 +13,8 @@ START_TEST(error_names_are_distinct)
     const int codes[] = {ODBOX_EINVAL, ODBOX_ENOMEM, ODBOX_ECONNECT, ODBOX_ECONNLOST, ODBOX_ESTALE,
                          ODBOX_EUNIQUE, ODBOX_EDEADLOCK, ODBOX_ENOTFOUND, ODBOX_ECROSSSHARD,
                          ODBOX_ETIMEDOUT, ODBOX_EMIGRATION, ODBOX_EUNSUPPORTED, ODBOX_EDB,
-                         ODBOX_EIO, ODBOX_EBUSY, ODBOX_EPARTIAL, ODBOX_ESTATE};
+                         ODBOX_EIO, ODBOX_EBUSY, ODBOX_EPARTIAL, ODBOX_ESTATE,
+                         ODBOX_EINDOUBT};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         ck_assert_int_lt(codes[i], 0);
