@@ -218,9 +218,12 @@ static int write_chunk(odbox_conn *c, const odbox_model_type *t, int op, odbox_m
         free(sql);
     }
     int idx = 1;
-    if (rc == ODBOX_OK && (rc = odbox_repo_write_bind(s, &idx, t, op, models, n, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK)
-        *affected = odbox_stmt_rows_affected(s);
+    if (rc == ODBOX_OK && (rc = odbox_repo_write_bind(s, &idx, t, op, models, n, err)) == ODBOX_OK) {
+        if ((rc = odbox_stmt_execute(s, err)) == ODBOX_OK)
+            *affected = odbox_stmt_rows_affected(s);
+        else if (!odbox_conn_in_transaction(c))
+            rc = odbox_commit_failed(rc, err); /* in autocommit the statement was its own commit */
+    }
     odbox_stmt_free(&s);
     return rc;
 }

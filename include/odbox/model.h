@@ -124,7 +124,8 @@ void odbox_models_free(odbox_models *list);
  * all rows (dialect batch form); each model's version and updated_date
  * are advanced in place when the statement succeeds; ODBOX_ESTALE when
  * fewer rows matched than given (roll the transaction back: nothing of
- * it must be kept). */
+ * it must be kept). In autocommit, a connection lost during a statement
+ * is ODBOX_EINDOUBT: the server may have committed it. */
 int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
                       odbox_error *err);
 int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,

@@ -491,6 +491,27 @@ START_TEST(insert_and_find_round_trip)
     ck_assert_int_eq(odbox_repo_insert(c, &DUMMY_T, &unnamed, 1, &e), ODBOX_EDB);
     odbox_pool_release(odbox_shard_primary(s), &c);
     ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3);
+
+    /* a connection lost under a write (its statement already prepared, so
+     * that the loss shows at the execute): inside a transaction nothing
+     * was committed; in autocommit the write may have been */
+    odbox_model *lost = dfx_dummy(NULL, "lost", 1);
+    for (int autocommit = 0; autocommit < 2; autocommit++) {
+        c = itest_connect(1);
+        odbox_model *warm = dfx_dummy(NULL, "warm", 1);
+        ck_assert_int_eq(odbox_repo_insert(c, &DUMMY_T, &warm, 1, &e), ODBOX_OK);
+        odbox_model_free(&warm);
+        if (!autocommit)
+            ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+        itest_kill_session(f.c[0], itest_session_id(c));
+        int rc = odbox_repo_insert(c, &DUMMY_T, &lost, 1, &e);
+        ck_assert_msg(rc == (autocommit ? ODBOX_EINDOUBT : ODBOX_ECONNLOST), "autocommit %d: %s: %s", autocommit,
+                      odbox_errname(rc), e.message);
+        odbox_conn_close(&c);
+    }
+    odbox_model_free(&lost);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3 + 2);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE name = 'lost'"), 0);
     odbox_model *got = find_ok(f.r, &DUMMY_T, odbox_model_id(m[1]), ODBOX_READ_PRIMARY);
     dfx_assert_same(m[1], got);
     odbox_model_free(&got);
