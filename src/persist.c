@@ -11,7 +11,10 @@
  *    has no UPDATE, or one optimistic UPDATE of one row on which every
  *    other row is made to depend, so that a stale version writes nothing.
  *    An UPDATE of several rows could match some and not others: that
- *    needs a transaction to roll back, and takes the first way. */
+ *    needs a transaction to roll back, and takes the first way.
+ * Either way, a connection lost once the commit was sent (the COMMIT, or
+ * the one statement) is ODBOX_EINDOUBT, which the executor never retries;
+ * odbox_action_committed answers it from the events table. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

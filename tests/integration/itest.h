@@ -34,5 +34,7 @@ Suite *schema_suite(void);
 Suite *lock_suite(void);
 Suite *repo_suite(void);
 Suite *action_suite(void);
+Suite *persist_suite(void);
+Suite *shards_suite(void);
 
 #endif

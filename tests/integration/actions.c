@@ -1,0 +1,236 @@
+/* odbox — helpers shared by the executor's integration suites; see
+ * actions.h. */
+#include <stdio.h>
+#include <string.h>
+#include "actions.h"
+
+const odbox_event_type EV_CREATED = {"DummyCreated"};
+const odbox_event_type EV_CHANGED = {"DummyChanged"};
+const odbox_event_type EV_POISON = {"PoisonEvent"};
+
+odbox_executor *open_exe(dfx *f)
+{
+    odbox_executor *exe = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_executor_open(NS, f->r, NULL, &exe, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_executor_register_model(exe, &DUMMY_T, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_executor_register_model(exe, &TAG_T, &e) == ODBOX_OK, "%s", e.message);
+    return exe;
+}
+
+/* ---- a scripted perform ------------------------------------------------- */
+
+int scripted(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    script *s = user;
+    int k = s->calls++;
+    if (k < MAXS) {
+        s->attempts_seen[k] = odbox_context_attempt(ctx);
+        const char *aid = odbox_context_action_id(ctx);
+        snprintf(s->action_ids[k], sizeof s->action_ids[k], "%s", aid ? aid : "(null)");
+    }
+    s->registry_seen = odbox_context_registry(ctx);
+    int step = 0, rc = 0;
+    for (size_t i = 0; i < s->nadd && !rc; i++, step++)
+        rc = odbox_plan_add(plan, s->add[i], err);
+    for (size_t i = 0; i < s->nupd && !rc; i++, step++)
+        rc = odbox_plan_update(plan, s->upd[i], &s->next_version[i], err);
+    for (size_t i = 0; i < s->nemit && !rc; i++, step++) {
+        json_object *p = s->emit[i].payload ? json_tokener_parse(s->emit[i].payload) : NULL;
+        rc = odbox_plan_emit(plan, s->emit[i].m, s->emit[i].et, p, err);
+        json_object_put(p); /* the caller keeps its reference */
+    }
+    if (rc) {
+        if (!s->stage_rc) {
+            s->stage_rc = rc;
+            s->stage_step = step;
+        }
+        return rc;
+    }
+    if (s->result)
+        odbox_plan_set_result(plan, json_tokener_parse(s->result));
+    int attempt = odbox_context_attempt(ctx);
+    int code = attempt < MAXS ? s->codes[attempt] : 0;
+    if (code) {
+        err->code = code;
+        snprintf(err->message, sizeof err->message, "scripted failure %s on attempt %d", odbox_errname(code),
+                 attempt);
+        return code;
+    }
+    return 0;
+}
+
+int execute_script(odbox_executor *exe, const char *name, script *s, const char *params_json,
+                   const odbox_exec_config *cfg, odbox_result *res, odbox_error *e)
+{
+    odbox_action a = {.name = name, .perform = scripted, .user = s};
+    json_object *params = params_json ? json_tokener_parse(params_json) : NULL;
+    if (params_json)
+        ck_assert_ptr_nonnull(params);
+    memset(res, 0, sizeof *res);
+    odbox_error_clear(e);
+    int rc = odbox_execute(exe, &a, params, cfg, res, e);
+    json_object_put(params);
+    return rc;
+}
+
+/* Runs and expects success. */
+void execute_script_ok(odbox_executor *exe, const char *name, script *s, const char *params_json, odbox_result *res)
+{
+    odbox_error e = {0};
+    int rc = execute_script(exe, name, s, params_json, NULL, res, &e);
+    ck_assert_msg(rc == ODBOX_OK, "execute %s: %s %s", name, odbox_errname(rc), e.message);
+}
+
+/* ---- event rows ---------------------------------------------------------- */
+
+static void get_str(odbox_stmt *s, int col, char *buf, size_t cap, int *is_null)
+{
+    const char *v = NULL;
+    int null = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_stmt_get_text(s, col, &v, &null, &e) == ODBOX_OK, "col %d: %s", col, e.message);
+    snprintf(buf, cap, "%s", null || !v ? "" : v);
+    if (is_null)
+        *is_null = null;
+    else
+        ck_assert_msg(!null, "column %d is NULL", col);
+}
+
+/* Reads the shard's event rows ordered by event type, then model id. */
+int read_events(dfx *f, int shard, evrow *rows, int cap)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT id, namespace, action_id, action_name, action_params, started_date, completion_date, "
+             "model_id, model_type, event_type, payload, event_date, delivered FROM %s.events "
+             "ORDER BY COALESCE(event_type, ''), COALESCE(model_id, '')",
+             f->ev[shard]);
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_stmt_prepare(f->c[shard], sql, &s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    int n = 0, null;
+    while (odbox_stmt_fetch(s, &e) == 1) {
+        ck_assert_int_lt(n, cap);
+        evrow *r = &rows[n++];
+        memset(r, 0, sizeof *r);
+        get_str(s, 1, r->id, sizeof r->id, NULL);
+        get_str(s, 2, r->ns, sizeof r->ns, NULL);
+        get_str(s, 3, r->action_id, sizeof r->action_id, NULL);
+        get_str(s, 4, r->action_name, sizeof r->action_name, NULL);
+        get_str(s, 5, r->params, sizeof r->params, NULL);
+        ck_assert_int_eq(odbox_stmt_get_timestamp(s, 6, &r->started, &null, &e), ODBOX_OK);
+        ck_assert(!null);
+        ck_assert_int_eq(odbox_stmt_get_timestamp(s, 7, &r->completion, &null, &e), ODBOX_OK);
+        ck_assert(!null);
+        get_str(s, 8, r->model_id, sizeof r->model_id, &r->model_id_null);
+        get_str(s, 9, r->model_type, sizeof r->model_type, &r->model_type_null);
+        get_str(s, 10, r->event_type, sizeof r->event_type, &r->event_type_null);
+        get_str(s, 11, r->payload, sizeof r->payload, &r->payload_null);
+        ck_assert_int_eq(odbox_stmt_get_timestamp(s, 12, &r->event_date, &null, &e), ODBOX_OK);
+        ck_assert(!null);
+        ck_assert_int_eq(odbox_stmt_get_bool(s, 13, &r->delivered, &r->delivered_null, &e), ODBOX_OK);
+    }
+    odbox_stmt_free(&s);
+    return n;
+}
+
+/* What every row of one execution shares, and what every row must be. */
+void check_rows(const evrow *rows, int n, const char *action_id, const char *action_name,
+                       const char *params_json, int64_t t0, int64_t t1)
+{
+    int sub_ms = 0;
+    for (int i = 0; i < n; i++) {
+        const evrow *r = &rows[i];
+        ck_assert_msg(odbox_uuid_is_valid(r->id), "row id %s", r->id);
+        for (int j = 0; j < i; j++)
+            ck_assert_str_ne(rows[j].id, r->id);
+        ck_assert_str_eq(r->ns, NS);
+        ck_assert_str_eq(r->action_id, action_id);
+        ck_assert_str_eq(r->action_name, action_name);
+        ck_assert_msg(dfx_json_same(r->params, params_json), "params %s, want %s", r->params, params_json);
+        ck_assert_msg(r->started >= t0 - SLACK_US && r->started <= t1 + SLACK_US, "started %lld not in [%lld, %lld]",
+                      (long long)r->started, (long long)t0, (long long)t1);
+        ck_assert_msg(r->completion >= r->started, "completion %lld < started %lld", (long long)r->completion,
+                      (long long)r->started);
+        ck_assert(r->completion <= t1 + SLACK_US);
+        ck_assert_msg(r->event_date == r->completion, "event_date %lld != completion %lld", (long long)r->event_date,
+                      (long long)r->completion);
+        ck_assert(!r->delivered_null);
+        ck_assert_int_eq(r->delivered, 0);
+        /* one shard transaction: one pair of dates */
+        ck_assert(r->started == rows[0].started && r->completion == rows[0].completion);
+        if (r->started % 1000 || r->completion % 1000)
+            sub_ms = 1;
+        /* sentinel rows are NULL in all four, event rows in none */
+        int nulls = r->model_id_null + r->model_type_null + r->event_type_null + r->payload_null;
+        ck_assert_msg(nulls == 0 || nulls == 4, "row %d: %d of the model/event columns NULL", i, nulls);
+    }
+    /* microseconds are kept (a whole millisecond twice is a 1e-6 chance) */
+    if (n)
+        ck_assert_msg(sub_ms, "dates look truncated to milliseconds: %lld %lld", (long long)rows[0].started,
+                      (long long)rows[0].completion);
+}
+
+void assert_sentinel(const evrow *r)
+{
+    ck_assert(r->model_id_null && r->model_type_null && r->event_type_null && r->payload_null);
+}
+
+void assert_event(const evrow *r, const odbox_model *m, const char *type, const char *payload)
+{
+    ck_assert(!r->model_id_null && !r->event_type_null && !r->payload_null && !r->model_type_null);
+    ck_assert_str_eq(r->model_id, odbox_model_id(m));
+    ck_assert_str_eq(r->model_type, odbox_model_get_type(m)->name);
+    ck_assert_str_eq(r->event_type, type);
+    ck_assert_msg(dfx_json_same(r->payload, payload), "payload %s, want %s", r->payload, payload);
+}
+
+odbox_model *find_dummy(dfx *f, const char *id)
+{
+    odbox_model *m = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_repo_find(f->r, &DUMMY_T, id, ODBOX_READ_PRIMARY, &m, &e) == ODBOX_OK, "find %s: %s", id,
+                  e.message);
+    return m;
+}
+
+int64_t amount_of(dfx *f, const char *id)
+{
+    odbox_model *m = find_dummy(f, id);
+    int64_t v = 0;
+    ck_assert_int_eq(odbox_model_get_int64(m, "amount", &v, NULL), ODBOX_OK);
+    odbox_model_free(&m);
+    return v;
+}
+
+/* Nothing at all on the shard: no domain rows, no events. */
+void assert_empty(dfx *f, int shard)
+{
+    ck_assert_int_eq(dfx_rows(f, shard, "dummies"), 0);
+    ck_assert_int_eq(dfx_rows(f, shard, "tags"), 0);
+    ck_assert_int_eq(dfx_events(f, shard), 0);
+}
+
+/* ---- hooks --------------------------------------------------------------- */
+
+int record_hook(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
+{
+    hookrec *h = ud;
+    if (h->n < 16) {
+        h->at[h->n] = at;
+        h->shard[h->n] = shard;
+    }
+    h->n++;
+    if (h->f && at == ODBOX_HOOK_DOMAIN_WRITTEN) {
+        h->dummies_inside = itest_count(conn, "SELECT COUNT(*) FROM dummies");
+        h->dummies_outside = dfx_rows(h->f, shard.member, "dummies");
+    }
+    if (h->f && at == ODBOX_HOOK_EVENTS_WRITTEN)
+        h->events_inside = itest_count(conn, "SELECT COUNT(*) FROM %s.events", h->f->ev[shard.member]);
+    if ((int)at == h->fail_at && (h->fail_group < 0 || h->fail_group == shard.group) &&
+        (h->fail_member < 0 || h->fail_member == shard.member))
+        return h->fail_code;
+    return 0;
+}
