@@ -15,10 +15,6 @@
 #else
 #define ODBOX_PRINTF(f, a)
 #define ODBOX_SENTINEL
-/* odbox_stmt_bind_uuid for an id odbox made or checked already (a
- * model's id, a generated id): not parsed again. */
-int odbox_stmt_bind_valid_uuid(odbox_stmt *s, int idx, const char *uuid36, odbox_error *err);
-
 #endif
 
 /* Fills err (when not NULL) with code and a formatted message; SQLSTATE
@@ -120,5 +116,9 @@ int odbox_stmt_prepare_keyed(odbox_conn *c, const char *sql, const odbox_sql_key
 /* odbox_stmt_bind_uuid for an id odbox made or checked already (a
  * model's id, a generated id): not parsed again. */
 int odbox_stmt_bind_valid_uuid(odbox_stmt *s, int idx, const char *uuid36, odbox_error *err);
+
+/* Executes s, bound already, and reads the first column of its first row
+ * as int64 (ODBOX_ENOTFOUND when no row). */
+int odbox_stmt_query_int64(odbox_stmt *s, int64_t *v, odbox_error *err);
 
 #endif

@@ -389,11 +389,8 @@ int odbox_action_committed(odbox_registry *registry, odbox_shard_id id, const ch
     odbox_stmt *s = NULL;
     int64_t n = 0;
     if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_uuid(s, 1, action_id, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
-        rc = odbox_stmt_get_int64(s, 1, &n, NULL, err);
-    else if (rc == 0)
-        rc = odbox_fail(err, ODBOX_EDB, "COUNT(*) returned no row");
+        (rc = odbox_stmt_bind_uuid(s, 1, action_id, err)) == ODBOX_OK)
+        rc = odbox_stmt_query_int64(s, &n, err);
     odbox_stmt_free(&s);
     odbox_pool_release(pool, &c);
     if (rc != ODBOX_OK)

@@ -246,14 +246,7 @@ int odbox_conn_query_int64(odbox_conn *c, const char *sql, int64_t *v, odbox_err
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
-    if (rc == ODBOX_OK) {
-        rc = odbox_stmt_fetch(s, err);
-        if (rc == 1)
-            rc = odbox_stmt_get_int64(s, 1, v, NULL, err);
-        else if (rc == 0)
-            rc = odbox_fail(err, ODBOX_ENOTFOUND, "query returned no row");
-    }
+        rc = odbox_stmt_query_int64(s, v, err);
     odbox_stmt_free(&s);
     return rc;
 }

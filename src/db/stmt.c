@@ -649,6 +649,16 @@ int64_t odbox_stmt_rows_affected(odbox_stmt *s)
     return s->affected;
 }
 
+int odbox_stmt_query_int64(odbox_stmt *s, int64_t *v, odbox_error *err)
+{
+    int rc = odbox_stmt_execute(s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+        rc = odbox_stmt_get_int64(s, 1, v, NULL, err);
+    else if (rc == 0)
+        rc = odbox_fail(err, ODBOX_ENOTFOUND, "query returned no row");
+    return rc;
+}
+
 int odbox_stmt_column_count(odbox_stmt *s)
 {
     if (!s || !s->executed)
