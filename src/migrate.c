@@ -138,6 +138,17 @@ int odbox_migrate_load_sets(const odbox_dialect *d, const odbox_migrate_options 
     return ODBOX_OK;
 }
 
+int odbox_migrate_begin(odbox_shard *shard, const odbox_migrate_options *opt, odbox_conn **c, mset sets[2],
+                        size_t *nsets, odbox_error *err)
+{
+    odbox_pool *pool = odbox_shard_primary(shard);
+    *nsets = 0;
+    int rc = odbox_pool_acquire(pool, c, err);
+    if (rc == ODBOX_OK && (rc = odbox_migrate_load_sets(odbox_conn_dialect(*c), opt, sets, nsets, err)) != ODBOX_OK)
+        odbox_pool_release(pool, c);
+    return rc;
+}
+
 const mfile *odbox_migrate_find_file(const mset *s, const char *version)
 {
     for (size_t i = 0; i < s->n; i++)
@@ -325,9 +336,7 @@ int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, od
     size_t nhist = 0;
     char owner[256];
 
-    int rc = odbox_pool_acquire(pool, &c, err);
-    if (rc == ODBOX_OK && (rc = odbox_migrate_load_sets(odbox_conn_dialect(c), opt, sets, &nsets, err)) != ODBOX_OK)
-        odbox_pool_release(pool, &c);
+    int rc = odbox_migrate_begin(shard, opt, &c, sets, &nsets, err);
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "shard %d.%d", id.group, id.member);
     if ((rc = odbox_migrate_lock(c, eventlog, opt, id, err)) != ODBOX_OK) {
@@ -387,13 +396,9 @@ int odbox_migrate_status(odbox_shard *shard, const odbox_migrate_options *opt,
     mset sets[2];
     size_t nsets = 0, nhist = 0;
     applied *hist = NULL;
-    int rc = odbox_pool_acquire(pool, &c, err);
+    int rc = odbox_migrate_begin(shard, opt, &c, sets, &nsets, err);
     if (rc != ODBOX_OK)
         return rc;
-    if ((rc = odbox_migrate_load_sets(odbox_conn_dialect(c), opt, sets, &nsets, err)) != ODBOX_OK) {
-        odbox_pool_release(pool, &c);
-        return rc;
-    }
     if ((rc = odbox_owner_check(c, eventlog, NULL, 0, err)) == ODBOX_OK)
         rc = odbox_history_read(c, eventlog, &hist, &nhist, err);
     odbox_pool_release(pool, &c);

@@ -58,6 +58,10 @@ int odbox_migration_version_cmp(const char *a, const char *b);
 int odbox_migrate_load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, mset sets[2], size_t *nsets,
                             odbox_error *err);
 void odbox_migrate_sets_free(mset *sets, size_t n);
+/* A connection of the shard's primary (*c) and opt's sets for its
+ * dialect; on failure nothing is held. */
+int odbox_migrate_begin(odbox_shard *shard, const odbox_migrate_options *opt, odbox_conn **c, mset sets[2],
+                        size_t *nsets, odbox_error *err);
 const mfile *odbox_migrate_find_file(const mset *s, const char *version);
 const applied *odbox_migrate_find_applied(const applied *h, size_t n, const char *set, const char *version);
 

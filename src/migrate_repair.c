@@ -84,9 +84,7 @@ int odbox_migrate_repair(odbox_shard *shard, const odbox_migrate_options *opt, i
     mset sets[2];
     size_t nsets = 0, nhist = 0;
     applied *hist = NULL;
-    int rc = odbox_pool_acquire(pool, &c, err);
-    if (rc == ODBOX_OK && (rc = odbox_migrate_load_sets(odbox_conn_dialect(c), opt, sets, &nsets, err)) != ODBOX_OK)
-        odbox_pool_release(pool, &c);
+    int rc = odbox_migrate_begin(shard, opt, &c, sets, &nsets, err);
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "shard %d.%d", id.group, id.member);
     if ((rc = odbox_migrate_lock(c, eventlog, opt, id, err)) == ODBOX_OK) {

@@ -38,11 +38,11 @@ static int check_table(odbox_conn *c, const odbox_model_type *t, odbox_error *er
     int rc = odbox_catalog_columns(c, dot ? schema : NULL, table, &cols, &n, err);
     if (rc != ODBOX_OK)
         return rc;
-    const char *what = odbox_conn_dialect(c)->eventlog_container;
-    if (n == 0)
-        rc = odbox_fail(err, ODBOX_EINVAL, "model type %s: table %s does not exist (%s)", t->name, t->table,
-                        dot ? "in that schema" : odbox_strcaseeq(what, "schema") ? "on the search path"
-                                                                                 : "in the connection's database");
+    if (n == 0 && dot)
+        rc = odbox_fail(err, ODBOX_EINVAL, "model type %s: table %s does not exist", t->name, t->table);
+    else if (n == 0)
+        rc = odbox_fail(err, ODBOX_EINVAL, "model type %s: table %s does not exist (in the connection's own %s)",
+                        t->name, t->table, odbox_conn_dialect(c)->eventlog_container);
     size_t ncommon = t->kind == ODBOX_KIND_MODEL ? 5 : 3;
     for (size_t i = 0; i < ncommon && rc == ODBOX_OK; i++)
         if (!odbox_catalog_find(cols, n, common_columns[i]))

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
 
 const char cli_usage_target[] =
@@ -120,6 +121,21 @@ int cli_open_registry(const cli *c, odbox_registry **r, odbox_error *err)
     odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = c->dsn, .eventlog = c->eventlog};
     odbox_registry_config cfg = {.shards = &sc, .nshards = 1};
     return odbox_registry_open(&cfg, r, err);
+}
+
+int cli_begin(int argc, char **argv, const char *usage, int allow_yes, cli *c, odbox_registry **r,
+              odbox_migrate_options *o)
+{
+    memset(c, 0, sizeof *c);
+    c->tty = isatty(1);
+    int u = cli_parse_options(argc, argv, c, usage, allow_yes);
+    if (u)
+        return u;
+    odbox_error err = {0};
+    if (cli_open_registry(c, r, &err) != ODBOX_OK)
+        return cli_fail(c, &err);
+    cli_migrate_options(c, o);
+    return 0;
 }
 
 void cli_migrate_options(const cli *c, odbox_migrate_options *o)

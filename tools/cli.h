@@ -32,6 +32,10 @@ extern const char cli_usage_target[];
 int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int allow_yes);
 int cli_open_registry(const cli *c, odbox_registry **r, odbox_error *err);
 void cli_migrate_options(const cli *c, odbox_migrate_options *o);
+/* What every command on shards starts with: parses argv into c, opens
+ * the registry *r and fills o; 0, or the exit code after reporting. */
+int cli_begin(int argc, char **argv, const char *usage, int allow_yes, cli *c, odbox_registry **r,
+              odbox_migrate_options *o);
 
 /* The exit code for an ODBOX_E* code. */
 int cli_exit_code(int rc);

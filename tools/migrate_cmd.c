@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "cli.h"
 
 const char usage_migrate[] =
@@ -93,16 +92,13 @@ static json_object *repair_json(const odbox_repair_item *it)
 
 static int cmd_repair(int argc, char **argv)
 {
-    cli c = {.tty = isatty(1)};
-    int u = cli_parse_options(argc, argv, &c, usage_migrate, 1);
+    cli c;
+    odbox_registry *r = NULL;
+    odbox_migrate_options o;
+    odbox_error err = {0};
+    int u = cli_begin(argc, argv, usage_migrate, 1, &c, &r, &o);
     if (u)
         return u;
-    odbox_error err = {0};
-    odbox_registry *r = NULL;
-    if (cli_open_registry(&c, &r, &err) != ODBOX_OK)
-        return cli_fail(&c, &err);
-    odbox_migrate_options o;
-    cli_migrate_options(&c, &o);
     json_object *shards = json_object_new_array();
     int rc = ODBOX_OK;
     size_t total = 0;
@@ -153,16 +149,13 @@ int cmd_migrate(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "repair"))
         return cmd_repair(argc - 1, argv + 1);
-    cli c = {.tty = isatty(1)};
-    int u = cli_parse_options(argc, argv, &c, usage_migrate, 0);
+    cli c;
+    odbox_registry *r = NULL;
+    odbox_migrate_options o;
+    odbox_error err = {0};
+    int u = cli_begin(argc, argv, usage_migrate, 0, &c, &r, &o);
     if (u)
         return u;
-    odbox_error err = {0};
-    odbox_registry *r = NULL;
-    if (cli_open_registry(&c, &r, &err) != ODBOX_OK)
-        return cli_fail(&c, &err);
-    odbox_migrate_options o;
-    cli_migrate_options(&c, &o);
     progress_state ps = {.c = &c};
     o.progress = on_progress;
     o.progress_ud = &ps;

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include "cli.h"
 
 const char usage_status[] =
@@ -205,16 +204,13 @@ static int shard_status(odbox_shard *s, const odbox_migrate_options *o, json_obj
 
 int cmd_status(int argc, char **argv)
 {
-    cli c = {.tty = isatty(1)};
-    int u = cli_parse_options(argc, argv, &c, usage_status, 0);
+    cli c;
+    odbox_registry *r = NULL;
+    odbox_migrate_options o;
+    odbox_error err = {0};
+    int u = cli_begin(argc, argv, usage_status, 0, &c, &r, &o);
     if (u)
         return u;
-    odbox_error err = {0};
-    odbox_registry *r = NULL;
-    if (cli_open_registry(&c, &r, &err) != ODBOX_OK)
-        return cli_fail(&c, &err);
-    odbox_migrate_options o;
-    cli_migrate_options(&c, &o);
     json_object *shards = json_object_new_array();
     int rc = ODBOX_OK;
     for (size_t i = 0; i < odbox_registry_shard_count(r) && rc == ODBOX_OK; i++) {

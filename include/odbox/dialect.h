@@ -92,8 +92,9 @@ typedef struct odbox_dialect {
     const char *lock_try_sql;
     const char *lock_release_sql;
 
-    /* One statement updating many rows optimistically. cols[0] is "id",
-     * cols[1] "version", the rest are set; parameters are bound row by
+    /* One statement updating many rows optimistically. table and cols
+     * come quoted (identifier_quote). cols[0] is id, cols[1] version,
+     * the rest are set; parameters are bound row by
      * row in cols order. Each row matches WHERE id = ? AND version = ?
      * and gets version + 1. *out is malloc'd. */
     int (*batch_update_sql)(const struct odbox_dialect *d, const char *table, const char *const *cols,

@@ -31,6 +31,21 @@ static int64_t tables_in(odbox_conn *c, const char *container, const char *table
                        container, table);
 }
 
+/* The test DSN with another database (NULL: none), malloc'd. */
+static char *dsn_of_database(const char *db)
+{
+    const char *base = itest_dsn(1);
+    const char *q = strchr(base, '?');
+    size_t slash = q ? (size_t)(q - base) : strlen(base);
+    while (slash > 0 && base[slash - 1] != '/')
+        slash--;
+    size_t n = strlen(base) + (db ? strlen(db) : 0) + 1;
+    char *dsn = malloc(n);
+    ck_assert_ptr_nonnull(dsn);
+    snprintf(dsn, n, "%.*s%s%s", (int)(db ? slash : slash - 1), base, db ? db : "", q ? q : "");
+    return dsn;
+}
+
 /* Another application on the same server: a database of its own
  * (MySQL/MariaDB), or a schema of its own that its connections put first
  * on the search_path (PostgreSQL: the eventlog schema lives in the
@@ -52,16 +67,7 @@ static void other_app_open(other_app *a, odbox_conn *admin)
         a->dsn = itest_dsn_with(1, opt);
         return;
     }
-    const char *base = itest_dsn(1);
-    const char *q = strchr(base, '?');
-    size_t end = q ? (size_t)(q - base) : strlen(base);
-    size_t slash = end;
-    while (slash > 0 && base[slash - 1] != '/')
-        slash--;
-    size_t n = strlen(base) + sizeof a->name + 1;
-    a->dsn = malloc(n);
-    ck_assert_ptr_nonnull(a->dsn);
-    snprintf(a->dsn, n, "%.*s%s%s", (int)slash, base, a->name, q ? q : "");
+    a->dsn = dsn_of_database(a->name);
 }
 
 static void other_app_close(other_app *a, odbox_conn *admin)
@@ -248,15 +254,9 @@ START_TEST(connection_without_a_database)
         return; /* a PostgreSQL connection always has a database and a schema */
     char ev[64];
     itest_name(ev, sizeof ev, "ev_nodb");
-    const char *base = itest_dsn(1);
-    const char *q = strchr(base, '?');
-    size_t end = q ? (size_t)(q - base) : strlen(base);
-    size_t slash = end;
-    while (slash > 0 && base[slash - 1] != '/')
-        slash--;
-    char dsn[512];
-    snprintf(dsn, sizeof dsn, "%.*s%s", (int)(slash - 1), base, q ? q : "");
+    char *dsn = dsn_of_database(NULL);
     odbox_registry *r = shard_on(dsn, ev);
+    free(dsn);
     odbox_error e;
     ck_assert_int_eq(migrate(r, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "no current database"), "%s", e.message);
