@@ -511,6 +511,11 @@ START_TEST(lock_held_times_out)
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_ETIMEDOUT);
     ck_assert_ptr_nonnull(strstr(e.message, "another migrator"));
     ck_assert_int_eq(table_count(holder, ev, "events"), 0);
+    odbox_repair_item *items = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(odbox_migrate_repair(odbox_registry_default_shard(r), &o, 0, &items, &n, &e), ODBOX_ETIMEDOUT);
+    ck_assert_ptr_nonnull(strstr(e.message, "another migrator"));
+    ck_assert_ptr_null(items);
     ck_assert_int_eq(odbox_conn_unlock(holder, key, &e), ODBOX_OK);
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     itest_drop_eventlog(holder, ev);
@@ -555,6 +560,19 @@ START_TEST(unreachable_shard)
     ck_assert_int_eq(odbox_registry_open_dsn(dsn, &r, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_migrate_registry(r, NULL, &e), ODBOX_ECONNECT);
     ck_assert_ptr_nonnull(strstr(e.message, "shard 0.0"));
+    ck_assert_ptr_null(strstr(e.message, "Pw-991"));
+    /* every call that reads the eventlog or a table says so too */
+    odbox_shard *s = odbox_registry_default_shard(r);
+    odbox_migration_info *list = NULL;
+    odbox_repair_item *items = NULL;
+    size_t n = 0;
+    char owner[64];
+    ck_assert_int_eq(odbox_migrate_status(s, NULL, &list, &n, &e), ODBOX_ECONNECT);
+    ck_assert_int_eq(odbox_migrate_repair(s, NULL, 1, &items, &n, &e), ODBOX_ECONNECT);
+    ck_assert_int_eq(odbox_migrate_check_owner(s, owner, sizeof owner, &e), ODBOX_ECONNECT);
+    static const odbox_column cols[] = {{"label", ODBOX_TYPE_TEXT, 0, 0}};
+    static const odbox_model_type t = {"T", "t", ODBOX_KIND_ENTITY, cols, 1};
+    ck_assert_int_eq(odbox_model_type_verify(r, &t, &e), ODBOX_ECONNECT);
     ck_assert_ptr_null(strstr(e.message, "Pw-991"));
     odbox_registry_free(&r);
     ck_assert_int_eq(odbox_migrate_registry(NULL, NULL, &e), ODBOX_EINVAL);
