@@ -106,8 +106,9 @@ static int load_set(mset *s, odbox_error *err)
     return ODBOX_OK;
 }
 
-int odbox_migrate_load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, mset sets[2], size_t *nsets,
-                            odbox_error *err)
+/* The framework set and, when opt asks, the user's, for dialect d. */
+static int load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, mset sets[2], size_t *nsets,
+                     odbox_error *err)
 {
     const char *base = opt && opt->framework_dir ? opt->framework_dir : getenv("ODBOX_MIGRATIONS_DIR");
     if (!base || !*base)
@@ -144,7 +145,7 @@ int odbox_migrate_begin(odbox_shard *shard, const odbox_migrate_options *opt, od
     odbox_pool *pool = odbox_shard_primary(shard);
     *nsets = 0;
     int rc = odbox_pool_acquire(pool, c, err);
-    if (rc == ODBOX_OK && (rc = odbox_migrate_load_sets(odbox_conn_dialect(*c), opt, sets, nsets, err)) != ODBOX_OK)
+    if (rc == ODBOX_OK && (rc = load_sets(odbox_conn_dialect(*c), opt, sets, nsets, err)) != ODBOX_OK)
         odbox_pool_release(pool, c);
     return rc;
 }

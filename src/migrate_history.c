@@ -217,7 +217,9 @@ int odbox_history_realign(odbox_conn *c, const char *eventlog, const applied *ro
 
 /* ---- the owner ------------------------------------------------------------ */
 
-int odbox_owner_of_conn(odbox_conn *c, char *own, size_t cap, odbox_error *err)
+/* The connection's own container (the dialect's owner_sql) into own;
+ * ODBOX_EINVAL when it has none (a MySQL DSN without a database). */
+static int own_container(odbox_conn *c, char *own, size_t cap, odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
     odbox_stmt *s = NULL;
@@ -238,7 +240,8 @@ int odbox_owner_of_conn(odbox_conn *c, char *own, size_t cap, odbox_error *err)
     return rc;
 }
 
-int odbox_owner_recorded(odbox_conn *c, const char *eventlog, char *owner, size_t cap, odbox_error *err)
+/* The owner recorded in eventlog ("" when none: no owner table or row). */
+static int recorded_owner(odbox_conn *c, const char *eventlog, char *owner, size_t cap, odbox_error *err)
 {
     int exists = 0;
     owner[0] = '\0';
@@ -269,12 +272,12 @@ static int refuse(odbox_conn *c, const char *eventlog, const char *owner, const 
 int odbox_owner_check(odbox_conn *c, const char *eventlog, char *recorded, size_t cap, odbox_error *err)
 {
     char own[256], owner[256];
-    int rc = odbox_owner_recorded(c, eventlog, owner, sizeof owner, err);
+    int rc = recorded_owner(c, eventlog, owner, sizeof owner, err);
     if (rc == ODBOX_OK && recorded)
         snprintf(recorded, cap, "%s", owner);
     if (rc != ODBOX_OK || !*owner)
         return rc;
-    if ((rc = odbox_owner_of_conn(c, own, sizeof own, err)) != ODBOX_OK)
+    if ((rc = own_container(c, own, sizeof own, err)) != ODBOX_OK)
         return rc;
     return strcmp(owner, own) ? refuse(c, eventlog, owner, own, err) : ODBOX_OK;
 }
@@ -283,9 +286,9 @@ int odbox_owner_claimable(odbox_conn *c, const char *eventlog, size_t nhistory, 
                           odbox_error *err)
 {
     char own[256];
-    int rc = odbox_owner_of_conn(c, own, sizeof own, err);
+    int rc = own_container(c, own, sizeof own, err);
     if (rc == ODBOX_OK)
-        rc = odbox_owner_recorded(c, eventlog, recorded, cap, err);
+        rc = recorded_owner(c, eventlog, recorded, cap, err);
     if (rc != ODBOX_OK)
         return rc;
     if (*recorded)
@@ -308,7 +311,7 @@ int odbox_owner_record(odbox_conn *c, const char *eventlog, odbox_error *err)
 {
     char own[256], sql[256];
     odbox_stmt *s = NULL;
-    int rc = odbox_owner_of_conn(c, own, sizeof own, err);
+    int rc = own_container(c, own, sizeof own, err);
     snprintf(sql, sizeof sql, "INSERT INTO %s." ODBOX_OWNER_TABLE " (id, owner, claimed_on) VALUES (1, ?, ?)",
              eventlog);
     if (rc == ODBOX_OK && (rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&

@@ -54,9 +54,6 @@ int odbox_migration_version_cmp(const char *a, const char *b);
 
 /* ---- the files (migrate.c) ---- */
 
-/* The framework set and, when opt asks, the user's, for dialect d. */
-int odbox_migrate_load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, mset sets[2], size_t *nsets,
-                            odbox_error *err);
 void odbox_migrate_sets_free(mset *sets, size_t n);
 /* A connection of the shard's primary (*c) and opt's sets for its
  * dialect; on failure nothing is held. */
@@ -88,11 +85,6 @@ int odbox_history_delete(odbox_conn *c, const char *eventlog, const applied *row
 int odbox_history_realign(odbox_conn *c, const char *eventlog, const applied *row, const mfile *f,
                           odbox_error *err);
 
-/* The connection's own container (dialect owner_sql) into own;
- * ODBOX_EINVAL when it has none (a MySQL DSN without a database). */
-int odbox_owner_of_conn(odbox_conn *c, char *own, size_t cap, odbox_error *err);
-/* The owner recorded in eventlog ("" when none: no owner table or row). */
-int odbox_owner_recorded(odbox_conn *c, const char *eventlog, char *owner, size_t cap, odbox_error *err);
 /* ODBOX_EOWNER when eventlog records an owner other than c's container;
  * recorded (may be NULL) gets the recorded owner. */
 int odbox_owner_check(odbox_conn *c, const char *eventlog, char *recorded, size_t cap, odbox_error *err);
