@@ -45,6 +45,16 @@ extern const char *const odbox_mysql_session_setup[];
     .lock_try_sql = "SELECT GET_LOCK(?, 0)",                                               \
     .lock_release_sql = "SELECT RELEASE_LOCK(?)",                                          \
     .session_id_sql = "SELECT CONNECTION_ID()",                                            \
-    .kill_session_fmt = "KILL %lld"
+    .kill_session_fmt = "KILL %lld",                                                       \
+    .identifier_quote = "`",                                                               \
+    .owner_sql = "SELECT DATABASE()",                                                      \
+    .table_columns_sql = "SELECT column_name, column_type, "                               \
+                         "CASE WHEN is_nullable = 'NO' THEN 1 ELSE 0 END, "                \
+                         "CASE WHEN column_default IS NOT NULL OR extra <> '' THEN 1 ELSE 0 END " \
+                         "FROM information_schema.columns "                                \
+                         "WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? " \
+                         "ORDER BY ordinal_position",                                      \
+    .alter_column_type_fmt = "ALTER TABLE %1$s MODIFY %2$s %3$s NOT NULL",                 \
+    .server_version_sql = "SELECT VERSION()"
 
 #endif

@@ -133,4 +133,16 @@ const odbox_dialect odbox_dialect_postgresql = {
     .timestamp_read_close = " AS TEXT)",
     .numbers_as_text = 1,
     .join_writes_sql = join_writes_sql,
+    .identifier_quote = "\"",
+    .owner_sql = "SELECT current_schema()",
+    /* to_regclass resolves an unqualified name through search_path, as
+     * the statements odbox sends do; NULL (no rows) when there is none */
+    .table_columns_sql = "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
+                         "CASE WHEN a.attnotnull THEN 1 ELSE 0 END, "
+                         "CASE WHEN a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' THEN 1 ELSE 0 END "
+                         "FROM pg_catalog.pg_attribute a WHERE a.attrelid = to_regclass("
+                         "COALESCE(quote_ident(CAST(? AS TEXT)) || '.', '') || quote_ident(CAST(? AS TEXT))) "
+                         "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+    .alter_column_type_fmt = "ALTER TABLE %1$s ALTER COLUMN %2$s TYPE %3$s",
+    .server_version_sql = "SELECT current_setting('server_version')",
 };

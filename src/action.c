@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "action_internal.h"
+#include "registry_internal.h"
 #include "odbox/uuid.h"
 
 #define NAME_MAX_LEN 255
@@ -371,6 +372,14 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
                         "action %s touches %zu shards (%s, %s, ...); refused before any write "
                         "(allow_cross_shard commits each shard separately, without atomicity across them)",
                         rn->action->name, ns, a, b);
+    }
+    /* Before any shard commits: each eventlog is this application's and
+     * each table has its type's columns (checked once per shard). */
+    for (size_t i = 0; i < ns && rc == ODBOX_OK; i++) {
+        rc = odbox_shard_check_eventlog(shards[i], err);
+        for (size_t k = 0; k < p->n && rc == ODBOX_OK; k++)
+            if (p->items[k].shard == shards[i])
+                rc = odbox_shard_check_model(shards[i], p->items[k].m->type, err);
     }
     if (ns > 1 && rc == ODBOX_OK)
         odbox_log(ODBOX_LOG_WARN, "action %s (action_id %s) spans %zu shards: each commits on its own, "

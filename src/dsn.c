@@ -28,9 +28,10 @@
  *     query     key=value pairs separated by '&' (no empty pairs, no stray
  *               '&'); both sides percent-decoded; '+' is literal. Keys must
  *               be [A-Za-z0-9_ .-] after decoding and are compared without
- *               regard to case: duplicates are an error. "dialect" and
- *               "driver" fill those fields (non-empty values), every other
- *               pair becomes an option, key kept as written, in input order.
+ *               regard to case: duplicates are an error. "dialect",
+ *               "driver" and "eventlog" fill those fields (non-empty values;
+ *               an eventlog must be a valid name), every other pair becomes
+ *               an option, key kept as written, in input order.
  *     Fragments ('#') and unencoded spaces are not allowed anywhere.
  *
  *   SQLite (scheme "sqlite", case-insensitive); `database` gets the file path:
@@ -54,8 +55,8 @@
  *              "{...}" which may contain ';' and writes '}' as "}}"; only
  *              spaces may follow the closing brace.
  *     Empty entries (";;", leading ';') are errors. `raw` is the input
- *     unchanged except that a dialect= entry is removed (its value goes to
- *     `dialect`); `driver` stays NULL; UID/User/Username and
+ *     unchanged except that dialect= and eventlog= entries are removed
+ *     (their values go to `dialect` and `eventlog`); `driver` stays NULL; UID/User/Username and
  *     PWD/Password/Passwd fill `user` and `password` (for redaction).
  *
  * Error messages never contain the password: parts that can hold it are
@@ -67,6 +68,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "odbox/dsn.h"
+#include "odbox/registry.h"
 #include "internal.h"
 
 #define DSN_MAX_LEN 4096
@@ -644,6 +646,18 @@ static int add_option(ctx *c, odbox_dsn *d, char *key, char *value)
     return 0;
 }
 
+/* An eventlog= value (t[off, off+len) as written) must be a name that may
+ * reach SQL text. */
+static int check_eventlog(ctx *c, size_t off, size_t len, const char *value)
+{
+    if (odbox_name_is_valid(value))
+        return 0;
+    echobuf b;
+    return odbox_fail(c->err, ODBOX_EINVAL,
+                      "DSN: eventlog= %s is not a valid name ([a-z_][a-z0-9_]*, at most %d characters)",
+                      echo(c, off, len, &b), ODBOX_NAME_MAX - 1);
+}
+
 /* The query t[s, e) (after the '?'). */
 static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
 {
@@ -695,17 +709,23 @@ static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
         }
         int is_dialect = odbox_strcaseeq(key, "dialect");
         int is_driver = odbox_strcaseeq(key, "driver");
-        int dup = (is_dialect && d->dialect) || (is_driver && d->driver);
+        int is_eventlog = odbox_strcaseeq(key, "eventlog");
+        int dup = (is_dialect && d->dialect) || (is_driver && d->driver) || (is_eventlog && d->eventlog);
         for (size_t k = 0; k < d->noptions && !dup; k++)
             dup = odbox_strcaseeq(d->options[k].key, key);
-        if (dup || ((is_dialect || is_driver) && !value[0])) {
+        if (dup || ((is_dialect || is_driver || is_eventlog) && !value[0])) {
             free(key);
             odbox_free_secret(value);
             if (dup)
                 return odbox_fail(c->err, ODBOX_EINVAL, "DSN: duplicate query parameter %s",
                                   echo(c, i, eq - i, &b));
             return odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty %s= value in the query",
-                              is_dialect ? "dialect" : "driver");
+                              is_dialect ? "dialect" : is_driver ? "driver" : "eventlog");
+        }
+        if (is_eventlog && (rc = check_eventlog(c, eq + 1, se - eq - 1, value)) != 0) {
+            free(key);
+            free(value);
+            return rc;
         }
         if (is_dialect) {
             free(key);
@@ -713,6 +733,9 @@ static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
         } else if (is_driver) {
             free(key);
             d->driver = value;
+        } else if (is_eventlog) {
+            free(key);
+            d->eventlog = value;
         } else if ((rc = add_option(c, d, key, value)) != 0) {
             free(key);
             odbox_free_secret(value);
@@ -947,13 +970,14 @@ static int parse_raw(ctx *c, odbox_dsn *d)
             }
         spans_add(&keys, k, ke - k);
         char **slot = NULL;
-        if (ci_eqn(t + k, ke - k, "dialect")) {
+        int is_eventlog = ci_eqn(t + k, ke - k, "eventlog");
+        if (ci_eqn(t + k, ke - k, "dialect") || is_eventlog) {
             if (ve == vs) {
-                rc = odbox_fail(c->err, ODBOX_EINVAL,
-                                "DSN: empty dialect= value in the ODBC connection string");
+                rc = odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty %s= value in the ODBC connection string",
+                                is_eventlog ? "eventlog" : "dialect");
                 goto done;
             }
-            slot = &d->dialect;
+            slot = is_eventlog ? &d->eventlog : &d->dialect;
             removed = 1;
         } else {
             spans_add(&kept, i, segend - i);
@@ -973,6 +997,8 @@ static int parse_raw(ctx *c, odbox_dsn *d)
             }
             if (slot == &d->password)
                 c->password = d->password;
+            if (slot == &d->eventlog && (rc = check_eventlog(c, vs, ve - vs, d->eventlog)) != 0)
+                goto done;
         }
         if (keys.oom || kept.oom) {
             rc = oom(c);
@@ -987,7 +1013,7 @@ static int parse_raw(ctx *c, odbox_dsn *d)
         d->raw = odbox_strdup(t);
     } else if (kept.n == 0) {
         rc = odbox_fail(c->err, ODBOX_EINVAL,
-                        "DSN: the ODBC connection string has no entries besides dialect=");
+                        "DSN: the ODBC connection string has no entries besides dialect= and eventlog=");
         goto done;
     } else {
         odbox_buf buf = {0};
@@ -1110,6 +1136,7 @@ void odbox_dsn_free(odbox_dsn **dsn)
     free(d->database);
     free(d->driver);
     free(d->dialect);
+    free(d->eventlog);
     odbox_free_secret(d->raw); /* may hold PWD= */
     for (size_t i = 0; i < d->noptions; i++) {
         free(d->options[i].key);

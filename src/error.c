@@ -33,6 +33,7 @@ static const struct {
     {ODBOX_EPARTIAL, "ODBOX_EPARTIAL", "partially committed: some shards committed, others failed"},
     {ODBOX_ESTATE, "ODBOX_ESTATE", "called in the wrong state"},
     {ODBOX_EINDOUBT, "ODBOX_EINDOUBT", "in doubt: the connection was lost after the commit was sent"},
+    {ODBOX_EOWNER, "ODBOX_EOWNER", "the eventlog belongs to another application database or schema"},
 };
 
 const char *odbox_errname(int code)

@@ -6,42 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "odbox/migrate.h"
-#include "odbox/dialect.h"
-#include "internal.h"
+#include "migrate_internal.h"
+#include "registry_internal.h"
 #include "sqlsplit.h"
 
 #ifndef ODBOX_MIGRATIONS_DIR
 #define ODBOX_MIGRATIONS_DIR "/usr/local/share/odbox/migrations"
 #endif
 
-#define FRAMEWORK_SET "odbox"
-#define HISTORY_TABLE "odbox_schema_history"
 #define MAX_FILE_BYTES (16 * 1024 * 1024)
 #define MAX_FILES 10000
-
-typedef struct mfile {
-    int64_t version;
-    char description[256];
-    char script[256];
-    char checksum[65];
-    char *text;
-} mfile;
-
-typedef struct mset {
-    const char *name;
-    char dir[1024];
-    mfile *files;
-    size_t n;
-} mset;
-
-typedef struct applied {
-    char set[ODBOX_NAME_MAX];
-    int64_t version;
-    char checksum[65];
-    int success;
-    int64_t installed_on_us;
-} applied;
 
 const char *odbox_migrations_dir(void) { return ODBOX_MIGRATIONS_DIR; }
 
@@ -54,39 +28,16 @@ static void mset_free(mset *s)
     s->n = 0;
 }
 
-/* "V<digits>__<description>.sql" -> version and description (underscores
- * become blanks, as Flyway shows them). 0 when name does not match. */
-static int parse_name(const char *name, int64_t *version, char *desc, size_t cap)
+void odbox_migrate_sets_free(mset *sets, size_t n)
 {
-    size_t len = strlen(name);
-    if (len < 8 || name[0] != 'V' || strcmp(name + len - 4, ".sql"))
-        return 0;
-    const char *p = name + 1;
-    int64_t v = 0;
-    if (*p < '0' || *p > '9')
-        return 0;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > (INT64_MAX - 9) / 10)
-            return 0;
-        v = v * 10 + (*p - '0');
-    }
-    if (p[0] != '_' || p[1] != '_' || v < 1)
-        return 0;
-    p += 2;
-    size_t dl = (size_t)(name + len - 4 - p);
-    if (dl == 0 || dl >= cap)
-        return 0;
-    for (size_t i = 0; i < dl; i++)
-        desc[i] = p[i] == '_' ? ' ' : p[i];
-    desc[dl] = '\0';
-    *version = v;
-    return 1;
+    for (size_t k = 0; k < n; k++)
+        mset_free(&sets[k]);
 }
 
 static int cmp_file(const void *a, const void *b)
 {
     const mfile *x = a, *y = b;
-    return x->version < y->version ? -1 : x->version > y->version;
+    return odbox_migration_version_cmp(x->version, y->version);
 }
 
 static int is_dir(const char *path)
@@ -111,10 +62,9 @@ static int load_set(mset *s, odbox_error *err)
         if (name[0] == '.' || len < 4 || strcmp(name + len - 4, ".sql"))
             continue;
         mfile f = {0};
-        if (!parse_name(name, &f.version, f.description, sizeof f.description)) {
-            rc = odbox_fail(err, ODBOX_EINVAL,
-                            "migrate: '%.200s' in %.300s is not named V<version>__<description>.sql",
-                            name, s->dir);
+        if ((rc = odbox_migration_name_parse(name, f.version, f.description, sizeof f.description, err)) !=
+            ODBOX_OK) {
+            odbox_error_prefix(err, rc, "migrate: in %.300s", s->dir);
             break;
         }
         if (s->n >= MAX_FILES) {
@@ -147,24 +97,24 @@ static int load_set(mset *s, odbox_error *err)
     }
     qsort(s->files, s->n, sizeof *s->files, cmp_file);
     for (size_t i = 1; i < s->n; i++)
-        if (s->files[i].version == s->files[i - 1].version) {
-            rc = odbox_fail(err, ODBOX_EINVAL, "migrate: version %lld appears twice in %.300s ('%s', '%s')",
-                            (long long)s->files[i].version, s->dir, s->files[i - 1].script, s->files[i].script);
+        if (!odbox_migration_version_cmp(s->files[i].version, s->files[i - 1].version)) {
+            rc = odbox_fail(err, ODBOX_EINVAL, "migrate: version %s appears twice in %.300s ('%s', '%s')",
+                            s->files[i].version, s->dir, s->files[i - 1].script, s->files[i].script);
             mset_free(s);
             return rc;
         }
     return ODBOX_OK;
 }
 
-/* The framework set and, when asked, the user's set, for dialect d. */
-static int load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, mset sets[2],
-                     size_t *nsets, odbox_error *err)
+/* The framework set and, when opt asks, the user's, for dialect d. */
+static int load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, mset sets[2], size_t *nsets,
+                     odbox_error *err)
 {
     const char *base = opt && opt->framework_dir ? opt->framework_dir : getenv("ODBOX_MIGRATIONS_DIR");
     if (!base || !*base)
         base = ODBOX_MIGRATIONS_DIR;
     memset(sets, 0, 2 * sizeof *sets);
-    sets[0].name = FRAMEWORK_SET;
+    sets[0].name = ODBOX_FRAMEWORK_SET;
     snprintf(sets[0].dir, sizeof sets[0].dir, "%s/%s", base, d->migrations_dir);
     *nsets = 1;
     int rc = load_set(&sets[0], err);
@@ -172,7 +122,7 @@ static int load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, m
         return rc;
     if (opt && opt->user_dir) {
         const char *name = opt->user_set ? opt->user_set : "app";
-        if (!odbox_name_is_valid(name) || !strcmp(name, FRAMEWORK_SET)) {
+        if (!odbox_name_is_valid(name) || !strcmp(name, ODBOX_FRAMEWORK_SET)) {
             mset_free(&sets[0]);
             return odbox_fail(err, ODBOX_EINVAL, "migrate: '%.80s' cannot name a migration set", name);
         }
@@ -189,87 +139,29 @@ static int load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, m
     return ODBOX_OK;
 }
 
-static int ensure_history(odbox_conn *c, const char *eventlog, odbox_error *err)
+int odbox_migrate_begin(odbox_shard *shard, const odbox_migrate_options *opt, odbox_conn **c, mset sets[2],
+                        size_t *nsets, odbox_error *err)
 {
-    const odbox_dialect *d = odbox_conn_dialect(c);
-    char sql[1024];
-    int rc;
-    snprintf(sql, sizeof sql, d->create_eventlog_fmt, eventlog);
-    if ((rc = odbox_conn_exec(c, sql, err)) != ODBOX_OK)
-        return rc;
-    snprintf(sql, sizeof sql,
-             "CREATE TABLE IF NOT EXISTS %s." HISTORY_TABLE " ("
-             "migration_set VARCHAR(64) NOT NULL, "
-             "version BIGINT NOT NULL, "
-             "description VARCHAR(255) NOT NULL, "
-             "script VARCHAR(255) NOT NULL, "
-             "checksum CHAR(64) NOT NULL, "
-             "installed_on %s NOT NULL, "
-             "execution_ms BIGINT NOT NULL, "
-             "success %s NOT NULL, "
-             "PRIMARY KEY (migration_set, version))",
-             eventlog, d->timestamp_type, d->bool_type);
-    return odbox_conn_exec(c, sql, err);
+    odbox_pool *pool = odbox_shard_primary(shard);
+    *nsets = 0;
+    int rc = odbox_pool_acquire(pool, c, err);
+    if (rc == ODBOX_OK && (rc = load_sets(odbox_conn_dialect(*c), opt, sets, nsets, err)) != ODBOX_OK)
+        odbox_pool_release(pool, c);
+    return rc;
 }
 
-static int read_history(odbox_conn *c, const char *eventlog, applied **out, size_t *n, odbox_error *err)
-{
-    char sql[256];
-    odbox_stmt *s = NULL;
-    size_t cap = 0;
-    *out = NULL;
-    *n = 0;
-    snprintf(sql, sizeof sql,
-             "SELECT migration_set, version, checksum, success, installed_on FROM %s." HISTORY_TABLE
-             " ORDER BY migration_set, version", eventlog);
-    int rc = odbox_stmt_prepare(c, sql, &s, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
-    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
-        const char *set, *sum;
-        applied a = {0};
-        if ((rc = odbox_stmt_get_text(s, 1, &set, NULL, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_int64(s, 2, &a.version, NULL, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_text(s, 3, &sum, NULL, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_bool(s, 4, &a.success, NULL, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_timestamp(s, 5, &a.installed_on_us, NULL, err)) != ODBOX_OK)
-            break;
-        snprintf(a.set, sizeof a.set, "%s", set);
-        snprintf(a.checksum, sizeof a.checksum, "%s", sum);
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            applied *g = realloc(*out, cap * sizeof *g);
-            if (!g) {
-                rc = odbox_fail(err, ODBOX_ENOMEM, "migrate: out of memory");
-                break;
-            }
-            *out = g;
-        }
-        (*out)[(*n)++] = a;
-        rc = ODBOX_OK;
-    }
-    odbox_stmt_free(&s);
-    if (rc < 0) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-        return rc;
-    }
-    return ODBOX_OK;
-}
-
-static const mfile *find_file(const mset *s, int64_t version)
+const mfile *odbox_migrate_find_file(const mset *s, const char *version)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (s->files[i].version == version)
+        if (!odbox_migration_version_cmp(s->files[i].version, version))
             return &s->files[i];
     return NULL;
 }
 
-static const applied *find_applied(const applied *h, size_t n, const char *set, int64_t version)
+const applied *odbox_migrate_find_applied(const applied *h, size_t n, const char *set, const char *version)
 {
     for (size_t i = 0; i < n; i++)
-        if (h[i].version == version && !strcmp(h[i].set, set))
+        if (!strcmp(h[i].set, set) && !odbox_migration_version_cmp(h[i].version, version))
             return &h[i];
     return NULL;
 }
@@ -285,66 +177,45 @@ static int validate(const mset *sets, size_t nsets, const applied *h, size_t nh,
                 s = &sets[k];
         if (!s)
             continue; /* a set this run was not asked about */
-        const mfile *f = find_file(s, h[i].version);
+        const mfile *f = odbox_migrate_find_file(s, h[i].version);
         if (!h[i].success)
             return odbox_fail(err, ODBOX_EMIGRATION,
-                              "migrate: set '%s' version %lld failed in an earlier run and may be half-applied; "
-                              "repair the database by hand and delete its row from " HISTORY_TABLE,
-                              s->name, (long long)h[i].version);
+                              "migrate: set '%s' version %s failed in an earlier run and may be half-applied "
+                              "(%.200s); undo what it did by hand, fix the file, then run `odbox migrate repair` "
+                              "to drop its entry", s->name, h[i].version, h[i].error[0] ? h[i].error : "no error kept");
         if (!f)
             return odbox_fail(err, ODBOX_EMIGRATION,
-                              "migrate: set '%s' version %lld is applied but its file is missing from %.300s",
-                              s->name, (long long)h[i].version, s->dir);
+                              "migrate: set '%s' version %s is applied but its file is missing from %.300s",
+                              s->name, h[i].version, s->dir);
         if (strcmp(f->checksum, h[i].checksum))
             return odbox_fail(err, ODBOX_EMIGRATION,
                               "migrate: %.200s (set '%s') was changed after it was applied "
-                              "(checksum %.12s... applied, %.12s... on disk); restore the file or write a new migration",
+                              "(checksum %.12s... applied, %.12s... on disk); restore the file or write a new "
+                              "migration (`odbox migrate repair` accepts the file as it is)",
                               f->script, s->name, h[i].checksum, f->checksum);
     }
     for (size_t k = 0; k < nsets; k++) {
-        int64_t max_applied = 0;
+        const char *max_applied = NULL;
         for (size_t i = 0; i < nh; i++)
-            if (!strcmp(h[i].set, sets[k].name) && h[i].version > max_applied)
+            if (!strcmp(h[i].set, sets[k].name) &&
+                (!max_applied || odbox_migration_version_cmp(h[i].version, max_applied) > 0))
                 max_applied = h[i].version;
-        for (size_t j = 0; j < sets[k].n; j++) {
+        for (size_t j = 0; max_applied && j < sets[k].n; j++) {
             const mfile *f = &sets[k].files[j];
-            if (f->version < max_applied && !find_applied(h, nh, sets[k].name, f->version))
+            if (odbox_migration_version_cmp(f->version, max_applied) < 0 &&
+                !odbox_migrate_find_applied(h, nh, sets[k].name, f->version))
                 return odbox_fail(err, ODBOX_EMIGRATION,
-                                  "migrate: %.200s (set '%s') is older than applied version %lld; "
-                                  "give it a higher version", f->script, sets[k].name, (long long)max_applied);
+                                  "migrate: %.200s (set '%s') is older than applied version %s; "
+                                  "give it a higher version", f->script, sets[k].name, max_applied);
         }
     }
     return ODBOX_OK;
 }
 
-static int record(odbox_conn *c, const char *eventlog, const char *set, const mfile *f,
-                  int64_t started_us, int success, odbox_error *err)
-{
-    char sql[512];
-    odbox_stmt *s = NULL;
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s." HISTORY_TABLE " (migration_set, version, description, script, checksum, "
-             "installed_on, execution_ms, success) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", eventlog);
-    int64_t now = odbox_now_us();
-    int rc = odbox_stmt_prepare(c, sql, &s, err);
-    if (rc == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 1, set, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_int64(s, 2, f->version, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 3, f->description, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 4, f->script, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 5, f->checksum, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_timestamp(s, 6, now, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_int64(s, 7, (now - started_us) / 1000, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_bool(s, 8, success, err)) == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
-    odbox_stmt_free(&s);
-    return rc;
-}
-
 /* Applies one file. With transactional DDL the statements and the history
  * row commit together or not at all; without it (MySQL/MariaDB) a failure
- * is recorded as a failed row so no later run builds on a half-applied
- * file. */
+ * is recorded as a failed row, with its error, so no later run builds on
+ * a half-applied file. */
 static int apply(odbox_conn *c, const char *eventlog, const mset *set, const mfile *f, odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
@@ -368,7 +239,7 @@ static int apply(odbox_conn *c, const char *eventlog, const mset *set, const mfi
         }
     }
     if (rc == ODBOX_OK)
-        rc = record(c, eventlog, set->name, f, started, 1, err);
+        rc = odbox_history_record(c, eventlog, set->name, f, started, 1, NULL, err);
     if (tx) {
         if (rc == ODBOX_OK)
             rc = odbox_conn_commit(c, err);
@@ -378,7 +249,7 @@ static int apply(odbox_conn *c, const char *eventlog, const mset *set, const mfi
         }
     } else if (rc != ODBOX_OK && !odbox_conn_is_dead(c)) {
         odbox_error e2;
-        record(c, eventlog, set->name, f, started, 0, &e2);
+        odbox_history_record(c, eventlog, set->name, f, started, 0, err ? err->message : NULL, &e2);
     }
 out:
     odbox_sql_script_free(&script);
@@ -390,8 +261,66 @@ static void progress(const odbox_migrate_options *opt, odbox_shard_id id, odbox_
 {
     if (!opt || !opt->progress)
         return;
-    odbox_migrate_event ev = {id, ph, set, f ? f->version : 0, f ? f->description : NULL};
+    odbox_migrate_event ev = {id, ph, set, f ? f->version : NULL, f ? f->description : NULL};
     opt->progress(opt->progress_ud, &ev);
+}
+
+/* One migrator per eventlog: advisory locks are per database on
+ * PostgreSQL and GET_LOCK names are server-wide on MySQL/MariaDB, where
+ * the eventlog database name is server-wide too. */
+static void lock_key(const char *eventlog, char *key, size_t cap)
+{
+    snprintf(key, cap, "odbox.migrate.%s", eventlog);
+}
+
+int odbox_migrate_lock(odbox_conn *c, const char *eventlog, const odbox_migrate_options *opt, odbox_shard_id id,
+                       odbox_error *err)
+{
+    char key[128];
+    int taken = 0;
+    int wait_ms = opt && opt->lock_timeout_ms > 0 ? opt->lock_timeout_ms : 60000;
+    lock_key(eventlog, key, sizeof key);
+    int rc = odbox_conn_try_lock(c, key, &taken, err);
+    if (rc != ODBOX_OK || taken)
+        return rc;
+    progress(opt, id, ODBOX_MIGRATE_WAITING, NULL, NULL);
+    if ((rc = odbox_conn_lock(c, key, wait_ms, err)) == ODBOX_ETIMEDOUT)
+        odbox_error_prefix(err, rc, "migrate: another migrator is running");
+    return rc;
+}
+
+void odbox_migrate_unlock(odbox_pool *pool, odbox_conn **c, const char *eventlog)
+{
+    char key[128];
+    odbox_error e2;
+    lock_key(eventlog, key, sizeof key);
+    if (!odbox_conn_is_dead(*c) && odbox_conn_unlock(*c, key, &e2) != ODBOX_OK)
+        odbox_pool_discard(pool, c);
+}
+
+/* Applies the pending files of sets, set by set. */
+static int apply_pending(odbox_conn *c, odbox_shard_id id, const char *eventlog, const mset *sets, size_t nsets,
+                         const applied *hist, size_t nhist, const odbox_migrate_options *opt, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    for (size_t k = 0; k < nsets && rc == ODBOX_OK; k++) {
+        int any = 0;
+        for (size_t j = 0; j < sets[k].n && rc == ODBOX_OK; j++) {
+            const mfile *f = &sets[k].files[j];
+            if (odbox_migrate_find_applied(hist, nhist, sets[k].name, f->version))
+                continue;
+            any = 1;
+            progress(opt, id, ODBOX_MIGRATE_APPLYING, sets[k].name, f);
+            if ((rc = apply(c, eventlog, &sets[k], f, err)) == ODBOX_OK) {
+                odbox_log(ODBOX_LOG_INFO, "shard %d.%d: applied %s (set %s)", id.group, id.member, f->script,
+                          sets[k].name);
+                progress(opt, id, ODBOX_MIGRATE_APPLIED, sets[k].name, f);
+            }
+        }
+        if (rc == ODBOX_OK && !any)
+            progress(opt, id, ODBOX_MIGRATE_UP_TO_DATE, sets[k].name, NULL);
+    }
+    return rc;
 }
 
 int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, odbox_error *err)
@@ -406,64 +335,29 @@ int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, od
     size_t nsets = 0;
     applied *hist = NULL;
     size_t nhist = 0;
-    char key[128];
-    int locked = 0;
-    int wait_ms = opt && opt->lock_timeout_ms > 0 ? opt->lock_timeout_ms : 60000;
+    char owner[256];
 
-    int rc = odbox_pool_acquire(pool, &c, err);
-    if (rc == ODBOX_OK && (rc = load_sets(odbox_conn_dialect(c), opt, sets, &nsets, err)) != ODBOX_OK)
-        odbox_pool_release(pool, &c);
+    int rc = odbox_migrate_begin(shard, opt, &c, sets, &nsets, err);
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "shard %d.%d", id.group, id.member);
-    /* One migrator per eventlog: advisory locks are per database on
-     * PostgreSQL and GET_LOCK names are server-wide on MySQL/MariaDB,
-     * where the eventlog database name is server-wide too. */
-    snprintf(key, sizeof key, "odbox.migrate.%s", eventlog);
-    int taken = 0;
-    if ((rc = odbox_conn_try_lock(c, key, &taken, err)) != ODBOX_OK)
+    if ((rc = odbox_migrate_lock(c, eventlog, opt, id, err)) != ODBOX_OK) {
+        odbox_pool_release(pool, &c);
         goto out;
-    if (!taken) {
-        progress(opt, id, ODBOX_MIGRATE_WAITING, NULL, NULL);
-        if ((rc = odbox_conn_lock(c, key, wait_ms, err)) != ODBOX_OK) {
-            if (rc == ODBOX_ETIMEDOUT)
-                odbox_error_prefix(err, rc, "migrate: another migrator is running");
-            goto out;
-        }
     }
-    locked = 1;
-    if ((rc = ensure_history(c, eventlog, err)) != ODBOX_OK ||
-        (rc = read_history(c, eventlog, &hist, &nhist, err)) != ODBOX_OK ||
-        (rc = validate(sets, nsets, hist, nhist, err)) != ODBOX_OK)
-        goto out;
-    for (size_t k = 0; k < nsets && rc == ODBOX_OK; k++) {
-        int any = 0;
-        for (size_t j = 0; j < sets[k].n && rc == ODBOX_OK; j++) {
-            const mfile *f = &sets[k].files[j];
-            if (find_applied(hist, nhist, sets[k].name, f->version))
-                continue;
-            any = 1;
-            progress(opt, id, ODBOX_MIGRATE_APPLYING, sets[k].name, f);
-            if ((rc = apply(c, eventlog, &sets[k], f, err)) == ODBOX_OK) {
-                odbox_log(ODBOX_LOG_INFO, "shard %d.%d: applied %s (set %s)", id.group, id.member, f->script,
-                          sets[k].name);
-                progress(opt, id, ODBOX_MIGRATE_APPLIED, sets[k].name, f);
-            }
-        }
-        if (rc == ODBOX_OK && !any)
-            progress(opt, id, ODBOX_MIGRATE_UP_TO_DATE, sets[k].name, NULL);
-    }
-    if (rc == ODBOX_OK)
+    /* The owner is checked before anything is written to the eventlog:
+     * another application's is left as it is. */
+    if ((rc = odbox_history_read(c, eventlog, &hist, &nhist, err)) == ODBOX_OK &&
+        (rc = odbox_owner_claimable(c, eventlog, nhist, owner, sizeof owner, err)) == ODBOX_OK &&
+        (rc = odbox_history_ensure(c, eventlog, err)) == ODBOX_OK &&
+        (*owner || (rc = odbox_owner_record(c, eventlog, err)) == ODBOX_OK) &&
+        (rc = validate(sets, nsets, hist, nhist, err)) == ODBOX_OK &&
+        (rc = apply_pending(c, id, eventlog, sets, nsets, hist, nhist, opt, err)) == ODBOX_OK)
         progress(opt, id, ODBOX_MIGRATE_DONE, NULL, NULL);
-out:
-    if (locked && !odbox_conn_is_dead(c)) {
-        odbox_error e2;
-        if (odbox_conn_unlock(c, key, &e2) != ODBOX_OK)
-            odbox_pool_discard(pool, &c);
-    }
+    odbox_migrate_unlock(pool, &c, eventlog);
     odbox_pool_release(pool, &c);
+out:
     free(hist);
-    for (size_t k = 0; k < nsets; k++)
-        mset_free(&sets[k]);
+    odbox_migrate_sets_free(sets, nsets);
     if (rc != ODBOX_OK)
         odbox_error_prefix(err, rc, "shard %d.%d", id.group, id.member);
     return rc;
@@ -481,6 +375,15 @@ int odbox_migrate_registry(odbox_registry *r, const odbox_migrate_options *opt, 
     return ODBOX_OK;
 }
 
+static void info_from_row(odbox_migration_info *mi, const applied *a)
+{
+    mi->applied = a->success;
+    mi->failed = !a->success;
+    mi->installed_on_us = a->installed_on_us;
+    if (!a->success)
+        snprintf(mi->error, sizeof mi->error, "%s", a->error);
+}
+
 int odbox_migrate_status(odbox_shard *shard, const odbox_migrate_options *opt,
                          odbox_migration_info **list, size_t *n, odbox_error *err)
 {
@@ -494,16 +397,11 @@ int odbox_migrate_status(odbox_shard *shard, const odbox_migrate_options *opt,
     mset sets[2];
     size_t nsets = 0, nhist = 0;
     applied *hist = NULL;
-    int exists = 0;
-    int rc = odbox_pool_acquire(pool, &c, err);
+    int rc = odbox_migrate_begin(shard, opt, &c, sets, &nsets, err);
     if (rc != ODBOX_OK)
         return rc;
-    if ((rc = load_sets(odbox_conn_dialect(c), opt, sets, &nsets, err)) != ODBOX_OK) {
-        odbox_pool_release(pool, &c);
-        return rc;
-    }
-    if ((rc = odbox_conn_table_exists(c, eventlog, HISTORY_TABLE, &exists, err)) == ODBOX_OK && exists)
-        rc = read_history(c, eventlog, &hist, &nhist, err);
+    if ((rc = odbox_owner_check(c, eventlog, NULL, 0, err)) == ODBOX_OK)
+        rc = odbox_history_read(c, eventlog, &hist, &nhist, err);
     odbox_pool_release(pool, &c);
     size_t total = nhist;
     for (size_t k = 0; k < nsets; k++)
@@ -515,30 +413,31 @@ int odbox_migrate_status(odbox_shard *shard, const odbox_migrate_options *opt,
     for (size_t k = 0; rc == ODBOX_OK && k < nsets; k++) {
         for (size_t j = 0; j < sets[k].n; j++) {
             const mfile *f = &sets[k].files[j];
-            const applied *a = find_applied(hist, nhist, sets[k].name, f->version);
+            const applied *a = odbox_migrate_find_applied(hist, nhist, sets[k].name, f->version);
             odbox_migration_info *mi = &out[m++];
             snprintf(mi->set, sizeof mi->set, "%s", sets[k].name);
-            mi->version = f->version;
+            snprintf(mi->version, sizeof mi->version, "%s", f->version);
             snprintf(mi->description, sizeof mi->description, "%s", f->description);
             snprintf(mi->checksum, sizeof mi->checksum, "%s", f->checksum);
-            mi->applied = a && a->success;
-            mi->installed_on_us = a ? a->installed_on_us : 0;
+            if (a) {
+                info_from_row(mi, a);
+                mi->changed = a->success && strcmp(a->checksum, f->checksum) != 0;
+            }
         }
-        /* applied rows whose file is gone */
+        /* rows whose file is gone */
         for (size_t i = 0; i < nhist; i++) {
-            if (strcmp(hist[i].set, sets[k].name) || find_file(&sets[k], hist[i].version))
+            if (strcmp(hist[i].set, sets[k].name) || odbox_migrate_find_file(&sets[k], hist[i].version))
                 continue;
             odbox_migration_info *mi = &out[m++];
             snprintf(mi->set, sizeof mi->set, "%s", hist[i].set);
-            mi->version = hist[i].version;
-            snprintf(mi->description, sizeof mi->description, "(file missing)");
-            mi->applied = hist[i].success;
-            mi->installed_on_us = hist[i].installed_on_us;
+            snprintf(mi->version, sizeof mi->version, "%s", hist[i].version);
+            snprintf(mi->description, sizeof mi->description, "%s", hist[i].description);
+            mi->missing = 1;
+            info_from_row(mi, &hist[i]);
         }
     }
     free(hist);
-    for (size_t k = 0; k < nsets; k++)
-        mset_free(&sets[k]);
+    odbox_migrate_sets_free(sets, nsets);
     if (rc != ODBOX_OK) {
         free(out);
         return rc;
@@ -546,4 +445,30 @@ int odbox_migrate_status(odbox_shard *shard, const odbox_migrate_options *opt,
     *list = out;
     *n = m;
     return ODBOX_OK;
+}
+
+int odbox_migrate_check_owner(odbox_shard *shard, char *owner, size_t cap, odbox_error *err)
+{
+    if (!shard || !owner || !cap)
+        return odbox_fail(err, ODBOX_EINVAL, "migrate check owner: NULL argument");
+    owner[0] = '\0';
+    odbox_pool *pool = odbox_shard_primary(shard);
+    odbox_conn *c = NULL;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_owner_check(c, odbox_shard_eventlog(shard), owner, cap, err);
+    odbox_pool_release(pool, &c);
+    if (rc == ODBOX_OK)
+        rc = odbox_shard_set_verified(shard, shard, err); /* the executor need not ask again */
+    if (rc != ODBOX_OK) {
+        odbox_shard_id id = odbox_shard_get_id(shard);
+        odbox_error_prefix(err, rc, "shard %d.%d", id.group, id.member);
+    }
+    return rc;
+}
+
+int odbox_shard_check_eventlog(odbox_shard *shard, odbox_error *err)
+{
+    char owner[256];
+    return odbox_shard_is_verified(shard, shard) ? ODBOX_OK : odbox_migrate_check_owner(shard, owner, sizeof owner, err);
 }

@@ -1,10 +1,12 @@
 /* odbox — the database registry: shards and their pools. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "odbox/registry.h"
 #include "odbox/dsn.h"
 #include "internal.h"
+#include "registry_internal.h"
 
 struct odbox_shard {
     odbox_shard_id id;
@@ -12,6 +14,12 @@ struct odbox_shard {
     odbox_pool *primary;
     odbox_pool *replica;   /* NULL: reads use the primary */
     char *primary_redacted;
+    /* What was checked against this shard's schema (its eventlog's owner,
+     * model types' tables), so that each is checked once: the registry is
+     * immutable, this is a cache. */
+    pthread_mutex_t verified_mu;
+    const void **verified;
+    size_t nverified;
 };
 
 struct odbox_registry {
@@ -62,11 +70,45 @@ bad:
     return odbox_fail(err, ODBOX_EINVAL, "shard '%.32s': expected GROUP.MEMBER such as 0.1", text);
 }
 
+/* The eventlog of a shard: its config's, or what eventlog= in its DSNs
+ * says; all that are given must agree. */
+static int shard_eventlog(const odbox_shard_config *sc, char out[ODBOX_NAME_MAX], odbox_error *err)
+{
+    const char *dsns[2] = {sc->primary_dsn, sc->replica_dsn};
+    const char *from = sc->eventlog ? "the shard's eventlog" : NULL;
+    snprintf(out, ODBOX_NAME_MAX, "%s", sc->eventlog ? sc->eventlog : "");
+    for (int i = 0; i < 2; i++) {
+        odbox_dsn *dsn = NULL;
+        if (!dsns[i] || !*dsns[i])
+            continue;
+        int rc = odbox_dsn_parse(dsns[i], &dsn, err);
+        if (rc != ODBOX_OK)
+            return odbox_error_prefix(err, rc, "registry: shard %d.%d %s", sc->id.group, sc->id.member,
+                                      i ? "replica" : "primary");
+        if (dsn->eventlog && from && strcmp(dsn->eventlog, out))
+            rc = odbox_fail(err, ODBOX_EINVAL, "registry: shard %d.%d: %s DSN says eventlog=%s but %s is %s",
+                            sc->id.group, sc->id.member, i ? "the replica" : "the primary", dsn->eventlog, from,
+                            out);
+        else if (dsn->eventlog && !from) {
+            snprintf(out, ODBOX_NAME_MAX, "%s", dsn->eventlog);
+            from = "the primary DSN's";
+        }
+        odbox_dsn_free(&dsn);
+        if (rc != ODBOX_OK)
+            return rc;
+    }
+    if (!*out)
+        snprintf(out, ODBOX_NAME_MAX, "eventlog");
+    return ODBOX_OK;
+}
+
 static void shard_release(odbox_shard *s)
 {
     odbox_pool_free(&s->primary);
     odbox_pool_free(&s->replica);
     free(s->primary_redacted);
+    free(s->verified);
+    pthread_mutex_destroy(&s->verified_mu);
 }
 
 int odbox_registry_open(const odbox_registry_config *cfg, odbox_registry **out, odbox_error *err)
@@ -120,8 +162,15 @@ int odbox_registry_open(const odbox_registry_config *cfg, odbox_registry **out, 
         odbox_shard *s = &r->shards[i];
         int rc;
         s->id = sc->id;
-        snprintf(s->eventlog, sizeof s->eventlog, "%s", sc->eventlog ? sc->eventlog : "eventlog");
+        if (pthread_mutex_init(&s->verified_mu, NULL) != 0) {
+            odbox_registry_free(&r);
+            return odbox_fail(err, ODBOX_ENOMEM, "registry: cannot create a mutex");
+        }
         r->n = i + 1;
+        if ((rc = shard_eventlog(sc, s->eventlog, err)) != ODBOX_OK) {
+            odbox_registry_free(&r);
+            return rc;
+        }
         if ((rc = odbox_pool_open(sc->primary_dsn, &sc->pool, &s->primary, err)) != ODBOX_OK ||
             (sc->replica_dsn && *sc->replica_dsn &&
              (rc = odbox_pool_open(sc->replica_dsn, &sc->pool, &s->replica, err)) != ODBOX_OK)) {
@@ -190,3 +239,33 @@ odbox_pool *odbox_shard_primary(const odbox_shard *s) { return s->primary; }
 odbox_pool *odbox_shard_replica(const odbox_shard *s) { return s->replica ? s->replica : s->primary; }
 int odbox_shard_has_replica(const odbox_shard *s) { return s->replica != NULL; }
 const char *odbox_shard_primary_redacted(const odbox_shard *s) { return s->primary_redacted; }
+
+int odbox_shard_is_verified(odbox_shard *s, const void *what)
+{
+    int found = 0;
+    pthread_mutex_lock(&s->verified_mu);
+    for (size_t i = 0; i < s->nverified && !found; i++)
+        found = s->verified[i] == what;
+    pthread_mutex_unlock(&s->verified_mu);
+    return found;
+}
+
+int odbox_shard_set_verified(odbox_shard *s, const void *what, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    pthread_mutex_lock(&s->verified_mu);
+    size_t i = 0;
+    while (i < s->nverified && s->verified[i] != what)
+        i++;
+    if (i == s->nverified) {
+        const void **g = realloc(s->verified, (s->nverified + 1) * sizeof *g);
+        if (g) {
+            g[s->nverified++] = what;
+            s->verified = g;
+        } else {
+            rc = odbox_fail(err, ODBOX_ENOMEM, "shard: out of memory");
+        }
+    }
+    pthread_mutex_unlock(&s->verified_mu);
+    return rc;
+}

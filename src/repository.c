@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model_internal.h"
+#include "registry_internal.h"
 #include "odbox/dialect.h"
 #include "odbox/uuid.h"
 
@@ -58,14 +59,36 @@ void odbox_repo_key_add_type(odbox_sql_key *k, const odbox_model_type *t)
         odbox_sql_key_add(k, (int)t->columns[i].type, t->columns[i].name);
 }
 
-/* A column list; for a SELECT list (reading: the connection's dialect),
- * timestamps in the dialect's read form. */
-static void append_columns(odbox_buf *b, const colset *cs, const odbox_dialect *reading)
+/* Names go into SQL quoted, so that a table or column may be called
+ * order or group: a column, or a table as "schema"."table". Names are
+ * validated, so the quote never appears inside one. */
+#define QUOTED_MAX (2 * ODBOX_NAME_MAX + 8)
+
+static void quote_into(const odbox_dialect *d, const char *name, char *dst, size_t cap)
+{
+    const char *q = d->identifier_quote, *dot = strchr(name, '.');
+    if (dot)
+        snprintf(dst, cap, "%s%.*s%s.%s%s%s", q, (int)(dot - name), name, q, q, dot + 1, q);
+    else
+        snprintf(dst, cap, "%s%s%s", q, name, q);
+}
+
+static void append_quoted(odbox_buf *b, const odbox_dialect *d, const char *name)
+{
+    char q[QUOTED_MAX];
+    quote_into(d, name, q, sizeof q);
+    odbox_buf_append(b, q);
+}
+
+/* A column list; for a SELECT list (reading), timestamps in the dialect's
+ * read form. */
+static void append_columns(odbox_buf *b, const colset *cs, const odbox_dialect *d, int reading)
 {
     for (size_t i = 0; i < cs->n; i++) {
-        int wrap = reading && reading->timestamp_read_open && cs->types[i] == ODBOX_TYPE_TIMESTAMP;
-        odbox_buf_cat(b, i ? ", " : "", wrap ? reading->timestamp_read_open : "", cs->names[i],
-                      wrap ? reading->timestamp_read_close : "", (char *)NULL);
+        int wrap = reading && d->timestamp_read_open && cs->types[i] == ODBOX_TYPE_TIMESTAMP;
+        odbox_buf_cat(b, i ? ", " : "", wrap ? d->timestamp_read_open : "", (char *)NULL);
+        append_quoted(b, d, cs->names[i]);
+        odbox_buf_append(b, wrap ? d->timestamp_read_close : "");
     }
 }
 
@@ -156,21 +179,32 @@ int odbox_repo_write_sql(const odbox_dialect *d, const odbox_model_type *t, int 
     int rc = write_binds(t, op, n, &b, err);
     if (rc != ODBOX_OK)
         return rc;
-    if (op == ODBOX_SQL_UPDATE && n > 1)
-        return d->batch_update_sql(d, t->table, b.names, b.types, b.n, n, out, err);
+    char table[QUOTED_MAX];
+    quote_into(d, t->table, table, sizeof table);
+    if (op == ODBOX_SQL_UPDATE && n > 1) {
+        char quoted[5 + MAX_USER_COLUMNS][QUOTED_MAX];
+        const char *names[5 + MAX_USER_COLUMNS];
+        for (size_t i = 0; i < b.n; i++) {
+            quote_into(d, b.names[i], quoted[i], sizeof quoted[i]);
+            names[i] = quoted[i];
+        }
+        return d->batch_update_sql(d, table, names, b.types, b.n, n, out, err);
+    }
     odbox_buf sql = {0};
     if (op == ODBOX_SQL_UPDATE) {
-        odbox_buf_cat(&sql, "UPDATE ", t->table, " SET ", (char *)NULL);
-        for (size_t i = 0; i + 2 < b.n; i++)
-            odbox_buf_cat(&sql, b.names[i], " = ", odbox_repo_param_form(d, b.types[i]), ", ", (char *)NULL);
+        odbox_buf_cat(&sql, "UPDATE ", table, " SET ", (char *)NULL);
+        for (size_t i = 0; i + 2 < b.n; i++) {
+            append_quoted(&sql, d, b.names[i]);
+            odbox_buf_cat(&sql, " = ", odbox_repo_param_form(d, b.types[i]), ", ", (char *)NULL);
+        }
         odbox_buf_cat(&sql, "version = version + 1 WHERE id = ", d->uuid_param, " AND version = ?", (char *)NULL);
     } else {
         const char *forms[5 + MAX_USER_COLUMNS];
         for (size_t i = 0; i < b.n; i++)
             forms[i] = odbox_repo_param_form(d, b.types[i]);
         char *source = odbox_sql_insert_source((int)n, forms, (int)b.n, select_form);
-        odbox_buf_cat(&sql, "INSERT INTO ", t->table, " (", (char *)NULL);
-        append_columns(&sql, &b, NULL);
+        odbox_buf_cat(&sql, "INSERT INTO ", table, " (", (char *)NULL);
+        append_columns(&sql, &b, d, 0);
         odbox_buf_cat(&sql, ") ", source ? source : "", (char *)NULL);
         if (!source)
             sql.oom = 1;
@@ -383,6 +417,8 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
     colset cs;
     int rc = columns_of(t, &cs, err);
     if (rc == ODBOX_OK)
+        rc = odbox_shard_check_model(shard, t, err);
+    if (rc == ODBOX_OK)
         rc = odbox_pool_acquire(pool, &c, err);
     if (rc != ODBOX_OK)
         return rc;
@@ -415,12 +451,17 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
             odbox_buf_append(&b, "SELECT COUNT(*)");
         } else {
             odbox_buf_append(&b, "SELECT ");
-            append_columns(&b, &cs, d);
+            append_columns(&b, &cs, d, 1);
         }
-        odbox_buf_cat(&b, " FROM ", t->table, " WHERE state <> 'DELETED'", (char *)NULL);
-        if (f->column)
-            odbox_buf_cat(&b, " AND ", f->column, with_value ? " = " : " IS NULL",
-                          with_value ? odbox_repo_param_form(d, ctype) : "", (char *)NULL);
+        odbox_buf_append(&b, " FROM ");
+        append_quoted(&b, d, t->table);
+        odbox_buf_append(&b, " WHERE state <> 'DELETED'");
+        if (f->column) {
+            odbox_buf_append(&b, " AND ");
+            append_quoted(&b, d, f->column);
+            odbox_buf_cat(&b, with_value ? " = " : " IS NULL", with_value ? odbox_repo_param_form(d, ctype) : "",
+                          (char *)NULL);
+        }
         if (f->nids) {
             odbox_buf_append(&b, " AND id IN (");
             for (size_t i = 0; i < f->nids; i++)

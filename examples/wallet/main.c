@@ -99,7 +99,8 @@ typedef struct command {
 
 static void print_json(json_object *o)
 {
-    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                               JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
 }
 
@@ -406,7 +407,7 @@ static void on_migrate(void *ud, const odbox_migrate_event *ev)
     if (ev->phase == ODBOX_MIGRATE_APPLIED) {
         mp->applied++;
         if (!mp->o->json)
-            printf("shard %s: applied %s V%lld %s\n", shard, ev->set, (long long)ev->version, ev->description);
+            printf("shard %s: applied %s V%s %s\n", shard, ev->set, ev->version, ev->description);
     } else if (ev->phase == ODBOX_MIGRATE_DONE) {
         if (mp->o->json) {
             json_object *s = json_object_new_object();

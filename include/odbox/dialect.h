@@ -92,8 +92,9 @@ typedef struct odbox_dialect {
     const char *lock_try_sql;
     const char *lock_release_sql;
 
-    /* One statement updating many rows optimistically. cols[0] is "id",
-     * cols[1] "version", the rest are set; parameters are bound row by
+    /* One statement updating many rows optimistically. table and cols
+     * come quoted (identifier_quote). cols[0] is id, cols[1] version,
+     * the rest are set; parameters are bound row by
      * row in cols order. Each row matches WHERE id = ? AND version = ?
      * and gets version + 1. *out is malloc'd. */
     int (*batch_update_sql)(const struct odbox_dialect *d, const char *table, const char *const *cols,
@@ -131,6 +132,29 @@ typedef struct odbox_dialect {
      * the executor writes a shard in a transaction. */
     int (*join_writes_sql)(const struct odbox_dialect *d, const char *const *stmts, size_t n, int guarded,
                            char **out, odbox_error *err);
+
+    /* Quotes a table or column name in generated SQL, so that names such
+     * as order, user or group work: "\"" (PostgreSQL) or "`". Names are
+     * validated first, so the quote never appears inside one. */
+    const char *identifier_quote;
+    /* One row, one text column: the container the connection's own
+     * unqualified tables go to (current schema on PostgreSQL, current
+     * database on MySQL/MariaDB; SQL NULL when none). An eventlog records
+     * the one whose migrate created it as its owner. */
+    const char *owner_sql;
+    /* A table's columns in order, one row each: name, type as text,
+     * 1 when NOT NULL, 1 when it has a default (or is generated or an
+     * identity). Binds the container (NULL: the connection's own, as an
+     * unqualified name resolves) and the table name; no rows when there
+     * is no such table. */
+    const char *table_columns_sql;
+    /* Changes the type of a NOT NULL column: %1$s table, %2$s column,
+     * %3$s new type. NULL when column types do not constrain values. */
+    const char *alter_column_type_fmt;
+    /* One row, one text column: the server's version as the server spells
+     * it (text may follow the number: "10.11.19-MariaDB-0+deb12u1"). The
+     * driver's SQL_DBMS_VER pads it ("10.11.000019"). */
+    const char *server_version_sql;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

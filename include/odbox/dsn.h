@@ -4,8 +4,11 @@
  * mysql://..., mariadb://..., sqlite:///path/file.db) or a raw ODBC
  * connection string ("DSN=name;..." or "Driver=...;..."), which passes
  * through unchanged. `dialect=` (URL query or raw key) forces the dialect;
- * `driver=` overrides the ODBC driver name. Other URL query options are
- * appended to the ODBC connection string as KEY=VALUE.
+ * `driver=` overrides the ODBC driver name; `eventlog=` (URL query or raw
+ * key, a name as odbox_name_is_valid wants it) names the shard's eventlog
+ * container. These three are odbox's and never reach the driver. Other
+ * URL query options are appended to the ODBC connection string as
+ * KEY=VALUE.
  *
  * All functions are thread-safe (no shared state). */
 #ifndef ODBOX_DSN_H
@@ -34,7 +37,8 @@ typedef struct odbox_dsn {
     char *database;    /* URL path without the leading '/'; a file path for sqlite */
     char *driver;      /* driver= override, or NULL */
     char *dialect;     /* dialect= override, or NULL */
-    char *raw;         /* the raw ODBC string (dialect= removed); NULL for a URL */
+    char *eventlog;    /* eventlog= (validated name), or NULL */
+    char *raw;         /* the raw ODBC string (dialect=, eventlog= removed); NULL for a URL */
     odbox_dsn_option *options;
     size_t noptions;
 } odbox_dsn;

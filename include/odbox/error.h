@@ -30,8 +30,10 @@ enum {
     ODBOX_EBUSY        = -15, /* held by someone else right now (lock, migrator) */
     ODBOX_EPARTIAL     = -16, /* some shards committed, others failed */
     ODBOX_ESTATE       = -17, /* called in the wrong state (e.g. commit without begin) */
-    ODBOX_EINDOUBT     = -18  /* the connection was lost after a commit was sent: it may
+    ODBOX_EINDOUBT     = -18, /* the connection was lost after a commit was sent: it may
                                  have committed or not; never retry blindly */
+    ODBOX_EOWNER       = -19  /* the eventlog belongs to another application database
+                                 (or schema): name another eventlog */
 };
 
 #define ODBOX_ERROR_MESSAGE_MAX 512

@@ -51,6 +51,15 @@ typedef struct odbox_model_type {
 /* Checks names, types and duplicates; ODBOX_EINVAL with the reason. */
 int odbox_model_type_check(const odbox_model_type *t, odbox_error *err);
 
+/* Checks t's table on every shard's primary: that it exists and has the
+ * common columns (id, version, state; created_date and updated_date for
+ * models) and every column of t, and that every NOT NULL column without
+ * a default is one odbox writes. ODBOX_EINVAL naming the table and the
+ * column otherwise. The executor and the repository's reads make the
+ * same check at a type's first use on each shard (once per shard and
+ * type); call this at startup to find out before. Thread-safe. */
+int odbox_model_type_verify(odbox_registry *r, const odbox_model_type *t, odbox_error *err);
+
 /* A value for conditions: a type and, unless is_null, its payload. */
 typedef struct odbox_value {
     odbox_type type;

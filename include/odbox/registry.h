@@ -34,7 +34,8 @@ typedef struct odbox_shard_config {
     odbox_shard_id id;
     const char *primary_dsn;   /* required */
     const char *replica_dsn;   /* NULL: replica reads use the primary */
-    const char *eventlog;      /* NULL: "eventlog" */
+    const char *eventlog;      /* NULL: the primary DSN's eventlog=, else "eventlog";
+                                  a DSN's eventlog= must agree with it */
     odbox_pool_config pool;    /* zeros: pool defaults */
 } odbox_shard_config;
 
@@ -49,7 +50,8 @@ typedef struct odbox_registry_config {
 int odbox_registry_open(const odbox_registry_config *cfg, odbox_registry **out,
                         odbox_error *err);
 
-/* One DSN: a registry of one shard (0,0). */
+/* One DSN: a registry of one shard (0,0), whose eventlog the DSN's
+ * eventlog= names (default "eventlog"). */
 int odbox_registry_open_dsn(const char *dsn, odbox_registry **out, odbox_error *err);
 
 /* From a JSON config file (format in README.md) or its text. Errors name

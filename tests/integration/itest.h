@@ -36,5 +36,7 @@ Suite *repo_suite(void);
 Suite *action_suite(void);
 Suite *persist_suite(void);
 Suite *shards_suite(void);
+Suite *owner_suite(void);
+Suite *tables_suite(void);
 
 #endif

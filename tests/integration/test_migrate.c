@@ -1,6 +1,7 @@
 /* odbox — integration tests of the migration runner: fresh and repeated
  * runs, the user's own folder, tampered / missing / misnamed / failing
- * files, the migrator lock, several shards. */
+ * files and how status shows them, repair, dotted versions, the migrator
+ * lock, several shards. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +110,10 @@ START_TEST(fresh_then_idempotent)
     ck_assert_uint_eq(count, 3);
     for (size_t i = 0; i < count; i++) {
         ck_assert(list[i].applied);
-        ck_assert_int_eq(list[i].version, (int64_t)i + 1);
+        char want[24];
+        snprintf(want, sizeof want, "%zu", i + 1);
+        ck_assert_str_eq(list[i].version, want);
+        ck_assert(!list[i].failed && !list[i].changed && !list[i].missing);
         ck_assert_int_eq(strlen(list[i].checksum), 64);
         ck_assert(list[i].installed_on_us > 0);
     }
@@ -203,6 +207,34 @@ START_TEST(tampered_missing_and_out_of_order)
 }
 END_TEST
 
+/* The V4 entry of a status list. */
+static const odbox_migration_info *status_of(odbox_registry *r, const odbox_migrate_options *o, const char *version,
+                                             odbox_migration_info **list)
+{
+    size_t n = 0;
+    odbox_error e;
+    ck_assert_msg(odbox_migrate_status(odbox_registry_default_shard(r), o, list, &n, &e) == ODBOX_OK, "%s",
+                  e.message);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp((*list)[i].version, version))
+            return &(*list)[i];
+    ck_abort_msg("version %s is not in the status", version);
+    return NULL;
+}
+
+static size_t repair(odbox_registry *r, const odbox_migrate_options *o, int dry_run, odbox_repair_item *first)
+{
+    odbox_repair_item *items = NULL;
+    size_t n = 0;
+    odbox_error e;
+    ck_assert_msg(odbox_migrate_repair(odbox_registry_default_shard(r), o, dry_run, &items, &n, &e) == ODBOX_OK,
+                  "%s", e.message);
+    if (n && first)
+        *first = items[0];
+    free(items);
+    return n;
+}
+
 START_TEST(failing_migration)
 {
     char ev[64], dir[256], sub[300];
@@ -215,23 +247,203 @@ START_TEST(failing_migration)
     odbox_conn *c = itest_connect(1);
     odbox_migrate_options o = {.framework_dir = dir};
     odbox_error e;
+    odbox_migration_info *list = NULL;
+    odbox_repair_item item;
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EDB);
     ck_assert_ptr_nonnull(strstr(e.message, "V4__broken.sql"));
     ck_assert_ptr_nonnull(strstr(e.message, "statement 2"));
     ck_assert_int_eq(history(c, ev, "odbox"), 3); /* V1..V3 stay applied */
     if (odbox_conn_dialect(c)->has_transactional_ddl) {
-        /* the whole file rolled back; fixing it lets the next run apply it */
+        /* PostgreSQL: the file and its history row roll back together, so
+         * nothing is recorded: status shows V4 pending, repair has nothing
+         * to do, and fixing the file lets the next run apply it */
         ck_assert_int_eq(table_count(c, ev, "half"), 0);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '4'", ev), 0);
+        const odbox_migration_info *v4 = status_of(r, &o, "4", &list);
+        ck_assert(!v4->applied && !v4->failed && !v4->error[0]);
+        free(list);
+        ck_assert_uint_eq(repair(r, &o, 1, NULL), 0);
         write_file(sub, "V4__broken.sql", "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\n");
         ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
         ck_assert_int_eq(table_count(c, ev, "half"), 1);
     } else {
-        /* DDL commits on its own here: the failure is recorded and later
-         * runs refuse to build on it */
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = 4 AND success = FALSE", ev), 1);
+        /* DDL commits on its own here: the failure is recorded, with its
+         * error, and later runs refuse to build on it */
+        ck_assert_int_eq(table_count(c, ev, "half"), 1);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '4' AND success = FALSE", ev), 1);
+        const odbox_migration_info *v4 = status_of(r, &o, "4", &list);
+        ck_assert(!v4->applied && v4->failed && !v4->missing);
+        ck_assert_msg(strstr(v4->error, "V4__broken.sql") && strstr(v4->error, "statement 2"), "%s", v4->error);
+        free(list);
         ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
         ck_assert_ptr_nonnull(strstr(e.message, "failed in an earlier run"));
+        ck_assert_ptr_nonnull(strstr(e.message, "odbox migrate repair"));
+        /* repair: a dry run lists the entry and changes nothing */
+        ck_assert_uint_eq(repair(r, &o, 1, &item), 1);
+        ck_assert_int_eq(item.action, ODBOX_REPAIR_REMOVE_FAILED);
+        ck_assert_str_eq(item.set, "odbox");
+        ck_assert_str_eq(item.version, "4");
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '4'", ev), 1);
+        /* a person undoes what the file did and fixes it, then repairs */
+        itest_exec(c, "DROP TABLE %s.half", ev);
+        write_file(sub, "V4__broken.sql", "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\n");
+        ck_assert_uint_eq(repair(r, &o, 0, &item), 1);
+        ck_assert_int_eq(item.action, ODBOX_REPAIR_REMOVE_FAILED);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '4'", ev), 0);
+        ck_assert_uint_eq(repair(r, &o, 1, NULL), 0);
+        ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
+        ck_assert_int_eq(table_count(c, ev, "half"), 1);
+        ck_assert_int_eq(history(c, ev, "odbox"), 4);
     }
+    remove_dir(dir);
+    itest_drop_eventlog(c, ev);
+    odbox_conn_close(&c);
+    odbox_registry_free(&r);
+}
+END_TEST
+
+/* An applied file that changed: migrate refuses, status says so, repair
+ * (after a dry run) takes the file as it is. A renamed file of the same
+ * version gets its new description; an applied file that is gone is left
+ * alone. */
+START_TEST(changed_file_realigned)
+{
+    char ev[64], dir[256], sub[300], path[400], renamed[400];
+    itest_name(ev, sizeof ev, "ev_realign");
+    copy_migrations(dir, sizeof dir);
+    snprintf(sub, sizeof sub, "%s/%s", dir, mig_dir());
+    odbox_registry *r = one_shard(1, ev);
+    odbox_conn *c = itest_connect(1);
+    odbox_migrate_options o = {.framework_dir = dir};
+    odbox_error e;
+    odbox_migration_info *list = NULL;
+    odbox_repair_item item;
+    ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
+    char recorded[65];
+    const odbox_migration_info *v2 = status_of(r, &o, "2", &list);
+    snprintf(recorded, sizeof recorded, "%s", v2->checksum);
+    free(list);
+
+    snprintf(path, sizeof path, "%s/V2__create_event_notifications.sql", sub);
+    FILE *f = fopen(path, "a");
+    fputs("\n-- reformatted by a person\n", f);
+    fclose(f);
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
+    ck_assert_ptr_nonnull(strstr(e.message, "changed"));
+    v2 = status_of(r, &o, "2", &list);
+    ck_assert(v2->applied && v2->changed && !v2->failed);
+    char on_disk[65];
+    snprintf(on_disk, sizeof on_disk, "%s", v2->checksum);
+    free(list);
+    ck_assert_str_ne(on_disk, recorded);
+
+    ck_assert_uint_eq(repair(r, &o, 1, &item), 1);
+    ck_assert_int_eq(item.action, ODBOX_REPAIR_REALIGN);
+    ck_assert_str_eq(item.version, "2");
+    ck_assert_str_eq(item.old_checksum, recorded);
+    ck_assert_str_eq(item.new_checksum, on_disk);
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION); /* a dry run changed nothing */
+    ck_assert_uint_eq(repair(r, &o, 0, &item), 1);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '2' AND checksum = '%s'",
+                                 ev, on_disk), 1);
+    ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
+    v2 = status_of(r, &o, "2", &list);
+    ck_assert(v2->applied && !v2->changed);
+    free(list);
+
+    /* the same file under a new description */
+    snprintf(renamed, sizeof renamed, "%s/V2__notifications.sql", sub);
+    ck_assert_int_eq(rename(path, renamed), 0);
+    ck_assert_uint_eq(repair(r, &o, 0, &item), 1);
+    ck_assert_str_eq(item.description, "notifications");
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '2' "
+                                    "AND description = 'notifications' AND script = 'V2__notifications.sql'", ev), 1);
+    /* an applied file that is gone: status says so, repair leaves it */
+    unlink(renamed);
+    v2 = status_of(r, &o, "2", &list);
+    ck_assert(v2->missing && v2->applied);
+    free(list);
+    ck_assert_uint_eq(repair(r, &o, 0, NULL), 0);
+    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+
+    odbox_repair_item *items = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(odbox_migrate_repair(NULL, &o, 1, &items, &n, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_migrate_repair(odbox_registry_default_shard(r), &o, 1, NULL, &n, &e), ODBOX_EINVAL);
+    remove_dir(dir);
+    itest_drop_eventlog(c, ev);
+    odbox_conn_close(&c);
+    odbox_registry_free(&r);
+}
+END_TEST
+
+typedef struct seen_versions {
+    char v[16][ODBOX_MIGRATION_VERSION_MAX];
+    int n;
+} seen_versions;
+
+static void record_applying(void *ud, const odbox_migrate_event *ev)
+{
+    seen_versions *s = ud;
+    if (ev->phase == ODBOX_MIGRATE_APPLYING && s->n < 16)
+        snprintf(s->v[s->n++], sizeof s->v[0], "%s", ev->version);
+}
+
+/* Flyway's dotted versions: applied part by part in numeric order. */
+START_TEST(dotted_versions)
+{
+    char ev[64], dir[] = "/tmp/odbox-dotted-XXXXXX";
+    itest_name(ev, sizeof ev, "ev_dots");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    write_file(dir, "V1__create.sql", "CREATE TABLE ${eventlog}.dv (n INT NOT NULL);\n");
+    write_file(dir, "V1.10__d.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (4);\n");
+    write_file(dir, "V2__e.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (5);\n");
+    write_file(dir, "V1.1__a.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (1);\n");
+    write_file(dir, "V1_5__c.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (3);\n");
+    write_file(dir, "V1.2__b.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (2);\n");
+    odbox_registry *r = one_shard(1, ev);
+    odbox_conn *c = itest_connect(1);
+    seen_versions seen = {0};
+    odbox_migrate_options o = {.user_dir = dir, .user_set = "dots", .progress = record_applying, .progress_ud = &seen};
+    odbox_error e;
+    ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
+    static const char *const want[] = {"1", "2", "3", "1", "1.1", "1.2", "1.5", "1.10", "2"};
+    ck_assert_int_eq(seen.n, 9);
+    for (int i = 0; i < 9; i++)
+        ck_assert_str_eq(seen.v[i], want[i]);
+    ck_assert_int_eq(history(c, ev, "dots"), 6);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE migration_set = 'dots' "
+                                    "AND version = '1.5' AND script = 'V1_5__c.sql'", ev), 1);
+    odbox_migration_info *list = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(odbox_migrate_status(odbox_registry_default_shard(r), &o, &list, &n, &e), ODBOX_OK);
+    ck_assert_uint_eq(n, 9);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_str_eq(list[i].version, want[i]);
+        ck_assert(list[i].applied);
+    }
+    free(list);
+
+    /* a version below the newest applied one, one that equals another
+     * (2.0 is 2), and version 0 are refused before anything runs */
+    char path[400];
+    write_file(dir, "V1.3__late.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (99);\n");
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
+    ck_assert_msg(strstr(e.message, "V1.3__late.sql") && strstr(e.message, "older than applied version 2"), "%s",
+                  e.message);
+    unlink(strcat(strcat(strcpy(path, dir), "/"), "V1.3__late.sql"));
+    write_file(dir, "V2.0__same.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (99);\n");
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "appears twice"), "%s", e.message);
+    unlink(strcat(strcat(strcpy(path, dir), "/"), "V2.0__same.sql"));
+    write_file(dir, "V0__zero.sql", "SELECT 1;\n");
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "V0__zero.sql") && strstr(e.message, "versions start above 0"), "%s", e.message);
+    unlink(strcat(strcat(strcpy(path, dir), "/"), "V0__zero.sql"));
+    write_file(dir, "V12345678901234567890__huge.sql", "SELECT 1;\n");
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "has 20 digits"), "%s", e.message);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.dv", ev), 5);
     remove_dir(dir);
     itest_drop_eventlog(c, ev);
     odbox_conn_close(&c);
@@ -299,6 +511,11 @@ START_TEST(lock_held_times_out)
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_ETIMEDOUT);
     ck_assert_ptr_nonnull(strstr(e.message, "another migrator"));
     ck_assert_int_eq(table_count(holder, ev, "events"), 0);
+    odbox_repair_item *items = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(odbox_migrate_repair(odbox_registry_default_shard(r), &o, 0, &items, &n, &e), ODBOX_ETIMEDOUT);
+    ck_assert_ptr_nonnull(strstr(e.message, "another migrator"));
+    ck_assert_ptr_null(items);
     ck_assert_int_eq(odbox_conn_unlock(holder, key, &e), ODBOX_OK);
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     itest_drop_eventlog(holder, ev);
@@ -344,6 +561,19 @@ START_TEST(unreachable_shard)
     ck_assert_int_eq(odbox_migrate_registry(r, NULL, &e), ODBOX_ECONNECT);
     ck_assert_ptr_nonnull(strstr(e.message, "shard 0.0"));
     ck_assert_ptr_null(strstr(e.message, "Pw-991"));
+    /* every call that reads the eventlog or a table says so too */
+    odbox_shard *s = odbox_registry_default_shard(r);
+    odbox_migration_info *list = NULL;
+    odbox_repair_item *items = NULL;
+    size_t n = 0;
+    char owner[64];
+    ck_assert_int_eq(odbox_migrate_status(s, NULL, &list, &n, &e), ODBOX_ECONNECT);
+    ck_assert_int_eq(odbox_migrate_repair(s, NULL, 1, &items, &n, &e), ODBOX_ECONNECT);
+    ck_assert_int_eq(odbox_migrate_check_owner(s, owner, sizeof owner, &e), ODBOX_ECONNECT);
+    static const odbox_column cols[] = {{"label", ODBOX_TYPE_TEXT, 0, 0}};
+    static const odbox_model_type t = {"T", "t", ODBOX_KIND_ENTITY, cols, 1};
+    ck_assert_int_eq(odbox_model_type_verify(r, &t, &e), ODBOX_ECONNECT);
+    ck_assert_ptr_null(strstr(e.message, "Pw-991"));
     odbox_registry_free(&r);
     ck_assert_int_eq(odbox_migrate_registry(NULL, NULL, &e), ODBOX_EINVAL);
 }
@@ -358,6 +588,8 @@ Suite *migrate_suite(void)
     tcase_add_test(t, user_migrations);
     tcase_add_test(t, tampered_missing_and_out_of_order);
     tcase_add_test(t, failing_migration);
+    tcase_add_test(t, changed_file_realigned);
+    tcase_add_test(t, dotted_versions);
     tcase_add_test(t, concurrent_migrators_apply_once);
     tcase_add_test(t, lock_held_times_out);
     tcase_add_test(t, every_shard_migrated);

@@ -64,6 +64,16 @@ void dfx_open(dfx *f, int nshards, int with_replica)
     ck_assert_msg(odbox_registry_open(&cfg, &f->r, &e) == ODBOX_OK, "%s", e.message);
     odbox_migrate_options o = {.user_dir = itest_src("tests/fixtures/dummies-migrations"), .user_set = "dummies"};
     ck_assert_msg(odbox_migrate_registry(f->r, &o, &e) == ODBOX_OK, "migrate: %s", e.message);
+    /* the checks the executor makes at a shard's first use, made now: a
+     * test that cuts a connection then sees its own statement meet it */
+    ck_assert_msg(odbox_model_type_verify(f->r, &DUMMY_T, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_model_type_verify(f->r, &TAG_T, &e) == ODBOX_OK, "%s", e.message);
+    for (int i = 0; i < nshards; i++) {
+        char owner[256];
+        ck_assert_msg(odbox_migrate_check_owner(odbox_registry_shard_at(f->r, (size_t)i), owner, sizeof owner,
+                                                &e) == ODBOX_OK, "%s", e.message);
+        ck_assert_str_ne(owner, "");
+    }
     for (int i = 0; i < nshards; i++) {
         ck_assert_int_eq(dfx_rows(f, i, "dummies"), 0);
         ck_assert_int_eq(dfx_events(f, i), 0);

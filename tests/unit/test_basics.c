@@ -1,11 +1,13 @@
 /* odbox — unit tests: errors, SHA-256, SQL splitting and placeholders,
- * names and shard ids, the dialect table, multi-row SQL. */
+ * names and shard ids, the dialect table, multi-row SQL, migration file
+ * names and versions. */
 #include <stdlib.h>
 #include <string.h>
 #include "odbox/odbox.h"
 #include "internal.h"
 #include "sqlsplit.h"
 #include "dialects.h"
+#include "migrate_internal.h"
 #include "unit.h"
 
 START_TEST(error_names_are_distinct)
@@ -14,7 +16,7 @@ START_TEST(error_names_are_distinct)
                          ODBOX_EUNIQUE, ODBOX_EDEADLOCK, ODBOX_ENOTFOUND, ODBOX_ECROSSSHARD,
                          ODBOX_ETIMEDOUT, ODBOX_EMIGRATION, ODBOX_EUNSUPPORTED, ODBOX_EDB,
                          ODBOX_EIO, ODBOX_EBUSY, ODBOX_EPARTIAL, ODBOX_ESTATE,
-                         ODBOX_EINDOUBT};
+                         ODBOX_EINDOUBT, ODBOX_EOWNER};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         ck_assert_int_lt(codes[i], 0);
@@ -184,6 +186,13 @@ START_TEST(dialect_table)
     ck_assert_str_eq(odbox_dialect_mariadb.uuid_type, "UUID");
     ck_assert_str_eq(odbox_dialect_postgresql.json_type, "JSONB");
     ck_assert_str_eq(odbox_dialect_mariadb.timestamp_type, "DATETIME(6)");
+    /* what names, owners and the catalogue need from every dialect */
+    for (const odbox_dialect *const *d = odbox_dialects(); *d; d++) {
+        ck_assert_msg((*d)->identifier_quote && strlen((*d)->identifier_quote) == 1, "%s", (*d)->name);
+        ck_assert_msg((*d)->owner_sql && (*d)->table_columns_sql && (*d)->server_version_sql, "%s", (*d)->name);
+    }
+    ck_assert_str_eq(odbox_dialect_postgresql.identifier_quote, "\"");
+    ck_assert_str_eq(odbox_dialect_mysql.identifier_quote, "`");
 }
 END_TEST
 
@@ -233,6 +242,78 @@ START_TEST(connection_strings)
     ck_assert_int_eq(odbox_dsn_resolve("postgresql://u:s3cr3t@h/db?dialect=db2", &d, &odbc, NULL, &e), ODBOX_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.message, "unknown dialect"));
     ck_assert_ptr_null(strstr(e.message, "s3cr3t"));
+
+    /* eventlog= is odbox's: it never reaches the driver */
+    ck_assert_int_eq(odbox_dsn_resolve("mariadb://u@h/app?eventlog=ev_b&OPTION=3", &d, &odbc, NULL, &e), ODBOX_OK);
+    ck_assert_str_eq(odbc, "Driver={MariaDB Unicode};Server=h;Port=3306;Database=app;Uid=u;OPTION=3;");
+    free(odbc);
+    ck_assert_int_eq(odbox_dsn_resolve("DSN=mydsn;eventlog=ev_b;UID=u", &d, &odbc, NULL, &e), ODBOX_OK);
+    ck_assert_str_eq(odbc, "DSN=mydsn;UID=u");
+    free(odbc);
+}
+END_TEST
+
+/* Flyway's file names and version order (src/migrate_version.c). */
+START_TEST(migration_names_and_versions)
+{
+    char v[ODBOX_MIGRATION_VERSION_MAX], desc[256];
+    odbox_error e;
+    static const struct {
+        const char *name, *version, *desc;
+    } good[] = {
+        {"V1__init.sql", "1", "init"},
+        {"V1.1__add_x.sql", "1.1", "add x"},
+        {"V2_0_3__three_parts.sql", "2.0.3", "three parts"},
+        {"V007__leading_zeros.sql", "007", "leading zeros"},
+        {"V0.1__below_one.sql", "0.1", "below one"},
+        {"V20240131120000__timestamp.sql", "20240131120000", "timestamp"},
+        {"V123456789012345678__eighteen.sql", "123456789012345678", "eighteen"},
+        {"V1___lead.sql", "1", " lead"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        ck_assert_msg(odbox_migration_name_parse(good[i].name, v, desc, sizeof desc, &e) == ODBOX_OK, "%s: %s",
+                      good[i].name, e.message);
+        ck_assert_str_eq(v, good[i].version);
+        ck_assert_str_eq(desc, good[i].desc);
+    }
+    static const struct {
+        const char *name, *why;
+    } bad[] = {
+        {"init.sql", "is not named V<version>__<description>.sql"},
+        {"R__repeatable.sql", "is not named"},
+        {"V__x.sql", "must be digits"},
+        {"Vx__x.sql", "must be digits"},
+        {"V1_x.sql", "expected '__' between the version and the description"},
+        {"V1.__x.sql", "expected '__'"},
+        {"V1..2__x.sql", "expected '__'"},
+        {"V1-2__x.sql", "expected '__'"},
+        {"V0__x.sql", "version 0 is not allowed: versions start above 0"},
+        {"V0.0__x.sql", "version 0.0 is not allowed"},
+        {"V12345678901234567890__x.sql", "version part 12345678901234567890 has 20 digits (at most 18)"},
+        {"V1.1234567890123456789__x.sql", "has 19 digits"},
+        {"V1__.sql", "no description"},
+        {"V1.2.3.4.5.6.7.8.9.10.11.12.13.14.15.16.17.18.19.20.21.22__x.sql", "longer than 50"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        odbox_error_clear(&e);
+        ck_assert_msg(odbox_migration_name_parse(bad[i].name, v, desc, sizeof desc, &e) == ODBOX_EINVAL,
+                      "accepted %s", bad[i].name);
+        ck_assert_msg(strstr(e.message, bad[i].why), "%s: %s", bad[i].name, e.message);
+        ck_assert_msg(strstr(e.message, bad[i].name), "%s: the message does not name the file: %s", bad[i].name,
+                      e.message);
+    }
+    /* ordered part by part, as numbers; a missing part is 0 */
+    static const char *const order[] = {"0.1", "1", "1.0.1", "1.1", "1.2", "1.10", "2", "2.0.3", "10", "010.1"};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        for (size_t j = 0; j < sizeof order / sizeof order[0]; j++) {
+            int c = odbox_migration_version_cmp(order[i], order[j]);
+            ck_assert_msg(i < j ? c < 0 : i > j ? c > 0 : c == 0, "%s vs %s: %d", order[i], order[j], c);
+        }
+    ck_assert_int_eq(odbox_migration_version_cmp("1", "1.0"), 0);
+    ck_assert_int_eq(odbox_migration_version_cmp("1.0.0", "1"), 0);
+    ck_assert_int_eq(odbox_migration_version_cmp("007", "7"), 0);
+    ck_assert_int_eq(odbox_migration_version_cmp("123456789012345678", "123456789012345679"), -1);
+    ck_assert_int_eq(odbox_migration_version_cmp("99", "123456789012345678"), -1);
 }
 END_TEST
 
@@ -357,6 +438,7 @@ Suite *basics_suite(void)
     tcase_add_test(t, shard_ids);
     tcase_add_test(t, dialect_table);
     tcase_add_test(t, connection_strings);
+    tcase_add_test(t, migration_names_and_versions);
     tcase_add_test(t, multi_row_sql);
     tcase_add_test(t, joined_writes_sql);
     tcase_add_test(t, sql_keys_tell_parts_apart);

@@ -326,6 +326,53 @@ START_TEST(test_raw_dialect_removed)
 }
 END_TEST
 
+/* eventlog= names the shard's eventlog: odbox's, never the driver's */
+START_TEST(test_eventlog_option)
+{
+    odbox_dsn *d = parse_ok("mariadb://u:" SECRET "@h/app?EventLog=ev_app2&OPTION=3");
+    ck_assert_pstr_eq(d->eventlog, "ev_app2");
+    ck_assert_uint_eq(d->noptions, 1);
+    ck_assert_str_eq(opt(d, 0, 0), "OPTION");
+    odbox_dsn_free(&d);
+    d = parse_ok("postgresql://h/app");
+    ck_assert_ptr_null(d->eventlog);
+    odbox_dsn_free(&d);
+    /* raw strings lose the entry as they lose dialect= */
+    d = parse_ok("DSN=x;eventlog=ev_b;UID=u;dialect=mysql");
+    ck_assert_pstr_eq(d->raw, "DSN=x;UID=u");
+    ck_assert_pstr_eq(d->eventlog, "ev_b");
+    ck_assert_pstr_eq(d->dialect, "mysql");
+    odbox_dsn_free(&d);
+    d = parse_ok("DSN=x; EVENTLOG = {ev_c} ;");
+    ck_assert_pstr_eq(d->raw, "DSN=x;");
+    ck_assert_pstr_eq(d->eventlog, "ev_c");
+    odbox_dsn_free(&d);
+
+    /* validated as every name that reaches SQL text */
+    static const char *const bad_values[] = {
+        "mariadb://u:" SECRET "@h/app?eventlog=Ev",
+        "mariadb://u:" SECRET "@h/app?eventlog=ev%3B%20DROP%20TABLE%20x",
+        "mariadb://u:" SECRET "@h/app?eventlog=1ev",
+        "mariadb://u:" SECRET "@h/app?eventlog=",
+        "mariadb://u:" SECRET "@h/app?eventlog=a&eventlog=b",
+        "DSN=x;PWD=" SECRET ";eventlog=e-v",
+        "DSN=x;PWD=" SECRET ";eventlog=",
+        "eventlog=ev",
+        "mariadb://u:" SECRET "@h/app?eventlog=a234567890123456789012345678901234567890123456789012345678901234",
+    };
+    static const char *const why[] = {"not a valid name", "not a valid name", "not a valid name", "empty eventlog=",
+                                      "duplicate", "not a valid name", "empty eventlog=", "no entries besides",
+                                      "not a valid name"};
+    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+        odbox_error err;
+        ck_assert_msg(odbox_dsn_parse(bad_values[i], &d, &err) == ODBOX_EINVAL, "accepted %s", bad_values[i]);
+        ck_assert_ptr_null(d);
+        ck_assert_msg(strstr(err.message, why[i]), "%s: %s", bad_values[i], err.message);
+        ck_assert_ptr_null(strstr(err.message, SECRET));
+    }
+}
+END_TEST
+
 /* ---- malformed input ------------------------------------------------------------- */
 
 static const struct {
@@ -673,6 +720,7 @@ Suite *dsn_suite(void)
     tcase_add_test(tc, test_raw_dsn);
     tcase_add_test(tc, test_raw_driver_braces);
     tcase_add_test(tc, test_raw_dialect_removed);
+    tcase_add_test(tc, test_eventlog_option);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("malformed");

@@ -58,6 +58,47 @@ START_TEST(one_dsn_is_one_shard)
 }
 END_TEST
 
+/* eventlog= in a DSN names the shard's eventlog; where the config names
+ * it too, the two must agree */
+START_TEST(dsn_names_the_eventlog)
+{
+    odbox_registry *r = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_registry_open_dsn(PG "?eventlog=ev_app2", &r, &e), ODBOX_OK);
+    ck_assert_str_eq(odbox_shard_eventlog(odbox_registry_default_shard(r)), "ev_app2");
+    odbox_registry_free(&r);
+    ck_assert_int_eq(odbox_registry_open_dsn("DSN=x;eventlog=ev_raw", &r, &e), ODBOX_OK);
+    ck_assert_str_eq(odbox_shard_eventlog(odbox_registry_default_shard(r)), "ev_raw");
+    odbox_registry_free(&r);
+    ck_assert_int_eq(odbox_registry_open_dsn(PG "?eventlog=Bad-Name", &r, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "not a valid name"));
+    ck_assert_ptr_null(strstr(e.message, "s3cr3t-PW"));
+    ck_assert_ptr_null(r);
+
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = PG "?eventlog=ev_a", .eventlog = "ev_a"};
+    odbox_registry_config cfg = {.shards = &sc, .nshards = 1};
+    ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_OK);
+    ck_assert_str_eq(odbox_shard_eventlog(odbox_registry_default_shard(r)), "ev_a");
+    odbox_registry_free(&r);
+    sc.eventlog = "ev_other";
+    ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "eventlog=ev_a") && strstr(e.message, "ev_other"), "%s", e.message);
+    sc.eventlog = NULL;
+    sc.replica_dsn = PG "?eventlog=ev_b";
+    ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "replica") && strstr(e.message, "ev_b"), "%s", e.message);
+    sc.replica_dsn = PG;
+    ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_OK);
+    ck_assert_str_eq(odbox_shard_eventlog(odbox_registry_default_shard(r)), "ev_a");
+    odbox_registry_free(&r);
+
+    const char *json = "{\"shards\": [{\"group\": 0, \"member\": 0, \"primary\": \"" PG "?eventlog=ev_x\"}]}";
+    ck_assert_int_eq(odbox_registry_parse(json, &r, &e), ODBOX_OK);
+    ck_assert_str_eq(odbox_shard_eventlog(odbox_registry_default_shard(r)), "ev_x");
+    odbox_registry_free(&r);
+}
+END_TEST
+
 START_TEST(built_in_code)
 {
     odbox_shard_config sc[] = {
@@ -171,6 +212,7 @@ Suite *registry_config_suite(void)
     TCase *t = tcase_create("core");
     tcase_add_test(t, config_two_shards);
     tcase_add_test(t, one_dsn_is_one_shard);
+    tcase_add_test(t, dsn_names_the_eventlog);
     tcase_add_test(t, built_in_code);
     tcase_add_loop_test(t, config_rejects_bad, 0, (int)(sizeof bad_configs / sizeof bad_configs[0]));
     tcase_add_test(t, config_file);

@@ -1,0 +1,326 @@
+/* odbox — the tables the migration runner keeps in an eventlog: the
+ * history of applied and failed migrations, and the eventlog's owner.
+ * Dialect-neutral: the dialect gives the types and catalogue queries. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "migrate_internal.h"
+#include "catalog.h"
+
+/* The application tables the framework's own migrations create beside
+ * the eventlog, in the owner's container. */
+#define OWNER_WITNESS_TABLE "scheduled_tasks"
+
+static int exec_fmt(odbox_conn *c, odbox_error *err, const char *fmt, ...) ODBOX_PRINTF(3, 4);
+static int exec_fmt(odbox_conn *c, odbox_error *err, const char *fmt, ...)
+{
+    char sql[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    return odbox_conn_exec(c, sql, err);
+}
+
+/* A history table of an earlier odbox kept versions as BIGINT and no
+ * error: bring it to today's columns. The error column goes last, so a
+ * run stopped half-way does the whole upgrade again. */
+static int upgrade_history(odbox_conn *c, const char *eventlog, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    odbox_table_column *cols = NULL;
+    size_t n = 0;
+    int rc = odbox_catalog_columns(c, eventlog, ODBOX_HISTORY_TABLE, &cols, &n, err);
+    int current = rc == ODBOX_OK && odbox_catalog_find(cols, n, "error_message");
+    free(cols);
+    if (rc != ODBOX_OK || current)
+        return rc;
+    char table[2 * ODBOX_NAME_MAX + 32], sql[512];
+    snprintf(table, sizeof table, "%s." ODBOX_HISTORY_TABLE, eventlog);
+    if (d->alter_column_type_fmt) {
+        snprintf(sql, sizeof sql, d->alter_column_type_fmt, table, "version", "VARCHAR(50)");
+        if ((rc = odbox_conn_exec(c, sql, err)) != ODBOX_OK)
+            return rc;
+    }
+    rc = exec_fmt(c, err, "ALTER TABLE %s ADD COLUMN error_message VARCHAR(%d) NULL", table, ODBOX_HISTORY_ERROR_MAX);
+    if (rc == ODBOX_OK)
+        odbox_log(ODBOX_LOG_INFO, "%s: upgraded to dotted versions and kept errors", table);
+    return rc;
+}
+
+int odbox_history_ensure(odbox_conn *c, const char *eventlog, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    int rc = exec_fmt(c, err, d->create_eventlog_fmt, eventlog);
+    if (rc == ODBOX_OK)
+        rc = exec_fmt(c, err,
+                      "CREATE TABLE IF NOT EXISTS %s." ODBOX_HISTORY_TABLE " ("
+                      "migration_set VARCHAR(64) NOT NULL, "
+                      "version VARCHAR(50) NOT NULL, "
+                      "description VARCHAR(255) NOT NULL, "
+                      "script VARCHAR(255) NOT NULL, "
+                      "checksum CHAR(64) NOT NULL, "
+                      "installed_on %s NOT NULL, "
+                      "execution_ms BIGINT NOT NULL, "
+                      "success %s NOT NULL, "
+                      "error_message VARCHAR(%d) NULL, "
+                      "PRIMARY KEY (migration_set, version))",
+                      eventlog, d->timestamp_type, d->bool_type, ODBOX_HISTORY_ERROR_MAX);
+    if (rc == ODBOX_OK)
+        rc = upgrade_history(c, eventlog, err);
+    if (rc == ODBOX_OK)
+        rc = exec_fmt(c, err,
+                      "CREATE TABLE IF NOT EXISTS %s." ODBOX_OWNER_TABLE " ("
+                      "id INT NOT NULL PRIMARY KEY, owner VARCHAR(255) NOT NULL, claimed_on %s NOT NULL)",
+                      eventlog, d->timestamp_type);
+    return rc;
+}
+
+static int cmp_applied(const void *a, const void *b)
+{
+    const applied *x = a, *y = b;
+    int c = strcmp(x->set, y->set);
+    return c ? c : odbox_migration_version_cmp(x->version, y->version);
+}
+
+int odbox_history_read(odbox_conn *c, const char *eventlog, applied **out, size_t *n, odbox_error *err)
+{
+    odbox_table_column *cols = NULL;
+    size_t ncols = 0, cap = 0;
+    *out = NULL;
+    *n = 0;
+    int rc = odbox_catalog_columns(c, eventlog, ODBOX_HISTORY_TABLE, &cols, &ncols, err);
+    int with_error = rc == ODBOX_OK && odbox_catalog_find(cols, ncols, "error_message");
+    free(cols);
+    if (rc != ODBOX_OK || ncols == 0)
+        return rc;
+    char sql[512];
+    odbox_stmt *s = NULL;
+    snprintf(sql, sizeof sql,
+             "SELECT migration_set, version, description, checksum, success, installed_on%s FROM %s."
+             ODBOX_HISTORY_TABLE, with_error ? ", error_message" : "", eventlog);
+    rc = odbox_stmt_prepare(c, sql, &s, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        const char *set, *version, *desc, *sum, *error = "";
+        applied a = {0};
+        if ((rc = odbox_stmt_get_text(s, 1, &set, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 2, &version, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 3, &desc, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 4, &sum, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_bool(s, 5, &a.success, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_timestamp(s, 6, &a.installed_on_us, NULL, err)) != ODBOX_OK ||
+            (with_error && (rc = odbox_stmt_get_text(s, 7, &error, NULL, err)) != ODBOX_OK))
+            break;
+        snprintf(a.set, sizeof a.set, "%s", set);
+        snprintf(a.version, sizeof a.version, "%s", version);
+        snprintf(a.description, sizeof a.description, "%s", desc);
+        snprintf(a.checksum, sizeof a.checksum, "%s", sum);
+        snprintf(a.error, sizeof a.error, "%s", error ? error : "");
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            applied *g = realloc(*out, cap * sizeof *g);
+            if (!g) {
+                rc = odbox_fail(err, ODBOX_ENOMEM, "migrate: out of memory");
+                break;
+            }
+            *out = g;
+        }
+        (*out)[(*n)++] = a;
+        rc = ODBOX_OK;
+    }
+    odbox_stmt_free(&s);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return rc;
+    }
+    if (*n > 1)
+        qsort(*out, *n, sizeof **out, cmp_applied);
+    return ODBOX_OK;
+}
+
+/* The first max characters of a UTF-8 text (what VARCHAR(max) holds). */
+static size_t utf8_prefix(const char *s, size_t max)
+{
+    size_t bytes = 0, chars = 0;
+    while (s[bytes]) {
+        if (((unsigned char)s[bytes] & 0xC0) != 0x80 && chars++ == max)
+            break;
+        bytes++;
+    }
+    return bytes;
+}
+
+int odbox_history_record(odbox_conn *c, const char *eventlog, const char *set, const mfile *f, int64_t started_us,
+                         int success, const char *error, odbox_error *err)
+{
+    char sql[512], *kept = NULL;
+    odbox_stmt *s = NULL;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s." ODBOX_HISTORY_TABLE " (migration_set, version, description, script, checksum, "
+             "installed_on, execution_ms, success, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", eventlog);
+    if (error && !(kept = odbox_strndup(error, utf8_prefix(error, ODBOX_HISTORY_ERROR_MAX))))
+        return odbox_fail(err, ODBOX_ENOMEM, "migrate: out of memory");
+    int64_t now = odbox_now_us();
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    if (rc == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 1, set, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, f->version, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 3, f->description, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 4, f->script, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 5, f->checksum, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_timestamp(s, 6, now, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_int64(s, 7, (now - started_us) / 1000, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_bool(s, 8, success, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 9, kept, err)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_stmt_free(&s);
+    free(kept);
+    return rc;
+}
+
+int odbox_history_delete(odbox_conn *c, const char *eventlog, const applied *row, odbox_error *err)
+{
+    char sql[512];
+    odbox_stmt *s = NULL;
+    snprintf(sql, sizeof sql, "DELETE FROM %s." ODBOX_HISTORY_TABLE " WHERE migration_set = ? AND version = ?",
+             eventlog);
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, row->set, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, row->version, err)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+int odbox_history_realign(odbox_conn *c, const char *eventlog, const applied *row, const mfile *f,
+                          odbox_error *err)
+{
+    char sql[512];
+    odbox_stmt *s = NULL;
+    snprintf(sql, sizeof sql,
+             "UPDATE %s." ODBOX_HISTORY_TABLE " SET checksum = ?, description = ?, script = ? "
+             "WHERE migration_set = ? AND version = ?", eventlog);
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, f->checksum, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, f->description, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 3, f->script, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 4, row->set, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 5, row->version, err)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+/* ---- the owner ------------------------------------------------------------ */
+
+/* The connection's own container (the dialect's owner_sql) into own;
+ * ODBOX_EINVAL when it has none (a MySQL DSN without a database). */
+static int own_container(odbox_conn *c, char *own, size_t cap, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    odbox_stmt *s = NULL;
+    const char *v = NULL;
+    int null = 1;
+    int rc = odbox_stmt_prepare(c, d->owner_sql, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+        rc = odbox_stmt_get_text(s, 1, &v, &null, err);
+    else if (rc == 0)
+        rc = odbox_fail(err, ODBOX_EDB, "the server did not say which %s the connection uses", d->eventlog_container);
+    if (rc == ODBOX_OK && (null || !*v))
+        rc = odbox_fail(err, ODBOX_EINVAL,
+                        "the connection has no current %s, which would own the eventlog and its application "
+                        "tables: name one in the DSN", d->eventlog_container);
+    if (rc == ODBOX_OK)
+        snprintf(own, cap, "%s", v);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+/* The owner recorded in eventlog ("" when none: no owner table or row). */
+static int recorded_owner(odbox_conn *c, const char *eventlog, char *owner, size_t cap, odbox_error *err)
+{
+    int exists = 0;
+    owner[0] = '\0';
+    int rc = odbox_conn_table_exists(c, eventlog, ODBOX_OWNER_TABLE, &exists, err);
+    if (rc != ODBOX_OK || !exists)
+        return rc;
+    char sql[256];
+    odbox_stmt *s = NULL;
+    snprintf(sql, sizeof sql, "SELECT owner FROM %s." ODBOX_OWNER_TABLE " WHERE id = 1", eventlog);
+    const char *v;
+    if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_fetch(s, err)) == 1 && (rc = odbox_stmt_get_text(s, 1, &v, NULL, err)) == ODBOX_OK)
+        snprintf(owner, cap, "%s", v);
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+static int refuse(odbox_conn *c, const char *eventlog, const char *owner, const char *own, odbox_error *err)
+{
+    const char *what = odbox_conn_dialect(c)->eventlog_container;
+    return odbox_fail(err, ODBOX_EOWNER,
+                      "eventlog %s belongs to %s %s (whose migrate created it), not to %s %s that this "
+                      "connection uses; give this application its own eventlog: ?eventlog=NAME in the DSN, "
+                      "\"eventlog\": \"NAME\" for the shard in the config file, or --eventlog NAME",
+                      eventlog, what, owner, what, own);
+}
+
+int odbox_owner_check(odbox_conn *c, const char *eventlog, char *recorded, size_t cap, odbox_error *err)
+{
+    char own[256], owner[256];
+    int rc = recorded_owner(c, eventlog, owner, sizeof owner, err);
+    if (rc == ODBOX_OK && recorded)
+        snprintf(recorded, cap, "%s", owner);
+    if (rc != ODBOX_OK || !*owner)
+        return rc;
+    if ((rc = own_container(c, own, sizeof own, err)) != ODBOX_OK)
+        return rc;
+    return strcmp(owner, own) ? refuse(c, eventlog, owner, own, err) : ODBOX_OK;
+}
+
+int odbox_owner_claimable(odbox_conn *c, const char *eventlog, size_t nhistory, char *recorded, size_t cap,
+                          odbox_error *err)
+{
+    char own[256];
+    int rc = own_container(c, own, sizeof own, err);
+    if (rc == ODBOX_OK)
+        rc = recorded_owner(c, eventlog, recorded, cap, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if (*recorded)
+        return strcmp(recorded, own) ? refuse(c, eventlog, recorded, own, err) : ODBOX_OK;
+    if (nhistory == 0)
+        return ODBOX_OK;
+    int witness = 0;
+    if ((rc = odbox_conn_table_exists(c, own, OWNER_WITNESS_TABLE, &witness, err)) != ODBOX_OK || witness)
+        return rc;
+    return odbox_fail(err, ODBOX_EOWNER,
+                      "eventlog %s has a migration history but records no owner, and %s %s has no "
+                      OWNER_WITNESS_TABLE ", which the migrate that wrote that history created beside it: "
+                      "another application's migrate made this eventlog. Run migrate from that application "
+                      "first, or give this one its own eventlog (?eventlog=NAME in the DSN, \"eventlog\" in "
+                      "the config file, or --eventlog NAME)",
+                      eventlog, odbox_conn_dialect(c)->eventlog_container, own);
+}
+
+int odbox_owner_record(odbox_conn *c, const char *eventlog, odbox_error *err)
+{
+    char own[256], sql[256];
+    odbox_stmt *s = NULL;
+    int rc = own_container(c, own, sizeof own, err);
+    snprintf(sql, sizeof sql, "INSERT INTO %s." ODBOX_OWNER_TABLE " (id, owner, claimed_on) VALUES (1, ?, ?)",
+             eventlog);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 1, own, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_timestamp(s, 2, odbox_now_us(), err)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_stmt_free(&s);
+    if (rc == ODBOX_OK)
+        odbox_log(ODBOX_LOG_INFO, "eventlog %s: recorded %s %s as its owner", eventlog,
+                  odbox_conn_dialect(c)->eventlog_container, own);
+    return rc;
+}

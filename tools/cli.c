@@ -1,0 +1,154 @@
+/* odbox — the command-line tool's shared parts. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+
+const char cli_usage_target[] =
+    "  --dsn DSN          one database (URL or ODBC string); default $ODBOX_DSN\n"
+    "  --config FILE      a registry config file (JSON, see README)\n"
+    "  --eventlog NAME    with --dsn: the eventlog schema/database (default: the DSN's\n"
+    "                     eventlog=, else eventlog)\n"
+    "  --dir DIR          also the service's own migrations (DIR/<dialect>/ or DIR)\n"
+    "  --set NAME         history name of --dir's migrations (default: app)\n"
+    "  --migrations DIR   odbox's own migrations (default: installed copy)\n"
+    "  --json             machine-readable output on stdout\n";
+
+int cli_exit_code(int rc)
+{
+    switch (rc) {
+    case ODBOX_OK: return 0;
+    case ODBOX_EINVAL: return EXIT_USAGE;
+    case ODBOX_EMIGRATION: return EXIT_MISMATCH;
+    case ODBOX_ECONNECT: case ODBOX_ECONNLOST: case ODBOX_EINDOUBT: return EXIT_CONNECT;
+    case ODBOX_ETIMEDOUT: case ODBOX_EBUSY: return EXIT_LOCK;
+    case ODBOX_EOWNER: return EXIT_OWNER;
+    default: return 1;
+    }
+}
+
+void cli_print_json(json_object *o)
+{
+    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                               JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+int cli_fail(const cli *c, const odbox_error *err)
+{
+    if (c->json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "ok", json_object_new_boolean(0));
+        json_object_object_add(o, "error", json_object_new_string(odbox_errname(err->code)));
+        json_object_object_add(o, "sqlstate", json_object_new_string(err->sqlstate));
+        json_object_object_add(o, "message", json_object_new_string(err->message));
+        cli_print_json(o);
+        json_object_put(o);
+    }
+    fprintf(stderr, "odbox: %s\n", err->message[0] ? err->message : odbox_strerror(err->code));
+    return cli_exit_code(err->code);
+}
+
+int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int allow_yes)
+{
+    static const struct option opts[] = {
+        {"dsn", required_argument, 0, 'd'},     {"config", required_argument, 0, 'c'},
+        {"dir", required_argument, 0, 'D'},     {"set", required_argument, 0, 's'},
+        {"migrations", required_argument, 0, 'm'}, {"lock-timeout", required_argument, 0, 'l'},
+        {"eventlog", required_argument, 0, 'e'},
+        {"json", no_argument, 0, 'j'},          {"quiet", no_argument, 0, 'q'},
+        {"yes", no_argument, 0, 'y'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+    };
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "hjq", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'd': c->dsn = optarg; break;
+        case 'c': c->config = optarg; break;
+        case 'D': c->dir = optarg; break;
+        case 's': c->set = optarg; break;
+        case 'm': c->migrations = optarg; break;
+        case 'e': c->eventlog = optarg; break;
+        case 'l': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 86400000) {
+                fprintf(stderr, "odbox: --lock-timeout wants milliseconds 1..86400000\n");
+                return EXIT_USAGE;
+            }
+            c->lock_timeout_ms = (int)v;
+            break;
+        }
+        case 'j': c->json = 1; break;
+        case 'q': c->quiet = 1; break;
+        case 'y':
+            if (!allow_yes)
+                goto unknown;
+            c->yes = 1;
+            break;
+        case 'h': printf("%s%s", usage, cli_usage_target); exit(0);
+        default:
+        unknown:
+            fprintf(stderr, "odbox: unknown or incomplete option '%s'\n%s%s", argv[optind - 1], usage,
+                    cli_usage_target);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "odbox: unexpected argument '%s'\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!c->dsn && !c->config)
+        c->dsn = getenv("ODBOX_DSN");
+    if (!c->dsn == !c->config) {
+        fprintf(stderr, "odbox: give exactly one of --dsn and --config (or set ODBOX_DSN)\n");
+        return EXIT_USAGE;
+    }
+    if (c->eventlog && c->config) {
+        fprintf(stderr, "odbox: --eventlog goes with --dsn; a config file names each shard's eventlog\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+int cli_open_registry(const cli *c, odbox_registry **r, odbox_error *err)
+{
+    if (c->config)
+        return odbox_registry_load(c->config, r, err);
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = c->dsn, .eventlog = c->eventlog};
+    odbox_registry_config cfg = {.shards = &sc, .nshards = 1};
+    return odbox_registry_open(&cfg, r, err);
+}
+
+int cli_begin(int argc, char **argv, const char *usage, int allow_yes, cli *c, odbox_registry **r,
+              odbox_migrate_options *o)
+{
+    memset(c, 0, sizeof *c);
+    c->tty = isatty(1);
+    int u = cli_parse_options(argc, argv, c, usage, allow_yes);
+    if (u)
+        return u;
+    odbox_error err = {0};
+    if (cli_open_registry(c, r, &err) != ODBOX_OK)
+        return cli_fail(c, &err);
+    cli_migrate_options(c, o);
+    return 0;
+}
+
+void cli_migrate_options(const cli *c, odbox_migrate_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->framework_dir = c->migrations;
+    o->user_dir = c->dir;
+    o->user_set = c->set;
+    o->lock_timeout_ms = c->lock_timeout_ms;
+}
+
+void cli_shard_name(const odbox_shard *s, char *buf, size_t cap)
+{
+    odbox_shard_id id = odbox_shard_get_id(s);
+    snprintf(buf, cap, "%d.%d", id.group, id.member);
+}

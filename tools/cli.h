@@ -1,0 +1,55 @@
+/* odbox — what the command-line tool's commands share: options, the
+ * registry they work on, exit codes and output. */
+#ifndef ODBOX_TOOLS_CLI_H
+#define ODBOX_TOOLS_CLI_H
+
+#include <json-c/json.h>
+#include "odbox/odbox.h"
+
+/* Exit codes: 0 success, 1 database or other runtime error, and: */
+enum { EXIT_USAGE = 2, EXIT_MISMATCH = 3, EXIT_CONNECT = 4, EXIT_LOCK = 5, EXIT_OWNER = 6 };
+
+typedef struct cli {
+    const char *dsn;
+    const char *config;
+    const char *dir;
+    const char *set;
+    const char *migrations;
+    const char *eventlog;
+    int lock_timeout_ms;
+    int json;
+    int quiet;
+    int yes;   /* migrate repair: make the changes */
+    int tty;
+} cli;
+
+/* The options every command that works on shards takes (help text). */
+extern const char cli_usage_target[];
+
+/* Parses argv (argv[0] is the command) into c; 0, or an exit code after
+ * printing why. --help prints usage and exits. allow_yes: --yes is one
+ * of the command's options. */
+int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int allow_yes);
+int cli_open_registry(const cli *c, odbox_registry **r, odbox_error *err);
+void cli_migrate_options(const cli *c, odbox_migrate_options *o);
+/* What every command on shards starts with: parses argv into c, opens
+ * the registry *r and fills o; 0, or the exit code after reporting. */
+int cli_begin(int argc, char **argv, const char *usage, int allow_yes, cli *c, odbox_registry **r,
+              odbox_migrate_options *o);
+
+/* The exit code for an ODBOX_E* code. */
+int cli_exit_code(int rc);
+/* Reports err (on stderr; with --json also as a document on stdout) and
+ * returns its exit code. */
+int cli_fail(const cli *c, const odbox_error *err);
+/* Prints a JSON document on stdout, indented, '/' left as it is. */
+void cli_print_json(json_object *o);
+/* "G.M" */
+void cli_shard_name(const odbox_shard *s, char *buf, size_t cap);
+
+int cmd_migrate(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+extern const char usage_migrate[];
+extern const char usage_status[];
+
+#endif
