@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BUILD_PACKAGES=(gcc make autoconf automake libtool pkg-config unixodbc-dev libjson-c-dev
+BUILD_PACKAGES=(gcc g++ make autoconf automake libtool pkg-config unixodbc-dev libjson-c-dev
     uuid-dev check valgrind)
 missing=()
 for p in "${BUILD_PACKAGES[@]}"; do
