@@ -1,6 +1,7 @@
 #!/bin/sh
 # make installcheck: builds tests/install/program.c with nothing but
-# `pkg-config --cflags --libs odbox` from the installed odbox.pc, runs it,
+# `pkg-config --cflags --libs odbox` from the installed odbox.pc and runs
+# it, builds examples/quickstart/quickstart.c the same way (strict C99),
 # and checks that --static lists what libodbox.a needs.
 # Usage: installcheck.sh SRCDIR LIBDIR CC
 set -eu
@@ -20,6 +21,10 @@ echo "installcheck: $cc $cflags program.c $libs"
 # shellcheck disable=SC2086 # the flags are words
 $cc $cflags -o "$tmp/program" "$src/tests/install/program.c" $libs
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/program"
+# the README's program, as the README builds it (running it needs a server:
+# tests/quickstart/quickstart.test does that)
+# shellcheck disable=SC2086
+$cc -std=c99 -Wall -Wextra -Wpedantic -Werror "$src/examples/quickstart/quickstart.c" $cflags $libs -o "$tmp/quickstart"
 static=$(pkg-config --static --libs odbox)
 for lib in -lodbox -ljson-c -lodbc -luuid; do
     case " $static " in
