@@ -2,6 +2,7 @@
 # counting, expectations on a command's output, SQL through the servers'
 # own clients, and one run per dialect whose server the test run has.
 # The sourcing script sets tmp (a private directory) first.
+# shellcheck shell=sh disable=SC2154 # tmp
 
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
