@@ -121,4 +121,13 @@ int odbox_stmt_bind_valid_uuid(odbox_stmt *s, int idx, const char *uuid36, odbox
  * as int64 (ODBOX_ENOTFOUND when no row). */
 int odbox_stmt_query_int64(odbox_stmt *s, int64_t *v, odbox_error *err);
 
+/* ---- keyed-lock sessions ------------------------------------------------ */
+
+/* The pool keyed locks take their sessions from: one per shard, on its
+ * primary, apart from the pool odbox_execute writes through (src/lock.c). */
+struct odbox_shard;
+odbox_pool *odbox_shard_lock_pool(const struct odbox_shard *s);
+/* That pool's configuration, from the shard's pool configuration. */
+void odbox_lock_pool_config(const odbox_pool_config *shard_pool, odbox_pool_config *out);
+
 #endif

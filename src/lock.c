@@ -1,6 +1,12 @@
 /* odbox — keyed locks: leases over the session locks of src/db/lock.c.
  *
- * A hold is one lock taken on one pooled connection of a shard's primary.
+ * A hold is one lock taken on one session of the shard's lock pool: a
+ * pool of its own beside the primary pool (opened by the registry, sized
+ * by odbox_lock_pool_config), so that lock sessions never take the
+ * connections odbox_execute writes through. A waiter does not keep a
+ * session while it waits: each try borrows one, and gives it back unless
+ * the try took the lock. So sessions are pinned only by held locks, and
+ * waiters on one hot key cannot use up the sessions other keys need.
  * Every hold lives in one process-wide list (g_holds) with its owner
  * thread, so a nested acquire by the same thread for the same key and
  * shard finds it and only counts up; each lease points at its hold, and
@@ -28,7 +34,8 @@
 #include "internal.h"
 #include "odbox/lock.h"
 
-#define ACQUIRE_SEGMENT_MS 5000   /* unbounded acquire: wait in segments like Ekbatan */
+#define POLL_MS 50                /* a waiter tries the lock this often */
+#define SESSION_WAIT_MS 50        /* one try waits this long at most for a free lock session */
 #define WATCHDOG_LINGER_MS 2000   /* idle watchdog thread exits after this */
 
 typedef struct hold {
@@ -279,6 +286,75 @@ static hold *reenter(const odbox_shard *shard, const char *key)
     return found;
 }
 
+/* ---- acquiring --------------------------------------------------------------- */
+
+void odbox_lock_pool_config(const odbox_pool_config *shard_pool, odbox_pool_config *out)
+{
+    /* As many lock sessions as the shard has connections: as many keys
+     * can be held at once as before the pools were split. The short wait
+     * makes one try cheap; a waiter's own wait bounds the whole. */
+    out->size = shard_pool ? shard_pool->size : 0;
+    out->acquire_timeout_ms = SESSION_WAIT_MS;
+}
+
+static long ms_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)(now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* One try on a borrowed lock session. *taken = 1: h->conn holds the lock.
+ * Otherwise the session went back, and *no_session tells whether the try
+ * never happened because every lock session was in use. */
+static int try_once(hold *h, int *taken, int *no_session, odbox_error *err)
+{
+    *taken = 0;
+    *no_session = 0;
+    int rc = odbox_pool_acquire(h->pool, &h->conn, err);
+    if (rc == ODBOX_ETIMEDOUT) {
+        *no_session = 1;
+        return ODBOX_OK;
+    }
+    if (rc != ODBOX_OK)
+        return rc;
+    rc = odbox_conn_try_lock(h->conn, h->key, taken, err);
+    if (rc != ODBOX_OK)
+        odbox_pool_discard(h->pool, &h->conn); /* the lock may or may not have been taken */
+    else if (!*taken)
+        odbox_pool_release(h->pool, &h->conn);
+    return rc;
+}
+
+/* Tries until h's lock is taken (h->conn holds it) or wait_ms passed
+ * (0: one try, < 0: no bound). Contention is ODBOX_EBUSY (one try) or
+ * ODBOX_ETIMEDOUT. */
+static int take(hold *h, int wait_ms, odbox_error *err)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int taken = 0, no_session = 0;
+        int rc = try_once(h, &taken, &no_session, err);
+        if (rc != ODBOX_OK || taken)
+            return rc;
+        long waited = ms_since(&t0);
+        if (wait_ms >= 0 && waited >= wait_ms) {
+            int code = wait_ms == 0 ? ODBOX_EBUSY : ODBOX_ETIMEDOUT;
+            if (no_session)
+                return odbox_fail(err, code,
+                                  "lock '%.64s': every lock session of the shard is in use "
+                                  "(it has as many as its pool size); waited %ld ms",
+                                  h->key, waited);
+            return odbox_fail(err, code, "lock '%.64s' is held by another session; waited %ld ms", h->key,
+                              waited);
+        }
+        long nap_ms = wait_ms < 0 || wait_ms - waited > POLL_MS ? POLL_MS : wait_ms - waited;
+        struct timespec nap = {0, nap_ms * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+}
+
 /* wait_ms: 0 try once, > 0 bounded, < 0 unbounded. */
 static int acquire(odbox_shard *shard, const char *key, int wait_ms, int max_hold_ms, odbox_lease **out,
                    odbox_error *err)
@@ -312,30 +388,10 @@ static int acquire(odbox_shard *shard, const char *key, int wait_ms, int max_hol
     pthread_mutex_init(&h->mu, NULL);
     h->owner = pthread_self();
     h->shard = shard;
-    h->pool = odbox_shard_primary(shard);
+    h->pool = odbox_shard_lock_pool(shard);
     h->count = 1;
 
-    int rc = odbox_pool_acquire(h->pool, &h->conn, err);
-    if (rc == ODBOX_OK) {
-        if (wait_ms == 0) {
-            int taken = 0;
-            rc = odbox_conn_try_lock(h->conn, key, &taken, err);
-            if (rc == ODBOX_OK && !taken)
-                rc = odbox_fail(err, ODBOX_EBUSY, "lock '%.64s' is held by another session", key);
-        } else if (wait_ms > 0) {
-            rc = odbox_conn_lock(h->conn, key, wait_ms, err);
-        } else {
-            do
-                rc = odbox_conn_lock(h->conn, key, ACQUIRE_SEGMENT_MS, err);
-            while (rc == ODBOX_ETIMEDOUT);
-        }
-        if (rc == ODBOX_EBUSY || rc == ODBOX_ETIMEDOUT) {
-            odbox_pool_release(h->pool, &h->conn);
-        } else if (rc != ODBOX_OK) {
-            /* the lock may or may not have been taken: do not reuse the session */
-            odbox_pool_discard(h->pool, &h->conn);
-        }
-    }
+    int rc = take(h, wait_ms, err);
     if (rc != ODBOX_OK) {
         hold_free(h);
         free(lease);

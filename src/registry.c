@@ -13,6 +13,7 @@ struct odbox_shard {
     char eventlog[ODBOX_NAME_MAX];
     odbox_pool *primary;
     odbox_pool *replica;   /* NULL: reads use the primary */
+    odbox_pool *locks;     /* keyed-lock sessions on the primary (src/lock.c) */
     char *primary_redacted;
     /* What was checked against this shard's schema (its eventlog's owner,
      * model types' tables), so that each is checked once: the registry is
@@ -106,6 +107,7 @@ static void shard_release(odbox_shard *s)
 {
     odbox_pool_free(&s->primary);
     odbox_pool_free(&s->replica);
+    odbox_pool_free(&s->locks);
     free(s->primary_redacted);
     free(s->verified);
     pthread_mutex_destroy(&s->verified_mu);
@@ -179,6 +181,12 @@ int odbox_registry_open(const odbox_registry_config *cfg, odbox_registry **out, 
             odbox_registry_free(&r);
             return rc;
         }
+        odbox_pool_config lock_cfg;
+        odbox_lock_pool_config(&sc->pool, &lock_cfg);
+        if ((rc = odbox_pool_open(sc->primary_dsn, &lock_cfg, &s->locks, err)) != ODBOX_OK) {
+            odbox_registry_free(&r);
+            return rc;
+        }
         if (!(s->primary_redacted = odbox_dsn_redact(sc->primary_dsn))) {
             odbox_registry_free(&r);
             return odbox_fail(err, ODBOX_ENOMEM, "registry: out of memory");
@@ -237,6 +245,7 @@ odbox_shard_id odbox_shard_get_id(const odbox_shard *s) { return s->id; }
 const char *odbox_shard_eventlog(const odbox_shard *s) { return s->eventlog; }
 odbox_pool *odbox_shard_primary(const odbox_shard *s) { return s->primary; }
 odbox_pool *odbox_shard_replica(const odbox_shard *s) { return s->replica ? s->replica : s->primary; }
+odbox_pool *odbox_shard_lock_pool(const odbox_shard *s) { return s->locks; }
 int odbox_shard_has_replica(const odbox_shard *s) { return s->replica != NULL; }
 const char *odbox_shard_primary_redacted(const odbox_shard *s) { return s->primary_redacted; }
 

@@ -22,8 +22,7 @@ run_suites() {
     echo "=== 2/4 unit tier under valgrind"
     make -C build check-valgrind
     echo "=== 3/4 make check with AddressSanitizer + UndefinedBehaviorSanitizer"
-    mkdir -p build-asan
-    (cd build-asan && { [[ -f Makefile ]] || ../configure --quiet --enable-sanitizers; } &&
+    (tests/configure-dir.sh build-asan --enable-sanitizers && cd build-asan &&
         make -j"$jobs" >/dev/null && make -j"$jobs" check) || { cat build-asan/test-suite.log; exit 1; }
     echo "=== 4/4 make distcheck"
     make -C build -j"$jobs" distcheck >build/distcheck.log 2>&1 || { tail -100 build/distcheck.log; exit 1; }

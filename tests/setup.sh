@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tests/setup.sh - on a Debian machine (as root): install what building odbox
-# needs when it is missing, then configure and build into ./build.
+# needs when it is missing, then configure and build into ./build (out of
+# tree; a tree configured in place is cleaned first: tests/configure-dir.sh).
 #
 # Usage: tests/setup.sh [configure options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BUILD_PACKAGES=(gcc make autoconf automake libtool pkg-config unixodbc-dev libjson-c-dev
+BUILD_PACKAGES=(gcc g++ make autoconf automake libtool pkg-config unixodbc-dev libjson-c-dev
     uuid-dev check valgrind)
 missing=()
 for p in "${BUILD_PACKAGES[@]}"; do
@@ -21,8 +22,7 @@ fi
 tests/db/install-deps.sh
 
 [[ -x configure ]] || ./autogen.sh >/dev/null
-mkdir -p build
+tests/configure-dir.sh build "$@"
 cd build
-[[ -f Makefile ]] || ../configure --quiet "$@"
 make -j"$(nproc)" >/dev/null
 echo "odbox-setup: built $(./odbox version) in $(pwd)" >&2

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "error.h"
+#include "dialect.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,7 +20,6 @@ extern "C" {
 typedef struct odbox_conn odbox_conn;
 typedef struct odbox_pool odbox_pool;
 typedef struct odbox_stmt odbox_stmt;
-typedef struct odbox_dialect odbox_dialect;
 
 /* Value types of binds and getters. */
 typedef enum odbox_type {

@@ -6,7 +6,11 @@
  * 64-bit lock id (PostgreSQL) or, as lower-case hex, the lock name
  * (MySQL/MariaDB) — the same ids Ekbatan uses, so both can share locks.
  *
- * A lease pins one pooled connection until it is released. Re-entrant per
+ * Locks take their sessions from a pool of their own per shard (as many
+ * sessions as the shard's pool size, opened on demand), never from the
+ * pool odbox_execute writes through, so holders and waiters cannot starve
+ * an execute. A lease keeps one session until it is released; a waiter
+ * borrows one only for each try. Re-entrant per
  * (thread, key, shard): acquiring a key this thread already holds counts
  * up without touching the database, and the lock is released when the
  * outermost lease is released. A lease held longer than max_hold_ms is
@@ -27,15 +31,16 @@ typedef struct odbox_lease odbox_lease;
 
 /* Waits up to wait_ms for the lock (0: try once). Contention is not an
  * error: *lease is set to NULL and ODBOX_EBUSY returned (ODBOX_ETIMEDOUT
- * when wait_ms > 0 elapsed). max_hold_ms must be > 0. Backend failures
- * return their own codes (ODBOX_ECONNECT, ODBOX_EDB, ...). A lease needs a
- * connection from the shard's pool: when all are in use, acquiring one
- * waits up to the pool's acquire timeout first (ODBOX_ETIMEDOUT). Waiting
- * polls the server every 50 ms: waiters are not queued. */
+ * when wait_ms > 0 elapsed). That includes every lock session of the
+ * shard being in use (as many locks held as its pool size): the message
+ * says which. max_hold_ms must be > 0. Backend failures return their own
+ * codes (ODBOX_ECONNECT, ODBOX_EDB, ...). Waiting tries every 50 ms, one
+ * round trip each: waiters are not queued, and a released lock goes to
+ * whichever waiter tries first. */
 int odbox_lock_try_acquire(odbox_shard *shard, const char *key, int wait_ms, int max_hold_ms,
                            odbox_lease **lease, odbox_error *err);
 
-/* Waits as long as it takes (but see the pool note above). */
+/* Waits as long as it takes, also for a free lock session. */
 int odbox_lock_acquire(odbox_shard *shard, const char *key, int max_hold_ms, odbox_lease **lease,
                        odbox_error *err);
 

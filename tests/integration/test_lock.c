@@ -1,7 +1,8 @@
 /* odbox — integration tests of keyed locks (leases) against a real server:
  * mutual exclusion between threads, try/bounded waits, independent keys,
  * re-entrancy, the max-hold watchdog, connections going back to the
- * pool, backend failures and bad input. */
+ * pool, lock sessions apart from the executor's connections, backend
+ * failures and bad input. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "itest.h"
+#include "actions.h"
 
 static long now_ms(void)
 {
@@ -436,6 +437,125 @@ START_TEST(connection_returns_to_pool)
 }
 END_TEST
 
+/* ---- lock sessions apart from the executor's connections ---------------------------- */
+
+/* The dummies fixture on a registry whose primary pool has `size`
+ * connections and gives up waiting for a free one after 3 s. */
+static void open_small_pool_fixture(dfx *f, int size)
+{
+    dfx_open(f, 1, 0);
+    odbox_registry_free(&f->r);
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = itest_dsn(1), .eventlog = f->ev[0]};
+    sc.pool.size = size;
+    sc.pool.acquire_timeout_ms = 3000;
+    odbox_registry_config rc = {.shards = &sc, .nshards = 1};
+    odbox_error e = {0};
+    ck_assert_msg(odbox_registry_open(&rc, &f->r, &e) == ODBOX_OK, "%s", e.message);
+}
+
+/* The pattern README recommends: lock, execute, release. The execute adds
+ * one dummy with one event and must commit. */
+static void execute_under_lock(dfx *f, odbox_executor *exe, int64_t rows_before)
+{
+    odbox_model *d = dfx_dummy(NULL, "locked", 1);
+    script sc = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1};
+    odbox_result res;
+    odbox_error e = {0};
+    long t0 = now_ms();
+    int rc = execute_script(exe, "LockedCreate", &sc, NULL, NULL, &res, &e);
+    ck_assert_msg(rc == ODBOX_OK, "the lock holder's execute: %s %s (after %ld ms)", odbox_errname(rc), e.message,
+                  now_ms() - t0);
+    odbox_result_clear(&res);
+    ck_assert_int_eq(dfx_rows(f, 0, "dummies"), rows_before + 1);
+    ck_assert_int_eq(dfx_events(f, 0), rows_before + 1);
+    odbox_model_free(&d);
+}
+
+START_TEST(waiters_do_not_starve_the_holder)
+{
+    enum { POOL = 3 };
+    dfx f;
+    open_small_pool_fixture(&f, POOL);
+    odbox_executor *exe = open_exe(&f);
+    odbox_shard *s = odbox_registry_default_shard(f.r);
+    char key[64];
+    itest_name(key, sizeof key, "lock_starve");
+    odbox_lease *l = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_lock_acquire(s, key, 60000, &l, &e) == ODBOX_OK, "%s", e.message);
+
+    /* as many waiters as the primary pool has connections, unbounded and
+     * bounded; each holds the lock a moment once it has it */
+    attempt w[POOL];
+    pthread_t t[POOL];
+    for (int i = 0; i < POOL; i++) {
+        w[i] = (attempt){.shard = s, .key = key, .wait_ms = i % 2 ? 60000 : -1, .max_hold_ms = 10000, .hold_ms = 20};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, attempt_main, &w[i]), 0);
+    }
+    sleep_ms(300); /* they are waiting (before the fix, each on a connection of the pool) */
+    execute_under_lock(&f, exe, 0);
+    ck_assert_int_eq(odbox_lock_is_held(l), 1);
+
+    /* one more waiter gives up cleanly while the lock is held */
+    attempt quitter = other_thread(s, key, 400, 10000);
+    ck_assert_msg(quitter.rc == ODBOX_ETIMEDOUT, "%s: %s", odbox_errname(quitter.rc), quitter.message);
+    ck_assert(strstr(quitter.message, "held by another session"));
+    ck_assert_int_ge(quitter.elapsed_ms, 390);
+    ck_assert_int_lt(quitter.elapsed_ms, 5000);
+
+    odbox_lock_release(&l);
+    for (int i = 0; i < POOL; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_msg(w[i].rc == ODBOX_OK, "waiter %d: %s: %s", i, odbox_errname(w[i].rc), w[i].message);
+        ck_assert_int_eq(w[i].held, 1);
+    }
+    odbox_executor_free(&exe);
+    dfx_close(&f); /* frees the registry: every connection went back */
+}
+END_TEST
+
+START_TEST(held_keys_leave_the_executor_its_connections)
+{
+    enum { POOL = 2 };
+    dfx f;
+    open_small_pool_fixture(&f, POOL);
+    odbox_executor *exe = open_exe(&f);
+    odbox_shard *s = odbox_registry_default_shard(f.r);
+    char keys[POOL + 1][64];
+    odbox_lease *l[POOL] = {0};
+    odbox_error e = {0};
+    for (int i = 0; i <= POOL; i++)
+        itest_name(keys[i], sizeof keys[i], "lock_sessions");
+    for (int i = 0; i < POOL; i++)
+        ck_assert_msg(odbox_lock_try_acquire(s, keys[i], 0, 60000, &l[i], &e) == ODBOX_OK, "%s", e.message);
+    execute_under_lock(&f, exe, 0);
+
+    /* every lock session holds a lock: a new key is contention, bounded */
+    attempt a = other_thread(s, keys[POOL], 0, 10000);
+    ck_assert_msg(a.rc == ODBOX_EBUSY, "%s: %s", odbox_errname(a.rc), a.message);
+    ck_assert_msg(strstr(a.message, "every lock session of the shard is in use"), "%s", a.message);
+    ck_assert_int_lt(a.elapsed_ms, 2000);
+    a = other_thread(s, keys[POOL], 300, 10000);
+    ck_assert_msg(a.rc == ODBOX_ETIMEDOUT, "%s: %s", odbox_errname(a.rc), a.message);
+    ck_assert_int_ge(a.elapsed_ms, 290);
+    ck_assert_int_lt(a.elapsed_ms, 5000);
+    execute_under_lock(&f, exe, 1);
+
+    /* a waiter gets a session once a lock is released within its wait */
+    attempt w = {.shard = s, .key = keys[POOL], .wait_ms = 10000, .max_hold_ms = 10000};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, attempt_main, &w), 0);
+    sleep_ms(200);
+    odbox_lock_release(&l[0]);
+    pthread_join(t, NULL);
+    ck_assert_msg(w.rc == ODBOX_OK, "%s: %s", odbox_errname(w.rc), w.message);
+    ck_assert_int_eq(w.held, 1);
+    odbox_lock_release(&l[1]);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
 START_TEST(backend_failure_is_not_busy)
 {
     const char *scheme = !strcmp(itest_dialect(), "pg") ? "postgresql" : itest_dialect();
@@ -495,6 +615,8 @@ Suite *lock_suite(void)
     tcase_add_test(t, max_hold_force_releases);
     tcase_add_test(t, watchdog_honours_each_deadline);
     tcase_add_test(t, connection_returns_to_pool);
+    tcase_add_test(t, waiters_do_not_starve_the_holder);
+    tcase_add_test(t, held_keys_leave_the_executor_its_connections);
     tcase_add_test(t, backend_failure_is_not_busy);
     tcase_add_test(t, bad_input);
     suite_add_tcase(s, t);

@@ -1,0 +1,35 @@
+#!/bin/sh
+# make installcheck: builds tests/install/program.c with nothing but
+# `pkg-config --cflags --libs odbox` from the installed odbox.pc and runs
+# it, builds examples/quickstart/quickstart.c the same way (strict C99),
+# and checks that --static lists what libodbox.a needs.
+# Usage: installcheck.sh SRCDIR LIBDIR CC
+set -eu
+src=$1 libdir=$2 cc=$3
+if [ -n "${DESTDIR:-}" ]; then
+    echo "installcheck: checks the installed copy at its configured prefix; DESTDIR ($DESTDIR) is not supported" >&2
+    exit 1
+fi
+[ -f "$libdir/pkgconfig/odbox.pc" ] || { echo "installcheck: $libdir/pkgconfig/odbox.pc not found: run make install first" >&2; exit 1; }
+tmp=$(mktemp -d /tmp/odbox-installcheck.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export PKG_CONFIG_PATH
+cflags=$(pkg-config --cflags odbox)
+libs=$(pkg-config --libs odbox)
+echo "installcheck: $cc $cflags program.c $libs"
+# shellcheck disable=SC2086 # the flags are words
+$cc $cflags -o "$tmp/program" "$src/tests/install/program.c" $libs
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/program"
+# the README's program, as the README builds it (running it needs a server:
+# tests/quickstart/quickstart.test does that)
+# shellcheck disable=SC2086
+$cc -std=c99 -Wall -Wextra -Wpedantic -Werror "$src/examples/quickstart/quickstart.c" $cflags $libs -o "$tmp/quickstart"
+static=$(pkg-config --static --libs odbox)
+for lib in -lodbox -ljson-c -lodbc -luuid; do
+    case " $static " in
+    *" $lib "*) ;;
+    *) echo "installcheck: pkg-config --static --libs odbox lacks $lib: $static" >&2; exit 1 ;;
+    esac
+done
+echo "installcheck: a program builds and runs with pkg-config's flags for odbox alone"
