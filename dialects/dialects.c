@@ -33,3 +33,17 @@ const odbox_dialect *odbox_dialect_detect(const char *name, const char *version)
             return *d;
     return NULL;
 }
+
+int odbox_dialect_eventlog_table(const odbox_dialect *d, const char *eventlog, const char *name, char *out,
+                                 size_t cap)
+{
+    if (!d || !d->eventlog_separator || !eventlog || !name || !out || cap == 0)
+        return ODBOX_EINVAL;
+    size_t a = strlen(eventlog), s = strlen(d->eventlog_separator), t = strlen(name);
+    if (a + s + t >= cap)
+        return ODBOX_EINVAL;
+    memcpy(out, eventlog, a);
+    memcpy(out + a, d->eventlog_separator, s);
+    memcpy(out + a + s, name, t + 1);
+    return ODBOX_OK;
+}

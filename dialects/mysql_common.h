@@ -45,6 +45,7 @@ extern const char *const odbox_mysql_session_setup[];
     .lock_try_sql = "SELECT GET_LOCK(?, 0)",                                               \
     .lock_release_sql = "SELECT RELEASE_LOCK(?)",                                          \
     .session_id_sql = "SELECT CONNECTION_ID()",                                            \
-    .kill_session_fmt = "KILL %lld"
+    .kill_session_fmt = "KILL %lld",                                                       \
+    .eventlog_separator = "."
 
 #endif

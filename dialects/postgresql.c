@@ -133,4 +133,5 @@ const odbox_dialect odbox_dialect_postgresql = {
     .timestamp_read_close = " AS TEXT)",
     .numbers_as_text = 1,
     .join_writes_sql = join_writes_sql,
+    .eventlog_separator = ".",
 };

@@ -189,16 +189,26 @@ static int load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, m
     return ODBOX_OK;
 }
 
+/* The history table's SQL name in eventlog (out holds ODBOX_NAME_MAX * 2). */
+static const char *history_table(odbox_conn *c, const char *eventlog, char *out)
+{
+    /* eventlog is a validated name of under ODBOX_NAME_MAX characters: it fits */
+    odbox_dialect_eventlog_table(odbox_conn_dialect(c), eventlog, HISTORY_TABLE, out, ODBOX_NAME_MAX * 2);
+    return out;
+}
+
 static int ensure_history(odbox_conn *c, const char *eventlog, odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
-    char sql[1024];
+    char sql[1024], table[ODBOX_NAME_MAX * 2];
     int rc;
-    snprintf(sql, sizeof sql, d->create_eventlog_fmt, eventlog);
-    if ((rc = odbox_conn_exec(c, sql, err)) != ODBOX_OK)
-        return rc;
+    if (d->create_eventlog_fmt) { /* else the eventlog is a name prefix */
+        snprintf(sql, sizeof sql, d->create_eventlog_fmt, eventlog);
+        if ((rc = odbox_conn_exec(c, sql, err)) != ODBOX_OK)
+            return rc;
+    }
     snprintf(sql, sizeof sql,
-             "CREATE TABLE IF NOT EXISTS %s." HISTORY_TABLE " ("
+             "CREATE TABLE IF NOT EXISTS %s ("
              "migration_set VARCHAR(64) NOT NULL, "
              "version BIGINT NOT NULL, "
              "description VARCHAR(255) NOT NULL, "
@@ -208,20 +218,20 @@ static int ensure_history(odbox_conn *c, const char *eventlog, odbox_error *err)
              "execution_ms BIGINT NOT NULL, "
              "success %s NOT NULL, "
              "PRIMARY KEY (migration_set, version))",
-             eventlog, d->timestamp_type, d->bool_type);
+             history_table(c, eventlog, table), d->timestamp_type, d->bool_type);
     return odbox_conn_exec(c, sql, err);
 }
 
 static int read_history(odbox_conn *c, const char *eventlog, applied **out, size_t *n, odbox_error *err)
 {
-    char sql[256];
+    char sql[256], table[ODBOX_NAME_MAX * 2];
     odbox_stmt *s = NULL;
     size_t cap = 0;
     *out = NULL;
     *n = 0;
     snprintf(sql, sizeof sql,
-             "SELECT migration_set, version, checksum, success, installed_on FROM %s." HISTORY_TABLE
-             " ORDER BY migration_set, version", eventlog);
+             "SELECT migration_set, version, checksum, success, installed_on FROM %s"
+             " ORDER BY migration_set, version", history_table(c, eventlog, table));
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
@@ -320,11 +330,11 @@ static int validate(const mset *sets, size_t nsets, const applied *h, size_t nh,
 static int record(odbox_conn *c, const char *eventlog, const char *set, const mfile *f,
                   int64_t started_us, int success, odbox_error *err)
 {
-    char sql[512];
+    char sql[512], table[ODBOX_NAME_MAX * 2];
     odbox_stmt *s = NULL;
     snprintf(sql, sizeof sql,
-             "INSERT INTO %s." HISTORY_TABLE " (migration_set, version, description, script, checksum, "
-             "installed_on, execution_ms, success) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", eventlog);
+             "INSERT INTO %s (migration_set, version, description, script, checksum, "
+             "installed_on, execution_ms, success) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", history_table(c, eventlog, table));
     int64_t now = odbox_now_us();
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     if (rc == ODBOX_OK &&

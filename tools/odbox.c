@@ -259,17 +259,21 @@ static int cmd_migrate(int argc, char **argv)
 /* Adds {"total","undelivered","sentinel"} and {"<STATE>": n} counts. */
 static int shard_counts(odbox_conn *conn, const char *eventlog, json_object *out, odbox_error *err)
 {
-    char sql[512];
+    char sql[512], events[ODBOX_NAME_MAX * 2], notifications[ODBOX_NAME_MAX * 2];
     int exists = 0, rc;
     odbox_stmt *s = NULL;
+    /* eventlog is a validated name: both fit */
+    odbox_dialect_eventlog_table(odbox_conn_dialect(conn), eventlog, "events", events, sizeof events);
+    odbox_dialect_eventlog_table(odbox_conn_dialect(conn), eventlog, "event_notifications", notifications,
+                                 sizeof notifications);
     if ((rc = odbox_conn_table_exists(conn, eventlog, "events", &exists, err)) != ODBOX_OK)
         return rc;
     if (exists) {
         int64_t total = 0, undelivered = 0, sentinel = 0;
         snprintf(sql, sizeof sql,
                  "SELECT COUNT(*), COALESCE(SUM(CASE WHEN delivered THEN 0 ELSE 1 END), 0), "
-                 "COALESCE(SUM(CASE WHEN event_type IS NULL THEN 1 ELSE 0 END), 0) FROM %s.events",
-                 eventlog);
+                 "COALESCE(SUM(CASE WHEN event_type IS NULL THEN 1 ELSE 0 END), 0) FROM %s",
+                 events);
         if ((rc = odbox_stmt_prepare(conn, sql, &s, err)) == ODBOX_OK &&
             (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1 &&
             (rc = odbox_stmt_get_int64(s, 1, &total, NULL, err)) == ODBOX_OK &&
@@ -289,8 +293,8 @@ static int shard_counts(odbox_conn *conn, const char *eventlog, json_object *out
         return rc;
     if (exists) {
         json_object *no = json_object_new_object();
-        snprintf(sql, sizeof sql, "SELECT state, COUNT(*) FROM %s.event_notifications GROUP BY state ORDER BY state",
-                 eventlog);
+        snprintf(sql, sizeof sql, "SELECT state, COUNT(*) FROM %s GROUP BY state ORDER BY state",
+                 notifications);
         if ((rc = odbox_stmt_prepare(conn, sql, &s, err)) == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "odbc.h"
 #include "dialects.h"
+#include "lock_local.h"
 
 #define LOGIN_TIMEOUT_S 10
 
@@ -100,6 +101,8 @@ void odbox_conn_close(odbox_conn **cp)
     if (!cp || !*cp)
         return;
     odbox_conn *c = *cp;
+    if (c->dialect && c->dialect->lock_key_form == ODBOX_LOCK_KEY_NONE)
+        odbox_local_lock_release_all(c); /* as a server does when a session ends */
     odbox_stmt_cache_clear(c);
     if (c->dbc != SQL_NULL_HDBC) {
         if (c->in_tx && !c->dead)
