@@ -7,6 +7,7 @@ static const odbox_dialect *const table[] = {
     &odbox_dialect_mariadb,
     &odbox_dialect_mysql,
     &odbox_dialect_postgresql,
+    &odbox_dialect_sqlite,
     NULL,
 };
 
