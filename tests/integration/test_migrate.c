@@ -35,12 +35,16 @@ static odbox_registry *one_shard(int which, const char *eventlog)
 
 static int64_t history(odbox_conn *c, const char *eventlog, const char *set)
 {
-    return itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE migration_set = '%s' AND success = TRUE",
-                       eventlog, set);
+    return itest_count(c, "SELECT COUNT(*) FROM %s WHERE migration_set = '%s' AND success = TRUE",
+                       itest_evt(eventlog, "odbox_schema_history"), set);
 }
 
+/* Tables of that name in the eventlog schema (NULL: the application's). */
 static int64_t table_count(odbox_conn *c, const char *schema, const char *table)
 {
+    if (itest_is("sqlite"))
+        return itest_count(c, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '%s'",
+                           schema ? itest_evt(schema, table) : table);
     return itest_count(c, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s%s%s AND table_name = '%s'",
                        schema ? "'" : "", schema ? schema : (strcmp(itest_dialect(), "pg") ? "DATABASE()" : "current_schema()"),
                        schema ? "'" : "", table);
@@ -79,6 +83,16 @@ static void write_file(const char *dir, const char *name, const char *text)
     fclose(f);
 }
 
+/* "CREATE TABLE ${eventlog}.<table> <rest>" in the dialect's naming. */
+static const char *create_in_eventlog(const char *table, const char *rest)
+{
+    static char sql[4][256];
+    static int k;
+    char *b = sql[k++ % 4];
+    snprintf(b, sizeof sql[0], "CREATE TABLE %s %s", itest_evt("${eventlog}", table), rest);
+    return b;
+}
+
 START_TEST(fresh_then_idempotent)
 {
     char ev[64];
@@ -95,7 +109,7 @@ START_TEST(fresh_then_idempotent)
     ck_assert_int_eq(table_count(c, ev, "events"), 1);
     ck_assert_int_eq(table_count(c, ev, "event_notifications"), 1);
     ck_assert_int_eq(table_count(c, NULL, "scheduled_tasks"), 1);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.events", ev), 0);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), 0);
 
     memset(&n, 0, sizeof n);
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_OK);
@@ -160,7 +174,7 @@ START_TEST(tampered_missing_and_out_of_order)
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
 
     /* a new V4 next to a changed V2: refused, and V4 is not applied */
-    write_file(sub, "V4__more.sql", "CREATE TABLE ${eventlog}.more_things (id INT PRIMARY KEY);\n");
+    write_file(sub, "V4__more.sql", create_in_eventlog("more_things", "(id INT PRIMARY KEY);\n"));
     char path[400];
     snprintf(path, sizeof path, "%s/V2__create_event_notifications.sql", sub);
     FILE *f = fopen(path, "a");
@@ -188,10 +202,10 @@ START_TEST(tampered_missing_and_out_of_order)
     unlink(strcat(strcat(strcpy(path, sub), "/"), "V5_one_underscore.sql"));
 
     /* V4 applied, then a V3b squeezed below it */
-    write_file(sub, "V5__more.sql", "CREATE TABLE ${eventlog}.more_things (id INT PRIMARY KEY);\n");
+    write_file(sub, "V5__more.sql", create_in_eventlog("more_things", "(id INT PRIMARY KEY);\n"));
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(table_count(c, ev, "more_things"), 1);
-    write_file(sub, "V4__late.sql", "CREATE TABLE ${eventlog}.late (id INT);\n");
+    write_file(sub, "V4__late.sql", create_in_eventlog("late", "(id INT);\n"));
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
     ck_assert_ptr_nonnull(strstr(e.message, "older than applied version 5"));
     ck_assert_int_eq(table_count(c, ev, "late"), 0);
@@ -209,8 +223,7 @@ START_TEST(failing_migration)
     itest_name(ev, sizeof ev, "ev_fail");
     copy_migrations(dir, sizeof dir);
     snprintf(sub, sizeof sub, "%s/%s", dir, mig_dir());
-    write_file(sub, "V4__broken.sql",
-               "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\nSELEC broken syntax;\n");
+    write_file(sub, "V4__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\nSELEC broken syntax;\n"));
     odbox_registry *r = one_shard(1, ev);
     odbox_conn *c = itest_connect(1);
     odbox_migrate_options o = {.framework_dir = dir};
@@ -222,13 +235,14 @@ START_TEST(failing_migration)
     if (odbox_conn_dialect(c)->has_transactional_ddl) {
         /* the whole file rolled back; fixing it lets the next run apply it */
         ck_assert_int_eq(table_count(c, ev, "half"), 0);
-        write_file(sub, "V4__broken.sql", "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\n");
+        write_file(sub, "V4__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\n"));
         ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
         ck_assert_int_eq(table_count(c, ev, "half"), 1);
     } else {
         /* DDL commits on its own here: the failure is recorded and later
          * runs refuse to build on it */
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = 4 AND success = FALSE", ev), 1);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = 4 AND success = FALSE",
+                                     itest_evt(ev, "odbox_schema_history")), 1);
         ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
         ck_assert_ptr_nonnull(strstr(e.message, "failed in an earlier run"));
     }
@@ -335,12 +349,9 @@ END_TEST
 
 START_TEST(unreachable_shard)
 {
-    const char *scheme = !strcmp(itest_dialect(), "pg") ? "postgresql" : itest_dialect();
-    char dsn[128];
-    snprintf(dsn, sizeof dsn, "%s://u:Pw-991@127.0.0.1:1/db", scheme);
     odbox_registry *r = NULL;
     odbox_error e;
-    ck_assert_int_eq(odbox_registry_open_dsn(dsn, &r, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_registry_open_dsn(itest_unreachable_dsn("Pw-991"), &r, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_migrate_registry(r, NULL, &e), ODBOX_ECONNECT);
     ck_assert_ptr_nonnull(strstr(e.message, "shard 0.0"));
     ck_assert_ptr_null(strstr(e.message, "Pw-991"));
