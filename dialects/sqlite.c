@@ -1,5 +1,6 @@
-/* odbox — SQLite 3.35+ through Christian Werner's sqliteodbc driver
- * (Debian: libsqliteodbc, odbcinst name "SQLite3").
+/* odbox — SQLite 3.33+ (UPDATE ... FROM) with its JSON functions (built in
+ * since 3.38), through Christian Werner's sqliteodbc driver (Debian:
+ * libsqliteodbc, odbcinst name "SQLite3").
  *
  * One file holds the domain tables and the eventlog tables (named
  * <eventlog>_events, ...), so one transaction covers both. Types: UUIDs,

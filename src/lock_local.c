@@ -59,10 +59,11 @@ static void entry_free(entry *e)
 
 int odbox_local_lock_try(odbox_conn *c, const char *key, int *taken, odbox_error *err)
 {
+    int got = 0;
     if (taken)
         *taken = 0;
-    if (!c || !key || !*key || !taken)
-        return odbox_fail(err, ODBOX_EINVAL, "lock: connection, key or result missing");
+    if (!c || !key || !*key)
+        return odbox_fail(err, ODBOX_EINVAL, "lock: connection or key missing");
     pthread_once(&g_once, init_once);
     char *scope = NULL;
     int rc = scope_of(c, &scope, err);
@@ -81,7 +82,7 @@ int odbox_local_lock_try(odbox_conn *c, const char *key, int *taken, odbox_error
     }
     if (mine) {
         mine->count++;
-        *taken = 1;
+        got = 1;
     } else if (!held_by_other) {
         entry *e = calloc(1, sizeof *e);
         if (!e || !(e->key = strdup(key))) {
@@ -94,11 +95,13 @@ int odbox_local_lock_try(odbox_conn *c, const char *key, int *taken, odbox_error
             e->count = 1;
             e->next = g_locks;
             g_locks = e;
-            *taken = 1;
+            got = 1;
         }
     }
     pthread_mutex_unlock(&g_mu);
     free(scope);
+    if (taken)
+        *taken = got;
     return rc;
 }
 

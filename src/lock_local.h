@@ -15,7 +15,7 @@
 #include "odbox/db.h"
 
 /* Takes key for c when no other connection to the same database holds it:
- * *taken 1, else 0. Never waits. */
+ * *taken (may be NULL) 1, else 0. Never waits. */
 int odbox_local_lock_try(odbox_conn *c, const char *key, int *taken, odbox_error *err);
 
 /* Releases one take of key by c; ODBOX_ESTATE when c does not hold it. */
