@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "actions.h"
 
 static int is_pg(void) { return !strcmp(itest_dialect(), "pg"); }
@@ -104,7 +105,8 @@ START_TEST(eventlog_of_another_application_refused)
     ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(a), owner, sizeof owner, &e), ODBOX_OK);
     ck_assert_str_ne(owner, "");
     snprintf(want, sizeof want, "%s", owner);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_eventlog_owner WHERE owner = '%s'", ev, want), 1);
+    ck_assert_int_eq(
+        itest_count(c, "SELECT COUNT(*) FROM %s WHERE owner = '%s'", itest_evt(ev, "odbox_eventlog_owner"), want), 1);
     ck_assert_int_eq(execute_probe(a, &e), ODBOX_OK);
 
     other_app oa;
@@ -247,6 +249,57 @@ START_TEST(existing_installation_adopted)
 }
 END_TEST
 
+/* SQLite: an eventlog's tables sit in its application's file, so the file
+ * owns it (as "main", its own tables' schema) under whatever path opens it;
+ * another file has an eventlog of its own under the same name. */
+START_TEST(eventlog_belongs_to_its_file)
+{
+    char ev[64], owner[256], copy[1024];
+    itest_name(ev, sizeof ev, "ev_file");
+    odbox_conn *c = itest_connect(1);
+    odbox_registry *a = shard_on(itest_dsn(1), ev);
+    odbox_error e;
+    ck_assert_msg(migrate(a, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(a), owner, sizeof owner, &e), ODBOX_OK);
+    ck_assert_str_eq(owner, "main");
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE owner = 'main'", itest_evt(ev, "odbox_eventlog_owner")),
+                     1);
+    ck_assert_int_eq(execute_probe(a, &e), ODBOX_OK);
+    odbox_registry_free(&a);
+
+    /* a copy of the file, opened under another path: still its own */
+    const char *dsn = itest_dsn(1), *path = strstr(dsn, "://");
+    ck_assert_ptr_nonnull(path);
+    const char *slash = strrchr(path + 3, '/');
+    ck_assert_ptr_nonnull(slash);
+    snprintf(copy, sizeof copy, "%.*s/%s_copy.db", (int)(slash - path - 3), path + 3, ev);
+    itest_exec(c, "VACUUM INTO '%s'", copy);
+    char copy_dsn[1100];
+    snprintf(copy_dsn, sizeof copy_dsn, "sqlite://%s", copy);
+    odbox_registry *moved = shard_on(copy_dsn, ev);
+    ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(moved), owner, sizeof owner, &e), ODBOX_OK);
+    ck_assert_str_eq(owner, "main");
+    ck_assert_msg(migrate(moved, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(execute_probe(moved, &e), ODBOX_OK);
+    odbox_registry_free(&moved);
+    odbox_conn *cc = NULL;
+    ck_assert_int_eq(odbox_conn_open(copy_dsn, &cc, &e), ODBOX_OK);
+    ck_assert_int_eq(itest_count(cc, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), 2);
+    odbox_conn_close(&cc);
+    unlink(copy);
+
+    /* another file: an eventlog of the same name that is its own */
+    odbox_registry *b = shard_on(itest_dsn(2), ev);
+    ck_assert_msg(migrate(b, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(b), owner, sizeof owner, &e), ODBOX_OK);
+    ck_assert_str_eq(owner, "main");
+    ck_assert_int_eq(execute_probe(b, &e), ODBOX_OK);
+    odbox_registry_free(&b);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), 1);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 /* A DSN without a database: nothing to own an eventlog (MySQL/MariaDB). */
 START_TEST(connection_without_a_database)
 {
@@ -276,6 +329,8 @@ Suite *owner_suite(void)
     tcase_add_test(t, eventlog_of_another_application_refused);
     tcase_add_test(t, existing_installation_adopted);
     tcase_add_test(t, connection_without_a_database);
+    if (itest_is("sqlite"))
+        tcase_add_test(t, eventlog_belongs_to_its_file);
     suite_add_tcase(s, t);
     return s;
 }
