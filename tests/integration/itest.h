@@ -36,5 +36,6 @@ Suite *repo_suite(void);
 Suite *action_suite(void);
 Suite *persist_suite(void);
 Suite *shards_suite(void);
+Suite *jobs_suite(void);
 
 #endif

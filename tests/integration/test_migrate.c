@@ -89,9 +89,9 @@ START_TEST(fresh_then_idempotent)
     odbox_migrate_options o = {.progress = count_progress, .progress_ud = &n};
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(n.applied, 3);
+    ck_assert_int_eq(n.applied, 4);
     ck_assert_int_eq(n.done, 1);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
     ck_assert_int_eq(table_count(c, ev, "events"), 1);
     ck_assert_int_eq(table_count(c, ev, "event_notifications"), 1);
     ck_assert_int_eq(table_count(c, NULL, "scheduled_tasks"), 1);
@@ -101,12 +101,12 @@ START_TEST(fresh_then_idempotent)
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_OK);
     ck_assert_int_eq(n.applied, 0);
     ck_assert_int_eq(n.up_to_date, 1);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
 
     odbox_migration_info *list = NULL;
     size_t count = 0;
     ck_assert_int_eq(odbox_migrate_status(odbox_registry_default_shard(r), NULL, &list, &count, &e), ODBOX_OK);
-    ck_assert_uint_eq(count, 3);
+    ck_assert_uint_eq(count, 4);
     for (size_t i = 0; i < count; i++) {
         ck_assert(list[i].applied);
         ck_assert_int_eq(list[i].version, (int64_t)i + 1);
@@ -131,7 +131,7 @@ START_TEST(user_migrations)
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(history(c, ev, "shop"), 2);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
     itest_exec(c, "INSERT INTO widgets (id, version, state, name, created_date, updated_date, color) "
                   "VALUES ('0192f0c1-7a3e-7abc-8def-0123456789ab', 1, 'ACTIVE', 'w', "
                   "'2026-01-01 00:00:00', '2026-01-01 00:00:00', 'red')");
@@ -159,8 +159,8 @@ START_TEST(tampered_missing_and_out_of_order)
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
 
-    /* a new V4 next to a changed V2: refused, and V4 is not applied */
-    write_file(sub, "V4__more.sql", "CREATE TABLE ${eventlog}.more_things (id INT PRIMARY KEY);\n");
+    /* a new V5 next to a changed V2: refused, and V5 is not applied */
+    write_file(sub, "V5__more.sql", "CREATE TABLE ${eventlog}.more_things (id INT PRIMARY KEY);\n");
     char path[400];
     snprintf(path, sizeof path, "%s/V2__create_event_notifications.sql", sub);
     FILE *f = fopen(path, "a");
@@ -170,7 +170,7 @@ START_TEST(tampered_missing_and_out_of_order)
     ck_assert_ptr_nonnull(strstr(e.message, "V2__create_event_notifications.sql"));
     ck_assert_ptr_nonnull(strstr(e.message, "changed"));
     ck_assert_int_eq(table_count(c, ev, "more_things"), 0);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
 
     /* missing applied file */
     unlink(path);
@@ -182,18 +182,18 @@ START_TEST(tampered_missing_and_out_of_order)
     remove_dir(dir);
     copy_migrations(dir, sizeof dir);
     snprintf(sub, sizeof sub, "%s/%s", dir, mig_dir());
-    write_file(sub, "V5_one_underscore.sql", "SELECT 1;\n");
+    write_file(sub, "V6_one_underscore.sql", "SELECT 1;\n");
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EINVAL);
-    ck_assert_ptr_nonnull(strstr(e.message, "V5_one_underscore.sql"));
-    unlink(strcat(strcat(strcpy(path, sub), "/"), "V5_one_underscore.sql"));
+    ck_assert_ptr_nonnull(strstr(e.message, "V6_one_underscore.sql"));
+    unlink(strcat(strcat(strcpy(path, sub), "/"), "V6_one_underscore.sql"));
 
-    /* V4 applied, then a V3b squeezed below it */
-    write_file(sub, "V5__more.sql", "CREATE TABLE ${eventlog}.more_things (id INT PRIMARY KEY);\n");
+    /* V6 applied, then a V5 squeezed below it */
+    write_file(sub, "V6__more.sql", "CREATE TABLE ${eventlog}.more_things (id INT PRIMARY KEY);\n");
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(table_count(c, ev, "more_things"), 1);
-    write_file(sub, "V4__late.sql", "CREATE TABLE ${eventlog}.late (id INT);\n");
+    write_file(sub, "V5__late.sql", "CREATE TABLE ${eventlog}.late (id INT);\n");
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
-    ck_assert_ptr_nonnull(strstr(e.message, "older than applied version 5"));
+    ck_assert_ptr_nonnull(strstr(e.message, "older than applied version 6"));
     ck_assert_int_eq(table_count(c, ev, "late"), 0);
 
     remove_dir(dir);
@@ -209,26 +209,26 @@ START_TEST(failing_migration)
     itest_name(ev, sizeof ev, "ev_fail");
     copy_migrations(dir, sizeof dir);
     snprintf(sub, sizeof sub, "%s/%s", dir, mig_dir());
-    write_file(sub, "V4__broken.sql",
+    write_file(sub, "V5__broken.sql",
                "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\nSELEC broken syntax;\n");
     odbox_registry *r = one_shard(1, ev);
     odbox_conn *c = itest_connect(1);
     odbox_migrate_options o = {.framework_dir = dir};
     odbox_error e;
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EDB);
-    ck_assert_ptr_nonnull(strstr(e.message, "V4__broken.sql"));
+    ck_assert_ptr_nonnull(strstr(e.message, "V5__broken.sql"));
     ck_assert_ptr_nonnull(strstr(e.message, "statement 2"));
-    ck_assert_int_eq(history(c, ev, "odbox"), 3); /* V1..V3 stay applied */
+    ck_assert_int_eq(history(c, ev, "odbox"), 4); /* V1..V4 stay applied */
     if (odbox_conn_dialect(c)->has_transactional_ddl) {
         /* the whole file rolled back; fixing it lets the next run apply it */
         ck_assert_int_eq(table_count(c, ev, "half"), 0);
-        write_file(sub, "V4__broken.sql", "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\n");
+        write_file(sub, "V5__broken.sql", "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\n");
         ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
         ck_assert_int_eq(table_count(c, ev, "half"), 1);
     } else {
         /* DDL commits on its own here: the failure is recorded and later
          * runs refuse to build on it */
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = 4 AND success = FALSE", ev), 1);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = 5 AND success = FALSE", ev), 1);
         ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
         ck_assert_ptr_nonnull(strstr(e.message, "failed in an earlier run"));
     }
@@ -277,9 +277,9 @@ START_TEST(concurrent_migrators_apply_once)
     for (int i = 0; i < 2; i++)
         ck_assert_msg(m[i].rc == ODBOX_OK, "migrator %d: %s", i, m[i].message);
     /* one applied everything, the other waited and found nothing to do */
-    ck_assert_int_eq(m[0].n.applied + m[1].n.applied, 4);
+    ck_assert_int_eq(m[0].n.applied + m[1].n.applied, 5);
     ck_assert_int_ge(m[0].n.waiting + m[1].n.waiting, 1);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
     ck_assert_int_eq(history(c, ev, "slow"), 1);
     itest_drop_eventlog(c, ev);
     odbox_conn_close(&c);
@@ -322,8 +322,8 @@ START_TEST(every_shard_migrated)
     ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_OK);
     ck_assert_msg(odbox_migrate_registry(r, NULL, &e) == ODBOX_OK, "%s", e.message);
     odbox_conn *c1 = itest_connect(1), *c2 = itest_connect(2);
-    ck_assert_int_eq(history(c1, ev1, "odbox"), 3);
-    ck_assert_int_eq(history(c2, ev2, "odbox"), 3);
+    ck_assert_int_eq(history(c1, ev1, "odbox"), 4);
+    ck_assert_int_eq(history(c2, ev2, "odbox"), 4);
     ck_assert_int_eq(table_count(c2, NULL, "scheduled_tasks"), 1);
     itest_drop_eventlog(c1, ev1);
     itest_drop_eventlog(c2, ev2);
