@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <json-c/json.h>
 #include "odbox/odbox.h"
+#include "jobs_cmd.h"
 
 enum { EXIT_USAGE = 2, EXIT_MISMATCH = 3, EXIT_CONNECT = 4, EXIT_LOCK = 5 };
 
@@ -33,6 +34,7 @@ static const char usage_main[] =
     "commands:\n"
     "  migrate   apply pending migrations on every shard\n"
     "  status    per shard: dialect, server, migrations, event and notification counts\n"
+    "  jobs      list jobs; pause, resume or run one now (`odbox jobs --help`)\n"
     "  version   print the version\n"
     "  help      this text; `odbox <command> --help` for a command's options\n"
     "\n"
@@ -453,6 +455,8 @@ int main(int argc, char **argv)
             printf("%s%s", usage_migrate, usage_target);
         else if (argc > 2 && !strcmp(argv[2], "status"))
             printf("%s%s", usage_status, usage_target);
+        else if (argc > 2 && !strcmp(argv[2], "jobs"))
+            return cmd_jobs(2, (char *[]){"jobs", "--help", NULL});
         else
             fputs(usage_main, stdout);
         return 0;
@@ -469,6 +473,8 @@ int main(int argc, char **argv)
         return cmd_migrate(argc - 1, argv + 1);
     if (!strcmp(cmd, "status"))
         return cmd_status(argc - 1, argv + 1);
+    if (!strcmp(cmd, "jobs"))
+        return cmd_jobs(argc - 1, argv + 1);
     fprintf(stderr, "odbox: unknown command '%s'\n%s", cmd, usage_main);
     return EXIT_USAGE;
 }
