@@ -1,6 +1,7 @@
 /* odbox — the system clock and a manual clock for tests. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include "internal.h"
 #include "odbox/clock.h"
 
@@ -63,3 +64,23 @@ void odbox_manual_clock_advance(odbox_manual_clock *c, int64_t delta_us)
 }
 
 const odbox_clock *odbox_manual_clock_clock(odbox_manual_clock *c) { return c ? &c->clock : NULL; }
+
+struct timespec odbox_mono_after(int64_t ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += (time_t)(ms / 1000);
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+int odbox_mono_passed(const struct timespec *deadline)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > deadline->tv_sec || (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
+}

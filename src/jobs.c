@@ -69,31 +69,11 @@ struct odbox_jobs {
     size_t njobs, cap;
     pthread_t hb_thread;
     /* under mu */
-    int refs;               /* the owner and each job thread not joined */
+    int refs;               /* the owner and each job thread that has not exited */
     int started, stopping, stopped, hb_started;
 };
 
 /* ---- time and locking -------------------------------------------------------- */
-
-static struct timespec mono_after(int64_t ms)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += (time_t)(ms / 1000);
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
-static int mono_passed(const struct timespec *deadline)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > deadline->tv_sec || (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
-}
 
 static void cond_init_mono(pthread_cond_t *cv)
 {
@@ -385,17 +365,17 @@ static void *job_main(void *arg)
 {
     job_rt *j = arg;
     odbox_jobs *r = j->reg;
-    struct timespec next = mono_after(0);
+    struct timespec next = odbox_mono_after(0);
     for (;;) {
         pthread_mutex_lock(&r->mu);
-        while (!r->stopping && !j->wake && !mono_passed(&next))
+        while (!r->stopping && !j->wake && !odbox_mono_passed(&next))
             pthread_cond_timedwait(&j->cv, &r->mu, &next);
         int stop = r->stopping;
         j->wake = 0;
         pthread_mutex_unlock(&r->mu);
         if (stop)
             break;
-        next = mono_after(r->poll_ms);
+        next = odbox_mono_after(r->poll_ms);
         if (poll_once(j) < 0)
             break;
     }
@@ -458,8 +438,8 @@ static void *heartbeat_main(void *arg)
     beat *list = malloc(r->njobs * sizeof *list);
     pthread_mutex_lock(&r->mu);
     while (!r->stopped) {
-        struct timespec next = mono_after(r->heartbeat_ms);
-        while (!r->stopped && !mono_passed(&next))
+        struct timespec next = odbox_mono_after(r->heartbeat_ms);
+        while (!r->stopped && !odbox_mono_passed(&next))
             pthread_cond_timedwait(&r->hb_cv, &r->mu, &next);
         if (r->stopped)
             break;
@@ -516,6 +496,8 @@ int odbox_jobs_start(odbox_jobs *r, odbox_error *err)
         return odbox_fail(err, ODBOX_ESTATE, "jobs start: started already");
     odbox_conn *c = NULL;
     int rc = odbox_pool_acquire(r->pool, &c, err);
+    if (rc != ODBOX_OK)
+        odbox_error_prefix(err, rc, "jobs start");
     for (size_t i = 0; rc == ODBOX_OK && i < r->njobs; i++) {
         rc = prepare_row(r, r->jobs[i], c, err);
         if (rc == ODBOX_EDB)
@@ -574,7 +556,7 @@ int odbox_jobs_wake(odbox_jobs *r, const char *name)
  * bounded by the pool's and the server's timeouts). */
 static void stop_threads(odbox_jobs *r, char *late, size_t cap)
 {
-    struct timespec deadline = mono_after(r->shutdown_ms);
+    struct timespec deadline = odbox_mono_after(r->shutdown_ms);
     pthread_mutex_lock(&r->mu);
     r->stopping = 1;
     for (size_t i = 0; i < r->njobs; i++)
@@ -588,9 +570,9 @@ static void stop_threads(odbox_jobs *r, char *late, size_t cap)
                 bookkeeping |= !j->running;
             }
         }
-        if (!waiting || (mono_passed(&deadline) && !bookkeeping))
+        if (!waiting || (odbox_mono_passed(&deadline) && !bookkeeping))
             break;
-        if (mono_passed(&deadline))
+        if (odbox_mono_passed(&deadline))
             pthread_cond_wait(&r->done_cv, &r->mu);
         else
             pthread_cond_timedwait(&r->done_cv, &r->mu, &deadline);
@@ -700,7 +682,7 @@ int odbox_job_context_wait(odbox_job_context *ctx, int ms)
         return ODBOX_JOB_WAIT_STOP;
     job_rt *j = ctx->job;
     odbox_jobs *r = j->reg;
-    struct timespec deadline = mono_after(ms > 0 ? ms : 0);
+    struct timespec deadline = odbox_mono_after(ms > 0 ? ms : 0);
     int out;
     pthread_mutex_lock(&r->mu);
     for (;;) {
@@ -713,7 +695,7 @@ int odbox_job_context_wait(odbox_job_context *ctx, int ms)
             out = ODBOX_JOB_WAIT_WOKEN;
             break;
         }
-        if (mono_passed(&deadline)) {
+        if (odbox_mono_passed(&deadline)) {
             out = ODBOX_JOB_WAIT_ELAPSED;
             break;
         }

@@ -46,6 +46,23 @@ static int bind_key(odbox_stmt *s, int idx, const char *name, odbox_error *err)
     return rc == ODBOX_OK ? odbox_stmt_bind_text(s, idx + 1, ODBOX_JOB_INSTANCE, err) : rc;
 }
 
+/* An UPDATE of name's row guarded by its version: parameters are the nts
+ * timestamps ts, then task_name, task_instance and the version. */
+static int update_row(odbox_conn *c, const char *sql, const int64_t *ts, int nts, const char *name, int64_t version,
+                      int *done, odbox_error *err)
+{
+    odbox_stmt *s = NULL;
+    *done = 0;
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    for (int i = 0; rc == ODBOX_OK && i < nts; i++)
+        rc = odbox_stmt_bind_timestamp(s, i + 1, ts[i], err);
+    if (rc == ODBOX_OK && (rc = bind_key(s, nts + 1, name, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_int64(s, nts + 3, version, err)) == ODBOX_OK)
+        rc = execute_one(s, done, err);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
 /* ---- a job's row -------------------------------------------------------- */
 
 int odbox_job_row_read(odbox_conn *c, const char *name, odbox_job_row *row, odbox_error *err)
@@ -98,17 +115,10 @@ int odbox_job_row_insert(odbox_conn *c, const char *name, int64_t execution_us, 
 int odbox_job_row_move(odbox_conn *c, const char *name, int64_t version, int64_t execution_us, int *done,
                        odbox_error *err)
 {
-    odbox_stmt *s = NULL;
-    *done = 0;
-    int rc = odbox_stmt_prepare(c,
-                                "UPDATE " TASKS " SET execution_time = ?, version = version + 1 "
-                                "WHERE task_name = ? AND task_instance = ? AND version = ? AND picked = FALSE",
-                                &s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, 1, execution_us, err)) == ODBOX_OK &&
-        (rc = bind_key(s, 2, name, err)) == ODBOX_OK && (rc = odbox_stmt_bind_int64(s, 4, version, err)) == ODBOX_OK)
-        rc = execute_one(s, done, err);
-    odbox_stmt_free(&s);
-    return rc;
+    return update_row(c,
+                      "UPDATE " TASKS " SET execution_time = ?, version = version + 1 "
+                      "WHERE task_name = ? AND task_instance = ? AND version = ? AND picked = FALSE",
+                      &execution_us, 1, name, version, done, err);
 }
 
 int odbox_job_row_claim(odbox_conn *c, const char *name, int64_t version, const char *picked_by, int64_t now_us,
@@ -136,39 +146,27 @@ int odbox_job_row_claim(odbox_conn *c, const char *name, int64_t version, const 
 int odbox_job_row_revive(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int *done,
                          odbox_error *err)
 {
-    odbox_stmt *s = NULL;
-    *done = 0;
-    int rc = odbox_stmt_prepare(c,
-                                "UPDATE " TASKS " SET picked = FALSE, picked_by = NULL, last_heartbeat = NULL, "
-                                "execution_time = ?, last_failure = ?, "
-                                "consecutive_failures = COALESCE(consecutive_failures, 0) + 1, version = version + 1 "
-                                "WHERE task_name = ? AND task_instance = ? AND version = ? AND picked = TRUE",
-                                &s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, 1, now_us, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_timestamp(s, 2, now_us, err)) == ODBOX_OK && (rc = bind_key(s, 3, name, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_int64(s, 5, version, err)) == ODBOX_OK)
-        rc = execute_one(s, done, err);
-    odbox_stmt_free(&s);
-    return rc;
+    const int64_t ts[2] = {now_us, now_us};
+    return update_row(c,
+                      "UPDATE " TASKS " SET picked = FALSE, picked_by = NULL, last_heartbeat = NULL, "
+                      "execution_time = ?, last_failure = ?, "
+                      "consecutive_failures = COALESCE(consecutive_failures, 0) + 1, version = version + 1 "
+                      "WHERE task_name = ? AND task_instance = ? AND version = ? AND picked = TRUE",
+                      ts, 2, name, version, done, err);
 }
 
 int odbox_job_row_heartbeat(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int *done,
                             odbox_error *err)
 {
-    odbox_stmt *s = NULL;
-    *done = 0;
-    int rc = odbox_stmt_prepare(c,
-                                "UPDATE " TASKS " SET last_heartbeat = ? "
-                                "WHERE task_name = ? AND task_instance = ? AND version = ?",
-                                &s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, 1, now_us, err)) == ODBOX_OK &&
-        (rc = bind_key(s, 2, name, err)) == ODBOX_OK && (rc = odbox_stmt_bind_int64(s, 4, version, err)) == ODBOX_OK)
-        rc = execute_one(s, done, err);
-    odbox_stmt_free(&s);
+    int rc = update_row(c,
+                        "UPDATE " TASKS " SET last_heartbeat = ? "
+                        "WHERE task_name = ? AND task_instance = ? AND version = ?",
+                        &now_us, 1, name, version, done, err);
     if (rc != ODBOX_OK || *done)
         return rc;
     /* MySQL and MariaDB count changed rows, not matched ones: writing the
      * same heartbeat again (a clock that stood still) changes none */
+    odbox_stmt *s = NULL;
     rc = odbox_stmt_prepare(c,
                             "SELECT COUNT(*) FROM " TASKS " WHERE task_name = ? AND task_instance = ? "
                             "AND version = ? AND picked = TRUE",
@@ -185,22 +183,16 @@ int odbox_job_row_heartbeat(odbox_conn *c, const char *name, int64_t version, in
 int odbox_job_row_finish(odbox_conn *c, const char *name, int64_t version, int succeeded, int64_t done_us,
                          int64_t next_us, int *done, odbox_error *err)
 {
-    odbox_stmt *s = NULL;
-    *done = 0;
-    const char *sql = succeeded ? "UPDATE " TASKS " SET picked = FALSE, picked_by = NULL, last_heartbeat = NULL, "
+    const int64_t ts[2] = {next_us, done_us};
+    return update_row(c,
+                      succeeded ? "UPDATE " TASKS " SET picked = FALSE, picked_by = NULL, last_heartbeat = NULL, "
                                   "execution_time = ?, last_success = ?, consecutive_failures = 0, "
                                   "version = version + 1 WHERE task_name = ? AND task_instance = ? AND version = ?"
                                 : "UPDATE " TASKS " SET picked = FALSE, picked_by = NULL, last_heartbeat = NULL, "
                                   "execution_time = ?, last_failure = ?, "
                                   "consecutive_failures = COALESCE(consecutive_failures, 0) + 1, "
-                                  "version = version + 1 WHERE task_name = ? AND task_instance = ? AND version = ?";
-    int rc = odbox_stmt_prepare(c, sql, &s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, 1, next_us, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_timestamp(s, 2, done_us, err)) == ODBOX_OK && (rc = bind_key(s, 3, name, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_int64(s, 5, version, err)) == ODBOX_OK)
-        rc = execute_one(s, done, err);
-    odbox_stmt_free(&s);
-    return rc;
+                                  "version = version + 1 WHERE task_name = ? AND task_instance = ? AND version = ?",
+                      ts, 2, name, version, done, err);
 }
 
 /* ---- operations ----------------------------------------------------------- */

@@ -94,9 +94,7 @@ static int cmd_list(odbox_pool *pool, const opts *o, odbox_error *err)
     int rc = odbox_jobs_list(pool, &list, &n, err);
     if (rc != ODBOX_OK)
         return rc;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    int64_t now = odbox_clock_now_us(NULL);
     if (o->json) {
         json_object *arr = json_object_new_array();
         for (size_t i = 0; i < n; i++) {

@@ -31,7 +31,13 @@
  * overlap the run that took over (db-scheduler's rule). A job must stop
  * in time: check odbox_job_context_shutting_down and
  * odbox_job_context_fraction_dead (db-scheduler's advice: stop above
- * 0.5), and be idempotent. */
+ * 0.5), and be idempotent.
+ *
+ * Threads: the schedule functions and the operations on a pool are
+ * thread-safe. A job registry is set up (open, add, start) and torn down
+ * (stop, free) by one thread; odbox_jobs_wake may be called from any
+ * thread once it is started. The odbox_job_context_* functions are for
+ * the callback that got the context. */
 #ifndef ODBOX_JOBS_H
 #define ODBOX_JOBS_H
 
@@ -152,7 +158,7 @@ int odbox_jobs_start(odbox_jobs *jobs, odbox_error *err);
 /* Wakes name's thread: it polls its row now, or, while the job runs,
  * odbox_job_context_wait returns ODBOX_JOB_WAIT_WOKEN. A wake that comes
  * while nothing waits is kept for the next wait. ODBOX_ENOTFOUND for an
- * unknown name. Thread-safe, also from inside a callback. */
+ * unknown name. Thread-safe once started, also from inside a callback. */
 int odbox_jobs_wake(odbox_jobs *jobs, const char *name);
 
 /* Stops polling and waits, up to shutdown_max_wait_ms in all, for
@@ -162,7 +168,9 @@ int odbox_jobs_wake(odbox_jobs *jobs, const char *name);
  * more (its row goes dead and another process takes it over) and its
  * outcome is dropped; its thread keeps what it uses of the job registry
  * alive, so odbox_jobs_free is safe at once (its `user` and the clock
- * must still outlive it). Idempotent; not from inside a callback. */
+ * must still outlive it). A thread in the middle of a statement on its
+ * row at the bound is waited for: statements end by the pool's and the
+ * server's timeouts. Idempotent; not from inside a callback. */
 int odbox_jobs_stop(odbox_jobs *jobs, odbox_error *err);
 
 /* Stops (as odbox_jobs_stop) and frees. NULL-safe; sets *jobs = NULL. */

@@ -37,5 +37,6 @@ Suite *action_suite(void);
 Suite *persist_suite(void);
 Suite *shards_suite(void);
 Suite *jobs_suite(void);
+Suite *jobs_cluster_suite(void);
 
 #endif
