@@ -27,9 +27,9 @@
  * n R + (n - 1) D <= T, so n <= (T + D) / (R + D): 23 for T = 5 s, where
  * three registries running freely would make about 60. The lower bound
  * only shows the job kept running: a cycle takes D + R + a poll of P on
- * an idle machine (~270 ms, ~18 runs); 5 allows ten times the idle
- * overhead per cycle. */
-static void check_runs(jfx *f, int64_t window_ms, int min_runners)
+ * an idle machine (~230-270 ms, ~20 runs); 5 allows more than ten times
+ * the idle overhead per cycle. Which runner wins is not checked. */
+static void check_runs(jfx *f, int64_t window_ms)
 {
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT runner, started, ended FROM %s ORDER BY started", f->runs);
@@ -66,7 +66,6 @@ static void check_runs(jfx *f, int64_t window_ms, int min_runners)
     odbox_stmt_free(&s);
     int64_t max = (window_ms + EX_DELAY_MS) / (EX_WORK_MS + EX_DELAY_MS);
     ck_assert_msg(n >= 5 && n <= max, "%d runs in %lld ms, want 5..%lld", n, (long long)window_ms, (long long)max);
-    ck_assert_int_ge(nrunners, min_runners);
     fprintf(stderr, "jobs exclusivity (%s): %d runs in %lld ms by %d runner(s), bound %lld\n", itest_dialect(), n,
             (long long)window_ms, nrunners, (long long)max);
 }
@@ -115,7 +114,7 @@ START_TEST(exclusive_in_one_process)
         odbox_jobs_free(&jobs[i]);
         odbox_registry_free(&regs[i]);
     }
-    check_runs(&f, window, 1);
+    check_runs(&f, window);
     jfx_close(&f);
 }
 END_TEST
@@ -203,7 +202,7 @@ START_TEST(exclusive_across_processes)
     }
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(jt_reap(pids[i], EX_RUN_MS), 0);
-    check_runs(&f, jt_mono_ms() - t0, 1);
+    check_runs(&f, jt_mono_ms() - t0);
     jfx_close(&f);
 }
 END_TEST
