@@ -62,5 +62,7 @@ Suite *owner_suite(void);
 Suite *tables_suite(void);
 Suite *writers_suite(void);
 Suite *sqlite_suite(void);
+Suite *jobs_suite(void);
+Suite *jobs_cluster_suite(void);
 
 #endif

@@ -120,8 +120,8 @@ START_TEST(eventlog_of_another_application_refused)
                   "%s", e.message);
     ck_assert_ptr_null(strstr(e.message, "odbox-test-pw"));
     ck_assert_int_eq(tables_in(c, oa.name, "scheduled_tasks"), 0);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history", ev), 3);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_eventlog_owner", ev), 1);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "odbox_schema_history")), 4);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "odbox_eventlog_owner")), 1);
     /* status, repair and the owner check refuse it too */
     odbox_migration_info *list = NULL;
     size_t n = 7;
@@ -134,12 +134,12 @@ START_TEST(eventlog_of_another_application_refused)
                      ODBOX_EOWNER);
     ck_assert_str_eq(owner, want);
     /* the executor writes nothing into another application's outbox */
-    int64_t events = itest_count(c, "SELECT COUNT(*) FROM %s.events", ev);
+    int64_t events = itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events"));
     ck_assert_int_eq(events, 1);
     ck_assert_int_eq(execute_probe(b, &e), ODBOX_EOWNER);
     ck_assert_ptr_nonnull(strstr(e.message, "belongs to"));
     ck_assert_int_eq(execute_probe(b, &e), ODBOX_EOWNER); /* a refusal is not remembered as a pass */
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.events", ev), events);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), events);
     odbox_registry_free(&b);
 
     /* its own eventlog, named in the DSN, is fine */
@@ -153,7 +153,7 @@ START_TEST(eventlog_of_another_application_refused)
     ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(b), owner, sizeof owner, &e), ODBOX_OK);
     ck_assert_str_eq(owner, oa.name);
     ck_assert_int_eq(execute_probe(b, &e), ODBOX_OK);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.events", ev_b), 1);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev_b, "events")), 1);
     odbox_registry_free(&b);
     free(dsn);
 
@@ -210,9 +210,9 @@ START_TEST(existing_installation_adopted)
     size_t n = 0;
     ck_assert_msg(odbox_migrate_status(odbox_registry_default_shard(a), NULL, &list, &n, &e) == ODBOX_OK, "%s",
                   e.message);
-    ck_assert_uint_eq(n, 3);
-    ck_assert_str_eq(list[2].version, "3");
-    ck_assert(list[2].applied && !list[2].changed);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(list[3].version, "4");
+    ck_assert(list[3].applied && !list[3].changed);
     free(list);
     ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(a), owner, sizeof owner, &e), ODBOX_OK);
     ck_assert_str_eq(owner, "");
@@ -237,7 +237,7 @@ START_TEST(existing_installation_adopted)
                                     "AND data_type IN ('character varying', 'varchar')", ev), 1);
     ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = '%s' "
                                     "AND table_name = 'odbox_schema_history' AND column_name = 'error_message'", ev), 1);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE success = TRUE", ev), 3);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE success = TRUE", itest_evt(ev, "odbox_schema_history")), 4);
     ck_assert_int_eq(migrate(b, &e), ODBOX_EOWNER);
     ck_assert_ptr_nonnull(strstr(e.message, "belongs to"));
     odbox_registry_free(&b);

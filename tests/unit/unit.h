@@ -9,5 +9,6 @@ Suite *basics_suite(void);
 Suite *registry_config_suite(void);
 Suite *uuid_suite(void);
 Suite *dialect_sqlite_suite(void);
+Suite *jobs_suite(void);
 
 #endif
