@@ -87,7 +87,8 @@ int odbox_history_ensure(odbox_conn *c, const char *eventlog, odbox_error *err)
                       "success %s NOT NULL, "
                       "error_message VARCHAR(%d) NULL, "
                       "PRIMARY KEY (migration_set, version))",
-                      evt(c, eventlog, ODBOX_HISTORY_TABLE, table), d->timestamp_type, d->bool_type, ODBOX_HISTORY_ERROR_MAX);
+                      evt(c, eventlog, ODBOX_HISTORY_TABLE, table), d->timestamp_type, d->bool_type,
+                      ODBOX_HISTORY_ERROR_MAX);
     if (rc == ODBOX_OK)
         rc = upgrade_history(c, eventlog, err);
     if (rc == ODBOX_OK)

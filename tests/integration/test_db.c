@@ -644,6 +644,66 @@ START_TEST(keyed_locks_exclude)
 }
 END_TEST
 
+/* The connection's own container: what the dialect's owner_sql answers. */
+static void own_container(odbox_conn *c, char *out, size_t cap)
+{
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    const char *v = NULL;
+    ck_assert_int_eq(odbox_stmt_prepare(c, odbox_conn_dialect(c)->owner_sql, &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    ck_assert_int_eq(odbox_stmt_get_text(s, 1, &v, NULL, &e), ODBOX_OK);
+    snprintf(out, cap, "%s", v);
+    odbox_stmt_free(&s);
+}
+
+/* A table in the connection's own container (NULL or named) and in an
+ * eventlog, found where odbox_dialect_eventlog_locate says; a container
+ * that does not exist has no tables (on SQLite too, where a schema the
+ * connection lacks is otherwise an error). */
+START_TEST(table_exists_by_container)
+{
+    char t[64], ev[64], own[256], evt_name[160];
+    itest_name(t, sizeof t, "te");
+    itest_name(ev, sizeof ev, "ev_te");
+    odbox_conn *c = itest_connect(1);
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    odbox_error e;
+    int exists = -1;
+    itest_exec(c, "CREATE TABLE %s (id INT)", t);
+    own_container(c, own, sizeof own);
+    ck_assert_int_eq(odbox_conn_table_exists(c, NULL, t, &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 1);
+    ck_assert_int_eq(odbox_conn_table_exists(c, own, t, &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 1);
+    ck_assert_int_eq(odbox_conn_table_exists(c, "no_such_container", t, &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 0);
+    ck_assert_int_eq(odbox_conn_table_exists(c, NULL, "no_such_table", &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 0);
+
+    if (d->create_eventlog_fmt) {
+        char sql[256];
+        snprintf(sql, sizeof sql, d->create_eventlog_fmt, ev);
+        itest_exec(c, "%s", sql);
+    }
+    itest_exec(c, "CREATE TABLE %s (id INT)", itest_evt(ev, "probe"));
+    const char *container = "unset";
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(d, ev, "probe", &container, evt_name, sizeof evt_name), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_table_exists(c, container, evt_name, &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 1);
+    ck_assert_int_eq(odbox_conn_table_exists(c, NULL, "probe", &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 0); /* not among the connection's own under its bare name */
+
+    ck_assert_int_eq(odbox_conn_table_exists(c, NULL, NULL, &exists, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_conn_table_exists(NULL, NULL, t, &exists, &e), ODBOX_EINVAL);
+    itest_exec(c, "DROP TABLE %s", t);
+    itest_exec(c, "DROP TABLE %s", itest_evt(ev, "probe"));
+    itest_drop_eventlog(c, ev);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 Suite *db_suite(void)
 {
     Suite *s = suite_create("db");
@@ -667,6 +727,7 @@ Suite *db_suite(void)
     tcase_add_test(t, pool_replaces_dead_connections);
     tcase_add_test(t, pool_is_thread_safe);
     tcase_add_test(t, keyed_locks_exclude);
+    tcase_add_test(t, table_exists_by_container);
     suite_add_tcase(s, t);
     return s;
 }
