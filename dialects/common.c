@@ -60,16 +60,23 @@ int odbox_network_connection_string(const odbox_dsn *dsn, const char *driver, in
         odbox_odbc_kv(&b, "Uid", dsn->user);
     if (dsn->password)
         odbox_odbc_kv(&b, "Pwd", dsn->password);
+    return odbox_odbc_options_take(&b, dsn, extra, odbox_odbc_kv, out, err);
+}
+
+int odbox_odbc_options_take(odbox_buf *b, const odbox_dsn *dsn, const char *const *extra,
+                            void (*put)(odbox_buf *b, const char *key, const char *value), char **out,
+                            odbox_error *err)
+{
     for (const char *const *kv = extra; kv && kv[0]; kv += 2) {
         int overridden = 0;
         for (size_t i = 0; i < dsn->noptions; i++)
             overridden |= odbox_strcaseeq(dsn->options[i].key, kv[0]);
         if (!overridden)
-            odbox_odbc_kv(&b, kv[0], kv[1]);
+            put(b, kv[0], kv[1]);
     }
     for (size_t i = 0; i < dsn->noptions; i++)
-        odbox_odbc_kv(&b, dsn->options[i].key, dsn->options[i].value);
-    char *s = odbox_buf_take(&b);
+        put(b, dsn->options[i].key, dsn->options[i].value);
+    char *s = odbox_buf_take(b);
     if (!s)
         return odbox_fail(err, ODBOX_ENOMEM, "DSN: out of memory");
     *out = s;
@@ -87,14 +94,14 @@ int odbox_dsn_resolve(const char *text, const odbox_dialect **dialect, char **od
     if (dsn->dialect) {
         if (!(d = odbox_dialect_find(dsn->dialect))) {
             rc = odbox_fail(err, ODBOX_EINVAL,
-                            "DSN: unknown dialect '%.64s' (known: postgresql, mysql, mariadb)",
+                            "DSN: unknown dialect '%.64s' (known: postgresql, mysql, mariadb, sqlite)",
                             dsn->dialect);
             goto out;
         }
     } else if (dsn->scheme) {
         if (!(d = odbox_dialect_find(dsn->scheme))) {
             rc = odbox_fail(err, ODBOX_EINVAL,
-                            "DSN: unknown scheme '%.64s' (known: postgresql, postgres, mysql, mariadb)",
+                            "DSN: unknown scheme '%.64s' (known: postgresql, postgres, mysql, mariadb, sqlite)",
                             dsn->scheme);
             goto out;
         }

@@ -7,6 +7,7 @@ static const odbox_dialect *const table[] = {
     &odbox_dialect_mariadb,
     &odbox_dialect_mysql,
     &odbox_dialect_postgresql,
+    &odbox_dialect_sqlite,
     NULL,
 };
 
@@ -32,4 +33,33 @@ const odbox_dialect *odbox_dialect_detect(const char *name, const char *version)
         if ((*d)->recognizes(name ? name : "", version ? version : ""))
             return *d;
     return NULL;
+}
+
+int odbox_dialect_eventlog_table(const odbox_dialect *d, const char *eventlog, const char *name, char *out,
+                                 size_t cap)
+{
+    if (!d || !d->eventlog_separator || !eventlog || !name || !out || cap == 0)
+        return ODBOX_EINVAL;
+    size_t a = strlen(eventlog), s = strlen(d->eventlog_separator), t = strlen(name);
+    if (a + s + t >= cap)
+        return ODBOX_EINVAL;
+    memcpy(out, eventlog, a);
+    memcpy(out + a, d->eventlog_separator, s);
+    memcpy(out + a + s, name, t + 1);
+    return ODBOX_OK;
+}
+
+int odbox_dialect_eventlog_locate(const odbox_dialect *d, const char *eventlog, const char *name,
+                                  const char **container, char *out, size_t cap)
+{
+    if (!container)
+        return ODBOX_EINVAL;
+    *container = NULL;
+    if (!d || !d->create_eventlog_fmt) /* a name prefix: the whole name is the table's */
+        return odbox_dialect_eventlog_table(d, eventlog, name, out, cap);
+    if (!eventlog || !name || !out || strlen(name) >= cap)
+        return ODBOX_EINVAL;
+    *container = eventlog;
+    memcpy(out, name, strlen(name) + 1);
+    return ODBOX_OK;
 }

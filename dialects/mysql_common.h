@@ -38,7 +38,7 @@ extern const char *const odbox_mysql_session_setup[];
     .create_eventlog_fmt = "CREATE DATABASE IF NOT EXISTS %s",                             \
     .drop_eventlog_fmt = "DROP DATABASE IF EXISTS %s",                                     \
     .table_exists_sql = "SELECT COUNT(*) FROM information_schema.tables "                  \
-                        "WHERE table_schema = ? AND table_name = ?",                       \
+                        "WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?", \
     .insert_ignore_fmt = "INSERT INTO %1$s (%2$s) VALUES %3$s ON DUPLICATE KEY UPDATE %4$s = %4$s", \
     .claim_suffix = " FOR UPDATE SKIP LOCKED",                                             \
     .lock_key_form = ODBOX_LOCK_KEY_HEX,                                                   \
@@ -55,6 +55,7 @@ extern const char *const odbox_mysql_session_setup[];
                          "WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? " \
                          "ORDER BY ordinal_position",                                      \
     .alter_column_type_fmt = "ALTER TABLE %1$s MODIFY %2$s %3$s NOT NULL",                 \
-    .server_version_sql = "SELECT VERSION()"
+    .server_version_sql = "SELECT VERSION()",                                              \
+    .eventlog_separator = "."
 
 #endif

@@ -120,7 +120,7 @@ const odbox_dialect odbox_dialect_postgresql = {
     .create_eventlog_fmt = "CREATE SCHEMA IF NOT EXISTS %s",
     .drop_eventlog_fmt = "DROP SCHEMA IF EXISTS %s CASCADE",
     .table_exists_sql = "SELECT COUNT(*) FROM information_schema.tables "
-                        "WHERE table_schema = ? AND table_name = ?",
+                        "WHERE table_schema = COALESCE(CAST(? AS TEXT), current_schema()) AND table_name = ?",
     .insert_ignore_fmt = "INSERT INTO %1$s (%2$s) VALUES %3$s ON CONFLICT DO NOTHING",
     .claim_suffix = " FOR UPDATE SKIP LOCKED",
     .lock_key_form = ODBOX_LOCK_KEY_INT64,
@@ -145,4 +145,5 @@ const odbox_dialect odbox_dialect_postgresql = {
                          "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
     .alter_column_type_fmt = "ALTER TABLE %1$s ALTER COLUMN %2$s TYPE %3$s",
     .server_version_sql = "SELECT current_setting('server_version')",
+    .eventlog_separator = ".",
 };

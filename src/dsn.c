@@ -37,13 +37,15 @@
  *   SQLite (scheme "sqlite", case-insensitive); `database` gets the file path:
  *     sqlite:///abs/path.db        absolute path "/abs/path.db"
  *     sqlite://localhost/abs.db    absolute path "/abs.db"
- *     sqlite://./rel.db            relative path "./rel.db" (also "../")
+ *     sqlite://rel/path.db         relative path "rel/path.db" (what stands
+ *                                  where a host would, other than localhost,
+ *                                  starts the path; "./rel.db", "../" too)
  *     sqlite:rel.db, sqlite:dir/x.db, sqlite:/abs.db
  *                                  opaque form: the path as written
  *     sqlite::memory:              ":memory:"
  *     all forms take an optional ?query as above and are percent-decoded.
- *     A user, password, port or any other host is an error, and so is an
- *     empty path ("sqlite:", "sqlite://", "sqlite:///").
+ *     A user, password or port is an error, and so is an empty path
+ *     ("sqlite:", "sqlite://", "sqlite:///").
  *
  *   Raw ODBC connection string: anything else that contains '=' (the URL
  *   check comes first: only a leading "scheme://" makes a URL, so
@@ -576,8 +578,8 @@ static int parse_hostport(ctx *c, odbox_dsn *d, size_t s, size_t e, int kind)
         if (s == e || ci_eqn(t + s, e - s, "localhost"))
             return 0;
         return odbox_fail(c->err, ODBOX_EINVAL,
-                          "DSN: a sqlite URL takes no host or port (use sqlite:///absolute/path.db, "
-                          "sqlite://./relative.db or sqlite:relative.db)");
+                          "DSN: a sqlite URL takes no port (use sqlite:///absolute/path.db, "
+                          "sqlite://relative/path.db or sqlite:relative.db)");
     }
     if (s < e && t[s] == '[') {
         size_t close = find_char(t, s, e, ']');
@@ -804,9 +806,6 @@ static int parse_url(ctx *c, odbox_dsn *d, size_t sl)
     if (find_char(t, 0, n, '#') < n)
         return odbox_fail(c->err, ODBOX_EINVAL,
                           "DSN: '#' is not allowed in a URL (percent-encode it as %%23)");
-    if (kind == K_SQLITE && p < n && t[p] == '.' &&
-        ((p + 1 < n && t[p + 1] == '/') || (p + 2 < n && t[p + 1] == '.' && t[p + 2] == '/')))
-        return parse_path_query(c, d, p, p, kind); /* sqlite://./rel.db */
     size_t aend = find_any(t, p, n, "/?");
     size_t at = aend;
     for (size_t j = aend; j > p; j--)
@@ -814,6 +813,12 @@ static int parse_url(ctx *c, odbox_dsn *d, size_t sl)
             at = j - 1;
             break;
         }
+    /* sqlite://rel/path.db, sqlite://./rel.db: what stands where a host
+     * would is the first segment of a relative path (localhost, a user or
+     * a port keep their URL meaning below) */
+    if (kind == K_SQLITE && aend > p && at == aend && find_char(t, p, aend, ':') == aend &&
+        !ci_eqn(t + p, aend - p, "localhost"))
+        return parse_path_query(c, d, p, p, kind);
     size_t hs = p;
     if (at < aend) {
         if (kind == K_SQLITE) {

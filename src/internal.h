@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include "odbox/db.h"
 #include "odbox/error.h"
 #include "odbox/log.h"
@@ -73,6 +74,11 @@ void odbox_free_secret(char *s);
 
 /* Current UTC time in microseconds since the epoch. */
 int64_t odbox_now_us(void);
+
+/* A deadline ms from now on CLOCK_MONOTONIC (for condition variables set
+ * to that clock), and whether it has passed (src/clock.c). */
+struct timespec odbox_mono_after(int64_t ms);
+int odbox_mono_passed(const struct timespec *deadline);
 
 /* SHA-256 of data as 64 lower-case hex characters + NUL. */
 void odbox_sha256_hex(const void *data, size_t len, char out[65]);

@@ -11,6 +11,25 @@
  * the eventlog, in the owner's container. */
 #define OWNER_WITNESS_TABLE "scheduled_tasks"
 
+/* The SQL name of eventlog table `table` (out holds EVT_NAME_MAX). */
+#define EVT_NAME_MAX (2 * ODBOX_NAME_MAX + 32)
+static const char *evt(odbox_conn *c, const char *eventlog, const char *table, char *out)
+{
+    /* eventlog is a validated name of under ODBOX_NAME_MAX characters: it fits */
+    odbox_dialect_eventlog_table(odbox_conn_dialect(c), eventlog, table, out, EVT_NAME_MAX);
+    return out;
+}
+
+/* The columns of eventlog table `table`, as odbox_catalog_columns. */
+static int evt_columns(odbox_conn *c, const char *eventlog, const char *table, odbox_table_column **cols,
+                       size_t *n, odbox_error *err)
+{
+    const char *container;
+    char name[EVT_NAME_MAX];
+    odbox_dialect_eventlog_locate(odbox_conn_dialect(c), eventlog, table, &container, name, sizeof name);
+    return odbox_catalog_columns(c, container, name, cols, n, err);
+}
+
 static int exec_fmt(odbox_conn *c, odbox_error *err, const char *fmt, ...) ODBOX_PRINTF(3, 4);
 static int exec_fmt(odbox_conn *c, odbox_error *err, const char *fmt, ...)
 {
@@ -30,13 +49,13 @@ static int upgrade_history(odbox_conn *c, const char *eventlog, odbox_error *err
     const odbox_dialect *d = odbox_conn_dialect(c);
     odbox_table_column *cols = NULL;
     size_t n = 0;
-    int rc = odbox_catalog_columns(c, eventlog, ODBOX_HISTORY_TABLE, &cols, &n, err);
+    int rc = evt_columns(c, eventlog, ODBOX_HISTORY_TABLE, &cols, &n, err);
     int current = rc == ODBOX_OK && odbox_catalog_find(cols, n, "error_message");
     free(cols);
     if (rc != ODBOX_OK || current)
         return rc;
-    char table[2 * ODBOX_NAME_MAX + 32], sql[512];
-    snprintf(table, sizeof table, "%s." ODBOX_HISTORY_TABLE, eventlog);
+    char table[EVT_NAME_MAX], sql[512];
+    evt(c, eventlog, ODBOX_HISTORY_TABLE, table);
     if (d->alter_column_type_fmt) {
         snprintf(sql, sizeof sql, d->alter_column_type_fmt, table, "version", "VARCHAR(50)");
         if ((rc = odbox_conn_exec(c, sql, err)) != ODBOX_OK)
@@ -51,10 +70,13 @@ static int upgrade_history(odbox_conn *c, const char *eventlog, odbox_error *err
 int odbox_history_ensure(odbox_conn *c, const char *eventlog, odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
-    int rc = exec_fmt(c, err, d->create_eventlog_fmt, eventlog);
+    char table[EVT_NAME_MAX];
+    int rc = ODBOX_OK;
+    if (d->create_eventlog_fmt) /* else the eventlog is a name prefix */
+        rc = exec_fmt(c, err, d->create_eventlog_fmt, eventlog);
     if (rc == ODBOX_OK)
         rc = exec_fmt(c, err,
-                      "CREATE TABLE IF NOT EXISTS %s." ODBOX_HISTORY_TABLE " ("
+                      "CREATE TABLE IF NOT EXISTS %s ("
                       "migration_set VARCHAR(64) NOT NULL, "
                       "version VARCHAR(50) NOT NULL, "
                       "description VARCHAR(255) NOT NULL, "
@@ -65,14 +87,15 @@ int odbox_history_ensure(odbox_conn *c, const char *eventlog, odbox_error *err)
                       "success %s NOT NULL, "
                       "error_message VARCHAR(%d) NULL, "
                       "PRIMARY KEY (migration_set, version))",
-                      eventlog, d->timestamp_type, d->bool_type, ODBOX_HISTORY_ERROR_MAX);
+                      evt(c, eventlog, ODBOX_HISTORY_TABLE, table), d->timestamp_type, d->bool_type,
+                      ODBOX_HISTORY_ERROR_MAX);
     if (rc == ODBOX_OK)
         rc = upgrade_history(c, eventlog, err);
     if (rc == ODBOX_OK)
         rc = exec_fmt(c, err,
-                      "CREATE TABLE IF NOT EXISTS %s." ODBOX_OWNER_TABLE " ("
+                      "CREATE TABLE IF NOT EXISTS %s ("
                       "id INT NOT NULL PRIMARY KEY, owner VARCHAR(255) NOT NULL, claimed_on %s NOT NULL)",
-                      eventlog, d->timestamp_type);
+                      evt(c, eventlog, ODBOX_OWNER_TABLE, table), d->timestamp_type);
     return rc;
 }
 
@@ -89,16 +112,15 @@ int odbox_history_read(odbox_conn *c, const char *eventlog, applied **out, size_
     size_t ncols = 0, cap = 0;
     *out = NULL;
     *n = 0;
-    int rc = odbox_catalog_columns(c, eventlog, ODBOX_HISTORY_TABLE, &cols, &ncols, err);
+    int rc = evt_columns(c, eventlog, ODBOX_HISTORY_TABLE, &cols, &ncols, err);
     int with_error = rc == ODBOX_OK && odbox_catalog_find(cols, ncols, "error_message");
     free(cols);
     if (rc != ODBOX_OK || ncols == 0)
         return rc;
-    char sql[512];
+    char sql[512], table[EVT_NAME_MAX];
     odbox_stmt *s = NULL;
-    snprintf(sql, sizeof sql,
-             "SELECT migration_set, version, description, checksum, success, installed_on%s FROM %s."
-             ODBOX_HISTORY_TABLE, with_error ? ", error_message" : "", eventlog);
+    snprintf(sql, sizeof sql, "SELECT migration_set, version, description, checksum, success, installed_on%s FROM %s",
+             with_error ? ", error_message" : "", evt(c, eventlog, ODBOX_HISTORY_TABLE, table));
     rc = odbox_stmt_prepare(c, sql, &s, err);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
@@ -157,11 +179,12 @@ static size_t utf8_prefix(const char *s, size_t max)
 int odbox_history_record(odbox_conn *c, const char *eventlog, const char *set, const mfile *f, int64_t started_us,
                          int success, const char *error, odbox_error *err)
 {
-    char sql[512], *kept = NULL;
+    char sql[512], table[EVT_NAME_MAX], *kept = NULL;
     odbox_stmt *s = NULL;
     snprintf(sql, sizeof sql,
-             "INSERT INTO %s." ODBOX_HISTORY_TABLE " (migration_set, version, description, script, checksum, "
-             "installed_on, execution_ms, success, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", eventlog);
+             "INSERT INTO %s (migration_set, version, description, script, checksum, "
+             "installed_on, execution_ms, success, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             evt(c, eventlog, ODBOX_HISTORY_TABLE, table));
     if (error && !(kept = odbox_strndup(error, utf8_prefix(error, ODBOX_HISTORY_ERROR_MAX))))
         return odbox_fail(err, ODBOX_ENOMEM, "migrate: out of memory");
     int64_t now = odbox_now_us();
@@ -184,10 +207,10 @@ int odbox_history_record(odbox_conn *c, const char *eventlog, const char *set, c
 
 int odbox_history_delete(odbox_conn *c, const char *eventlog, const applied *row, odbox_error *err)
 {
-    char sql[512];
+    char sql[512], table[EVT_NAME_MAX];
     odbox_stmt *s = NULL;
-    snprintf(sql, sizeof sql, "DELETE FROM %s." ODBOX_HISTORY_TABLE " WHERE migration_set = ? AND version = ?",
-             eventlog);
+    snprintf(sql, sizeof sql, "DELETE FROM %s WHERE migration_set = ? AND version = ?",
+             evt(c, eventlog, ODBOX_HISTORY_TABLE, table));
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, row->set, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_text(s, 2, row->version, err)) == ODBOX_OK)
@@ -199,11 +222,11 @@ int odbox_history_delete(odbox_conn *c, const char *eventlog, const applied *row
 int odbox_history_realign(odbox_conn *c, const char *eventlog, const applied *row, const mfile *f,
                           odbox_error *err)
 {
-    char sql[512];
+    char sql[512], table[EVT_NAME_MAX];
     odbox_stmt *s = NULL;
     snprintf(sql, sizeof sql,
-             "UPDATE %s." ODBOX_HISTORY_TABLE " SET checksum = ?, description = ?, script = ? "
-             "WHERE migration_set = ? AND version = ?", eventlog);
+             "UPDATE %s SET checksum = ?, description = ?, script = ? WHERE migration_set = ? AND version = ?",
+             evt(c, eventlog, ODBOX_HISTORY_TABLE, table));
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, f->checksum, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_text(s, 2, f->description, err)) == ODBOX_OK &&
@@ -244,13 +267,15 @@ static int own_container(odbox_conn *c, char *own, size_t cap, odbox_error *err)
 static int recorded_owner(odbox_conn *c, const char *eventlog, char *owner, size_t cap, odbox_error *err)
 {
     int exists = 0;
+    const char *container;
+    char sql[256], table[EVT_NAME_MAX];
     owner[0] = '\0';
-    int rc = odbox_conn_table_exists(c, eventlog, ODBOX_OWNER_TABLE, &exists, err);
+    odbox_dialect_eventlog_locate(odbox_conn_dialect(c), eventlog, ODBOX_OWNER_TABLE, &container, table, sizeof table);
+    int rc = odbox_conn_table_exists(c, container, table, &exists, err);
     if (rc != ODBOX_OK || !exists)
         return rc;
-    char sql[256];
     odbox_stmt *s = NULL;
-    snprintf(sql, sizeof sql, "SELECT owner FROM %s." ODBOX_OWNER_TABLE " WHERE id = 1", eventlog);
+    snprintf(sql, sizeof sql, "SELECT owner FROM %s WHERE id = 1", evt(c, eventlog, ODBOX_OWNER_TABLE, table));
     const char *v;
     if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK &&
         (rc = odbox_stmt_fetch(s, err)) == 1 && (rc = odbox_stmt_get_text(s, 1, &v, NULL, err)) == ODBOX_OK)
@@ -309,11 +334,11 @@ int odbox_owner_claimable(odbox_conn *c, const char *eventlog, size_t nhistory, 
 
 int odbox_owner_record(odbox_conn *c, const char *eventlog, odbox_error *err)
 {
-    char own[256], sql[256];
+    char own[256], sql[256], table[EVT_NAME_MAX];
     odbox_stmt *s = NULL;
     int rc = own_container(c, own, sizeof own, err);
-    snprintf(sql, sizeof sql, "INSERT INTO %s." ODBOX_OWNER_TABLE " (id, owner, claimed_on) VALUES (1, ?, ?)",
-             eventlog);
+    snprintf(sql, sizeof sql, "INSERT INTO %s (id, owner, claimed_on) VALUES (1, ?, ?)",
+             evt(c, eventlog, ODBOX_OWNER_TABLE, table));
     if (rc == ODBOX_OK && (rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_text(s, 1, own, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_timestamp(s, 2, odbox_now_us(), err)) == ODBOX_OK)

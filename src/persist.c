@@ -122,8 +122,10 @@ static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, in
     char *source = typed_rows ? odbox_sql_insert_source((int)n, typed, EVENT_COLUMNS, 0)
                               : odbox_sql_insert_source((int)n, forms, EVENT_COLUMNS, select_form);
     odbox_buf b = {0};
-    odbox_buf_cat(&b, "INSERT INTO ", eventlog,
-                  ".events (id, namespace, action_id, action_name, action_params, started_date, "
+    char table[ODBOX_NAME_MAX * 2];
+    odbox_dialect_eventlog_table(d, eventlog, "events", table, sizeof table); /* a valid name: fits */
+    odbox_buf_cat(&b, "INSERT INTO ", table,
+                  " (id, namespace, action_id, action_name, action_params, started_date, "
                   "completion_date, model_id, model_type, event_type, payload, event_date, delivered) ",
                   typed_rows ? "SELECT * FROM (" : "", source ? source : "", typed_rows ? ") AS v" : "",
                   (char *)NULL);
@@ -383,8 +385,9 @@ int odbox_action_committed(odbox_registry *registry, odbox_shard_id id, const ch
     int rc = odbox_pool_acquire(pool, &c, err);
     if (rc != ODBOX_OK)
         return rc;
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s.events WHERE action_id = %s", odbox_shard_eventlog(shard),
+    char sql[512], table[ODBOX_NAME_MAX * 2];
+    odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(shard), "events", table, sizeof table);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE action_id = %s", table,
              odbox_repo_param_form(odbox_conn_dialect(c), ODBOX_TYPE_UUID));
     odbox_stmt *s = NULL;
     int64_t n = 0;

@@ -37,6 +37,10 @@ tab=$(printf '\t')
 # sql DIALECT DSN DATABASE STATEMENT: prints rows tab-separated, no headers.
 # DATABASE "" = none (MySQL/MariaDB) or the DSN's own.
 sql() {
+    if [ "$1" = sqlite ]; then # through unixODBC's isql: no other client needed
+        echo "$4" | isql -b -x0x09 -k "Driver=SQLite3;Database=${2#sqlite://}"
+        return
+    fi
     dsn_parts "$2"
     if [ "$1" = pg ]; then
         PGPASSWORD=$d_pass PGCONNECT_TIMEOUT=10 PGOPTIONS='-c client_min_messages=warning' "$PSQL" -X -q -At -F "$tab" -v ON_ERROR_STOP=1 -h "$d_host" \
@@ -47,13 +51,15 @@ sql() {
     fi
 }
 
-# each_dialect NAME FUNCTION: calls FUNCTION DIALECT DSN for pg, mariadb
-# and mysql. A dialect without a server fails under CI=true and is
-# skipped loudly otherwise; ran counts the dialects that ran.
+# each_dialect NAME FUNCTION: calls FUNCTION DIALECT DSN for sqlite (a
+# file in $tmp, no server needed), pg, mariadb and mysql. A dialect without
+# a server fails under CI=true and is skipped loudly otherwise; ran counts
+# the dialects that ran.
 ran=0
 each_dialect() {
-    for d in pg mariadb mysql; do
+    for d in sqlite pg mariadb mysql; do
         case $d in
+            sqlite) var= dsn="sqlite://$tmp/$1.db" ;;
             pg) var=ODBOX_TEST_PG_DSN dsn=${ODBOX_TEST_PG_DSN:-} ;;
             mariadb) var=ODBOX_TEST_MARIADB_DSN dsn=${ODBOX_TEST_MARIADB_DSN:-} ;;
             mysql) var=ODBOX_TEST_MYSQL_DSN dsn=${ODBOX_TEST_MYSQL_DSN:-} ;;

@@ -50,7 +50,7 @@ int cli_fail(const cli *c, const odbox_error *err)
     return cli_exit_code(err->code);
 }
 
-int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int allow_yes)
+int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int takes)
 {
     static const struct option opts[] = {
         {"dsn", required_argument, 0, 'd'},     {"config", required_argument, 0, 'c'},
@@ -61,10 +61,10 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int allo
         {"yes", no_argument, 0, 'y'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
-    int ch;
+    int ch, li = -1;
     optind = 1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "hjq", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "hjq", opts, &li)) != -1) {
         switch (ch) {
         case 'd': c->dsn = optarg; break;
         case 'c': c->config = optarg; break;
@@ -85,19 +85,30 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int allo
         case 'j': c->json = 1; break;
         case 'q': c->quiet = 1; break;
         case 'y':
-            if (!allow_yes)
+            if (!(takes & CLI_YES))
                 goto unknown;
             c->yes = 1;
             break;
-        case 'h': printf("%s%s", usage, cli_usage_target); exit(0);
+        case 'h': printf("%s%s", usage, takes & CLI_TARGET_ONLY ? "" : cli_usage_target); exit(0);
         default:
         unknown:
             fprintf(stderr, "odbox: unknown or incomplete option '%s'\n%s%s", argv[optind - 1], usage,
-                    cli_usage_target);
+                    takes & CLI_TARGET_ONLY ? "" : cli_usage_target);
             return EXIT_USAGE;
         }
+        if ((takes & CLI_TARGET_ONLY) && !strchr("dcj", ch)) {
+            if (li >= 0)
+                fprintf(stderr, "odbox: %s takes no option '--%s'\n%s", argv[0], opts[li].name, usage);
+            else
+                fprintf(stderr, "odbox: %s takes no option '-%c'\n%s", argv[0], ch, usage);
+            return EXIT_USAGE;
+        }
+        li = -1;
     }
-    if (optind < argc) {
+    /* GNU getopt has moved the arguments behind the options */
+    c->args = argv + optind;
+    c->nargs = argc - optind;
+    if (c->nargs && !(takes & CLI_ARGS)) {
         fprintf(stderr, "odbox: unexpected argument '%s'\n", argv[optind]);
         return EXIT_USAGE;
     }
@@ -123,12 +134,12 @@ int cli_open_registry(const cli *c, odbox_registry **r, odbox_error *err)
     return odbox_registry_open(&cfg, r, err);
 }
 
-int cli_begin(int argc, char **argv, const char *usage, int allow_yes, cli *c, odbox_registry **r,
+int cli_begin(int argc, char **argv, const char *usage, int takes, cli *c, odbox_registry **r,
               odbox_migrate_options *o)
 {
     memset(c, 0, sizeof *c);
     c->tty = isatty(1);
-    int u = cli_parse_options(argc, argv, c, usage, allow_yes);
+    int u = cli_parse_options(argc, argv, c, usage, takes);
     if (u)
         return u;
     odbox_error err = {0};

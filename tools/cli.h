@@ -21,20 +21,29 @@ typedef struct cli {
     int quiet;
     int yes;   /* migrate repair: make the changes */
     int tty;
+    char **args; /* with CLI_ARGS: the arguments after the options */
+    int nargs;
 } cli;
+
+/* What a command takes beyond the options every command on shards takes
+ * (cli_usage_target), or instead of them. */
+enum {
+    CLI_YES = 1,         /* --yes */
+    CLI_ARGS = 2,        /* arguments (c->args, c->nargs), which the command checks */
+    CLI_TARGET_ONLY = 4, /* --dsn, --config and --json only; its usage lists them */
+};
 
 /* The options every command that works on shards takes (help text). */
 extern const char cli_usage_target[];
 
 /* Parses argv (argv[0] is the command) into c; 0, or an exit code after
- * printing why. --help prints usage and exits. allow_yes: --yes is one
- * of the command's options. */
-int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int allow_yes);
+ * printing why. --help prints usage and exits. takes: CLI_* flags. */
+int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int takes);
 int cli_open_registry(const cli *c, odbox_registry **r, odbox_error *err);
 void cli_migrate_options(const cli *c, odbox_migrate_options *o);
 /* What every command on shards starts with: parses argv into c, opens
  * the registry *r and fills o; 0, or the exit code after reporting. */
-int cli_begin(int argc, char **argv, const char *usage, int allow_yes, cli *c, odbox_registry **r,
+int cli_begin(int argc, char **argv, const char *usage, int takes, cli *c, odbox_registry **r,
               odbox_migrate_options *o);
 
 /* The exit code for an ODBOX_E* code. */
@@ -49,7 +58,9 @@ void cli_shard_name(const odbox_shard *s, char *buf, size_t cap);
 
 int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
 extern const char usage_migrate[];
 extern const char usage_status[];
+extern const char usage_jobs[];
 
 #endif

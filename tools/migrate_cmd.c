@@ -96,7 +96,7 @@ static int cmd_repair(int argc, char **argv)
     odbox_registry *r = NULL;
     odbox_migrate_options o;
     odbox_error err = {0};
-    int u = cli_begin(argc, argv, usage_migrate, 1, &c, &r, &o);
+    int u = cli_begin(argc, argv, usage_migrate, CLI_YES, &c, &r, &o);
     if (u)
         return u;
     json_object *shards = json_object_new_array();

@@ -16,6 +16,7 @@ static const char usage_main[] =
     "commands:\n"
     "  migrate   apply pending migrations on every shard (`migrate repair`: fix the history)\n"
     "  status    per shard: dialect, server, migrations, event and notification counts\n"
+    "  jobs      list jobs; pause, resume or run one now (`odbox jobs --help`)\n"
     "  version   print the version\n"
     "  help      this text; `odbox <command> --help` for a command's options\n"
     "\n"
@@ -35,6 +36,8 @@ int main(int argc, char **argv)
             printf("%s%s", usage_migrate, cli_usage_target);
         else if (argc > 2 && !strcmp(argv[2], "status"))
             printf("%s%s", usage_status, cli_usage_target);
+        else if (argc > 2 && !strcmp(argv[2], "jobs"))
+            fputs(usage_jobs, stdout);
         else
             fputs(usage_main, stdout);
         return 0;
@@ -51,6 +54,8 @@ int main(int argc, char **argv)
         return cmd_migrate(argc - 1, argv + 1);
     if (!strcmp(cmd, "status"))
         return cmd_status(argc - 1, argv + 1);
+    if (!strcmp(cmd, "jobs"))
+        return cmd_jobs(argc - 1, argv + 1);
     fprintf(stderr, "odbox: unknown command '%s'\n%s", cmd, usage_main);
     return EXIT_USAGE;
 }

@@ -14,20 +14,33 @@ const char usage_status[] =
     "migrations, and the counts of events and notifications by state.\n"
     "\n";
 
+/* *exists = 1 when eventlog has table `table`, whose SQL name goes to sql_name. */
+static int eventlog_table(odbox_conn *conn, const char *eventlog, const char *table, char *sql_name, size_t cap,
+                          int *exists, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(conn);
+    const char *container;
+    char name[ODBOX_NAME_MAX * 2];
+    /* eventlog is a validated name: both fit */
+    odbox_dialect_eventlog_table(d, eventlog, table, sql_name, cap);
+    odbox_dialect_eventlog_locate(d, eventlog, table, &container, name, sizeof name);
+    return odbox_conn_table_exists(conn, container, name, exists, err);
+}
+
 /* Adds {"total","undelivered","sentinel"} and {"<STATE>": n} counts. */
 static int shard_counts(odbox_conn *conn, const char *eventlog, json_object *out, odbox_error *err)
 {
-    char sql[512];
+    char sql[512], events[ODBOX_NAME_MAX * 2], notifications[ODBOX_NAME_MAX * 2];
     int exists = 0, rc;
     odbox_stmt *s = NULL;
-    if ((rc = odbox_conn_table_exists(conn, eventlog, "events", &exists, err)) != ODBOX_OK)
+    if ((rc = eventlog_table(conn, eventlog, "events", events, sizeof events, &exists, err)) != ODBOX_OK)
         return rc;
     if (exists) {
         int64_t total = 0, undelivered = 0, sentinel = 0;
         snprintf(sql, sizeof sql,
                  "SELECT COUNT(*), COALESCE(SUM(CASE WHEN delivered THEN 0 ELSE 1 END), 0), "
-                 "COALESCE(SUM(CASE WHEN event_type IS NULL THEN 1 ELSE 0 END), 0) FROM %s.events",
-                 eventlog);
+                 "COALESCE(SUM(CASE WHEN event_type IS NULL THEN 1 ELSE 0 END), 0) FROM %s",
+                 events);
         if ((rc = odbox_stmt_prepare(conn, sql, &s, err)) == ODBOX_OK &&
             (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1 &&
             (rc = odbox_stmt_get_int64(s, 1, &total, NULL, err)) == ODBOX_OK &&
@@ -43,12 +56,13 @@ static int shard_counts(odbox_conn *conn, const char *eventlog, json_object *out
         json_object_object_add(ev, "sentinel", json_object_new_int64(sentinel));
         json_object_object_add(out, "events", ev);
     }
-    if ((rc = odbox_conn_table_exists(conn, eventlog, "event_notifications", &exists, err)) != ODBOX_OK)
+    if ((rc = eventlog_table(conn, eventlog, "event_notifications", notifications, sizeof notifications, &exists,
+                             err)) != ODBOX_OK)
         return rc;
     if (exists) {
         json_object *no = json_object_new_object();
-        snprintf(sql, sizeof sql, "SELECT state, COUNT(*) FROM %s.event_notifications GROUP BY state ORDER BY state",
-                 eventlog);
+        snprintf(sql, sizeof sql, "SELECT state, COUNT(*) FROM %s GROUP BY state ORDER BY state",
+                 notifications);
         if ((rc = odbox_stmt_prepare(conn, sql, &s, err)) == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {

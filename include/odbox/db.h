@@ -164,7 +164,8 @@ int odbox_conn_lock(odbox_conn *c, const char *key, int wait_ms, odbox_error *er
 int odbox_conn_unlock(odbox_conn *c, const char *key, odbox_error *err);
 
 /* *exists = 1 when table exists in container (a PostgreSQL schema, a
- * MySQL/MariaDB database), through the dialect's catalogue query. */
+ * MySQL/MariaDB database, a SQLite schema such as "main"; NULL: the
+ * connection's own), through the dialect's catalogue query. */
 int odbox_conn_table_exists(odbox_conn *c, const char *container, const char *table, int *exists,
                             odbox_error *err);
 

@@ -17,7 +17,7 @@ extern "C" {
 #define ODBOX_DIALECT_VERSION 1
 
 typedef enum odbox_lock_key_form {
-    ODBOX_LOCK_KEY_NONE = 0, /* no keyed locks (e.g. SQLite) */
+    ODBOX_LOCK_KEY_NONE = 0, /* no server locks: held in this process (SQLite) */
     ODBOX_LOCK_KEY_INT64,    /* the 64-bit key hash bound as int64 */
     ODBOX_LOCK_KEY_HEX       /* the 64-bit key hash as lower-case hex text */
 } odbox_lock_key_form;
@@ -66,14 +66,19 @@ typedef struct odbox_dialect {
     int backslash_escapes;   /* '\'' escapes a quote inside string literals */
     int max_params;          /* most parameters one statement may carry */
 
-    /* The eventlog container: "schema" (PostgreSQL) or "database"
-     * (MySQL/MariaDB, where a bare name is server-wide). Format strings
-     * take the validated name once. */
+    /* The eventlog container: "schema" (PostgreSQL), "database"
+     * (MySQL/MariaDB, where a bare name is server-wide) or "prefix"
+     * (SQLite: none, see eventlog_separator). Format strings take the
+     * validated name once; NULL when there is no container to create or
+     * drop. */
     const char *eventlog_container;
     const char *create_eventlog_fmt;   /* CREATE ... IF NOT EXISTS %s */
     const char *drop_eventlog_fmt;     /* DROP ... IF EXISTS %s (tests, tools) */
     /* Tells whether a table exists: one row with a count, binds (container
-     * name or NULL for the connection's own, table name). */
+     * name, table name); container NULL: the connection's own, as an
+     * unqualified name resolves. On SQLite a container is a schema of the
+     * connection ("main", an attached file); find an eventlog's tables
+     * through odbox_dialect_eventlog_locate. */
     const char *table_exists_sql;
 
     /* Insert that skips rows conflicting on a unique key and reports
@@ -155,6 +160,23 @@ typedef struct odbox_dialect {
      * it (text may follow the number: "10.11.19-MariaDB-0+deb12u1"). The
      * driver's SQL_DBMS_VER pads it ("10.11.000019"). */
     const char *server_version_sql;
+    /* What joins an eventlog name and a table name in SQL: "." where the
+     * eventlog is a schema or database of its own (eventlog.events); "_"
+     * on SQLite, where the eventlog tables sit beside the domain tables in
+     * the one file, so that one transaction covers both (an ATTACHed file
+     * is not atomic in WAL mode): eventlog_events. Read it through
+     * odbox_dialect_eventlog_table. */
+    const char *eventlog_separator;
+    /* For lock_key_form ODBOX_LOCK_KEY_NONE: keyed locks are then held in
+     * this process (per database, by connection). This query answers one
+     * row with one text naming the connection's database, the same for
+     * every connection to it; '' when the database is the connection's
+     * own (SQLite :memory:). NULL for dialects with server locks. */
+    const char *lock_scope_sql;
+    /* The ODBOX_E* code of a driver error that SQLSTATE alone does not
+     * tell (SQLite reports everything as HY000 with its result code as
+     * the native code), or 0 to keep the generic mapping. NULL: none. */
+    int (*map_error)(const char *sqlstate, long native, const char *message);
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */
@@ -166,6 +188,24 @@ const odbox_dialect *odbox_dialect_find(const char *name);
 
 /* From the server's SQLGetInfo answers; NULL when none recognises it. */
 const odbox_dialect *odbox_dialect_detect(const char *dbms_name, const char *dbms_version);
+
+/* The SQL name of eventlog table `table` ("events", ...) of the eventlog
+ * named `eventlog` in dialect d: "eventlog.events", or "eventlog_events"
+ * on SQLite (see eventlog_separator), written to out (cap bytes, NUL
+ * included). ODBOX_EINVAL when an argument is NULL or the name does not
+ * fit. Names are not validated here: pass validated identifiers.
+ * Thread-safe. */
+int odbox_dialect_eventlog_table(const odbox_dialect *d, const char *eventlog, const char *table, char *out,
+                                 size_t cap);
+
+/* Where the catalogue lists eventlog table `table`, for
+ * odbox_conn_table_exists: *container = eventlog and out = table where the
+ * eventlog is a container (schema, database); *container = NULL (the
+ * connection's own) and out = "eventlog_events" where it is a name prefix
+ * (SQLite). Same arguments and errors as odbox_dialect_eventlog_table.
+ * Thread-safe. */
+int odbox_dialect_eventlog_locate(const odbox_dialect *d, const char *eventlog, const char *table,
+                                  const char **container, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

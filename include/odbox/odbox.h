@@ -15,6 +15,8 @@
 #include "lock.h"
 #include "model.h"
 #include "action.h"
+#include "clock.h"
+#include "jobs.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "odbc.h"
 #include "dialects.h"
+#include "lock_local.h"
 
 #define LOGIN_TIMEOUT_S 10
 
@@ -100,6 +101,8 @@ void odbox_conn_close(odbox_conn **cp)
     if (!cp || !*cp)
         return;
     odbox_conn *c = *cp;
+    if (c->dialect && c->dialect->lock_key_form == ODBOX_LOCK_KEY_NONE)
+        odbox_local_lock_release_all(c); /* as a server does when a session ends */
     odbox_stmt_cache_clear(c);
     if (c->dbc != SQL_NULL_HDBC) {
         if (c->in_tx && !c->dead)
@@ -257,8 +260,8 @@ int odbox_conn_table_exists(odbox_conn *c, const char *container, const char *ta
     odbox_stmt *s = NULL;
     int64_t n = 0;
     *exists = 0;
-    if (!c || !container || !table)
-        return odbox_fail(err, ODBOX_EINVAL, "table exists: connection, container or table missing");
+    if (!c || !table)
+        return odbox_fail(err, ODBOX_EINVAL, "table exists: connection or table missing");
     int rc = odbox_stmt_prepare(c, c->dialect->table_exists_sql, &s, err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, container, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_text(s, 2, table, err)) == ODBOX_OK &&

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 #include "odbc.h"
+#include "lock_local.h"
 
 #define POLL_INTERVAL_MS 50
 
@@ -44,8 +45,16 @@ static int run_lock_sql(odbox_conn *c, const char *sql, const char *key, int64_t
     return rc;
 }
 
+/* No server locks (SQLite): the process holds them. */
+static int local(const odbox_conn *c)
+{
+    return c && c->dialect && c->dialect->lock_key_form == ODBOX_LOCK_KEY_NONE;
+}
+
 int odbox_conn_try_lock(odbox_conn *c, const char *key, int *taken, odbox_error *err)
 {
+    if (local(c))
+        return odbox_local_lock_try(c, key, taken, err);
     int64_t answer = 0;
     int rc = run_lock_sql(c, c && c->dialect ? c->dialect->lock_try_sql : NULL, key, &answer, err);
     if (rc == ODBOX_OK && answer < 0)
@@ -76,6 +85,8 @@ int odbox_conn_lock(odbox_conn *c, const char *key, int wait_ms, odbox_error *er
 
 int odbox_conn_unlock(odbox_conn *c, const char *key, odbox_error *err)
 {
+    if (local(c))
+        return odbox_local_lock_release(c, key, err);
     int64_t answer = 0;
     int rc = run_lock_sql(c, c && c->dialect ? c->dialect->lock_release_sql : NULL, key, &answer, err);
     if (rc == ODBOX_OK && answer != 1)

@@ -133,6 +133,10 @@ int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *con
             memcpy(e->sqlstate, state, 6);
             e->native = native;
             code = odbox_odbc_map((const char *)state, native);
+            if (conn && conn->dialect && conn->dialect->map_error) {
+                int own = conn->dialect->map_error((const char *)state, native, (const char *)text);
+                code = own ? own : code;
+            }
             first = 0;
         }
         if (used < sizeof e->message - 1) {

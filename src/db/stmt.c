@@ -567,9 +567,13 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
         for (int i = 0; i < s->cap; i++)
             s->binds[i].drv_bound = 0;
     }
-    for (int i = 0; i < s->nbinds; i++) {
+    for (int i = 0; i < s->nbinds; i++)
         if (!s->binds[i].set)
             return odbox_fail(err, ODBOX_EINVAL, "execute: parameter %d is not bound", i + 1);
+    /* Last first: a driver that grows its parameter array to each number
+     * it is given (sqliteodbc reallocs per parameter) then grows it once,
+     * not once per parameter of a 30000-parameter INSERT. */
+    for (int i = s->nbinds - 1; i >= 0; i--) {
         SQLRETURN r = bind_to_driver(s, i);
         if (!ODBOX_SQL_OK(r))
             return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "bind");

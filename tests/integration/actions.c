@@ -103,9 +103,9 @@ int read_events(dfx *f, int shard, evrow *rows, int cap)
     char sql[512];
     snprintf(sql, sizeof sql,
              "SELECT id, namespace, action_id, action_name, action_params, started_date, completion_date, "
-             "model_id, model_type, event_type, payload, event_date, delivered FROM %s.events "
+             "model_id, model_type, event_type, payload, event_date, delivered FROM %s "
              "ORDER BY COALESCE(event_type, ''), COALESCE(model_id, '')",
-             f->ev[shard]);
+             itest_evt(f->ev[shard], "events"));
     odbox_stmt *s = NULL;
     odbox_error e = {0};
     ck_assert_msg(odbox_stmt_prepare(f->c[shard], sql, &s, &e) == ODBOX_OK, "%s", e.message);
@@ -228,7 +228,7 @@ int record_hook(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn 
         h->dummies_outside = dfx_rows(h->f, shard.member, "dummies");
     }
     if (h->f && at == ODBOX_HOOK_EVENTS_WRITTEN)
-        h->events_inside = itest_count(conn, "SELECT COUNT(*) FROM %s.events", h->f->ev[shard.member]);
+        h->events_inside = itest_count(conn, "SELECT COUNT(*) FROM %s", itest_evt(h->f->ev[shard.member], "events"));
     if ((int)at == h->fail_at && (h->fail_group < 0 || h->fail_group == shard.group) &&
         (h->fail_member < 0 || h->fail_member == shard.member))
         return h->fail_code;

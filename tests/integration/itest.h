@@ -1,5 +1,6 @@
 /* odbox — integration tier: helpers for suites that run against a real
- * server, once per dialect (ODBOX_TEST_DIALECT = pg | mariadb | mysql). */
+ * server, once per dialect (ODBOX_TEST_DIALECT = pg | mariadb | mysql |
+ * sqlite; SQLite needs no server, its databases are files). */
 #ifndef ODBOX_TESTS_ITEST_H
 #define ODBOX_TESTS_ITEST_H
 
@@ -7,12 +8,22 @@
 #include <stdint.h>
 #include "odbox/odbox.h"
 
-/* "pg", "mariadb" or "mysql" */
+/* "pg", "mariadb", "mysql" or "sqlite" */
 const char *itest_dialect(void);
+/* 1 when the suites run on that dialect */
+int itest_is(const char *dialect);
+/* The SQL name of an eventlog table ("events", ...) in the dialect under
+ * test: "ev.events", or "ev_events" on SQLite. Valid for the next 7 calls. */
+const char *itest_evt(const char *eventlog, const char *table);
 /* The test DSN: which = 1 (database odbox_test*) or 2 (second database). */
 const char *itest_dsn(int which);
 /* A DSN for `which` with `extra` appended to the query string. */
 char *itest_dsn_with(int which, const char *extra);
+
+/* A DSN of the dialect under test that cannot connect: a server port
+ * nobody listens on, with secret as the password; on SQLite a file in a
+ * directory that does not exist (no password there). Static buffer. */
+const char *itest_unreachable_dsn(const char *secret);
 
 odbox_conn *itest_connect(int which);
 void itest_exec(odbox_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -23,10 +34,21 @@ void itest_name(char *buf, size_t cap, const char *prefix);
  * (waits a little: servers end sessions asynchronously). */
 int64_t itest_session_id(odbox_conn *c);
 void itest_kill_session(odbox_conn *killer, int64_t id);
-/* Drops an eventlog container (schema or database) of that name. */
+/* Drops an eventlog container (schema or database) of that name; SQLite
+ * has none (its tables go with the test's temporary files). */
 void itest_drop_eventlog(odbox_conn *c, const char *name);
 /* Absolute path of a file below the source tree. */
 const char *itest_src(const char *rel);
+
+/* Adds test tf to tc, unless the dialect under test cannot run it: the
+ * list in itest.c names those tests and says why, which is printed
+ * instead. Every suite's tcase_add_test goes through it. */
+void itest_add_test(TCase *tc, const TTest *tf);
+/* 1 (and printed) when that list names part ("test/part") for the
+ * dialect under test: the test then leaves that part out. */
+int itest_part_skipped(const char *part);
+#undef tcase_add_test
+#define tcase_add_test(tc, tf) itest_add_test(tc, tf)
 
 Suite *db_suite(void);
 Suite *migrate_suite(void);
@@ -38,5 +60,9 @@ Suite *persist_suite(void);
 Suite *shards_suite(void);
 Suite *owner_suite(void);
 Suite *tables_suite(void);
+Suite *writers_suite(void);
+Suite *sqlite_suite(void);
+Suite *jobs_suite(void);
+Suite *jobs_cluster_suite(void);
 
 #endif

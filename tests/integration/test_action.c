@@ -58,8 +58,8 @@ START_TEST(execute_writes_rows_and_events)
     check_rows(rows, 2, res.action_id, "shop.CreateDummy", params, t0, t1);
     assert_event(&rows[0], d, "DummyChanged", "{\"note\": \"x\", \"list\": [1, {\"a\": null}]}");
     assert_event(&rows[1], d, "DummyCreated", "{\"amount\": 5, \"who\": \"alice\"}");
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(DISTINCT action_id) FROM %s.events", f.ev[0]), 1);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE delivered = FALSE", f.ev[0]), 2);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(DISTINCT action_id) FROM %s", itest_evt(f.ev[0], "events")), 1);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE delivered = FALSE", itest_evt(f.ev[0], "events")), 2);
 
     odbox_result_clear(&res);
     ck_assert_ptr_null(res.value);
@@ -70,7 +70,7 @@ START_TEST(execute_writes_rows_and_events)
     execute_script_ok(exe, "shop.Noop", &s2, NULL, &res);
     ck_assert_str_ne(res.action_id, rows[0].action_id);
     ck_assert_ptr_null(res.value);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(DISTINCT action_id) FROM %s.events", f.ev[0]), 2);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(DISTINCT action_id) FROM %s", itest_evt(f.ev[0], "events")), 2);
     odbox_result_clear(&res);
     odbox_model_free(&d);
     odbox_executor_free(&exe);
@@ -137,9 +137,9 @@ START_TEST(sentinel_row_for_an_empty_plan)
     ck_assert_int_eq(dfx_events(&f, 1), 0); /* on the default shard only */
     ck_assert_int_eq(res.ncommitted, 1);
     ck_assert(res.committed[0].group == 0 && res.committed[0].member == 0);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE event_type IS NULL AND model_id IS NULL "
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE event_type IS NULL AND model_id IS NULL "
                                          "AND model_type IS NULL AND payload IS NULL AND delivered = FALSE",
-                                 f.ev[0]),
+                                 itest_evt(f.ev[0], "events")),
                      1);
     odbox_result_clear(&res);
     odbox_executor_free(&exe);
@@ -176,8 +176,8 @@ START_TEST(sentinel_row_for_rows_without_events)
     script s2 = {.add = {d}, .nadd = 1};
     execute_script_ok(exe, "AddQuietly", &s2, NULL, &res);
     ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 1);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s' AND event_type IS NULL",
-                                 f.ev[0], res.action_id),
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND event_type IS NULL",
+                                 itest_evt(f.ev[0], "events"), res.action_id),
                      1);
     ck_assert_int_eq(dfx_events(&f, 0), 2);
     odbox_result_clear(&res);
@@ -187,9 +187,9 @@ START_TEST(sentinel_row_for_rows_without_events)
     script s4 = {.upd = {cur}, .nupd = 1};
     execute_script_ok(exe, "UpdateQuietly", &s4, NULL, &res);
     ck_assert_int_eq(amount_of(&f, odbox_model_id(d)), 2);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s' AND event_type IS NULL "
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND event_type IS NULL "
                                          "AND model_id IS NULL AND payload IS NULL",
-                                 f.ev[0], res.action_id),
+                                 itest_evt(f.ev[0], "events"), res.action_id),
                      1);
     ck_assert_int_eq(dfx_events(&f, 0), 3);
     odbox_result_clear(&res);
@@ -240,9 +240,9 @@ START_TEST(update_advances_version_and_updated_date)
         ck_assert(odbox_model_updated(after) >= t0 - SLACK_US && odbox_model_updated(after) <= t1 + SLACK_US);
         dfx_assert_columns(cur, after);
         /* the update's event is this execution's */
-        ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s' AND model_id = '%s' "
+        ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND model_id = '%s' "
                                              "AND event_type = 'DummyChanged'",
-                                     f.ev[0], res.action_id, odbox_model_id(d)),
+                                     itest_evt(f.ev[0], "events"), res.action_id, odbox_model_id(d)),
                          1);
         odbox_result_clear(&res);
         odbox_model_free(&cur);
@@ -333,9 +333,9 @@ START_TEST(batch_update_of_five_in_one_plan)
         ck_assert(ts == base + 86400000000LL + i * 11 + 654321);
         odbox_model_free(&got);
     }
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s' AND event_type = "
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND event_type = "
                                          "'DummyChanged' AND model_type = 'Dummy'",
-                                 f.ev[0], res.action_id),
+                                 itest_evt(f.ev[0], "events"), res.action_id),
                      N);
     ck_assert_int_eq(dfx_events(&f, 0), 1 + N);
     odbox_result_clear(&res);
@@ -407,9 +407,15 @@ START_TEST(failing_events_insert_writes_nothing)
 {
     dfx f;
     dfx_open(&f, 1, 0);
-    itest_exec(f.c[0],
-               "ALTER TABLE %s.events ADD CONSTRAINT no_poison CHECK (event_type IS NULL OR event_type <> 'PoisonEvent')",
-               f.ev[0]);
+    if (itest_is("sqlite")) /* no ALTER TABLE ... ADD CONSTRAINT: a trigger refuses it instead */
+        itest_exec(f.c[0],
+                   "CREATE TRIGGER %s_no_poison BEFORE INSERT ON %s WHEN NEW.event_type = 'PoisonEvent' "
+                   "BEGIN SELECT RAISE(ABORT, 'no poison'); END",
+                   f.ev[0], itest_evt(f.ev[0], "events"));
+    else
+        itest_exec(f.c[0],
+                   "ALTER TABLE %s ADD CONSTRAINT no_poison CHECK (event_type IS NULL OR event_type <> 'PoisonEvent')",
+                   itest_evt(f.ev[0], "events"));
     odbox_executor *exe = open_exe(&f);
     odbox_model *d = dfx_dummy(NULL, "poisoned", 1);
     script s = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}, {d, &EV_POISON, "{}"}}, .nemit = 2};
@@ -746,7 +752,7 @@ static void race_rounds(int with_retry)
         pthread_barrier_destroy(&barrier);
         int64_t amount = amount_of(&f, odbox_model_id(d));
         odbox_model *final = find_dummy(&f, odbox_model_id(d));
-        int64_t updates = itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE model_id = '%s'", f.ev[0],
+        int64_t updates = itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE model_id = '%s'", itest_evt(f.ev[0], "events"),
                                       odbox_model_id(d));
         if (!with_retry) {
             int winners = (r[0].rc == ODBOX_OK) + (r[1].rc == ODBOX_OK);
@@ -760,7 +766,7 @@ static void race_rounds(int with_retry)
             ck_assert_int_eq(odbox_model_version(final), 2);
             ck_assert_int_eq(updates, 1);
             /* the loser's action left no rows */
-            ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s'", f.ev[0],
+            ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s'", itest_evt(f.ev[0], "events"),
                                          l->res.action_id),
                              0);
         } else {
@@ -836,7 +842,7 @@ START_TEST(retry_counters_are_per_code)
     ck_assert_str_eq(res.action_id, a.action_ids[3]);
     ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 1);
     ck_assert_int_eq(dfx_events(&f, 0), 1);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s'", f.ev[0],
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s'", itest_evt(f.ev[0], "events"),
                                  res.action_id),
                      1);
     odbox_result_clear(&res);
@@ -981,8 +987,8 @@ START_TEST(bad_input_is_refused)
     odbox_action longest = {.name = long_name, .perform = count_calls, .user = &calls};
     ck_assert_msg(odbox_execute(exe, &longest, NULL, NULL, NULL, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(calls, 2);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_name = 'shop.v2.Deposit_1'",
-                                 f.ev[0]),
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_name = 'shop.v2.Deposit_1'",
+                                 itest_evt(f.ev[0], "events")),
                      1);
 
     /* event type names */
@@ -1002,7 +1008,7 @@ START_TEST(bad_input_is_refused)
     const odbox_event_type longest_et = {long_name};
     script s2 = {.add = {d}, .nadd = 1, .emit = {{d, &longest_et, "{}"}}, .nemit = 1};
     execute_script_ok(exe, "LongestEvent", &s2, NULL, &res);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE event_type = '%s'", f.ev[0], long_name),
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE event_type = '%s'", itest_evt(f.ev[0], "events"), long_name),
                      1);
     odbox_result_clear(&res);
     /* NULL model / event type / plan arguments inside perform */

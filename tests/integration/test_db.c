@@ -43,17 +43,20 @@ START_TEST(raw_odbc_string_detects_dialect)
 {
     odbox_dsn *dsn = NULL;
     ck_assert_int_eq(odbox_dsn_parse(itest_dsn(1), &dsn, NULL), ODBOX_OK);
-    int pg = !strcmp(itest_dialect(), "pg");
+    int pg = itest_is("pg");
     char raw[1024];
-    snprintf(raw, sizeof raw, "Driver={%s};Server=%s;Port=%d;Database=%s;Uid=%s;Pwd=%s;%s",
-             pg ? "PostgreSQL Unicode" : "MariaDB Unicode", dsn->host, dsn->port, dsn->database, dsn->user,
-             dsn->password, pg ? "Protocol=7.4-1;" : "");
+    if (itest_is("sqlite"))
+        snprintf(raw, sizeof raw, "Driver={SQLite3};Database=%s;", dsn->database);
+    else
+        snprintf(raw, sizeof raw, "Driver={%s};Server=%s;Port=%d;Database=%s;Uid=%s;Pwd=%s;%s",
+                 pg ? "PostgreSQL Unicode" : "MariaDB Unicode", dsn->host, dsn->port, dsn->database, dsn->user,
+                 dsn->password, pg ? "Protocol=7.4-1;" : "");
     odbox_dsn_free(&dsn);
     odbox_conn *c = NULL;
     odbox_error e;
     ck_assert_msg(odbox_conn_open(raw, &c, &e) == ODBOX_OK, "%s", e.message);
     /* the MySQL suite runs on a MariaDB server: detection sees MariaDB */
-    ck_assert_str_eq(odbox_conn_dialect(c)->name, pg ? "postgresql" : "mariadb");
+    ck_assert_str_eq(odbox_conn_dialect(c)->name, pg ? "postgresql" : itest_is("sqlite") ? "sqlite" : "mariadb");
     odbox_conn_close(&c);
 }
 END_TEST
@@ -77,12 +80,9 @@ END_TEST
 
 START_TEST(unreachable_server)
 {
-    const char *scheme = !strcmp(itest_dialect(), "pg") ? "postgresql" : itest_dialect();
-    char url[256];
-    snprintf(url, sizeof url, "%s://u:Secret-77@127.0.0.1:1/db", scheme);
     odbox_conn *c = NULL;
     odbox_error e;
-    ck_assert_int_eq(odbox_conn_open(url, &c, &e), ODBOX_ECONNECT);
+    ck_assert_int_eq(odbox_conn_open(itest_unreachable_dsn("Secret-77"), &c, &e), ODBOX_ECONNECT);
     ck_assert_ptr_null(c);
     ck_assert(strstr(e.message, "Secret-77") == NULL);
     /* an unknown driver name is a connect error too */
@@ -347,7 +347,8 @@ START_TEST(text_is_utf8_both_ways)
     odbox_stmt *s = NULL;
     odbox_error e;
     const char *word = "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"; /* "héllo € 😀": 9 characters */
-    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT CHAR_LENGTH(?), ?", &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_prepare(c, itest_is("sqlite") ? "SELECT LENGTH(?), ?" : "SELECT CHAR_LENGTH(?), ?",
+                                        &s, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_stmt_bind_text(s, 1, word, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_stmt_bind_text(s, 2, word, &e), ODBOX_OK);
     ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
@@ -643,6 +644,66 @@ START_TEST(keyed_locks_exclude)
 }
 END_TEST
 
+/* The connection's own container: what the dialect's owner_sql answers. */
+static void own_container(odbox_conn *c, char *out, size_t cap)
+{
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    const char *v = NULL;
+    ck_assert_int_eq(odbox_stmt_prepare(c, odbox_conn_dialect(c)->owner_sql, &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    ck_assert_int_eq(odbox_stmt_get_text(s, 1, &v, NULL, &e), ODBOX_OK);
+    snprintf(out, cap, "%s", v);
+    odbox_stmt_free(&s);
+}
+
+/* A table in the connection's own container (NULL or named) and in an
+ * eventlog, found where odbox_dialect_eventlog_locate says; a container
+ * that does not exist has no tables (on SQLite too, where a schema the
+ * connection lacks is otherwise an error). */
+START_TEST(table_exists_by_container)
+{
+    char t[64], ev[64], own[256], evt_name[160];
+    itest_name(t, sizeof t, "te");
+    itest_name(ev, sizeof ev, "ev_te");
+    odbox_conn *c = itest_connect(1);
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    odbox_error e;
+    int exists = -1;
+    itest_exec(c, "CREATE TABLE %s (id INT)", t);
+    own_container(c, own, sizeof own);
+    ck_assert_int_eq(odbox_conn_table_exists(c, NULL, t, &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 1);
+    ck_assert_int_eq(odbox_conn_table_exists(c, own, t, &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 1);
+    ck_assert_int_eq(odbox_conn_table_exists(c, "no_such_container", t, &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 0);
+    ck_assert_int_eq(odbox_conn_table_exists(c, NULL, "no_such_table", &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 0);
+
+    if (d->create_eventlog_fmt) {
+        char sql[256];
+        snprintf(sql, sizeof sql, d->create_eventlog_fmt, ev);
+        itest_exec(c, "%s", sql);
+    }
+    itest_exec(c, "CREATE TABLE %s (id INT)", itest_evt(ev, "probe"));
+    const char *container = "unset";
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(d, ev, "probe", &container, evt_name, sizeof evt_name), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_table_exists(c, container, evt_name, &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 1);
+    ck_assert_int_eq(odbox_conn_table_exists(c, NULL, "probe", &exists, &e), ODBOX_OK);
+    ck_assert_int_eq(exists, 0); /* not among the connection's own under its bare name */
+
+    ck_assert_int_eq(odbox_conn_table_exists(c, NULL, NULL, &exists, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_conn_table_exists(NULL, NULL, t, &exists, &e), ODBOX_EINVAL);
+    itest_exec(c, "DROP TABLE %s", t);
+    itest_exec(c, "DROP TABLE %s", itest_evt(ev, "probe"));
+    itest_drop_eventlog(c, ev);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 Suite *db_suite(void)
 {
     Suite *s = suite_create("db");
@@ -666,6 +727,7 @@ Suite *db_suite(void)
     tcase_add_test(t, pool_replaces_dead_connections);
     tcase_add_test(t, pool_is_thread_safe);
     tcase_add_test(t, keyed_locks_exclude);
+    tcase_add_test(t, table_exists_by_container);
     suite_add_tcase(s, t);
     return s;
 }

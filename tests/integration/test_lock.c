@@ -558,12 +558,9 @@ END_TEST
 
 START_TEST(backend_failure_is_not_busy)
 {
-    const char *scheme = !strcmp(itest_dialect(), "pg") ? "postgresql" : itest_dialect();
-    char url[256];
-    snprintf(url, sizeof url, "%s://u:Secret-91@127.0.0.1:1/db", scheme);
     odbox_registry *r = NULL;
     odbox_error e = {0};
-    ck_assert_int_eq(odbox_registry_open_dsn(url, &r, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_registry_open_dsn(itest_unreachable_dsn("Secret-91"), &r, &e), ODBOX_OK);
     odbox_shard *s = odbox_registry_default_shard(r);
     odbox_lease *l = (odbox_lease *)&e; /* must be cleared */
     ck_assert_int_eq(odbox_lock_try_acquire(s, "k", 0, 1000, &l, &e), ODBOX_ECONNECT);

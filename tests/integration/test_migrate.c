@@ -36,12 +36,16 @@ static odbox_registry *one_shard(int which, const char *eventlog)
 
 static int64_t history(odbox_conn *c, const char *eventlog, const char *set)
 {
-    return itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE migration_set = '%s' AND success = TRUE",
-                       eventlog, set);
+    return itest_count(c, "SELECT COUNT(*) FROM %s WHERE migration_set = '%s' AND success = TRUE",
+                       itest_evt(eventlog, "odbox_schema_history"), set);
 }
 
+/* Tables of that name in the eventlog schema (NULL: the application's). */
 static int64_t table_count(odbox_conn *c, const char *schema, const char *table)
 {
+    if (itest_is("sqlite"))
+        return itest_count(c, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '%s'",
+                           schema ? itest_evt(schema, table) : table);
     return itest_count(c, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s%s%s AND table_name = '%s'",
                        schema ? "'" : "", schema ? schema : (strcmp(itest_dialect(), "pg") ? "DATABASE()" : "current_schema()"),
                        schema ? "'" : "", table);
@@ -80,6 +84,26 @@ static void write_file(const char *dir, const char *name, const char *text)
     fclose(f);
 }
 
+/* "CREATE TABLE ${eventlog}.<table> <rest>" in the dialect's naming. */
+static const char *create_in_eventlog(const char *table, const char *rest)
+{
+    static char sql[4][256];
+    static int k;
+    char *b = sql[k++ % 4];
+    snprintf(b, sizeof sql[0], "CREATE TABLE %s %s", itest_evt("${eventlog}", table), rest);
+    return b;
+}
+
+/* "INSERT INTO ${eventlog}.dv (n) VALUES (<n>)" in the dialect's naming. */
+static const char *insert_dv(int n)
+{
+    static char sql[4][256];
+    static int k;
+    char *b = sql[k++ % 4];
+    snprintf(b, sizeof sql[0], "INSERT INTO %s (n) VALUES (%d);\n", itest_evt("${eventlog}", "dv"), n);
+    return b;
+}
+
 START_TEST(fresh_then_idempotent)
 {
     char ev[64];
@@ -90,24 +114,24 @@ START_TEST(fresh_then_idempotent)
     odbox_migrate_options o = {.progress = count_progress, .progress_ud = &n};
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(n.applied, 3);
+    ck_assert_int_eq(n.applied, 4);
     ck_assert_int_eq(n.done, 1);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
     ck_assert_int_eq(table_count(c, ev, "events"), 1);
     ck_assert_int_eq(table_count(c, ev, "event_notifications"), 1);
     ck_assert_int_eq(table_count(c, NULL, "scheduled_tasks"), 1);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.events", ev), 0);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), 0);
 
     memset(&n, 0, sizeof n);
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_OK);
     ck_assert_int_eq(n.applied, 0);
     ck_assert_int_eq(n.up_to_date, 1);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
 
     odbox_migration_info *list = NULL;
     size_t count = 0;
     ck_assert_int_eq(odbox_migrate_status(odbox_registry_default_shard(r), NULL, &list, &count, &e), ODBOX_OK);
-    ck_assert_uint_eq(count, 3);
+    ck_assert_uint_eq(count, 4);
     for (size_t i = 0; i < count; i++) {
         ck_assert(list[i].applied);
         char want[24];
@@ -135,7 +159,7 @@ START_TEST(user_migrations)
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(history(c, ev, "shop"), 2);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
     itest_exec(c, "INSERT INTO widgets (id, version, state, name, created_date, updated_date, color) "
                   "VALUES ('0192f0c1-7a3e-7abc-8def-0123456789ab', 1, 'ACTIVE', 'w', "
                   "'2026-01-01 00:00:00', '2026-01-01 00:00:00', 'red')");
@@ -163,8 +187,8 @@ START_TEST(tampered_missing_and_out_of_order)
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
 
-    /* a new V4 next to a changed V2: refused, and V4 is not applied */
-    write_file(sub, "V4__more.sql", "CREATE TABLE ${eventlog}.more_things (id INT PRIMARY KEY);\n");
+    /* a new V5 next to a changed V2: refused, and V5 is not applied */
+    write_file(sub, "V5__more.sql", create_in_eventlog("more_things", "(id INT PRIMARY KEY);\n"));
     char path[400];
     snprintf(path, sizeof path, "%s/V2__create_event_notifications.sql", sub);
     FILE *f = fopen(path, "a");
@@ -174,7 +198,7 @@ START_TEST(tampered_missing_and_out_of_order)
     ck_assert_ptr_nonnull(strstr(e.message, "V2__create_event_notifications.sql"));
     ck_assert_ptr_nonnull(strstr(e.message, "changed"));
     ck_assert_int_eq(table_count(c, ev, "more_things"), 0);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
 
     /* missing applied file */
     unlink(path);
@@ -186,18 +210,18 @@ START_TEST(tampered_missing_and_out_of_order)
     remove_dir(dir);
     copy_migrations(dir, sizeof dir);
     snprintf(sub, sizeof sub, "%s/%s", dir, mig_dir());
-    write_file(sub, "V5_one_underscore.sql", "SELECT 1;\n");
+    write_file(sub, "V6_one_underscore.sql", "SELECT 1;\n");
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EINVAL);
-    ck_assert_ptr_nonnull(strstr(e.message, "V5_one_underscore.sql"));
-    unlink(strcat(strcat(strcpy(path, sub), "/"), "V5_one_underscore.sql"));
+    ck_assert_ptr_nonnull(strstr(e.message, "V6_one_underscore.sql"));
+    unlink(strcat(strcat(strcpy(path, sub), "/"), "V6_one_underscore.sql"));
 
-    /* V4 applied, then a V3b squeezed below it */
-    write_file(sub, "V5__more.sql", "CREATE TABLE ${eventlog}.more_things (id INT PRIMARY KEY);\n");
+    /* V6 applied, then a V5 squeezed below it */
+    write_file(sub, "V6__more.sql", create_in_eventlog("more_things", "(id INT PRIMARY KEY);\n"));
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(table_count(c, ev, "more_things"), 1);
-    write_file(sub, "V4__late.sql", "CREATE TABLE ${eventlog}.late (id INT);\n");
+    write_file(sub, "V5__late.sql", create_in_eventlog("late", "(id INT);\n"));
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
-    ck_assert_ptr_nonnull(strstr(e.message, "older than applied version 5"));
+    ck_assert_ptr_nonnull(strstr(e.message, "older than applied version 6"));
     ck_assert_int_eq(table_count(c, ev, "late"), 0);
 
     remove_dir(dir);
@@ -207,7 +231,7 @@ START_TEST(tampered_missing_and_out_of_order)
 }
 END_TEST
 
-/* The V4 entry of a status list. */
+/* The entry of one version in a status list. */
 static const odbox_migration_info *status_of(odbox_registry *r, const odbox_migrate_options *o, const char *version,
                                              odbox_migration_info **list)
 {
@@ -241,8 +265,7 @@ START_TEST(failing_migration)
     itest_name(ev, sizeof ev, "ev_fail");
     copy_migrations(dir, sizeof dir);
     snprintf(sub, sizeof sub, "%s/%s", dir, mig_dir());
-    write_file(sub, "V4__broken.sql",
-               "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\nSELEC broken syntax;\n");
+    write_file(sub, "V5__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\nSELEC broken syntax;\n"));
     odbox_registry *r = one_shard(1, ev);
     odbox_conn *c = itest_connect(1);
     odbox_migrate_options o = {.framework_dir = dir};
@@ -250,30 +273,31 @@ START_TEST(failing_migration)
     odbox_migration_info *list = NULL;
     odbox_repair_item item;
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EDB);
-    ck_assert_ptr_nonnull(strstr(e.message, "V4__broken.sql"));
+    ck_assert_ptr_nonnull(strstr(e.message, "V5__broken.sql"));
     ck_assert_ptr_nonnull(strstr(e.message, "statement 2"));
-    ck_assert_int_eq(history(c, ev, "odbox"), 3); /* V1..V3 stay applied */
+    ck_assert_int_eq(history(c, ev, "odbox"), 4); /* V1..V4 stay applied */
     if (odbox_conn_dialect(c)->has_transactional_ddl) {
         /* PostgreSQL: the file and its history row roll back together, so
-         * nothing is recorded: status shows V4 pending, repair has nothing
+         * nothing is recorded: status shows V5 pending, repair has nothing
          * to do, and fixing the file lets the next run apply it */
         ck_assert_int_eq(table_count(c, ev, "half"), 0);
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '4'", ev), 0);
-        const odbox_migration_info *v4 = status_of(r, &o, "4", &list);
-        ck_assert(!v4->applied && !v4->failed && !v4->error[0]);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '5'", itest_evt(ev, "odbox_schema_history")), 0);
+        const odbox_migration_info *v5 = status_of(r, &o, "5", &list);
+        ck_assert(!v5->applied && !v5->failed && !v5->error[0]);
         free(list);
         ck_assert_uint_eq(repair(r, &o, 1, NULL), 0);
-        write_file(sub, "V4__broken.sql", "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\n");
+        write_file(sub, "V5__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\n"));
         ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
         ck_assert_int_eq(table_count(c, ev, "half"), 1);
     } else {
         /* DDL commits on its own here: the failure is recorded, with its
          * error, and later runs refuse to build on it */
         ck_assert_int_eq(table_count(c, ev, "half"), 1);
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '4' AND success = FALSE", ev), 1);
-        const odbox_migration_info *v4 = status_of(r, &o, "4", &list);
-        ck_assert(!v4->applied && v4->failed && !v4->missing);
-        ck_assert_msg(strstr(v4->error, "V4__broken.sql") && strstr(v4->error, "statement 2"), "%s", v4->error);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '5' AND success = FALSE",
+                                     itest_evt(ev, "odbox_schema_history")), 1);
+        const odbox_migration_info *v5 = status_of(r, &o, "5", &list);
+        ck_assert(!v5->applied && v5->failed && !v5->missing);
+        ck_assert_msg(strstr(v5->error, "V5__broken.sql") && strstr(v5->error, "statement 2"), "%s", v5->error);
         free(list);
         ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
         ck_assert_ptr_nonnull(strstr(e.message, "failed in an earlier run"));
@@ -282,18 +306,18 @@ START_TEST(failing_migration)
         ck_assert_uint_eq(repair(r, &o, 1, &item), 1);
         ck_assert_int_eq(item.action, ODBOX_REPAIR_REMOVE_FAILED);
         ck_assert_str_eq(item.set, "odbox");
-        ck_assert_str_eq(item.version, "4");
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '4'", ev), 1);
+        ck_assert_str_eq(item.version, "5");
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '5'", itest_evt(ev, "odbox_schema_history")), 1);
         /* a person undoes what the file did and fixes it, then repairs */
-        itest_exec(c, "DROP TABLE %s.half", ev);
-        write_file(sub, "V4__broken.sql", "CREATE TABLE ${eventlog}.half (id INT PRIMARY KEY);\n");
+        itest_exec(c, "DROP TABLE %s", itest_evt(ev, "half"));
+        write_file(sub, "V5__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\n"));
         ck_assert_uint_eq(repair(r, &o, 0, &item), 1);
         ck_assert_int_eq(item.action, ODBOX_REPAIR_REMOVE_FAILED);
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '4'", ev), 0);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '5'", itest_evt(ev, "odbox_schema_history")), 0);
         ck_assert_uint_eq(repair(r, &o, 1, NULL), 0);
         ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
         ck_assert_int_eq(table_count(c, ev, "half"), 1);
-        ck_assert_int_eq(history(c, ev, "odbox"), 4);
+        ck_assert_int_eq(history(c, ev, "odbox"), 5);
     }
     remove_dir(dir);
     itest_drop_eventlog(c, ev);
@@ -344,8 +368,8 @@ START_TEST(changed_file_realigned)
     ck_assert_str_eq(item.new_checksum, on_disk);
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION); /* a dry run changed nothing */
     ck_assert_uint_eq(repair(r, &o, 0, &item), 1);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '2' AND checksum = '%s'",
-                                 ev, on_disk), 1);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '2' AND checksum = '%s'",
+                                 itest_evt(ev, "odbox_schema_history"), on_disk), 1);
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     v2 = status_of(r, &o, "2", &list);
     ck_assert(v2->applied && !v2->changed);
@@ -356,15 +380,16 @@ START_TEST(changed_file_realigned)
     ck_assert_int_eq(rename(path, renamed), 0);
     ck_assert_uint_eq(repair(r, &o, 0, &item), 1);
     ck_assert_str_eq(item.description, "notifications");
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE version = '2' "
-                                    "AND description = 'notifications' AND script = 'V2__notifications.sql'", ev), 1);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '2' "
+                                    "AND description = 'notifications' AND script = 'V2__notifications.sql'",
+                                 itest_evt(ev, "odbox_schema_history")), 1);
     /* an applied file that is gone: status says so, repair leaves it */
     unlink(renamed);
     v2 = status_of(r, &o, "2", &list);
     ck_assert(v2->missing && v2->applied);
     free(list);
     ck_assert_uint_eq(repair(r, &o, 0, NULL), 0);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
 
     odbox_repair_item *items = NULL;
     size_t n = 0;
@@ -395,29 +420,30 @@ START_TEST(dotted_versions)
     char ev[64], dir[] = "/tmp/odbox-dotted-XXXXXX";
     itest_name(ev, sizeof ev, "ev_dots");
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    write_file(dir, "V1__create.sql", "CREATE TABLE ${eventlog}.dv (n INT NOT NULL);\n");
-    write_file(dir, "V1.10__d.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (4);\n");
-    write_file(dir, "V2__e.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (5);\n");
-    write_file(dir, "V1.1__a.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (1);\n");
-    write_file(dir, "V1_5__c.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (3);\n");
-    write_file(dir, "V1.2__b.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (2);\n");
+    write_file(dir, "V1__create.sql", create_in_eventlog("dv", "(n INT NOT NULL);\n"));
+    write_file(dir, "V1.10__d.sql", insert_dv(4));
+    write_file(dir, "V2__e.sql", insert_dv(5));
+    write_file(dir, "V1.1__a.sql", insert_dv(1));
+    write_file(dir, "V1_5__c.sql", insert_dv(3));
+    write_file(dir, "V1.2__b.sql", insert_dv(2));
     odbox_registry *r = one_shard(1, ev);
     odbox_conn *c = itest_connect(1);
     seen_versions seen = {0};
     odbox_migrate_options o = {.user_dir = dir, .user_set = "dots", .progress = record_applying, .progress_ud = &seen};
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
-    static const char *const want[] = {"1", "2", "3", "1", "1.1", "1.2", "1.5", "1.10", "2"};
-    ck_assert_int_eq(seen.n, 9);
-    for (int i = 0; i < 9; i++)
+    static const char *const want[] = {"1", "2", "3", "4", "1", "1.1", "1.2", "1.5", "1.10", "2"};
+    ck_assert_int_eq(seen.n, 10);
+    for (int i = 0; i < 10; i++)
         ck_assert_str_eq(seen.v[i], want[i]);
     ck_assert_int_eq(history(c, ev, "dots"), 6);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE migration_set = 'dots' "
-                                    "AND version = '1.5' AND script = 'V1_5__c.sql'", ev), 1);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE migration_set = 'dots' "
+                                    "AND version = '1.5' AND script = 'V1_5__c.sql'",
+                                 itest_evt(ev, "odbox_schema_history")), 1);
     odbox_migration_info *list = NULL;
     size_t n = 0;
     ck_assert_int_eq(odbox_migrate_status(odbox_registry_default_shard(r), &o, &list, &n, &e), ODBOX_OK);
-    ck_assert_uint_eq(n, 9);
+    ck_assert_uint_eq(n, 10);
     for (size_t i = 0; i < n; i++) {
         ck_assert_str_eq(list[i].version, want[i]);
         ck_assert(list[i].applied);
@@ -427,12 +453,12 @@ START_TEST(dotted_versions)
     /* a version below the newest applied one, one that equals another
      * (2.0 is 2), and version 0 are refused before anything runs */
     char path[400];
-    write_file(dir, "V1.3__late.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (99);\n");
+    write_file(dir, "V1.3__late.sql", insert_dv(99));
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
     ck_assert_msg(strstr(e.message, "V1.3__late.sql") && strstr(e.message, "older than applied version 2"), "%s",
                   e.message);
     unlink(strcat(strcat(strcpy(path, dir), "/"), "V1.3__late.sql"));
-    write_file(dir, "V2.0__same.sql", "INSERT INTO ${eventlog}.dv (n) VALUES (99);\n");
+    write_file(dir, "V2.0__same.sql", insert_dv(99));
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "appears twice"), "%s", e.message);
     unlink(strcat(strcat(strcpy(path, dir), "/"), "V2.0__same.sql"));
@@ -443,7 +469,7 @@ START_TEST(dotted_versions)
     write_file(dir, "V12345678901234567890__huge.sql", "SELECT 1;\n");
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "has 20 digits"), "%s", e.message);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.dv", ev), 5);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "dv")), 5);
     remove_dir(dir);
     itest_drop_eventlog(c, ev);
     odbox_conn_close(&c);
@@ -489,9 +515,9 @@ START_TEST(concurrent_migrators_apply_once)
     for (int i = 0; i < 2; i++)
         ck_assert_msg(m[i].rc == ODBOX_OK, "migrator %d: %s", i, m[i].message);
     /* one applied everything, the other waited and found nothing to do */
-    ck_assert_int_eq(m[0].n.applied + m[1].n.applied, 4);
+    ck_assert_int_eq(m[0].n.applied + m[1].n.applied, 5);
     ck_assert_int_ge(m[0].n.waiting + m[1].n.waiting, 1);
-    ck_assert_int_eq(history(c, ev, "odbox"), 3);
+    ck_assert_int_eq(history(c, ev, "odbox"), 4);
     ck_assert_int_eq(history(c, ev, "slow"), 1);
     itest_drop_eventlog(c, ev);
     odbox_conn_close(&c);
@@ -539,8 +565,8 @@ START_TEST(every_shard_migrated)
     ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_OK);
     ck_assert_msg(odbox_migrate_registry(r, NULL, &e) == ODBOX_OK, "%s", e.message);
     odbox_conn *c1 = itest_connect(1), *c2 = itest_connect(2);
-    ck_assert_int_eq(history(c1, ev1, "odbox"), 3);
-    ck_assert_int_eq(history(c2, ev2, "odbox"), 3);
+    ck_assert_int_eq(history(c1, ev1, "odbox"), 4);
+    ck_assert_int_eq(history(c2, ev2, "odbox"), 4);
     ck_assert_int_eq(table_count(c2, NULL, "scheduled_tasks"), 1);
     itest_drop_eventlog(c1, ev1);
     itest_drop_eventlog(c2, ev2);
@@ -552,12 +578,9 @@ END_TEST
 
 START_TEST(unreachable_shard)
 {
-    const char *scheme = !strcmp(itest_dialect(), "pg") ? "postgresql" : itest_dialect();
-    char dsn[128];
-    snprintf(dsn, sizeof dsn, "%s://u:Pw-991@127.0.0.1:1/db", scheme);
     odbox_registry *r = NULL;
     odbox_error e;
-    ck_assert_int_eq(odbox_registry_open_dsn(dsn, &r, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_registry_open_dsn(itest_unreachable_dsn("Pw-991"), &r, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_migrate_registry(r, NULL, &e), ODBOX_ECONNECT);
     ck_assert_ptr_nonnull(strstr(e.message, "shard 0.0"));
     ck_assert_ptr_null(strstr(e.message, "Pw-991"));

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "actions.h"
 
 static int is_pg(void) { return !strcmp(itest_dialect(), "pg"); }
@@ -104,7 +105,8 @@ START_TEST(eventlog_of_another_application_refused)
     ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(a), owner, sizeof owner, &e), ODBOX_OK);
     ck_assert_str_ne(owner, "");
     snprintf(want, sizeof want, "%s", owner);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_eventlog_owner WHERE owner = '%s'", ev, want), 1);
+    ck_assert_int_eq(
+        itest_count(c, "SELECT COUNT(*) FROM %s WHERE owner = '%s'", itest_evt(ev, "odbox_eventlog_owner"), want), 1);
     ck_assert_int_eq(execute_probe(a, &e), ODBOX_OK);
 
     other_app oa;
@@ -118,8 +120,8 @@ START_TEST(eventlog_of_another_application_refused)
                   "%s", e.message);
     ck_assert_ptr_null(strstr(e.message, "odbox-test-pw"));
     ck_assert_int_eq(tables_in(c, oa.name, "scheduled_tasks"), 0);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history", ev), 3);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_eventlog_owner", ev), 1);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "odbox_schema_history")), 4);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "odbox_eventlog_owner")), 1);
     /* status, repair and the owner check refuse it too */
     odbox_migration_info *list = NULL;
     size_t n = 7;
@@ -132,12 +134,12 @@ START_TEST(eventlog_of_another_application_refused)
                      ODBOX_EOWNER);
     ck_assert_str_eq(owner, want);
     /* the executor writes nothing into another application's outbox */
-    int64_t events = itest_count(c, "SELECT COUNT(*) FROM %s.events", ev);
+    int64_t events = itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events"));
     ck_assert_int_eq(events, 1);
     ck_assert_int_eq(execute_probe(b, &e), ODBOX_EOWNER);
     ck_assert_ptr_nonnull(strstr(e.message, "belongs to"));
     ck_assert_int_eq(execute_probe(b, &e), ODBOX_EOWNER); /* a refusal is not remembered as a pass */
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.events", ev), events);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), events);
     odbox_registry_free(&b);
 
     /* its own eventlog, named in the DSN, is fine */
@@ -151,7 +153,7 @@ START_TEST(eventlog_of_another_application_refused)
     ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(b), owner, sizeof owner, &e), ODBOX_OK);
     ck_assert_str_eq(owner, oa.name);
     ck_assert_int_eq(execute_probe(b, &e), ODBOX_OK);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.events", ev_b), 1);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev_b, "events")), 1);
     odbox_registry_free(&b);
     free(dsn);
 
@@ -208,9 +210,9 @@ START_TEST(existing_installation_adopted)
     size_t n = 0;
     ck_assert_msg(odbox_migrate_status(odbox_registry_default_shard(a), NULL, &list, &n, &e) == ODBOX_OK, "%s",
                   e.message);
-    ck_assert_uint_eq(n, 3);
-    ck_assert_str_eq(list[2].version, "3");
-    ck_assert(list[2].applied && !list[2].changed);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(list[3].version, "4");
+    ck_assert(list[3].applied && !list[3].changed);
     free(list);
     ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(a), owner, sizeof owner, &e), ODBOX_OK);
     ck_assert_str_eq(owner, "");
@@ -235,7 +237,7 @@ START_TEST(existing_installation_adopted)
                                     "AND data_type IN ('character varying', 'varchar')", ev), 1);
     ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = '%s' "
                                     "AND table_name = 'odbox_schema_history' AND column_name = 'error_message'", ev), 1);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s.odbox_schema_history WHERE success = TRUE", ev), 3);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE success = TRUE", itest_evt(ev, "odbox_schema_history")), 4);
     ck_assert_int_eq(migrate(b, &e), ODBOX_EOWNER);
     ck_assert_ptr_nonnull(strstr(e.message, "belongs to"));
     odbox_registry_free(&b);
@@ -244,6 +246,57 @@ START_TEST(existing_installation_adopted)
     other_app_close(&oa, c);
     odbox_conn_close(&c);
     odbox_registry_free(&a);
+}
+END_TEST
+
+/* SQLite: an eventlog's tables sit in its application's file, so the file
+ * owns it (as "main", its own tables' schema) under whatever path opens it;
+ * another file has an eventlog of its own under the same name. */
+START_TEST(eventlog_belongs_to_its_file)
+{
+    char ev[64], owner[256], copy[1024];
+    itest_name(ev, sizeof ev, "ev_file");
+    odbox_conn *c = itest_connect(1);
+    odbox_registry *a = shard_on(itest_dsn(1), ev);
+    odbox_error e;
+    ck_assert_msg(migrate(a, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(a), owner, sizeof owner, &e), ODBOX_OK);
+    ck_assert_str_eq(owner, "main");
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE owner = 'main'", itest_evt(ev, "odbox_eventlog_owner")),
+                     1);
+    ck_assert_int_eq(execute_probe(a, &e), ODBOX_OK);
+    odbox_registry_free(&a);
+
+    /* a copy of the file, opened under another path: still its own */
+    const char *dsn = itest_dsn(1), *path = strstr(dsn, "://");
+    ck_assert_ptr_nonnull(path);
+    const char *slash = strrchr(path + 3, '/');
+    ck_assert_ptr_nonnull(slash);
+    snprintf(copy, sizeof copy, "%.*s/%s_copy.db", (int)(slash - path - 3), path + 3, ev);
+    itest_exec(c, "VACUUM INTO '%s'", copy);
+    char copy_dsn[1100];
+    snprintf(copy_dsn, sizeof copy_dsn, "sqlite://%s", copy);
+    odbox_registry *moved = shard_on(copy_dsn, ev);
+    ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(moved), owner, sizeof owner, &e), ODBOX_OK);
+    ck_assert_str_eq(owner, "main");
+    ck_assert_msg(migrate(moved, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(execute_probe(moved, &e), ODBOX_OK);
+    odbox_registry_free(&moved);
+    odbox_conn *cc = NULL;
+    ck_assert_int_eq(odbox_conn_open(copy_dsn, &cc, &e), ODBOX_OK);
+    ck_assert_int_eq(itest_count(cc, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), 2);
+    odbox_conn_close(&cc);
+    unlink(copy);
+
+    /* another file: an eventlog of the same name that is its own */
+    odbox_registry *b = shard_on(itest_dsn(2), ev);
+    ck_assert_msg(migrate(b, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(b), owner, sizeof owner, &e), ODBOX_OK);
+    ck_assert_str_eq(owner, "main");
+    ck_assert_int_eq(execute_probe(b, &e), ODBOX_OK);
+    odbox_registry_free(&b);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), 1);
+    odbox_conn_close(&c);
 }
 END_TEST
 
@@ -276,6 +329,8 @@ Suite *owner_suite(void)
     tcase_add_test(t, eventlog_of_another_application_refused);
     tcase_add_test(t, existing_installation_adopted);
     tcase_add_test(t, connection_without_a_database);
+    if (itest_is("sqlite"))
+        tcase_add_test(t, eventlog_belongs_to_its_file);
     suite_add_tcase(s, t);
     return s;
 }

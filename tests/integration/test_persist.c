@@ -190,13 +190,13 @@ static void stamps_on(dfx *f, char stamps[64], char fn[64])
                fn, stamps);
     itest_exec(f->c[0], "CREATE TRIGGER stamp_dummies AFTER INSERT OR UPDATE ON dummies FOR EACH ROW EXECUTE FUNCTION %s()",
                fn);
-    itest_exec(f->c[0], "CREATE TRIGGER stamp_events AFTER INSERT ON %s.events FOR EACH ROW EXECUTE FUNCTION %s()",
-               f->ev[0], fn);
+    itest_exec(f->c[0], "CREATE TRIGGER stamp_events AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s()",
+               itest_evt(f->ev[0], "events"), fn);
 }
 
 static void stamps_off(dfx *f, const char *stamps, const char *fn)
 {
-    itest_exec(f->c[0], "DROP TRIGGER stamp_events ON %s.events", f->ev[0]);
+    itest_exec(f->c[0], "DROP TRIGGER stamp_events ON %s", itest_evt(f->ev[0], "events"));
     itest_exec(f->c[0], "DROP TRIGGER stamp_dummies ON dummies");
     itest_exec(f->c[0], "DROP FUNCTION %s()", fn);
     itest_exec(f->c[0], "DROP TABLE %s", stamps);

@@ -92,7 +92,7 @@ void dfx_close(dfx *f)
 
 int64_t dfx_events(dfx *f, int shard)
 {
-    return itest_count(f->c[shard], "SELECT COUNT(*) FROM %s.events", f->ev[shard]);
+    return itest_count(f->c[shard], "SELECT COUNT(*) FROM %s", itest_evt(f->ev[shard], "events"));
 }
 
 int64_t dfx_rows(dfx *f, int shard, const char *table)
@@ -506,7 +506,9 @@ START_TEST(insert_and_find_round_trip)
      * that the loss shows at the execute): inside a transaction nothing
      * was committed; in autocommit the write may have been */
     odbox_model *lost = dfx_dummy(NULL, "lost", 1);
-    for (int autocommit = 0; autocommit < 2; autocommit++) {
+    int warmed = 0;
+    for (int autocommit = 0; autocommit < 2 && !itest_part_skipped("insert_and_find_round_trip/lost_under_a_write");
+         autocommit++, warmed++) {
         c = itest_connect(1);
         odbox_model *warm = dfx_dummy(NULL, "warm", 1);
         ck_assert_int_eq(odbox_repo_insert(c, &DUMMY_T, &warm, 1, &e), ODBOX_OK);
@@ -520,7 +522,7 @@ START_TEST(insert_and_find_round_trip)
         odbox_conn_close(&c);
     }
     odbox_model_free(&lost);
-    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3 + 2);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 3 + warmed);
     ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE name = 'lost'"), 0);
     odbox_model *got = find_ok(f.r, &DUMMY_T, odbox_model_id(m[1]), ODBOX_READ_PRIMARY);
     dfx_assert_same(m[1], got);

@@ -1,6 +1,8 @@
 /* odbox — schema check: after migrating, the framework tables, their
  * columns, types, nullability and indexes match the spec's DDL for the
- * dialect (PostgreSQL: partial indexes; MySQL/MariaDB: composite ones). */
+ * dialect (PostgreSQL and SQLite: partial indexes; MySQL/MariaDB:
+ * composite ones). SQLite has no information_schema: its catalogue is
+ * read through pragma_table_info, pragma_index_list and sqlite_master. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +35,23 @@ static const col notif_cols[] = {
 };
 
 static int is_pg(void) { return !strcmp(itest_dialect(), "pg"); }
+static int is_sqlite(void) { return itest_is("sqlite"); }
 
 /* Does (data_type, column_type, charset) of this server spell tag? */
 static int type_matches(tag t, const char *dt, const char *ct, const char *cs)
 {
     const char *d = itest_dialect();
+    (void)ct, (void)cs;
+    if (is_sqlite()) { /* the declared type, lower case */
+        switch (t) {
+        case UUIDT: case JSONT: case TS: return !strcmp(dt, "text");
+        case VC255: return !strcmp(dt, "varchar(255)");
+        case VC24: return !strcmp(dt, "varchar(24)");
+        case BOOLT: return !strcmp(dt, "integer");
+        case INTT: return !strcmp(dt, "int");
+        }
+        return 0;
+    }
     switch (t) {
     case UUIDT:
         if (is_pg())
@@ -61,14 +75,20 @@ static void check_columns(odbox_conn *c, const char *schema, const char *table, 
     char sql[768];
     odbox_stmt *s = NULL;
     odbox_error e;
-    snprintf(sql, sizeof sql,
-             is_pg() ? "SELECT column_name, data_type, COALESCE(CAST(character_maximum_length AS VARCHAR), ''), '', "
-                       "is_nullable, COALESCE(column_default, '') FROM information_schema.columns "
-                       "WHERE table_schema = '%s' AND table_name = '%s' ORDER BY ordinal_position"
-                     : "SELECT column_name, data_type, column_type, COALESCE(character_set_name, ''), "
-                       "is_nullable, COALESCE(column_default, '') FROM information_schema.columns "
-                       "WHERE table_schema = '%s' AND table_name = '%s' ORDER BY ordinal_position",
-             schema, table);
+    if (is_sqlite())
+        snprintf(sql, sizeof sql,
+                 "SELECT name, lower(type), lower(type), '', CASE WHEN \"notnull\" THEN 'NO' ELSE 'YES' END, "
+                 "COALESCE(dflt_value, '') FROM pragma_table_info('%s') ORDER BY cid",
+                 itest_evt(schema, table));
+    else
+        snprintf(sql, sizeof sql,
+                 is_pg() ? "SELECT column_name, data_type, COALESCE(CAST(character_maximum_length AS VARCHAR), ''), '', "
+                           "is_nullable, COALESCE(column_default, '') FROM information_schema.columns "
+                           "WHERE table_schema = '%s' AND table_name = '%s' ORDER BY ordinal_position"
+                         : "SELECT column_name, data_type, column_type, COALESCE(character_set_name, ''), "
+                           "is_nullable, COALESCE(column_default, '') FROM information_schema.columns "
+                           "WHERE table_schema = '%s' AND table_name = '%s' ORDER BY ordinal_position",
+                 schema, table);
     ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
     size_t i = 0;
@@ -102,7 +122,10 @@ static void index_def(odbox_conn *c, const char *schema, const char *table, cons
     odbox_stmt *s = NULL;
     odbox_error e;
     out[0] = '\0';
-    if (is_pg())
+    if (is_sqlite()) /* the CREATE INDEX as written; index names carry the eventlog prefix */
+        snprintf(sql, sizeof sql, "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = '%s' AND name = '%s'",
+                 schema ? itest_evt(schema, table) : table, schema ? itest_evt(schema, index) : index);
+    else if (is_pg())
         snprintf(sql, sizeof sql, "SELECT indexdef FROM pg_indexes WHERE schemaname = '%s' AND tablename = '%s' AND indexname = '%s'",
                  schema, table, index);
     else
@@ -125,7 +148,12 @@ static void index_def(odbox_conn *c, const char *schema, const char *table, cons
 static int has_unique(odbox_conn *c, const char *schema, const char *table, const char *cols)
 {
     char sql[640];
-    if (is_pg())
+    if (is_sqlite())
+        snprintf(sql, sizeof sql,
+                 "SELECT COUNT(*) FROM pragma_index_list('%s') AS il WHERE il.\"unique\" = 1 AND (SELECT "
+                 "group_concat(name, ', ') FROM (SELECT name FROM pragma_index_info(il.name) ORDER BY seqno)) = '%s'",
+                 schema ? itest_evt(schema, table) : table, cols);
+    else if (is_pg())
         snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = '%s' AND tablename = '%s' "
                                   "AND indexdef LIKE 'CREATE UNIQUE INDEX %% USING btree (%s)'", schema, table, cols);
     else
@@ -155,16 +183,19 @@ START_TEST(framework_schema_matches_spec)
     ck_assert(has_unique(c, ev, "event_notifications", "event_id, handler_name"));
 
     index_def(c, ev, "events", "idx_events_action_id", def, sizeof def);
-    ck_assert_msg(strstr(def, is_pg() ? "(action_id)" : "1:action_id"), "idx_events_action_id: %s", def);
+    ck_assert_msg(strstr(def, is_pg() || is_sqlite() ? "(action_id)" : "1:action_id"), "idx_events_action_id: %s", def);
     index_def(c, ev, "events", "events_undelivered", def, sizeof def);
     if (is_pg()) {
         ck_assert_msg(strstr(def, "(event_type, event_date) WHERE (delivered = false)"), "%s", def);
+    } else if (is_sqlite()) {
+        ck_assert_msg(strstr(def, "(event_type, event_date)") && strstr(def, "WHERE delivered = FALSE"), "%s", def);
     } else {
         ck_assert_str_eq(def, "1:delivered,event_type,event_date");
     }
     index_def(c, ev, "event_notifications", "event_notifications_due", def, sizeof def);
-    if (is_pg()) {
-        ck_assert_msg(strstr(def, "(next_retry_at) WHERE") && strstr(def, "'PENDING'") && strstr(def, "'FAILED'"), "%s", def);
+    if (is_pg() || is_sqlite()) {
+        ck_assert_msg(strstr(def, "(next_retry_at)") && strstr(def, "WHERE") && strstr(def, "'PENDING'") &&
+                      strstr(def, "'FAILED'"), "%s", def);
     } else {
         ck_assert_str_eq(def, "1:state,next_retry_at");
     }
@@ -175,17 +206,24 @@ START_TEST(framework_schema_matches_spec)
                                             "last_heartbeat", "version", "priority"};
     static const int task_nullable[] = {0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 0, 1};
     const char *app = is_pg() ? "current_schema()" : "DATABASE()";
-    for (size_t i = 0; i < sizeof task_cols / sizeof task_cols[0]; i++)
-        ck_assert_msg(itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = %s "
-                                     "AND table_name = 'scheduled_tasks' AND column_name = '%s' AND is_nullable = '%s'",
-                                  app, task_cols[i], task_nullable[i] ? "YES" : "NO") == 1,
-                      "scheduled_tasks.%s", task_cols[i]);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = %s "
-                                    "AND table_name = 'scheduled_tasks'", app), 12);
+    for (size_t i = 0; i < sizeof task_cols / sizeof task_cols[0]; i++) {
+        int64_t n = is_sqlite() ? itest_count(c, "SELECT COUNT(*) FROM pragma_table_info('scheduled_tasks') WHERE "
+                                                 "name = '%s' AND \"notnull\" = %d", task_cols[i], !task_nullable[i])
+                                : itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = %s "
+                                                 "AND table_name = 'scheduled_tasks' AND column_name = '%s' AND "
+                                                 "is_nullable = '%s'", app, task_cols[i], task_nullable[i] ? "YES" : "NO");
+        ck_assert_msg(n == 1, "scheduled_tasks.%s", task_cols[i]);
+    }
+    ck_assert_int_eq(is_sqlite() ? itest_count(c, "SELECT COUNT(*) FROM pragma_table_info('scheduled_tasks')")
+                                 : itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE "
+                                                  "table_schema = %s AND table_name = 'scheduled_tasks'", app),
+                     12);
     char *dbname = is_pg() ? "public" : NULL;
     odbox_dsn *dsn = NULL;
     ck_assert_int_eq(odbox_dsn_parse(itest_dsn(1), &dsn, NULL), ODBOX_OK);
-    if (!dbname)
+    if (is_sqlite()) /* the application's tables are the file's own: no container */
+        dbname = NULL;
+    else if (!dbname)
         dbname = dsn->database;
     ck_assert(has_unique(c, dbname, "scheduled_tasks", "task_name, task_instance"));
     index_def(c, dbname, "scheduled_tasks", "execution_time_idx", def, sizeof def);

@@ -79,9 +79,9 @@ START_TEST(cross_shard_plan_when_allowed)
     check_rows(r1, 2, res.action_id, "CrossAllowed", "{\"x\": 1}", t0, t1);
     assert_event(&r0[0], d0, "DummyCreated", "{\"s\": 0}");
     /* the same action id on both databases, and only that one */
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(DISTINCT action_id) FROM %s.events", f.ev[0]), 1);
-    ck_assert_int_eq(itest_count(f.c[1], "SELECT COUNT(DISTINCT action_id) FROM %s.events", f.ev[1]), 1);
-    ck_assert_int_eq(itest_count(f.c[1], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s'", f.ev[1], r0[0].action_id), 2);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(DISTINCT action_id) FROM %s", itest_evt(f.ev[0], "events")), 1);
+    ck_assert_int_eq(itest_count(f.c[1], "SELECT COUNT(DISTINCT action_id) FROM %s", itest_evt(f.ev[1], "events")), 1);
+    ck_assert_int_eq(itest_count(f.c[1], "SELECT COUNT(*) FROM %s WHERE action_id = '%s'", itest_evt(f.ev[1], "events"), r0[0].action_id), 2);
     ck_assert_str_eq(r0[0].action_id, r1[0].action_id);
     /* the rows are found by id on their own shard */
     odbox_model *got = find_dummy(&f, odbox_model_id(d1));
@@ -95,12 +95,12 @@ START_TEST(cross_shard_plan_when_allowed)
     script s2 = {.add = {e0, e1}, .nadd = 2, .emit = {{e0, &EV_CREATED, "{}"}}, .nemit = 1};
     rc = execute_script(exe, "CrossQuiet", &s2, NULL, &cfg, &res, &e);
     ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_int_eq(itest_count(f.c[1], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s' AND event_type IS NULL "
+    ck_assert_int_eq(itest_count(f.c[1], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND event_type IS NULL "
                                          "AND model_id IS NULL",
-                                 f.ev[1], res.action_id),
+                                 itest_evt(f.ev[1], "events"), res.action_id),
                      1);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s' AND event_type IS NOT NULL",
-                                 f.ev[0], res.action_id),
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND event_type IS NOT NULL",
+                                 itest_evt(f.ev[0], "events"), res.action_id),
                      1);
     odbox_result_clear(&res);
     odbox_model_free(&d0);
@@ -180,7 +180,7 @@ START_TEST(partial_commit_is_reported_and_not_retried)
         ck_assert(h.at[3] == ODBOX_HOOK_DOMAIN_WRITTEN && h.shard[3].member == 1);
         /* shard 0.0 keeps its rows; shard 0.1 has nothing */
         ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), pass + 1);
-        ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s.events WHERE action_id = '%s'", f.ev[0],
+        ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s'", itest_evt(f.ev[0], "events"),
                                      res.action_id),
                          1);
         ck_assert_int_eq(dfx_events(&f, 0), pass + 1);

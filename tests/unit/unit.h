@@ -8,5 +8,7 @@ Suite *dsn_suite(void);
 Suite *basics_suite(void);
 Suite *registry_config_suite(void);
 Suite *uuid_suite(void);
+Suite *dialect_sqlite_suite(void);
+Suite *jobs_suite(void);
 
 #endif

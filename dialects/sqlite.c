@@ -1,0 +1,213 @@
+/* odbox — SQLite 3.33+ (UPDATE ... FROM) with its JSON functions (built in
+ * since 3.38), through Christian Werner's sqliteodbc driver (Debian:
+ * libsqliteodbc, odbcinst name "SQLite3").
+ *
+ * One file holds the domain tables and the eventlog tables (named
+ * <eventlog>_events, ...), so one transaction covers both. Types: UUIDs,
+ * JSON (CHECK json_valid) and timestamps are TEXT, timestamps in odbox's
+ * fixed-width 'YYYY-MM-DD HH:MM:SS.ffffff' so that they sort as text;
+ * booleans are INTEGER 0/1.
+ *
+ * Concurrency: WAL mode (readers never wait for the writer) and a busy
+ * timeout. SQLite has one writer at a time, and a deferred transaction
+ * that reads and then writes gets SQLITE_BUSY at once, without waiting,
+ * when another connection wrote in between: every transaction therefore
+ * starts as BEGIN IMMEDIATE, which takes the write lock up front and waits
+ * for it under the busy timeout. The driver is left in autocommit (its
+ * own transactions start with a deferred BEGIN). Claims need no SKIP
+ * LOCKED: a claim's transaction is the only writer. Keyed locks are held
+ * in this process (SQLite has no session locks; see src/lock_local.c).
+ *
+ * The driver's busy handler sleeps 10 ms between tries, up to Timeout ms;
+ * its retry after a busy statement restarts that clock once, so a
+ * statement gives up after about twice Timeout (measured: 640 ms for
+ * Timeout=300). */
+#include <string.h>
+#include "dialects.h"
+
+static const char *const schemes[] = {"sqlite", NULL};
+
+/* Timeout: the busy timeout in ms (the driver's default is 100 s).
+ * JournalMode=WAL: persistent in the file; a :memory: database stays in
+ * memory mode. SyncPragma=FULL: a commit is on disk when it returns
+ * (the driver's default, NORMAL, may lose the last commits on a power
+ * loss in WAL mode). FKSupport=1: foreign keys are enforced, as on the
+ * other databases. Each can be overridden in the DSN's query string. */
+static const char *const driver_options[] = {
+    "Timeout", "10000",
+    "JournalMode", "WAL",
+    "SyncPragma", "FULL",
+    "FKSupport", "1",
+    NULL,
+};
+
+/* The driver reads each value up to the next ';' and knows no braces, so
+ * values go in as they are (spaces included) and a ';' cannot be passed
+ * at all (refused before). */
+static void put_plain(odbox_buf *b, const char *key, const char *value)
+{
+    odbox_buf_cat(b, key, "=", value, ";", (char *)NULL);
+}
+
+static int connection_string(const odbox_dsn *dsn, const char *driver, char **out, odbox_error *err)
+{
+    if (!dsn->database || !*dsn->database)
+        return odbox_fail(err, ODBOX_EINVAL, "DSN: sqlite needs a database file path");
+    if (strchr(dsn->database, ';'))
+        return odbox_fail(err, ODBOX_EINVAL, "DSN: the SQLite ODBC driver cannot open a path that holds ';'");
+    for (size_t i = 0; i < dsn->noptions; i++)
+        if (strchr(dsn->options[i].value, ';'))
+            return odbox_fail(err, ODBOX_EINVAL, "DSN: the SQLite ODBC driver cannot take ';' in option %.64s",
+                              dsn->options[i].key);
+    odbox_buf b = {0};
+    odbox_odbc_kv(&b, "Driver", driver); /* read by the driver manager, which takes braces */
+    put_plain(&b, "Database", dsn->database);
+    return odbox_odbc_options_take(&b, dsn, driver_options, put_plain, out, err);
+}
+
+static int recognizes(const char *name, const char *version)
+{
+    (void)version;
+    return odbox_contains_nocase(name, "sqlite");
+}
+
+/* The driver reports every SQLite error as SQLSTATE HY000 with the
+ * primary result code as the native code and sqlite3_errmsg() as text.
+ * SQLITE_CONSTRAINT covers NOT NULL, CHECK and foreign keys too: only a
+ * unique or primary key conflict is ODBOX_EUNIQUE, as on the others. */
+static const struct {
+    long native;       /* SQLite's primary result code */
+    const char *text;  /* NULL: any message */
+    int code;
+} errors[] = {
+    {19 /* SQLITE_CONSTRAINT */, "UNIQUE constraint failed", ODBOX_EUNIQUE},
+    {19 /* SQLITE_CONSTRAINT */, "PRIMARY KEY must be unique", ODBOX_EUNIQUE},
+    {19 /* SQLITE_CONSTRAINT */, "is not unique", ODBOX_EUNIQUE},
+    /* the write lock stayed taken for the whole busy timeout */
+    {5 /* SQLITE_BUSY */, NULL, ODBOX_ETIMEDOUT},
+    /* a conflict inside this connection or its shared cache: not waited for */
+    {6 /* SQLITE_LOCKED */, NULL, ODBOX_EBUSY},
+    {9 /* SQLITE_INTERRUPT */, NULL, ODBOX_ETIMEDOUT},
+    {7 /* SQLITE_NOMEM */, NULL, ODBOX_ENOMEM},
+    {14 /* SQLITE_CANTOPEN */, NULL, ODBOX_ECONNECT},
+};
+
+static int map_error(const char *sqlstate, long native, const char *message)
+{
+    if (!sqlstate || strcmp(sqlstate, "HY000") != 0)
+        return 0;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].native == native && (!errors[i].text || (message && strstr(message, errors[i].text))))
+            return errors[i].code;
+    return 0;
+}
+
+/* UPDATE t AS t SET c = v.c, ..., version = v.version + 1
+ *   FROM (SELECT column1 AS id, column2 AS version, ... FROM (VALUES (...), (...))) AS v
+ *  WHERE t.id = v.id AND t.version = v.version
+ * (UPDATE ... FROM: SQLite 3.33; a VALUES list is not bound by the 500
+ * terms of a compound SELECT.) */
+static int batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
+                            const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
+{
+    odbox_buf b = {0};
+    odbox_buf_appendf(&b, "UPDATE %s AS t SET ", table);
+    for (size_t c = 2; c < ncols; c++)
+        odbox_buf_appendf(&b, "%s = v.%s, ", cols[c], cols[c]);
+    odbox_buf_append(&b, "version = v.version + 1 FROM (SELECT ");
+    for (size_t c = 0; c < ncols; c++)
+        odbox_buf_appendf(&b, "%scolumn%zu AS %s", c ? ", " : "", c + 1, cols[c]);
+    odbox_buf_append(&b, " FROM (VALUES ");
+    for (size_t r = 0; r < nrows; r++) {
+        odbox_buf_append(&b, r ? ", (" : "(");
+        for (size_t c = 0; c < ncols; c++)
+            odbox_buf_appendf(&b, "%s%s", c ? ", " : "", d->typed_param[types[c]]);
+        odbox_buf_append(&b, ")");
+    }
+    odbox_buf_append(&b, ")) AS v WHERE t.id = v.id AND t.version = v.version");
+    if (!(*out = odbox_buf_take(&b)))
+        return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
+    return ODBOX_OK;
+}
+
+/* The columns of table ?2 in schema ?1 (NULL: main; a schema the
+ * connection does not have: no rows, where pragma_table_xinfo would fail
+ * with "unknown database"), for the two catalogue queries below. hidden:
+ * 1 a virtual table's hidden column (not a column odbox sees), 2 and 3
+ * generated. */
+#define TABLE_OF_SCHEMA                                                                              \
+    "(SELECT d.name AS s, w.t AS t FROM (SELECT COALESCE(?, 'main') AS want, ? AS t) AS w "           \
+    "LEFT JOIN pragma_database_list AS d ON d.name = w.want) AS a, "                                 \
+    "pragma_table_xinfo(CASE WHEN a.s IS NOT NULL THEN a.t END, COALESCE(a.s, 'main')) AS p "        \
+    "WHERE p.hidden <> 1"
+
+const odbox_dialect odbox_dialect_sqlite = {
+    .version = ODBOX_DIALECT_VERSION,
+    .name = "sqlite",
+    .migrations_dir = "sqlite",
+    .schemes = schemes,
+    .default_driver = "SQLite3",
+    .default_port = 0,
+    .connection_string = connection_string,
+    .recognizes = recognizes,
+    .session_setup = NULL,
+    .begin_sql = "BEGIN IMMEDIATE",
+    .commit_sql = "COMMIT",
+    .rollback_sql = "ROLLBACK",
+    .uuid_type = "TEXT",
+    .json_type = "TEXT",
+    .timestamp_type = "TEXT",
+    .bool_type = "INTEGER",
+    /* UUIDs are text compared byte by byte: stored and looked up in lower
+     * case, as the other databases read them back whatever case was given */
+    .uuid_param = "lower(?)",
+    .json_param = "?",
+    /* values carry their own storage class: integers and doubles are bound
+     * as such, the rest as text */
+    .typed_param = {"?", "?", "?", "?", "?", "lower(?)", "?", "?"},
+    .batch_update_sql = batch_update_sql,
+    .has_partial_indexes = 1,
+    /* SQLite has RETURNING (3.35), but the driver reads rows only from
+     * statements that start with SELECT, PRAGMA or WITH */
+    .has_returning = 0,
+    .has_skip_locked = 0,
+    .has_transactional_ddl = 1,
+    .backslash_escapes = 0,
+    /* SQLITE_MAX_VARIABLE_NUMBER is 32766 by default (Debian: 250000) */
+    .max_params = 30000,
+    .eventlog_container = "prefix",
+    .create_eventlog_fmt = NULL,
+    .drop_eventlog_fmt = NULL,
+    .table_exists_sql = "SELECT COUNT(*) FROM " TABLE_OF_SCHEMA,
+    /* SQLite 3.24 upsert; no conflict target: any unique key */
+    .insert_ignore_fmt = "INSERT INTO %1$s (%2$s) VALUES %3$s ON CONFLICT DO NOTHING",
+    .claim_suffix = "",
+    .lock_key_form = ODBOX_LOCK_KEY_NONE,
+    .lock_try_sql = NULL,
+    .lock_release_sql = NULL,
+    /* no server sessions: nothing to end from another connection */
+    .session_id_sql = NULL,
+    .kill_session_fmt = NULL,
+    /* stored as odbox writes them */
+    .timestamp_read_open = NULL,
+    .timestamp_read_close = NULL,
+    .numbers_as_text = 0,
+    /* no data-modifying WITH: each shard is written in a transaction */
+    .join_writes_sql = NULL,
+    .identifier_quote = "\"",
+    /* The eventlog's tables sit in the application's own file beside its
+     * domain tables, so that file owns it: "main", the schema of the
+     * connection's own tables, whatever path opened the file (a copied or
+     * moved file keeps its eventlog) */
+    .owner_sql = "SELECT 'main'",
+    /* an INTEGER PRIMARY KEY is the rowid: SQLite fills it like a default */
+    .table_columns_sql = "SELECT p.name, p.type, p.\"notnull\", CASE WHEN p.dflt_value IS NOT NULL "
+                         "OR p.hidden IN (2, 3) OR (p.pk = 1 AND upper(p.type) = 'INTEGER') THEN 1 ELSE 0 END "
+                         "FROM " TABLE_OF_SCHEMA " ORDER BY p.cid",
+    /* column types do not constrain values (type affinity) */
+    .alter_column_type_fmt = NULL,
+    .server_version_sql = "SELECT sqlite_version()",
+    .eventlog_separator = "_",
+    .lock_scope_sql = "SELECT file FROM pragma_database_list WHERE name = 'main'",
+    .map_error = map_error,
+};

@@ -1,0 +1,62 @@
+/* odbox — what the jobs modules share: schedule checks and the
+ * statements on a job's row. Not installed. */
+#ifndef ODBOX_JOBS_INTERNAL_H
+#define ODBOX_JOBS_INTERNAL_H
+
+#include "internal.h"
+#include "odbox/jobs.h"
+
+/* db-scheduler's instance id of a RecurringTask's one row. */
+#define ODBOX_JOB_INSTANCE "recurring"
+
+/* ODBOX_OK when s is a schedule odbox_schedule_next can use. */
+int odbox_schedule_check(const odbox_schedule *s, odbox_error *err);
+
+/* ---- a job's row (src/jobs_store.c) ---------------------------------- */
+
+typedef struct odbox_job_row {
+    int64_t version;
+    int64_t execution_us;
+    int picked;
+    int has_heartbeat;
+    int64_t heartbeat_us;
+    int paused;            /* odbox_job_state.paused */
+    int64_t run_requests;  /* odbox_job_state.run_requests: run-now requests so far */
+} odbox_job_row;
+
+/* Each *_row statement below is one statement in autocommit. Those that
+ * are guarded by the version read before set *done to 1 when they
+ * matched the row, 0 when someone else changed it first (not an error). */
+
+/* The row and its odbox_job_state (defaults when none). ODBOX_ENOTFOUND
+ * when there is no row. */
+int odbox_job_row_read(odbox_conn *c, const char *name, odbox_job_row *row, odbox_error *err);
+
+/* Inserts the row (not picked, version 1) unless it exists. */
+int odbox_job_row_insert(odbox_conn *c, const char *name, int64_t execution_us, odbox_error *err);
+
+/* A row nobody holds gets a new execution time (schedule changed, or run
+ * now); version + 1. */
+int odbox_job_row_move(odbox_conn *c, const char *name, int64_t version, int64_t execution_us, int *done,
+                       odbox_error *err);
+
+/* picked = TRUE, picked_by, last_heartbeat = now, version + 1, when the
+ * row is not held and the job is not paused. */
+int odbox_job_row_claim(odbox_conn *c, const char *name, int64_t version, const char *picked_by, int64_t now_us,
+                        int *done, odbox_error *err);
+
+/* A dead held row is released, due now, counted as a failure at now
+ * (db-scheduler's ReviveDeadExecution); version + 1. */
+int odbox_job_row_revive(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int *done,
+                         odbox_error *err);
+
+/* last_heartbeat = now; the version stays. */
+int odbox_job_row_heartbeat(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int *done,
+                            odbox_error *err);
+
+/* Released with the outcome of a run that ended at done_us and the next
+ * execution time; version + 1. */
+int odbox_job_row_finish(odbox_conn *c, const char *name, int64_t version, int succeeded, int64_t done_us,
+                         int64_t next_us, int *done, odbox_error *err);
+
+#endif

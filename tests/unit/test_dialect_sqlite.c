@@ -1,0 +1,182 @@
+/* odbox — the SQLite dialect's pure parts: selection by DSN, the ODBC
+ * connection string, error mapping, eventlog table names and the batch
+ * UPDATE (the database behaviour is in the integration tier: sqlite.test). */
+#include <stdlib.h>
+#include <string.h>
+#include "odbox/odbox.h"
+#include "dialects.h"
+#include "unit.h"
+
+START_TEST(sqlite_is_selected)
+{
+    ck_assert_ptr_eq(odbox_dialect_find("sqlite"), &odbox_dialect_sqlite);
+    ck_assert_ptr_eq(odbox_dialect_find("SQLite"), &odbox_dialect_sqlite);
+    ck_assert_ptr_eq(odbox_dialect_detect("SQLite", "3.40.1"), &odbox_dialect_sqlite);
+    const char *dsns[] = {"sqlite:///tmp/a.db", "sqlite://rel/a.db", "sqlite::memory:", "sqlite:a.db",
+                          "Driver=SQLite3;Database=/tmp/a.db;dialect=sqlite"};
+    for (size_t i = 0; i < sizeof dsns / sizeof dsns[0]; i++) {
+        const odbox_dialect *d = NULL;
+        odbox_error e;
+        ck_assert_msg(odbox_dsn_resolve(dsns[i], &d, NULL, NULL, &e) == ODBOX_OK, "%s: %s", dsns[i], e.message);
+        ck_assert_msg(d == &odbox_dialect_sqlite, "%s", dsns[i]);
+    }
+    /* every dialect names its eventlog tables; one without server locks
+     * says how its local locks are scoped */
+    for (const odbox_dialect *const *d = odbox_dialects(); *d; d++) {
+        ck_assert_ptr_nonnull((*d)->eventlog_separator);
+        if ((*d)->lock_key_form == ODBOX_LOCK_KEY_NONE)
+            ck_assert_ptr_nonnull((*d)->lock_scope_sql);
+        else
+            ck_assert_ptr_nonnull((*d)->lock_try_sql);
+    }
+}
+END_TEST
+
+static void resolves_to(const char *dsn, const char *want)
+{
+    const odbox_dialect *d = NULL;
+    char *odbc = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_dsn_resolve(dsn, &d, &odbc, NULL, &e) == ODBOX_OK, "%s: %s", dsn, e.message);
+    ck_assert_str_eq(odbc, want);
+    free(odbc);
+}
+
+START_TEST(sqlite_connection_strings)
+{
+    resolves_to("sqlite:///var/lib/app.db",
+                "Driver=SQLite3;Database=/var/lib/app.db;Timeout=10000;JournalMode=WAL;SyncPragma=FULL;FKSupport=1;");
+    resolves_to("sqlite://data/app.db", "Driver=SQLite3;Database=data/app.db;Timeout=10000;JournalMode=WAL;"
+                                        "SyncPragma=FULL;FKSupport=1;");
+    resolves_to("sqlite::memory:",
+                "Driver=SQLite3;Database=:memory:;Timeout=10000;JournalMode=WAL;SyncPragma=FULL;FKSupport=1;");
+    /* the DSN's options override the defaults, in its own order; the
+     * driver takes values up to the next ';' and knows no braces: a blank
+     * goes in as it is, a ';' cannot go in at all */
+    resolves_to("sqlite:///my%20dir/a%7Bb%7D.db?SyncPragma=NORMAL&timeout=500&driver=SQLite3%20Custom",
+                "Driver={SQLite3 Custom};Database=/my dir/a{b}.db;JournalMode=WAL;FKSupport=1;"
+                "SyncPragma=NORMAL;timeout=500;");
+    const odbox_dialect *d = NULL;
+    char *odbc = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_dsn_resolve("sqlite:///a%3Bb.db", &d, &odbc, NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "';'"));
+    ck_assert_ptr_null(odbc);
+    ck_assert_int_eq(odbox_dsn_resolve("sqlite:///a.db?JournalMode=WAL%3BX", &d, &odbc, NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "JournalMode"));
+    ck_assert_ptr_null(odbc);
+}
+END_TEST
+
+START_TEST(sqlite_errors_map_to_codes)
+{
+    int (*map)(const char *, long, const char *) = odbox_dialect_sqlite.map_error;
+    ck_assert_ptr_nonnull(map);
+    ck_assert_int_eq(map("HY000", 19, "UNIQUE constraint failed: t.id (19)"), ODBOX_EUNIQUE);
+    ck_assert_int_eq(map("HY000", 19, "PRIMARY KEY must be unique (19)"), ODBOX_EUNIQUE);
+    ck_assert_int_eq(map("HY000", 19, "column id is not unique (19)"), ODBOX_EUNIQUE);
+    /* other constraints stay database errors, as on the other dialects */
+    ck_assert_int_eq(map("HY000", 19, "NOT NULL constraint failed: t.name (19)"), 0);
+    ck_assert_int_eq(map("HY000", 19, "CHECK constraint failed: json_valid(payload) (19)"), 0);
+    ck_assert_int_eq(map("HY000", 19, NULL), 0);
+    ck_assert_int_eq(map("HY000", 5, "database is locked (5)"), ODBOX_ETIMEDOUT);
+    ck_assert_int_eq(map("HY000", 6, "database table is locked (6)"), ODBOX_EBUSY);
+    ck_assert_int_eq(map("HY000", 7, "out of memory (7)"), ODBOX_ENOMEM);
+    ck_assert_int_eq(map("HY000", 14, "unable to open database file (14)"), ODBOX_ECONNECT);
+    ck_assert_int_eq(map("HY000", 1, "near \"SELEC\": syntax error (1)"), 0);
+    /* the driver manager's own states keep the generic mapping */
+    ck_assert_int_eq(map("IM002", 5, "Data source name not found"), 0);
+    ck_assert_int_eq(map(NULL, 5, "x"), 0);
+    ck_assert_ptr_null(odbox_dialect_postgresql.map_error);
+}
+END_TEST
+
+START_TEST(eventlog_table_names)
+{
+    char out[32];
+    ck_assert_int_eq(odbox_dialect_eventlog_table(&odbox_dialect_sqlite, "eventlog", "events", out, sizeof out),
+                     ODBOX_OK);
+    ck_assert_str_eq(out, "eventlog_events");
+    ck_assert_int_eq(odbox_dialect_eventlog_table(&odbox_dialect_postgresql, "ev_1", "event_notifications", out,
+                                                  sizeof out), ODBOX_OK);
+    ck_assert_str_eq(out, "ev_1.event_notifications");
+    ck_assert_int_eq(odbox_dialect_eventlog_table(&odbox_dialect_mariadb, "e", "events", out, sizeof out), ODBOX_OK);
+    ck_assert_str_eq(out, "e.events");
+    /* exactly full (NUL included) fits; one byte less does not */
+    ck_assert_int_eq(odbox_dialect_eventlog_table(&odbox_dialect_sqlite, "e", "events", out, 9), ODBOX_OK);
+    ck_assert_str_eq(out, "e_events");
+    ck_assert_int_eq(odbox_dialect_eventlog_table(&odbox_dialect_sqlite, "e", "events", out, 8), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_table(NULL, "e", "events", out, sizeof out), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_table(&odbox_dialect_sqlite, NULL, "events", out, sizeof out),
+                     ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_table(&odbox_dialect_sqlite, "e", NULL, out, sizeof out), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_table(&odbox_dialect_sqlite, "e", "events", NULL, 9), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_table(&odbox_dialect_sqlite, "e", "events", out, 0), ODBOX_EINVAL);
+}
+END_TEST
+
+/* Where the catalogue finds an eventlog table: in the eventlog's schema or
+ * database, or (SQLite) under its prefixed name in the connection's own. */
+START_TEST(eventlog_table_locations)
+{
+    char out[32];
+    const char *container = "unset";
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_sqlite, "ev", "events", &container, out, sizeof out),
+                     ODBOX_OK);
+    ck_assert_ptr_null(container);
+    ck_assert_str_eq(out, "ev_events");
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_postgresql, "ev", "events", &container, out,
+                                                   sizeof out), ODBOX_OK);
+    ck_assert_str_eq(container, "ev");
+    ck_assert_str_eq(out, "events");
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_mysql, "ev", "events", &container, out, 7),
+                     ODBOX_OK);
+    ck_assert_str_eq(container, "ev");
+    ck_assert_str_eq(out, "events");
+    /* too small, or an argument missing */
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_mysql, "ev", "events", &container, out, 6),
+                     ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_sqlite, "ev", "events", &container, out, 9),
+                     ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(NULL, "ev", "events", &container, out, sizeof out), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_mariadb, NULL, "events", &container, out,
+                                                   sizeof out), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_mariadb, "ev", NULL, &container, out, sizeof out),
+                     ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_mariadb, "ev", "events", NULL, out, sizeof out),
+                     ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_mariadb, "ev", "events", &container, NULL, 7),
+                     ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_dialect_eventlog_locate(&odbox_dialect_sqlite, "ev", "events", &container, NULL, 16),
+                     ODBOX_EINVAL);
+}
+END_TEST
+
+START_TEST(sqlite_batch_update_sql)
+{
+    const char *cols[] = {"id", "version", "name", "amount"};
+    const int types[] = {ODBOX_TYPE_UUID, ODBOX_TYPE_INT64, ODBOX_TYPE_TEXT, ODBOX_TYPE_INT64};
+    char *sql = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_dialect_sqlite.batch_update_sql(&odbox_dialect_sqlite, "dummies", cols, types, 4, 2, &sql,
+                                                           &e), ODBOX_OK);
+    ck_assert_str_eq(sql, "UPDATE dummies AS t SET name = v.name, amount = v.amount, version = v.version + 1 "
+                          "FROM (SELECT column1 AS id, column2 AS version, column3 AS name, column4 AS amount "
+                          "FROM (VALUES (lower(?), ?, ?, ?), (lower(?), ?, ?, ?))) AS v WHERE t.id = v.id AND t.version = v.version");
+    free(sql);
+}
+END_TEST
+
+Suite *dialect_sqlite_suite(void)
+{
+    Suite *s = suite_create("dialect_sqlite");
+    TCase *t = tcase_create("core");
+    tcase_add_test(t, sqlite_is_selected);
+    tcase_add_test(t, sqlite_connection_strings);
+    tcase_add_test(t, sqlite_errors_map_to_codes);
+    tcase_add_test(t, eventlog_table_names);
+    tcase_add_test(t, eventlog_table_locations);
+    tcase_add_test(t, sqlite_batch_update_sql);
+    suite_add_tcase(s, t);
+    return s;
+}
