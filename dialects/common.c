@@ -28,6 +28,26 @@ int odbox_contains_nocase(const char *h, const char *n)
     return 0;
 }
 
+int odbox_map_standard_sqlstate(const char *st)
+{
+    if (!st || !st[0])
+        return ODBOX_EDB;
+    if (!strcmp(st, "40001"))
+        return ODBOX_EDEADLOCK; /* serialization failure: retry the transaction */
+    if (!strcmp(st, "HYT00") || !strcmp(st, "HYT01"))
+        return ODBOX_ETIMEDOUT;
+    /* could not connect, rejected the connection, bad credentials */
+    if (!strcmp(st, "08001") || !strcmp(st, "08004") || !strcmp(st, "28000"))
+        return ODBOX_ECONNECT;
+    if (!strncmp(st, "08", 2))
+        return ODBOX_ECONNLOST;
+    if (!strcmp(st, "IM002") || !strcmp(st, "IM003"))
+        return ODBOX_ECONNECT; /* driver or DSN not found, driver not loadable */
+    if (!strcmp(st, "HY001"))
+        return ODBOX_ENOMEM;
+    return ODBOX_EDB;
+}
+
 void odbox_odbc_kv(odbox_buf *b, const char *key, const char *value)
 {
     odbox_buf_append(b, key);

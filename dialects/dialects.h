@@ -28,6 +28,14 @@ void odbox_odbc_kv(odbox_buf *b, const char *key, const char *value);
 int odbox_network_connection_string(const odbox_dsn *dsn, const char *driver, int default_port,
                                     const char *const *extra, char **out, odbox_error *err);
 
+/* The SQLSTATEs that mean the same to every ODBC driver (the SQL
+ * standard's and ODBC's own: 08xxx connection, 28000 authorization,
+ * 40001 serialization, HYT00 timeout, IM002 no driver, ...) as ODBOX_E*
+ * codes; ODBOX_EDB for the rest. Dialects' map_error fall back to it, and
+ * the ODBC core uses it while a raw connection string's dialect is not
+ * known yet. */
+int odbox_map_standard_sqlstate(const char *sqlstate);
+
 /* ASCII case-insensitive substring test. */
 int odbox_contains_nocase(const char *haystack, const char *needle);
 

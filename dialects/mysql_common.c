@@ -1,4 +1,5 @@
 /* odbox — what the MySQL and MariaDB dialects share. */
+#include <string.h>
 #include "mysql_common.h"
 
 /* Shared by the MySQL and MariaDB dialects. */
@@ -40,4 +41,25 @@ int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, cons
     if (!(*out = odbox_buf_take(&b)))
         return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
     return ODBOX_OK;
+}
+
+/* MySQL and MariaDB report most conditions as SQLSTATE HY000 with a
+ * server (1xxx, 3xxx, 4xxx) or client library (2xxx) error number. */
+int odbox_mysql_map_error(const char *st, long native)
+{
+    switch (native) {
+    case 1062: case 1586: return ODBOX_EUNIQUE;      /* duplicate entry (for key) */
+    case 1213: return ODBOX_EDEADLOCK;               /* deadlock found */
+    case 1205: return ODBOX_ETIMEDOUT;               /* lock wait timeout exceeded */
+    case 1969: return ODBOX_ETIMEDOUT;               /* MariaDB: max_statement_time exceeded */
+    case 3024: return ODBOX_ETIMEDOUT;               /* MySQL: max_execution_time exceeded */
+    case 2006: case 2013: return ODBOX_ECONNLOST;    /* server gone away, lost connection */
+    case 1927: return ODBOX_ECONNLOST;               /* MariaDB: connection was killed */
+    case 4031: return ODBOX_ECONNLOST;               /* MySQL: disconnected for inactivity */
+    case 2002: case 2003: case 2005: return ODBOX_ECONNECT; /* no socket, no server, unknown host */
+    case 1045: return ODBOX_ECONNECT;                /* access denied */
+    case 1040: return ODBOX_ECONNECT;                /* too many connections */
+    default: break;
+    }
+    return odbox_map_standard_sqlstate(st);
 }

@@ -10,6 +10,7 @@ int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, cons
 int odbox_mysql_connection_string(const odbox_dsn *dsn, const char *driver, char **out,
                                   odbox_error *err);
 extern const char *const odbox_mysql_session_setup[];
+int odbox_mysql_map_error(const char *sqlstate, long native);
 
 #define ODBOX_MYSQL_FAMILY_FIELDS                                                          \
     .version = ODBOX_DIALECT_VERSION,                                                      \
@@ -45,6 +46,7 @@ extern const char *const odbox_mysql_session_setup[];
     .lock_try_sql = "SELECT GET_LOCK(?, 0)",                                               \
     .lock_release_sql = "SELECT RELEASE_LOCK(?)",                                          \
     .session_id_sql = "SELECT CONNECTION_ID()",                                            \
-    .kill_session_fmt = "KILL %lld"
+    .kill_session_fmt = "KILL %lld",                                                       \
+    .map_error = odbox_mysql_map_error
 
 #endif

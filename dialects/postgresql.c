@@ -1,4 +1,5 @@
 /* odbox — PostgreSQL through psqlODBC. */
+#include <string.h>
 #include "dialects.h"
 
 static const char *const schemes[] = {"postgresql", "postgres", NULL};
@@ -87,6 +88,30 @@ static int join_writes_sql(const odbox_dialect *d, const char *const *stmts, siz
     return ODBOX_OK;
 }
 
+/* PostgreSQL's own SQLSTATEs; psqlODBC's native numbers are its internal
+ * error kinds, which say nothing the SQLSTATE does not. */
+static int map_error(const char *st, long native)
+{
+    (void)native;
+    static const struct {
+        const char *state;
+        int code;
+    } table[] = {
+        {"23505", ODBOX_EUNIQUE},    /* unique_violation */
+        {"40P01", ODBOX_EDEADLOCK},  /* deadlock_detected */
+        {"55P03", ODBOX_EBUSY},      /* lock_not_available (NOWAIT, lock_timeout) */
+        {"57014", ODBOX_ETIMEDOUT},  /* query_canceled (statement_timeout) */
+        {"57P01", ODBOX_ECONNLOST},  /* admin_shutdown: the session was terminated */
+        {"57P02", ODBOX_ECONNLOST},  /* crash_shutdown */
+        {"57P03", ODBOX_ECONNLOST},  /* cannot_connect_now: starting up or shutting down */
+        {"28P01", ODBOX_ECONNECT},   /* invalid_password */
+    };
+    for (size_t i = 0; st && i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(st, table[i].state))
+            return table[i].code;
+    return odbox_map_standard_sqlstate(st);
+}
+
 const odbox_dialect odbox_dialect_postgresql = {
     .version = ODBOX_DIALECT_VERSION,
     .name = "postgresql",
@@ -133,4 +158,5 @@ const odbox_dialect odbox_dialect_postgresql = {
     .timestamp_read_close = " AS TEXT)",
     .numbers_as_text = 1,
     .join_writes_sql = join_writes_sql,
+    .map_error = map_error,
 };

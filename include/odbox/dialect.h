@@ -131,6 +131,13 @@ typedef struct odbox_dialect {
      * the executor writes a shard in a transaction. */
     int (*join_writes_sql)(const struct odbox_dialect *d, const char *const *stmts, size_t n, int guarded,
                            char **out, odbox_error *err);
+
+    /* Maps a diagnostic of this dialect's driver, its SQLSTATE and native
+     * error number, to an ODBOX_E* code (ODBOX_EDB when nothing more
+     * specific fits). Native numbers mean different things per driver
+     * (1062 is MySQL's duplicate key, not psqlODBC's), so each dialect
+     * reads only its own. */
+    int (*map_error)(const char *sqlstate, long native);
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

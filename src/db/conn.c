@@ -43,6 +43,7 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
         return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
     }
     c->secret = secret;
+    c->dialect = dialect; /* NULL for a raw string until detected below */
     if (!ODBOX_SQL_OK(SQLAllocHandle(SQL_HANDLE_DBC, env, &c->dbc))) {
         c->dbc = SQL_NULL_HDBC;
         odbox_free_secret(odbc);

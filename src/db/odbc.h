@@ -44,8 +44,10 @@ int odbox_odbc_env(SQLHENV *env, odbox_error *err);
 int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *conn,
                     odbox_error *err, const char *what);
 
-/* SQLSTATE + native code -> ODBOX_E*. */
-int odbox_odbc_map(const char *sqlstate, long native);
+/* SQLSTATE + native code -> ODBOX_E*, through the dialect's table (the
+ * standard SQLSTATEs only while d is NULL: a raw connection string's
+ * dialect is known once connected). */
+int odbox_odbc_map(const odbox_dialect *d, const char *sqlstate, long native);
 
 #define ODBOX_SQL_OK(rc) ((rc) == SQL_SUCCESS || (rc) == SQL_SUCCESS_WITH_INFO)
 
