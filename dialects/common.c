@@ -63,6 +63,48 @@ void odbox_odbc_kv(odbox_buf *b, const char *key, const char *value)
     odbox_buf_append(b, ";");
 }
 
+static int is_timeout_key(const char *key)
+{
+    return odbox_strcaseeq(key, "connect_timeout") || odbox_strcaseeq(key, "read_timeout");
+}
+
+int odbox_dsn_timeouts(const odbox_dsn *dsn, odbox_timeouts *t, odbox_error *err)
+{
+    t->connect_s = ODBOX_CONNECT_TIMEOUT_S;
+    t->read_s = ODBOX_READ_TIMEOUT_S;
+    for (size_t i = 0; i < dsn->noptions; i++) {
+        const char *k = dsn->options[i].key, *v = dsn->options[i].value;
+        if (!is_timeout_key(k))
+            continue;
+        long n = 0;
+        const char *p = v;
+        for (; *p >= '0' && *p <= '9' && n <= ODBOX_TIMEOUT_MAX_S; p++)
+            n = n * 10 + (*p - '0');
+        int is_read = odbox_strcaseeq(k, "read_timeout");
+        if (p == v || *p || n > ODBOX_TIMEOUT_MAX_S)
+            return odbox_fail(err, ODBOX_EINVAL,
+                              "DSN: %s must be a whole number of seconds 0..%d (0: no limit), not '%.32s'",
+                              is_read ? "read_timeout" : "connect_timeout", ODBOX_TIMEOUT_MAX_S, v);
+        *(is_read ? &t->read_s : &t->connect_s) = (int)n;
+    }
+    return ODBOX_OK;
+}
+
+int odbox_dsn_connect_options(const char *text, int *login_timeout_s, int *raw, odbox_error *err)
+{
+    odbox_dsn *dsn = NULL;
+    int rc = odbox_dsn_parse(text, &dsn, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_timeouts t = {ODBOX_CONNECT_TIMEOUT_S, ODBOX_READ_TIMEOUT_S};
+    *raw = dsn->raw != NULL;
+    if (!*raw)
+        rc = odbox_dsn_timeouts(dsn, &t, err);
+    *login_timeout_s = t.connect_s;
+    odbox_dsn_free(&dsn);
+    return rc;
+}
+
 int odbox_network_connection_string(const odbox_dsn *dsn, const char *driver, int default_port,
                                     const char *const *extra, char **out, odbox_error *err)
 {
@@ -83,12 +125,13 @@ int odbox_network_connection_string(const odbox_dsn *dsn, const char *driver, in
     for (const char *const *kv = extra; kv && kv[0]; kv += 2) {
         int overridden = 0;
         for (size_t i = 0; i < dsn->noptions; i++)
-            overridden |= odbox_strcaseeq(dsn->options[i].key, kv[0]);
+            overridden |= !is_timeout_key(dsn->options[i].key) && odbox_strcaseeq(dsn->options[i].key, kv[0]);
         if (!overridden)
             odbox_odbc_kv(&b, kv[0], kv[1]);
     }
     for (size_t i = 0; i < dsn->noptions; i++)
-        odbox_odbc_kv(&b, dsn->options[i].key, dsn->options[i].value);
+        if (!is_timeout_key(dsn->options[i].key))
+            odbox_odbc_kv(&b, dsn->options[i].key, dsn->options[i].value);
     char *s = odbox_buf_take(&b);
     if (!s)
         return odbox_fail(err, ODBOX_ENOMEM, "DSN: out of memory");

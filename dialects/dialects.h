@@ -18,6 +18,26 @@ extern const odbox_dialect odbox_dialect_mariadb;
 int odbox_dsn_resolve(const char *dsn_text, const odbox_dialect **dialect, char **odbc,
                       char **secret, odbox_error *err);
 
+/* Connect and read timeouts, in seconds (0: no limit), from a URL DSN's
+ * connect_timeout= and read_timeout= options; the defaults otherwise.
+ * Each dialect turns them into its driver's options (connection_string);
+ * odbox_network_connection_string does not pass these two keys on. */
+#define ODBOX_CONNECT_TIMEOUT_S 10
+#define ODBOX_READ_TIMEOUT_S 300
+#define ODBOX_TIMEOUT_MAX_S 86400
+
+typedef struct odbox_timeouts {
+    int connect_s;
+    int read_s;
+} odbox_timeouts;
+
+int odbox_dsn_timeouts(const odbox_dsn *dsn, odbox_timeouts *t, odbox_error *err);
+
+/* What connecting with dsn_text needs besides the connection string: the
+ * login timeout for SQL_ATTR_LOGIN_TIMEOUT, and whether the text is a raw
+ * ODBC string, built by nobody who knows its driver (*raw = 1). */
+int odbox_dsn_connect_options(const char *dsn_text, int *login_timeout_s, int *raw, odbox_error *err);
+
 /* Appends "key=value;" to b, bracing value when it holds ; { } = or blanks
  * (a '}' inside braces is doubled, per the ODBC grammar). */
 void odbox_odbc_kv(odbox_buf *b, const char *key, const char *value);

@@ -1,12 +1,29 @@
 /* odbox — what the MySQL and MariaDB dialects share. */
+#include <stdio.h>
 #include <string.h>
 #include "mysql_common.h"
 
-/* Shared by the MySQL and MariaDB dialects. */
+/* Shared by the MySQL and MariaDB dialects. MariaDB Connector/ODBC 3.1
+ * stores SQL_ATTR_LOGIN_TIMEOUT and never uses it (ma_connection.c); its
+ * own keys reach libmariadb: CONN_TIMEOUT bounds the TCP connect and each
+ * read and write of the login handshake (ma_pvio.c sets all three pvio
+ * timeouts to connect_timeout until the session is up), READ_TIMEOUT and
+ * WRITE_TIMEOUT each later read and write (mariadb_lib.c applies them
+ * once connected). A read that waits longer fails with 2013 and closes
+ * the connection: that bounds a server that stops answering, and also
+ * any statement that runs longer without sending anything. 0: no limit. */
 int odbox_mysql_connection_string(const odbox_dsn *dsn, const char *driver, char **out,
                                   odbox_error *err)
 {
-    return odbox_network_connection_string(dsn, driver, 3306, NULL, out, err);
+    odbox_timeouts t;
+    int rc = odbox_dsn_timeouts(dsn, &t, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    char conn_s[16], read_s[16];
+    snprintf(conn_s, sizeof conn_s, "%d", t.connect_s);
+    snprintf(read_s, sizeof read_s, "%d", t.read_s);
+    const char *const extra[] = {"CONN_TIMEOUT", conn_s, "READ_TIMEOUT", read_s, "WRITE_TIMEOUT", read_s, NULL};
+    return odbox_network_connection_string(dsn, driver, 3306, extra, out, err);
 }
 
 /* UTC and strict mode: a value that does not fit is an error, never a

@@ -1,6 +1,8 @@
 /* odbox — unit tests of what each dialect says to its driver and how it
- * reads its driver's diagnostics: the error tables (SQLSTATE and native
- * numbers to ODBOX_E* codes). */
+ * reads its driver's diagnostics: timeouts in connection strings, and the
+ * error tables (SQLSTATE and native numbers to ODBOX_E* codes). */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "unit.h"
 #include "dialects.h"
@@ -69,10 +71,106 @@ START_TEST(mysql_family_error_table)
 }
 END_TEST
 
+static char *odbc_of(const char *dsn)
+{
+    const odbox_dialect *d = NULL;
+    char *odbc = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_dsn_resolve(dsn, &d, &odbc, NULL, &e) == ODBOX_OK, "%s: %s", dsn, e.message);
+    return odbc;
+}
+
+static void assert_has(const char *odbc, const char *part)
+{
+    ck_assert_msg(strstr(odbc, part) != NULL, "'%s' lacks '%s'", odbc, part);
+}
+
+START_TEST(timeouts_reach_each_driver)
+{
+    /* MySQL/MariaDB: the driver's own keys (it ignores SQL_ATTR_LOGIN_TIMEOUT) */
+    const char *my[] = {"mysql://u@h/db", "mariadb://u@h/db"};
+    for (int i = 0; i < 2; i++) {
+        char *o = odbc_of(my[i]);
+        assert_has(o, ";CONN_TIMEOUT=10;READ_TIMEOUT=300;WRITE_TIMEOUT=300;");
+        free(o);
+    }
+    char *o = odbc_of("mariadb://u@h/db?connect_timeout=5&read_timeout=30");
+    assert_has(o, ";CONN_TIMEOUT=5;READ_TIMEOUT=30;WRITE_TIMEOUT=30;");
+    ck_assert_ptr_null(strstr(o, "connect_timeout")); /* consumed, not passed on */
+    free(o);
+    o = odbc_of("mariadb://u@h/db?read_timeout=0&CONN_TIMEOUT=3"); /* 0: no limit; the driver's key wins */
+    assert_has(o, ";READ_TIMEOUT=0;WRITE_TIMEOUT=0;CONN_TIMEOUT=3;");
+    ck_assert_ptr_null(strstr(o, "CONN_TIMEOUT=10"));
+    free(o);
+    /* PostgreSQL: keepalives and tcp_user_timeout through libpq; the login
+     * timeout is SQL_ATTR_LOGIN_TIMEOUT (a connect_timeout in pqopt too
+     * would conflict with it in psqlODBC) */
+    o = odbc_of("postgresql://u@h/db?connect_timeout=5&read_timeout=40");
+    assert_has(o, ";pqopt={keepalives=1 keepalives_idle=20 keepalives_interval=4 keepalives_count=5 "
+                  "tcp_user_timeout=40000};");
+    ck_assert_ptr_null(strstr(o, "connect_timeout"));
+    free(o);
+    o = odbc_of("postgresql://u@h/db?read_timeout=0");
+    ck_assert_ptr_null(strstr(o, "pqopt"));
+    free(o);
+    o = odbc_of("postgresql://u@h/db?read_timeout=1");
+    assert_has(o, "keepalives_idle=1 keepalives_interval=1 keepalives_count=5 tcp_user_timeout=1000}");
+    free(o);
+
+    int login = -1, raw = -1;
+    odbox_error e;
+    ck_assert_int_eq(odbox_dsn_connect_options("mariadb://u@h/db?connect_timeout=7", &login, &raw, &e), ODBOX_OK);
+    ck_assert_int_eq(login, 7);
+    ck_assert_int_eq(raw, 0);
+    ck_assert_int_eq(odbox_dsn_connect_options("postgresql://u@h/db", &login, &raw, &e), ODBOX_OK);
+    ck_assert_int_eq(login, ODBOX_CONNECT_TIMEOUT_S);
+    /* a raw string is the user's own: the default login timeout, connects serialised */
+    ck_assert_int_eq(odbox_dsn_connect_options("Driver={MariaDB Unicode};Server=h", &login, &raw, &e), ODBOX_OK);
+    ck_assert_int_eq(login, ODBOX_CONNECT_TIMEOUT_S);
+    ck_assert_int_eq(raw, 1);
+}
+END_TEST
+
+START_TEST(bad_timeouts_are_refused)
+{
+    const char *bad[] = {"connect_timeout=", "connect_timeout=-1", "connect_timeout=1.5", "read_timeout=ten",
+                         "read_timeout=86401", "READ_TIMEOUT=99999999999999999999", "connect_timeout=5s"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *schemes[] = {"postgresql", "mysql", "mariadb"};
+        for (int k = 0; k < 3; k++) {
+            char dsn[256];
+            snprintf(dsn, sizeof dsn, "%s://u:S3cret@h/db?%s", schemes[k], bad[i]);
+            const odbox_dialect *d = NULL;
+            char *odbc = NULL;
+            odbox_error e;
+            ck_assert_msg(odbox_dsn_resolve(dsn, &d, &odbc, NULL, &e) == ODBOX_EINVAL, "accepted %s", dsn);
+            ck_assert_ptr_null(odbc);
+            ck_assert_msg(strstr(e.message, "timeout") && strstr(e.message, "0..86400") &&
+                              !strstr(e.message, "S3cret"), "message: %s", e.message);
+            int login, raw;
+            ck_assert_int_eq(odbox_dsn_connect_options(dsn, &login, &raw, &e), ODBOX_EINVAL);
+        }
+    }
+}
+END_TEST
+
+/* psqlODBC takes the client encoding from ConnSettings instead of calling
+ * setlocale() at connect, which is what lets connects run in parallel. */
+START_TEST(postgresql_names_the_client_encoding)
+{
+    char *o = odbc_of("postgresql://u@h/db");
+    assert_has(o, ";ConnSettings={SET client_encoding TO 'UTF8'};");
+    free(o);
+}
+END_TEST
+
 Suite *drivers_suite(void)
 {
     Suite *s = suite_create("drivers");
     TCase *t = tcase_create("core");
+    tcase_add_test(t, timeouts_reach_each_driver);
+    tcase_add_test(t, bad_timeouts_are_refused);
+    tcase_add_test(t, postgresql_names_the_client_encoding);
     tcase_add_test(t, every_dialect_maps_errors);
     tcase_add_test(t, postgresql_error_table);
     tcase_add_test(t, mysql_family_error_table);
