@@ -26,6 +26,109 @@ static void free_columns(odbox_stmt *s)
     s->ncols = 0;
 }
 
+static void link_stmt(odbox_conn *c, odbox_stmt *s)
+{
+    s->conn = c;
+    s->prev = NULL;
+    s->next = c->stmts;
+    if (c->stmts)
+        c->stmts->prev = s;
+    c->stmts = s;
+}
+
+/* Takes s off its connection: its list, its cache and its held count. */
+static void unlink_stmt(odbox_stmt *s)
+{
+    odbox_conn *c = s->conn;
+    if (!c)
+        return;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        c->stmts = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    for (int i = 0; i < c->ncache; i++)
+        if (c->cache[i] == s) {
+            c->cache[i] = c->cache[--c->ncache];
+            break;
+        }
+    if (s->in_use)
+        c->nheld--;
+    s->prev = s->next = NULL;
+    s->conn = NULL;
+}
+
+/* Frees the driver's handle of s and forgets what the driver knew of it:
+ * bound parameters and columns, the open result. */
+static void drop_handle(odbox_stmt *s)
+{
+    free_columns(s);
+    if (s->h != SQL_NULL_HSTMT)
+        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
+    s->h = SQL_NULL_HSTMT;
+    for (int i = 0; i < s->cap; i++)
+        s->binds[i].drv_bound = 0;
+    s->drv_nbinds = 0;
+    s->executed = s->cols_known = s->open_cursor = s->have_row = 0;
+}
+
+int odbox_stmt_detached(odbox_error *err, const char *what)
+{
+    return odbox_fail(err, ODBOX_ESTATE,
+                      "%s: the statement was detached: its connection was closed or returned to its pool while "
+                      "the statement was held (free statements before that); only odbox_stmt_free may follow",
+                      what);
+}
+
+void odbox_stmt_detach(odbox_conn *c, int held_only, const char *what)
+{
+    odbox_stmt *s = c->stmts;
+    while (s) {
+        odbox_stmt *next = s->next;
+        if (s->in_use) {
+            odbox_log(ODBOX_LOG_WARN, "%s: a statement was still held (%.48s...); it is detached: using it "
+                      "returns ODBOX_ESTATE, odbox_stmt_free frees it", what, s->sql);
+            drop_handle(s);
+            unlink_stmt(s);
+        } else if (!held_only) {
+            stmt_destroy(s);
+        }
+        s = next;
+    }
+}
+
+void odbox_stmt_drop_handles(odbox_conn *c)
+{
+    odbox_stmt *s = c->stmts;
+    while (s) {
+        odbox_stmt *next = s->next;
+        if (s->in_use)
+            drop_handle(s);
+        else
+            stmt_destroy(s);
+        s = next;
+    }
+}
+
+int odbox_sql_is_read(const char *sql)
+{
+    while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r' || *sql == '(')
+        sql++;
+    static const char *const reads[] = {"SELECT", "SHOW"};
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        size_t n = strlen(reads[i]);
+        int same = 1;
+        for (size_t k = 0; k < n && same; k++)
+            same = sql[k] && (sql[k] & ~0x20) == reads[i][k];
+        char after = sql[n];
+        if (same && !((after >= 'A' && after <= 'Z') || (after >= 'a' && after <= 'z') ||
+                      (after >= '0' && after <= '9') || after == '_'))
+            return 1;
+    }
+    return 0;
+}
+
 /* A cached, idle statement with this key on c, made ready for new binds;
  * or NULL. */
 static odbox_stmt *cache_take(odbox_conn *c, const void *key, size_t keylen)
@@ -36,6 +139,7 @@ static odbox_stmt *cache_take(odbox_conn *c, const void *key, size_t keylen)
         odbox_stmt *s = c->cache[i];
         if (!s->in_use && s->keylen == keylen && !memcmp(s->key, key, keylen)) {
             s->in_use = 1;
+            c->nheld++;
             s->last_used = ++c->cache_clock;
             close_cursor(s);
             odbox_stmt_clear_binds(s);
@@ -59,19 +163,32 @@ static int cache_put(odbox_conn *c, odbox_stmt *s)
         if (victim < 0)
             return 0;
         stmt_destroy(c->cache[victim]);
-        c->cache[victim] = c->cache[--c->ncache];
     }
     c->cache[c->ncache++] = s;
     return 1;
 }
 
-void odbox_stmt_cache_clear(odbox_conn *c)
+/* Gives s a driver handle on its connection's session and prepares its
+ * SQL there. */
+static int make_handle(odbox_stmt *s, odbox_error *err)
 {
-    for (int i = 0; i < c->ncache; i++)
-        stmt_destroy(c->cache[i]);
-    c->ncache = 0;
+    odbox_conn *c = s->conn;
+    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &s->h);
+    if (!ODBOX_SQL_OK(r)) {
+        s->h = SQL_NULL_HSTMT;
+        return odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "prepare");
+    }
+    r = SQLPrepare(s->h, (SQLCHAR *)s->sql, SQL_NTS);
+    if (!ODBOX_SQL_OK(r)) {
+        int rc = odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, c, err, "prepare");
+        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
+        s->h = SQL_NULL_HSTMT;
+        return rc;
+    }
+    return ODBOX_OK;
 }
 
+/* key is the SQL text itself (without its NUL) or a caller's key. */
 static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keylen, int shape_fixed,
                    odbox_stmt **out, odbox_error *err)
 {
@@ -87,29 +204,29 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
         *out = s;
         return ODBOX_OK;
     }
+    int text_key = key == sql;
     s = calloc(1, sizeof *s);
-    if (!s || !(s->key = malloc(keylen))) {
+    if (!s || !(s->key = malloc(keylen + 1)) || !(s->sql = text_key ? s->key : odbox_strdup(sql))) {
+        if (s)
+            free(s->key);
         free(s);
         return odbox_fail(err, ODBOX_ENOMEM, "prepare: out of memory");
     }
     memcpy(s->key, key, keylen);
+    s->key[keylen] = '\0';
     s->keylen = keylen;
+    s->repeatable = odbox_sql_is_read(s->sql);
     s->shape_fixed = shape_fixed;
     s->shape_cols = -1;
-    s->conn = c;
     s->affected = -1;
     s->in_use = 1;
     s->last_used = ++c->cache_clock;
-    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &s->h);
-    if (!ODBOX_SQL_OK(r)) {
-        int rc = odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "prepare");
-        s->h = SQL_NULL_HSTMT;
-        stmt_destroy(s);
-        return rc;
-    }
-    r = SQLPrepare(s->h, (SQLCHAR *)sql, SQL_NTS);
-    if (!ODBOX_SQL_OK(r)) {
-        int rc = odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, c, err, "prepare");
+    link_stmt(c, s);
+    c->nheld++;
+    int rc;
+    while ((rc = make_handle(s, err)) != ODBOX_OK && odbox_conn_again(c, rc, 1, err))
+        ;
+    if (rc != ODBOX_OK) {
         stmt_destroy(s);
         return rc;
     }
@@ -187,12 +304,15 @@ void odbox_stmt_clear_binds(odbox_stmt *s)
 
 static void stmt_destroy(odbox_stmt *s)
 {
+    unlink_stmt(s);
     free_columns(s);
     if (s->h != SQL_NULL_HSTMT)
         SQLFreeHandle(SQL_HANDLE_STMT, s->h);
     for (int i = 0; i < s->cap; i++)
         free(s->binds[i].text);
     free(s->binds);
+    if (s->sql != s->key)
+        free(s->sql);
     free(s->key);
     free(s);
 }
@@ -204,20 +324,17 @@ void odbox_stmt_free(odbox_stmt **sp)
     odbox_stmt *s = *sp;
     *sp = NULL;
     odbox_conn *c = s->conn;
-    if (c->cache_ok && !c->dead) {
+    if (c && c->cache_ok && !c->dead && s->h != SQL_NULL_HSTMT) {
         close_cursor(s);
         s->in_use = 0;
+        c->nheld--;
         if (cache_put(c, s))
             return;
+        s->in_use = 1; /* as unlink_stmt counts it */
+        c->nheld++;
     }
-    for (int i = 0; i < c->ncache; i++)
-        if (c->cache[i] == s) {
-            c->cache[i] = c->cache[--c->ncache];
-            break;
-        }
     stmt_destroy(s);
 }
-
 
 static int know_columns(odbox_stmt *s, odbox_error *err);
 
@@ -233,12 +350,13 @@ static void close_cursor(odbox_stmt *s)
     s->have_row = 0;
 }
 
-int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
+static int execute_once(odbox_stmt *s, odbox_error *err)
 {
-    if (!s)
-        return odbox_fail(err, ODBOX_EINVAL, "execute: statement is NULL");
     if (s->conn->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "execute: the connection is dead");
+    int rc;
+    if (s->h == SQL_NULL_HSTMT && (rc = make_handle(s, err)) != ODBOX_OK)
+        return rc;
     close_cursor(s);
     s->affected = -1;
     s->affected_known = 0;
@@ -262,6 +380,24 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
         return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "execute");
     s->executed = 1;
     return ODBOX_OK;
+}
+
+/* A read, or any statement of a transaction that has sent nothing yet,
+ * is sent again on a new session when the hand-out's connection turns
+ * out lost (odbox_conn_again); a write in autocommit never is. */
+int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
+{
+    if (!s)
+        return odbox_fail(err, ODBOX_EINVAL, "execute: statement is NULL");
+    if (!s->conn)
+        return odbox_stmt_detached(err, "execute");
+    odbox_conn *c = s->conn;
+    int rc;
+    while ((rc = execute_once(s, err)) != ODBOX_OK && odbox_conn_again(c, rc, s->repeatable || c->in_tx, err))
+        ;
+    if (rc == ODBOX_OK)
+        c->fresh = 0;
+    return rc;
 }
 
 /* (Re)binds column i to its buffer; on failure no column stays bound,
@@ -321,7 +457,7 @@ static int know_columns(odbox_stmt *s, odbox_error *err)
 
 int64_t odbox_stmt_rows_affected(odbox_stmt *s)
 {
-    if (!s || !s->executed)
+    if (!s || !s->conn || !s->executed)
         return -1;
     if (!s->affected_known) {
         SQLLEN n = -1;
@@ -343,7 +479,7 @@ int odbox_stmt_query_int64(odbox_stmt *s, int64_t *v, odbox_error *err)
 
 int odbox_stmt_column_count(odbox_stmt *s)
 {
-    if (!s || !s->executed)
+    if (!s || !s->conn || !s->executed)
         return 0;
     know_columns(s, NULL);
     return s->result_cols;
@@ -410,6 +546,8 @@ int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err)
 {
     if (!s)
         return odbox_fail(err, ODBOX_EINVAL, "fetch: statement is NULL");
+    if (!s->conn)
+        return odbox_stmt_detached(err, "fetch");
     if (!s->executed)
         return 0;
     int rc = know_columns(s, err);

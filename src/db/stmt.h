@@ -36,11 +36,14 @@ typedef struct column {
 } column;
 
 struct odbox_stmt {
-    odbox_conn *conn;
-    SQLHSTMT h;
+    odbox_conn *conn;   /* NULL once detached: its connection was closed or released while held */
+    struct odbox_stmt *prev, *next; /* the connection's statements */
+    SQLHSTMT h;         /* SQL_NULL_HSTMT after a reconnect, until the next execute */
     char *key;          /* the cache key: SQL text, or a caller's key */
     size_t keylen;
-    int in_use;
+    char *sql;          /* the SQL text (key itself for text keys), to prepare it again */
+    int repeatable;     /* odbox_sql_is_read(sql) */
+    int in_use;         /* held by a caller */
     uint64_t last_used;
     bind *binds;
     int nbinds;
@@ -64,5 +67,9 @@ struct odbox_stmt {
 /* Hands parameter i (from 0) to the driver unless it already has this
  * buffer with this type and size. */
 SQLRETURN odbox_stmt_bind_param(odbox_stmt *s, int i);
+
+/* The error of using a detached statement (ODBOX_ESTATE); what names the
+ * operation. */
+int odbox_stmt_detached(odbox_error *err, const char *what);
 
 #endif

@@ -14,15 +14,17 @@
 #include "stmt.h"
 #include "odbox/uuid.h"
 
-static bind *slot(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
+/* The bind slot of parameter idx (from 1), typed t and marked set. */
+static int slot(odbox_stmt *s, int idx, odbox_type t, bind **out, odbox_error *err)
 {
     if (!s) {
-        odbox_fail(err, ODBOX_EINVAL, "bind: statement is NULL");
-        return NULL;
+        return odbox_fail(err, ODBOX_EINVAL, "bind: statement is NULL");
+    }
+    if (!s->conn) {
+        return odbox_stmt_detached(err, "bind");
     }
     if (idx < 1 || idx > 32767) {
-        odbox_fail(err, ODBOX_EINVAL, "bind: parameter index %d out of range 1..32767", idx);
-        return NULL;
+        return odbox_fail(err, ODBOX_EINVAL, "bind: parameter index %d out of range 1..32767", idx);
     }
     if (idx > s->cap) {
         int cap = s->cap ? s->cap : 16;
@@ -30,8 +32,7 @@ static bind *slot(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
             cap *= 2;
         bind *b = realloc(s->binds, (size_t)cap * sizeof *b);
         if (!b) {
-            odbox_fail(err, ODBOX_ENOMEM, "bind: out of memory");
-            return NULL;
+            return odbox_fail(err, ODBOX_ENOMEM, "bind: out of memory");
         }
         memset(b + s->cap, 0, (size_t)(cap - s->cap) * sizeof *b);
         /* every buffer moved: the driver must be told again */
@@ -46,16 +47,18 @@ static bind *slot(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
     b->type = t;
     b->set = 1;
     b->ind = 0;
-    return b;
+    *out = b;
+    return ODBOX_OK;
 }
 
 static int bind_string(odbox_stmt *s, int idx, odbox_type t, const char *v, odbox_error *err)
 {
     if (!v)
         return odbox_stmt_bind_null(s, idx, t, err);
-    bind *b = slot(s, idx, t, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
+    bind *b = NULL;
+    int rc = slot(s, idx, t, &b, err);
+    if (rc != ODBOX_OK)
+        return rc;
     size_t n = strlen(v);
     if (n + 1 > b->cap) {
         size_t cap = n + 1 < 64 ? 64 : n + 1;
@@ -113,9 +116,10 @@ static size_t int64_text(int64_t v, char *out)
 
 int odbox_stmt_bind_int64(odbox_stmt *s, int idx, int64_t v, odbox_error *err)
 {
-    bind *b = slot(s, idx, ODBOX_TYPE_INT64, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
+    bind *b = NULL;
+    int rc = slot(s, idx, ODBOX_TYPE_INT64, &b, err);
+    if (rc != ODBOX_OK)
+        return rc;
     b->v.i = (SQLBIGINT)v;
     if (s->conn->dialect->numbers_as_text) {
         size_t n = int64_text(v, b->text_form);
@@ -128,18 +132,20 @@ int odbox_stmt_bind_double(odbox_stmt *s, int idx, double v, odbox_error *err)
 {
     if (!isfinite(v))
         return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d is not a finite number", idx);
-    bind *b = slot(s, idx, ODBOX_TYPE_DOUBLE, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
+    bind *b = NULL;
+    int rc = slot(s, idx, ODBOX_TYPE_DOUBLE, &b, err);
+    if (rc != ODBOX_OK)
+        return rc;
     b->v.d = v;
     return ODBOX_OK;
 }
 
 int odbox_stmt_bind_bool(odbox_stmt *s, int idx, int v, odbox_error *err)
 {
-    bind *b = slot(s, idx, ODBOX_TYPE_BOOL, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
+    bind *b = NULL;
+    int rc = slot(s, idx, ODBOX_TYPE_BOOL, &b, err);
+    if (rc != ODBOX_OK)
+        return rc;
     b->v.b = v ? 1 : 0;
     if (s->conn->dialect->numbers_as_text) {
         memcpy(b->text_form, v ? "1" : "0", 2);
@@ -179,9 +185,10 @@ int odbox_stmt_bind_timestamp(odbox_stmt *s, int idx, int64_t us, odbox_error *e
     /* 0001-01-01 .. 9999-12-31, the range every dialect stores. */
     if (us < -62135596800000000LL || us > 253402300799999999LL)
         return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d timestamp out of range", idx);
-    bind *b = slot(s, idx, ODBOX_TYPE_TIMESTAMP, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
+    bind *b = NULL;
+    int rc = slot(s, idx, ODBOX_TYPE_TIMESTAMP, &b, err);
+    if (rc != ODBOX_OK)
+        return rc;
     int64_t secs = us / 1000000, frac = us % 1000000;
     if (frac < 0) {
         frac += 1000000;
@@ -211,9 +218,10 @@ int odbox_stmt_bind_null(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
 {
     if (t < ODBOX_TYPE_TEXT || t > ODBOX_TYPE_TIMESTAMP)
         return odbox_fail(err, ODBOX_EINVAL, "bind: unknown type %d for NULL parameter %d", (int)t, idx);
-    bind *b = slot(s, idx, t, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
+    bind *b = NULL;
+    int rc = slot(s, idx, t, &b, err);
+    if (rc != ODBOX_OK)
+        return rc;
     b->ind = SQL_NULL_DATA;
     return ODBOX_OK;
 }
@@ -266,36 +274,37 @@ SQLRETURN odbox_stmt_bind_param(odbox_stmt *s, int i)
     return r;
 }
 
-static column *get_col(odbox_stmt *s, int col, int *is_null, odbox_error *err)
+static int get_col(odbox_stmt *s, int col, int *is_null, column **out, odbox_error *err)
 {
-    if (!s || !s->have_row) {
-        odbox_fail(err, ODBOX_ESTATE, "get: no current row");
-        return NULL;
-    }
-    if (col < 1 || col > s->ncols) {
-        odbox_fail(err, ODBOX_EINVAL, "get: column %d out of range 1..%d", col, s->ncols);
-        return NULL;
-    }
+    if (s && !s->conn)
+        return odbox_stmt_detached(err, "get");
+    if (!s || !s->have_row)
+        return odbox_fail(err, ODBOX_ESTATE, "get: no current row");
+    if (col < 1 || col > s->ncols)
+        return odbox_fail(err, ODBOX_EINVAL, "get: column %d out of range 1..%d", col, s->ncols);
     column *c = &s->cols[col - 1];
     if (is_null)
         *is_null = c->is_null;
-    return c;
+    *out = c;
+    return ODBOX_OK;
 }
 
 int odbox_stmt_get_text(odbox_stmt *s, int col, const char **v, int *is_null, odbox_error *err)
 {
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
+    column *c = NULL;
+    int rc = get_col(s, col, is_null, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
     *v = c->data;
     return ODBOX_OK;
 }
 
 int odbox_stmt_get_int64(odbox_stmt *s, int col, int64_t *v, int *is_null, odbox_error *err)
 {
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
+    column *c = NULL;
+    int rc = get_col(s, col, is_null, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
     *v = 0;
     if (c->is_null)
         return ODBOX_OK;
@@ -310,9 +319,10 @@ int odbox_stmt_get_int64(odbox_stmt *s, int col, int64_t *v, int *is_null, odbox
 
 int odbox_stmt_get_double(odbox_stmt *s, int col, double *v, int *is_null, odbox_error *err)
 {
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
+    column *c = NULL;
+    int rc = get_col(s, col, is_null, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
     *v = 0;
     if (c->is_null)
         return ODBOX_OK;
@@ -327,9 +337,10 @@ int odbox_stmt_get_double(odbox_stmt *s, int col, double *v, int *is_null, odbox
 
 int odbox_stmt_get_bool(odbox_stmt *s, int col, int *v, int *is_null, odbox_error *err)
 {
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
+    column *c = NULL;
+    int rc = get_col(s, col, is_null, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
     *v = 0;
     if (c->is_null)
         return ODBOX_OK;
@@ -368,9 +379,10 @@ static int digits(const char *p, int n)
 
 int odbox_stmt_get_timestamp(odbox_stmt *s, int col, int64_t *us, int *is_null, odbox_error *err)
 {
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
+    column *c = NULL;
+    int rc = get_col(s, col, is_null, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
     *us = 0;
     if (c->is_null)
         return ODBOX_OK;

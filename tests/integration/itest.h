@@ -36,5 +36,7 @@ Suite *repo_suite(void);
 Suite *action_suite(void);
 Suite *persist_suite(void);
 Suite *shards_suite(void);
+Suite *conn_suite(void);
+Suite *restart_suite(void);
 
 #endif
