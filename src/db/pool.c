@@ -107,7 +107,8 @@ static int usable(odbox_pool *p, odbox_conn *c, uint64_t epoch)
         odbox_error e;
         if (odbox_conn_exec(c, "SELECT 1", &e) != ODBOX_OK)
             return 0;
-        c->epoch = epoch;
+        if (c->epoch < epoch) /* a reconnect under the ping may have set a later one */
+            c->epoch = epoch;
         c->fresh = 1; /* the caller has still sent nothing */
     }
     return 1;
@@ -185,14 +186,16 @@ static void give_back(odbox_pool *p, odbox_conn **cp, int discard)
     odbox_conn *c = *cp;
     *cp = NULL;
     if (c->nheld)
-        odbox_stmt_detach(c, 1, "odbox_pool_release");
+        odbox_stmt_detach(c, 1, discard ? "odbox_pool_discard" : "odbox_pool_release");
     c->fresh = 0;
+    int lost = c->dead && !discard;
+    if (discard)
+        c->dead = 1; /* its session is used no more, not even to roll back */
     if (c->in_tx && !c->dead) {
         odbox_error e;
         odbox_conn_rollback(c, &e);
     }
-    if (c->dead || discard) {
-        int lost = c->dead && !discard;
+    if (c->dead) {
         odbox_conn_close(&c);
         pthread_mutex_lock(&p->mu);
         p->open--;
