@@ -3,7 +3,9 @@
  * once after it, by a plain read and by an action that reads and then
  * writes. The caller never sees the restart. Needs ODBOX_DB_STATE_DIR
  * (set by tests/db/with-servers.sh); without it the tests say so and
- * pass, except under CI=true, where they fail. */
+ * pass, except under CI=true, where they fail. A restart cuts every
+ * session on the server, so this suite runs only when ODBOX_TEST_RESTARTS
+ * is set, from tests/integration/restart.test, after the other tests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
