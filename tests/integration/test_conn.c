@@ -58,7 +58,8 @@ START_TEST(connect_gives_up_at_a_black_hole)
     ck_assert_msg(rc == ODBOX_ECONNECT, "%s: %s", odbox_errname(rc), e.message);
     ck_assert_ptr_null(c);
     ck_assert_int_ge(netfault_accepted(bh), 1); /* it did get through TCP */
-    ck_assert_msg(took >= 1500 && took < 30000, "gave up after %lld ms, connect_timeout is 2 s", (long long)took);
+    /* libpq counts whole seconds from the current one: 1 to 2 s */
+    ck_assert_msg(took >= 900 && took < 30000, "gave up after %lld ms, connect_timeout is 2 s", (long long)took);
     ck_assert_msg(strstr(e.message, "Secret-77") == NULL, "password in: %s", e.message);
     netfault_free(&bh);
 }
