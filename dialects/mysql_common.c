@@ -1,11 +1,29 @@
 /* odbox — what the MySQL and MariaDB dialects share. */
+#include <stdio.h>
+#include <string.h>
 #include "mysql_common.h"
 
-/* Shared by the MySQL and MariaDB dialects. */
+/* Shared by the MySQL and MariaDB dialects. MariaDB Connector/ODBC 3.1
+ * stores SQL_ATTR_LOGIN_TIMEOUT and never uses it (ma_connection.c); its
+ * own keys reach libmariadb: CONN_TIMEOUT bounds the TCP connect and each
+ * read and write of the login handshake (ma_pvio.c sets all three pvio
+ * timeouts to connect_timeout until the session is up), READ_TIMEOUT and
+ * WRITE_TIMEOUT each later read and write (mariadb_lib.c applies them
+ * once connected). A read that waits longer fails with 2013 and closes
+ * the connection: that bounds a server that stops answering, and also
+ * any statement that runs longer without sending anything. 0: no limit. */
 int odbox_mysql_connection_string(const odbox_dsn *dsn, const char *driver, char **out,
                                   odbox_error *err)
 {
-    return odbox_network_connection_string(dsn, driver, 3306, NULL, out, err);
+    odbox_timeouts t;
+    int rc = odbox_dsn_timeouts(dsn, &t, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    char conn_s[16], read_s[16];
+    snprintf(conn_s, sizeof conn_s, "%d", t.connect_s);
+    snprintf(read_s, sizeof read_s, "%d", t.read_s);
+    const char *const extra[] = {"CONN_TIMEOUT", conn_s, "READ_TIMEOUT", read_s, "WRITE_TIMEOUT", read_s, NULL};
+    return odbox_network_connection_string(dsn, driver, 3306, extra, out, err);
 }
 
 /* UTC and strict mode: a value that does not fit is an error, never a
@@ -40,4 +58,26 @@ int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, cons
     if (!(*out = odbox_buf_take(&b)))
         return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
     return ODBOX_OK;
+}
+
+/* MySQL and MariaDB report most conditions as SQLSTATE HY000 with a
+ * server (1xxx, 3xxx, 4xxx) or client library (2xxx) error number. */
+int odbox_mysql_map_error(const char *st, long native, const char *message)
+{
+    (void)message;
+    switch (native) {
+    case 1062: case 1586: return ODBOX_EUNIQUE;      /* duplicate entry (for key) */
+    case 1213: return ODBOX_EDEADLOCK;               /* deadlock found */
+    case 1205: return ODBOX_ETIMEDOUT;               /* lock wait timeout exceeded */
+    case 1969: return ODBOX_ETIMEDOUT;               /* MariaDB: max_statement_time exceeded */
+    case 3024: return ODBOX_ETIMEDOUT;               /* MySQL: max_execution_time exceeded */
+    case 2006: case 2013: return ODBOX_ECONNLOST;    /* server gone away, lost connection */
+    case 1927: return ODBOX_ECONNLOST;               /* MariaDB: connection was killed */
+    case 4031: return ODBOX_ECONNLOST;               /* MySQL: disconnected for inactivity */
+    case 2002: case 2003: case 2005: return ODBOX_ECONNECT; /* no socket, no server, unknown host */
+    case 1045: return ODBOX_ECONNECT;                /* access denied */
+    case 1040: return ODBOX_ECONNECT;                /* too many connections */
+    default: break;
+    }
+    return odbox_map_standard_sqlstate(st);
 }

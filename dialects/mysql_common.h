@@ -10,6 +10,7 @@ int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, cons
 int odbox_mysql_connection_string(const odbox_dsn *dsn, const char *driver, char **out,
                                   odbox_error *err);
 extern const char *const odbox_mysql_session_setup[];
+int odbox_mysql_map_error(const char *sqlstate, long native, const char *message);
 
 #define ODBOX_MYSQL_FAMILY_FIELDS                                                          \
     .version = ODBOX_DIALECT_VERSION,                                                      \
@@ -56,6 +57,7 @@ extern const char *const odbox_mysql_session_setup[];
                          "ORDER BY ordinal_position",                                      \
     .alter_column_type_fmt = "ALTER TABLE %1$s MODIFY %2$s %3$s NOT NULL",                 \
     .server_version_sql = "SELECT VERSION()",                                              \
-    .eventlog_separator = "."
+    .eventlog_separator = ".",                                                             \
+    .map_error = odbox_mysql_map_error
 
 #endif

@@ -1,4 +1,6 @@
 /* odbox — PostgreSQL through psqlODBC. */
+#include <stdio.h>
+#include <string.h>
 #include "dialects.h"
 
 static const char *const schemes[] = {"postgresql", "postgres", NULL};
@@ -6,18 +8,47 @@ static const char *const schemes[] = {"postgresql", "postgres", NULL};
 /* Protocol=7.4-1: roll back the transaction on error instead of wrapping
  * every statement in a SAVEPOINT (the driver default, 7.4-2, doubles the
  * round trips); odbox runs its own transactions. BoolsAsChar=0: booleans
- * are booleans. UseDeclareFetch=0: whole results, no cursor per SELECT. */
-static const char *const driver_options[] = {
-    "Protocol", "7.4-1",
-    "UseServerSidePrepare", "1",
-    "BoolsAsChar", "0",
-    "UseDeclareFetch", "0",
-    NULL,
-};
-
+ * are booleans. UseDeclareFetch=0: whole results, no cursor per SELECT.
+ *
+ * ConnSettings names the client encoding, so psqlODBC 13 takes it from
+ * there (connection.c:1043, check_client_encoding) and never derives it
+ * from the process locale with setlocale(LC_CTYPE, "") (multibyte.c:497,
+ * called at every connect from connection.c:1153). setlocale is not
+ * thread-safe (glibc frees the locale name another thread may still be
+ * reading), and avoiding it is what lets connects run in parallel.
+ *
+ * Timeouts: conn.c sets SQL_ATTR_LOGIN_TIMEOUT, which psqlODBC hands to
+ * libpq as connect_timeout (connection.c:2822): it bounds the TCP connect
+ * and the whole login. Reads: libpq 15 waits for an answer without a
+ * limit of its own (fe-misc.c, pqSocketCheck), and psqlODBC's query
+ * timeout is the server's statement_timeout. What odbox can bound from
+ * the client is a server or network that went away: TCP keepalives and
+ * tcp_user_timeout (through pqopt, libpq's own options) drop a
+ * connection whose peer has not answered for about read_timeout. A
+ * statement that runs long on a live server is not cut, and neither is a
+ * peer whose TCP stack keeps answering while nothing comes back (a hung
+ * proxy). */
 static int connection_string(const odbox_dsn *dsn, const char *driver, char **out, odbox_error *err)
 {
-    return odbox_network_connection_string(dsn, driver, 5432, driver_options, out, err);
+    odbox_timeouts t;
+    int rc = odbox_dsn_timeouts(dsn, &t, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    char pqopt[192];
+    int idle = t.read_s / 2 > 0 ? t.read_s / 2 : 1, interval = t.read_s / 10 > 0 ? t.read_s / 10 : 1;
+    snprintf(pqopt, sizeof pqopt,
+             "keepalives=1 keepalives_idle=%d keepalives_interval=%d keepalives_count=5 tcp_user_timeout=%d", idle,
+             interval, t.read_s * 1000);
+    const char *const extra[] = {
+        "Protocol", "7.4-1",
+        "UseServerSidePrepare", "1",
+        "BoolsAsChar", "0",
+        "UseDeclareFetch", "0",
+        "ConnSettings", "SET client_encoding TO 'UTF8'",
+        t.read_s > 0 ? "pqopt" : NULL, pqopt,
+        NULL,
+    };
+    return odbox_network_connection_string(dsn, driver, 5432, extra, out, err);
 }
 
 static int recognizes(const char *name, const char *version)
@@ -87,6 +118,30 @@ static int join_writes_sql(const odbox_dialect *d, const char *const *stmts, siz
     return ODBOX_OK;
 }
 
+/* PostgreSQL's own SQLSTATEs; psqlODBC's native numbers are its internal
+ * error kinds, which say nothing the SQLSTATE does not. */
+static int map_error(const char *st, long native, const char *message)
+{
+    (void)native, (void)message;
+    static const struct {
+        const char *state;
+        int code;
+    } table[] = {
+        {"23505", ODBOX_EUNIQUE},    /* unique_violation */
+        {"40P01", ODBOX_EDEADLOCK},  /* deadlock_detected */
+        {"55P03", ODBOX_EBUSY},      /* lock_not_available (NOWAIT, lock_timeout) */
+        {"57014", ODBOX_ETIMEDOUT},  /* query_canceled (statement_timeout) */
+        {"57P01", ODBOX_ECONNLOST},  /* admin_shutdown: the session was terminated */
+        {"57P02", ODBOX_ECONNLOST},  /* crash_shutdown */
+        {"57P03", ODBOX_ECONNLOST},  /* cannot_connect_now: starting up or shutting down */
+        {"28P01", ODBOX_ECONNECT},   /* invalid_password */
+    };
+    for (size_t i = 0; st && i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(st, table[i].state))
+            return table[i].code;
+    return odbox_map_standard_sqlstate(st);
+}
+
 const odbox_dialect odbox_dialect_postgresql = {
     .version = ODBOX_DIALECT_VERSION,
     .name = "postgresql",
@@ -146,4 +201,5 @@ const odbox_dialect odbox_dialect_postgresql = {
     .alter_column_type_fmt = "ALTER TABLE %1$s ALTER COLUMN %2$s TYPE %3$s",
     .server_version_sql = "SELECT current_setting('server_version')",
     .eventlog_separator = ".",
+    .map_error = map_error,
 };

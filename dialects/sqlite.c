@@ -49,8 +49,18 @@ static void put_plain(odbox_buf *b, const char *key, const char *value)
     odbox_buf_cat(b, key, "=", value, ";", (char *)NULL);
 }
 
+/* connect_timeout= and read_timeout= are checked as on the other
+ * dialects and then dropped (odbox_odbc_options_take): opening a file
+ * waits on no network and no server may stop answering. What can wait
+ * on SQLite is a writer for the write lock, which the driver's Timeout
+ * (the busy timeout) bounds; a URL written for a server must not change
+ * that. */
 static int connection_string(const odbox_dsn *dsn, const char *driver, char **out, odbox_error *err)
 {
+    odbox_timeouts unused;
+    int rc = odbox_dsn_timeouts(dsn, &unused, err);
+    if (rc != ODBOX_OK)
+        return rc;
     if (!dsn->database || !*dsn->database)
         return odbox_fail(err, ODBOX_EINVAL, "DSN: sqlite needs a database file path");
     if (strchr(dsn->database, ';'))
@@ -74,7 +84,9 @@ static int recognizes(const char *name, const char *version)
 /* The driver reports every SQLite error as SQLSTATE HY000 with the
  * primary result code as the native code and sqlite3_errmsg() as text.
  * SQLITE_CONSTRAINT covers NOT NULL, CHECK and foreign keys too: only a
- * unique or primary key conflict is ODBOX_EUNIQUE, as on the others. */
+ * unique or primary key conflict is ODBOX_EUNIQUE, as on the others,
+ * which takes the message. The rest (the driver manager's own states)
+ * is the standard mapping. */
 static const struct {
     long native;       /* SQLite's primary result code */
     const char *text;  /* NULL: any message */
@@ -94,12 +106,10 @@ static const struct {
 
 static int map_error(const char *sqlstate, long native, const char *message)
 {
-    if (!sqlstate || strcmp(sqlstate, "HY000") != 0)
-        return 0;
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+    for (size_t i = 0; sqlstate && !strcmp(sqlstate, "HY000") && i < sizeof errors / sizeof errors[0]; i++)
         if (errors[i].native == native && (!errors[i].text || (message && strstr(message, errors[i].text))))
             return errors[i].code;
-    return 0;
+    return odbox_map_standard_sqlstate(sqlstate);
 }
 
 /* UPDATE t AS t SET c = v.c, ..., version = v.version + 1

@@ -353,12 +353,17 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
         rc = odbox_commit_failed(rc, err); /* autocommit: the statement was the commit */
     if (rc == ODBOX_OK) {
         /* the count of the last statement, the events INSERT: all its
-         * rows, or none when the guarded UPDATE matched no row */
+         * rows, or none when the guarded UPDATE matched no row. Any other
+         * count (a trigger, a driver that cannot tell) leaves unknown what
+         * the statement, which was its own commit, wrote: in doubt, never
+         * retried, as a lost connection at that point is. */
         int64_t got = odbox_stmt_rows_affected(s), want = (int64_t)items[n - 1].n;
         if (guarded && got == 0)
             rc = odbox_repo_stale(items[0].p->t, items[0].p->models, 1, 0, err);
         else if (got != want)
-            rc = odbox_fail(err, ODBOX_EDB, "the shard's write reported %lld event rows, expected %lld",
+            rc = odbox_fail(err, ODBOX_EINDOUBT,
+                            "IN DOUBT: the shard's write, its own commit, reported %lld event rows where %lld "
+                            "were sent, so what it committed is unknown",
                             (long long)got, (long long)want);
     }
     odbox_stmt_free(&s);

@@ -35,10 +35,16 @@ typedef enum odbox_type {
 /* ---- connections ------------------------------------------------------ */
 
 /* Connects to dsn (URL or raw ODBC string, see odbox/dsn.h), detects the
- * dialect and runs its session setup (UTC, ...). Autocommit is on. */
+ * dialect and runs its session setup (UTC, ...). Autocommit is on. A URL's
+ * connect_timeout= (default 10 s) bounds the connect and the login, and
+ * its read_timeout= (default 300 s) how long a read waits on a server
+ * that stopped answering (README: DSN formats). Thread-safe: connects
+ * to different servers run in parallel. */
 int odbox_conn_open(const char *dsn, odbox_conn **out, odbox_error *err);
 
-/* Rolls back an open transaction and disconnects. NULL-safe; sets *c = NULL. */
+/* Rolls back an open transaction and disconnects. NULL-safe; sets *c = NULL.
+ * Statements still held are detached: using one returns ODBOX_ESTATE, and
+ * odbox_stmt_free frees it. */
 void odbox_conn_close(odbox_conn **c);
 
 const odbox_dialect *odbox_conn_dialect(const odbox_conn *c);
@@ -80,12 +86,21 @@ int odbox_pool_open(const char *dsn, const odbox_pool_config *cfg,
                     odbox_pool **out, odbox_error *err);
 
 /* Hands out a live connection, opening one when none is idle and the pool
- * is below its size, else waiting up to acquire_timeout_ms (ODBOX_ETIMEDOUT).
- * Idle connections found dead are closed and replaced, never handed out. */
+ * is below its size, else waiting up to acquire_timeout_ms (ODBOX_ETIMEDOUT)
+ * for one to be released; opening one is bounded by the DSN's
+ * connect_timeout, not by acquire_timeout_ms. Idle connections found dead
+ * are closed and replaced, never handed out. A session lost while the
+ * connection sat idle (a server restart) is replaced under the caller
+ * when the first thing the caller sends is safe to send again: a read
+ * (SQL starting with SELECT or SHOW), a BEGIN, a prepare, or a statement
+ * inside a transaction before its COMMIT. A first write in autocommit is
+ * never sent twice: it fails with ODBOX_ECONNLOST (ODBOX_EINDOUBT from
+ * the executor). */
 int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err);
 
 /* Returns c to the pool (an open transaction is rolled back; a dead
- * connection is closed). Sets *c = NULL. */
+ * connection is closed; statements still held are detached, as by
+ * odbox_conn_close). Sets *c = NULL. */
 void odbox_pool_release(odbox_pool *p, odbox_conn **c);
 
 /* Closes c instead of returning it (its session state is unknown, e.g. a
@@ -143,7 +158,9 @@ int odbox_stmt_get_timestamp(odbox_stmt *s, int col, int64_t *utc_us, int *is_nu
 
 /* Done with s: it goes back to its connection's statement cache (a later
  * prepare of the same SQL on that connection reuses it) or is freed.
- * Free every statement before closing or releasing its connection. */
+ * Free every statement before closing or releasing its connection; one
+ * still held then is detached (every use returns ODBOX_ESTATE, a warning
+ * is logged) and only odbox_stmt_free may follow. */
 void odbox_stmt_free(odbox_stmt **s);
 
 /* Multi-row statements: returns a malloc'd "(a,b),(a,b),..." of `rows`

@@ -173,9 +173,14 @@ typedef struct odbox_dialect {
      * every connection to it; '' when the database is the connection's
      * own (SQLite :memory:). NULL for dialects with server locks. */
     const char *lock_scope_sql;
-    /* The ODBOX_E* code of a driver error that SQLSTATE alone does not
-     * tell (SQLite reports everything as HY000 with its result code as
-     * the native code), or 0 to keep the generic mapping. NULL: none. */
+    /* Maps a diagnostic of this dialect's driver, its SQLSTATE, native
+     * error number and message text, to an ODBOX_E* code (ODBOX_EDB when
+     * nothing more specific fits; codes the SQLSTATE alone tells come
+     * from the standard mapping every dialect falls back to). Native
+     * numbers mean different things per driver (1062 is MySQL's duplicate
+     * key, not psqlODBC's), so each dialect reads only its own. The text
+     * is for drivers whose number says too little (SQLite reports a
+     * UNIQUE, NOT NULL or CHECK failure alike, as HY000 with code 19). */
     int (*map_error)(const char *sqlstate, long native, const char *message);
 } odbox_dialect;
 

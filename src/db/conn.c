@@ -6,12 +6,25 @@
 #include "dialects.h"
 #include "lock_local.h"
 
-#define LOGIN_TIMEOUT_S 10
-
-/* Drivers are not safe to connect from several threads at once (psqlODBC
- * calls setlocale() while connecting; MariaDB's driver races on its
- * global state), so connects are serialised; everything after is not. */
-static pthread_mutex_t connect_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Connects run in parallel, so that a server that does not answer holds
+ * up no connect to another (each waits at most its login timeout). What
+ * the drivers share, evidence from their sources:
+ *  - psqlODBC 13 calls setlocale(LC_CTYPE, "") at every connect
+ *    (connection.c:1153 -> multibyte.c:497), which is not thread-safe,
+ *    unless the connection string's ConnSettings names the client
+ *    encoding (connection.c:1043); the PostgreSQL dialect's connection
+ *    string does (dialects/postgresql.c).
+ *  - MariaDB Connector/ODBC 3.1 sets its global state up when the ODBC
+ *    environment is allocated (ma_environment.c, MADB_EnvInit), which
+ *    odbc.c does once; libmariadb initialises under pthread_once
+ *    (mariadb_lib.c, mysql_server_init).
+ *  - unixODBC 2.3 reads odbcinst.ini under its own mutex
+ *    (SQLGetPrivateProfileString.c) and, with the default Threading=0,
+ *    holds no lock of its own across the driver's connect
+ *    (SQLConnect.c, dbc_change_thread_support).
+ * A raw ODBC string is the user's: its driver is unknown and it may lack
+ * ConnSettings, so raw-string connects are serialised with each other. */
+static pthread_mutex_t raw_connect_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void get_info_text(SQLHDBC dbc, SQLUSMALLINT what, char *buf, size_t cap)
 {
@@ -22,39 +35,35 @@ static void get_info_text(SQLHDBC dbc, SQLUSMALLINT what, char *buf, size_t cap)
     buf[cap - 1] = '\0';
 }
 
-int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
+/* Connects c (no ODBC connection yet) to dsn_text and sets the session
+ * up. A dialect c already has (a reconnect) must be the server's. */
+static int connect_dbc(odbox_conn *c, const char *dsn_text, odbox_error *err)
 {
     SQLHENV env;
     const odbox_dialect *dialect = NULL;
     char *odbc = NULL, *secret = NULL;
-    int rc;
-
-    if (!out)
-        return odbox_fail(err, ODBOX_EINVAL, "odbox_conn_open: out is NULL");
-    *out = NULL;
-    if ((rc = odbox_odbc_env(&env, err)) != ODBOX_OK)
+    int login_timeout_s = 0, raw = 0, rc;
+    if ((rc = odbox_odbc_env(&env, err)) != ODBOX_OK ||
+        (rc = odbox_dsn_connect_options(dsn_text, &login_timeout_s, &raw, err)) != ODBOX_OK ||
+        (rc = odbox_dsn_resolve(dsn_text, &dialect, &odbc, &secret, err)) != ODBOX_OK)
         return rc;
-    if ((rc = odbox_dsn_resolve(dsn_text, &dialect, &odbc, &secret, err)) != ODBOX_OK)
-        return rc;
-
-    odbox_conn *c = calloc(1, sizeof *c);
-    if (!c) {
-        odbox_free_secret(odbc);
-        odbox_free_secret(secret);
-        return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
-    }
+    odbox_free_secret(c->secret);
     c->secret = secret;
+    if (!c->dialect)
+        c->dialect = dialect; /* NULL for a raw string until detected below */
     if (!ODBOX_SQL_OK(SQLAllocHandle(SQL_HANDLE_DBC, env, &c->dbc))) {
         c->dbc = SQL_NULL_HDBC;
         odbox_free_secret(odbc);
-        odbox_conn_close(&c);
         return odbox_fail(err, ODBOX_ENOMEM, "connect: cannot allocate an ODBC connection handle");
     }
-    SQLSetConnectAttr(c->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(uintptr_t)LOGIN_TIMEOUT_S, 0);
-    pthread_mutex_lock(&connect_mu);
-    SQLRETURN r = SQLDriverConnect(c->dbc, NULL, (SQLCHAR *)odbc, SQL_NTS, NULL, 0, NULL,
-                                   SQL_DRIVER_NOPROMPT);
-    pthread_mutex_unlock(&connect_mu);
+    /* psqlODBC: libpq's connect_timeout. MariaDB's driver ignores it and
+     * reads CONN_TIMEOUT from the string instead. */
+    SQLSetConnectAttr(c->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(uintptr_t)login_timeout_s, 0);
+    if (raw)
+        pthread_mutex_lock(&raw_connect_mu);
+    SQLRETURN r = SQLDriverConnect(c->dbc, NULL, (SQLCHAR *)odbc, SQL_NTS, NULL, 0, NULL, SQL_DRIVER_NOPROMPT);
+    if (raw)
+        pthread_mutex_unlock(&raw_connect_mu);
     odbox_free_secret(odbc);
     if (!ODBOX_SQL_OK(r)) {
         odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "connect");
@@ -62,9 +71,9 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
             err->code = ODBOX_ECONNECT;
         SQLFreeHandle(SQL_HANDLE_DBC, c->dbc);
         c->dbc = SQL_NULL_HDBC;
-        odbox_conn_close(&c);
         return ODBOX_ECONNECT;
     }
+    c->dead = 0;
     SQLUSMALLINT commit_cb = SQL_CB_DELETE, rollback_cb = SQL_CB_DELETE;
     SQLGetInfo(c->dbc, SQL_CURSOR_COMMIT_BEHAVIOR, &commit_cb, sizeof commit_cb, NULL);
     SQLGetInfo(c->dbc, SQL_CURSOR_ROLLBACK_BEHAVIOR, &rollback_cb, sizeof rollback_cb, NULL);
@@ -74,26 +83,50 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
     c->bind_columns = (getdata & (SQL_GD_BOUND | SQL_GD_ANY_COLUMN)) == (SQL_GD_BOUND | SQL_GD_ANY_COLUMN);
     get_info_text(c->dbc, SQL_DBMS_NAME, c->server_name, sizeof c->server_name);
     get_info_text(c->dbc, SQL_DBMS_VER, c->server_version, sizeof c->server_version);
-    if (!dialect) {
-        dialect = odbox_dialect_detect(c->server_name, c->server_version);
-        if (!dialect) {
-            rc = odbox_fail(err, ODBOX_EUNSUPPORTED,
-                            "connect: server '%s' version '%s' matches no odbox dialect "
-                            "(set dialect= in the DSN)", c->server_name, c->server_version);
-            odbox_conn_close(&c);
-            return rc;
-        }
+    const odbox_dialect *found = dialect ? dialect : odbox_dialect_detect(c->server_name, c->server_version);
+    if (!found)
+        return odbox_fail(err, ODBOX_EUNSUPPORTED,
+                          "connect: server '%s' version '%s' matches no odbox dialect (set dialect= in the DSN)",
+                          c->server_name, c->server_version);
+    if (c->dialect && c->dialect != found)
+        return odbox_fail(err, ODBOX_EUNSUPPORTED, "connect: the server is %s now, and was %s", found->name,
+                          c->dialect->name);
+    c->dialect = found;
+    for (const char *const *q = found->session_setup; q && *q; q++) {
+        if ((rc = odbox_conn_exec(c, *q, err)) != ODBOX_OK)
+            return odbox_error_prefix(err, rc, "connect: session setup");
     }
-    c->dialect = dialect;
-    for (const char *const *q = dialect->session_setup; q && *q; q++) {
-        if ((rc = odbox_conn_exec(c, *q, err)) != ODBOX_OK) {
-            odbox_error_prefix(err, rc, "connect: session setup");
-            odbox_conn_close(&c);
-            return rc;
-        }
+    return ODBOX_OK;
+}
+
+int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "odbox_conn_open: out is NULL");
+    *out = NULL;
+    odbox_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
+    int rc = connect_dbc(c, dsn_text, err);
+    if (rc != ODBOX_OK) {
+        odbox_conn_close(&c);
+        return rc;
     }
     *out = c;
     return ODBOX_OK;
+}
+
+static void disconnect(odbox_conn *c)
+{
+    if (c->dialect && c->dialect->lock_key_form == ODBOX_LOCK_KEY_NONE)
+        odbox_local_lock_release_all(c); /* as a server does when a session ends */
+    if (c->dbc == SQL_NULL_HDBC)
+        return;
+    if (c->in_tx && !c->dead)
+        SQLEndTran(SQL_HANDLE_DBC, c->dbc, SQL_ROLLBACK);
+    SQLDisconnect(c->dbc);
+    SQLFreeHandle(SQL_HANDLE_DBC, c->dbc);
+    c->dbc = SQL_NULL_HDBC;
 }
 
 void odbox_conn_close(odbox_conn **cp)
@@ -101,18 +134,51 @@ void odbox_conn_close(odbox_conn **cp)
     if (!cp || !*cp)
         return;
     odbox_conn *c = *cp;
-    if (c->dialect && c->dialect->lock_key_form == ODBOX_LOCK_KEY_NONE)
-        odbox_local_lock_release_all(c); /* as a server does when a session ends */
-    odbox_stmt_cache_clear(c);
-    if (c->dbc != SQL_NULL_HDBC) {
-        if (c->in_tx && !c->dead)
-            SQLEndTran(SQL_HANDLE_DBC, c->dbc, SQL_ROLLBACK);
-        SQLDisconnect(c->dbc);
-        SQLFreeHandle(SQL_HANDLE_DBC, c->dbc);
-    }
+    odbox_stmt_detach(c, 0, "odbox_conn_close");
+    disconnect(c);
     odbox_free_secret(c->secret);
     free(c);
     *cp = NULL;
+}
+
+/* A new session for c, in place: the caller's pointer and the statements
+ * it holds stay valid (they are prepared again at their next execute). */
+static int reconnect(odbox_conn *c, odbox_error *err)
+{
+    int was_in_tx = c->in_tx;
+    odbox_stmt_drop_handles(c);
+    c->dead = 1; /* the session is gone: nothing to roll back */
+    disconnect(c);
+    c->in_tx = 0;
+    int rc = connect_dbc(c, odbox_pool_dsn(c->pool), err);
+    if (rc == ODBOX_OK && was_in_tx)
+        rc = odbox_conn_begin(c, err);
+    if (rc != ODBOX_OK)
+        c->dead = 1;
+    return rc;
+}
+
+int odbox_conn_again(odbox_conn *c, int rc, int repeatable, odbox_error *err)
+{
+    if (rc == ODBOX_EINVAL || rc == ODBOX_ENOMEM || rc == ODBOX_ESTATE)
+        return 0; /* refused before anything reached the driver */
+    int fresh = c->fresh;
+    c->fresh = 0;
+    if (rc != ODBOX_ECONNLOST || !fresh || !repeatable || !c->pool)
+        return 0;
+    uint64_t epoch = odbox_pool_note_lost(c->pool);
+    odbox_error e2;
+    if (reconnect(c, &e2) != ODBOX_OK) {
+        odbox_log(ODBOX_LOG_WARN, "pool: a connection was found lost before the server had answered anything on "
+                                  "it, and reconnecting failed: %s", e2.message);
+        if (err)
+            odbox_error_prefix(err, rc, "reconnecting failed too (%s)", e2.message);
+        return 0;
+    }
+    c->epoch = epoch;
+    odbox_log(ODBOX_LOG_INFO, "pool: a connection was found lost before the server had answered anything on it "
+                              "(a server restart?); reconnected, and sending it again");
+    return 1;
 }
 
 const odbox_dialect *odbox_conn_dialect(const odbox_conn *c) { return c ? c->dialect : NULL; }
@@ -131,11 +197,9 @@ int odbox_conn_is_dead(odbox_conn *c)
     return c->dead;
 }
 
-int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err)
+static int exec_once(odbox_conn *c, const char *sql, odbox_error *err)
 {
     SQLHSTMT h;
-    if (!c || !sql)
-        return odbox_fail(err, ODBOX_EINVAL, "exec: connection or SQL is NULL");
     if (c->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "exec: the connection is dead");
     SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &h);
@@ -150,6 +214,23 @@ int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err)
             ;
     SQLFreeHandle(SQL_HANDLE_STMT, h);
     return rc;
+}
+
+static int exec_sql(odbox_conn *c, const char *sql, int repeatable, odbox_error *err)
+{
+    int rc;
+    while ((rc = exec_once(c, sql, err)) != ODBOX_OK && odbox_conn_again(c, rc, repeatable || c->in_tx, err))
+        ;
+    if (rc == ODBOX_OK)
+        c->fresh = 0;
+    return rc;
+}
+
+int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err)
+{
+    if (!c || !sql)
+        return odbox_fail(err, ODBOX_EINVAL, "exec: connection or SQL is NULL");
+    return exec_sql(c, sql, odbox_sql_is_read(sql), err);
 }
 
 static int set_autocommit(odbox_conn *c, int on, odbox_error *err)
@@ -170,7 +251,12 @@ int odbox_conn_begin(odbox_conn *c, odbox_error *err)
         return odbox_fail(err, ODBOX_ESTATE, "begin: a transaction is already open");
     if (c->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "begin: the connection is dead");
-    int rc = c->dialect->begin_sql ? odbox_conn_exec(c, c->dialect->begin_sql, err) : set_autocommit(c, 0, err);
+    int rc;
+    if (c->dialect->begin_sql)
+        rc = exec_sql(c, c->dialect->begin_sql, 1, err);
+    else /* psqlODBC sends nothing now: BEGIN goes with the next statement */
+        while ((rc = set_autocommit(c, 0, err)) != ODBOX_OK && odbox_conn_again(c, rc, 1, err))
+            ;
     if (rc == ODBOX_OK)
         c->in_tx = 1;
     return rc;
@@ -186,6 +272,7 @@ static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
         return odbox_fail(err, ODBOX_EINVAL, "%s: connection is NULL", what);
     if (!c->in_tx)
         return odbox_fail(err, ODBOX_ESTATE, "%s: no transaction is open", what);
+    c->fresh = 0; /* never sent twice */
     if (c->dead) {
         /* The server ended the session: whatever was pending is gone. */
         c->in_tx = 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "odbc.h"
+#include "dialects.h"
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static SQLHENV env_handle = SQL_NULL_HENV;
@@ -36,38 +37,11 @@ int odbox_odbc_env(SQLHENV *env, odbox_error *err)
     return ODBOX_OK;
 }
 
-int odbox_odbc_map(const char *st, long native)
+int odbox_odbc_map(const odbox_dialect *d, const char *sqlstate, long native, const char *message)
 {
-    if (!st || !st[0])
-        return ODBOX_EDB;
-    /* MySQL/MariaDB report many conditions as HY000 with a native code. */
-    switch (native) {
-    case 1062: case 1586: return ODBOX_EUNIQUE;        /* duplicate entry */
-    case 1213: return ODBOX_EDEADLOCK;                 /* deadlock found */
-    case 1205: return ODBOX_ETIMEDOUT;                 /* lock wait timeout */
-    case 2006: case 2013: case 4031: return ODBOX_ECONNLOST; /* gone away / lost */
-    case 2002: case 2003: case 2005: return ODBOX_ECONNECT;
-    default: break;
-    }
-    if (!strcmp(st, "23505"))
-        return ODBOX_EUNIQUE;
-    if (!strcmp(st, "40001") || !strcmp(st, "40P01"))
-        return ODBOX_EDEADLOCK;
-    if (!strcmp(st, "55P03"))
-        return ODBOX_EBUSY;
-    if (!strcmp(st, "57014") || !strcmp(st, "HYT00") || !strcmp(st, "HYT01"))
-        return ODBOX_ETIMEDOUT;
-    if (!strcmp(st, "08001") || !strcmp(st, "08004") || !strcmp(st, "28000") ||
-        !strcmp(st, "28P01"))
-        return ODBOX_ECONNECT;
-    if (!strncmp(st, "08", 2) || !strcmp(st, "57P01") || !strcmp(st, "57P02") ||
-        !strcmp(st, "57P03"))
-        return ODBOX_ECONNLOST;
-    if (!strcmp(st, "IM002") || !strcmp(st, "IM003"))
-        return ODBOX_ECONNECT; /* driver or DSN not found */
-    if (!strcmp(st, "HY001"))
-        return ODBOX_ENOMEM;
-    return ODBOX_EDB;
+    if (d && d->map_error)
+        return d->map_error(sqlstate, native, message);
+    return odbox_map_standard_sqlstate(sqlstate);
 }
 
 static int is_word(char ch)
@@ -132,11 +106,7 @@ int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *con
         if (first) {
             memcpy(e->sqlstate, state, 6);
             e->native = native;
-            code = odbox_odbc_map((const char *)state, native);
-            if (conn && conn->dialect && conn->dialect->map_error) {
-                int own = conn->dialect->map_error((const char *)state, native, (const char *)text);
-                code = own ? own : code;
-            }
+            code = odbox_odbc_map(conn ? conn->dialect : NULL, (const char *)state, native, (const char *)text);
             first = 0;
         }
         if (used < sizeof e->message - 1) {

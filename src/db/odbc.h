@@ -20,6 +20,18 @@ struct odbox_conn {
     char *secret;              /* password, scrubbed from driver messages */
     int64_t idle_since_us;     /* set by the pool */
     struct odbox_conn *next;   /* pool's idle list */
+    struct odbox_pool *pool;   /* the pool that hands it out; NULL from odbox_conn_open */
+    uint64_t epoch;            /* the pool's count of lost connections when this one was last known live */
+    /* Handed out by the pool, and the server has answered nothing yet on
+     * this hand-out: the session holds nothing of the caller's, so a
+     * connection found lost now may be replaced under the caller (see
+     * odbox_conn_again). */
+    int fresh;
+    /* Every statement of this connection: those callers hold (nheld of
+     * them) and the idle cached ones. Closing or releasing the connection
+     * detaches the held ones (odbox_stmt_detach). */
+    struct odbox_stmt *stmts;
+    int nheld;
     /* Prepared statements kept for reuse (by SQL text), when the driver
      * keeps them across commit and rollback. */
     int cache_ok;
@@ -32,8 +44,38 @@ struct odbox_conn {
     uint64_t cache_clock;
 };
 
-/* Frees every cached statement of c (before disconnecting). */
-void odbox_stmt_cache_clear(odbox_conn *c);
+/* Before c disconnects: frees its cached statements and detaches the ones
+ * callers still hold (a later use returns ODBOX_ESTATE; odbox_stmt_free
+ * frees them), logging each as a caller's mistake; `what` names the
+ * operation for the log. With held_only, cached statements stay (the
+ * connection goes back to its pool). */
+void odbox_stmt_detach(odbox_conn *c, int held_only, const char *what);
+
+/* Before c reconnects in place: frees its cached statements; those held
+ * lose their driver handle and are prepared again, from their SQL text,
+ * at their next execute. */
+void odbox_stmt_drop_handles(odbox_conn *c);
+
+/* 1 when sql is a read (it starts with SELECT or SHOW): sending it again
+ * changes nothing. */
+int odbox_sql_is_read(const char *sql);
+
+/* After an operation on c failed with rc: 1 when c was handed out fresh
+ * (the server had answered nothing on this hand-out), the failure says
+ * the connection was lost, and the operation is safe to send again
+ * (`repeatable`: a read, a BEGIN, a prepare, or anything inside a
+ * transaction that has not sent its COMMIT); then c has been reconnected
+ * in place (a transaction that was open is begun again) and the caller
+ * runs the operation once more. 0 otherwise: rc stands. Clears c->fresh
+ * unless rc shows nothing reached the driver. */
+int odbox_conn_again(odbox_conn *c, int rc, int repeatable, odbox_error *err);
+
+/* The pool's DSN (with its password), for reconnecting one of its
+ * connections; and a note that one of its connections was found lost, so
+ * that its idle ones opened before are checked before their next
+ * hand-out. */
+const char *odbox_pool_dsn(const odbox_pool *p);
+uint64_t odbox_pool_note_lost(odbox_pool *p); /* returns the new count */
 
 /* The process-wide ODBC environment (ODBC 3), created once. */
 int odbox_odbc_env(SQLHENV *env, odbox_error *err);
@@ -44,8 +86,10 @@ int odbox_odbc_env(SQLHENV *env, odbox_error *err);
 int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *conn,
                     odbox_error *err, const char *what);
 
-/* SQLSTATE + native code -> ODBOX_E*. */
-int odbox_odbc_map(const char *sqlstate, long native);
+/* SQLSTATE + native code (+ the driver's message) -> ODBOX_E*, through
+ * the dialect's map_error (the standard SQLSTATEs only while d is NULL: a
+ * raw connection string's dialect is known once connected). */
+int odbox_odbc_map(const odbox_dialect *d, const char *sqlstate, long native, const char *message);
 
 #define ODBOX_SQL_OK(rc) ((rc) == SQL_SUCCESS || (rc) == SQL_SUCCESS_WITH_INFO)
 

@@ -1,9 +1,20 @@
 /* odbox — thread-safe connection pools.
  *
- * A fixed upper bound of connections, opened lazily. An idle connection is
- * checked before it is handed out: one flagged dead is closed, and one idle
- * for longer than VALIDATE_AFTER_US is pinged first, so a server restart
- * costs a reconnect instead of an error in the caller's transaction. */
+ * A fixed upper bound of connections, opened lazily. A server restart is
+ * hidden from a caller that has sent nothing yet, without a round trip
+ * per hand-out:
+ *  - an idle connection is handed out "fresh": when the first thing sent
+ *    on it turns out to meet a lost session and is safe to send again (a
+ *    read, a BEGIN, a prepare, a statement inside a transaction), the
+ *    connection reconnects in place and sends it again (conn.c,
+ *    odbox_conn_again). A write in autocommit is never sent again: it may
+ *    have committed (ODBOX_EINDOUBT, persist.c).
+ *  - so that such a write rarely meets a lost session, an idle connection
+ *    is pinged first when it has been idle longer than VALIDATE_AFTER_US
+ *    (servers are restarted while a pool is quiet), or when the pool has
+ *    seen a lost connection since this one was last known live (a
+ *    restart ends them all at once). At high rates neither holds, and a
+ *    hand-out costs no round trip. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -25,7 +36,18 @@ struct odbox_pool {
     int acquire_timeout_ms;
     int open;                      /* connections open or being opened */
     odbox_conn *idle;
+    uint64_t epoch;                /* connections found lost so far */
 };
+
+const char *odbox_pool_dsn(const odbox_pool *p) { return p->dsn; }
+
+uint64_t odbox_pool_note_lost(odbox_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    uint64_t epoch = ++p->epoch;
+    pthread_mutex_unlock(&p->mu);
+    return epoch;
+}
 
 int odbox_pool_open(const char *dsn, const odbox_pool_config *cfg, odbox_pool **out,
                     odbox_error *err)
@@ -70,17 +92,26 @@ const odbox_dialect *odbox_pool_dialect(odbox_pool *p)
     return d;
 }
 
-/* A connection seen failing is dead; one idle past the window is pinged
- * with a query. Asking the driver (SQL_ATTR_CONNECTION_DEAD) on every
- * hand-out would cost a round trip on MariaDB's driver, which pings. */
-static int usable(odbox_conn *c)
+/* Readies an idle connection for a hand-out: 0 when it is dead. The ping
+ * is sent fresh, so a lost session is replaced under it. Asking the
+ * driver (SQL_ATTR_CONNECTION_DEAD) instead would tell nothing on
+ * psqlODBC (a flag it sets after a failure) and cost a round trip on
+ * MariaDB's driver (mysql_ping). */
+static int usable(odbox_pool *p, odbox_conn *c, uint64_t epoch)
 {
     if (c->dead)
         return 0;
-    if (odbox_now_us() - c->idle_since_us < VALIDATE_AFTER_US)
-        return 1;
-    odbox_error e;
-    return odbox_conn_exec(c, "SELECT 1", &e) == ODBOX_OK;
+    c->pool = p;
+    c->fresh = 1;
+    if (c->epoch != epoch || odbox_now_us() - c->idle_since_us >= VALIDATE_AFTER_US) {
+        odbox_error e;
+        if (odbox_conn_exec(c, "SELECT 1", &e) != ODBOX_OK)
+            return 0;
+        if (c->epoch < epoch) /* a reconnect under the ping may have set a later one */
+            c->epoch = epoch;
+        c->fresh = 1; /* the caller has still sent nothing */
+    }
+    return 1;
 }
 
 int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
@@ -103,8 +134,9 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
             odbox_conn *c = p->idle;
             p->idle = c->next;
             c->next = NULL;
+            uint64_t epoch = p->epoch;
             pthread_mutex_unlock(&p->mu);
-            if (usable(c)) {
+            if (usable(p, c, epoch)) {
                 *out = c;
                 return ODBOX_OK;
             }
@@ -128,6 +160,8 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
             }
             if (!p->dialect)
                 p->dialect = c->dialect;
+            c->pool = p;
+            c->epoch = p->epoch;
             pthread_mutex_unlock(&p->mu);
             *out = c;
             return ODBOX_OK;
@@ -143,12 +177,20 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
     }
 }
 
-void odbox_pool_release(odbox_pool *p, odbox_conn **cp)
+/* Returns c to the pool, or closes it when it is dead or discarded (its
+ * session state unknown to its user); a dead one counts as lost. */
+static void give_back(odbox_pool *p, odbox_conn **cp, int discard)
 {
     if (!p || !cp || !*cp)
         return;
     odbox_conn *c = *cp;
     *cp = NULL;
+    if (c->nheld)
+        odbox_stmt_detach(c, 1, discard ? "odbox_pool_discard" : "odbox_pool_release");
+    c->fresh = 0;
+    int lost = c->dead && !discard;
+    if (discard)
+        c->dead = 1; /* its session is used no more, not even to roll back */
     if (c->in_tx && !c->dead) {
         odbox_error e;
         odbox_conn_rollback(c, &e);
@@ -157,6 +199,7 @@ void odbox_pool_release(odbox_pool *p, odbox_conn **cp)
         odbox_conn_close(&c);
         pthread_mutex_lock(&p->mu);
         p->open--;
+        p->epoch += (uint64_t)lost;
     } else {
         c->idle_since_us = odbox_now_us();
         pthread_mutex_lock(&p->mu);
@@ -167,13 +210,9 @@ void odbox_pool_release(odbox_pool *p, odbox_conn **cp)
     pthread_mutex_unlock(&p->mu);
 }
 
-void odbox_pool_discard(odbox_pool *p, odbox_conn **cp)
-{
-    if (!p || !cp || !*cp)
-        return;
-    (*cp)->dead = 1;
-    odbox_pool_release(p, cp);
-}
+void odbox_pool_release(odbox_pool *p, odbox_conn **cp) { give_back(p, cp, 0); }
+
+void odbox_pool_discard(odbox_pool *p, odbox_conn **cp) { give_back(p, cp, 1); }
 
 void odbox_pool_free(odbox_pool **pp)
 {

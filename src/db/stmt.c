@@ -1,81 +1,15 @@
-/* odbox — prepared statements, typed binds and typed getters.
+/* odbox — prepared statements: prepare, the per-connection cache, execute
+ * and fetch.
  *
- * Binds are kept in an array owned by the statement and handed to the
- * driver at execute, so any number of parameters can be bound (multi-row
- * statements) and the caller's buffers are never referenced. A bind slot
- * keeps its buffer, and a parameter is re-bound with the driver only when
- * its type or buffer changed: executing again costs no ODBC bind calls.
  * A freed statement goes back to its connection's cache and the next
  * prepare of the same SQL reuses it (no new server-side prepare).
  * Rows are read whole at fetch as text, which every driver can produce for
- * every type; typed getters parse that text. Columns are bound to their
- * buffers once per statement, so a fetch copies every value in one driver
- * call; a value that did not fit is read again whole with SQLGetData. */
-#include <errno.h>
-#include <inttypes.h>
-#include <math.h>
-#include <stdio.h>
+ * every type (values.c parses it). Columns are bound to their buffers once
+ * per statement, so a fetch copies every value in one driver call; a value
+ * that did not fit is read again whole with SQLGetData. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include "odbc.h"
-#include "odbox/uuid.h"
-
-typedef struct bind {
-    odbox_type type;
-    int set;
-    SQLLEN ind;
-    union {
-        SQLBIGINT i;
-        double d;
-        unsigned char b;
-    } v;
-    /* a timestamp "YYYY-MM-DD HH:MM:SS.ffffff"; an integer or boolean
-     * when the dialect binds numbers as text */
-    char text_form[32];
-    char *text;      /* kept across binds, grown when needed */
-    size_t cap;
-    /* what the driver was last given for this parameter */
-    int drv_bound;
-    odbox_type drv_type;
-    void *drv_buf;
-    SQLULEN drv_size;
-} bind;
-
-typedef struct column {
-    char *data;
-    size_t cap;
-    SQLLEN ind;  /* the bound column's length or SQL_NULL_DATA */
-    int bound;   /* bound to data/cap */
-    int is_null;
-    int is_guid; /* drivers spell UUIDs in upper case; odbox uses lower */
-} column;
-
-struct odbox_stmt {
-    odbox_conn *conn;
-    SQLHSTMT h;
-    char *key;          /* the cache key: SQL text, or a caller's key */
-    size_t keylen;
-    int in_use;
-    uint64_t last_used;
-    bind *binds;
-    int nbinds;
-    int cap;
-    int drv_nbinds;     /* parameters bound with the driver */
-    int executed;
-    int cols_known;     /* SQLNumResultCols asked since the last execute */
-    int open_cursor;
-    int ncols;
-    column *cols;
-    int have_row;
-    int64_t affected;
-    int affected_known;
-    int result_cols;    /* columns of the current result (0: none) */
-    /* Generated SQL (a caller's key) has one result shape: its column
-     * count, once asked, is not asked again at every execute. */
-    int shape_fixed;
-    int shape_cols;     /* -1: not asked yet */
-};
+#include "stmt.h"
 
 static void stmt_destroy(odbox_stmt *s);
 
@@ -92,6 +26,109 @@ static void free_columns(odbox_stmt *s)
     s->ncols = 0;
 }
 
+static void link_stmt(odbox_conn *c, odbox_stmt *s)
+{
+    s->conn = c;
+    s->prev = NULL;
+    s->next = c->stmts;
+    if (c->stmts)
+        c->stmts->prev = s;
+    c->stmts = s;
+}
+
+/* Takes s off its connection: its list, its cache and its held count. */
+static void unlink_stmt(odbox_stmt *s)
+{
+    odbox_conn *c = s->conn;
+    if (!c)
+        return;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        c->stmts = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    for (int i = 0; i < c->ncache; i++)
+        if (c->cache[i] == s) {
+            c->cache[i] = c->cache[--c->ncache];
+            break;
+        }
+    if (s->in_use)
+        c->nheld--;
+    s->prev = s->next = NULL;
+    s->conn = NULL;
+}
+
+/* Frees the driver's handle of s and forgets what the driver knew of it:
+ * bound parameters and columns, the open result. */
+static void drop_handle(odbox_stmt *s)
+{
+    free_columns(s);
+    if (s->h != SQL_NULL_HSTMT)
+        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
+    s->h = SQL_NULL_HSTMT;
+    for (int i = 0; i < s->cap; i++)
+        s->binds[i].drv_bound = 0;
+    s->drv_nbinds = 0;
+    s->executed = s->cols_known = s->open_cursor = s->have_row = 0;
+}
+
+int odbox_stmt_detached(odbox_error *err, const char *what)
+{
+    return odbox_fail(err, ODBOX_ESTATE,
+                      "%s: the statement was detached: its connection was closed or returned to its pool while "
+                      "the statement was held (free statements before that); only odbox_stmt_free may follow",
+                      what);
+}
+
+void odbox_stmt_detach(odbox_conn *c, int held_only, const char *what)
+{
+    odbox_stmt *s = c->stmts;
+    while (s) {
+        odbox_stmt *next = s->next;
+        if (s->in_use) {
+            odbox_log(ODBOX_LOG_WARN, "%s: a statement was still held (%.48s...); it is detached: using it "
+                      "returns ODBOX_ESTATE, odbox_stmt_free frees it", what, s->sql);
+            drop_handle(s);
+            unlink_stmt(s);
+        } else if (!held_only) {
+            stmt_destroy(s);
+        }
+        s = next;
+    }
+}
+
+void odbox_stmt_drop_handles(odbox_conn *c)
+{
+    odbox_stmt *s = c->stmts;
+    while (s) {
+        odbox_stmt *next = s->next;
+        if (s->in_use)
+            drop_handle(s);
+        else
+            stmt_destroy(s);
+        s = next;
+    }
+}
+
+int odbox_sql_is_read(const char *sql)
+{
+    while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r' || *sql == '(')
+        sql++;
+    static const char *const reads[] = {"SELECT", "SHOW"};
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        size_t n = strlen(reads[i]);
+        int same = 1;
+        for (size_t k = 0; k < n && same; k++)
+            same = sql[k] && (sql[k] & ~0x20) == reads[i][k];
+        char after = sql[n];
+        if (same && !((after >= 'A' && after <= 'Z') || (after >= 'a' && after <= 'z') ||
+                      (after >= '0' && after <= '9') || after == '_'))
+            return 1;
+    }
+    return 0;
+}
+
 /* A cached, idle statement with this key on c, made ready for new binds;
  * or NULL. */
 static odbox_stmt *cache_take(odbox_conn *c, const void *key, size_t keylen)
@@ -102,6 +139,7 @@ static odbox_stmt *cache_take(odbox_conn *c, const void *key, size_t keylen)
         odbox_stmt *s = c->cache[i];
         if (!s->in_use && s->keylen == keylen && !memcmp(s->key, key, keylen)) {
             s->in_use = 1;
+            c->nheld++;
             s->last_used = ++c->cache_clock;
             close_cursor(s);
             odbox_stmt_clear_binds(s);
@@ -125,19 +163,32 @@ static int cache_put(odbox_conn *c, odbox_stmt *s)
         if (victim < 0)
             return 0;
         stmt_destroy(c->cache[victim]);
-        c->cache[victim] = c->cache[--c->ncache];
     }
     c->cache[c->ncache++] = s;
     return 1;
 }
 
-void odbox_stmt_cache_clear(odbox_conn *c)
+/* Gives s a driver handle on its connection's session and prepares its
+ * SQL there. */
+static int make_handle(odbox_stmt *s, odbox_error *err)
 {
-    for (int i = 0; i < c->ncache; i++)
-        stmt_destroy(c->cache[i]);
-    c->ncache = 0;
+    odbox_conn *c = s->conn;
+    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &s->h);
+    if (!ODBOX_SQL_OK(r)) {
+        s->h = SQL_NULL_HSTMT;
+        return odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "prepare");
+    }
+    r = SQLPrepare(s->h, (SQLCHAR *)s->sql, SQL_NTS);
+    if (!ODBOX_SQL_OK(r)) {
+        int rc = odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, c, err, "prepare");
+        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
+        s->h = SQL_NULL_HSTMT;
+        return rc;
+    }
+    return ODBOX_OK;
 }
 
+/* key is the SQL text itself (without its NUL) or a caller's key. */
 static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keylen, int shape_fixed,
                    odbox_stmt **out, odbox_error *err)
 {
@@ -153,29 +204,29 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
         *out = s;
         return ODBOX_OK;
     }
+    int text_key = key == sql;
     s = calloc(1, sizeof *s);
-    if (!s || !(s->key = malloc(keylen))) {
+    if (!s || !(s->key = malloc(keylen + 1)) || !(s->sql = text_key ? s->key : odbox_strdup(sql))) {
+        if (s)
+            free(s->key);
         free(s);
         return odbox_fail(err, ODBOX_ENOMEM, "prepare: out of memory");
     }
     memcpy(s->key, key, keylen);
+    s->key[keylen] = '\0';
     s->keylen = keylen;
+    s->repeatable = odbox_sql_is_read(s->sql);
     s->shape_fixed = shape_fixed;
     s->shape_cols = -1;
-    s->conn = c;
     s->affected = -1;
     s->in_use = 1;
     s->last_used = ++c->cache_clock;
-    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &s->h);
-    if (!ODBOX_SQL_OK(r)) {
-        int rc = odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "prepare");
-        s->h = SQL_NULL_HSTMT;
-        stmt_destroy(s);
-        return rc;
-    }
-    r = SQLPrepare(s->h, (SQLCHAR *)sql, SQL_NTS);
-    if (!ODBOX_SQL_OK(r)) {
-        int rc = odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, c, err, "prepare");
+    link_stmt(c, s);
+    c->nheld++;
+    int rc;
+    while ((rc = make_handle(s, err)) != ODBOX_OK && odbox_conn_again(c, rc, 1, err))
+        ;
+    if (rc != ODBOX_OK) {
         stmt_destroy(s);
         return rc;
     }
@@ -253,12 +304,15 @@ void odbox_stmt_clear_binds(odbox_stmt *s)
 
 static void stmt_destroy(odbox_stmt *s)
 {
+    unlink_stmt(s);
     free_columns(s);
     if (s->h != SQL_NULL_HSTMT)
         SQLFreeHandle(SQL_HANDLE_STMT, s->h);
     for (int i = 0; i < s->cap; i++)
         free(s->binds[i].text);
     free(s->binds);
+    if (s->sql != s->key)
+        free(s->sql);
     free(s->key);
     free(s);
 }
@@ -270,271 +324,16 @@ void odbox_stmt_free(odbox_stmt **sp)
     odbox_stmt *s = *sp;
     *sp = NULL;
     odbox_conn *c = s->conn;
-    if (c->cache_ok && !c->dead) {
+    if (c && c->cache_ok && !c->dead && s->h != SQL_NULL_HSTMT) {
         close_cursor(s);
         s->in_use = 0;
+        c->nheld--;
         if (cache_put(c, s))
             return;
+        s->in_use = 1; /* as unlink_stmt counts it */
+        c->nheld++;
     }
-    for (int i = 0; i < c->ncache; i++)
-        if (c->cache[i] == s) {
-            c->cache[i] = c->cache[--c->ncache];
-            break;
-        }
     stmt_destroy(s);
-}
-
-static bind *slot(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
-{
-    if (!s) {
-        odbox_fail(err, ODBOX_EINVAL, "bind: statement is NULL");
-        return NULL;
-    }
-    if (idx < 1 || idx > 32767) {
-        odbox_fail(err, ODBOX_EINVAL, "bind: parameter index %d out of range 1..32767", idx);
-        return NULL;
-    }
-    if (idx > s->cap) {
-        int cap = s->cap ? s->cap : 16;
-        while (cap < idx)
-            cap *= 2;
-        bind *b = realloc(s->binds, (size_t)cap * sizeof *b);
-        if (!b) {
-            odbox_fail(err, ODBOX_ENOMEM, "bind: out of memory");
-            return NULL;
-        }
-        memset(b + s->cap, 0, (size_t)(cap - s->cap) * sizeof *b);
-        /* every buffer moved: the driver must be told again */
-        for (int i = 0; i < s->cap; i++)
-            b[i].drv_bound = 0;
-        s->binds = b;
-        s->cap = cap;
-    }
-    if (idx > s->nbinds)
-        s->nbinds = idx;
-    bind *b = &s->binds[idx - 1];
-    b->type = t;
-    b->set = 1;
-    b->ind = 0;
-    return b;
-}
-
-static int bind_string(odbox_stmt *s, int idx, odbox_type t, const char *v, odbox_error *err)
-{
-    if (!v)
-        return odbox_stmt_bind_null(s, idx, t, err);
-    bind *b = slot(s, idx, t, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
-    size_t n = strlen(v);
-    if (n + 1 > b->cap) {
-        size_t cap = n + 1 < 64 ? 64 : n + 1;
-        char *p = realloc(b->text, cap);
-        if (!p) {
-            b->set = 0;
-            return odbox_fail(err, ODBOX_ENOMEM, "bind: out of memory");
-        }
-        b->text = p;
-        b->cap = cap;
-    }
-    memcpy(b->text, v, n + 1);
-    b->ind = (SQLLEN)n;
-    return ODBOX_OK;
-}
-
-int odbox_stmt_bind_text(odbox_stmt *s, int idx, const char *v, odbox_error *err)
-{
-    return bind_string(s, idx, ODBOX_TYPE_TEXT, v, err);
-}
-
-int odbox_stmt_bind_json(odbox_stmt *s, int idx, const char *v, odbox_error *err)
-{
-    return bind_string(s, idx, ODBOX_TYPE_JSON, v, err);
-}
-
-int odbox_stmt_bind_uuid(odbox_stmt *s, int idx, const char *v, odbox_error *err)
-{
-    if (v && !odbox_uuid_is_valid(v))
-        return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d is not a UUID in 8-4-4-4-12 form", idx);
-    return bind_string(s, idx, ODBOX_TYPE_UUID, v, err);
-}
-
-int odbox_stmt_bind_valid_uuid(odbox_stmt *s, int idx, const char *v, odbox_error *err)
-{
-    return bind_string(s, idx, ODBOX_TYPE_UUID, v, err);
-}
-
-/* v in decimal into out (at least 21 bytes); returns its length. */
-static size_t int64_text(int64_t v, char *out)
-{
-    char tmp[20];
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    size_t n = 0, len = 0;
-    do
-        tmp[n++] = (char)('0' + u % 10);
-    while (u /= 10);
-    if (v < 0)
-        out[len++] = '-';
-    while (n)
-        out[len++] = tmp[--n];
-    out[len] = '\0';
-    return len;
-}
-
-int odbox_stmt_bind_int64(odbox_stmt *s, int idx, int64_t v, odbox_error *err)
-{
-    bind *b = slot(s, idx, ODBOX_TYPE_INT64, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
-    b->v.i = (SQLBIGINT)v;
-    if (s->conn->dialect->numbers_as_text) {
-        size_t n = int64_text(v, b->text_form);
-        b->ind = (SQLLEN)n;
-    }
-    return ODBOX_OK;
-}
-
-int odbox_stmt_bind_double(odbox_stmt *s, int idx, double v, odbox_error *err)
-{
-    if (!isfinite(v))
-        return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d is not a finite number", idx);
-    bind *b = slot(s, idx, ODBOX_TYPE_DOUBLE, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
-    b->v.d = v;
-    return ODBOX_OK;
-}
-
-int odbox_stmt_bind_bool(odbox_stmt *s, int idx, int v, odbox_error *err)
-{
-    bind *b = slot(s, idx, ODBOX_TYPE_BOOL, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
-    b->v.b = v ? 1 : 0;
-    if (s->conn->dialect->numbers_as_text) {
-        memcpy(b->text_form, v ? "1" : "0", 2);
-        b->ind = 1;
-    }
-    return ODBOX_OK;
-}
-
-/* The proleptic Gregorian date of a day count since 1970-01-01 (Howard
- * Hinnant's civil_from_days). */
-static void civil_from_days(int64_t z, int *y, int *m, int *d)
-{
-    z += 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    unsigned doe = (unsigned)(z - era * 146097);
-    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    unsigned mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = (int)(yoe + era * 400 + (*m <= 2));
-}
-
-static char *put_digits(char *p, int64_t v, int n)
-{
-    for (int i = n - 1; i >= 0; i--, v /= 10)
-        p[i] = (char)('0' + v % 10);
-    return p + n;
-}
-
-/* Timestamps travel as text in UTC with microseconds, which every
- * dialect's server parses. Drivers given an SQL_TIMESTAMP_STRUCT format
- * it themselves (psqlODBC: several snprintf calls per value, the largest
- * cost of an INSERT's parameters). */
-int odbox_stmt_bind_timestamp(odbox_stmt *s, int idx, int64_t us, odbox_error *err)
-{
-    /* 0001-01-01 .. 9999-12-31, the range every dialect stores. */
-    if (us < -62135596800000000LL || us > 253402300799999999LL)
-        return odbox_fail(err, ODBOX_EINVAL, "bind: parameter %d timestamp out of range", idx);
-    bind *b = slot(s, idx, ODBOX_TYPE_TIMESTAMP, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
-    int64_t secs = us / 1000000, frac = us % 1000000;
-    if (frac < 0) {
-        frac += 1000000;
-        secs -= 1;
-    }
-    int64_t days = secs / 86400, sod = secs % 86400;
-    if (sod < 0) {
-        sod += 86400;
-        days -= 1;
-    }
-    int y, m, d;
-    civil_from_days(days, &y, &m, &d);
-    char *p = b->text_form;
-    p = put_digits(p, y, 4), *p++ = '-';
-    p = put_digits(p, m, 2), *p++ = '-';
-    p = put_digits(p, d, 2), *p++ = ' ';
-    p = put_digits(p, sod / 3600, 2), *p++ = ':';
-    p = put_digits(p, sod / 60 % 60, 2), *p++ = ':';
-    p = put_digits(p, sod % 60, 2), *p++ = '.';
-    p = put_digits(p, frac, 6);
-    *p = '\0';
-    b->ind = (SQLLEN)(p - b->text_form);
-    return ODBOX_OK;
-}
-
-int odbox_stmt_bind_null(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
-{
-    if (t < ODBOX_TYPE_TEXT || t > ODBOX_TYPE_TIMESTAMP)
-        return odbox_fail(err, ODBOX_EINVAL, "bind: unknown type %d for NULL parameter %d", (int)t, idx);
-    bind *b = slot(s, idx, t, err);
-    if (!b)
-        return err ? err->code : ODBOX_EINVAL;
-    b->ind = SQL_NULL_DATA;
-    return ODBOX_OK;
-}
-
-/* Hands parameter i to the driver unless it already has this buffer with
- * this type and size (the value itself is read at execute). */
-static SQLRETURN bind_to_driver(odbox_stmt *s, int i)
-{
-    bind *b = &s->binds[i];
-    SQLUSMALLINT no = (SQLUSMALLINT)(i + 1);
-    SQLSMALLINT ctype, sqltype, digits = 0;
-    SQLULEN size = 0;
-    void *buf;
-    SQLLEN buflen = 0;
-    switch (b->type) {
-    case ODBOX_TYPE_TEXT:
-    case ODBOX_TYPE_UUID:
-    case ODBOX_TYPE_JSON:
-        /* the size is the buffer's, so a longer value in the same buffer
-         * needs no new bind */
-        size = b->cap > 1 ? b->cap - 1 : 1;
-        ctype = SQL_C_CHAR;
-        sqltype = size > 4000 ? SQL_LONGVARCHAR : SQL_VARCHAR;
-        buf = b->text;
-        buflen = (SQLLEN)b->cap;
-        break;
-    case ODBOX_TYPE_INT64:
-    case ODBOX_TYPE_BOOL:
-        if (s->conn->dialect->numbers_as_text) {
-            ctype = SQL_C_CHAR, sqltype = SQL_VARCHAR, size = 20, buf = b->text_form, buflen = sizeof b->text_form;
-        } else if (b->type == ODBOX_TYPE_INT64) {
-            ctype = SQL_C_SBIGINT, sqltype = SQL_BIGINT, buf = &b->v.i;
-        } else {
-            ctype = SQL_C_BIT, sqltype = SQL_BIT, size = 1, buf = &b->v.b;
-        }
-        break;
-    case ODBOX_TYPE_DOUBLE: ctype = SQL_C_DOUBLE, sqltype = SQL_DOUBLE, buf = &b->v.d; break;
-    case ODBOX_TYPE_TIMESTAMP:
-        /* text, see odbox_stmt_bind_timestamp */
-        ctype = SQL_C_CHAR, sqltype = SQL_VARCHAR, size = 26, buf = b->text_form, buflen = sizeof b->text_form;
-        break;
-    default: return SQL_ERROR;
-    }
-    if (b->drv_bound && b->drv_type == b->type && b->drv_buf == buf && b->drv_size == size)
-        return SQL_SUCCESS;
-    SQLRETURN r = SQLBindParameter(s->h, no, SQL_PARAM_INPUT, ctype, sqltype, size, digits, buf, buflen, &b->ind);
-    b->drv_bound = ODBOX_SQL_OK(r);
-    b->drv_type = b->type;
-    b->drv_buf = buf;
-    b->drv_size = size;
-    return r;
 }
 
 static int know_columns(odbox_stmt *s, odbox_error *err);
@@ -551,12 +350,13 @@ static void close_cursor(odbox_stmt *s)
     s->have_row = 0;
 }
 
-int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
+static int execute_once(odbox_stmt *s, odbox_error *err)
 {
-    if (!s)
-        return odbox_fail(err, ODBOX_EINVAL, "execute: statement is NULL");
     if (s->conn->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "execute: the connection is dead");
+    int rc;
+    if (s->h == SQL_NULL_HSTMT && (rc = make_handle(s, err)) != ODBOX_OK)
+        return rc;
     close_cursor(s);
     s->affected = -1;
     s->affected_known = 0;
@@ -574,7 +374,7 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
      * it is given (sqliteodbc reallocs per parameter) then grows it once,
      * not once per parameter of a 30000-parameter INSERT. */
     for (int i = s->nbinds - 1; i >= 0; i--) {
-        SQLRETURN r = bind_to_driver(s, i);
+        SQLRETURN r = odbox_stmt_bind_param(s, i);
         if (!ODBOX_SQL_OK(r))
             return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "bind");
     }
@@ -584,6 +384,24 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
         return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "execute");
     s->executed = 1;
     return ODBOX_OK;
+}
+
+/* A read, or any statement of a transaction that has sent nothing yet,
+ * is sent again on a new session when the hand-out's connection turns
+ * out lost (odbox_conn_again); a write in autocommit never is. */
+int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
+{
+    if (!s)
+        return odbox_fail(err, ODBOX_EINVAL, "execute: statement is NULL");
+    if (!s->conn)
+        return odbox_stmt_detached(err, "execute");
+    odbox_conn *c = s->conn;
+    int rc;
+    while ((rc = execute_once(s, err)) != ODBOX_OK && odbox_conn_again(c, rc, s->repeatable || c->in_tx, err))
+        ;
+    if (rc == ODBOX_OK)
+        c->fresh = 0;
+    return rc;
 }
 
 /* (Re)binds column i to its buffer; on failure no column stays bound,
@@ -643,7 +461,7 @@ static int know_columns(odbox_stmt *s, odbox_error *err)
 
 int64_t odbox_stmt_rows_affected(odbox_stmt *s)
 {
-    if (!s || !s->executed)
+    if (!s || !s->conn || !s->executed)
         return -1;
     if (!s->affected_known) {
         SQLLEN n = -1;
@@ -665,7 +483,7 @@ int odbox_stmt_query_int64(odbox_stmt *s, int64_t *v, odbox_error *err)
 
 int odbox_stmt_column_count(odbox_stmt *s)
 {
-    if (!s || !s->executed)
+    if (!s || !s->conn || !s->executed)
         return 0;
     know_columns(s, NULL);
     return s->result_cols;
@@ -732,6 +550,8 @@ int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err)
 {
     if (!s)
         return odbox_fail(err, ODBOX_EINVAL, "fetch: statement is NULL");
+    if (!s->conn)
+        return odbox_stmt_detached(err, "fetch");
     if (!s->executed)
         return 0;
     int rc = know_columns(s, err);
@@ -765,145 +585,6 @@ int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err)
     return 1;
 }
 
-static column *get_col(odbox_stmt *s, int col, int *is_null, odbox_error *err)
-{
-    if (!s || !s->have_row) {
-        odbox_fail(err, ODBOX_ESTATE, "get: no current row");
-        return NULL;
-    }
-    if (col < 1 || col > s->ncols) {
-        odbox_fail(err, ODBOX_EINVAL, "get: column %d out of range 1..%d", col, s->ncols);
-        return NULL;
-    }
-    column *c = &s->cols[col - 1];
-    if (is_null)
-        *is_null = c->is_null;
-    return c;
-}
-
-int odbox_stmt_get_text(odbox_stmt *s, int col, const char **v, int *is_null, odbox_error *err)
-{
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
-    *v = c->data;
-    return ODBOX_OK;
-}
-
-int odbox_stmt_get_int64(odbox_stmt *s, int col, int64_t *v, int *is_null, odbox_error *err)
-{
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
-    *v = 0;
-    if (c->is_null)
-        return ODBOX_OK;
-    char *end;
-    errno = 0;
-    long long x = strtoll(c->data, &end, 10);
-    if (errno || end == c->data || (*end && *end != '.'))
-        return odbox_fail(err, ODBOX_EINVAL, "get: column %d ('%.40s') is not an integer", col, c->data);
-    *v = (int64_t)x;
-    return ODBOX_OK;
-}
-
-int odbox_stmt_get_double(odbox_stmt *s, int col, double *v, int *is_null, odbox_error *err)
-{
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
-    *v = 0;
-    if (c->is_null)
-        return ODBOX_OK;
-    char *end;
-    errno = 0;
-    double x = strtod(c->data, &end);
-    if (errno || end == c->data || *end)
-        return odbox_fail(err, ODBOX_EINVAL, "get: column %d ('%.40s') is not a number", col, c->data);
-    *v = x;
-    return ODBOX_OK;
-}
-
-int odbox_stmt_get_bool(odbox_stmt *s, int col, int *v, int *is_null, odbox_error *err)
-{
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
-    *v = 0;
-    if (c->is_null)
-        return ODBOX_OK;
-    const char *t = c->data;
-    if (!strcmp(t, "1") || odbox_strcaseeq(t, "t") || odbox_strcaseeq(t, "true")) {
-        *v = 1;
-        return ODBOX_OK;
-    }
-    if (!strcmp(t, "0") || odbox_strcaseeq(t, "f") || odbox_strcaseeq(t, "false"))
-        return ODBOX_OK;
-    return odbox_fail(err, ODBOX_EINVAL, "get: column %d ('%.40s') is not a boolean", col, t);
-}
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant). */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    unsigned yoe = (unsigned)(y - era * 400);
-    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + (int64_t)doe - 719468;
-}
-
-/* The value of n decimal digits at p, or -1. */
-static int digits(const char *p, int n)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        v = v * 10 + (p[i] - '0');
-    }
-    return v;
-}
-
-int odbox_stmt_get_timestamp(odbox_stmt *s, int col, int64_t *us, int *is_null, odbox_error *err)
-{
-    column *c = get_col(s, col, is_null, err);
-    if (!c)
-        return err ? err->code : ODBOX_EINVAL;
-    *us = 0;
-    if (c->is_null)
-        return ODBOX_OK;
-    int y, mo, d, h = 0, mi = 0, se = 0;
-    const char *t = c->data;
-    /* fixed-width fields; sscanf cost more than the rest of a read */
-    if ((y = digits(t, 4)) < 0 || t[4] != '-' || (mo = digits(t + 5, 2)) < 0 || t[7] != '-' ||
-        (d = digits(t + 8, 2)) < 0)
-        goto bad;
-    t += 10;
-    if (*t == ' ' || *t == 'T') {
-        if ((h = digits(t + 1, 2)) < 0 || t[3] != ':' || (mi = digits(t + 4, 2)) < 0 || t[6] != ':' ||
-            (se = digits(t + 7, 2)) < 0)
-            goto bad;
-        t += 9;
-    }
-    int64_t frac = 0;
-    if (*t == '.') {
-        int nd = 0;
-        for (t++; *t >= '0' && *t <= '9'; t++, nd++)
-            if (nd < 6)
-                frac = frac * 10 + (*t - '0');
-        for (; nd < 6; nd++)
-            frac *= 10;
-    }
-    if (*t == 'Z' || !strcmp(t, "+00") || !strcmp(t, "+00:00"))
-        t += strlen(t);
-    if (*t || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
-        goto bad;
-    *us = (days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + se) * 1000000 + frac;
-    return ODBOX_OK;
-bad:
-    return odbox_fail(err, ODBOX_EINVAL, "get: column %d ('%.40s') is not a timestamp", col, c->data);
-}
 
 char *odbox_sql_rows(int rows, const char *const *forms, int ncols)
 {

@@ -44,6 +44,16 @@ static const struct {
     {"sqlite", "existing_installation_adopted",
      "no odbox before eventlog owners and dotted versions wrote a SQLite eventlog: there is none to adopt"},
     {"sqlite", "connection_without_a_database", "a SQLite connection always has its file"},
+    {"sqlite", "pool_hides_a_lost_session_from_the_first_read",
+     "SQLite has no server session for another connection to end"},
+    {"sqlite", "pool_never_sends_a_first_write_again", "SQLite has no server session for another connection to end"},
+    {"sqlite", "pool_begins_a_first_transaction_again", "SQLite has no server session for another connection to end"},
+    {"sqlite", "connect_gives_up_at_a_black_hole", "SQLite opens a file: no network, nothing to wait for"},
+    {"sqlite", "cli_status_at_a_black_hole_exits_4", "SQLite opens a file: no network, nothing to wait for"},
+    {"sqlite", "read_gives_up_when_the_server_goes_silent", "SQLite has no server to go silent"},
+    {"sqlite", "read_timeout_and_a_long_statement",
+     "SQLite has no read timeout: read_timeout= is checked and dropped (README: SQLite)"},
+    {"sqlite", "a_hanging_shard_does_not_delay_another", "SQLite opens a file: no network, nothing to hang"},
 };
 
 int itest_part_skipped(const char *name)

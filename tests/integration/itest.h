@@ -64,5 +64,7 @@ Suite *writers_suite(void);
 Suite *sqlite_suite(void);
 Suite *jobs_suite(void);
 Suite *jobs_cluster_suite(void);
+Suite *conn_suite(void);
+Suite *restart_suite(void);
 
 #endif

@@ -580,6 +580,111 @@ START_TEST(pool_replaces_dead_connections)
 }
 END_TEST
 
+/* A pool of one connection whose session was ended while it sat idle
+ * (as a server restart ends them all), within the pool's no-ping window. */
+static odbox_pool *pool_with_a_lost_idle_session(odbox_conn **admin, int64_t *old_session, odbox_conn **conn)
+{
+    odbox_pool *p = NULL;
+    odbox_error e;
+    odbox_pool_config cfg = {.size = 1, .acquire_timeout_ms = 5000};
+    ck_assert_int_eq(odbox_pool_open(itest_dsn(1), &cfg, &p, &e), ODBOX_OK);
+    odbox_conn *c = NULL;
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    *old_session = itest_session_id(c); /* leaves that SELECT prepared in the cache */
+    *conn = c;
+    odbox_pool_release(p, &c);
+    *admin = itest_connect(1);
+    itest_kill_session(*admin, *old_session);
+    return p;
+}
+
+/* The first thing sent on a hand-out is a read: the lost session is
+ * replaced under it, in place, and the caller never sees it. */
+START_TEST(pool_hides_a_lost_session_from_the_first_read)
+{
+    odbox_conn *admin = NULL, *before = NULL, *c = NULL;
+    int64_t old_session = 0;
+    odbox_pool *p = pool_with_a_lost_idle_session(&admin, &old_session, &before);
+    odbox_error e;
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    ck_assert_ptr_eq(c, before); /* the same connection, a new session */
+    odbox_stmt *s = NULL;
+    ck_assert_int_eq(odbox_stmt_prepare(c, odbox_conn_dialect(c)->session_id_sql, &s, &e), ODBOX_OK);
+    int64_t now = 0;
+    int rc = odbox_stmt_execute(s, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 1, &now, NULL, &e), ODBOX_OK);
+    ck_assert_int_ne(now, old_session);
+    odbox_stmt_free(&s);
+    ck_assert(!odbox_conn_is_dead(c));
+    /* once the server has answered, a lost session is the caller's to see:
+     * it may have held something (a transaction, a lock) */
+    itest_kill_session(admin, now);
+    ck_assert_int_eq(odbox_conn_exec(c, "SELECT 1", &e), ODBOX_ECONNLOST);
+    odbox_pool_release(p, &c);
+    odbox_pool_free(&p);
+    odbox_conn_close(&admin);
+}
+END_TEST
+
+/* The first thing sent is a write in autocommit: it may have committed
+ * before the loss showed, so it is never sent again. Here it did not (its
+ * session was gone), which the caller learns as a lost connection. */
+START_TEST(pool_never_sends_a_first_write_again)
+{
+    odbox_conn *admin = NULL, *before = NULL, *c = NULL;
+    int64_t old_session = 0;
+    odbox_pool *p = pool_with_a_lost_idle_session(&admin, &old_session, &before);
+    char t[64], sql[256];
+    odbox_error e;
+    make_table(admin, t, sizeof t);
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    snprintf(sql, sizeof sql, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000021')", t);
+    int rc = odbox_conn_exec(c, sql, &e);
+    ck_assert_msg(rc == ODBOX_ECONNLOST, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert(odbox_conn_is_dead(c));
+    ck_assert_int_eq(itest_count(admin, "SELECT COUNT(*) FROM %s", t), 0);
+    odbox_pool_release(p, &c); /* closed; the next hand-out opens anew */
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_exec(c, sql, &e), ODBOX_OK);
+    odbox_pool_release(p, &c);
+    ck_assert_int_eq(itest_count(admin, "SELECT COUNT(*) FROM %s", t), 1);
+    itest_exec(admin, "DROP TABLE %s", t);
+    odbox_pool_free(&p);
+    odbox_conn_close(&admin);
+}
+END_TEST
+
+/* The first thing sent opens a transaction (a BEGIN, or on PostgreSQL the
+ * transaction's first statement, which carries it): nothing of it can
+ * have committed, so it is begun again on a new session. */
+START_TEST(pool_begins_a_first_transaction_again)
+{
+    odbox_conn *admin = NULL, *before = NULL, *c = NULL;
+    int64_t old_session = 0;
+    odbox_pool *p = pool_with_a_lost_idle_session(&admin, &old_session, &before);
+    char t[64];
+    odbox_error e;
+    make_table(admin, t, sizeof t);
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    int rc = odbox_conn_begin(c, &e);
+    ck_assert_msg(rc == ODBOX_OK, "begin: %s: %s", odbox_errname(rc), e.message);
+    char sql[256];
+    snprintf(sql, sizeof sql, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000022')", t);
+    rc = odbox_conn_exec(c, sql, &e);
+    ck_assert_msg(rc == ODBOX_OK, "insert: %s: %s", odbox_errname(rc), e.message);
+    ck_assert(odbox_conn_in_transaction(c));
+    ck_assert_int_eq(itest_count(admin, "SELECT COUNT(*) FROM %s", t), 0); /* still a transaction */
+    ck_assert_int_eq(odbox_conn_commit(c, &e), ODBOX_OK);
+    ck_assert_int_eq(itest_count(admin, "SELECT COUNT(*) FROM %s", t), 1);
+    odbox_pool_release(p, &c);
+    itest_exec(admin, "DROP TABLE %s", t);
+    odbox_pool_free(&p);
+    odbox_conn_close(&admin);
+}
+END_TEST
+
 typedef struct worker_arg {
     odbox_pool *pool;
     int errors;
@@ -725,6 +830,9 @@ Suite *db_suite(void)
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt);
     tcase_add_test(t, pool_bounds_and_timeout);
     tcase_add_test(t, pool_replaces_dead_connections);
+    tcase_add_test(t, pool_hides_a_lost_session_from_the_first_read);
+    tcase_add_test(t, pool_never_sends_a_first_write_again);
+    tcase_add_test(t, pool_begins_a_first_transaction_again);
     tcase_add_test(t, pool_is_thread_safe);
     tcase_add_test(t, keyed_locks_exclude);
     tcase_add_test(t, table_exists_by_container);

@@ -206,7 +206,9 @@ START_TEST(connection_strings)
     ck_assert_ptr_eq(d, &odbox_dialect_postgresql);
     ck_assert_str_eq(odbc, "Driver={PostgreSQL ANSI};Server=db.example;Port=6543;Database=app;Uid=u;"
                            "Pwd={p;w};Protocol=7.4-1;UseServerSidePrepare=1;BoolsAsChar=0;"
-                           "UseDeclareFetch=0;sslmode=require;");
+                           "UseDeclareFetch=0;ConnSettings={SET client_encoding TO 'UTF8'};"
+                           "pqopt={keepalives=1 keepalives_idle=150 keepalives_interval=30 keepalives_count=5 "
+                           "tcp_user_timeout=300000};sslmode=require;");
     ck_assert_str_eq(secret, "p;w");
     free(odbc);
     free(secret);
@@ -214,7 +216,8 @@ START_TEST(connection_strings)
     ck_assert_int_eq(odbox_dsn_resolve("mariadb://u@[::1]/app?driver=My%20Driver", &d, &odbc, &secret, &e),
                      ODBOX_OK);
     ck_assert_ptr_eq(d, &odbox_dialect_mariadb);
-    ck_assert_str_eq(odbc, "Driver={My Driver};Server=::1;Port=3306;Database=app;Uid=u;");
+    ck_assert_str_eq(odbc, "Driver={My Driver};Server=::1;Port=3306;Database=app;Uid=u;CONN_TIMEOUT=10;"
+                           "READ_TIMEOUT=300;WRITE_TIMEOUT=300;");
     ck_assert_ptr_null(secret);
     free(odbc);
 
@@ -245,7 +248,8 @@ START_TEST(connection_strings)
 
     /* eventlog= is odbox's: it never reaches the driver */
     ck_assert_int_eq(odbox_dsn_resolve("mariadb://u@h/app?eventlog=ev_b&OPTION=3", &d, &odbc, NULL, &e), ODBOX_OK);
-    ck_assert_str_eq(odbc, "Driver={MariaDB Unicode};Server=h;Port=3306;Database=app;Uid=u;OPTION=3;");
+    ck_assert_str_eq(odbc, "Driver={MariaDB Unicode};Server=h;Port=3306;Database=app;Uid=u;"
+                           "CONN_TIMEOUT=10;READ_TIMEOUT=300;WRITE_TIMEOUT=300;OPTION=3;");
     free(odbc);
     ck_assert_int_eq(odbox_dsn_resolve("DSN=mydsn;eventlog=ev_b;UID=u", &d, &odbc, NULL, &e), ODBOX_OK);
     ck_assert_str_eq(odbc, "DSN=mydsn;UID=u");

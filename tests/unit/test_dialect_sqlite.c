@@ -68,29 +68,6 @@ START_TEST(sqlite_connection_strings)
 }
 END_TEST
 
-START_TEST(sqlite_errors_map_to_codes)
-{
-    int (*map)(const char *, long, const char *) = odbox_dialect_sqlite.map_error;
-    ck_assert_ptr_nonnull(map);
-    ck_assert_int_eq(map("HY000", 19, "UNIQUE constraint failed: t.id (19)"), ODBOX_EUNIQUE);
-    ck_assert_int_eq(map("HY000", 19, "PRIMARY KEY must be unique (19)"), ODBOX_EUNIQUE);
-    ck_assert_int_eq(map("HY000", 19, "column id is not unique (19)"), ODBOX_EUNIQUE);
-    /* other constraints stay database errors, as on the other dialects */
-    ck_assert_int_eq(map("HY000", 19, "NOT NULL constraint failed: t.name (19)"), 0);
-    ck_assert_int_eq(map("HY000", 19, "CHECK constraint failed: json_valid(payload) (19)"), 0);
-    ck_assert_int_eq(map("HY000", 19, NULL), 0);
-    ck_assert_int_eq(map("HY000", 5, "database is locked (5)"), ODBOX_ETIMEDOUT);
-    ck_assert_int_eq(map("HY000", 6, "database table is locked (6)"), ODBOX_EBUSY);
-    ck_assert_int_eq(map("HY000", 7, "out of memory (7)"), ODBOX_ENOMEM);
-    ck_assert_int_eq(map("HY000", 14, "unable to open database file (14)"), ODBOX_ECONNECT);
-    ck_assert_int_eq(map("HY000", 1, "near \"SELEC\": syntax error (1)"), 0);
-    /* the driver manager's own states keep the generic mapping */
-    ck_assert_int_eq(map("IM002", 5, "Data source name not found"), 0);
-    ck_assert_int_eq(map(NULL, 5, "x"), 0);
-    ck_assert_ptr_null(odbox_dialect_postgresql.map_error);
-}
-END_TEST
-
 START_TEST(eventlog_table_names)
 {
     char out[32];
@@ -173,7 +150,6 @@ Suite *dialect_sqlite_suite(void)
     TCase *t = tcase_create("core");
     tcase_add_test(t, sqlite_is_selected);
     tcase_add_test(t, sqlite_connection_strings);
-    tcase_add_test(t, sqlite_errors_map_to_codes);
     tcase_add_test(t, eventlog_table_names);
     tcase_add_test(t, eventlog_table_locations);
     tcase_add_test(t, sqlite_batch_update_sql);

@@ -1,0 +1,28 @@
+/* odbox — network faults for the integration tests, on 127.0.0.1: a
+ * listener that accepts connections and never answers (a black hole),
+ * and a TCP proxy to a real server that can be told to stop forwarding
+ * (a server or middlebox that goes silent mid-session). Each runs on its
+ * own thread until freed. */
+#ifndef ODBOX_TESTS_NETFAULT_H
+#define ODBOX_TESTS_NETFAULT_H
+
+typedef struct netfault netfault;
+
+/* Accepts every connection, keeps it open, reads nothing, sends nothing. */
+netfault *netfault_black_hole(void);
+/* Forwards each accepted connection to host:port, both ways. */
+netfault *netfault_proxy(const char *host, int port);
+/* The port it listens on. */
+int netfault_port(const netfault *n);
+/* Connections accepted so far. */
+int netfault_accepted(netfault *n);
+/* From now on forwards nothing either way; connections stay open. */
+void netfault_stall(netfault *n);
+/* Stops the thread and closes every socket. NULL-safe; sets *n = NULL. */
+void netfault_free(netfault **n);
+
+/* dsn with its host and port replaced by 127.0.0.1:port and extra ("k=v")
+ * appended to its query string (NULL: none); malloc'd. */
+char *netfault_dsn(const char *dsn, int port, const char *extra);
+
+#endif

@@ -1,0 +1,228 @@
+/* odbox — unit tests of what each dialect says to its driver and how it
+ * reads its driver's diagnostics: timeouts in connection strings, and the
+ * error tables (SQLSTATE and native numbers to ODBOX_E* codes). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "unit.h"
+#include "dialects.h"
+
+typedef struct map_case {
+    const char *sqlstate;
+    long native;
+    int want;
+} map_case;
+
+static void check_table(const odbox_dialect *d, const map_case *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int got = d->map_error(cases[i].sqlstate, cases[i].native, "");
+        ck_assert_msg(got == cases[i].want, "%s: (%s, %ld) -> %s, expected %s", d->name,
+                      cases[i].sqlstate ? cases[i].sqlstate : "NULL", cases[i].native, odbox_errname(got),
+                      odbox_errname(cases[i].want));
+    }
+}
+
+START_TEST(every_dialect_maps_errors)
+{
+    for (const odbox_dialect *const *d = odbox_dialects(); *d; d++) {
+        ck_assert_msg((*d)->map_error != NULL, "%s has no map_error", (*d)->name);
+        /* what every driver means alike */
+        static const map_case common[] = {
+            {"08001", 0, ODBOX_ECONNECT}, {"08004", 0, ODBOX_ECONNECT}, {"28000", 0, ODBOX_ECONNECT},
+            {"08S01", 0, ODBOX_ECONNLOST}, {"08003", 0, ODBOX_ECONNLOST}, {"40001", 0, ODBOX_EDEADLOCK},
+            {"HYT00", 0, ODBOX_ETIMEDOUT}, {"HYT01", 0, ODBOX_ETIMEDOUT}, {"IM002", 0, ODBOX_ECONNECT},
+            {"HY001", 0, ODBOX_ENOMEM},    {"42601", 0, ODBOX_EDB},       {"", 0, ODBOX_EDB},
+            {NULL, 0, ODBOX_EDB},
+        };
+        check_table(*d, common, sizeof common / sizeof common[0]);
+    }
+}
+END_TEST
+
+START_TEST(postgresql_error_table)
+{
+    static const map_case cases[] = {
+        {"23505", 0, ODBOX_EUNIQUE},    {"40P01", 0, ODBOX_EDEADLOCK}, {"55P03", 0, ODBOX_EBUSY},
+        {"57014", 0, ODBOX_ETIMEDOUT},  {"57P01", 0, ODBOX_ECONNLOST}, {"57P02", 0, ODBOX_ECONNLOST},
+        {"57P03", 0, ODBOX_ECONNLOST},  {"28P01", 0, ODBOX_ECONNECT},  {"23503", 0, ODBOX_EDB},
+        /* psqlODBC's native numbers are its own: MySQL's mean nothing here */
+        {"HY000", 1062, ODBOX_EDB},     {"HY000", 1213, ODBOX_EDB},    {"HY000", 2013, ODBOX_EDB},
+        {"HY000", 2003, ODBOX_EDB},     {"23505", 7, ODBOX_EUNIQUE},
+    };
+    check_table(&odbox_dialect_postgresql, cases, sizeof cases / sizeof cases[0]);
+}
+END_TEST
+
+START_TEST(mysql_family_error_table)
+{
+    static const map_case cases[] = {
+        {"23000", 1062, ODBOX_EUNIQUE},   {"23000", 1586, ODBOX_EUNIQUE},   {"40001", 1213, ODBOX_EDEADLOCK},
+        {"HY000", 1205, ODBOX_ETIMEDOUT}, {"70100", 1969, ODBOX_ETIMEDOUT}, {"HY000", 3024, ODBOX_ETIMEDOUT},
+        {"HY000", 2006, ODBOX_ECONNLOST}, {"HY000", 2013, ODBOX_ECONNLOST}, {"08S01", 2013, ODBOX_ECONNLOST},
+        {"70100", 1927, ODBOX_ECONNLOST}, {"HY000", 4031, ODBOX_ECONNLOST}, {"HY000", 2002, ODBOX_ECONNECT},
+        {"HY000", 2003, ODBOX_ECONNECT},  {"HY000", 2005, ODBOX_ECONNECT},  {"28000", 1045, ODBOX_ECONNECT},
+        {"08004", 1040, ODBOX_ECONNECT},  {"23000", 1452, ODBOX_EDB},       {"42000", 1064, ODBOX_EDB},
+        /* PostgreSQL's SQLSTATEs are not MySQL's */
+        {"23505", 0, ODBOX_EDB},          {"40P01", 0, ODBOX_EDB},          {"57P01", 0, ODBOX_EDB},
+    };
+    check_table(&odbox_dialect_mysql, cases, sizeof cases / sizeof cases[0]);
+    check_table(&odbox_dialect_mariadb, cases, sizeof cases / sizeof cases[0]);
+}
+END_TEST
+
+/* The driver says HY000 and SQLite's primary result code for everything:
+ * a UNIQUE failure is told from NOT NULL and CHECK by its message. */
+START_TEST(sqlite_error_table)
+{
+    static const struct {
+        long native;
+        const char *message;
+        int want;
+    } cases[] = {
+        {19, "UNIQUE constraint failed: t.id (19)", ODBOX_EUNIQUE},
+        {19, "PRIMARY KEY must be unique (19)", ODBOX_EUNIQUE},
+        {19, "column id is not unique (19)", ODBOX_EUNIQUE},
+        /* other constraints stay database errors, as on the other dialects */
+        {19, "NOT NULL constraint failed: t.name (19)", ODBOX_EDB},
+        {19, "CHECK constraint failed: json_valid(payload) (19)", ODBOX_EDB},
+        {19, NULL, ODBOX_EDB},
+        {5, "database is locked (5)", ODBOX_ETIMEDOUT},
+        {6, "database table is locked (6)", ODBOX_EBUSY},
+        {9, "interrupted (9)", ODBOX_ETIMEDOUT},
+        {7, "out of memory (7)", ODBOX_ENOMEM},
+        {14, "unable to open database file (14)", ODBOX_ECONNECT},
+        {1, "near \"SELEC\": syntax error (1)", ODBOX_EDB},
+        /* MySQL's numbers are not SQLite's */
+        {1062, "Duplicate entry", ODBOX_EDB},
+        {2013, "Lost connection", ODBOX_EDB},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = odbox_dialect_sqlite.map_error("HY000", cases[i].native, cases[i].message);
+        ck_assert_msg(got == cases[i].want, "sqlite: (HY000, %ld, %s) -> %s, expected %s", cases[i].native,
+                      cases[i].message ? cases[i].message : "NULL", odbox_errname(got), odbox_errname(cases[i].want));
+    }
+    /* the driver manager's own states and PostgreSQL's: the standard mapping */
+    static const map_case others[] = {
+        {"IM002", 5, ODBOX_ECONNECT}, {"08001", 14, ODBOX_ECONNECT}, {"23505", 19, ODBOX_EDB},
+    };
+    check_table(&odbox_dialect_sqlite, others, sizeof others / sizeof others[0]);
+}
+END_TEST
+
+static char *odbc_of(const char *dsn)
+{
+    const odbox_dialect *d = NULL;
+    char *odbc = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_dsn_resolve(dsn, &d, &odbc, NULL, &e) == ODBOX_OK, "%s: %s", dsn, e.message);
+    return odbc;
+}
+
+static void assert_has(const char *odbc, const char *part)
+{
+    ck_assert_msg(strstr(odbc, part) != NULL, "'%s' lacks '%s'", odbc, part);
+}
+
+START_TEST(timeouts_reach_each_driver)
+{
+    /* MySQL/MariaDB: the driver's own keys (it ignores SQL_ATTR_LOGIN_TIMEOUT) */
+    const char *my[] = {"mysql://u@h/db", "mariadb://u@h/db"};
+    for (int i = 0; i < 2; i++) {
+        char *o = odbc_of(my[i]);
+        assert_has(o, ";CONN_TIMEOUT=10;READ_TIMEOUT=300;WRITE_TIMEOUT=300;");
+        free(o);
+    }
+    char *o = odbc_of("mariadb://u@h/db?connect_timeout=5&read_timeout=30");
+    assert_has(o, ";CONN_TIMEOUT=5;READ_TIMEOUT=30;WRITE_TIMEOUT=30;");
+    ck_assert_ptr_null(strstr(o, "connect_timeout")); /* consumed, not passed on */
+    free(o);
+    o = odbc_of("mariadb://u@h/db?read_timeout=0&CONN_TIMEOUT=3"); /* 0: no limit; the driver's key wins */
+    assert_has(o, ";READ_TIMEOUT=0;WRITE_TIMEOUT=0;CONN_TIMEOUT=3;");
+    ck_assert_ptr_null(strstr(o, "CONN_TIMEOUT=10"));
+    free(o);
+    /* PostgreSQL: keepalives and tcp_user_timeout through libpq; the login
+     * timeout is SQL_ATTR_LOGIN_TIMEOUT (a connect_timeout in pqopt too
+     * would conflict with it in psqlODBC) */
+    o = odbc_of("postgresql://u@h/db?connect_timeout=5&read_timeout=40");
+    assert_has(o, ";pqopt={keepalives=1 keepalives_idle=20 keepalives_interval=4 keepalives_count=5 "
+                  "tcp_user_timeout=40000};");
+    ck_assert_ptr_null(strstr(o, "connect_timeout"));
+    free(o);
+    o = odbc_of("postgresql://u@h/db?read_timeout=0");
+    ck_assert_ptr_null(strstr(o, "pqopt"));
+    free(o);
+    o = odbc_of("postgresql://u@h/db?read_timeout=1");
+    assert_has(o, "keepalives_idle=1 keepalives_interval=1 keepalives_count=5 tcp_user_timeout=1000}");
+    free(o);
+
+    /* SQLite: checked, and never passed to the driver (no network; the
+     * busy timeout stays the driver's Timeout) */
+    o = odbc_of("sqlite:///tmp/a.db?connect_timeout=5&read_timeout=30");
+    ck_assert_ptr_null(strstr(o, "connect_timeout"));
+    ck_assert_ptr_null(strstr(o, "read_timeout"));
+    assert_has(o, ";Timeout=10000;");
+    free(o);
+
+    int login = -1, raw = -1;
+    odbox_error e;
+    ck_assert_int_eq(odbox_dsn_connect_options("mariadb://u@h/db?connect_timeout=7", &login, &raw, &e), ODBOX_OK);
+    ck_assert_int_eq(login, 7);
+    ck_assert_int_eq(raw, 0);
+    ck_assert_int_eq(odbox_dsn_connect_options("postgresql://u@h/db", &login, &raw, &e), ODBOX_OK);
+    ck_assert_int_eq(login, ODBOX_CONNECT_TIMEOUT_S);
+    /* a raw string is the user's own: the default login timeout, connects serialised */
+    ck_assert_int_eq(odbox_dsn_connect_options("Driver={MariaDB Unicode};Server=h", &login, &raw, &e), ODBOX_OK);
+    ck_assert_int_eq(login, ODBOX_CONNECT_TIMEOUT_S);
+    ck_assert_int_eq(raw, 1);
+}
+END_TEST
+
+START_TEST(bad_timeouts_are_refused)
+{
+    const char *bad[] = {"connect_timeout=", "connect_timeout=-1", "connect_timeout=1.5", "read_timeout=ten",
+                         "read_timeout=86401", "READ_TIMEOUT=99999999999999999999", "connect_timeout=5s"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *prefixes[] = {"postgresql://u:S3cret@h/db", "mysql://u:S3cret@h/db", "mariadb://u:S3cret@h/db",
+                                  "sqlite:///tmp/S3cret.db"};
+        for (int k = 0; k < 4; k++) {
+            char dsn[256];
+            snprintf(dsn, sizeof dsn, "%s?%s", prefixes[k], bad[i]);
+            const odbox_dialect *d = NULL;
+            char *odbc = NULL;
+            odbox_error e;
+            ck_assert_msg(odbox_dsn_resolve(dsn, &d, &odbc, NULL, &e) == ODBOX_EINVAL, "accepted %s", dsn);
+            ck_assert_ptr_null(odbc);
+            ck_assert_msg(strstr(e.message, "timeout") && strstr(e.message, "0..86400") &&
+                              !strstr(e.message, "S3cret"), "message: %s", e.message);
+            int login, raw;
+            ck_assert_int_eq(odbox_dsn_connect_options(dsn, &login, &raw, &e), ODBOX_EINVAL);
+        }
+    }
+}
+END_TEST
+
+/* psqlODBC takes the client encoding from ConnSettings instead of calling
+ * setlocale() at connect, which is what lets connects run in parallel. */
+START_TEST(postgresql_names_the_client_encoding)
+{
+    char *o = odbc_of("postgresql://u@h/db");
+    assert_has(o, ";ConnSettings={SET client_encoding TO 'UTF8'};");
+    free(o);
+}
+END_TEST
+
+Suite *drivers_suite(void)
+{
+    Suite *s = suite_create("drivers");
+    TCase *t = tcase_create("core");
+    tcase_add_test(t, timeouts_reach_each_driver);
+    tcase_add_test(t, bad_timeouts_are_refused);
+    tcase_add_test(t, postgresql_names_the_client_encoding);
+    tcase_add_test(t, every_dialect_maps_errors);
+    tcase_add_test(t, postgresql_error_table);
+    tcase_add_test(t, mysql_family_error_table);
+    tcase_add_test(t, sqlite_error_table);
+    suite_add_tcase(s, t);
+    return s;
+}
