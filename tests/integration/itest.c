@@ -50,6 +50,7 @@ static const struct {
     {"sqlite", "pool_begins_a_first_transaction_again", "SQLite has no server session for another connection to end"},
     {"sqlite", "connect_gives_up_at_a_black_hole", "SQLite opens a file: no network, nothing to wait for"},
     {"sqlite", "cli_status_at_a_black_hole_exits_4", "SQLite opens a file: no network, nothing to wait for"},
+    {"sqlite", "a_lock_at_a_black_hole_is_a_connect_failure", "SQLite opens a file: no network, nothing to wait for"},
     {"sqlite", "read_gives_up_when_the_server_goes_silent", "SQLite has no server to go silent"},
     {"sqlite", "read_timeout_and_a_long_statement",
      "SQLite has no read timeout: read_timeout= is checked and dropped (README: SQLite)"},

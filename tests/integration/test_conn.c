@@ -95,6 +95,37 @@ START_TEST(cli_status_at_a_black_hole_exits_4)
 }
 END_TEST
 
+/* A keyed lock on a shard whose server accepts and never answers: its
+ * lock session's connect times out, which is a connect failure
+ * (ODBOX_ECONNECT), never the "every lock session is in use" that a
+ * waiter keeps retrying (the pool's ODBOX_ETIMEDOUT): an unbounded
+ * acquire returns too. */
+START_TEST(a_lock_at_a_black_hole_is_a_connect_failure)
+{
+    netfault *bh = netfault_black_hole();
+    char url[256];
+    snprintf(url, sizeof url, "%s://u:Secret-77@127.0.0.1:%d/db?connect_timeout=1", scheme(), netfault_port(bh));
+    odbox_registry *r = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_registry_open_dsn(url, &r, &e), ODBOX_OK);
+    odbox_shard *s = odbox_registry_default_shard(r);
+    odbox_lease *l = NULL;
+    int64_t t0 = now_ms();
+    int rc = odbox_lock_try_acquire(s, "k", 60000, 1000, &l, &e);
+    int64_t took = now_ms() - t0;
+    ck_assert_msg(rc == ODBOX_ECONNECT, "bounded wait: %s: %s", odbox_errname(rc), e.message);
+    ck_assert_msg(took < 30000, "bounded wait: gave up after %lld ms, connect_timeout is 1 s", (long long)took);
+    ck_assert_ptr_null(l);
+    rc = odbox_lock_acquire(s, "k", 1000, &l, &e);
+    ck_assert_msg(rc == ODBOX_ECONNECT, "unbounded wait: %s: %s", odbox_errname(rc), e.message);
+    ck_assert_ptr_null(l);
+    ck_assert_msg(strstr(e.message, "Secret-77") == NULL, "password in: %s", e.message);
+    ck_assert_int_ge(netfault_accepted(bh), 2);
+    odbox_registry_free(&r);
+    netfault_free(&bh);
+}
+END_TEST
+
 /* ---- reads ------------------------------------------------------------------ */
 
 /* MySQL/MariaDB: a session whose server goes silent after login (a proxy
@@ -374,6 +405,7 @@ Suite *conn_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, connect_gives_up_at_a_black_hole);
     tcase_add_test(t, cli_status_at_a_black_hole_exits_4);
+    tcase_add_test(t, a_lock_at_a_black_hole_is_a_connect_failure);
     tcase_add_test(t, read_gives_up_when_the_server_goes_silent);
     tcase_add_test(t, read_timeout_and_a_long_statement);
     tcase_add_test(t, postgresql_socket_carries_the_read_timeout);
