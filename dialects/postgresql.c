@@ -1,5 +1,9 @@
 /* odbox — PostgreSQL through psqlODBC. */
+#include "config.h"
 #include "dialects.h"
+#ifdef HAVE_LIBPQ
+#include "postgresql_listen.h"
+#endif
 
 static const char *const schemes[] = {"postgresql", "postgres", NULL};
 
@@ -145,4 +149,12 @@ const odbox_dialect odbox_dialect_postgresql = {
                          "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
     .alter_column_type_fmt = "ALTER TABLE %1$s ALTER COLUMN %2$s TYPE %3$s",
     .server_version_sql = "SELECT current_setting('server_version')",
+    /* pg_notify takes the channel as a value (bound), where NOTIFY wants
+     * an identifier in the text */
+    .notify_sql = "SELECT pg_notify(?, ?)",
+#ifdef HAVE_LIBPQ
+    .listen_open = odbox_pg_listen_open,
+    .listen_wait = odbox_pg_listen_wait,
+    .listen_close = odbox_pg_listen_close,
+#endif
 };
