@@ -8,5 +8,6 @@ Suite *dsn_suite(void);
 Suite *basics_suite(void);
 Suite *registry_config_suite(void);
 Suite *uuid_suite(void);
+Suite *wake_suite(void);
 
 #endif
