@@ -6,6 +6,7 @@
 #include <time.h>
 #include "action_internal.h"
 #include "registry_internal.h"
+#include "wake.h"
 #include "odbox/uuid.h"
 
 #define NAME_MAX_LEN 255
@@ -16,17 +17,27 @@ struct odbox_context {
     int attempt;
 };
 
+typedef struct commit_listener {
+    odbox_commit_fn fn;
+    void *ud;
+} commit_listener;
+
 struct odbox_executor {
     char *ns;
     odbox_registry *registry;
     odbox_exec_config defaults;
-    pthread_rwlock_t mu;             /* the type lists and hook: read on every execute */
+    pthread_rwlock_t mu;             /* the type lists, hook and listeners: read on every execute */
     const odbox_model_type **models;
     size_t nmodels;
     const odbox_event_type **events;
     size_t nevents;
     odbox_hook_fn hook;
     void *hook_ud;
+    commit_listener *listeners;
+    size_t nlisteners;
+    /* NOTIFY after commits with events, for workers in other processes
+     * (where the dialect can and the DSN does not say notify=off) */
+    odbox_notifier *notifier;
 };
 
 /* ---- names ----------------------------------------------------------------- */
@@ -121,6 +132,11 @@ int odbox_executor_open(const char *ns, odbox_registry *registry, const odbox_ex
         free(e);
         return odbox_fail(err, ODBOX_ENOMEM, "executor: out of memory");
     }
+    if ((rc = odbox_notifier_open(registry, &e->notifier, err)) != ODBOX_OK) {
+        free(e->ns);
+        free(e);
+        return rc;
+    }
     e->registry = registry;
     e->defaults = cfg;
     pthread_rwlock_init(&e->mu, NULL);
@@ -133,7 +149,9 @@ void odbox_executor_free(odbox_executor **ep)
     if (!ep || !*ep)
         return;
     odbox_executor *e = *ep;
+    odbox_notifier_free(&e->notifier);
     pthread_rwlock_destroy(&e->mu);
+    free(e->listeners);
     free(e->models);
     free(e->events);
     free(e->ns);
@@ -149,6 +167,61 @@ void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud)
     exe->hook = hook;
     exe->hook_ud = ud;
     pthread_rwlock_unlock(&exe->mu);
+}
+
+int odbox_executor_add_commit_listener(odbox_executor *exe, odbox_commit_fn fn, void *ud, odbox_error *err)
+{
+    if (!exe || !fn)
+        return odbox_fail(err, ODBOX_EINVAL, "commit listener: executor or callback is NULL");
+    int rc = ODBOX_OK;
+    pthread_rwlock_wrlock(&exe->mu);
+    for (size_t i = 0; i < exe->nlisteners && rc == ODBOX_OK; i++)
+        if (exe->listeners[i].fn == fn && exe->listeners[i].ud == ud)
+            rc = odbox_fail(err, ODBOX_EINVAL, "commit listener: this callback and user data are added already");
+    if (rc == ODBOX_OK) {
+        commit_listener *g = realloc(exe->listeners, (exe->nlisteners + 1) * sizeof *g);
+        if (g) {
+            g[exe->nlisteners++] = (commit_listener){fn, ud};
+            exe->listeners = g;
+        } else {
+            rc = odbox_fail(err, ODBOX_ENOMEM, "commit listener: out of memory");
+        }
+    }
+    pthread_rwlock_unlock(&exe->mu);
+    return rc;
+}
+
+int odbox_executor_remove_commit_listener(odbox_executor *exe, odbox_commit_fn fn, void *ud)
+{
+    if (!exe)
+        return ODBOX_EINVAL;
+    int rc = ODBOX_ENOTFOUND;
+    pthread_rwlock_wrlock(&exe->mu); /* waits for running calls */
+    for (size_t i = 0; i < exe->nlisteners; i++)
+        if (exe->listeners[i].fn == fn && exe->listeners[i].ud == ud) {
+            memmove(&exe->listeners[i], &exe->listeners[i + 1], (exe->nlisteners - i - 1) * sizeof *exe->listeners);
+            exe->nlisteners--;
+            rc = ODBOX_OK;
+            break;
+        }
+    pthread_rwlock_unlock(&exe->mu);
+    return rc;
+}
+
+/* After shard s committed: the commit listeners, then a NOTIFY for other
+ * processes when it wrote events (the sentinel row is nothing to deliver). */
+static void committed(odbox_executor *exe, const odbox_plan *p, odbox_shard *s)
+{
+    size_t nevents = 0;
+    for (size_t k = 0; k < p->nevents; k++)
+        nevents += p->events[k].shard == s;
+    odbox_shard_id id = odbox_shard_get_id(s);
+    pthread_rwlock_rdlock(&exe->mu);
+    for (size_t i = 0; i < exe->nlisteners; i++)
+        exe->listeners[i].fn(exe->listeners[i].ud, id, nevents);
+    pthread_rwlock_unlock(&exe->mu);
+    if (nevents > 0)
+        odbox_notifier_post(exe->notifier, s, ODBOX_WAKE_EVENTS);
 }
 
 static int append_ptr(const void ***list, size_t *n, const void *p)
@@ -387,6 +460,7 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
     for (size_t i = 0; i < ns && rc == ODBOX_OK; i++) {
         rc = odbox_persist_shard(rn, shards[i], err);
         if (rc == ODBOX_OK) {
+            committed(p->exe, p, shards[i]);
             if (res && res->ncommitted < ODBOX_MAX_RESULT_SHARDS)
                 res->committed[res->ncommitted++] = odbox_shard_get_id(shards[i]);
             continue;

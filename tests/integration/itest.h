@@ -38,5 +38,7 @@ Suite *persist_suite(void);
 Suite *shards_suite(void);
 Suite *owner_suite(void);
 Suite *tables_suite(void);
+Suite *commit_listeners_suite(void);
+Suite *wake_suite(void);
 
 #endif
