@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "action_internal.h"
+#include "callbacks.h"
 #include "registry_internal.h"
 #include "wake.h"
 #include "odbox/uuid.h"
@@ -17,24 +18,18 @@ struct odbox_context {
     int attempt;
 };
 
-typedef struct commit_listener {
-    odbox_commit_fn fn;
-    void *ud;
-} commit_listener;
-
 struct odbox_executor {
     char *ns;
     odbox_registry *registry;
     odbox_exec_config defaults;
-    pthread_rwlock_t mu;             /* the type lists, hook and listeners: read on every execute */
+    pthread_rwlock_t mu;             /* the type lists and hook: read on every execute */
     const odbox_model_type **models;
     size_t nmodels;
     const odbox_event_type **events;
     size_t nevents;
     odbox_hook_fn hook;
     void *hook_ud;
-    commit_listener *listeners;
-    size_t nlisteners;
+    odbox_callbacks listeners;       /* odbox_commit_fn, tag 0 */
     /* NOTIFY after commits with events, for workers in other processes
      * (where the dialect can and the DSN does not say notify=off) */
     odbox_notifier *notifier;
@@ -140,6 +135,7 @@ int odbox_executor_open(const char *ns, odbox_registry *registry, const odbox_ex
     e->registry = registry;
     e->defaults = cfg;
     pthread_rwlock_init(&e->mu, NULL);
+    odbox_callbacks_init(&e->listeners);
     *out = e;
     return ODBOX_OK;
 }
@@ -151,7 +147,7 @@ void odbox_executor_free(odbox_executor **ep)
     odbox_executor *e = *ep;
     odbox_notifier_free(&e->notifier);
     pthread_rwlock_destroy(&e->mu);
-    free(e->listeners);
+    odbox_callbacks_destroy(&e->listeners);
     free(e->models);
     free(e->events);
     free(e->ns);
@@ -173,39 +169,15 @@ int odbox_executor_add_commit_listener(odbox_executor *exe, odbox_commit_fn fn, 
 {
     if (!exe || !fn)
         return odbox_fail(err, ODBOX_EINVAL, "commit listener: executor or callback is NULL");
-    int rc = ODBOX_OK;
-    pthread_rwlock_wrlock(&exe->mu);
-    for (size_t i = 0; i < exe->nlisteners && rc == ODBOX_OK; i++)
-        if (exe->listeners[i].fn == fn && exe->listeners[i].ud == ud)
-            rc = odbox_fail(err, ODBOX_EINVAL, "commit listener: this callback and user data are added already");
-    if (rc == ODBOX_OK) {
-        commit_listener *g = realloc(exe->listeners, (exe->nlisteners + 1) * sizeof *g);
-        if (g) {
-            g[exe->nlisteners++] = (commit_listener){fn, ud};
-            exe->listeners = g;
-        } else {
-            rc = odbox_fail(err, ODBOX_ENOMEM, "commit listener: out of memory");
-        }
-    }
-    pthread_rwlock_unlock(&exe->mu);
-    return rc;
+    int rc = odbox_callbacks_add(&exe->listeners, 0, (odbox_callback_fn)fn, ud);
+    if (rc == ODBOX_EINVAL)
+        return odbox_fail(err, rc, "commit listener: this callback and user data are added already");
+    return rc == ODBOX_OK ? rc : odbox_fail(err, rc, "commit listener: out of memory");
 }
 
 int odbox_executor_remove_commit_listener(odbox_executor *exe, odbox_commit_fn fn, void *ud)
 {
-    if (!exe)
-        return ODBOX_EINVAL;
-    int rc = ODBOX_ENOTFOUND;
-    pthread_rwlock_wrlock(&exe->mu); /* waits for running calls */
-    for (size_t i = 0; i < exe->nlisteners; i++)
-        if (exe->listeners[i].fn == fn && exe->listeners[i].ud == ud) {
-            memmove(&exe->listeners[i], &exe->listeners[i + 1], (exe->nlisteners - i - 1) * sizeof *exe->listeners);
-            exe->nlisteners--;
-            rc = ODBOX_OK;
-            break;
-        }
-    pthread_rwlock_unlock(&exe->mu);
-    return rc;
+    return exe ? odbox_callbacks_remove(&exe->listeners, 0, (odbox_callback_fn)fn, ud) : ODBOX_EINVAL;
 }
 
 /* After shard s committed: the commit listeners, then a NOTIFY for other
@@ -216,10 +188,11 @@ static void committed(odbox_executor *exe, const odbox_plan *p, odbox_shard *s)
     for (size_t k = 0; k < p->nevents; k++)
         nevents += p->events[k].shard == s;
     odbox_shard_id id = odbox_shard_get_id(s);
-    pthread_rwlock_rdlock(&exe->mu);
-    for (size_t i = 0; i < exe->nlisteners; i++)
-        exe->listeners[i].fn(exe->listeners[i].ud, id, nevents);
-    pthread_rwlock_unlock(&exe->mu);
+    size_t n;
+    const odbox_callback *cb = odbox_callbacks_begin(&exe->listeners, &n);
+    for (size_t i = 0; i < n; i++)
+        ((odbox_commit_fn)cb[i].fn)(cb[i].ud, id, nevents);
+    odbox_callbacks_end(&exe->listeners);
     if (nevents > 0)
         odbox_notifier_post(exe->notifier, s, ODBOX_WAKE_EVENTS);
 }

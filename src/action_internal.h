@@ -50,7 +50,7 @@ typedef struct run {
  * odbox_execute returns; never for a failed or in-doubt commit. An action
  * that commits on several shards calls it once per shard that committed.
  * fn must be cheap and must not block (the committer waits for it), and
- * must not call the executor's configuration functions. A pair (fn, ud)
+ * must not add or remove commit listeners. A pair (fn, ud)
  * is added once (ODBOX_EINVAL for a second time). remove returns once no
  * call of fn is running, and fn is not called again (ODBOX_ENOTFOUND when
  * it was not added). Thread-safe against concurrent executes. */

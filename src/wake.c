@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "wake.h"
+#include "callbacks.h"
 #include "internal.h"
 #include "registry_internal.h"
 #include "odbox/dialect.h"
@@ -23,12 +24,6 @@
 #define LISTEN_WAIT_MS 1000
 
 static const char *const signal_names[ODBOX_WAKE_NSIGNALS] = {"events", "notifications"};
-
-typedef struct sub {
-    odbox_wake_signal sig;
-    odbox_wake_fn fn;
-    void *ud;
-} sub;
 
 typedef struct wshard {
     odbox_wake *w;
@@ -48,9 +43,7 @@ struct odbox_wake {
     odbox_wake_config cfg;
     wshard *shards;
     size_t n;
-    pthread_rwlock_t mu; /* the subscribers */
-    sub *subs;
-    size_t nsubs;
+    odbox_callbacks subs; /* odbox_wake_fn, tagged with their signal */
     int stop_pipe[2];    /* written at stop: wakes every listener's wait */
     int started;
     odbox_notifier *notifier;
@@ -140,7 +133,7 @@ int odbox_wake_open(odbox_registry *r, const odbox_wake_config *cfg, odbox_wake 
         free(w);
         return rc;
     }
-    pthread_rwlock_init(&w->mu, NULL);
+    odbox_callbacks_init(&w->subs);
     *out = w;
     return ODBOX_OK;
 }
@@ -149,40 +142,16 @@ int odbox_wake_subscribe(odbox_wake *w, odbox_wake_signal sig, odbox_wake_fn fn,
 {
     if (!w || !fn || !odbox_wake_signal_name(sig))
         return odbox_fail(err, ODBOX_EINVAL, "wake-up: subscribe needs a wake, a known signal and a callback");
-    int rc = ODBOX_OK;
-    pthread_rwlock_wrlock(&w->mu);
-    for (size_t i = 0; i < w->nsubs && rc == ODBOX_OK; i++)
-        if (w->subs[i].sig == sig && w->subs[i].fn == fn && w->subs[i].ud == ud)
-            rc = odbox_fail(err, ODBOX_EINVAL, "wake-up: this callback and user data are subscribed to %s already",
-                            signal_names[sig]);
-    if (rc == ODBOX_OK) {
-        sub *g = realloc(w->subs, (w->nsubs + 1) * sizeof *g);
-        if (g) {
-            g[w->nsubs++] = (sub){sig, fn, ud};
-            w->subs = g;
-        } else {
-            rc = odbox_fail(err, ODBOX_ENOMEM, "wake-up: out of memory");
-        }
-    }
-    pthread_rwlock_unlock(&w->mu);
-    return rc;
+    int rc = odbox_callbacks_add(&w->subs, (int)sig, (odbox_callback_fn)fn, ud);
+    if (rc == ODBOX_EINVAL)
+        return odbox_fail(err, rc, "wake-up: this callback and user data are subscribed to %s already",
+                          signal_names[sig]);
+    return rc == ODBOX_OK ? rc : odbox_fail(err, rc, "wake-up: out of memory");
 }
 
 int odbox_wake_unsubscribe(odbox_wake *w, odbox_wake_signal sig, odbox_wake_fn fn, void *ud)
 {
-    if (!w)
-        return ODBOX_EINVAL;
-    int rc = ODBOX_ENOTFOUND;
-    pthread_rwlock_wrlock(&w->mu); /* waits for running calls */
-    for (size_t i = 0; i < w->nsubs; i++)
-        if (w->subs[i].sig == sig && w->subs[i].fn == fn && w->subs[i].ud == ud) {
-            memmove(&w->subs[i], &w->subs[i + 1], (w->nsubs - i - 1) * sizeof *w->subs);
-            w->nsubs--;
-            rc = ODBOX_OK;
-            break;
-        }
-    pthread_rwlock_unlock(&w->mu);
-    return rc;
+    return w ? odbox_callbacks_remove(&w->subs, (int)sig, (odbox_callback_fn)fn, ud) : ODBOX_EINVAL;
 }
 
 static wshard *find(odbox_wake *w, odbox_shard_id id)
@@ -197,11 +166,12 @@ static void raise_local(wshard *ws, odbox_wake_signal sig)
 {
     odbox_wake *w = ws->w;
     atomic_store(&ws->flag[sig], 1);
-    pthread_rwlock_rdlock(&w->mu);
-    for (size_t i = 0; i < w->nsubs; i++)
-        if (w->subs[i].sig == sig)
-            w->subs[i].fn(w->subs[i].ud, ws->id, sig);
-    pthread_rwlock_unlock(&w->mu);
+    size_t n;
+    const odbox_callback *cb = odbox_callbacks_begin(&w->subs, &n);
+    for (size_t i = 0; i < n; i++)
+        if (cb[i].tag == (int)sig)
+            ((odbox_wake_fn)cb[i].fn)(cb[i].ud, ws->id, sig);
+    odbox_callbacks_end(&w->subs);
 }
 
 int odbox_wake_raise(odbox_wake *w, odbox_shard_id shard, odbox_wake_signal sig, int across_processes)
@@ -417,8 +387,7 @@ void odbox_wake_free(odbox_wake **wp)
     odbox_notifier_free(&w->notifier);
     close(w->stop_pipe[0]);
     close(w->stop_pipe[1]);
-    pthread_rwlock_destroy(&w->mu);
-    free(w->subs);
+    odbox_callbacks_destroy(&w->subs);
     free(w->shards);
     free(w);
     *wp = NULL;

@@ -5,10 +5,11 @@
  * then exits 0 (1 on any failure, with the message on stderr). It shares
  * nothing with the test process but the database.
  *
- * Usage: wake-writer DSN COUNT */
+ * Usage: wake-writer DSN COUNT [PAUSE_MS]   (PAUSE_MS between actions) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 #include "odbox/odbox.h"
 
 static const odbox_model_type PROBE_T = {"WakeProbe", "wake_probes", ODBOX_KIND_MODEL, NULL, 0};
@@ -31,11 +32,11 @@ static int perform(odbox_context *ctx, json_object *params, odbox_plan *plan, vo
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: wake-writer DSN COUNT\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: wake-writer DSN COUNT [PAUSE_MS]\n");
         return 2;
     }
-    int count = atoi(argv[2]);
+    int count = atoi(argv[2]), pause_ms = argc == 4 ? atoi(argv[3]) : 0;
     odbox_registry *r = NULL;
     odbox_executor *exe = NULL;
     odbox_error e = {0};
@@ -46,6 +47,8 @@ int main(int argc, char **argv)
         rc = odbox_executor_register_model(exe, &PROBE_T, &e);
     const odbox_action action = {"WakeWrite", perform, NULL};
     for (int i = 0; i < count && rc == ODBOX_OK; i++) {
+        if (i && pause_ms > 0)
+            usleep((useconds_t)pause_ms * 1000);
         odbox_result res;
         rc = odbox_execute(exe, &action, NULL, NULL, &res, &e);
         struct timespec ts;
