@@ -1,7 +1,11 @@
 /* odbox — PostgreSQL through psqlODBC. */
+#include "config.h"
 #include <stdio.h>
 #include <string.h>
 #include "dialects.h"
+#ifdef HAVE_LIBPQ
+#include "postgresql_listen.h"
+#endif
 
 static const char *const schemes[] = {"postgresql", "postgres", NULL};
 
@@ -202,4 +206,12 @@ const odbox_dialect odbox_dialect_postgresql = {
     .server_version_sql = "SELECT current_setting('server_version')",
     .eventlog_separator = ".",
     .map_error = map_error,
+    /* pg_notify takes the channel as a value (bound), where NOTIFY wants
+     * an identifier in the text */
+    .notify_sql = "SELECT pg_notify(?, ?)",
+#ifdef HAVE_LIBPQ
+    .listen_open = odbox_pg_listen_open,
+    .listen_wait = odbox_pg_listen_wait,
+    .listen_close = odbox_pg_listen_close,
+#endif
 };

@@ -5,7 +5,9 @@
 #include <string.h>
 #include <time.h>
 #include "action_internal.h"
+#include "callbacks.h"
 #include "registry_internal.h"
+#include "wake.h"
 #include "odbox/uuid.h"
 
 #define NAME_MAX_LEN 255
@@ -27,6 +29,10 @@ struct odbox_executor {
     size_t nevents;
     odbox_hook_fn hook;
     void *hook_ud;
+    odbox_callbacks listeners;       /* odbox_commit_fn, tag 0 */
+    /* NOTIFY after commits with events, for workers in other processes
+     * (where the dialect can and the DSN does not say notify=off) */
+    odbox_notifier *notifier;
 };
 
 /* ---- names ----------------------------------------------------------------- */
@@ -121,9 +127,15 @@ int odbox_executor_open(const char *ns, odbox_registry *registry, const odbox_ex
         free(e);
         return odbox_fail(err, ODBOX_ENOMEM, "executor: out of memory");
     }
+    if ((rc = odbox_notifier_open(registry, &e->notifier, err)) != ODBOX_OK) {
+        free(e->ns);
+        free(e);
+        return rc;
+    }
     e->registry = registry;
     e->defaults = cfg;
     pthread_rwlock_init(&e->mu, NULL);
+    odbox_callbacks_init(&e->listeners);
     *out = e;
     return ODBOX_OK;
 }
@@ -133,7 +145,9 @@ void odbox_executor_free(odbox_executor **ep)
     if (!ep || !*ep)
         return;
     odbox_executor *e = *ep;
+    odbox_notifier_free(&e->notifier);
     pthread_rwlock_destroy(&e->mu);
+    odbox_callbacks_destroy(&e->listeners);
     free(e->models);
     free(e->events);
     free(e->ns);
@@ -149,6 +163,38 @@ void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud)
     exe->hook = hook;
     exe->hook_ud = ud;
     pthread_rwlock_unlock(&exe->mu);
+}
+
+int odbox_executor_add_commit_listener(odbox_executor *exe, odbox_commit_fn fn, void *ud, odbox_error *err)
+{
+    if (!exe || !fn)
+        return odbox_fail(err, ODBOX_EINVAL, "commit listener: executor or callback is NULL");
+    int rc = odbox_callbacks_add(&exe->listeners, 0, (odbox_callback_fn)fn, ud);
+    if (rc == ODBOX_EINVAL)
+        return odbox_fail(err, rc, "commit listener: this callback and user data are added already");
+    return rc == ODBOX_OK ? rc : odbox_fail(err, rc, "commit listener: out of memory");
+}
+
+int odbox_executor_remove_commit_listener(odbox_executor *exe, odbox_commit_fn fn, void *ud)
+{
+    return exe ? odbox_callbacks_remove(&exe->listeners, 0, (odbox_callback_fn)fn, ud) : ODBOX_EINVAL;
+}
+
+/* After shard s committed: the commit listeners, then a NOTIFY for other
+ * processes when it wrote events (the sentinel row is nothing to deliver). */
+static void committed(odbox_executor *exe, const odbox_plan *p, odbox_shard *s)
+{
+    size_t nevents = 0;
+    for (size_t k = 0; k < p->nevents; k++)
+        nevents += p->events[k].shard == s;
+    odbox_shard_id id = odbox_shard_get_id(s);
+    size_t n;
+    const odbox_callback *cb = odbox_callbacks_begin(&exe->listeners, &n);
+    for (size_t i = 0; i < n; i++)
+        ((odbox_commit_fn)cb[i].fn)(cb[i].ud, id, nevents);
+    odbox_callbacks_end(&exe->listeners);
+    if (nevents > 0)
+        odbox_notifier_post(exe->notifier, s, ODBOX_WAKE_EVENTS);
 }
 
 static int append_ptr(const void ***list, size_t *n, const void *p)
@@ -387,6 +433,7 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
     for (size_t i = 0; i < ns && rc == ODBOX_OK; i++) {
         rc = odbox_persist_shard(rn, shards[i], err);
         if (rc == ODBOX_OK) {
+            committed(p->exe, p, shards[i]);
             if (res && res->ncommitted < ODBOX_MAX_RESULT_SHARDS)
                 res->committed[res->ncommitted++] = odbox_shard_get_id(shards[i]);
             continue;

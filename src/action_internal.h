@@ -44,6 +44,20 @@ typedef struct run {
     void *hook_ud;
 } run;
 
+/* Commit listeners: fn(ud, shard, nevents) runs after a shard's commit
+ * succeeded (its events, nevents of them, or its sentinel row when 0, are
+ * durable), on the committing thread, outside any transaction, before
+ * odbox_execute returns; never for a failed or in-doubt commit. An action
+ * that commits on several shards calls it once per shard that committed.
+ * fn must be cheap and must not block (the committer waits for it), and
+ * must not add or remove commit listeners. A pair (fn, ud)
+ * is added once (ODBOX_EINVAL for a second time). remove returns once no
+ * call of fn is running, and fn is not called again (ODBOX_ENOTFOUND when
+ * it was not added). Thread-safe against concurrent executes. */
+typedef void (*odbox_commit_fn)(void *ud, odbox_shard_id shard, size_t nevents);
+int odbox_executor_add_commit_listener(odbox_executor *exe, odbox_commit_fn fn, void *ud, odbox_error *err);
+int odbox_executor_remove_commit_listener(odbox_executor *exe, odbox_commit_fn fn, void *ud);
+
 /* Writes the plan's rows and events that belong to shard, all or
  * nothing, and commits them. */
 int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err);

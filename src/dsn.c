@@ -29,8 +29,10 @@
  *               '&'); both sides percent-decoded; '+' is literal. Keys must
  *               be [A-Za-z0-9_ .-] after decoding and are compared without
  *               regard to case: duplicates are an error. "dialect",
- *               "driver" and "eventlog" fill those fields (non-empty values;
- *               an eventlog must be a valid name), every other pair becomes
+ *               "driver", "eventlog", "notify" and "notify_interval_ms" fill
+ *               those fields (non-empty values; an eventlog must be a valid
+ *               name, notify on or off, notify_interval_ms a whole number
+ *               1..60000), every other pair becomes
  *               an option, key kept as written, in input order.
  *     Fragments ('#') and unencoded spaces are not allowed anywhere.
  *
@@ -57,8 +59,9 @@
  *              "{...}" which may contain ';' and writes '}' as "}}"; only
  *              spaces may follow the closing brace.
  *     Empty entries (";;", leading ';') are errors. `raw` is the input
- *     unchanged except that dialect= and eventlog= entries are removed
- *     (their values go to `dialect` and `eventlog`); `driver` stays NULL; UID/User/Username and
+ *     unchanged except that dialect=, eventlog=, notify= and
+ *     notify_interval_ms= entries are removed (their values go to the
+ *     fields of those names, checked as for a URL); `driver` stays NULL; UID/User/Username and
  *     PWD/Password/Passwd fill `user` and `password` (for redaction).
  *
  * Error messages never contain the password: parts that can hold it are
@@ -660,6 +663,26 @@ static int check_eventlog(ctx *c, size_t off, size_t len, const char *value)
                       echo(c, off, len, &b), ODBOX_NAME_MAX - 1);
 }
 
+/* A notify= value must be on or off, a notify_interval_ms= value a whole
+ * number of milliseconds 1..ODBOX_NOTIFY_INTERVAL_MAX_MS. */
+static int check_notify(ctx *c, int interval, size_t off, size_t len, const char *value)
+{
+    echobuf b;
+    if (!interval) {
+        if (odbox_strcaseeq(value, "on") || odbox_strcaseeq(value, "off"))
+            return 0;
+        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: notify= %s must be on or off", echo(c, off, len, &b));
+    }
+    long ms = 0;
+    const char *p = value;
+    for (; *p >= '0' && *p <= '9' && ms <= ODBOX_NOTIFY_INTERVAL_MAX_MS; p++)
+        ms = ms * 10 + (*p - '0');
+    if (p > value && !*p && ms >= 1 && ms <= ODBOX_NOTIFY_INTERVAL_MAX_MS)
+        return 0;
+    return odbox_fail(c->err, ODBOX_EINVAL, "DSN: notify_interval_ms= %s must be a whole number of milliseconds 1..%d",
+                      echo(c, off, len, &b), ODBOX_NOTIFY_INTERVAL_MAX_MS);
+}
+
 /* The query t[s, e) (after the '?'). */
 static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
 {
@@ -712,7 +735,11 @@ static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
         int is_dialect = odbox_strcaseeq(key, "dialect");
         int is_driver = odbox_strcaseeq(key, "driver");
         int is_eventlog = odbox_strcaseeq(key, "eventlog");
-        int dup = (is_dialect && d->dialect) || (is_driver && d->driver) || (is_eventlog && d->eventlog);
+        char **notify_slot = odbox_strcaseeq(key, "notify")               ? &d->notify
+                             : odbox_strcaseeq(key, "notify_interval_ms") ? &d->notify_interval_ms
+                                                                          : NULL;
+        int dup = (is_dialect && d->dialect) || (is_driver && d->driver) || (is_eventlog && d->eventlog) ||
+                  (notify_slot && *notify_slot);
         for (size_t k = 0; k < d->noptions && !dup; k++)
             dup = odbox_strcaseeq(d->options[k].key, key);
         if (dup || ((is_dialect || is_driver || is_eventlog) && !value[0])) {
@@ -724,7 +751,9 @@ static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
             return odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty %s= value in the query",
                               is_dialect ? "dialect" : is_driver ? "driver" : "eventlog");
         }
-        if (is_eventlog && (rc = check_eventlog(c, eq + 1, se - eq - 1, value)) != 0) {
+        if ((is_eventlog && (rc = check_eventlog(c, eq + 1, se - eq - 1, value)) != 0) ||
+            (notify_slot &&
+             (rc = check_notify(c, notify_slot == &d->notify_interval_ms, eq + 1, se - eq - 1, value)) != 0)) {
             free(key);
             free(value);
             return rc;
@@ -738,6 +767,9 @@ static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
         } else if (is_eventlog) {
             free(key);
             d->eventlog = value;
+        } else if (notify_slot) {
+            free(key);
+            *notify_slot = value;
         } else if ((rc = add_option(c, d, key, value)) != 0) {
             free(key);
             odbox_free_secret(value);
@@ -976,7 +1008,13 @@ static int parse_raw(ctx *c, odbox_dsn *d)
         spans_add(&keys, k, ke - k);
         char **slot = NULL;
         int is_eventlog = ci_eqn(t + k, ke - k, "eventlog");
-        if (ci_eqn(t + k, ke - k, "dialect") || is_eventlog) {
+        char **notify_slot = ci_eqn(t + k, ke - k, "notify")               ? &d->notify
+                             : ci_eqn(t + k, ke - k, "notify_interval_ms") ? &d->notify_interval_ms
+                                                                           : NULL;
+        if (notify_slot) {
+            slot = notify_slot;
+            removed = 1;
+        } else if (ci_eqn(t + k, ke - k, "dialect") || is_eventlog) {
             if (ve == vs) {
                 rc = odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty %s= value in the ODBC connection string",
                                 is_eventlog ? "eventlog" : "dialect");
@@ -1004,6 +1042,9 @@ static int parse_raw(ctx *c, odbox_dsn *d)
                 c->password = d->password;
             if (slot == &d->eventlog && (rc = check_eventlog(c, vs, ve - vs, d->eventlog)) != 0)
                 goto done;
+            if (slot == notify_slot &&
+                (rc = check_notify(c, slot == &d->notify_interval_ms, vs, ve - vs, *slot)) != 0)
+                goto done;
         }
         if (keys.oom || kept.oom) {
             rc = oom(c);
@@ -1018,7 +1059,8 @@ static int parse_raw(ctx *c, odbox_dsn *d)
         d->raw = odbox_strdup(t);
     } else if (kept.n == 0) {
         rc = odbox_fail(c->err, ODBOX_EINVAL,
-                        "DSN: the ODBC connection string has no entries besides dialect= and eventlog=");
+                        "DSN: the ODBC connection string has no entries besides dialect=, eventlog= "
+                        "and notify=");
         goto done;
     } else {
         odbox_buf buf = {0};
@@ -1142,6 +1184,8 @@ void odbox_dsn_free(odbox_dsn **dsn)
     free(d->driver);
     free(d->dialect);
     free(d->eventlog);
+    free(d->notify);
+    free(d->notify_interval_ms);
     odbox_free_secret(d->raw); /* may hold PWD= */
     for (size_t i = 0; i < d->noptions; i++) {
         free(d->options[i].key);

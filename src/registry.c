@@ -21,6 +21,8 @@ struct odbox_shard {
     pthread_mutex_t verified_mu;
     const void **verified;
     size_t nverified;
+    char *primary_dsn;      /* secret: the wake-up listener connects with it */
+    int notify_interval_ms; /* 0: notify=off */
 };
 
 struct odbox_registry {
@@ -103,6 +105,24 @@ static int shard_eventlog(const odbox_shard_config *sc, char out[ODBOX_NAME_MAX]
     return ODBOX_OK;
 }
 
+/* What cross-process wake-ups need of the shard: its primary DSN's
+ * notify= and notify_interval_ms= (a replica is never notified nor
+ * listened to), and that DSN to listen with. */
+static int shard_notify(const odbox_shard_config *sc, odbox_shard *s, odbox_error *err)
+{
+    odbox_dsn *dsn = NULL;
+    int rc = odbox_dsn_parse(sc->primary_dsn, &dsn, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    s->notify_interval_ms = dsn->notify_interval_ms ? atoi(dsn->notify_interval_ms) : ODBOX_NOTIFY_INTERVAL_MS;
+    if (dsn->notify && odbox_strcaseeq(dsn->notify, "off"))
+        s->notify_interval_ms = 0;
+    odbox_dsn_free(&dsn);
+    if (!(s->primary_dsn = odbox_strdup(sc->primary_dsn)))
+        return odbox_fail(err, ODBOX_ENOMEM, "registry: out of memory");
+    return ODBOX_OK;
+}
+
 static void shard_release(odbox_shard *s)
 {
     odbox_pool_free(&s->primary);
@@ -110,6 +130,7 @@ static void shard_release(odbox_shard *s)
     odbox_pool_free(&s->locks);
     free(s->primary_redacted);
     free(s->verified);
+    odbox_free_secret(s->primary_dsn);
     pthread_mutex_destroy(&s->verified_mu);
 }
 
@@ -169,7 +190,8 @@ int odbox_registry_open(const odbox_registry_config *cfg, odbox_registry **out, 
             return odbox_fail(err, ODBOX_ENOMEM, "registry: cannot create a mutex");
         }
         r->n = i + 1;
-        if ((rc = shard_eventlog(sc, s->eventlog, err)) != ODBOX_OK) {
+        if ((rc = shard_eventlog(sc, s->eventlog, err)) != ODBOX_OK ||
+            (rc = shard_notify(sc, s, err)) != ODBOX_OK) {
             odbox_registry_free(&r);
             return rc;
         }
@@ -278,3 +300,6 @@ int odbox_shard_set_verified(odbox_shard *s, const void *what, odbox_error *err)
     pthread_mutex_unlock(&s->verified_mu);
     return rc;
 }
+
+const char *odbox_shard_primary_dsn(const odbox_shard *s) { return s->primary_dsn; }
+int odbox_shard_notify_interval_ms(const odbox_shard *s) { return s->notify_interval_ms; }

@@ -21,4 +21,12 @@ int odbox_shard_check_eventlog(odbox_shard *s, odbox_error *err);
  * once per shard. */
 int odbox_shard_check_model(odbox_shard *s, const odbox_model_type *t, odbox_error *err);
 
+/* The primary DSN as given (holds the password: never log it). */
+const char *odbox_shard_primary_dsn(const odbox_shard *s);
+
+/* Cross-process wake-ups of the shard: at most one NOTIFY per channel per
+ * this many milliseconds (its primary DSN's notify_interval_ms=, default
+ * ODBOX_NOTIFY_INTERVAL_MS); 0 when its DSN says notify=off. */
+int odbox_shard_notify_interval_ms(const odbox_shard *s);
+
 #endif

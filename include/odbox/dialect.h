@@ -22,6 +22,9 @@ typedef enum odbox_lock_key_form {
     ODBOX_LOCK_KEY_HEX       /* the 64-bit key hash as lower-case hex text */
 } odbox_lock_key_form;
 
+/* A dialect's listening session (see listen_open). */
+typedef struct odbox_listener odbox_listener;
+
 typedef struct odbox_dialect {
     int version;                   /* ODBOX_DIALECT_VERSION */
     const char *name;              /* "postgresql", "mysql", "mariadb", "sqlite" */
@@ -182,6 +185,30 @@ typedef struct odbox_dialect {
      * is for drivers whose number says too little (SQLite reports a
      * UNIQUE, NOT NULL or CHECK failure alike, as HY000 with code 19). */
     int (*map_error)(const char *sqlstate, long native, const char *message);
+
+    /* Cross-process wake-ups (PostgreSQL: NOTIFY and LISTEN). NULL where
+     * the database has none: a process then learns of another's commits
+     * by polling.
+     * notify_sql sends a notification, in autocommit, outside any
+     * action's transaction; binds (channel, payload), both text. */
+    const char *notify_sql;
+    /* The listening side, through the database's own client library (ODBC
+     * drivers do not hand notifications on); NULL also when odbox was
+     * built without that library. listen_open connects to the server dsn
+     * names (a URL, or a raw ODBC string naming its server) and listens on
+     * channels (names as odbox_name_is_valid wants them, at most 32). It
+     * gives up with ODBOX_ETIMEDOUT after timeout_ms, or as soon as
+     * cancel_fd (-1: none) is readable; ODBOX_EUNSUPPORTED when dsn does
+     * not say where the server is; ODBOX_ECONNECT when it cannot connect.
+     * listen_wait waits at most timeout_ms, or until cancel_fd is
+     * readable, for notifications: the number taken (0: none), with bit i
+     * of *got set for each channels[i] named, or ODBOX_ECONNLOST once the
+     * session is gone. Messages never hold the password. */
+    int (*listen_open)(const odbox_dsn *dsn, const char *const *channels, size_t nchannels, int timeout_ms,
+                       int cancel_fd, odbox_listener **out, odbox_error *err);
+    int (*listen_wait)(odbox_listener *l, int timeout_ms, int cancel_fd, unsigned *got, odbox_error *err);
+    /* Ends the session. NULL-safe; sets *l = NULL. */
+    void (*listen_close)(odbox_listener **l);
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

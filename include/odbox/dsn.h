@@ -6,7 +6,10 @@
  * through unchanged. `dialect=` (URL query or raw key) forces the dialect;
  * `driver=` overrides the ODBC driver name; `eventlog=` (URL query or raw
  * key, a name as odbox_name_is_valid wants it) names the shard's eventlog
- * container. These three are odbox's and never reach the driver. Other
+ * container; `notify=off` turns off the shard's cross-process wake-ups
+ * (PostgreSQL NOTIFY/LISTEN, see README) and `notify_interval_ms=` spaces
+ * its NOTIFYs (at most one per channel per interval, default
+ * ODBOX_NOTIFY_INTERVAL_MS). These are odbox's and never reach the driver. Other
  * URL query options are appended to the ODBC connection string as
  * KEY=VALUE.
  *
@@ -38,10 +41,15 @@ typedef struct odbox_dsn {
     char *driver;      /* driver= override, or NULL */
     char *dialect;     /* dialect= override, or NULL */
     char *eventlog;    /* eventlog= (validated name), or NULL */
-    char *raw;         /* the raw ODBC string (dialect=, eventlog= removed); NULL for a URL */
+    char *raw;         /* the raw ODBC string (dialect=, eventlog=, notify=... removed); NULL for a URL */
     odbox_dsn_option *options;
     size_t noptions;
+    char *notify;              /* notify= "on" or "off" (any case), or NULL */
+    char *notify_interval_ms;  /* notify_interval_ms= 1..ODBOX_NOTIFY_INTERVAL_MAX_MS, or NULL */
 } odbox_dsn;
+
+#define ODBOX_NOTIFY_INTERVAL_MS 5
+#define ODBOX_NOTIFY_INTERVAL_MAX_MS 60000
 
 /* Parses text. On failure returns ODBOX_EINVAL (or ODBOX_ENOMEM) with a
  * message that never contains the password. */

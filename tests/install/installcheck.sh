@@ -32,7 +32,11 @@ env -u ODBOX_MIGRATIONS_DIR -u ODBOX_CONFIG LD_LIBRARY_PATH="$libdir${LD_LIBRARY
     "$tmp/quickstart" >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; echo "installcheck: the quickstart failed on SQLite" >&2; exit 1; }
 grep -q '^deposited 150: balance 150, version 2$' "$tmp/out" || { cat "$tmp/out" >&2; echo "installcheck: the quickstart printed no deposit" >&2; exit 1; }
 static=$(pkg-config --static --libs odbox)
-for lib in -lodbox -ljson-c -lodbc -luuid; do
+# libpq only in a build that found it (configure --without-libpq: none)
+pq=
+case " $(pkg-config --print-requires-private odbox | tr '\n' ' ') " in *" libpq "*) pq=-lpq ;; esac
+# shellcheck disable=SC2086 # pq is empty or one word
+for lib in -lodbox -ljson-c -lodbc -luuid $pq; do
     case " $static " in
     *" $lib "*) ;;
     *) echo "installcheck: pkg-config --static --libs odbox lacks $lib: $static" >&2; exit 1 ;;

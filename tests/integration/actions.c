@@ -213,6 +213,49 @@ void assert_empty(dfx *f, int shard)
     ck_assert_int_eq(dfx_events(f, shard), 0);
 }
 
+/* ---- many small actions from threads -------------------------------------- */
+
+static void *run_many(void *arg)
+{
+    many *m = arg;
+    odbox_model *d = m->add ? NULL : dfx_dummy(NULL, "many", 1);
+    for (int i = 0; i < m->per_thread; i++) {
+        odbox_model *own = m->add ? dfx_dummy(NULL, "many", i) : NULL;
+        script s = {.emit = {{own ? own : d, &EV_CHANGED, "{}"}}, .nemit = 1};
+        if (own) {
+            s.add[0] = own;
+            s.nadd = 1;
+        }
+        odbox_result res;
+        odbox_error e;
+        if (execute_script(m->exe, "Many", &s, NULL, NULL, &res, &e) != ODBOX_OK)
+            atomic_fetch_add(&m->failures, 1);
+        odbox_result_clear(&res);
+        odbox_model_free(&own);
+    }
+    odbox_model_free(&d);
+    return NULL;
+}
+
+void many_start(many *m, odbox_executor *exe, int nthreads, int per_thread, int add)
+{
+    ck_assert_int_le(nthreads, MANY_MAX_THREADS);
+    m->exe = exe;
+    m->nthreads = nthreads;
+    m->per_thread = per_thread;
+    m->add = add;
+    atomic_init(&m->failures, 0);
+    for (int i = 0; i < nthreads; i++)
+        ck_assert_int_eq(pthread_create(&m->t[i], NULL, run_many, m), 0);
+}
+
+void many_wait(many *m)
+{
+    for (int i = 0; i < m->nthreads; i++)
+        pthread_join(m->t[i], NULL);
+    ck_assert_int_eq(atomic_load(&m->failures), 0);
+}
+
 /* ---- hooks --------------------------------------------------------------- */
 
 int record_hook(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)

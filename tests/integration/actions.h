@@ -5,6 +5,8 @@
 #define ODBOX_TESTS_ACTIONS_H
 
 #include <json-c/json.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include "dummies.h"
 
 #define NS "com.example.odbox_test"
@@ -51,6 +53,23 @@ int execute_script(odbox_executor *exe, const char *name, script *s, const char 
                    const odbox_exec_config *cfg, odbox_result *res, odbox_error *e);
 /* The same, and expects success. */
 void execute_script_ok(odbox_executor *exe, const char *name, script *s, const char *params_json, odbox_result *res);
+
+/* ---- many small actions from threads ------------------------------------- */
+
+#define MANY_MAX_THREADS 8
+
+/* nthreads threads each run per_thread actions on exe, every one emitting
+ * one event on a dummy, which add also writes (else only its event is). */
+typedef struct many {
+    odbox_executor *exe;
+    int per_thread, add, nthreads;
+    pthread_t t[MANY_MAX_THREADS];
+    atomic_int failures;
+} many;
+
+void many_start(many *m, odbox_executor *exe, int nthreads, int per_thread, int add);
+/* Waits for the threads and asserts that every action succeeded. */
+void many_wait(many *m);
 
 /* ---- event rows ----------------------------------------------------------- */
 

@@ -167,6 +167,23 @@ const char *itest_src(const char *rel)
     return b;
 }
 
+int itest_restart_server(void)
+{
+    const char *state = getenv("ODBOX_DB_STATE_DIR");
+    if (!state || !*state) {
+        const char *ci = getenv("CI");
+        ck_assert_msg(!ci || strcmp(ci, "true"), "restart tests need ODBOX_DB_STATE_DIR under CI=true "
+                                                 "(run through tests/db/with-servers.sh)");
+        fprintf(stderr, "*** SKIPPED restart test: ODBOX_DB_STATE_DIR is unset, no server to restart\n");
+        return 0;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s >/dev/null 2>&1", itest_src("tests/db/restart-server.sh"),
+             itest_is("pg") ? "pg" : "mariadb");
+    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+    return 1;
+}
+
 int64_t itest_session_id(odbox_conn *c)
 {
     return itest_count(c, "%s", odbox_conn_dialect(c)->session_id_sql);

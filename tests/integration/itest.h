@@ -39,6 +39,11 @@ void itest_kill_session(odbox_conn *killer, int64_t id);
 void itest_drop_eventlog(odbox_conn *c, const char *name);
 /* Absolute path of a file below the source tree. */
 const char *itest_src(const char *rel);
+/* Restarts the server of the dialect under test (tests/db/restart-server.sh),
+ * for the restart suite only (see test_restart.c). 0, said on stderr, when
+ * there is no server to restart (ODBOX_DB_STATE_DIR unset); a failed check
+ * under CI=true. */
+int itest_restart_server(void);
 
 /* Adds test tf to tc, unless the dialect under test cannot run it: the
  * list in itest.c names those tests and says why, which is printed
@@ -66,5 +71,9 @@ Suite *jobs_suite(void);
 Suite *jobs_cluster_suite(void);
 Suite *conn_suite(void);
 Suite *restart_suite(void);
+/* The wake suite's restart test, which restart_suite adds to its own. */
+void wake_add_restart_tests(TCase *t);
+Suite *commit_listeners_suite(void);
+Suite *wake_suite(void);
 
 #endif

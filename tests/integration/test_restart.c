@@ -1,7 +1,8 @@
 /* odbox — integration tests with a real server restart
  * (tests/db/restart-server.sh): connections pooled before it are used at
  * once after it, by a plain read and by an action that reads and then
- * writes. The caller never sees the restart. Needs ODBOX_DB_STATE_DIR
+ * writes. The caller never sees the restart. On PostgreSQL, a wake-up
+ * listener also outlives it (test_wake.c). Needs ODBOX_DB_STATE_DIR
  * (set by tests/db/with-servers.sh); without it the tests say so and
  * pass, except under CI=true, where they fail. A restart cuts every
  * session on the server, so this suite runs only when ODBOX_TEST_RESTARTS
@@ -10,24 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "actions.h"
-
-/* Restarts this dialect's server; 0 when no server can be restarted here. */
-static int restart_server(void)
-{
-    const char *state = getenv("ODBOX_DB_STATE_DIR");
-    if (!state || !*state) {
-        const char *ci = getenv("CI");
-        ck_assert_msg(!ci || strcmp(ci, "true"), "restart tests need ODBOX_DB_STATE_DIR under CI=true "
-                                                 "(run through tests/db/with-servers.sh)");
-        fprintf(stderr, "*** SKIPPED restart test: ODBOX_DB_STATE_DIR is unset, no server to restart\n");
-        return 0;
-    }
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s >/dev/null 2>&1", itest_src("tests/db/restart-server.sh"),
-             !strcmp(itest_dialect(), "pg") ? "pg" : "mariadb");
-    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
-    return 1;
-}
 
 /* (a) odbox_pool_acquire and a read on connections pooled before the
  * restart. */
@@ -44,7 +27,7 @@ START_TEST(reads_after_a_restart_on_pooled_connections)
     itest_session_id(b);
     odbox_pool_release(p, &b);
     odbox_pool_release(p, &a);
-    if (!restart_server()) {
+    if (!itest_restart_server()) {
         odbox_pool_free(&p);
         return;
     }
@@ -102,7 +85,7 @@ START_TEST(an_action_after_a_restart_lands)
     int rc = odbox_execute(exe, &bump_action, NULL, NULL, &res, &e); /* pools its connection, statements cached */
     ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
     odbox_result_clear(&res);
-    if (restart_server()) {
+    if (itest_restart_server()) {
         rc = odbox_execute(exe, &bump_action, NULL, NULL, &res, &e);
         ck_assert_msg(rc == ODBOX_OK, "after the restart: %s: %s", odbox_errname(rc), e.message);
         for (size_t i = 0; i < sizeof res.retries / sizeof res.retries[0]; i++)
@@ -126,6 +109,7 @@ Suite *restart_suite(void)
     tcase_set_timeout(t, 180);
     tcase_add_test(t, reads_after_a_restart_on_pooled_connections);
     tcase_add_test(t, an_action_after_a_restart_lands);
+    wake_add_restart_tests(t);
     suite_add_tcase(s, t);
     return s;
 }

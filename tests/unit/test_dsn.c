@@ -330,6 +330,20 @@ START_TEST(test_raw_dialect_removed)
 }
 END_TEST
 
+/* Each of values is ODBOX_EINVAL with why[i] in the message, which never
+ * holds the password. */
+static void assert_refused(const char *const *values, const char *const *why, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        odbox_dsn *d = (odbox_dsn *)1;
+        odbox_error err;
+        ck_assert_msg(odbox_dsn_parse(values[i], &d, &err) == ODBOX_EINVAL, "accepted %s", values[i]);
+        ck_assert_ptr_null(d);
+        ck_assert_msg(strstr(err.message, why[i]), "%s: %s", values[i], err.message);
+        ck_assert_ptr_null(strstr(err.message, SECRET));
+    }
+}
+
 /* eventlog= names the shard's eventlog: odbox's, never the driver's */
 START_TEST(test_eventlog_option)
 {
@@ -367,13 +381,47 @@ START_TEST(test_eventlog_option)
     static const char *const why[] = {"not a valid name", "not a valid name", "not a valid name", "empty eventlog=",
                                       "duplicate", "not a valid name", "empty eventlog=", "no entries besides",
                                       "not a valid name"};
-    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
-        odbox_error err;
-        ck_assert_msg(odbox_dsn_parse(bad_values[i], &d, &err) == ODBOX_EINVAL, "accepted %s", bad_values[i]);
-        ck_assert_ptr_null(d);
-        ck_assert_msg(strstr(err.message, why[i]), "%s: %s", bad_values[i], err.message);
-        ck_assert_ptr_null(strstr(err.message, SECRET));
-    }
+    assert_refused(bad_values, why, sizeof bad_values / sizeof bad_values[0]);
+}
+END_TEST
+
+/* notify= and notify_interval_ms= are odbox's (cross-process wake-ups),
+ * never the driver's */
+START_TEST(test_notify_options)
+{
+    odbox_dsn *d = parse_ok("postgresql://u:" SECRET "@h/app?Notify=OFF&sslmode=require&notify_interval_ms=20");
+    ck_assert_pstr_eq(d->notify, "OFF");
+    ck_assert_pstr_eq(d->notify_interval_ms, "20");
+    ck_assert_uint_eq(d->noptions, 1);
+    ck_assert_str_eq(opt(d, 0, 0), "sslmode");
+    odbox_dsn_free(&d);
+    d = parse_ok("postgresql://h/app");
+    ck_assert_ptr_null(d->notify);
+    ck_assert_ptr_null(d->notify_interval_ms);
+    odbox_dsn_free(&d);
+    d = parse_ok("Driver={PostgreSQL ANSI};notify=on;Server=h;NOTIFY_INTERVAL_MS = 60000;Database=app");
+    ck_assert_pstr_eq(d->raw, "Driver={PostgreSQL ANSI};Server=h;Database=app");
+    ck_assert_pstr_eq(d->notify, "on");
+    ck_assert_pstr_eq(d->notify_interval_ms, "60000");
+    odbox_dsn_free(&d);
+
+    static const char *const bad_values[] = {
+        "postgresql://u:" SECRET "@h/app?notify=no",
+        "postgresql://u:" SECRET "@h/app?notify=",
+        "postgresql://u:" SECRET "@h/app?notify=on&notify=off",
+        "postgresql://u:" SECRET "@h/app?notify_interval_ms=0",
+        "postgresql://u:" SECRET "@h/app?notify_interval_ms=60001",
+        "postgresql://u:" SECRET "@h/app?notify_interval_ms=5ms",
+        "postgresql://u:" SECRET "@h/app?notify_interval_ms=-1",
+        "postgresql://u:" SECRET "@h/app?notify_interval_ms=99999999999999999999",
+        "Server=h;PWD=" SECRET ";notify=maybe",
+        "Server=h;PWD=" SECRET ";notify_interval_ms=",
+        "notify=off",
+    };
+    static const char *const why[] = {"must be on or off", "must be on or off", "duplicate",
+                                      "1..60000", "1..60000", "1..60000", "1..60000", "1..60000",
+                                      "must be on or off", "1..60000", "no entries besides"};
+    assert_refused(bad_values, why, sizeof bad_values / sizeof bad_values[0]);
 }
 END_TEST
 
@@ -725,6 +773,7 @@ Suite *dsn_suite(void)
     tcase_add_test(tc, test_raw_driver_braces);
     tcase_add_test(tc, test_raw_dialect_removed);
     tcase_add_test(tc, test_eventlog_option);
+    tcase_add_test(tc, test_notify_options);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("malformed");

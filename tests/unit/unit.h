@@ -11,5 +11,6 @@ Suite *uuid_suite(void);
 Suite *dialect_sqlite_suite(void);
 Suite *jobs_suite(void);
 Suite *drivers_suite(void);
+Suite *wake_suite(void);
 
 #endif
