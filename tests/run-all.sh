@@ -2,7 +2,8 @@
 # tests/run-all.sh - the whole test suite, from a fresh Debian machine (root):
 # installs what is missing, builds, starts throwaway PostgreSQL and MariaDB
 # servers, and runs:
-#   1. make check           unit tier, integration tiers pg / mariadb / mysql, CLI
+#   1. make check           unit tier, integration tiers pg / mariadb / mysql / sqlite,
+#                           script tests (CLI, wallet, quickstart, ...), restarts last
 #   2. make check-valgrind  unit tier under valgrind
 #   3. make check           again in a build with AddressSanitizer + UBSan
 #   4. make distcheck       the release tarball builds, installs and passes
