@@ -146,4 +146,6 @@ const odbox_dialect odbox_dialect_postgresql = {
     .alter_column_type_fmt = "ALTER TABLE %1$s ALTER COLUMN %2$s TYPE %3$s",
     .server_version_sql = "SELECT current_setting('server_version')",
     .eventlog_separator = ".",
+    .delete_batch_fmt = "DELETE FROM %1$s WHERE id IN (SELECT id FROM %1$s WHERE %2$s ORDER BY %3$s LIMIT ?)",
+    .interval_us_fmt = "CAST(EXTRACT(EPOCH FROM (%1$s - %2$s)) * 1000000 AS BIGINT)",
 };

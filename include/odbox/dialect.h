@@ -177,6 +177,16 @@ typedef struct odbox_dialect {
      * tell (SQLite reports everything as HY000 with its result code as
      * the native code), or 0 to keep the generic mapping. NULL: none. */
     int (*map_error)(const char *sqlstate, long native, const char *message);
+    /* Deletes at most a bound number of rows, oldest first, in one
+     * statement: %1$s the table, %2$s the condition, %3$s the column that
+     * orders them; the row count is bound after the condition's
+     * parameters. PostgreSQL and SQLite have no DELETE ... LIMIT (SQLite
+     * only as a compile-time option): they delete what a limited SELECT
+     * finds. */
+    const char *delete_batch_fmt;
+    /* An integer expression: the microseconds from timestamp expression
+     * %2$s to timestamp expression %1$s (each may be used twice). */
+    const char *interval_us_fmt;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

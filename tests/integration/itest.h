@@ -68,5 +68,7 @@ Suite *writers_suite(void);
 Suite *sqlite_suite(void);
 Suite *jobs_suite(void);
 Suite *jobs_cluster_suite(void);
+Suite *notifications_suite(void);
+Suite *purge_suite(void);
 
 #endif

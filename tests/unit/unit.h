@@ -10,5 +10,6 @@ Suite *registry_config_suite(void);
 Suite *uuid_suite(void);
 Suite *dialect_sqlite_suite(void);
 Suite *jobs_suite(void);
+Suite *ops_suite(void);
 
 #endif
