@@ -62,5 +62,11 @@ int cmd_jobs(int argc, char **argv);
 extern const char usage_migrate[];
 extern const char usage_status[];
 extern const char usage_jobs[];
+int cmd_notifications(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
+int cmd_purge(int argc, char **argv);
+extern const char usage_notifications[];
+extern const char usage_metrics[];
+extern const char usage_purge[];
 
 #endif
