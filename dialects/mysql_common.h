@@ -57,7 +57,8 @@ extern const char *const odbox_mysql_session_setup[];
     .alter_column_type_fmt = "ALTER TABLE %1$s MODIFY %2$s %3$s NOT NULL",                 \
     .server_version_sql = "SELECT VERSION()",                                              \
     .eventlog_separator = ".",                                                             \
-    .delete_batch_fmt = "DELETE FROM %1$s WHERE %2$s ORDER BY %3$s LIMIT ?",               \
+    .delete_batch_fmt = "DELETE t FROM %1$s t JOIN (SELECT id FROM %1$s WHERE %2$s%3$s LIMIT ?) d " \
+                        "ON t.id = d.id WHERE %4$s",                                       \
     .interval_us_fmt = "TIMESTAMPDIFF(MICROSECOND, %2$s, %1$s)"
 
 #endif

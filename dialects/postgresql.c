@@ -146,6 +146,9 @@ const odbox_dialect odbox_dialect_postgresql = {
     .alter_column_type_fmt = "ALTER TABLE %1$s ALTER COLUMN %2$s TYPE %3$s",
     .server_version_sql = "SELECT current_setting('server_version')",
     .eventlog_separator = ".",
-    .delete_batch_fmt = "DELETE FROM %1$s WHERE id IN (SELECT id FROM %1$s WHERE %2$s ORDER BY %3$s LIMIT ?)",
+    /* by ctid: a Tid Scan, where id IN (...) may hash-join a scan of the
+     * whole table */
+    .delete_batch_fmt =
+        "DELETE FROM %1$s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %1$s WHERE %2$s%3$s LIMIT ?)) AND %4$s",
     .interval_us_fmt = "CAST(EXTRACT(EPOCH FROM (%1$s - %2$s)) * 1000000 AS BIGINT)",
 };

@@ -15,13 +15,13 @@
  * i.e. the rank k with 100 (k - 1) < q n <= 100 k. */
 static int is_rank(int64_t k, int64_t n, int q) { return 100 * k >= q * n && 100 * (k - 1) < q * n; }
 
-/* The SUCCEEDED rows updated since `since`, through the finished index
+/* The SUCCEEDED rows updated from `since` to `now`, through the finished index
  * ((updated_date) WHERE state IN ('SUCCEEDED','EXPIRED'), or (state,
  * updated_date) on MySQL/MariaDB; SQLite uses a partial index only when
  * the query repeats its condition, hence the IN). The window functions
  * rank each handler's lags; only the ranks of p50, p99 and the maximum
  * come back, with the count and the sum. */
-static int read_lag(odbox_conn *c, const char *table, int64_t since, odbox_ops_stats *v, size_t from,
+static int read_lag(odbox_conn *c, const char *table, int64_t since, int64_t now, odbox_ops_stats *v, size_t from,
                     odbox_shard_id id, odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
@@ -34,7 +34,8 @@ static int read_lag(odbox_conn *c, const char *table, int64_t since, odbox_ops_s
                   "COUNT(*) OVER (PARTITION BY handler_name) AS cnt, "
                   "SUM(lag_us) OVER (PARTITION BY handler_name) AS total FROM (SELECT handler_name, ",
                   lag, " AS lag_us FROM ", table,
-                  " WHERE state IN ('SUCCEEDED', 'EXPIRED') AND state = 'SUCCEEDED' AND updated_date >= ?) w) r "
+                  " WHERE state IN ('SUCCEEDED', 'EXPIRED') AND state = 'SUCCEEDED' AND updated_date >= ? "
+                  "AND updated_date <= ?) w) r "
                   "WHERE (100 * rn >= 50 * cnt AND 100 * (rn - 1) < 50 * cnt) "
                   "OR (100 * rn >= 99 * cnt AND 100 * (rn - 1) < 99 * cnt) OR rn = cnt",
                   (char *)NULL);
@@ -44,7 +45,8 @@ static int read_lag(odbox_conn *c, const char *table, int64_t since, odbox_ops_s
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     free(sql);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, 1, since, err)) == ODBOX_OK)
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, 1, since, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_timestamp(s, 2, now, err)) == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
         const char *handler;
@@ -74,14 +76,15 @@ static int read_lag(odbox_conn *c, const char *table, int64_t since, odbox_ops_s
     return rc < 0 ? rc : ODBOX_OK;
 }
 
-static int shard_lag(const odbox_shard *sh, int64_t since, odbox_ops_stats *v, size_t from, odbox_error *err)
+static int shard_lag(const odbox_shard *sh, int64_t since, int64_t now, odbox_ops_stats *v, size_t from,
+                     odbox_error *err)
 {
     odbox_conn *c = NULL;
     char table[ODBOX_NAME_MAX * 2 + 32];
     int rc = odbox_ops_connect(sh, TABLE, &c, table, sizeof table, err);
     if (rc != ODBOX_OK)
         return rc;
-    rc = read_lag(c, table, since, v, from, odbox_shard_get_id(sh), err);
+    rc = read_lag(c, table, since, now, v, from, odbox_shard_get_id(sh), err);
     odbox_ops_release(sh, &c);
     return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
 }
@@ -107,7 +110,7 @@ int odbox_notifications_metrics(const odbox_registry *r, const odbox_metrics_opt
         const odbox_shard *sh = odbox_ops_shard_at(r, of.shard, i);
         size_t from = v.n;
         if ((rc = odbox_ops_shard_counts(sh, &of, &v, err)) == ODBOX_OK)
-            rc = shard_lag(sh, since, &v, from, err);
+            rc = shard_lag(sh, since, of.now_us, &v, from, err);
     }
     if (rc == ODBOX_OK)
         odbox_ops_stats_finish(&v, out, n);

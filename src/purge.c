@@ -53,13 +53,44 @@ typedef struct purge_stop {
 
 static int stopping(const purge_stop *st) { return st && st->now(st->ud); }
 
-/* DELETEs of at most batch rows `where` (cutoff bound first) until one
+/* Which rows go, one pass each, oldest first: each condition is a range
+ * of one index, read in its order (V5 and V1), so a batch reads and locks
+ * only the rows it deletes. SQLite uses a partial index only when the
+ * query repeats its condition, hence the IN before the state; finished
+ * states go one at a time, since MySQL/MariaDB would sort the rows of
+ * both to order them. The guard is what a row must still be when it is
+ * deleted: one requeued meanwhile stays. An undelivered event with a
+ * type is never touched. */
+enum { NOTIFICATIONS, EVENTS, SENTINELS };
+
+static const struct pass {
+    int what;
+    const char *where; /* the cutoff is its parameter */
+    const char *order;
+    const char *guard;
+} passes[] = {
+    /* event_notifications_finished */
+    {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'SUCCEEDED' AND updated_date < ?",
+     " ORDER BY updated_date", "state = 'SUCCEEDED'"},
+    {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'EXPIRED' AND updated_date < ?",
+     " ORDER BY updated_date", "state = 'EXPIRED'"},
+    /* events_delivered */
+    {EVENTS, "delivered = TRUE AND event_date < ?", " ORDER BY event_date", "delivered = TRUE"},
+    /* sentinels, which no handler takes: events_undelivered (event_type,
+     * event_date), whose range is read oldest first; no ORDER BY, as
+     * PostgreSQL and MySQL/MariaDB would sort the whole range after an
+     * IS NULL */
+    {SENTINELS, "delivered = FALSE AND event_type IS NULL AND event_date < ?", "",
+     "delivered = FALSE AND event_type IS NULL"},
+};
+
+/* DELETEs of at most batch rows of pass p (cutoff bound first) until one
  * removes fewer, each in autocommit: its own short transaction. */
-static int delete_batches(odbox_conn *c, const char *table, const char *where, const char *order, int64_t cutoff,
-                          int batch, const purge_stop *st, int64_t *removed, int64_t *batches, odbox_error *err)
+static int delete_batches(odbox_conn *c, const char *table, const struct pass *p, int64_t cutoff, int batch,
+                          const purge_stop *st, int64_t *removed, int64_t *batches, odbox_error *err)
 {
     char sql[1024];
-    snprintf(sql, sizeof sql, odbox_conn_dialect(c)->delete_batch_fmt, table, where, order);
+    snprintf(sql, sizeof sql, odbox_conn_dialect(c)->delete_batch_fmt, table, p->where, p->order, p->guard);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     while (rc == ODBOX_OK) {
@@ -80,9 +111,6 @@ static int delete_batches(odbox_conn *c, const char *table, const char *where, c
     return rc;
 }
 
-/* Which rows go, table by table. The conditions match the indexes that
- * find them (V5 and V1; on SQLite a partial index is used only when the
- * query repeats its condition). */
 static int purge_shard(const odbox_shard *sh, int64_t cutoff, int batch, const purge_stop *st, odbox_purge_result *res,
                        odbox_error *err)
 {
@@ -92,18 +120,14 @@ static int purge_shard(const odbox_shard *sh, int64_t cutoff, int batch, const p
     if (rc != ODBOX_OK)
         return rc;
     odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "events", events, sizeof events);
-    /* finished notifications: event_notifications_finished */
-    rc = delete_batches(c, notifications, "state IN ('SUCCEEDED', 'EXPIRED') AND updated_date < ?", "updated_date",
-                        cutoff, batch, st, &res->notifications, &res->batches, err);
-    /* delivered events: events_delivered */
-    if (rc == ODBOX_OK && !stopping(st))
-        rc = delete_batches(c, events, "delivered = TRUE AND event_date < ?", "event_date", cutoff, batch, st,
-                            &res->events, &res->batches, err);
-    /* sentinels, which no handler takes: events_undelivered (event_type
-     * IS NULL); an undelivered event with a type is never touched */
-    if (rc == ODBOX_OK && !stopping(st))
-        rc = delete_batches(c, events, "delivered = FALSE AND event_type IS NULL AND event_date < ?", "event_date",
-                            cutoff, batch, st, &res->sentinels, &res->batches, err);
+    for (size_t i = 0; rc == ODBOX_OK && i < sizeof passes / sizeof passes[0] && !(i && stopping(st)); i++) {
+        const struct pass *p = &passes[i];
+        int64_t *removed = p->what == NOTIFICATIONS ? &res->notifications
+                           : p->what == EVENTS      ? &res->events
+                                                    : &res->sentinels;
+        rc = delete_batches(c, p->what == NOTIFICATIONS ? notifications : events, p, cutoff, batch, st, removed,
+                            &res->batches, err);
+    }
     odbox_ops_release(sh, &c);
     return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
 }

@@ -177,12 +177,16 @@ typedef struct odbox_dialect {
      * tell (SQLite reports everything as HY000 with its result code as
      * the native code), or 0 to keep the generic mapping. NULL: none. */
     int (*map_error)(const char *sqlstate, long native, const char *message);
-    /* Deletes at most a bound number of rows, oldest first, in one
-     * statement: %1$s the table, %2$s the condition, %3$s the column that
-     * orders them; the row count is bound after the condition's
-     * parameters. PostgreSQL and SQLite have no DELETE ... LIMIT (SQLite
-     * only as a compile-time option): they delete what a limited SELECT
-     * finds. */
+    /* Deletes at most a bound number of rows in one statement: %1$s the
+     * table (its key column is id), %2$s the condition that finds them,
+     * %3$s an ORDER BY clause or "", %4$s a condition without parameters
+     * that each row must still meet when it is deleted (a row changed
+     * meanwhile is skipped); the row count is bound after %2$s's
+     * parameters. No dialect has a DELETE ... LIMIT that fits: SQLite
+     * has none (unless built with it), PostgreSQL none, and MySQL/MariaDB
+     * pick an index for it without regard to the ORDER BY (a whole range
+     * sorted, and locked, per batch): each finds the rows with a SELECT
+     * that uses the index in its order. */
     const char *delete_batch_fmt;
     /* An integer expression: the microseconds from timestamp expression
      * %2$s to timestamp expression %1$s (each may be used twice). */

@@ -46,9 +46,10 @@ typedef struct odbox_handler_stats {
     int64_t oldest_due_age_us; /* now - the oldest due next_retry_at; 0 when none is due */
     /* Delivery lag (updated_date - completion_date: from the action's
      * commit to the handler's success) of the SUCCEEDED rows updated in
-     * the last lag window (odbox_notifications_metrics only; zeros
-     * otherwise and when there were none). Quantiles are nearest-rank:
-     * the smallest lag that at least 50 % (99 %) of them do not exceed. */
+     * the lag window, now - lag_window_s .. now (odbox_notifications_metrics
+     * only; zeros otherwise and when there were none). Quantiles are
+     * nearest-rank: the smallest lag that at least 50 % (99 %) of them do
+     * not exceed. */
     int64_t lag_count;
     int64_t lag_sum_us, lag_p50_us, lag_p99_us, lag_max_us;
 } odbox_handler_stats;

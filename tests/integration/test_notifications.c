@@ -289,22 +289,23 @@ END_TEST
 
 /* shard 0.0: audit 20 successes updated 30 s ago with lags k s + k us
  * (k = 1..20), one updated 300 s ago with a lag of 2000 s, one updated
- * 700 s ago (outside the default 600 s window) and an EXPIRED row
- * (never a lag); statement 3 successes with lags 10, 20, 30 ms. shard
- * 0.1: audit one success with a lag of 5 s and a PENDING row due 30 s
- * ago. */
+ * 700 s ago (outside the default 600 s window), one updated 10 s from
+ * now (after the window) and an EXPIRED row (never a lag); statement 3
+ * successes with lags 10, 20, 30 ms. shard 0.1: audit one success with a
+ * lag of 5 s and a PENDING row due 30 s ago. */
 static void fill_lags(ofx *f)
 {
     for (int k = 1; k <= 20; k++) {
         int64_t upd = NOW - 30 * SEC;
-        ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .next_retry = T0, .completion = upd - k * SEC - k, .event_date = T0, .created = T0, .updated = upd}, NULL);
+        ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = upd - k * SEC - k, .updated = upd}, NULL);
     }
-    ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .next_retry = T0, .completion = NOW - 2300 * SEC, .event_date = T0, .created = T0, .updated = NOW - 300 * SEC}, NULL);
-    ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .next_retry = T0, .completion = NOW - 9000 * SEC, .event_date = T0, .created = T0, .updated = NOW - 700 * SEC}, NULL);
-    ofx_notification(f, 0, &(nrow){"audit", "EXPIRED", NULL, 9, .next_retry = T0, .completion = NOW - 9000 * SEC, .event_date = T0, .created = T0, .updated = NOW - 20 * SEC}, NULL);
+    ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = NOW - 2300 * SEC, .updated = NOW - 300 * SEC}, NULL);
+    ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = NOW - 9000 * SEC, .updated = NOW - 700 * SEC}, NULL);
+    ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = NOW - 9000 * SEC, .updated = NOW + 10 * SEC}, NULL);
+    ofx_notification(f, 0, &(nrow){"audit", "EXPIRED", NULL, 9, .completion = NOW - 9000 * SEC, .updated = NOW - 20 * SEC}, NULL);
     for (int k = 1; k <= 3; k++)
-        ofx_notification(f, 0, &(nrow){"statement", "SUCCEEDED", NULL, 1, .next_retry = T0, .completion = NOW - k * 10000, .event_date = T0, .created = T0, .updated = NOW}, NULL);
-    ofx_notification(f, 1, &(nrow){"audit", "SUCCEEDED", NULL, 1, .next_retry = T0, .completion = NOW - 65 * SEC, .event_date = T0, .created = T0, .updated = NOW - 60 * SEC}, NULL);
+        ofx_notification(f, 0, &(nrow){"statement", "SUCCEEDED", NULL, 1, .completion = NOW - k * 10000, .updated = NOW}, NULL);
+    ofx_notification(f, 1, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = NOW - 65 * SEC, .updated = NOW - 60 * SEC}, NULL);
     ofx_notification(f, 1, &(nrow){"audit", "PENDING", NULL, 0, .next_retry = NOW - 30 * SEC}, NULL);
 }
 
@@ -331,7 +332,7 @@ START_TEST(metrics_against_known_rows)
     ck_assert_uint_eq(n, 3);
     const odbox_handler_stats *a0 = entry(st, n, 0, "audit"), *s0 = entry(st, n, 0, "statement"),
                               *a1 = entry(st, n, 1, "audit");
-    assert_counts(a0, 0, 0, 22, 1, 0, 0);
+    assert_counts(a0, 0, 0, 23, 1, 0, 0);
     /* 21 in the window: rank 11 is p50, rank 21 p99 and the max */
     assert_lag(a0, 21, 210 * SEC + 210 + 2000 * SEC, 11 * SEC + 11, 2000 * SEC, 2000 * SEC);
     assert_lag(s0, 3, 60000, 20000, 30000, 30000);
@@ -346,7 +347,7 @@ START_TEST(metrics_against_known_rows)
     ck_assert_uint_eq(samples, 3 * 12);
     double v = 0;
     ck_assert_int_eq(prom_value(text, "odbox_notifications{shard=\"0.0\",handler=\"audit\",state=\"SUCCEEDED\"}", &v), 0);
-    ck_assert(v == 22);
+    ck_assert(v == 23);
     ck_assert_int_eq(prom_value(text, "odbox_notifications_backlog{shard=\"0.1\",handler=\"audit\"}", &v), 0);
     ck_assert(v == 1);
     ck_assert_int_eq(prom_value(text, "odbox_notifications_oldest_due_age_seconds{shard=\"0.1\",handler=\"audit\"}", &v),
@@ -380,7 +381,7 @@ START_TEST(metrics_against_known_rows)
     odbox_manual_clock_advance(m, 3600 * SEC);
     ck_assert_int_eq(odbox_notifications_metrics(f.r, &o, &st, &n, &e), ODBOX_OK);
     assert_lag(entry(st, n, 0, "audit"), 0, 0, 0, 0, 0);
-    ck_assert_int_eq(entry(st, n, 0, "audit")->succeeded, 22);
+    ck_assert_int_eq(entry(st, n, 0, "audit")->succeeded, 23);
     odbox_handler_stats_free(&st, n);
     odbox_manual_clock_free(&m);
     ofx_close(&f);

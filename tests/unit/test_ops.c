@@ -346,7 +346,9 @@ END_TEST
 START_TEST(dialect_fields)
 {
     for (const odbox_dialect *const *d = odbox_dialects(); *d; d++) {
-        ck_assert_msg((*d)->delete_batch_fmt && strstr((*d)->delete_batch_fmt, "LIMIT ?"), "%s", (*d)->name);
+        ck_assert_msg((*d)->delete_batch_fmt && strstr((*d)->delete_batch_fmt, "LIMIT ?") &&
+                          strstr((*d)->delete_batch_fmt, "%4$s"),
+                      "%s", (*d)->name);
         ck_assert_msg((*d)->interval_us_fmt && strstr((*d)->interval_us_fmt, "%1$s") &&
                           strstr((*d)->interval_us_fmt, "%2$s"),
                       "%s", (*d)->name);
