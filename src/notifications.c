@@ -114,7 +114,8 @@ int odbox_ops_filter_bind(odbox_stmt *s, const odbox_ops_filter *f, int *idx, od
     return rc;
 }
 
-odbox_handler_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbox_shard_id shard, const char *handler)
+odbox_handler_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbox_shard_id shard, const char *handler,
+                                           odbox_error *err)
 {
     for (size_t i = from; i < v->n; i++)
         if (!strcmp(v->v[i].handler, handler))
@@ -122,14 +123,18 @@ odbox_handler_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbo
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 16;
         odbox_handler_stats *nv = realloc(v->v, cap * sizeof *nv);
-        if (!nv)
+        if (!nv) {
+            odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
             return NULL;
+        }
         v->v = nv, v->cap = cap;
     }
     odbox_handler_stats *e = &v->v[v->n];
     memset(e, 0, sizeof *e);
-    if (!(e->handler = odbox_strdup(handler)))
+    if (!(e->handler = odbox_strdup(handler))) {
+        odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
         return NULL;
+    }
     e->shard = shard;
     v->n++;
     return e;
@@ -168,9 +173,9 @@ static int read_counts(odbox_conn *c, const char *table, const odbox_ops_filter 
             (rc = odbox_stmt_get_text(s, 2, &state, NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_get_int64(s, 3, &count, NULL, err)) != ODBOX_OK)
             break;
-        odbox_handler_stats *e = odbox_ops_stats_entry(v, from, id, handler);
+        odbox_handler_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
         if (!e) {
-            rc = odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+            rc = ODBOX_ENOMEM;
             break;
         }
         /* a state odbox does not write (another application's) counts nowhere */
@@ -210,9 +215,9 @@ static int read_due(odbox_conn *c, const char *table, const odbox_ops_filter *f,
             (rc = odbox_stmt_get_int64(s, 2, &due, NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_get_timestamp(s, 3, &oldest, NULL, err)) != ODBOX_OK)
             break;
-        odbox_handler_stats *e = odbox_ops_stats_entry(v, from, id, handler);
+        odbox_handler_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
         if (!e) {
-            rc = odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+            rc = ODBOX_ENOMEM;
             break;
         }
         e->due = due;

@@ -58,9 +58,9 @@ static int read_lag(odbox_conn *c, const char *table, int64_t since, int64_t now
             (rc = odbox_stmt_get_double(s, 4, &total, NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_get_int64(s, 5, &us, NULL, err)) != ODBOX_OK)
             break;
-        odbox_handler_stats *e = odbox_ops_stats_entry(v, from, id, handler);
+        odbox_handler_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
         if (!e) {
-            rc = odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+            rc = ODBOX_ENOMEM;
             break;
         }
         e->lag_count = cnt;

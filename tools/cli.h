@@ -55,6 +55,9 @@ int cli_fail(const cli *c, const odbox_error *err);
 void cli_print_json(json_object *o);
 /* "G.M" */
 void cli_shard_name(const odbox_shard *s, char *buf, size_t cap);
+/* "2030-01-01 00:15:00" (text) or "2030-01-01T00:15:00.000000Z" (iso, for
+ * JSON); "-" when us is 0 (none). */
+const char *cli_format_time(int64_t us, int iso, char *buf, size_t cap);
 
 int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);

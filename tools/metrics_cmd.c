@@ -22,22 +22,17 @@ const char usage_metrics[] =
 
 int cmd_metrics(int argc, char **argv)
 {
-    const char *shard_text = NULL, *window_text = NULL;
-    const ops_opt opts[] = {{"shard", &shard_text}, {"lag-window", &window_text}, {NULL, NULL}};
-    int u = ops_take_options(&argc, argv, opts);
-    if (u)
-        return u;
+    const char *window_text = NULL;
+    const ops_opt opts[] = {{"lag-window", &window_text}, {NULL, NULL}};
     cli c;
     odbox_registry *r = NULL;
-    odbox_migrate_options unused;
-    if ((u = cli_begin(argc, argv, usage_metrics, 0, &c, &r, &unused)) != 0)
+    odbox_shard *shard = NULL;
+    int u = ops_begin(argc, argv, usage_metrics, 0, opts, &c, &r, &shard);
+    if (u)
         return u;
     long window = 0;
-    odbox_shard *shard = NULL;
     if (window_text)
         u = ops_number("lag-window", window_text, 86400, &window);
-    if (!u)
-        u = ops_pick_shard(shard_text, r, &shard);
     odbox_error err = {0};
     odbox_handler_stats *st = NULL;
     size_t n = 0;

@@ -34,7 +34,7 @@ const char usage_notifications[] =
     "\n";
 
 typedef struct nopts {
-    const char *state, *handler, *event_type, *shard, *list, *id;
+    const char *state, *handler, *event_type, *list, *id;
 } nopts;
 
 static int show_counts(odbox_registry *r, const odbox_notification_filter *f, const cli *c, odbox_error *err)
@@ -80,17 +80,15 @@ static int show_rows(odbox_registry *r, const odbox_notification_filter *f, size
     if (c->json) {
         json_object *top = json_object_new_object(), *arr = json_object_new_array();
         for (size_t i = 0; i < n; i++) {
-            json_object *o = json_object_new_object();
-            char shard[16], t[40];
-            snprintf(shard, sizeof shard, "%d.%d", rows[i].shard.group, rows[i].shard.member);
-            json_object_object_add(o, "shard", json_object_new_string(shard));
+            json_object *o = ops_json_of_shard(rows[i].shard);
+            char t[40];
             json_object_object_add(o, "id", json_object_new_string(rows[i].id));
             json_object_object_add(o, "event_id", json_object_new_string(rows[i].event_id));
             json_object_object_add(o, "handler", json_object_new_string(rows[i].handler));
             json_object_object_add(o, "state", json_object_new_string(rows[i].state));
             json_object_object_add(o, "attempts", json_object_new_int(rows[i].attempts));
             json_object_object_add(o, "next_retry_at",
-                                   json_object_new_string(ops_time(rows[i].next_retry_us, 1, t, sizeof t)));
+                                   json_object_new_string(cli_format_time(rows[i].next_retry_us, 1, t, sizeof t)));
             json_object_object_add(o, "event_type", json_object_new_string(rows[i].event_type));
             json_object_array_add(arr, o);
         }
@@ -101,13 +99,13 @@ static int show_rows(odbox_registry *r, const odbox_notification_filter *f, size
     } else if (!n) {
         puts("no notifications match");
     } else {
-        printf("%-6s %-36s %-36s %-20s %-9s %8s %-26s %s\n", "SHARD", "ID", "EVENT ID", "HANDLER", "STATE", "ATTEMPTS",
+        printf("%-6s %-36s %-36s %-20s %-9s %8s %-19s %s\n", "SHARD", "ID", "EVENT ID", "HANDLER", "STATE", "ATTEMPTS",
                "NEXT RETRY (UTC)", "EVENT TYPE");
         for (size_t i = 0; i < n; i++) {
             char shard[16], t[40];
             snprintf(shard, sizeof shard, "%d.%d", rows[i].shard.group, rows[i].shard.member);
-            printf("%-6s %-36s %-36s %-20s %-9s %8d %-26s %s\n", shard, rows[i].id, rows[i].event_id, rows[i].handler,
-                   rows[i].state, rows[i].attempts, ops_time(rows[i].next_retry_us, 0, t, sizeof t),
+            printf("%-6s %-36s %-36s %-20s %-9s %8d %-19s %s\n", shard, rows[i].id, rows[i].event_id, rows[i].handler,
+                   rows[i].state, rows[i].attempts, cli_format_time(rows[i].next_retry_us, 0, t, sizeof t),
                    rows[i].event_type);
         }
     }
@@ -137,20 +135,16 @@ static int requeue(odbox_registry *r, const nopts *o, odbox_shard *shard, const 
 int cmd_notifications(int argc, char **argv)
 {
     nopts o = {0};
-    const ops_opt opts[] = {{"state", &o.state},           {"handler", &o.handler}, {"event-type", &o.event_type},
-                            {"shard", &o.shard},           {"list", &o.list},       {"id", &o.id},
-                            {NULL, NULL}};
-    int u = ops_take_options(&argc, argv, opts);
-    if (u)
-        return u;
+    const ops_opt opts[] = {{"state", &o.state}, {"handler", &o.handler}, {"event-type", &o.event_type},
+                            {"list", &o.list},   {"id", &o.id},           {NULL, NULL}};
     cli c;
     odbox_registry *r = NULL;
-    odbox_migrate_options unused;
-    if ((u = cli_begin(argc, argv, usage_notifications, CLI_ARGS, &c, &r, &unused)) != 0)
+    odbox_shard *shard = NULL;
+    int u = ops_begin(argc, argv, usage_notifications, CLI_ARGS, opts, &c, &r, &shard);
+    if (u)
         return u;
     int is_requeue = c.nargs == 1 && !strcmp(c.args[0], "requeue");
     long limit = 0;
-    odbox_shard *shard = NULL;
     if (c.nargs && !is_requeue)
         fprintf(stderr, "odbox: unknown notifications command '%s' (requeue)\n", c.args[0]), u = EXIT_USAGE;
     else if (is_requeue && (o.list || o.event_type))
@@ -162,8 +156,6 @@ int cmd_notifications(int argc, char **argv)
         fprintf(stderr, "odbox: --id goes with notifications requeue\n"), u = EXIT_USAGE;
     else if (o.list)
         u = ops_number("list", o.list, 100000, &limit);
-    if (!u)
-        u = ops_pick_shard(o.shard, r, &shard);
     odbox_error err = {0};
     int rc = ODBOX_OK;
     if (!u) {

@@ -2,10 +2,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "ops_cli.h"
 
-int ops_take_options(int *argc, char **argv, const ops_opt *opts)
+/* Takes the options in opts out of argv, before cli_begin parses the rest. */
+static int take_options(int *argc, char **argv, const ops_opt *opts)
 {
     int out = 1;
     for (int i = 1; i < *argc; i++) {
@@ -47,7 +47,7 @@ int ops_take_options(int *argc, char **argv, const ops_opt *opts)
     return 0;
 }
 
-int ops_pick_shard(const char *text, odbox_registry *r, odbox_shard **shard)
+static int pick_shard(const char *text, odbox_registry *r, odbox_shard **shard)
 {
     *shard = NULL;
     if (!text)
@@ -63,6 +63,22 @@ int ops_pick_shard(const char *text, odbox_registry *r, odbox_shard **shard)
         return EXIT_USAGE;
     }
     return 0;
+}
+
+int ops_begin(int argc, char **argv, const char *usage, int takes, const ops_opt *opts, cli *c, odbox_registry **r,
+              odbox_shard **shard)
+{
+    const char *shard_text = NULL;
+    ops_opt all[16] = {{"shard", &shard_text}};
+    for (size_t i = 0; opts[i].name && i + 2 < sizeof all / sizeof all[0]; i++)
+        all[i + 1] = opts[i];
+    odbox_migrate_options unused;
+    int u = take_options(&argc, argv, all);
+    if (u || (u = cli_begin(argc, argv, usage, takes, c, r, &unused)) != 0)
+        return u;
+    if ((u = pick_shard(shard_text, *r, shard)) != 0)
+        odbox_registry_free(r);
+    return u;
 }
 
 int ops_number(const char *name, const char *text, long max, long *out)
@@ -85,19 +101,6 @@ const char *ops_seconds(int64_t us, int dash, char *buf, size_t cap)
     return buf;
 }
 
-const char *ops_time(int64_t us, int iso, char *buf, size_t cap)
-{
-    time_t t = (time_t)(us / 1000000);
-    long frac = (long)(us % 1000000);
-    if (frac < 0)
-        t--, frac += 1000000;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    size_t n = strftime(buf, cap, iso ? "%Y-%m-%dT%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
-    snprintf(buf + n, cap - n, iso ? ".%06ldZ" : ".%06ld", frac);
-    return buf;
-}
-
 static void add_int(json_object *o, const char *k, int64_t v) { json_object_object_add(o, k, json_object_new_int64(v)); }
 /* Seconds to the microsecond, written as such (not 64.060184000000007). */
 static void add_s(json_object *o, const char *k, int64_t us)
@@ -107,12 +110,18 @@ static void add_s(json_object *o, const char *k, int64_t us)
     json_object_object_add(o, k, json_object_new_double_s((double)us / 1e6, t));
 }
 
-json_object *ops_stats_json(const odbox_handler_stats *s, int with_lag)
+json_object *ops_json_of_shard(odbox_shard_id id)
 {
     json_object *o = json_object_new_object();
     char shard[16];
-    snprintf(shard, sizeof shard, "%d.%d", s->shard.group, s->shard.member);
+    snprintf(shard, sizeof shard, "%d.%d", id.group, id.member);
     json_object_object_add(o, "shard", json_object_new_string(shard));
+    return o;
+}
+
+json_object *ops_stats_json(const odbox_handler_stats *s, int with_lag)
+{
+    json_object *o = ops_json_of_shard(s->shard);
     json_object_object_add(o, "handler", json_object_new_string(s->handler));
     add_int(o, "pending", s->pending);
     add_int(o, "failed", s->failed);

@@ -27,10 +27,7 @@ static void report(const odbox_purge_result *res, size_t n, const cli *c, int ok
     if (c->json) {
         json_object *top = json_object_new_object(), *arr = json_object_new_array();
         for (size_t i = 0; i < n; i++) {
-            json_object *o = json_object_new_object();
-            char shard[16];
-            snprintf(shard, sizeof shard, "%d.%d", res[i].shard.group, res[i].shard.member);
-            json_object_object_add(o, "shard", json_object_new_string(shard));
+            json_object *o = ops_json_of_shard(res[i].shard);
             json_object_object_add(o, "notifications", json_object_new_int64(res[i].notifications));
             json_object_object_add(o, "events", json_object_new_int64(res[i].events));
             json_object_object_add(o, "sentinels", json_object_new_int64(res[i].sentinels));
@@ -52,28 +49,23 @@ static void report(const odbox_purge_result *res, size_t n, const cli *c, int ok
 
 int cmd_purge(int argc, char **argv)
 {
-    const char *older = NULL, *batch = NULL, *shard_text = NULL;
-    const ops_opt opts[] = {{"older-than", &older}, {"batch", &batch}, {"shard", &shard_text}, {NULL, NULL}};
-    int u = ops_take_options(&argc, argv, opts);
-    if (u)
-        return u;
+    const char *older = NULL, *batch = NULL;
+    const ops_opt opts[] = {{"older-than", &older}, {"batch", &batch}, {NULL, NULL}};
     cli c;
     odbox_registry *r = NULL;
-    odbox_migrate_options unused;
-    if ((u = cli_begin(argc, argv, usage_purge, 0, &c, &r, &unused)) != 0)
+    odbox_shard *shard = NULL;
+    int u = ops_begin(argc, argv, usage_purge, 0, opts, &c, &r, &shard);
+    if (u)
         return u;
     odbox_error err = {0};
     odbox_purge_options o = {0};
     long b = 0;
-    odbox_shard *shard = NULL;
     if (!older)
         fprintf(stderr, "odbox: purge wants --older-than DURATION (e.g. 30d)\n"), u = EXIT_USAGE;
     else if (odbox_duration_parse(older, &o.older_than_us, &err) != ODBOX_OK)
         fprintf(stderr, "odbox: --older-than: %s\n", err.message), u = EXIT_USAGE;
     else if (batch)
         u = ops_number("batch", batch, 100000, &b);
-    if (!u)
-        u = ops_pick_shard(shard_text, r, &shard);
     odbox_purge_result *res = NULL;
     size_t n = 0;
     int rc = ODBOX_OK;
