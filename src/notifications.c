@@ -114,22 +114,22 @@ int odbox_ops_filter_bind(odbox_stmt *s, const odbox_ops_filter *f, int *idx, od
     return rc;
 }
 
-odbox_handler_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbox_shard_id shard, const char *handler,
-                                           odbox_error *err)
+odbox_notification_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbox_shard_id shard,
+                                                const char *handler, odbox_error *err)
 {
     for (size_t i = from; i < v->n; i++)
         if (!strcmp(v->v[i].handler, handler))
             return &v->v[i];
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 16;
-        odbox_handler_stats *nv = realloc(v->v, cap * sizeof *nv);
+        odbox_notification_stats *nv = realloc(v->v, cap * sizeof *nv);
         if (!nv) {
             odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
             return NULL;
         }
         v->v = nv, v->cap = cap;
     }
-    odbox_handler_stats *e = &v->v[v->n];
+    odbox_notification_stats *e = &v->v[v->n];
     memset(e, 0, sizeof *e);
     if (!(e->handler = odbox_strdup(handler))) {
         odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
@@ -173,7 +173,7 @@ static int read_counts(odbox_conn *c, const char *table, const odbox_ops_filter 
             (rc = odbox_stmt_get_text(s, 2, &state, NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_get_int64(s, 3, &count, NULL, err)) != ODBOX_OK)
             break;
-        odbox_handler_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
+        odbox_notification_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
         if (!e) {
             rc = ODBOX_ENOMEM;
             break;
@@ -215,7 +215,7 @@ static int read_due(odbox_conn *c, const char *table, const odbox_ops_filter *f,
             (rc = odbox_stmt_get_int64(s, 2, &due, NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_get_timestamp(s, 3, &oldest, NULL, err)) != ODBOX_OK)
             break;
-        odbox_handler_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
+        odbox_notification_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
         if (!e) {
             rc = ODBOX_ENOMEM;
             break;
@@ -244,7 +244,7 @@ int odbox_ops_shard_counts(const odbox_shard *s, const odbox_ops_filter *f, odbo
     return rc == ODBOX_OK ? rc : odbox_ops_shard_error(s, rc, err);
 }
 
-void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_handler_stats **out, size_t *n)
+void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_notification_stats **out, size_t *n)
 {
     /* entries are grouped by shard in the order the shards were read
      * (the registry's): sort each group by handler */
@@ -254,7 +254,7 @@ void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_handler_stats **out, size_
             j++;
         for (size_t a = i + 1; a < j; a++) /* insertion sort: a shard has few handlers */
             for (size_t k = a; k > i && strcmp(v->v[k - 1].handler, v->v[k].handler) > 0; k--) {
-                odbox_handler_stats t = v->v[k];
+                odbox_notification_stats t = v->v[k];
                 v->v[k] = v->v[k - 1];
                 v->v[k - 1] = t;
             }
@@ -266,7 +266,7 @@ void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_handler_stats **out, size_
     v->n = v->cap = 0;
 }
 
-void odbox_handler_stats_free(odbox_handler_stats **p, size_t n)
+void odbox_notification_stats_free(odbox_notification_stats **p, size_t n)
 {
     if (!p || !*p)
         return;
@@ -279,7 +279,7 @@ void odbox_handler_stats_free(odbox_handler_stats **p, size_t n)
 /* ---- counts ---------------------------------------------------------- */
 
 int odbox_notifications_count(const odbox_registry *r, const odbox_notification_filter *f,
-                              odbox_handler_stats **out, size_t *n, odbox_error *err)
+                              odbox_notification_stats **out, size_t *n, odbox_error *err)
 {
     if (!r || !out || !n)
         return odbox_fail(err, ODBOX_EINVAL, "notifications: registry, out or n is NULL");
@@ -292,7 +292,7 @@ int odbox_notifications_count(const odbox_registry *r, const odbox_notification_
         rc = odbox_ops_shard_counts(odbox_ops_shard_at(r, of.shard, i), &of, &v, err);
     if (rc == ODBOX_OK)
         odbox_ops_stats_finish(&v, out, n);
-    odbox_handler_stats_free(&v.v, v.n);
+    odbox_notification_stats_free(&v.v, v.n);
     return rc;
 }
 
@@ -444,8 +444,8 @@ static int state_of(const odbox_shard *sh, const char *id, char state[16], odbox
     snprintf(sql, sizeof sql, "SELECT state FROM %s WHERE id = %s", table, odbox_conn_dialect(c)->uuid_param);
     odbox_stmt *s = NULL;
     const char *t;
-    if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK && (rc = odbox_stmt_bind_uuid(s, 1, id, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1 &&
+    if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_uuid(s, 1, id, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1 &&
         (rc = odbox_stmt_get_text(s, 1, &t, NULL, err)) == ODBOX_OK)
         snprintf(state, 16, "%s", t);
     odbox_stmt_free(&s);

@@ -40,19 +40,19 @@ int odbox_ops_filter_bind(odbox_stmt *s, const odbox_ops_filter *f, int *idx, od
 
 /* Handler stats as they are gathered, shard after shard. */
 typedef struct odbox_ops_stats {
-    odbox_handler_stats *v;
+    odbox_notification_stats *v;
     size_t n, cap;
 } odbox_ops_stats;
 
 /* The entry of handler on shard among v's entries from `from` on, added
  * when missing; NULL (ODBOX_ENOMEM in err) when memory ran out. */
-odbox_handler_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbox_shard_id shard, const char *handler,
-                                           odbox_error *err);
+odbox_notification_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbox_shard_id shard,
+                                                const char *handler, odbox_error *err);
 /* Counts and due rows of every handler on shard s (filtered by f) into
  * new entries of v. */
 int odbox_ops_shard_counts(const odbox_shard *s, const odbox_ops_filter *f, odbox_ops_stats *v, odbox_error *err);
 /* Hands out v as count and metrics do: each shard's entries sorted by
  * handler; v is left empty. */
-void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_handler_stats **out, size_t *n);
+void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_notification_stats **out, size_t *n);
 
 #endif

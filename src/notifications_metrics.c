@@ -58,7 +58,7 @@ static int read_lag(odbox_conn *c, const char *table, int64_t since, int64_t now
             (rc = odbox_stmt_get_double(s, 4, &total, NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_get_int64(s, 5, &us, NULL, err)) != ODBOX_OK)
             break;
-        odbox_handler_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
+        odbox_notification_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
         if (!e) {
             rc = ODBOX_ENOMEM;
             break;
@@ -89,10 +89,10 @@ static int shard_lag(const odbox_shard *sh, int64_t since, int64_t now, odbox_op
     return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
 }
 
-int odbox_notifications_metrics(const odbox_registry *r, const odbox_metrics_options *o,
-                                odbox_handler_stats **out, size_t *n, odbox_error *err)
+int odbox_notifications_metrics(const odbox_registry *r, const odbox_notification_metrics_options *o,
+                                odbox_notification_stats **out, size_t *n, odbox_error *err)
 {
-    static const odbox_metrics_options defaults = {0};
+    static const odbox_notification_metrics_options defaults = {0};
     if (!o)
         o = &defaults;
     if (!r || !out || !n)
@@ -114,7 +114,7 @@ int odbox_notifications_metrics(const odbox_registry *r, const odbox_metrics_opt
     }
     if (rc == ODBOX_OK)
         odbox_ops_stats_finish(&v, out, n);
-    odbox_handler_stats_free(&v.v, v.n);
+    odbox_notification_stats_free(&v.v, v.n);
     return rc;
 }
 
@@ -122,7 +122,7 @@ int odbox_notifications_metrics(const odbox_registry *r, const odbox_metrics_opt
 
 static double seconds(int64_t us) { return (double)us / 1e6; }
 
-int odbox_notifications_prometheus(const odbox_handler_stats *stats, size_t n, char **text, odbox_error *err)
+int odbox_notifications_prometheus(const odbox_notification_stats *stats, size_t n, char **text, odbox_error *err)
 {
     if ((!stats && n) || !text)
         return odbox_fail(err, ODBOX_EINVAL, "notifications: stats or text is NULL");

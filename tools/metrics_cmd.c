@@ -34,11 +34,11 @@ int cmd_metrics(int argc, char **argv)
     if (window_text)
         u = ops_number("lag-window", window_text, 86400, &window);
     odbox_error err = {0};
-    odbox_handler_stats *st = NULL;
+    odbox_notification_stats *st = NULL;
     size_t n = 0;
     int rc = ODBOX_OK;
     if (!u) {
-        odbox_metrics_options mo = {.shard = shard, .lag_window_s = (int)window};
+        odbox_notification_metrics_options mo = {.shard = shard, .lag_window_s = (int)window};
         rc = odbox_notifications_metrics(r, &mo, &st, &n, &err);
     }
     odbox_registry_free(&r);
@@ -59,6 +59,6 @@ int cmd_metrics(int argc, char **argv)
             fputs(text, stdout);
         free(text);
     }
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     return rc == ODBOX_OK ? 0 : cli_fail(&c, &err);
 }

@@ -39,7 +39,7 @@ typedef struct nopts {
 
 static int show_counts(odbox_registry *r, const odbox_notification_filter *f, const cli *c, odbox_error *err)
 {
-    odbox_handler_stats *st = NULL;
+    odbox_notification_stats *st = NULL;
     size_t n = 0;
     int rc = odbox_notifications_count(r, f, &st, &n, err);
     if (rc != ODBOX_OK)
@@ -65,7 +65,7 @@ static int show_counts(odbox_registry *r, const odbox_notification_filter *f, co
                    ops_seconds(st[i].oldest_due_age_us, !st[i].due, age, sizeof age));
         }
     }
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     return ODBOX_OK;
 }
 

@@ -101,7 +101,10 @@ const char *ops_seconds(int64_t us, int dash, char *buf, size_t cap)
     return buf;
 }
 
-static void add_int(json_object *o, const char *k, int64_t v) { json_object_object_add(o, k, json_object_new_int64(v)); }
+static void add_int(json_object *o, const char *k, int64_t v)
+{
+    json_object_object_add(o, k, json_object_new_int64(v));
+}
 /* Seconds to the microsecond, written as such (not 64.060184000000007). */
 static void add_s(json_object *o, const char *k, int64_t us)
 {
@@ -119,7 +122,7 @@ json_object *ops_json_of_shard(odbox_shard_id id)
     return o;
 }
 
-json_object *ops_stats_json(const odbox_handler_stats *s, int with_lag)
+json_object *ops_stats_json(const odbox_notification_stats *s, int with_lag)
 {
     json_object *o = ops_json_of_shard(s->shard);
     json_object_object_add(o, "handler", json_object_new_string(s->handler));

@@ -26,7 +26,7 @@ int ops_number(const char *name, const char *text, long max, long *out);
 /* A JSON object whose first member is "shard": "G.M". */
 json_object *ops_json_of_shard(odbox_shard_id id);
 /* One handler's stats as JSON (with the lag when with_lag). */
-json_object *ops_stats_json(const odbox_handler_stats *s, int with_lag);
+json_object *ops_stats_json(const odbox_notification_stats *s, int with_lag);
 /* Seconds with one decimal ("90.0s"), or "-" when us is 0 and dash. */
 const char *ops_seconds(int64_t us, int dash, char *buf, size_t cap);
 

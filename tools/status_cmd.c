@@ -216,8 +216,8 @@ static void print_shard_text(json_object *o)
 /* Per handler: counts, due rows and the delivery lag (odbox metrics). */
 static int shard_handlers(odbox_registry *r, odbox_shard *s, json_object *so, odbox_error *err)
 {
-    odbox_metrics_options mo = {.shard = s, .lag_window_s = LAG_WINDOW_S};
-    odbox_handler_stats *st = NULL;
+    odbox_notification_metrics_options mo = {.shard = s, .lag_window_s = LAG_WINDOW_S};
+    odbox_notification_stats *st = NULL;
     size_t n = 0;
     int rc = odbox_notifications_metrics(r, &mo, &st, &n, err);
     if (rc != ODBOX_OK)
@@ -226,7 +226,7 @@ static int shard_handlers(odbox_registry *r, odbox_shard *s, json_object *so, od
     for (size_t i = 0; i < n; i++)
         json_object_array_add(arr, ops_stats_json(&st[i], 1));
     json_object_object_add(so, "handlers", arr);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     return ODBOX_OK;
 }
 

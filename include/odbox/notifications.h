@@ -36,7 +36,7 @@ typedef struct odbox_notification_filter {
 } odbox_notification_filter;
 
 /* One handler's notifications on one shard. */
-typedef struct odbox_handler_stats {
+typedef struct odbox_notification_stats {
     odbox_shard_id shard;
     char *handler;
     /* rows by state */
@@ -52,32 +52,32 @@ typedef struct odbox_handler_stats {
      * not exceed. */
     int64_t lag_count;
     int64_t lag_sum_us, lag_p50_us, lag_p99_us, lag_max_us;
-} odbox_handler_stats;
+} odbox_notification_stats;
 
 /* Counts by handler and state, and the due rows and their oldest age, of
  * the notifications f selects (f may be NULL: all), per shard and
- * handler: *out (freed with odbox_handler_stats_free) holds *n entries
+ * handler: *out (freed with odbox_notification_stats_free) holds *n entries
  * in the registry's shard order, then by handler name; a handler appears
  * when it has a selected row. ODBOX_EINVAL for an unknown state.
  * The counts read every selected row (a count must: purge keeps the
  * table small); the due rows are found through the due index. */
 int odbox_notifications_count(const odbox_registry *r, const odbox_notification_filter *f,
-                              odbox_handler_stats **out, size_t *n, odbox_error *err);
+                              odbox_notification_stats **out, size_t *n, odbox_error *err);
 
-typedef struct odbox_metrics_options {
+typedef struct odbox_notification_metrics_options {
     const odbox_shard *shard; /* NULL: every shard */
     const odbox_clock *clock; /* NULL: the system clock */
     int lag_window_s;         /* delivery lag of the successes of the last lag_window_s; 0: 600 */
-} odbox_metrics_options;
+} odbox_notification_metrics_options;
 
 /* What odbox_notifications_count gives for every notification, and the
  * delivery lag of recent successes (found through the finished index:
  * only the window's rows are read). o may be NULL for the defaults. */
-int odbox_notifications_metrics(const odbox_registry *r, const odbox_metrics_options *o,
-                                odbox_handler_stats **out, size_t *n, odbox_error *err);
+int odbox_notifications_metrics(const odbox_registry *r, const odbox_notification_metrics_options *o,
+                                odbox_notification_stats **out, size_t *n, odbox_error *err);
 
 /* Frees the n entries count and metrics hand out. NULL-safe; sets *p = NULL. */
-void odbox_handler_stats_free(odbox_handler_stats **p, size_t n);
+void odbox_notification_stats_free(odbox_notification_stats **p, size_t n);
 
 /* The Prometheus text exposition (format 0.0.4) of stats, in *text
  * (malloc'd), every sample labelled with its shard ("G.M") and handler:
@@ -90,7 +90,7 @@ void odbox_handler_stats_free(odbox_handler_stats **p, size_t n);
  *   odbox_delivery_lag_max_seconds{shard,handler}        gauge
  * Per shard, not summed: quantiles of shards cannot be added up, while
  * Prometheus sums the others (sum by (handler)). */
-int odbox_notifications_prometheus(const odbox_handler_stats *stats, size_t n, char **text, odbox_error *err);
+int odbox_notifications_prometheus(const odbox_notification_stats *stats, size_t n, char **text, odbox_error *err);
 
 /* ---- rows ------------------------------------------------------------ */
 

@@ -19,8 +19,17 @@ static odbox_manual_clock *clock_at(int64_t t)
     return m;
 }
 
+/* The value of a sample that must be in text. */
+static double value_of(const char *text, const char *series)
+{
+    double v = 0;
+    ck_assert_msg(prom_value(text, series, &v) == 0, "no sample %s", series);
+    return v;
+}
+
 /* The entry of (shard, handler) in st, which must be there. */
-static const odbox_handler_stats *entry(const odbox_handler_stats *st, size_t n, int member, const char *handler)
+static const odbox_notification_stats *entry(const odbox_notification_stats *st, size_t n, int member,
+                                             const char *handler)
 {
     for (size_t i = 0; i < n; i++)
         if (st[i].shard.group == 0 && st[i].shard.member == member && !strcmp(st[i].handler, handler))
@@ -29,7 +38,7 @@ static const odbox_handler_stats *entry(const odbox_handler_stats *st, size_t n,
     return NULL;
 }
 
-static void assert_counts(const odbox_handler_stats *e, int64_t pending, int64_t failed, int64_t succeeded,
+static void assert_counts(const odbox_notification_stats *e, int64_t pending, int64_t failed, int64_t succeeded,
                           int64_t expired, int64_t due, int64_t oldest_us)
 {
     ck_assert_int_eq(e->pending, pending);
@@ -65,7 +74,7 @@ START_TEST(counts_by_handler_and_state)
     fill(&f);
     odbox_manual_clock *m = clock_at(NOW);
     odbox_notification_filter flt = {.clock = odbox_manual_clock_clock(m)};
-    odbox_handler_stats *st = NULL;
+    odbox_notification_stats *st = NULL;
     size_t n = 0;
     odbox_error e = {0};
     ck_assert_msg(odbox_notifications_count(f.r, &flt, &st, &n, &e) == ODBOX_OK, "%s", e.message);
@@ -79,14 +88,14 @@ START_TEST(counts_by_handler_and_state)
     assert_counts(&st[1], 1, 0, 0, 0, 1, 10 * SEC);
     assert_counts(&st[2], 0, 1, 1, 0, 1, 5 * SEC);
     ck_assert_int_eq(st[0].lag_count, 0); /* the lag is the metrics' */
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     ck_assert_ptr_null(st);
 
     /* a later now: more is due, and longer */
     odbox_manual_clock_set(m, NOW + 100 * SEC);
     ck_assert_int_eq(odbox_notifications_count(f.r, &flt, &st, &n, &e), ODBOX_OK);
     assert_counts(entry(st, n, 0, "audit"), 2, 1, 3, 1, 3, 190 * SEC);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     odbox_manual_clock_set(m, NOW);
 
     /* by state (any case) */
@@ -95,41 +104,41 @@ START_TEST(counts_by_handler_and_state)
     ck_assert_uint_eq(n, 2);
     assert_counts(entry(st, n, 0, "audit"), 0, 1, 0, 0, 1, 90 * SEC);
     assert_counts(entry(st, n, 1, "audit"), 0, 1, 0, 0, 1, 5 * SEC);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     /* finished rows are never due */
     flt.state = "SUCCEEDED";
     ck_assert_int_eq(odbox_notifications_count(f.r, &flt, &st, &n, &e), ODBOX_OK);
     ck_assert_uint_eq(n, 2);
     assert_counts(entry(st, n, 0, "audit"), 0, 0, 3, 0, 0, 0);
     assert_counts(entry(st, n, 1, "audit"), 0, 0, 1, 0, 0, 0);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     /* by handler */
     flt.state = NULL;
     flt.handler = "statement";
     ck_assert_int_eq(odbox_notifications_count(f.r, &flt, &st, &n, &e), ODBOX_OK);
     ck_assert_uint_eq(n, 1);
     assert_counts(&st[0], 1, 0, 0, 0, 1, 10 * SEC);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     /* by event type */
     flt.handler = NULL;
     flt.event_type = "Deposited";
     ck_assert_int_eq(odbox_notifications_count(f.r, &flt, &st, &n, &e), ODBOX_OK);
     ck_assert_uint_eq(n, 1);
     assert_counts(&st[0], 0, 1, 0, 0, 1, 90 * SEC);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     /* one shard */
     flt.event_type = NULL;
     flt.shard = ofx_shard(&f, 1);
     ck_assert_int_eq(odbox_notifications_count(f.r, &flt, &st, &n, &e), ODBOX_OK);
     ck_assert_uint_eq(n, 1);
     ck_assert_int_eq(st[0].shard.member, 1);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     /* nothing selected */
     flt.shard = NULL;
     flt.handler = "nobody";
     ck_assert_int_eq(odbox_notifications_count(f.r, &flt, &st, &n, &e), ODBOX_OK);
     ck_assert_uint_eq(n, 0);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     /* an unknown state is refused */
     flt.handler = NULL;
     flt.state = "RUNNING";
@@ -293,23 +302,29 @@ END_TEST
  * now (after the window) and an EXPIRED row (never a lag); statement 3
  * successes with lags 10, 20, 30 ms. shard 0.1: audit one success with a
  * lag of 5 s and a PENDING row due 30 s ago. */
+/* A notification of handler on shard i in state, committed at completion
+ * and last updated at updated. */
+static void finished(ofx *f, int i, const char *handler, const char *state, int64_t completion, int64_t updated)
+{
+    ofx_notification(f, i, &(nrow){handler, state, NULL, 1, .completion = completion, .updated = updated}, NULL);
+}
+
 static void fill_lags(ofx *f)
 {
-    for (int k = 1; k <= 20; k++) {
-        int64_t upd = NOW - 30 * SEC;
-        ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = upd - k * SEC - k, .updated = upd}, NULL);
-    }
-    ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = NOW - 2300 * SEC, .updated = NOW - 300 * SEC}, NULL);
-    ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = NOW - 9000 * SEC, .updated = NOW - 700 * SEC}, NULL);
-    ofx_notification(f, 0, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = NOW - 9000 * SEC, .updated = NOW + 10 * SEC}, NULL);
-    ofx_notification(f, 0, &(nrow){"audit", "EXPIRED", NULL, 9, .completion = NOW - 9000 * SEC, .updated = NOW - 20 * SEC}, NULL);
+    for (int k = 1; k <= 20; k++)
+        finished(f, 0, "audit", "SUCCEEDED", NOW - 30 * SEC - k * SEC - k, NOW - 30 * SEC);
+    finished(f, 0, "audit", "SUCCEEDED", NOW - 2300 * SEC, NOW - 300 * SEC);
+    finished(f, 0, "audit", "SUCCEEDED", NOW - 9000 * SEC, NOW - 700 * SEC);
+    finished(f, 0, "audit", "SUCCEEDED", NOW - 9000 * SEC, NOW + 10 * SEC);
+    finished(f, 0, "audit", "EXPIRED", NOW - 9000 * SEC, NOW - 20 * SEC);
     for (int k = 1; k <= 3; k++)
-        ofx_notification(f, 0, &(nrow){"statement", "SUCCEEDED", NULL, 1, .completion = NOW - k * 10000, .updated = NOW}, NULL);
-    ofx_notification(f, 1, &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = NOW - 65 * SEC, .updated = NOW - 60 * SEC}, NULL);
+        finished(f, 0, "statement", "SUCCEEDED", NOW - k * 10000, NOW);
+    finished(f, 1, "audit", "SUCCEEDED", NOW - 65 * SEC, NOW - 60 * SEC);
     ofx_notification(f, 1, &(nrow){"audit", "PENDING", NULL, 0, .next_retry = NOW - 30 * SEC}, NULL);
 }
 
-static void assert_lag(const odbox_handler_stats *e, int64_t count, int64_t sum, int64_t p50, int64_t p99, int64_t max)
+static void assert_lag(const odbox_notification_stats *e, int64_t count, int64_t sum, int64_t p50, int64_t p99,
+                       int64_t max)
 {
     ck_assert_int_eq(e->lag_count, count);
     ck_assert_int_eq(e->lag_sum_us, sum);
@@ -324,13 +339,13 @@ START_TEST(metrics_against_known_rows)
     ofx_open(&f, 2);
     fill_lags(&f);
     odbox_manual_clock *m = clock_at(NOW);
-    odbox_metrics_options o = {.clock = odbox_manual_clock_clock(m)};
-    odbox_handler_stats *st = NULL;
+    odbox_notification_metrics_options o = {.clock = odbox_manual_clock_clock(m)};
+    odbox_notification_stats *st = NULL;
     size_t n = 0;
     odbox_error e = {0};
     ck_assert_msg(odbox_notifications_metrics(f.r, &o, &st, &n, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_uint_eq(n, 3);
-    const odbox_handler_stats *a0 = entry(st, n, 0, "audit"), *s0 = entry(st, n, 0, "statement"),
+    const odbox_notification_stats *a0 = entry(st, n, 0, "audit"), *s0 = entry(st, n, 0, "statement"),
                               *a1 = entry(st, n, 1, "audit");
     assert_counts(a0, 0, 0, 23, 1, 0, 0);
     /* 21 in the window: rank 11 is p50, rank 21 p99 and the max */
@@ -345,44 +360,35 @@ START_TEST(metrics_against_known_rows)
     size_t samples = 0;
     ck_assert_msg(prom_check(text, &samples, msg, sizeof msg) == 0, "%s\n%s", msg, text);
     ck_assert_uint_eq(samples, 3 * 12);
-    double v = 0;
-    ck_assert_int_eq(prom_value(text, "odbox_notifications{shard=\"0.0\",handler=\"audit\",state=\"SUCCEEDED\"}", &v), 0);
-    ck_assert(v == 23);
-    ck_assert_int_eq(prom_value(text, "odbox_notifications_backlog{shard=\"0.1\",handler=\"audit\"}", &v), 0);
-    ck_assert(v == 1);
-    ck_assert_int_eq(prom_value(text, "odbox_notifications_oldest_due_age_seconds{shard=\"0.1\",handler=\"audit\"}", &v),
-                     0);
-    ck_assert(v == 30);
-    ck_assert_int_eq(prom_value(text, "odbox_delivery_lag_seconds{shard=\"0.0\",handler=\"audit\",quantile=\"0.5\"}", &v),
-                     0);
-    ck_assert(v == 11.000011);
-    ck_assert_int_eq(prom_value(text, "odbox_delivery_lag_seconds{shard=\"0.0\",handler=\"statement\",quantile=\"0.99\"}",
-                                &v),
-                     0);
-    ck_assert(v == 0.03);
-    ck_assert_int_eq(prom_value(text, "odbox_delivery_lag_max_seconds{shard=\"0.0\",handler=\"audit\"}", &v), 0);
-    ck_assert(v == 2000);
+    ck_assert(value_of(text, "odbox_notifications{shard=\"0.0\",handler=\"audit\",state=\"SUCCEEDED\"}") == 23);
+    ck_assert(value_of(text, "odbox_notifications_backlog{shard=\"0.1\",handler=\"audit\"}") == 1);
+    ck_assert(value_of(text, "odbox_notifications_oldest_due_age_seconds{shard=\"0.1\",handler=\"audit\"}") == 30);
+    ck_assert(value_of(text, "odbox_delivery_lag_seconds{shard=\"0.0\",handler=\"audit\",quantile=\"0.5\"}") ==
+              11.000011);
+    ck_assert(value_of(text, "odbox_delivery_lag_seconds{shard=\"0.0\",handler=\"statement\",quantile=\"0.99\"}") ==
+              0.03);
+    ck_assert(value_of(text, "odbox_delivery_lag_max_seconds{shard=\"0.0\",handler=\"audit\"}") == 2000);
     free(text);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
 
     /* a 60 s window: the 20 recent ones only */
     o.lag_window_s = 60;
     ck_assert_int_eq(odbox_notifications_metrics(f.r, &o, &st, &n, &e), ODBOX_OK);
     assert_lag(entry(st, n, 0, "audit"), 20, 210 * SEC + 210, 10 * SEC + 10, 20 * SEC + 20, 20 * SEC + 20);
     assert_lag(entry(st, n, 1, "audit"), 1, 5 * SEC, 5 * SEC, 5 * SEC, 5 * SEC);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     /* one shard */
     o.shard = ofx_shard(&f, 1);
     ck_assert_int_eq(odbox_notifications_metrics(f.r, &o, &st, &n, &e), ODBOX_OK);
     ck_assert_uint_eq(n, 1);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     /* the window passed: no lag, the counts stay */
     o.shard = NULL;
     odbox_manual_clock_advance(m, 3600 * SEC);
     ck_assert_int_eq(odbox_notifications_metrics(f.r, &o, &st, &n, &e), ODBOX_OK);
     assert_lag(entry(st, n, 0, "audit"), 0, 0, 0, 0, 0);
     ck_assert_int_eq(entry(st, n, 0, "audit")->succeeded, 23);
-    odbox_handler_stats_free(&st, n);
+    odbox_notification_stats_free(&st, n);
     odbox_manual_clock_free(&m);
     ofx_close(&f);
 }
@@ -393,7 +399,7 @@ START_TEST(unreachable_or_unmigrated_shard)
     odbox_registry *r = NULL;
     odbox_error e = {0};
     ck_assert_int_eq(odbox_registry_open_dsn(itest_unreachable_dsn("S3cretPw"), &r, &e), ODBOX_OK);
-    odbox_handler_stats *st = NULL;
+    odbox_notification_stats *st = NULL;
     odbox_notification_row *rows = NULL;
     size_t n = 0;
     ck_assert_int_eq(odbox_notifications_count(r, NULL, &st, &n, &e), ODBOX_ECONNECT);

@@ -35,6 +35,14 @@ static void assert_invalid(const char *text, const char *why)
     ck_assert_msg(strstr(msg, why), "'%s' lacks '%s'", msg, why);
 }
 
+/* The value of a sample that must be in text. */
+static double value_of(const char *text, const char *series)
+{
+    double v = 0;
+    ck_assert_msg(prom_value(text, series, &v) == 0, "no sample %s", series);
+    return v;
+}
+
 START_TEST(prometheus_writes_what_the_format_says)
 {
     odbox_prom p;
@@ -79,9 +87,7 @@ START_TEST(prometheus_writes_what_the_format_says)
         "odbox_test_lag_seconds_count 9\n";
     ck_assert_str_eq(text, want);
     assert_valid(text, 14);
-    double val = 0;
-    ck_assert_int_eq(prom_value(text, "odbox_test_duration_seconds_count{handler=\"h\"}", &val), 0);
-    ck_assert(val == 8);
+    ck_assert(value_of(text, "odbox_test_duration_seconds_count{handler=\"h\"}") == 8);
     free(text);
     /* nothing written: an empty exposition */
     odbox_prom_init(&p);
@@ -187,7 +193,8 @@ START_TEST(strict_parser_refuses_broken_text)
     snprintf(t, sizeof t, "%sa 1\n# HELP a x\n", head);
     assert_invalid(t, "HELP twice");
     assert_invalid("# HELP a x\na 1\n", "before TYPE");
-    assert_invalid("# TYPE h histogram\n# HELP h x\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n",
+    assert_invalid("# TYPE h histogram\n# HELP h x\n"
+                   "h_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n",
                    "cumulative");
     assert_invalid("# TYPE h histogram\n# HELP h x\nh_bucket{le=\"1\"} 2\nh_sum 1\nh_count 2\n", "+Inf");
     assert_invalid("# TYPE h histogram\n# HELP h x\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 3\n", "_count 3");
@@ -205,7 +212,7 @@ END_TEST
 
 START_TEST(handler_stats_render)
 {
-    odbox_handler_stats st[2] = {
+    odbox_notification_stats st[2] = {
         {.shard = {0, 0}, .handler = (char *)"audit", .pending = 1, .failed = 2, .succeeded = 3, .expired = 4,
          .backlog = 3, .due = 2, .oldest_due_age_us = 1500000, .lag_count = 3, .lag_sum_us = 600000,
          .lag_p50_us = 200000, .lag_p99_us = 300000, .lag_max_us = 300000},
@@ -215,21 +222,12 @@ START_TEST(handler_stats_render)
     odbox_error e = {0};
     ck_assert_int_eq(odbox_notifications_prometheus(st, 2, &text, &e), ODBOX_OK);
     assert_valid(text, 2 * (4 + 1 + 1 + 1 + 4 + 1));
-    double v = -1;
-    ck_assert_int_eq(prom_value(text, "odbox_notifications{shard=\"0.0\",handler=\"audit\",state=\"EXPIRED\"}", &v), 0);
-    ck_assert(v == 4);
-    ck_assert_int_eq(prom_value(text, "odbox_notifications_oldest_due_age_seconds{shard=\"0.0\",handler=\"audit\"}", &v),
-                     0);
-    ck_assert(v == 1.5);
-    ck_assert_int_eq(prom_value(text, "odbox_delivery_lag_seconds{shard=\"0.0\",handler=\"audit\",quantile=\"0.99\"}",
-                                &v),
-                     0);
-    ck_assert(v == 0.3);
-    ck_assert_int_eq(prom_value(text, "odbox_delivery_lag_seconds_count{shard=\"0.0\",handler=\"audit\"}", &v), 0);
-    ck_assert(v == 3);
+    ck_assert(value_of(text, "odbox_notifications{shard=\"0.0\",handler=\"audit\",state=\"EXPIRED\"}") == 4);
+    ck_assert(value_of(text, "odbox_notifications_oldest_due_age_seconds{shard=\"0.0\",handler=\"audit\"}") == 1.5);
+    ck_assert(value_of(text, "odbox_delivery_lag_seconds{shard=\"0.0\",handler=\"audit\",quantile=\"0.99\"}") == 0.3);
+    ck_assert(value_of(text, "odbox_delivery_lag_seconds_count{shard=\"0.0\",handler=\"audit\"}") == 3);
     /* no success in the window: quantiles and the max are NaN, not 0 */
-    ck_assert_int_eq(prom_value(text, "odbox_delivery_lag_max_seconds{shard=\"0.1\",handler=\"we\\\"ird\"}", &v), 0);
-    ck_assert(isnan(v));
+    ck_assert(isnan(value_of(text, "odbox_delivery_lag_max_seconds{shard=\"0.1\",handler=\"we\\\"ird\"}")));
     free(text);
     /* no handler at all: the families and no sample */
     ck_assert_int_eq(odbox_notifications_prometheus(NULL, 0, &text, &e), ODBOX_OK);
@@ -272,7 +270,7 @@ START_TEST(bad_input_refused_before_connecting)
     odbox_registry *r = NULL;
     odbox_error e = {0};
     ck_assert_int_eq(odbox_registry_open_dsn("postgresql://u:Sup3r@127.0.0.1:1/db", &r, &e), ODBOX_OK);
-    odbox_handler_stats *st = (odbox_handler_stats *)1;
+    odbox_notification_stats *st = (odbox_notification_stats *)1;
     size_t n = 9;
     odbox_notification_filter f = {.state = "DONE"};
     ck_assert_int_eq(odbox_notifications_count(r, &f, &st, &n, &e), ODBOX_EINVAL);
@@ -285,7 +283,7 @@ START_TEST(bad_input_refused_before_connecting)
     ck_assert_int_eq(odbox_notifications_count(r, &f, &st, &n, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_notifications_count(NULL, NULL, &st, &n, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_notifications_count(r, NULL, NULL, &n, &e), ODBOX_EINVAL);
-    odbox_metrics_options mo = {.lag_window_s = -1};
+    odbox_notification_metrics_options mo = {.lag_window_s = -1};
     ck_assert_int_eq(odbox_notifications_metrics(r, &mo, &st, &n, &e), ODBOX_EINVAL);
 
     odbox_notification_row *rows = (odbox_notification_row *)1;
