@@ -58,6 +58,9 @@ int odbox_mysql_map_error(const char *sqlstate, long native, const char *message
     .alter_column_type_fmt = "ALTER TABLE %1$s MODIFY %2$s %3$s NOT NULL",                 \
     .server_version_sql = "SELECT VERSION()",                                              \
     .eventlog_separator = ".",                                                             \
-    .map_error = odbox_mysql_map_error
+    .map_error = odbox_mysql_map_error,                                       \
+    .delete_batch_fmt = "DELETE t FROM %1$s t JOIN (SELECT id FROM %1$s WHERE %2$s%3$s LIMIT ?) d " \
+                        "ON t.id = d.id WHERE %4$s",                                       \
+    .interval_us_fmt = "TIMESTAMPDIFF(MICROSECOND, %2$s, %1$s)"
 
 #endif

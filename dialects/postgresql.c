@@ -214,4 +214,9 @@ const odbox_dialect odbox_dialect_postgresql = {
     .listen_wait = odbox_pg_listen_wait,
     .listen_close = odbox_pg_listen_close,
 #endif
+    /* by ctid: a Tid Scan, where id IN (...) may hash-join a scan of the
+     * whole table */
+    .delete_batch_fmt =
+        "DELETE FROM %1$s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %1$s WHERE %2$s%3$s LIMIT ?)) AND %4$s",
+    .interval_us_fmt = "CAST(EXTRACT(EPOCH FROM (%1$s - %2$s)) * 1000000 AS BIGINT)",
 };

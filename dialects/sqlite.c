@@ -220,4 +220,15 @@ const odbox_dialect odbox_dialect_sqlite = {
     .eventlog_separator = "_",
     .lock_scope_sql = "SELECT file FROM pragma_database_list WHERE name = 'main'",
     .map_error = map_error,
+    /* NOT INDEXED: by rowid, never through an index the guard matches
+     * (a scan of all its rows per batch) */
+    .delete_batch_fmt =
+        "DELETE FROM %1$s NOT INDEXED WHERE rowid IN (SELECT rowid FROM %1$s WHERE %2$s%3$s LIMIT ?) AND %4$s",
+    /* timestamps are 'YYYY-MM-DD HH:MM:SS.ffffff' text (V1's CHECK): whole
+     * seconds through strftime of the text without its fraction (strftime
+     * rounds a fraction to milliseconds, .999999 into the next second),
+     * microseconds from the digits (julianday's double is good to ~50 us) */
+    .interval_us_fmt = "((CAST(strftime('%%s', substr(%1$s, 1, 19)) AS INTEGER) "
+                       "- CAST(strftime('%%s', substr(%2$s, 1, 19)) AS INTEGER)) * 1000000 "
+                       "+ CAST(substr(%1$s, 21, 6) AS INTEGER) - CAST(substr(%2$s, 21, 6) AS INTEGER))",
 };

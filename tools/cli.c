@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "cli.h"
 
@@ -162,4 +163,20 @@ void cli_shard_name(const odbox_shard *s, char *buf, size_t cap)
 {
     odbox_shard_id id = odbox_shard_get_id(s);
     snprintf(buf, cap, "%d.%d", id.group, id.member);
+}
+
+const char *cli_format_time(int64_t us, int iso, char *buf, size_t cap)
+{
+    if (!us)
+        return "-";
+    time_t t = (time_t)(us / 1000000);
+    long frac = (long)(us % 1000000);
+    if (frac < 0)
+        t--, frac += 1000000;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(buf, cap, iso ? "%Y-%m-%dT%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
+    if (iso)
+        snprintf(buf + n, cap - n, ".%06ldZ", frac);
+    return buf;
 }

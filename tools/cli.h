@@ -55,6 +55,9 @@ int cli_fail(const cli *c, const odbox_error *err);
 void cli_print_json(json_object *o);
 /* "G.M" */
 void cli_shard_name(const odbox_shard *s, char *buf, size_t cap);
+/* "2030-01-01 00:15:00" (text) or "2030-01-01T00:15:00.000000Z" (iso, for
+ * JSON); "-" when us is 0 (none). */
+const char *cli_format_time(int64_t us, int iso, char *buf, size_t cap);
 
 int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -62,5 +65,11 @@ int cmd_jobs(int argc, char **argv);
 extern const char usage_migrate[];
 extern const char usage_status[];
 extern const char usage_jobs[];
+int cmd_notifications(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
+int cmd_purge(int argc, char **argv);
+extern const char usage_notifications[];
+extern const char usage_metrics[];
+extern const char usage_purge[];
 
 #endif

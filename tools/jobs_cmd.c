@@ -24,28 +24,10 @@ const char usage_jobs[] =
     "Exit codes: 0 ok; 1 runtime error, also a job NAME without a row; 2 usage or\n"
     "invalid input; 4 cannot connect.\n";
 
-/* "2030-01-01 00:15:00" (text) or "2030-01-01T00:15:00.000000Z" (JSON);
- * "-" when us is 0 (none). */
-static const char *format_time(int64_t us, int iso, char *buf, size_t cap)
-{
-    if (!us)
-        return "-";
-    time_t t = (time_t)(us / 1000000);
-    long frac = (long)(us % 1000000);
-    if (frac < 0)
-        t--, frac += 1000000;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    size_t n = strftime(buf, cap, iso ? "%Y-%m-%dT%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
-    if (iso)
-        snprintf(buf + n, cap - n, ".%06ldZ", frac);
-    return buf;
-}
-
 static json_object *time_json(int64_t us)
 {
     char buf[40];
-    return us ? json_object_new_string(format_time(us, 1, buf, sizeof buf)) : NULL;
+    return us ? json_object_new_string(cli_format_time(us, 1, buf, sizeof buf)) : NULL;
 }
 
 static int cmd_list(odbox_pool *pool, const cli *o, odbox_error *err)
@@ -86,16 +68,16 @@ static int cmd_list(odbox_pool *pool, const cli *o, odbox_error *err)
         for (size_t i = 0; i < n; i++) {
             odbox_job_info *in = &list[i];
             char next[40], beat[64], ok[40], bad[40], when[40];
-            format_time(in->next_execution_us, 0, next, sizeof next);
+            cli_format_time(in->next_execution_us, 0, next, sizeof next);
             if (in->last_heartbeat_us)
-                snprintf(beat, sizeof beat, "%s (%.1fs)", format_time(in->last_heartbeat_us, 0, when, sizeof when),
+                snprintf(beat, sizeof beat, "%s (%.1fs)", cli_format_time(in->last_heartbeat_us, 0, when, sizeof when),
                          (double)(now - in->last_heartbeat_us) / 1e6);
             else
                 strcpy(beat, "-");
             printf("%-24s %-10s %-19s %-6s %-20s %-26s %-19s %-19s %-8d %s\n", in->name, in->instance, next,
                    in->picked ? "yes" : "no", in->picked_by ? in->picked_by : "-", beat,
-                   format_time(in->last_success_us, 0, ok, sizeof ok),
-                   format_time(in->last_failure_us, 0, bad, sizeof bad), in->consecutive_failures,
+                   cli_format_time(in->last_success_us, 0, ok, sizeof ok),
+                   cli_format_time(in->last_failure_us, 0, bad, sizeof bad), in->consecutive_failures,
                    in->paused ? "yes" : "no");
         }
     }

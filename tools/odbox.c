@@ -17,6 +17,9 @@ static const char usage_main[] =
     "  migrate   apply pending migrations on every shard (`migrate repair`: fix the history)\n"
     "  status    per shard: dialect, server, migrations, event and notification counts\n"
     "  jobs      list jobs; pause, resume or run one now (`odbox jobs --help`)\n"
+    "  notifications  counts by handler and state, rows (--list), requeue\n"
+    "  metrics   the notifications' metrics in the Prometheus text format\n"
+    "  purge     delete delivered events and finished notifications older than an age\n"
     "  version   print the version\n"
     "  help      this text; `odbox <command> --help` for a command's options\n"
     "\n"
@@ -38,6 +41,12 @@ int main(int argc, char **argv)
             printf("%s%s", usage_status, cli_usage_target);
         else if (argc > 2 && !strcmp(argv[2], "jobs"))
             fputs(usage_jobs, stdout);
+        else if (argc > 2 && !strcmp(argv[2], "notifications"))
+            printf("%s%s", usage_notifications, cli_usage_target);
+        else if (argc > 2 && !strcmp(argv[2], "metrics"))
+            printf("%s%s", usage_metrics, cli_usage_target);
+        else if (argc > 2 && !strcmp(argv[2], "purge"))
+            printf("%s%s", usage_purge, cli_usage_target);
         else
             fputs(usage_main, stdout);
         return 0;
@@ -56,6 +65,12 @@ int main(int argc, char **argv)
         return cmd_status(argc - 1, argv + 1);
     if (!strcmp(cmd, "jobs"))
         return cmd_jobs(argc - 1, argv + 1);
+    if (!strcmp(cmd, "notifications"))
+        return cmd_notifications(argc - 1, argv + 1);
+    if (!strcmp(cmd, "metrics"))
+        return cmd_metrics(argc - 1, argv + 1);
+    if (!strcmp(cmd, "purge"))
+        return cmd_purge(argc - 1, argv + 1);
     fprintf(stderr, "odbox: unknown command '%s'\n%s", cmd, usage_main);
     return EXIT_USAGE;
 }

@@ -4,14 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "cli.h"
+#include "ops_cli.h"
 
 const char usage_status[] =
     "usage: odbox status (--dsn DSN | --config FILE) [options]\n"
     "\n"
     "Shows, per shard, the dialect, the server version, the eventlog and the\n"
     "application database (or schema) that owns it, applied, failed and pending\n"
-    "migrations, and the counts of events and notifications by state.\n"
+    "migrations, the counts of events and notifications by state, and per handler\n"
+    "the notifications by state, the backlog, the due ones and the oldest due age,\n"
+    "and the delivery lag of the last 10 minutes (as `odbox metrics`).\n"
     "\n";
 
 /* *exists = 1 when eventlog has table `table`, whose SQL name goes to sql_name. */
@@ -138,6 +140,30 @@ static const char *get_string(json_object *o, const char *key)
     return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
 }
 
+/* The delivery lag's window in status (the metrics' default). */
+#define LAG_WINDOW_S 600
+
+static double get_double(json_object *o, const char *key)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, key, &v) ? json_object_get_double(v) : 0;
+}
+
+/* "  handler audit: 1 pending, ...; delivery lag p50 0.2s p99 0.3s max 0.3s (3 in 600s)" */
+static void print_handler_text(json_object *h)
+{
+    json_object *lag;
+    printf("  handler %s: %.0f pending, %.0f failed, %.0f succeeded, %.0f expired; backlog %.0f, due %.0f",
+           get_string(h, "handler"), get_double(h, "pending"), get_double(h, "failed"), get_double(h, "succeeded"),
+           get_double(h, "expired"), get_double(h, "backlog"), get_double(h, "due"));
+    if (get_double(h, "due") > 0)
+        printf(", oldest due %.1fs", get_double(h, "oldest_due_age_s"));
+    if (json_object_object_get_ex(h, "delivery_lag", &lag) && get_double(lag, "count") > 0)
+        printf("; delivery lag p50 %.3fs p99 %.3fs max %.3fs (%.0f in %ds)", get_double(lag, "p50_s"),
+               get_double(lag, "p99_s"), get_double(lag, "max_s"), get_double(lag, "count"), LAG_WINDOW_S);
+    printf("\n");
+}
+
 static void print_shard_text(json_object *o)
 {
     json_object *v, *m;
@@ -182,10 +208,31 @@ static void print_shard_text(json_object *o)
         }
         printf("%s\n", any ? "" : " none");
     }
+    if (json_object_object_get_ex(o, "handlers", &v))
+        for (size_t i = 0; i < json_object_array_length(v); i++)
+            print_handler_text(json_object_array_get_idx(v, i));
+}
+
+/* Per handler: counts, due rows and the delivery lag (odbox metrics). */
+static int shard_handlers(odbox_registry *r, odbox_shard *s, json_object *so, odbox_error *err)
+{
+    odbox_notification_metrics_options mo = {.shard = s, .lag_window_s = LAG_WINDOW_S};
+    odbox_notification_stats *st = NULL;
+    size_t n = 0;
+    int rc = odbox_notifications_metrics(r, &mo, &st, &n, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < n; i++)
+        json_object_array_add(arr, ops_stats_json(&st[i], 1));
+    json_object_object_add(so, "handlers", arr);
+    odbox_notification_stats_free(&st, n);
+    return ODBOX_OK;
 }
 
 /* One shard's status into so. */
-static int shard_status(odbox_shard *s, const odbox_migrate_options *o, json_object *so, odbox_error *err)
+static int shard_status(odbox_registry *r, odbox_shard *s, const odbox_migrate_options *o, json_object *so,
+                        odbox_error *err)
 {
     odbox_conn *conn = NULL;
     char server[160], owner[256];
@@ -204,6 +251,9 @@ static int shard_status(odbox_shard *s, const odbox_migrate_options *o, json_obj
         rc = shard_counts(conn, odbox_shard_eventlog(s), so, err);
     }
     odbox_pool_release(odbox_shard_primary(s), &conn);
+    json_object *counted;
+    if (rc == ODBOX_OK && json_object_object_get_ex(so, "notifications", &counted))
+        rc = shard_handlers(r, s, so, err);
     odbox_migration_info *list = NULL;
     size_t n = 0;
     if (rc != ODBOX_OK || (rc = odbox_migrate_status(s, o, &list, &n, err)) != ODBOX_OK)
@@ -234,7 +284,7 @@ int cmd_status(int argc, char **argv)
         json_object *so = json_object_new_object();
         json_object_array_add(shards, so);
         json_object_object_add(so, "shard", json_object_new_string(name));
-        rc = shard_status(s, &o, so, &err);
+        rc = shard_status(r, s, &o, so, &err);
     }
     odbox_registry_free(&r);
     if (rc != ODBOX_OK) {

@@ -209,6 +209,21 @@ typedef struct odbox_dialect {
     int (*listen_wait)(odbox_listener *l, int timeout_ms, int cancel_fd, unsigned *got, odbox_error *err);
     /* Ends the session. NULL-safe; sets *l = NULL. */
     void (*listen_close)(odbox_listener **l);
+
+    /* Deletes at most a bound number of rows in one statement: %1$s the
+     * table (its key column is id), %2$s the condition that finds them,
+     * %3$s an ORDER BY clause or "", %4$s a condition without parameters
+     * that each row must still meet when it is deleted (a row changed
+     * meanwhile is skipped); the row count is bound after %2$s's
+     * parameters. No dialect has a DELETE ... LIMIT that fits: SQLite
+     * has none (unless built with it), PostgreSQL none, and MySQL/MariaDB
+     * pick an index for it without regard to the ORDER BY (a whole range
+     * sorted, and locked, per batch): each finds the rows with a SELECT
+     * that uses the index in its order. */
+    const char *delete_batch_fmt;
+    /* An integer expression: the microseconds from timestamp expression
+     * %2$s to timestamp expression %1$s (each may be used twice). */
+    const char *interval_us_fmt;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

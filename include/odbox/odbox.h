@@ -17,6 +17,7 @@
 #include "action.h"
 #include "clock.h"
 #include "jobs.h"
+#include "notifications.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include "odbox/odbox.h"
 
+/* The number of odbox's own migrations (files in migrations/<dialect>/);
+ * a test's extra framework files are numbered from 95 on, above them. */
+#define ODBOX_TEST_FRAMEWORK_MIGRATIONS 5
+
 /* "pg", "mariadb", "mysql" or "sqlite" */
 const char *itest_dialect(void);
 /* 1 when the suites run on that dialect */
@@ -75,5 +79,7 @@ Suite *restart_suite(void);
 void wake_add_restart_tests(TCase *t);
 Suite *commit_listeners_suite(void);
 Suite *wake_suite(void);
+Suite *notifications_suite(void);
+Suite *purge_suite(void);
 
 #endif

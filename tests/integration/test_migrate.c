@@ -114,9 +114,9 @@ START_TEST(fresh_then_idempotent)
     odbox_migrate_options o = {.progress = count_progress, .progress_ud = &n};
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(n.applied, 4);
+    ck_assert_int_eq(n.applied, ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     ck_assert_int_eq(n.done, 1);
-    ck_assert_int_eq(history(c, ev, "odbox"), 4);
+    ck_assert_int_eq(history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     ck_assert_int_eq(table_count(c, ev, "events"), 1);
     ck_assert_int_eq(table_count(c, ev, "event_notifications"), 1);
     ck_assert_int_eq(table_count(c, NULL, "scheduled_tasks"), 1);
@@ -126,12 +126,12 @@ START_TEST(fresh_then_idempotent)
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_OK);
     ck_assert_int_eq(n.applied, 0);
     ck_assert_int_eq(n.up_to_date, 1);
-    ck_assert_int_eq(history(c, ev, "odbox"), 4);
+    ck_assert_int_eq(history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
 
     odbox_migration_info *list = NULL;
     size_t count = 0;
     ck_assert_int_eq(odbox_migrate_status(odbox_registry_default_shard(r), NULL, &list, &count, &e), ODBOX_OK);
-    ck_assert_uint_eq(count, 4);
+    ck_assert_uint_eq(count, ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     for (size_t i = 0; i < count; i++) {
         ck_assert(list[i].applied);
         char want[24];
@@ -159,7 +159,7 @@ START_TEST(user_migrations)
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(history(c, ev, "shop"), 2);
-    ck_assert_int_eq(history(c, ev, "odbox"), 4);
+    ck_assert_int_eq(history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     itest_exec(c, "INSERT INTO widgets (id, version, state, name, created_date, updated_date, color) "
                   "VALUES ('0192f0c1-7a3e-7abc-8def-0123456789ab', 1, 'ACTIVE', 'w', "
                   "'2026-01-01 00:00:00', '2026-01-01 00:00:00', 'red')");
@@ -187,8 +187,8 @@ START_TEST(tampered_missing_and_out_of_order)
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
 
-    /* a new V5 next to a changed V2: refused, and V5 is not applied */
-    write_file(sub, "V5__more.sql", create_in_eventlog("more_things", "(id INT PRIMARY KEY);\n"));
+    /* a new V95 next to a changed V2: refused, and V95 is not applied */
+    write_file(sub, "V95__more.sql", create_in_eventlog("more_things", "(id INT PRIMARY KEY);\n"));
     char path[400];
     snprintf(path, sizeof path, "%s/V2__create_event_notifications.sql", sub);
     FILE *f = fopen(path, "a");
@@ -198,7 +198,7 @@ START_TEST(tampered_missing_and_out_of_order)
     ck_assert_ptr_nonnull(strstr(e.message, "V2__create_event_notifications.sql"));
     ck_assert_ptr_nonnull(strstr(e.message, "changed"));
     ck_assert_int_eq(table_count(c, ev, "more_things"), 0);
-    ck_assert_int_eq(history(c, ev, "odbox"), 4);
+    ck_assert_int_eq(history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
 
     /* missing applied file */
     unlink(path);
@@ -210,18 +210,18 @@ START_TEST(tampered_missing_and_out_of_order)
     remove_dir(dir);
     copy_migrations(dir, sizeof dir);
     snprintf(sub, sizeof sub, "%s/%s", dir, mig_dir());
-    write_file(sub, "V6_one_underscore.sql", "SELECT 1;\n");
+    write_file(sub, "V96_one_underscore.sql", "SELECT 1;\n");
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EINVAL);
-    ck_assert_ptr_nonnull(strstr(e.message, "V6_one_underscore.sql"));
-    unlink(strcat(strcat(strcpy(path, sub), "/"), "V6_one_underscore.sql"));
+    ck_assert_ptr_nonnull(strstr(e.message, "V96_one_underscore.sql"));
+    unlink(strcat(strcat(strcpy(path, sub), "/"), "V96_one_underscore.sql"));
 
-    /* V6 applied, then a V5 squeezed below it */
-    write_file(sub, "V6__more.sql", create_in_eventlog("more_things", "(id INT PRIMARY KEY);\n"));
+    /* V96 applied, then a V95 squeezed below it */
+    write_file(sub, "V96__more.sql", create_in_eventlog("more_things", "(id INT PRIMARY KEY);\n"));
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(table_count(c, ev, "more_things"), 1);
-    write_file(sub, "V5__late.sql", create_in_eventlog("late", "(id INT);\n"));
+    write_file(sub, "V95__late.sql", create_in_eventlog("late", "(id INT);\n"));
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
-    ck_assert_ptr_nonnull(strstr(e.message, "older than applied version 6"));
+    ck_assert_ptr_nonnull(strstr(e.message, "older than applied version 96"));
     ck_assert_int_eq(table_count(c, ev, "late"), 0);
 
     remove_dir(dir);
@@ -265,7 +265,7 @@ START_TEST(failing_migration)
     itest_name(ev, sizeof ev, "ev_fail");
     copy_migrations(dir, sizeof dir);
     snprintf(sub, sizeof sub, "%s/%s", dir, mig_dir());
-    write_file(sub, "V5__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\nSELEC broken syntax;\n"));
+    write_file(sub, "V95__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\nSELEC broken syntax;\n"));
     odbox_registry *r = one_shard(1, ev);
     odbox_conn *c = itest_connect(1);
     odbox_migrate_options o = {.framework_dir = dir};
@@ -273,31 +273,31 @@ START_TEST(failing_migration)
     odbox_migration_info *list = NULL;
     odbox_repair_item item;
     ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EDB);
-    ck_assert_ptr_nonnull(strstr(e.message, "V5__broken.sql"));
+    ck_assert_ptr_nonnull(strstr(e.message, "V95__broken.sql"));
     ck_assert_ptr_nonnull(strstr(e.message, "statement 2"));
-    ck_assert_int_eq(history(c, ev, "odbox"), 4); /* V1..V4 stay applied */
+    ck_assert_int_eq(history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS); /* the framework's stay applied */
     if (odbox_conn_dialect(c)->has_transactional_ddl) {
         /* PostgreSQL: the file and its history row roll back together, so
-         * nothing is recorded: status shows V5 pending, repair has nothing
+         * nothing is recorded: status shows V95 pending, repair has nothing
          * to do, and fixing the file lets the next run apply it */
         ck_assert_int_eq(table_count(c, ev, "half"), 0);
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '5'", itest_evt(ev, "odbox_schema_history")), 0);
-        const odbox_migration_info *v5 = status_of(r, &o, "5", &list);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '95'", itest_evt(ev, "odbox_schema_history")), 0);
+        const odbox_migration_info *v5 = status_of(r, &o, "95", &list);
         ck_assert(!v5->applied && !v5->failed && !v5->error[0]);
         free(list);
         ck_assert_uint_eq(repair(r, &o, 1, NULL), 0);
-        write_file(sub, "V5__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\n"));
+        write_file(sub, "V95__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\n"));
         ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
         ck_assert_int_eq(table_count(c, ev, "half"), 1);
     } else {
         /* DDL commits on its own here: the failure is recorded, with its
          * error, and later runs refuse to build on it */
         ck_assert_int_eq(table_count(c, ev, "half"), 1);
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '5' AND success = FALSE",
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '95' AND success = FALSE",
                                      itest_evt(ev, "odbox_schema_history")), 1);
-        const odbox_migration_info *v5 = status_of(r, &o, "5", &list);
+        const odbox_migration_info *v5 = status_of(r, &o, "95", &list);
         ck_assert(!v5->applied && v5->failed && !v5->missing);
-        ck_assert_msg(strstr(v5->error, "V5__broken.sql") && strstr(v5->error, "statement 2"), "%s", v5->error);
+        ck_assert_msg(strstr(v5->error, "V95__broken.sql") && strstr(v5->error, "statement 2"), "%s", v5->error);
         free(list);
         ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
         ck_assert_ptr_nonnull(strstr(e.message, "failed in an earlier run"));
@@ -306,18 +306,18 @@ START_TEST(failing_migration)
         ck_assert_uint_eq(repair(r, &o, 1, &item), 1);
         ck_assert_int_eq(item.action, ODBOX_REPAIR_REMOVE_FAILED);
         ck_assert_str_eq(item.set, "odbox");
-        ck_assert_str_eq(item.version, "5");
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '5'", itest_evt(ev, "odbox_schema_history")), 1);
+        ck_assert_str_eq(item.version, "95");
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '95'", itest_evt(ev, "odbox_schema_history")), 1);
         /* a person undoes what the file did and fixes it, then repairs */
         itest_exec(c, "DROP TABLE %s", itest_evt(ev, "half"));
-        write_file(sub, "V5__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\n"));
+        write_file(sub, "V95__broken.sql", create_in_eventlog("half", "(id INT PRIMARY KEY);\n"));
         ck_assert_uint_eq(repair(r, &o, 0, &item), 1);
         ck_assert_int_eq(item.action, ODBOX_REPAIR_REMOVE_FAILED);
-        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '5'", itest_evt(ev, "odbox_schema_history")), 0);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE version = '95'", itest_evt(ev, "odbox_schema_history")), 0);
         ck_assert_uint_eq(repair(r, &o, 1, NULL), 0);
         ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
         ck_assert_int_eq(table_count(c, ev, "half"), 1);
-        ck_assert_int_eq(history(c, ev, "odbox"), 5);
+        ck_assert_int_eq(history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS + 1);
     }
     remove_dir(dir);
     itest_drop_eventlog(c, ev);
@@ -389,7 +389,7 @@ START_TEST(changed_file_realigned)
     ck_assert(v2->missing && v2->applied);
     free(list);
     ck_assert_uint_eq(repair(r, &o, 0, NULL), 0);
-    ck_assert_int_eq(history(c, ev, "odbox"), 4);
+    ck_assert_int_eq(history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
 
     odbox_repair_item *items = NULL;
     size_t n = 0;
@@ -432,9 +432,9 @@ START_TEST(dotted_versions)
     odbox_migrate_options o = {.user_dir = dir, .user_set = "dots", .progress = record_applying, .progress_ud = &seen};
     odbox_error e;
     ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
-    static const char *const want[] = {"1", "2", "3", "4", "1", "1.1", "1.2", "1.5", "1.10", "2"};
-    ck_assert_int_eq(seen.n, 10);
-    for (int i = 0; i < 10; i++)
+    static const char *const want[] = {"1", "2", "3", "4", "5", "1", "1.1", "1.2", "1.5", "1.10", "2"};
+    ck_assert_int_eq(seen.n, 11);
+    for (int i = 0; i < 11; i++)
         ck_assert_str_eq(seen.v[i], want[i]);
     ck_assert_int_eq(history(c, ev, "dots"), 6);
     ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE migration_set = 'dots' "
@@ -443,7 +443,7 @@ START_TEST(dotted_versions)
     odbox_migration_info *list = NULL;
     size_t n = 0;
     ck_assert_int_eq(odbox_migrate_status(odbox_registry_default_shard(r), &o, &list, &n, &e), ODBOX_OK);
-    ck_assert_uint_eq(n, 10);
+    ck_assert_uint_eq(n, 11);
     for (size_t i = 0; i < n; i++) {
         ck_assert_str_eq(list[i].version, want[i]);
         ck_assert(list[i].applied);
@@ -515,9 +515,9 @@ START_TEST(concurrent_migrators_apply_once)
     for (int i = 0; i < 2; i++)
         ck_assert_msg(m[i].rc == ODBOX_OK, "migrator %d: %s", i, m[i].message);
     /* one applied everything, the other waited and found nothing to do */
-    ck_assert_int_eq(m[0].n.applied + m[1].n.applied, 5);
+    ck_assert_int_eq(m[0].n.applied + m[1].n.applied, ODBOX_TEST_FRAMEWORK_MIGRATIONS + 1);
     ck_assert_int_ge(m[0].n.waiting + m[1].n.waiting, 1);
-    ck_assert_int_eq(history(c, ev, "odbox"), 4);
+    ck_assert_int_eq(history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     ck_assert_int_eq(history(c, ev, "slow"), 1);
     itest_drop_eventlog(c, ev);
     odbox_conn_close(&c);
@@ -565,8 +565,8 @@ START_TEST(every_shard_migrated)
     ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_OK);
     ck_assert_msg(odbox_migrate_registry(r, NULL, &e) == ODBOX_OK, "%s", e.message);
     odbox_conn *c1 = itest_connect(1), *c2 = itest_connect(2);
-    ck_assert_int_eq(history(c1, ev1, "odbox"), 4);
-    ck_assert_int_eq(history(c2, ev2, "odbox"), 4);
+    ck_assert_int_eq(history(c1, ev1, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
+    ck_assert_int_eq(history(c2, ev2, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     ck_assert_int_eq(table_count(c2, NULL, "scheduled_tasks"), 1);
     itest_drop_eventlog(c1, ev1);
     itest_drop_eventlog(c2, ev2);

@@ -120,7 +120,7 @@ START_TEST(eventlog_of_another_application_refused)
                   "%s", e.message);
     ck_assert_ptr_null(strstr(e.message, "odbox-test-pw"));
     ck_assert_int_eq(tables_in(c, oa.name, "scheduled_tasks"), 0);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "odbox_schema_history")), 4);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "odbox_schema_history")), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "odbox_eventlog_owner")), 1);
     /* status, repair and the owner check refuse it too */
     odbox_migration_info *list = NULL;
@@ -210,9 +210,9 @@ START_TEST(existing_installation_adopted)
     size_t n = 0;
     ck_assert_msg(odbox_migrate_status(odbox_registry_default_shard(a), NULL, &list, &n, &e) == ODBOX_OK, "%s",
                   e.message);
-    ck_assert_uint_eq(n, 4);
-    ck_assert_str_eq(list[3].version, "4");
-    ck_assert(list[3].applied && !list[3].changed);
+    ck_assert_uint_eq(n, ODBOX_TEST_FRAMEWORK_MIGRATIONS);
+    ck_assert_str_eq(list[ODBOX_TEST_FRAMEWORK_MIGRATIONS - 1].version, "5");
+    ck_assert(list[ODBOX_TEST_FRAMEWORK_MIGRATIONS - 1].applied && !list[ODBOX_TEST_FRAMEWORK_MIGRATIONS - 1].changed);
     free(list);
     ck_assert_int_eq(odbox_migrate_check_owner(odbox_registry_default_shard(a), owner, sizeof owner, &e), ODBOX_OK);
     ck_assert_str_eq(owner, "");
@@ -237,7 +237,7 @@ START_TEST(existing_installation_adopted)
                                     "AND data_type IN ('character varying', 'varchar')", ev), 1);
     ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = '%s' "
                                     "AND table_name = 'odbox_schema_history' AND column_name = 'error_message'", ev), 1);
-    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE success = TRUE", itest_evt(ev, "odbox_schema_history")), 4);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE success = TRUE", itest_evt(ev, "odbox_schema_history")), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     ck_assert_int_eq(migrate(b, &e), ODBOX_EOWNER);
     ck_assert_ptr_nonnull(strstr(e.message, "belongs to"));
     odbox_registry_free(&b);

@@ -12,5 +12,6 @@ Suite *dialect_sqlite_suite(void);
 Suite *jobs_suite(void);
 Suite *drivers_suite(void);
 Suite *wake_suite(void);
+Suite *ops_suite(void);
 
 #endif

@@ -1,0 +1,542 @@
+/* odbox — operations on event_notifications: counts by handler and state
+ * with the due rows, rows in due order, and requeue (see
+ * odbox/notifications.h). The delivery lag and the Prometheus text are in
+ * notifications_metrics.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "notifications_internal.h"
+#include "odbox/uuid.h"
+
+#define TABLE "event_notifications"
+
+/* ---- shared with notifications_metrics.c and purge.c ------------------ */
+
+size_t odbox_ops_shard_count(const odbox_registry *r, const odbox_shard *one)
+{
+    return one ? 1 : odbox_registry_shard_count(r);
+}
+
+odbox_shard *odbox_ops_shard_at(const odbox_registry *r, const odbox_shard *one, size_t i)
+{
+    return one ? (odbox_shard *)one : odbox_registry_shard_at(r, i);
+}
+
+int odbox_ops_shard_error(const odbox_shard *s, int rc, odbox_error *err)
+{
+    odbox_shard_id id = odbox_shard_get_id(s);
+    return odbox_error_prefix(err, rc, "shard %d.%d", id.group, id.member);
+}
+
+int odbox_ops_connect(const odbox_shard *s, const char *table, odbox_conn **conn, char *name, size_t cap,
+                      odbox_error *err)
+{
+    int rc = odbox_pool_acquire(odbox_shard_primary(s), conn, err);
+    if (rc != ODBOX_OK)
+        return odbox_ops_shard_error(s, rc, err);
+    /* the eventlog is a validated name: the table's name fits */
+    odbox_dialect_eventlog_table(odbox_conn_dialect(*conn), odbox_shard_eventlog(s), table, name, cap);
+    return ODBOX_OK;
+}
+
+void odbox_ops_release(const odbox_shard *s, odbox_conn **conn)
+{
+    odbox_pool_release(odbox_shard_primary(s), conn);
+}
+
+void odbox_ops_ts_col(odbox_buf *b, const odbox_dialect *d, const char *col)
+{
+    if (d->timestamp_read_open)
+        odbox_buf_cat(b, d->timestamp_read_open, col, d->timestamp_read_close, (char *)NULL);
+    else
+        odbox_buf_append(b, col);
+}
+
+static const char *const states[] = {"PENDING", "FAILED", "SUCCEEDED", "EXPIRED", NULL};
+
+/* in, any case, as one of states (or one of allowed when given) in out. */
+static int state_parse(const char *in, const char *const *allowed, char out[16], odbox_error *err)
+{
+    for (const char *const *s = allowed; *s; s++)
+        if (odbox_strcaseeq(in, *s)) {
+            snprintf(out, 16, "%s", *s);
+            return ODBOX_OK;
+        }
+    return odbox_fail(err, ODBOX_EINVAL, "notifications: unknown state '%.40s' (%s)", in,
+                      allowed == states ? "PENDING, FAILED, SUCCEEDED or EXPIRED" : "FAILED or EXPIRED");
+}
+
+static int name_ok(const char *what, const char *v, odbox_error *err)
+{
+    if (v && !*v)
+        return odbox_fail(err, ODBOX_EINVAL, "notifications: the %s is empty", what);
+    return ODBOX_OK;
+}
+
+int odbox_ops_filter_init(const odbox_notification_filter *f, odbox_ops_filter *out, odbox_error *err)
+{
+    static const odbox_notification_filter all = {0};
+    if (!f)
+        f = &all;
+    memset(out, 0, sizeof *out);
+    int rc;
+    if (f->state && (rc = state_parse(f->state, states, out->state, err)) != ODBOX_OK)
+        return rc;
+    if ((rc = name_ok("handler name", f->handler, err)) != ODBOX_OK ||
+        (rc = name_ok("event type", f->event_type, err)) != ODBOX_OK)
+        return rc;
+    out->shard = f->shard;
+    out->handler = f->handler;
+    out->event_type = f->event_type;
+    out->now_us = odbox_clock_now_us(f->clock);
+    return ODBOX_OK;
+}
+
+void odbox_ops_filter_sql(odbox_buf *b, const odbox_ops_filter *f)
+{
+    if (f->state[0])
+        odbox_buf_append(b, " AND state = ?");
+    if (f->handler)
+        odbox_buf_append(b, " AND handler_name = ?");
+    if (f->event_type)
+        odbox_buf_append(b, " AND event_type = ?");
+}
+
+int odbox_ops_filter_bind(odbox_stmt *s, const odbox_ops_filter *f, int *idx, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    if (f->state[0])
+        rc = odbox_stmt_bind_text(s, (*idx)++, f->state, err);
+    if (rc == ODBOX_OK && f->handler)
+        rc = odbox_stmt_bind_text(s, (*idx)++, f->handler, err);
+    if (rc == ODBOX_OK && f->event_type)
+        rc = odbox_stmt_bind_text(s, (*idx)++, f->event_type, err);
+    return rc;
+}
+
+odbox_notification_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbox_shard_id shard,
+                                                const char *handler, odbox_error *err)
+{
+    for (size_t i = from; i < v->n; i++)
+        if (!strcmp(v->v[i].handler, handler))
+            return &v->v[i];
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        odbox_notification_stats *nv = realloc(v->v, cap * sizeof *nv);
+        if (!nv) {
+            odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+            return NULL;
+        }
+        v->v = nv, v->cap = cap;
+    }
+    odbox_notification_stats *e = &v->v[v->n];
+    memset(e, 0, sizeof *e);
+    if (!(e->handler = odbox_strdup(handler))) {
+        odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+        return NULL;
+    }
+    e->shard = shard;
+    v->n++;
+    return e;
+}
+
+/* Runs sql (built in b) with f's parameters after `pre` timestamps. */
+static int prepare_run(odbox_conn *c, odbox_buf *b, const int64_t *pre, int npre, const odbox_ops_filter *f,
+                       odbox_stmt **s, odbox_error *err)
+{
+    char *sql = odbox_buf_take(b);
+    if (!sql)
+        return odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+    int rc = odbox_stmt_prepare(c, sql, s, err), idx = 1;
+    free(sql);
+    for (int i = 0; rc == ODBOX_OK && i < npre; i++)
+        rc = odbox_stmt_bind_timestamp(*s, idx++, pre[i], err);
+    if (rc == ODBOX_OK && (rc = odbox_ops_filter_bind(*s, f, &idx, err)) == ODBOX_OK)
+        rc = odbox_stmt_execute(*s, err);
+    return rc;
+}
+
+/* Rows by handler and state: every selected row is read. */
+static int read_counts(odbox_conn *c, const char *table, const odbox_ops_filter *f, odbox_ops_stats *v, size_t from,
+                       odbox_shard_id id, odbox_error *err)
+{
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "SELECT handler_name, state, COUNT(*) FROM ", table, " WHERE 1 = 1", (char *)NULL);
+    odbox_ops_filter_sql(&b, f);
+    odbox_buf_append(&b, " GROUP BY handler_name, state");
+    odbox_stmt *s = NULL;
+    int rc = prepare_run(c, &b, NULL, 0, f, &s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        const char *handler, *state;
+        int64_t count = 0;
+        if ((rc = odbox_stmt_get_text(s, 1, &handler, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 2, &state, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_int64(s, 3, &count, NULL, err)) != ODBOX_OK)
+            break;
+        odbox_notification_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
+        if (!e) {
+            rc = ODBOX_ENOMEM;
+            break;
+        }
+        /* a state odbox does not write (another application's) counts nowhere */
+        int64_t *slot = !strcmp(state, "PENDING")     ? &e->pending
+                        : !strcmp(state, "FAILED")    ? &e->failed
+                        : !strcmp(state, "SUCCEEDED") ? &e->succeeded
+                        : !strcmp(state, "EXPIRED")   ? &e->expired
+                                                      : NULL;
+        if (slot)
+            *slot += count;
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+/* Due rows by handler and the oldest next_retry_at among them: the due
+ * index ((next_retry_at) WHERE state IN ('PENDING','FAILED'), or (state,
+ * next_retry_at) on MySQL/MariaDB) finds just the due rows. */
+static int read_due(odbox_conn *c, const char *table, const odbox_ops_filter *f, odbox_ops_stats *v, size_t from,
+                    odbox_shard_id id, odbox_error *err)
+{
+    if (f->state[0] && strcmp(f->state, "PENDING") && strcmp(f->state, "FAILED"))
+        return ODBOX_OK; /* finished rows are never due */
+    odbox_buf b = {0};
+    odbox_buf_append(&b, "SELECT handler_name, COUNT(*), ");
+    odbox_ops_ts_col(&b, odbox_conn_dialect(c), "MIN(next_retry_at)");
+    odbox_buf_cat(&b, " FROM ", table, " WHERE state IN ('PENDING', 'FAILED') AND next_retry_at <= ?",
+                  (char *)NULL);
+    odbox_ops_filter_sql(&b, f);
+    odbox_buf_append(&b, " GROUP BY handler_name");
+    odbox_stmt *s = NULL;
+    int rc = prepare_run(c, &b, &f->now_us, 1, f, &s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        const char *handler;
+        int64_t due = 0, oldest = 0;
+        if ((rc = odbox_stmt_get_text(s, 1, &handler, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_int64(s, 2, &due, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_timestamp(s, 3, &oldest, NULL, err)) != ODBOX_OK)
+            break;
+        odbox_notification_stats *e = odbox_ops_stats_entry(v, from, id, handler, err);
+        if (!e) {
+            rc = ODBOX_ENOMEM;
+            break;
+        }
+        e->due = due;
+        e->oldest_due_age_us = f->now_us - oldest;
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+int odbox_ops_shard_counts(const odbox_shard *s, const odbox_ops_filter *f, odbox_ops_stats *v, odbox_error *err)
+{
+    odbox_conn *c = NULL;
+    char table[ODBOX_NAME_MAX * 2 + 32];
+    size_t from = v->n;
+    odbox_shard_id id = odbox_shard_get_id(s);
+    int rc = odbox_ops_connect(s, TABLE, &c, table, sizeof table, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if ((rc = read_counts(c, table, f, v, from, id, err)) == ODBOX_OK)
+        rc = read_due(c, table, f, v, from, id, err);
+    odbox_ops_release(s, &c);
+    for (size_t i = from; i < v->n; i++)
+        v->v[i].backlog = v->v[i].pending + v->v[i].failed;
+    return rc == ODBOX_OK ? rc : odbox_ops_shard_error(s, rc, err);
+}
+
+void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_notification_stats **out, size_t *n)
+{
+    /* entries are grouped by shard in the order the shards were read
+     * (the registry's): sort each group by handler */
+    for (size_t i = 0; i < v->n;) {
+        size_t j = i;
+        while (j < v->n && v->v[j].shard.group == v->v[i].shard.group && v->v[j].shard.member == v->v[i].shard.member)
+            j++;
+        for (size_t a = i + 1; a < j; a++) /* insertion sort: a shard has few handlers */
+            for (size_t k = a; k > i && strcmp(v->v[k - 1].handler, v->v[k].handler) > 0; k--) {
+                odbox_notification_stats t = v->v[k];
+                v->v[k] = v->v[k - 1];
+                v->v[k - 1] = t;
+            }
+        i = j;
+    }
+    *out = v->v;
+    *n = v->n;
+    v->v = NULL;
+    v->n = v->cap = 0;
+}
+
+void odbox_notification_stats_free(odbox_notification_stats **p, size_t n)
+{
+    if (!p || !*p)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free((*p)[i].handler);
+    free(*p);
+    *p = NULL;
+}
+
+/* ---- counts ---------------------------------------------------------- */
+
+int odbox_notifications_count(const odbox_registry *r, const odbox_notification_filter *f,
+                              odbox_notification_stats **out, size_t *n, odbox_error *err)
+{
+    if (!r || !out || !n)
+        return odbox_fail(err, ODBOX_EINVAL, "notifications: registry, out or n is NULL");
+    *out = NULL;
+    *n = 0;
+    odbox_ops_filter of;
+    int rc = odbox_ops_filter_init(f, &of, err);
+    odbox_ops_stats v = {0};
+    for (size_t i = 0; rc == ODBOX_OK && i < odbox_ops_shard_count(r, of.shard); i++)
+        rc = odbox_ops_shard_counts(odbox_ops_shard_at(r, of.shard, i), &of, &v, err);
+    if (rc == ODBOX_OK)
+        odbox_ops_stats_finish(&v, out, n);
+    odbox_notification_stats_free(&v.v, v.n);
+    return rc;
+}
+
+/* ---- rows ------------------------------------------------------------ */
+
+void odbox_notification_rows_free(odbox_notification_row **rows, size_t n)
+{
+    if (!rows || !*rows)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free((*rows)[i].handler);
+        free((*rows)[i].event_type);
+    }
+    free(*rows);
+    *rows = NULL;
+}
+
+typedef struct row_vec {
+    odbox_notification_row *v;
+    size_t n, cap;
+} row_vec;
+
+static int read_row(odbox_stmt *s, odbox_shard_id id, odbox_notification_row *row, odbox_error *err)
+{
+    const char *t;
+    int64_t attempts = 0;
+    int rc;
+    memset(row, 0, sizeof *row);
+    row->shard = id;
+    if ((rc = odbox_stmt_get_text(s, 1, &t, NULL, err)) != ODBOX_OK)
+        return rc;
+    snprintf(row->id, sizeof row->id, "%s", t);
+    if ((rc = odbox_stmt_get_text(s, 2, &t, NULL, err)) != ODBOX_OK)
+        return rc;
+    snprintf(row->event_id, sizeof row->event_id, "%s", t);
+    if ((rc = odbox_stmt_get_text(s, 3, &t, NULL, err)) != ODBOX_OK)
+        return rc;
+    if (!(row->handler = odbox_strdup(t)))
+        return odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+    if ((rc = odbox_stmt_get_text(s, 4, &t, NULL, err)) != ODBOX_OK)
+        return rc;
+    snprintf(row->state, sizeof row->state, "%s", t);
+    if ((rc = odbox_stmt_get_int64(s, 5, &attempts, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_timestamp(s, 6, &row->next_retry_us, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_text(s, 7, &t, NULL, err)) != ODBOX_OK)
+        return rc;
+    row->attempts = (int)attempts;
+    if (!(row->event_type = odbox_strdup(t)))
+        return odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+    return ODBOX_OK;
+}
+
+/* Up to limit rows of shard s in due order, appended to v. Through the
+ * due index when f selects PENDING or FAILED rows; otherwise sorted. */
+static int shard_rows(const odbox_shard *sh, const odbox_ops_filter *f, size_t limit, row_vec *v, odbox_error *err)
+{
+    odbox_conn *c = NULL;
+    char table[ODBOX_NAME_MAX * 2 + 32];
+    int rc = odbox_ops_connect(sh, TABLE, &c, table, sizeof table, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_buf b = {0};
+    odbox_buf_append(&b, "SELECT id, event_id, handler_name, state, attempts, ");
+    odbox_ops_ts_col(&b, odbox_conn_dialect(c), "next_retry_at");
+    odbox_buf_cat(&b, ", event_type FROM ", table, " WHERE 1 = 1", (char *)NULL);
+    odbox_ops_filter_sql(&b, f);
+    odbox_buf_append(&b, " ORDER BY next_retry_at, id LIMIT ?");
+    char *sql = odbox_buf_take(&b);
+    odbox_stmt *s = NULL;
+    int idx = 1;
+    if (!sql)
+        rc = odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+    else if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&
+             (rc = odbox_ops_filter_bind(s, f, &idx, err)) == ODBOX_OK &&
+             (rc = odbox_stmt_bind_int64(s, idx, (int64_t)limit, err)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    free(sql);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        if (v->n == v->cap) {
+            size_t cap = v->cap ? v->cap * 2 : 64;
+            odbox_notification_row *nv = realloc(v->v, cap * sizeof *nv);
+            if (!nv) {
+                rc = odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+                break;
+            }
+            v->v = nv, v->cap = cap;
+        }
+        rc = read_row(s, odbox_shard_get_id(sh), &v->v[v->n], err);
+        v->n++; /* also a half-read row: its strings are freed with the rest */
+    }
+    odbox_stmt_free(&s);
+    odbox_ops_release(sh, &c);
+    return rc < 0 ? odbox_ops_shard_error(sh, rc, err) : ODBOX_OK;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    const odbox_notification_row *x = a, *y = b;
+    if (x->next_retry_us != y->next_retry_us)
+        return x->next_retry_us < y->next_retry_us ? -1 : 1;
+    if (x->shard.group != y->shard.group)
+        return x->shard.group - y->shard.group;
+    if (x->shard.member != y->shard.member)
+        return x->shard.member - y->shard.member;
+    return strcmp(x->id, y->id);
+}
+
+int odbox_notifications_list(const odbox_registry *r, const odbox_notification_filter *f, size_t limit,
+                             odbox_notification_row **rows, size_t *n, odbox_error *err)
+{
+    if (!r || !rows || !n)
+        return odbox_fail(err, ODBOX_EINVAL, "notifications: registry, rows or n is NULL");
+    *rows = NULL;
+    *n = 0;
+    if (limit < 1 || limit > 100000)
+        return odbox_fail(err, ODBOX_EINVAL, "notifications: a list of %zu rows (1..100000)", limit);
+    odbox_ops_filter of;
+    int rc = odbox_ops_filter_init(f, &of, err);
+    row_vec v = {0};
+    for (size_t i = 0; rc == ODBOX_OK && i < odbox_ops_shard_count(r, of.shard); i++)
+        rc = shard_rows(odbox_ops_shard_at(r, of.shard, i), &of, limit, &v, err);
+    if (rc != ODBOX_OK) {
+        odbox_notification_rows_free(&v.v, v.n);
+        return rc;
+    }
+    /* each shard gave its first `limit`: the first `limit` of all are among them */
+    if (v.n)
+        qsort(v.v, v.n, sizeof *v.v, row_cmp);
+    for (size_t i = limit; i < v.n; i++) {
+        free(v.v[i].handler);
+        free(v.v[i].event_type);
+    }
+    *rows = v.v;
+    *n = v.n < limit ? v.n : limit;
+    return ODBOX_OK;
+}
+
+/* ---- requeue --------------------------------------------------------- */
+
+/* The state of notification id on shard sh into state ("" when none). */
+static int state_of(const odbox_shard *sh, const char *id, char state[16], odbox_error *err)
+{
+    odbox_conn *c = NULL;
+    char table[ODBOX_NAME_MAX * 2 + 32], sql[ODBOX_NAME_MAX * 2 + 96];
+    state[0] = '\0';
+    int rc = odbox_ops_connect(sh, TABLE, &c, table, sizeof table, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    snprintf(sql, sizeof sql, "SELECT state FROM %s WHERE id = %s", table, odbox_conn_dialect(c)->uuid_param);
+    odbox_stmt *s = NULL;
+    const char *t;
+    if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_uuid(s, 1, id, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1 &&
+        (rc = odbox_stmt_get_text(s, 1, &t, NULL, err)) == ODBOX_OK)
+        snprintf(state, 16, "%s", t);
+    odbox_stmt_free(&s);
+    odbox_ops_release(sh, &c);
+    return rc < 0 ? odbox_ops_shard_error(sh, rc, err) : ODBOX_OK;
+}
+
+static int shard_requeue(const odbox_shard *sh, const char *state, const odbox_requeue_spec *q, int64_t now,
+                         int64_t *moved, odbox_error *err)
+{
+    odbox_conn *c = NULL;
+    char table[ODBOX_NAME_MAX * 2 + 32];
+    int rc = odbox_ops_connect(sh, TABLE, &c, table, sizeof table, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "UPDATE ", table,
+                  " SET state = 'PENDING', attempts = 0, next_retry_at = ?, updated_date = ?, created_date = ?"
+                  " WHERE state IN ('FAILED', 'EXPIRED')",
+                  (char *)NULL);
+    if (state[0])
+        odbox_buf_append(&b, " AND state = ?");
+    if (q->handler)
+        odbox_buf_append(&b, " AND handler_name = ?");
+    if (q->id)
+        odbox_buf_cat(&b, " AND id = ", odbox_conn_dialect(c)->uuid_param, (char *)NULL);
+    char *sql = odbox_buf_take(&b);
+    odbox_stmt *s = NULL;
+    int idx = 4;
+    if (!sql)
+        rc = odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+    else
+        rc = odbox_stmt_prepare(c, sql, &s, err);
+    free(sql);
+    for (int i = 1; rc == ODBOX_OK && i <= 3; i++)
+        rc = odbox_stmt_bind_timestamp(s, i, now, err);
+    if (rc == ODBOX_OK && state[0])
+        rc = odbox_stmt_bind_text(s, idx++, state, err);
+    if (rc == ODBOX_OK && q->handler)
+        rc = odbox_stmt_bind_text(s, idx++, q->handler, err);
+    if (rc == ODBOX_OK && q->id)
+        rc = odbox_stmt_bind_uuid(s, idx++, q->id, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK) {
+        int64_t k = odbox_stmt_rows_affected(s);
+        if (k < 0)
+            rc = odbox_fail(err, ODBOX_EDB, "notifications: the driver did not tell how many rows moved");
+        else
+            *moved += k;
+    }
+    odbox_stmt_free(&s);
+    odbox_ops_release(sh, &c);
+    return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
+}
+
+int odbox_notifications_requeue(const odbox_registry *r, const odbox_requeue_spec *s, int64_t *moved,
+                                odbox_error *err)
+{
+    static const odbox_requeue_spec all = {0};
+    static const char *const requeueable[] = {"FAILED", "EXPIRED", NULL};
+    if (!s)
+        s = &all;
+    if (moved)
+        *moved = 0;
+    if (!r)
+        return odbox_fail(err, ODBOX_EINVAL, "notifications: registry is NULL");
+    char state[16] = "";
+    int rc;
+    if (s->state && (rc = state_parse(s->state, requeueable, state, err)) != ODBOX_OK)
+        return rc;
+    if ((rc = name_ok("handler name", s->handler, err)) != ODBOX_OK)
+        return rc;
+    if (s->id && !odbox_uuid_is_valid(s->id))
+        return odbox_fail(err, ODBOX_EINVAL, "notifications: '%.40s' is not a notification id (a UUID)", s->id);
+    if (s->id && s->handler)
+        return odbox_fail(err, ODBOX_EINVAL, "notifications: requeue one handler's rows or one id, not both");
+    int64_t now = odbox_clock_now_us(s->clock), total = 0;
+    size_t ns = odbox_ops_shard_count(r, s->shard);
+    for (size_t i = 0; rc == ODBOX_OK && i < ns; i++)
+        rc = shard_requeue(odbox_ops_shard_at(r, s->shard, i), state, s, now, &total, err);
+    if (moved)
+        *moved = total;
+    if (rc != ODBOX_OK || !s->id || total)
+        return rc;
+    /* say why the id moved nothing */
+    char found[16] = "";
+    for (size_t i = 0; rc == ODBOX_OK && !found[0] && i < ns; i++)
+        rc = state_of(odbox_ops_shard_at(r, s->shard, i), s->id, found, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if (found[0])
+        return odbox_fail(err, ODBOX_ENOTFOUND, "notifications: notification %s is %s, not %s", s->id, found,
+                          state[0] ? state : "FAILED or EXPIRED");
+    return odbox_fail(err, ODBOX_ENOTFOUND, "notifications: no notification %s", s->id);
+}

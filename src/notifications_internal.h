@@ -1,0 +1,58 @@
+/* odbox — what the operations on the outbox's tables share
+ * (notifications.c, notifications_metrics.c, purge.c); not installed. */
+#ifndef ODBOX_NOTIFICATIONS_INTERNAL_H
+#define ODBOX_NOTIFICATIONS_INTERNAL_H
+
+#include "internal.h"
+#include "odbox/dialect.h"
+#include "odbox/notifications.h"
+
+/* The shards a call covers: the one given, or every shard of r. */
+size_t odbox_ops_shard_count(const odbox_registry *r, const odbox_shard *one);
+odbox_shard *odbox_ops_shard_at(const odbox_registry *r, const odbox_shard *one, size_t i);
+
+/* A connection to shard s's primary, and the SQL name of its eventlog
+ * table `table` (cap bytes). Errors name the shard. */
+int odbox_ops_connect(const odbox_shard *s, const char *table, odbox_conn **conn, char *name, size_t cap,
+                      odbox_error *err);
+void odbox_ops_release(const odbox_shard *s, odbox_conn **conn);
+
+/* Prefixes err's message with "shard G.M" and returns rc. */
+int odbox_ops_shard_error(const odbox_shard *s, int rc, odbox_error *err);
+
+/* Appends col to b as a SELECT-list item odbox_stmt_get_timestamp reads. */
+void odbox_ops_ts_col(odbox_buf *b, const odbox_dialect *d, const char *col);
+
+/* A notification filter checked and normalised: state upper-cased. */
+typedef struct odbox_ops_filter {
+    const odbox_shard *shard;
+    char state[16]; /* "" for any */
+    const char *handler, *event_type;
+    int64_t now_us;
+} odbox_ops_filter;
+
+int odbox_ops_filter_init(const odbox_notification_filter *f, odbox_ops_filter *out, odbox_error *err);
+
+/* Appends " AND state = ? AND handler_name = ? ..." for what f sets. */
+void odbox_ops_filter_sql(odbox_buf *b, const odbox_ops_filter *f);
+/* Binds those parameters from *idx on, advancing it. */
+int odbox_ops_filter_bind(odbox_stmt *s, const odbox_ops_filter *f, int *idx, odbox_error *err);
+
+/* Handler stats as they are gathered, shard after shard. */
+typedef struct odbox_ops_stats {
+    odbox_notification_stats *v;
+    size_t n, cap;
+} odbox_ops_stats;
+
+/* The entry of handler on shard among v's entries from `from` on, added
+ * when missing; NULL (ODBOX_ENOMEM in err) when memory ran out. */
+odbox_notification_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbox_shard_id shard,
+                                                const char *handler, odbox_error *err);
+/* Counts and due rows of every handler on shard s (filtered by f) into
+ * new entries of v. */
+int odbox_ops_shard_counts(const odbox_shard *s, const odbox_ops_filter *f, odbox_ops_stats *v, odbox_error *err);
+/* Hands out v as count and metrics do: each shard's entries sorted by
+ * handler; v is left empty. */
+void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_notification_stats **out, size_t *n);
+
+#endif

@@ -1,0 +1,239 @@
+/* odbox — retention: deleting what the outbox is done with, in bounded
+ * batches, by a call or as a job (see odbox/notifications.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "notifications_internal.h"
+
+#define DEFAULT_BATCH 1000
+#define MAX_BATCH 100000
+#define MAX_DURATION_US (INT64_C(100) * 366 * 86400 * 1000000)
+
+int odbox_duration_parse(const char *text, int64_t *us, odbox_error *err)
+{
+    if (!text || !us)
+        return odbox_fail(err, ODBOX_EINVAL, "duration: text or us is NULL");
+    const char *p = text;
+    int64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > MAX_DURATION_US / 10)
+            return odbox_fail(err, ODBOX_EINVAL, "duration: '%.40s' is more than 100 years", text);
+        v = v * 10 + (*p - '0');
+    }
+    int64_t unit = !strcmp(p, "s") ? 1 : !strcmp(p, "m") ? 60 : !strcmp(p, "h") ? 3600 : !strcmp(p, "d") ? 86400 : 0;
+    if (p == text || !unit)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "duration: '%.40s' is not a whole number and a unit (30d, 12h, 90m, 3600s)", text);
+    if (v == 0)
+        return odbox_fail(err, ODBOX_EINVAL, "duration: '%.40s' is zero", text);
+    if (v > MAX_DURATION_US / (unit * 1000000))
+        return odbox_fail(err, ODBOX_EINVAL, "duration: '%.40s' is more than 100 years", text);
+    *us = v * unit * 1000000;
+    return ODBOX_OK;
+}
+
+static int options_ok(const odbox_purge_options *o, odbox_error *err)
+{
+    if (!o)
+        return odbox_fail(err, ODBOX_EINVAL, "purge: options are NULL (older_than_us is required)");
+    if (o->older_than_us <= 0 || o->older_than_us > MAX_DURATION_US)
+        return odbox_fail(err, ODBOX_EINVAL, "purge: older_than_us %lld is not in 1 us .. 100 years",
+                          (long long)o->older_than_us);
+    if (o->batch_size < 0 || o->batch_size > MAX_BATCH)
+        return odbox_fail(err, ODBOX_EINVAL, "purge: a batch of %d rows (1..%d, 0: %d)", o->batch_size, MAX_BATCH,
+                          DEFAULT_BATCH);
+    return ODBOX_OK;
+}
+
+/* When to stop between two batches (the job's shutdown); NULL: never. */
+typedef struct purge_stop {
+    int (*now)(void *ud);
+    void *ud;
+} purge_stop;
+
+static int stopping(const purge_stop *st) { return st && st->now(st->ud); }
+
+/* Which rows go, one pass each, oldest first: each condition is a range
+ * of one index, read in its order (V5 and V1), so a batch reads and locks
+ * only the rows it deletes. SQLite uses a partial index only when the
+ * query repeats its condition, hence the IN before the state; finished
+ * states go one at a time, since MySQL/MariaDB would sort the rows of
+ * both to order them. The guard is what a row must still be when it is
+ * deleted: one requeued meanwhile stays. An undelivered event with a
+ * type is never touched. */
+enum { NOTIFICATIONS, EVENTS, SENTINELS };
+
+static const struct pass {
+    int what;
+    const char *where; /* the cutoff is its parameter */
+    const char *order;
+    const char *guard;
+} passes[] = {
+    /* event_notifications_finished */
+    {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'SUCCEEDED' AND updated_date < ?",
+     " ORDER BY updated_date", "state = 'SUCCEEDED'"},
+    {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'EXPIRED' AND updated_date < ?",
+     " ORDER BY updated_date", "state = 'EXPIRED'"},
+    /* events_delivered */
+    {EVENTS, "delivered = TRUE AND event_date < ?", " ORDER BY event_date", "delivered = TRUE"},
+    /* sentinels, which no handler takes: events_undelivered (event_type,
+     * event_date), whose range is read oldest first; no ORDER BY, as
+     * PostgreSQL and MySQL/MariaDB would sort the whole range after an
+     * IS NULL */
+    {SENTINELS, "delivered = FALSE AND event_type IS NULL AND event_date < ?", "",
+     "delivered = FALSE AND event_type IS NULL"},
+};
+
+/* DELETEs of at most batch rows of pass p (cutoff bound first) until one
+ * removes fewer, each in autocommit: its own short transaction. */
+static int delete_batches(odbox_conn *c, const char *table, const struct pass *p, int64_t cutoff, int batch,
+                          const purge_stop *st, int64_t *removed, int64_t *batches, odbox_error *err)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql, odbox_conn_dialect(c)->delete_batch_fmt, table, p->where, p->order, p->guard);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    while (rc == ODBOX_OK) {
+        if ((rc = odbox_stmt_bind_timestamp(s, 1, cutoff, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_int64(s, 2, batch, err)) != ODBOX_OK || (rc = odbox_stmt_execute(s, err)) != ODBOX_OK)
+            break;
+        int64_t k = odbox_stmt_rows_affected(s);
+        if (k < 0) {
+            rc = odbox_fail(err, ODBOX_EDB, "purge: the driver did not tell how many rows a DELETE removed");
+            break;
+        }
+        *removed += k;
+        (*batches)++;
+        if (k < batch || stopping(st))
+            break;
+    }
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+static int purge_shard(const odbox_shard *sh, int64_t cutoff, int batch, const purge_stop *st, odbox_purge_result *res,
+                       odbox_error *err)
+{
+    odbox_conn *c = NULL;
+    char notifications[ODBOX_NAME_MAX * 2 + 32], events[ODBOX_NAME_MAX * 2 + 32];
+    int rc = odbox_ops_connect(sh, "event_notifications", &c, notifications, sizeof notifications, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "events", events, sizeof events);
+    for (size_t i = 0; rc == ODBOX_OK && i < sizeof passes / sizeof passes[0] && !(i && stopping(st)); i++) {
+        const struct pass *p = &passes[i];
+        int64_t *removed = p->what == NOTIFICATIONS ? &res->notifications
+                           : p->what == EVENTS      ? &res->events
+                                                    : &res->sentinels;
+        rc = delete_batches(c, p->what == NOTIFICATIONS ? notifications : events, p, cutoff, batch, st, removed,
+                            &res->batches, err);
+    }
+    odbox_ops_release(sh, &c);
+    return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
+}
+
+static int purge(const odbox_registry *r, const odbox_purge_options *o, int64_t now, const purge_stop *st,
+                 odbox_purge_result **results, size_t *n, odbox_error *err)
+{
+    size_t ns = odbox_ops_shard_count(r, o->shard);
+    odbox_purge_result *res = calloc(ns ? ns : 1, sizeof *res);
+    if (!res)
+        return odbox_fail(err, ODBOX_ENOMEM, "purge: out of memory");
+    int batch = o->batch_size ? o->batch_size : DEFAULT_BATCH, rc = ODBOX_OK;
+    size_t done = 0;
+    for (; done < ns && rc == ODBOX_OK && !stopping(st); done++) {
+        const odbox_shard *sh = odbox_ops_shard_at(r, o->shard, done);
+        res[done].shard = odbox_shard_get_id(sh);
+        rc = purge_shard(sh, now - o->older_than_us, batch, st, &res[done], err);
+    }
+    *results = res;
+    *n = done;
+    return rc;
+}
+
+int odbox_purge_run(const odbox_registry *r, const odbox_purge_options *o, odbox_purge_result **results,
+                    size_t *n, odbox_error *err)
+{
+    if (!r || !results || !n)
+        return odbox_fail(err, ODBOX_EINVAL, "purge: registry, results or n is NULL");
+    *results = NULL;
+    *n = 0;
+    int rc = options_ok(o, err);
+    return rc == ODBOX_OK ? purge(r, o, odbox_clock_now_us(o->clock), NULL, results, n, err) : rc;
+}
+
+void odbox_purge_results_free(odbox_purge_result **results)
+{
+    if (results) {
+        free(*results);
+        *results = NULL;
+    }
+}
+
+/* ---- the job ---------------------------------------------------------- */
+
+typedef struct purge_job {
+    const odbox_registry *r;
+    odbox_purge_options o;
+} purge_job;
+
+/* Stop when the job registry stops, or before this run is taken for dead
+ * (db-scheduler's advice: above half the dead window). */
+static int job_stopping(void *ud)
+{
+    odbox_job_context *ctx = ud;
+    return odbox_job_context_shutting_down(ctx) || odbox_job_context_fraction_dead(ctx) > 0.5;
+}
+
+static int run_job(odbox_job_context *ctx, void *user, odbox_error *err)
+{
+    purge_job *pj = user;
+    purge_stop st = {job_stopping, ctx};
+    odbox_purge_result *res = NULL;
+    size_t n = 0;
+    int rc = purge(pj->r, &pj->o, odbox_job_context_now_us(ctx), &st, &res, &n, err);
+    for (size_t i = 0; i < n; i++)
+        odbox_log(ODBOX_LOG_INFO,
+                  "purge: shard %d.%d: removed %lld notification(s), %lld event(s) and %lld sentinel row(s) "
+                  "in %lld batch(es)",
+                  res[i].shard.group, res[i].shard.member, (long long)res[i].notifications, (long long)res[i].events,
+                  (long long)res[i].sentinels, (long long)res[i].batches);
+    if (rc == ODBOX_OK && job_stopping(ctx))
+        odbox_log(ODBOX_LOG_INFO, "purge: stopped early (shutdown or a late heartbeat); the next run goes on");
+    odbox_purge_results_free(&res);
+    return rc;
+}
+
+int odbox_purge_job(const odbox_registry *r, const odbox_purge_options *o, odbox_schedule schedule,
+                    odbox_job *job, odbox_error *err)
+{
+    if (!r || !job)
+        return odbox_fail(err, ODBOX_EINVAL, "purge job: registry or job is NULL");
+    memset(job, 0, sizeof *job);
+    int rc = options_ok(o, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if (schedule.kind != ODBOX_SCHEDULE_FIXED_DELAY && schedule.kind != ODBOX_SCHEDULE_CRON)
+        return odbox_fail(err, ODBOX_EINVAL, "purge job: no schedule");
+    if (schedule.kind == ODBOX_SCHEDULE_FIXED_DELAY && schedule.delay_ms <= 0)
+        return odbox_fail(err, ODBOX_EINVAL, "purge job: a fixed delay of %lld ms", (long long)schedule.delay_ms);
+    purge_job *pj = malloc(sizeof *pj);
+    if (!pj)
+        return odbox_fail(err, ODBOX_ENOMEM, "purge job: out of memory");
+    pj->r = r;
+    pj->o = *o;
+    pj->o.clock = NULL;
+    job->name = ODBOX_PURGE_JOB_NAME;
+    job->schedule = schedule;
+    job->execute = run_job;
+    job->user = pj;
+    return ODBOX_OK;
+}
+
+void odbox_purge_job_free(odbox_job *job)
+{
+    if (!job)
+        return;
+    free(job->user);
+    memset(job, 0, sizeof *job);
+}

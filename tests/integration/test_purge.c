@@ -1,0 +1,203 @@
+/* odbox — integration tests of retention: what a purge removes and what
+ * it never removes (undelivered events with a type, PENDING and FAILED
+ * notifications, anything not older than the age), per shard and table;
+ * batches smaller than the rows; and the purge job run by a job registry
+ * on a manual clock. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "jobs_fx.h"
+#include "ops_fx.h"
+
+#define NOW (T0 + 30 * DAY)
+
+static void assert_result(const odbox_purge_result *r, int member, int64_t notifications, int64_t events,
+                          int64_t sentinels, int64_t batches)
+{
+    ck_assert_int_eq(r->shard.group, 0);
+    ck_assert_int_eq(r->shard.member, member);
+    ck_assert_int_eq(r->notifications, notifications);
+    ck_assert_int_eq(r->events, events);
+    ck_assert_int_eq(r->sentinels, sentinels);
+    ck_assert_int_eq(r->batches, batches);
+}
+
+START_TEST(purge_removes_only_what_is_done)
+{
+    ofx f;
+    ofx_open(&f, 2);
+    const int64_t cutoff = NOW - 7 * DAY;
+    /* shard 0.0 notifications */
+    ofx_notification(&f, 0, &(nrow){"a", "SUCCEEDED", .updated = NOW - 8 * DAY}, NULL);         /* goes */
+    ofx_notification(&f, 0, &(nrow){"a", "EXPIRED", .updated = NOW - 10 * DAY}, NULL);          /* goes */
+    ofx_notification(&f, 0, &(nrow){"a", "SUCCEEDED", .updated = NOW - 6 * DAY}, NULL);         /* too young */
+    ofx_notification(&f, 0, &(nrow){"a", "SUCCEEDED", .updated = cutoff}, NULL);                /* not older */
+    ofx_notification(&f, 0, &(nrow){"a", "PENDING", .updated = NOW - 20 * DAY}, NULL);          /* waits */
+    ofx_notification(&f, 0, &(nrow){"a", "FAILED", .updated = NOW - 20 * DAY}, NULL);           /* waits */
+    /* shard 0.0 events */
+    ofx_event(&f, 0, "Deposited", NOW - 8 * DAY, 1, NULL);  /* goes */
+    ofx_event(&f, 0, "Deposited", NOW - 1 * DAY, 1, NULL);  /* too young */
+    ofx_event(&f, 0, "Deposited", cutoff, 1, NULL);         /* not older */
+    ofx_event(&f, 0, "Deposited", NOW - 20 * DAY, 0, NULL); /* undelivered: a handler waits */
+    ofx_event(&f, 0, "Unhandled", NOW - 29 * DAY, 0, NULL); /* no handler yet: backfill */
+    ofx_event(&f, 0, NULL, NOW - 9 * DAY, 0, NULL);         /* old sentinel: goes */
+    ofx_event(&f, 0, NULL, NOW - 1 * DAY, 0, NULL);         /* young sentinel */
+    /* shard 0.1 */
+    ofx_notification(&f, 1, &(nrow){"a", "SUCCEEDED", .updated = NOW - 8 * DAY}, NULL);
+    ofx_event(&f, 1, "Withdrawn", NOW - 8 * DAY, 1, NULL);
+    ofx_event(&f, 1, "Withdrawn", NOW - 8 * DAY - 1, 1, NULL);
+
+    odbox_manual_clock *m = NULL;
+    ck_assert_int_eq(odbox_manual_clock_new(NOW, &m, NULL), ODBOX_OK);
+    odbox_purge_options o = {.older_than_us = 7 * DAY, .clock = odbox_manual_clock_clock(m)};
+    odbox_purge_result *res = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_purge_run(f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_uint_eq(n, 2);
+    /* a batch for each finished state, delivered events and sentinels */
+    assert_result(&res[0], 0, 2, 1, 1, 4);
+    assert_result(&res[1], 1, 1, 2, 0, 4);
+    odbox_purge_results_free(&res);
+    ck_assert_ptr_null(res);
+
+    ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "1 = 1"), 4);
+    ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "state IN ('PENDING', 'FAILED')"), 2);
+    ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "state = 'SUCCEEDED'"), 2);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "1 = 1"), 5);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "delivered = TRUE"), 2);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "delivered = FALSE AND event_type IS NOT NULL"), 2);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "event_type IS NULL"), 1);
+    ck_assert_int_eq(ofx_count(&f, 1, "events", "1 = 1"), 0);
+    ck_assert_int_eq(ofx_count(&f, 1, "event_notifications", "1 = 1"), 0);
+
+    /* again: nothing left to remove */
+    ck_assert_int_eq(odbox_purge_run(f.r, &o, &res, &n, &e), ODBOX_OK);
+    assert_result(&res[0], 0, 0, 0, 0, 4);
+    assert_result(&res[1], 1, 0, 0, 0, 4);
+    odbox_purge_results_free(&res);
+    /* a day later, on shard 0.0 only: the one at the cutoff goes now */
+    odbox_manual_clock_advance(m, DAY);
+    o.shard = ofx_shard(&f, 0);
+    ck_assert_int_eq(odbox_purge_run(f.r, &o, &res, &n, &e), ODBOX_OK);
+    ck_assert_uint_eq(n, 1);
+    assert_result(&res[0], 0, 1, 1, 0, 4);
+    odbox_purge_results_free(&res);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "delivered = FALSE AND event_type IS NOT NULL"), 2);
+    odbox_manual_clock_free(&m);
+    ofx_close(&f);
+}
+END_TEST
+
+START_TEST(purge_in_batches)
+{
+    ofx f;
+    ofx_open(&f, 1);
+    for (int k = 0; k < 25; k++)
+        ofx_event(&f, 0, "Deposited", NOW - 10 * DAY + k * SEC, 1, NULL);
+    for (int k = 0; k < 7; k++)
+        ofx_notification(&f, 0, &(nrow){"a", k % 2 ? "SUCCEEDED" : "EXPIRED", .updated = NOW - 10 * DAY + k}, NULL);
+    for (int k = 0; k < 20; k++)
+        ofx_event(&f, 0, NULL, NOW - 10 * DAY + k * SEC, 0, NULL);
+    odbox_manual_clock *m = NULL;
+    ck_assert_int_eq(odbox_manual_clock_new(NOW, &m, NULL), ODBOX_OK);
+    odbox_purge_options o = {.older_than_us = DAY, .batch_size = 10, .clock = odbox_manual_clock_clock(m)};
+    odbox_purge_result *res = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_purge_run(f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_uint_eq(n, 1);
+    /* notifications 3 SUCCEEDED and 4 EXPIRED (a batch each), events
+     * 10 + 10 + 5, sentinels 10 + 10 + 0 */
+    assert_result(&res[0], 0, 7, 25, 20, 1 + 1 + 3 + 3);
+    odbox_purge_results_free(&res);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "1 = 1"), 0);
+    ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "1 = 1"), 0);
+    odbox_manual_clock_free(&m);
+    ofx_close(&f);
+}
+END_TEST
+
+typedef struct remaining {
+    ofx *f;
+    int64_t want;
+} remaining;
+
+static int events_left(void *arg)
+{
+    remaining *r = arg;
+    return ofx_count(r->f, 0, "events", "1 = 1") == r->want;
+}
+
+START_TEST(purge_job_on_a_manual_clock)
+{
+    ofx f;
+    ofx_open(&f, 1);
+    ofx_event(&f, 0, "Deposited", NOW - 8 * DAY, 1, NULL);
+    ofx_event(&f, 0, "Deposited", NOW - 6 * DAY, 1, NULL);
+    ofx_event(&f, 0, "Deposited", NOW - 30 * DAY, 0, NULL); /* undelivered: never */
+    odbox_manual_clock *m = NULL;
+    ck_assert_int_eq(odbox_manual_clock_new(NOW, &m, NULL), ODBOX_OK);
+    odbox_purge_options o = {.older_than_us = 7 * DAY, .batch_size = 1};
+    odbox_job job;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_purge_job(f.r, &o, odbox_schedule_fixed_delay(3600 * 1000), &job, &e) == ODBOX_OK, "%s",
+                  e.message);
+    ck_assert_str_eq(job.name, ODBOX_PURGE_JOB_NAME);
+    char name[64];
+    itest_name(name, sizeof name, "purge");
+    job.name = name; /* runs beside other tests on the same scheduled_tasks */
+    odbox_jobs_config cfg = {.poll_interval_ms = 20, .clock = odbox_manual_clock_clock(m)};
+    odbox_jobs *j = jt_open_jobs(f.r, &cfg, &job);
+    jt_start(j);
+    /* due at start: the 8-day-old event goes, by the job registry's clock */
+    remaining r = {&f, 2};
+    ck_assert(jt_wait_for(events_left, &r));
+    jt_sleep_ms(200);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "1 = 1"), 2);
+    /* two days and an hour later the next run takes the other */
+    odbox_manual_clock_advance(m, 2 * DAY + 3600 * SEC);
+    r.want = 1;
+    ck_assert(jt_wait_for(events_left, &r));
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "delivered = FALSE"), 1);
+    odbox_jobs_free(&j);
+    odbox_job_info in = jt_must_row(&(jfx){.pool = odbox_shard_primary(ofx_shard(&f, 0))}, name);
+    ck_assert_int_eq(in.consecutive_failures, 0);
+    ck_assert_int_eq(in.last_success_us, NOW + 2 * DAY + 3600 * SEC);
+    itest_exec(f.c[0], "DELETE FROM scheduled_tasks WHERE task_name = '%s'", name);
+    odbox_purge_job_free(&job);
+    odbox_manual_clock_free(&m);
+    ofx_close(&f);
+}
+END_TEST
+
+START_TEST(purge_of_an_unreachable_shard)
+{
+    odbox_registry *r = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_registry_open_dsn(itest_unreachable_dsn("S3cretPw"), &r, &e), ODBOX_OK);
+    odbox_purge_options o = {.older_than_us = DAY};
+    odbox_purge_result *res = NULL;
+    size_t n = 9;
+    ck_assert_int_eq(odbox_purge_run(r, &o, &res, &n, &e), ODBOX_ECONNECT);
+    ck_assert_msg(strstr(e.message, "shard 0.0") && !strstr(e.message, "S3cretPw"), "%s", e.message);
+    /* what was done before the error: the shard it failed on, nothing removed */
+    ck_assert_uint_eq(n, 1);
+    assert_result(&res[0], 0, 0, 0, 0, 0);
+    odbox_purge_results_free(&res);
+    odbox_registry_free(&r);
+}
+END_TEST
+
+Suite *purge_suite(void)
+{
+    Suite *s = suite_create("purge");
+    TCase *tc = tcase_create("purge");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, purge_removes_only_what_is_done);
+    tcase_add_test(tc, purge_in_batches);
+    tcase_add_test(tc, purge_job_on_a_manual_clock);
+    tcase_add_test(tc, purge_of_an_unreachable_shard);
+    suite_add_tcase(s, tc);
+    return s;
+}
