@@ -60,6 +60,26 @@ int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, cons
     return ODBOX_OK;
 }
 
+/* (SELECT ? AS c, ... UNION ALL SELECT ?, ... ...) AS alias: MySQL 8
+ * spells a VALUES table VALUES ROW(...), MariaDB without ROW. */
+int odbox_mysql_bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols,
+                               const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
+{
+    odbox_buf b = {0};
+    for (size_t r = 0; r < nrows; r++) {
+        odbox_buf_append(&b, r ? " UNION ALL SELECT " : "(SELECT ");
+        for (size_t c = 0; c < ncols; c++) {
+            odbox_buf_cat(&b, c ? ", " : "", d->typed_param[types[c]], (char *)NULL);
+            if (r == 0)
+                odbox_buf_cat(&b, " AS ", cols[c], (char *)NULL);
+        }
+    }
+    odbox_buf_cat(&b, ") AS ", alias, (char *)NULL);
+    if (!(*out = odbox_buf_take(&b)))
+        return odbox_fail(err, ODBOX_ENOMEM, "bound rows: out of memory");
+    return ODBOX_OK;
+}
+
 /* MySQL and MariaDB report most conditions as SQLSTATE HY000 with a
  * server (1xxx, 3xxx, 4xxx) or client library (2xxx) error number. */
 int odbox_mysql_map_error(const char *st, long native, const char *message)

@@ -7,6 +7,8 @@
 
 int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
                                   const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err);
+int odbox_mysql_bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols,
+                               const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err);
 int odbox_mysql_connection_string(const odbox_dsn *dsn, const char *driver, char **out,
                                   odbox_error *err);
 extern const char *const odbox_mysql_session_setup[];
@@ -61,6 +63,10 @@ int odbox_mysql_map_error(const char *sqlstate, long native, const char *message
     .map_error = odbox_mysql_map_error,                                       \
     .delete_batch_fmt = "DELETE t FROM %1$s t JOIN (SELECT id FROM %1$s WHERE %2$s%3$s LIMIT ?) d " \
                         "ON t.id = d.id WHERE %4$s",                                       \
-    .interval_us_fmt = "TIMESTAMPDIFF(MICROSECOND, %2$s, %1$s)"
+    .interval_us_fmt = "TIMESTAMPDIFF(MICROSECOND, %2$s, %1$s)",                          \
+    /* the target's key column, qualified: the SELECT's tables may have one \
+     * of that name too */                                                 \
+    .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON DUPLICATE KEY UPDATE %1$s.%4$s = %1$s.%4$s", \
+    .bound_rows_sql = odbox_mysql_bound_rows_sql
 
 #endif

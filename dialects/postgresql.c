@@ -92,6 +92,27 @@ static int batch_update_sql(const odbox_dialect *d, const char *table, const cha
     return ODBOX_OK;
 }
 
+/* (VALUES (CAST(? AS T), ...), (...)) AS alias(c, ...) */
+static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
+                          size_t ncols, size_t nrows, char **out, odbox_error *err)
+{
+    odbox_buf b = {0};
+    odbox_buf_append(&b, "(VALUES ");
+    for (size_t r = 0; r < nrows; r++) {
+        odbox_buf_append(&b, r ? ", (" : "(");
+        for (size_t c = 0; c < ncols; c++)
+            odbox_buf_cat(&b, c ? ", " : "", d->typed_param[types[c]], (char *)NULL);
+        odbox_buf_append(&b, ")");
+    }
+    odbox_buf_cat(&b, ") AS ", alias, "(", (char *)NULL);
+    for (size_t c = 0; c < ncols; c++)
+        odbox_buf_cat(&b, c ? ", " : "", cols[c], (char *)NULL);
+    odbox_buf_append(&b, ")");
+    if (!(*out = odbox_buf_take(&b)))
+        return odbox_fail(err, ODBOX_ENOMEM, "bound rows: out of memory");
+    return ODBOX_OK;
+}
+
 /* WITH w0 AS (UPDATE ... RETURNING 1), w1 AS (INSERT ... SELECT ...
  *   WHERE EXISTS (SELECT 1 FROM w0)), ... INSERT ... WHERE EXISTS (...)
  * Every WITH item runs once and to the end, whether read or not; only
@@ -219,4 +240,6 @@ const odbox_dialect odbox_dialect_postgresql = {
     .delete_batch_fmt =
         "DELETE FROM %1$s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %1$s WHERE %2$s%3$s LIMIT ?)) AND %4$s",
     .interval_us_fmt = "CAST(EXTRACT(EPOCH FROM (%1$s - %2$s)) * 1000000 AS BIGINT)",
+    .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
+    .bound_rows_sql = bound_rows_sql,
 };

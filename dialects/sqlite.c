@@ -140,6 +140,28 @@ static int batch_update_sql(const odbox_dialect *d, const char *table, const cha
     return ODBOX_OK;
 }
 
+/* (SELECT column1 AS c, ... FROM (VALUES (...), (...))) AS alias: a
+ * VALUES list is not bound by the 500 terms of a compound SELECT. */
+static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
+                          size_t ncols, size_t nrows, char **out, odbox_error *err)
+{
+    odbox_buf b = {0};
+    odbox_buf_append(&b, "(SELECT ");
+    for (size_t c = 0; c < ncols; c++)
+        odbox_buf_appendf(&b, "%scolumn%zu AS %s", c ? ", " : "", c + 1, cols[c]);
+    odbox_buf_append(&b, " FROM (VALUES ");
+    for (size_t r = 0; r < nrows; r++) {
+        odbox_buf_append(&b, r ? ", (" : "(");
+        for (size_t c = 0; c < ncols; c++)
+            odbox_buf_cat(&b, c ? ", " : "", d->typed_param[types[c]], (char *)NULL);
+        odbox_buf_append(&b, ")");
+    }
+    odbox_buf_cat(&b, ")) AS ", alias, (char *)NULL);
+    if (!(*out = odbox_buf_take(&b)))
+        return odbox_fail(err, ODBOX_ENOMEM, "bound rows: out of memory");
+    return ODBOX_OK;
+}
+
 /* The columns of table ?2 in schema ?1 (NULL: main; a schema the
  * connection does not have: no rows, where pragma_table_xinfo would fail
  * with "unknown database"), for the two catalogue queries below. hidden:
@@ -231,4 +253,7 @@ const odbox_dialect odbox_dialect_sqlite = {
     .interval_us_fmt = "((CAST(strftime('%%s', substr(%1$s, 1, 19)) AS INTEGER) "
                        "- CAST(strftime('%%s', substr(%2$s, 1, 19)) AS INTEGER)) * 1000000 "
                        "+ CAST(substr(%1$s, 21, 6) AS INTEGER) - CAST(substr(%2$s, 21, 6) AS INTEGER))",
+    /* SQLite 3.24 upsert, after the SELECT's WHERE */
+    .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
+    .bound_rows_sql = bound_rows_sql,
 };

@@ -55,6 +55,10 @@ struct job_rt {
     int lost;              /* the held row was changed by someone else */
     int64_t version;       /* of the held row */
     int64_t last_beat_us;  /* clock time of the last heartbeat that landed */
+    /* the job's thread's own: after a run it recorded, how soon its row
+     * is due again (-1: unknown), so that a delay shorter than the poll
+     * interval is kept */
+    int64_t due_in_us;
 };
 
 struct odbox_jobs {
@@ -255,6 +259,8 @@ static void finish_run(job_rt *j, int64_t version, int succeeded, int64_t seen_r
     int done = 0, rc = odbox_pool_acquire(r->pool, &c, &e);
     if (rc == ODBOX_OK)
         rc = odbox_job_row_finish(c, j->name, version, succeeded, done_us, next_us, &done, &e);
+    if (rc == ODBOX_OK && done)
+        j->due_in_us = next_us - done_us;
     if (rc != ODBOX_OK)
         odbox_log(ODBOX_LOG_ERROR, "job '%s': recording the run failed: %s; the row stays held until it is dead",
                   j->name, e.message);
@@ -376,8 +382,11 @@ static void *job_main(void *arg)
         if (stop)
             break;
         next = odbox_mono_after(r->poll_ms);
+        j->due_in_us = -1;
         if (poll_once(j) < 0)
             break;
+        if (j->due_in_us >= 0 && j->due_in_us < (int64_t)r->poll_ms * 1000)
+            next = odbox_mono_after((j->due_in_us + 999) / 1000);
     }
     pthread_mutex_lock(&r->mu);
     j->exited = 1;

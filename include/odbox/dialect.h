@@ -224,6 +224,18 @@ typedef struct odbox_dialect {
     /* An integer expression: the microseconds from timestamp expression
      * %2$s to timestamp expression %1$s (each may be used twice). */
     const char *interval_us_fmt;
+
+    /* An INSERT fed by a query that skips rows conflicting on a unique
+     * key, as insert_ignore_fmt: %1$s the table, %2$s its columns, %3$s a
+     * SELECT that ends with a WHERE (SQLite needs one before ON CONFLICT),
+     * %4$s a key column. */
+    const char *insert_select_ignore_fmt;
+    /* A derived table of nrows rows of bound parameters, usable in a FROM
+     * clause and named alias, with columns cols of types (odbox_type,
+     * each value typed as typed_param says); parameters are bound row by
+     * row in cols order. *out is malloc'd. */
+    int (*bound_rows_sql)(const struct odbox_dialect *d, const char *alias, const char *const *cols,
+                          const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err);
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

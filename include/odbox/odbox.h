@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "jobs.h"
 #include "notifications.h"
+#include "handlers.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -81,5 +81,7 @@ Suite *commit_listeners_suite(void);
 Suite *wake_suite(void);
 Suite *notifications_suite(void);
 Suite *purge_suite(void);
+Suite *handlers_suite(void);
+Suite *handlers_jobs_suite(void);
 
 #endif

@@ -1,0 +1,282 @@
+/* odbox — in-process event handlers: the outbox's events delivered, at
+ * least once, to callbacks in the same process (Ekbatan's local event
+ * handler).
+ *
+ * Delivery is two distributed jobs (odbox/jobs.h), so one process of a
+ * cluster runs each:
+ *  - fan-out (ODBOX_FANOUT_JOB_NAME): per shard, in parallel, reads
+ *    undelivered events whose type has a handler, oldest first (from the
+ *    shard's replica when it has one), writes one event_notifications row
+ *    per (event x handler) with the event's context copied in (state
+ *    PENDING, attempts 0, next_retry_at = event_date) by ONE multi-row
+ *    insert that skips rows already there, and flips the events'
+ *    delivered = TRUE (only those still FALSE), in one transaction on the
+ *    primary. Events without a handler and sentinel rows stay undelivered:
+ *    a handler added later backfills them.
+ *  - handling (ODBOX_HANDLING_JOB_NAME): per shard, in parallel, reads due
+ *    notifications from the primary (PENDING or FAILED, next_retry_at <=
+ *    now, oldest first), expires those past their retention without a
+ *    call, calls the handlers of the rest on a pool of worker threads, and
+ *    writes the outcomes with one UPDATE per bucket, each guarded by the
+ *    state and attempts the rows were read with.
+ * Each job's execution runs rounds on every shard (a shard with work
+ * starts its next round at once, one without waits its poll delay, or
+ * less when woken) while it holds its claim, and returns when the job
+ * registry stops, when its heartbeats fall behind (fraction_dead > 0.5)
+ * or after execution_max_ms, so that the claim is given back regularly.
+ *
+ * Wake-ups: a commit of an attached executor wakes the fan-out of that
+ * shard at once, and a fan-out round that wrote notifications wakes the
+ * handling of that shard at once. On PostgreSQL, also across processes
+ * (NOTIFY after the commit, LISTEN through libpq): executors of other
+ * processes wake this process's fan-out, and this fan-out wakes other
+ * processes' handling. Elsewhere, and when a wake-up is lost, the poll
+ * delay bounds the wait.
+ *
+ * At-least-once: a handler may be called more than once for one event
+ * (a crash between its success and the write of its outcome, a run taken
+ * over, a handler that failed after its effect, a call cut off by its
+ * timeout or by a stop). Handlers must be idempotent: key what they write
+ * on env->event_id. There is no order between events, nor between the
+ * handlers of one event.
+ *
+ * Threads: handlers are called on worker threads, several at once. The
+ * registry of handlers is built by one thread before the delivery opens
+ * and is read-only after. A delivery's functions are thread-safe unless
+ * said otherwise. */
+#ifndef ODBOX_HANDLERS_H
+#define ODBOX_HANDLERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+#include "action.h"
+#include "clock.h"
+#include "jobs.h"
+#include "notifications.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ODBOX_HANDLER_NAME_MAX 255 /* handler_name VARCHAR(255) */
+#define ODBOX_FANOUT_JOB_NAME "odbox-event-fanout"
+#define ODBOX_HANDLING_JOB_NAME "odbox-event-handling"
+
+/* What a handler gets: the notification row, with the event's context
+ * copied in by the fan-out. Every pointer is valid during the call only
+ * (take a reference to keep a JSON object). */
+typedef struct odbox_envelope {
+    const char *notification_id;
+    const char *event_id;          /* the idempotency key */
+    const char *ns;                /* the action's namespace */
+    const char *action_id;
+    const char *action_name;
+    json_object *action_params;    /* parsed; borrowed */
+    json_object *payload;          /* parsed; borrowed; NULL when the row has none */
+    int64_t started_us, completion_us, event_us; /* UTC microseconds */
+    const char *model_id;          /* NULL when none */
+    const char *model_type;        /* NULL when none */
+    const char *event_type;
+    const char *handler_name;      /* as on the row: the handler's name or a former name */
+    odbox_shard_id shard;
+    int attempt;                   /* 1 on the first call (the row's attempts + 1) */
+} odbox_envelope;
+
+/* 0: handled (SUCCEEDED). A negative ODBOX_E* code: failed, retried with
+ * backoff until the retention runs out (err's message is logged). Called
+ * on a worker thread; it may run actions (odbox_execute): chaining. */
+typedef int (*odbox_handler_fn)(const odbox_envelope *env, void *user, odbox_error *err);
+
+typedef struct odbox_handler {
+    /* Durable: written to handler_name, so part of the schema (renaming
+     * orphans the rows queued under the old name: list it in
+     * former_names). [A-Za-z0-9][A-Za-z0-9_.:-]*, at most 255 (copied). */
+    const char *name;
+    /* NULL-terminated, or NULL: rows under these names reach this handler
+     * too (the fan-out writes name only). Same rule as name (copied). */
+    const char *const *former_names;
+    /* The event type it takes: an odbox_event_type's name (copied). */
+    const char *event_type;
+    odbox_handler_fn handle;
+    void *user;                    /* handed to handle; must outlive the calls */
+} odbox_handler;
+
+typedef struct odbox_handlers odbox_handlers;
+
+int odbox_handlers_new(odbox_handlers **out, odbox_error *err);
+
+/* Adds a handler. Several handlers may take one event type. ODBOX_EINVAL:
+ * a bad or duplicate name (names and former names are one namespace), a
+ * bad event type name, no callback; ODBOX_ESTATE once a delivery uses h. */
+int odbox_handlers_add(odbox_handlers *h, const odbox_handler *handler, odbox_error *err);
+
+size_t odbox_handlers_count(const odbox_handlers *h);
+
+/* After every delivery using h is freed. NULL-safe; sets *h = NULL. */
+void odbox_handlers_free(odbox_handlers **h);
+
+/* ---- delivery ---------------------------------------------------------- */
+
+enum { ODBOX_DELIVERY_FANOUT = 1, ODBOX_DELIVERY_HANDLING = 2 };
+
+/* What one round did on one shard. */
+typedef struct odbox_delivery_round {
+    int job;                    /* ODBOX_DELIVERY_FANOUT or ODBOX_DELIVERY_HANDLING */
+    odbox_shard_id shard;
+    size_t read;                /* events (fan-out) or due notifications (handling) read */
+    /* fan-out */
+    size_t delivered;           /* events this round flipped to delivered */
+    size_t notifications;       /* notification rows sent to the insert (rows already
+                                   there are skipped by the database, and counted) */
+    /* handling */
+    size_t succeeded;           /* outcomes written, by bucket */
+    size_t failed;              /* failed, to be retried (a timed-out call included) */
+    size_t expired_preflight;   /* past retention when read: no call */
+    size_t expired_postfailure; /* failed, and the next try would be past retention */
+    size_t timed_out;           /* calls still running at handler_timeout_ms (in failed) */
+    size_t unwritten;           /* rows left as they were (not called before a stop,
+                                   or outcomes refused by the hook): due again */
+    size_t stale;               /* outcomes whose row had changed meanwhile (not written) */
+    int statements;             /* statements sent to the database in the round */
+    int updates;                /* handling: outcome UPDATE statements among them */
+} odbox_delivery_round;
+
+typedef enum odbox_delivery_point {
+    /* A handling round's calls are over and its outcomes not yet written;
+     * conn is the primary connection they will be written on. A non-zero
+     * return leaves every row as it was (all are due again: re-delivery)
+     * and fails the round with that code. */
+    ODBOX_DELIVERY_CALLS_DONE = 1,
+    /* A round ended, successfully or not (round says what it did); conn
+     * is its primary connection, NULL when it wrote nothing. The return
+     * is ignored. */
+    ODBOX_DELIVERY_ROUND_DONE
+} odbox_delivery_point;
+
+/* Test and tracing hook, called on the round's thread. */
+typedef int (*odbox_delivery_hook_fn)(void *ud, odbox_delivery_point at, odbox_shard *shard, odbox_conn *conn,
+                                      const odbox_delivery_round *round);
+
+typedef struct odbox_delivery_config {
+    int fanout_batch;          /* events per fan-out round; 0: 200 */
+    int handling_batch;        /* notifications per handling round; 0: 100 */
+    int fanout_poll_ms;        /* wait after a round that found nothing; 0: 1000 */
+    int handling_poll_ms;      /* 0: 1000 */
+    int64_t backoff_base_ms;   /* a failure waits base x 2^(attempts-1); 0: 30000 */
+    int64_t backoff_cap_ms;    /* ... at most this; 0: 300000 */
+    /* A notification expires once now passes max(event_date, created_date)
+     * + retention (created_date: when the fan-out wrote it or a requeue
+     * put it back); 0: 7 days */
+    int64_t retention_ms;
+    int workers;               /* handler threads; 0: 8 */
+    /* A call still running this long counts as failed: its thread is
+     * abandoned (left running, not waited for) and replaced; 0: 300000 */
+    int handler_timeout_ms;
+    /* At a stop, running calls get this long before they are abandoned
+     * (their rows stay due: re-delivered later); 0: 5000 */
+    int stop_wait_ms;
+    int execution_max_ms;      /* one job execution loops at most this long; 0: 60000 */
+    /* Cross-process wake-ups (PostgreSQL LISTEN, one session per shard):
+     * 0 on, -1 off (a pooler in transaction mode drops LISTEN). */
+    int cross_process_wakeup;
+    /* now for due times, retention, backoff and the dates written; NULL:
+     * the system clock. Must outlive the delivery. Waits use real time. */
+    const odbox_clock *clock;
+    odbox_delivery_hook_fn hook; /* NULL: none */
+    void *hook_ud;
+} odbox_delivery_config;
+
+typedef struct odbox_delivery odbox_delivery;
+
+/* A delivery of handlers' event types on registry's shards. cfg may be
+ * NULL (defaults); negative values are ODBOX_EINVAL, as is a registry of
+ * handlers that is empty. Freezes handlers. registry and handlers are
+ * borrowed and must outlive the delivery. Connects to nothing. */
+int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, const odbox_delivery_config *cfg,
+                        odbox_delivery **out, odbox_error *err);
+
+/* Adds the fan-out and/or the handling job (which: a mask of
+ * ODBOX_DELIVERY_FANOUT and ODBOX_DELIVERY_HANDLING) to jobs, before
+ * odbox_jobs_start. Each is due again 1 ms after an execution ends, so
+ * that the next one follows at once. ODBOX_EINVAL for a bad mask,
+ * ODBOX_ESTATE for a job added already. Not thread-safe. */
+int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbox_error *err);
+
+/* Commits of exe in this process wake the fan-out of their shard at once
+ * (exe must be on the delivery's registry). Detach, or free the delivery,
+ * before freeing exe. ODBOX_EINVAL when exe is attached already. */
+int odbox_delivery_attach(odbox_delivery *d, odbox_executor *exe, odbox_error *err);
+int odbox_delivery_detach(odbox_delivery *d, odbox_executor *exe, odbox_error *err);
+
+/* One round on one shard, on the calling thread, outside any job (tests,
+ * tools); round (may be NULL) gets what it did. The database's errors
+ * are returned with the shard named; a handler's failure is not an error
+ * of the round. */
+int odbox_delivery_fanout_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round, odbox_error *err);
+int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round,
+                                  odbox_error *err);
+
+/* Stops listening, detaches the executors, and frees. The job registry
+ * must be stopped first (odbox_jobs_stop: its executions have returned).
+ * A handler call still running (hung, or cut off by a stop) is left
+ * running; its user data must outlive it. NULL-safe; sets *d = NULL. */
+void odbox_delivery_free(odbox_delivery **d);
+
+/* ---- metrics ------------------------------------------------------------- */
+
+#define ODBOX_HISTOGRAM_MAX_BOUNDS 16
+
+/* Observations in seconds, as Prometheus histograms count them. */
+typedef struct odbox_histogram {
+    size_t nbounds;
+    double bounds[ODBOX_HISTOGRAM_MAX_BOUNDS];      /* upper bounds, increasing */
+    uint64_t counts[ODBOX_HISTOGRAM_MAX_BOUNDS + 1]; /* per bucket; [nbounds]: above them all */
+    uint64_t count;
+    double sum;
+} odbox_histogram;
+
+/* One handler in this process, since the delivery opened. */
+typedef struct odbox_handler_metrics {
+    char *handler;                 /* its name */
+    char *event_type;
+    uint64_t succeeded, failed_retry, expired_preflight, expired_postfailure;
+    odbox_histogram duration_succeeded, duration_failed; /* handler calls */
+    odbox_histogram lag;           /* completion_date (the action's commit) to the success */
+} odbox_handler_metrics;
+
+typedef struct odbox_delivery_metrics {
+    odbox_handler_metrics *handlers; /* every handler, in the order added */
+    size_t nhandlers;
+    uint64_t events_fanned_out;      /* events flipped to delivered */
+    uint64_t notifications_created;  /* rows sent to the fan-out's inserts */
+    uint64_t unknown_handler;        /* failures of rows whose handler_name no handler answers to */
+    uint64_t round_errors;           /* rounds that failed (database errors), both jobs */
+    /* From the database at the time of the call (odbox_notifications_metrics
+     * on the delivery's registry): per shard and handler name. */
+    odbox_notification_stats *db;
+    size_t ndb;
+} odbox_delivery_metrics;
+
+/* This process's numbers and the database's (db_options may be NULL: every
+ * shard, the delivery's clock, the default lag window). out is filled
+ * whole or not at all; free it with odbox_delivery_metrics_clear. */
+int odbox_delivery_metrics_read(odbox_delivery *d, const odbox_notification_metrics_options *db_options,
+                           odbox_delivery_metrics *out, odbox_error *err);
+void odbox_delivery_metrics_clear(odbox_delivery_metrics *m);
+
+/* Both in the Prometheus text format (*text malloc'd): the database's
+ * families (odbox_notifications_prometheus) and this process's:
+ *   odbox_handler_calls_total{handler,outcome}        counter (outcome: succeeded,
+ *       failed_retry, expired_preflight, expired_postfailure)
+ *   odbox_handler_duration_seconds{handler,outcome}   histogram (succeeded, failed)
+ *   odbox_handler_lag_seconds{handler}                histogram (commit to success)
+ *   odbox_fanout_events_total, odbox_fanout_notifications_total,
+ *   odbox_handler_unknown_total, odbox_delivery_round_errors_total   counters */
+int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metrics_options *db_options, char **text,
+                              odbox_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

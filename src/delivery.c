@@ -1,0 +1,487 @@
+/* odbox — the delivery: its configuration, the two jobs' executions (one
+ * thread per shard, each looping rounds), the wake-ups that start a round
+ * early, and the public round functions (see odbox/handlers.h).
+ *
+ * Threads: an execution runs on its job's thread, which supervises (stop,
+ * heartbeat health, the execution's length) while one thread per shard
+ * runs rounds. Wake-ups come from committers, listeners and fan-out
+ * rounds, through odbox_wake: they set the shard's pending flag and wake
+ * the shard's thread.
+ *
+ * Lock: mu guards the pending and failing flags, the executions' stop
+ * flags, the listening flag and the attached executors. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "delivery_internal.h"
+#include "action_internal.h"
+
+#define DEFAULT_FANOUT_BATCH 200
+#define DEFAULT_HANDLING_BATCH 100
+#define DEFAULT_POLL_MS 1000
+#define DEFAULT_BACKOFF_BASE_MS 30000
+#define DEFAULT_BACKOFF_CAP_MS 300000
+#define DEFAULT_RETENTION_MS (7 * INT64_C(86400000))
+#define DEFAULT_WORKERS 8
+#define DEFAULT_HANDLER_TIMEOUT_MS 300000
+#define DEFAULT_STOP_WAIT_MS 5000
+#define DEFAULT_EXECUTION_MAX_MS 60000
+/* A batch larger than this is refused: one statement's parameters and one
+ * round's memory stay bounded. */
+#define MAX_BATCH 10000
+#define MAX_WORKERS 1024
+/* How often an execution's supervisor looks at its heartbeat health. */
+#define SUPERVISE_MS 1000
+
+static const char *const job_names[NJOBS] = {ODBOX_FANOUT_JOB_NAME, ODBOX_HANDLING_JOB_NAME};
+
+int64_t odbox_delivery_now(const odbox_delivery *d) { return d->clock.now_us(d->clock.ud); }
+
+int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts)
+{
+    int shift = attempts - 1 < 0 ? 0 : attempts - 1 > 30 ? 30 : attempts - 1;
+    /* base <= the cap's range: no overflow below 2^30 x base when base
+     * stays under 2^33 us (more than a day), checked at open */
+    int64_t b = c->backoff_base_us;
+    for (int i = 0; i < shift && b < c->backoff_cap_us; i++)
+        b *= 2;
+    return b < c->backoff_cap_us ? b : c->backoff_cap_us;
+}
+
+odbox_dshard *odbox_delivery_shard(odbox_delivery *d, const odbox_shard *s)
+{
+    for (size_t i = 0; i < d->nshards; i++)
+        if (d->shards[i].shard == s)
+            return &d->shards[i];
+    return NULL;
+}
+
+/* ---- configuration ---------------------------------------------------------- */
+
+static int cfg_int(const char *what, int64_t v, int64_t dflt, int64_t max, int64_t *out, odbox_error *err)
+{
+    if (v < 0 || v > max)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery: %s %lld is out of range 0..%lld (0: the default, %lld)",
+                          what, (long long)v, (long long)max, (long long)dflt);
+    *out = v ? v : dflt;
+    return ODBOX_OK;
+}
+
+static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *err)
+{
+    int64_t v[11] = {0};
+    const int64_t day_ms = 86400000, year_ms = 366 * day_ms;
+    int rc;
+    if ((rc = cfg_int("fanout_batch", c->fanout_batch, DEFAULT_FANOUT_BATCH, MAX_BATCH, &v[0], err)) ||
+        (rc = cfg_int("handling_batch", c->handling_batch, DEFAULT_HANDLING_BATCH, MAX_BATCH, &v[1], err)) ||
+        (rc = cfg_int("fanout_poll_ms", c->fanout_poll_ms, DEFAULT_POLL_MS, day_ms, &v[2], err)) ||
+        (rc = cfg_int("handling_poll_ms", c->handling_poll_ms, DEFAULT_POLL_MS, day_ms, &v[3], err)) ||
+        (rc = cfg_int("backoff_base_ms", c->backoff_base_ms, DEFAULT_BACKOFF_BASE_MS, day_ms, &v[4], err)) ||
+        (rc = cfg_int("backoff_cap_ms", c->backoff_cap_ms, DEFAULT_BACKOFF_CAP_MS, year_ms, &v[5], err)) ||
+        (rc = cfg_int("retention_ms", c->retention_ms, DEFAULT_RETENTION_MS, 100 * year_ms, &v[6], err)) ||
+        (rc = cfg_int("workers", c->workers, DEFAULT_WORKERS, MAX_WORKERS, &v[7], err)) ||
+        (rc = cfg_int("handler_timeout_ms", c->handler_timeout_ms, DEFAULT_HANDLER_TIMEOUT_MS, day_ms, &v[8],
+                      err)) ||
+        (rc = cfg_int("stop_wait_ms", c->stop_wait_ms, DEFAULT_STOP_WAIT_MS, day_ms, &v[9], err)) ||
+        (rc = cfg_int("execution_max_ms", c->execution_max_ms, DEFAULT_EXECUTION_MAX_MS, day_ms, &v[10], err)))
+        return rc;
+    if (c->cross_process_wakeup != 0 && c->cross_process_wakeup != -1)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery: cross_process_wakeup is 0 (on) or -1 (off), not %d",
+                          c->cross_process_wakeup);
+    if (v[5] < v[4])
+        return odbox_fail(err, ODBOX_EINVAL, "delivery: backoff_cap_ms %lld is below backoff_base_ms %lld",
+                          (long long)v[5], (long long)v[4]);
+    *o = (odbox_dcfg){
+        .batch = {(int)v[0], (int)v[1]},
+        .poll_ms = {(int)v[2], (int)v[3]},
+        .backoff_base_us = v[4] * 1000,
+        .backoff_cap_us = v[5] * 1000,
+        .retention_us = v[6] * 1000,
+        .workers = (int)v[7],
+        .handler_timeout_ms = (int)v[8],
+        .stop_wait_ms = (int)v[9],
+        .execution_max_ms = (int)v[10],
+        .listen = c->cross_process_wakeup,
+    };
+    return ODBOX_OK;
+}
+
+/* The event types of h, each with the indexes of its handlers. */
+static int group_types(odbox_delivery *d, odbox_error *err)
+{
+    const odbox_handlers *h = d->h;
+    if (!(d->types = calloc(h->n, sizeof *d->types)))
+        return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
+    for (size_t i = 0; i < h->n; i++) {
+        size_t t = 0;
+        while (t < d->ntypes && strcmp(d->types[t].name, h->v[i].event_type))
+            t++;
+        odbox_dtype *dt = &d->types[t];
+        if (t == d->ntypes) {
+            d->ntypes++;
+            dt->name = h->v[i].event_type;
+        }
+        size_t *g = realloc(dt->handlers, (dt->n + 1) * sizeof *g);
+        if (!g)
+            return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
+        g[dt->n++] = i;
+        dt->handlers = g;
+    }
+    return ODBOX_OK;
+}
+
+/* ---- wake-ups ------------------------------------------------------------------- */
+
+static void wake_shard(odbox_delivery *d, odbox_shard_id id, int job)
+{
+    pthread_mutex_lock(&d->mu);
+    for (size_t i = 0; i < d->nshards; i++)
+        if (d->shards[i].id.group == id.group && d->shards[i].id.member == id.member)
+            d->shards[i].pending[job] = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* A subscriber of both signals: EVENTS wakes the fan-out, NOTIFICATIONS
+ * the handling. Cheap: a flag and a broadcast. */
+static void on_signal(void *ud, odbox_shard_id shard, odbox_wake_signal sig)
+{
+    wake_shard(ud, shard, sig == ODBOX_WAKE_EVENTS ? JOB_FANOUT : JOB_HANDLING);
+}
+
+/* The listeners start with the first execution in this process: a process
+ * that never runs a delivery job never listens. */
+static void start_listening(odbox_delivery *d)
+{
+    pthread_mutex_lock(&d->mu);
+    int start = !d->listening;
+    d->listening = 1;
+    pthread_mutex_unlock(&d->mu);
+    odbox_error e = {0};
+    if (start && odbox_wake_start(d->wake, &e) != ODBOX_OK)
+        odbox_log(ODBOX_LOG_WARN, "delivery: no cross-process wake-ups (%s); the poll delays bound the wait",
+                  e.message);
+}
+
+/* ---- open, free ------------------------------------------------------------------ */
+
+static void delivery_destroy(odbox_delivery *d)
+{
+    for (size_t i = 0; i < d->nattached; i++)
+        odbox_executor_remove_commit_listener(d->attached[i], odbox_wake_on_commit, d->wake);
+    free(d->attached);
+    if (d->wake) {
+        odbox_wake_stop(d->wake);
+        odbox_wake_unsubscribe(d->wake, ODBOX_WAKE_EVENTS, on_signal, d);
+        odbox_wake_unsubscribe(d->wake, ODBOX_WAKE_NOTIFICATIONS, on_signal, d);
+        odbox_wake_free(&d->wake);
+    }
+    odbox_workers_free(&d->workers);
+    odbox_dmetrics_free(&d->metrics);
+    for (size_t i = 0; i < d->ntypes; i++)
+        free(d->types[i].handlers);
+    free(d->types);
+    free(d->shards);
+    pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, const odbox_delivery_config *cfg,
+                        odbox_delivery **out, odbox_error *err)
+{
+    static const odbox_delivery_config defaults = {0};
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery: out is NULL");
+    *out = NULL;
+    if (!registry || !handlers)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery: registry or handlers is NULL");
+    if (handlers->n == 0)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery: no handlers (add some before opening)");
+    if (!cfg)
+        cfg = &defaults;
+    odbox_dcfg c;
+    int rc = resolve(cfg, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_delivery *d = calloc(1, sizeof *d);
+    if (!d)
+        return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    d->r = registry;
+    d->h = handlers;
+    d->cfg = c;
+    d->clock = cfg->clock && cfg->clock->now_us ? *cfg->clock : *odbox_clock_system();
+    d->hook = cfg->hook;
+    d->hook_ud = cfg->hook_ud;
+    for (int j = 0; j < NJOBS; j++)
+        d->jobs[j] = (odbox_djob){d, j, NULL};
+    d->nshards = odbox_registry_shard_count(registry);
+    odbox_wake_config wc = {.listen = c.listen};
+    if (!(d->shards = calloc(d->nshards, sizeof *d->shards)))
+        rc = odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
+    for (size_t i = 0; rc == ODBOX_OK && i < d->nshards; i++) {
+        d->shards[i].shard = odbox_registry_shard_at(registry, i);
+        d->shards[i].id = odbox_shard_get_id(d->shards[i].shard);
+    }
+    if (rc == ODBOX_OK)
+        rc = group_types(d, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_dmetrics_new(handlers, &d->metrics, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_workers_open(c.workers, &d->workers, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_wake_open(registry, &wc, &d->wake, err);
+    if (rc == ODBOX_OK && (rc = odbox_wake_subscribe(d->wake, ODBOX_WAKE_EVENTS, on_signal, d, err)) == ODBOX_OK)
+        rc = odbox_wake_subscribe(d->wake, ODBOX_WAKE_NOTIFICATIONS, on_signal, d, err);
+    if (rc != ODBOX_OK) {
+        delivery_destroy(d);
+        return rc;
+    }
+    atomic_store(&handlers->frozen, 1);
+    *out = d;
+    return ODBOX_OK;
+}
+
+void odbox_delivery_free(odbox_delivery **dp)
+{
+    if (!dp || !*dp)
+        return;
+    delivery_destroy(*dp);
+    *dp = NULL;
+}
+
+/* ---- executors ------------------------------------------------------------------- */
+
+int odbox_delivery_attach(odbox_delivery *d, odbox_executor *exe, odbox_error *err)
+{
+    if (!d || !exe)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery attach: delivery or executor is NULL");
+    pthread_mutex_lock(&d->mu);
+    int rc = ODBOX_OK;
+    for (size_t i = 0; i < d->nattached && rc == ODBOX_OK; i++)
+        if (d->attached[i] == exe)
+            rc = odbox_fail(err, ODBOX_EINVAL, "delivery attach: this executor is attached already");
+    odbox_executor **g = rc == ODBOX_OK ? realloc(d->attached, (d->nattached + 1) * sizeof *g) : NULL;
+    if (rc == ODBOX_OK && !g)
+        rc = odbox_fail(err, ODBOX_ENOMEM, "delivery attach: out of memory");
+    if (rc == ODBOX_OK) {
+        d->attached = g;
+        /* the executor's NOTIFY already tells other processes */
+        rc = odbox_executor_add_commit_listener(exe, odbox_wake_on_commit, d->wake, err);
+    }
+    if (rc == ODBOX_OK)
+        d->attached[d->nattached++] = exe;
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+int odbox_delivery_detach(odbox_delivery *d, odbox_executor *exe, odbox_error *err)
+{
+    if (!d || !exe)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery detach: delivery or executor is NULL");
+    pthread_mutex_lock(&d->mu);
+    size_t i = 0;
+    while (i < d->nattached && d->attached[i] != exe)
+        i++;
+    int found = i < d->nattached;
+    if (found) {
+        memmove(&d->attached[i], &d->attached[i + 1], (d->nattached - i - 1) * sizeof *d->attached);
+        d->nattached--;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (!found)
+        return odbox_fail(err, ODBOX_ENOTFOUND, "delivery detach: this executor is not attached");
+    odbox_executor_remove_commit_listener(exe, odbox_wake_on_commit, d->wake);
+    return ODBOX_OK;
+}
+
+/* ---- rounds ------------------------------------------------------------------------ */
+
+static int public_round(odbox_delivery *d, int job, odbox_shard *s, odbox_delivery_round *round, odbox_error *err)
+{
+    odbox_delivery_round local;
+    if (!round)
+        round = &local;
+    memset(round, 0, sizeof *round);
+    if (!d || !s)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery round: delivery or shard is NULL");
+    odbox_dshard *ds = odbox_delivery_shard(d, s);
+    if (!ds)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery round: the shard is not of the delivery's registry");
+    return job == JOB_FANOUT ? odbox_fanout_round(d, ds, round, err) : odbox_handling_round(d, ds, NULL, round, err);
+}
+
+int odbox_delivery_fanout_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round, odbox_error *err)
+{
+    return public_round(d, JOB_FANOUT, s, round, err);
+}
+
+int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round,
+                                  odbox_error *err)
+{
+    return public_round(d, JOB_HANDLING, s, round, err);
+}
+
+/* ---- executions ------------------------------------------------------------------------ */
+
+/* One execution of a job: the shard threads' shared state. */
+typedef struct execution {
+    odbox_delivery *d;
+    int job;
+    atomic_int stop;
+} execution;
+
+typedef struct shard_loop {
+    execution *x;
+    odbox_dshard *ds;
+    pthread_t thread;
+    int started;
+} shard_loop;
+
+/* Whether a round found work, so that the next one starts at once. A
+ * fan-out that flipped nothing (events a lagging replica still shows as
+ * undelivered) waits, as does a handling round that wrote nothing. */
+static int found_work(int job, const odbox_delivery_round *rd)
+{
+    if (job == JOB_FANOUT)
+        return rd->delivered > 0;
+    return rd->succeeded + rd->failed + rd->expired_preflight + rd->expired_postfailure > 0;
+}
+
+static void *shard_main(void *arg)
+{
+    shard_loop *sl = arg;
+    execution *x = sl->x;
+    odbox_delivery *d = x->d;
+    odbox_dshard *ds = sl->ds;
+    while (!atomic_load(&x->stop)) {
+        pthread_mutex_lock(&d->mu);
+        ds->pending[x->job] = 0;
+        pthread_mutex_unlock(&d->mu);
+        odbox_delivery_round rd;
+        memset(&rd, 0, sizeof rd);
+        odbox_error e = {0};
+        int rc = x->job == JOB_FANOUT ? odbox_fanout_round(d, ds, &rd, &e)
+                                      : odbox_handling_round(d, ds, &x->stop, &rd, &e);
+        pthread_mutex_lock(&d->mu);
+        int was_failing = ds->failing[x->job];
+        ds->failing[x->job] = rc != ODBOX_OK;
+        pthread_mutex_unlock(&d->mu);
+        if (rc != ODBOX_OK) {
+            odbox_dmetrics_round_error(d->metrics);
+            /* one line per streak of failures, and one when it ends */
+            if (!was_failing)
+                odbox_log(ODBOX_LOG_WARN, "delivery: %s round failed: %s; retrying every %d ms", job_names[x->job],
+                          e.message, d->cfg.poll_ms[x->job]);
+        } else if (was_failing) {
+            odbox_log(ODBOX_LOG_INFO, "delivery: %s rounds on shard %d.%d work again", job_names[x->job],
+                      ds->id.group, ds->id.member);
+        }
+        if (rc == ODBOX_OK && found_work(x->job, &rd))
+            continue;
+        struct timespec until = odbox_mono_after(d->cfg.poll_ms[x->job]);
+        pthread_mutex_lock(&d->mu);
+        while (!atomic_load(&x->stop) && !ds->pending[x->job] && !odbox_mono_passed(&until))
+            pthread_cond_timedwait(&d->cv, &d->mu, &until);
+        pthread_mutex_unlock(&d->mu);
+    }
+    return NULL;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The supervisor: runs until the job registry stops, the run is about to
+ * be taken for dead, or execution_max_ms passed. */
+static void supervise(odbox_job_context *ctx, execution *x)
+{
+    odbox_delivery *d = x->d;
+    int64_t end = mono_ms() + d->cfg.execution_max_ms;
+    for (;;) {
+        int64_t left = end - mono_ms();
+        if (left <= 0)
+            break;
+        int w = odbox_job_context_wait(ctx, (int)(left < SUPERVISE_MS ? left : SUPERVISE_MS));
+        if (w == ODBOX_JOB_WAIT_STOP)
+            break;
+        if (odbox_job_context_fraction_dead(ctx) > 0.5) {
+            odbox_log(ODBOX_LOG_WARN, "delivery: %s: heartbeats are late; ending this execution",
+                      job_names[x->job]);
+            break;
+        }
+        if (w == ODBOX_JOB_WAIT_WOKEN) { /* odbox_jobs_wake: every shard now */
+            pthread_mutex_lock(&d->mu);
+            for (size_t i = 0; i < d->nshards; i++)
+                d->shards[i].pending[x->job] = 1;
+            pthread_cond_broadcast(&d->cv);
+            pthread_mutex_unlock(&d->mu);
+        }
+    }
+}
+
+static int execute(odbox_job_context *ctx, void *user, odbox_error *err)
+{
+    odbox_djob *j = user;
+    odbox_delivery *d = j->d;
+    start_listening(d);
+    execution x = {.d = d, .job = j->kind};
+    atomic_init(&x.stop, 0);
+    shard_loop *loops = calloc(d->nshards, sizeof *loops);
+    if (!loops)
+        return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
+    int rc = ODBOX_OK;
+    for (size_t i = 0; i < d->nshards && rc == ODBOX_OK; i++) {
+        loops[i] = (shard_loop){&x, &d->shards[i], 0, 0};
+        if (pthread_create(&loops[i].thread, NULL, shard_main, &loops[i]) != 0)
+            rc = odbox_fail(err, ODBOX_ENOMEM, "delivery: %s: cannot start a thread for shard %d.%d",
+                            job_names[j->kind], d->shards[i].id.group, d->shards[i].id.member);
+        else
+            loops[i].started = 1;
+    }
+    if (rc == ODBOX_OK)
+        supervise(ctx, &x);
+    atomic_store(&x.stop, 1);
+    pthread_mutex_lock(&d->mu);
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    odbox_workers_poke(d->workers);
+    for (size_t i = 0; i < d->nshards; i++)
+        if (loops[i].started)
+            pthread_join(loops[i].thread, NULL);
+    free(loops);
+    return rc;
+}
+
+int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbox_error *err)
+{
+    if (!d || !jobs)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery: add jobs needs a delivery and a job registry");
+    if (which <= 0 || (which & ~(ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING)))
+        return odbox_fail(err, ODBOX_EINVAL, "delivery: add jobs: %d is not a mask of ODBOX_DELIVERY_FANOUT and "
+                                             "ODBOX_DELIVERY_HANDLING", which);
+    for (int k = 0; k < NJOBS; k++)
+        if ((which & (1 << k)) && d->jobs[k].jobs)
+            return odbox_fail(err, ODBOX_ESTATE, "delivery: the %s job was added already", job_names[k]);
+    for (int k = 0; k < NJOBS; k++) {
+        if (!(which & (1 << k)))
+            continue;
+        /* due again 1 ms after an execution, which the job registry polls
+         * for then: the next execution follows at once */
+        odbox_job job = {job_names[k], odbox_schedule_fixed_delay(1), execute, &d->jobs[k]};
+        int rc = odbox_jobs_add(jobs, &job, err);
+        if (rc != ODBOX_OK)
+            return rc;
+        d->jobs[k].jobs = jobs;
+    }
+    return ODBOX_OK;
+}

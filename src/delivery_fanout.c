@@ -1,0 +1,376 @@
+/* odbox — a fan-out round on one shard: undelivered events whose type has
+ * a handler become one event_notifications row per (event x handler),
+ * and are flipped to delivered, in one transaction on the primary.
+ *
+ * The context is copied on the server: the round reads only ids and
+ * types (from the replica when the shard has one), and the insert takes
+ * the other columns from the primary's events row (INSERT ... SELECT
+ * joined to the bound (notification id, event id, handler) rows). An
+ * event the primary shows as delivered already (a lagging replica, a
+ * fan-out that overlapped) gets nothing, and a notification already
+ * there is skipped by the unique key (event_id, handler_name): a round
+ * run twice writes nothing twice. Where the dialect joins writes into one
+ * statement (PostgreSQL), insert and flip are one statement in autocommit. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "delivery_internal.h"
+#include "registry_internal.h"
+#include "odbox/uuid.h"
+
+/* odbox_sql_key operations of this module (apart from internal.h's) */
+enum { SQL_FANOUT_READ = 101, SQL_FANOUT_INSERT, SQL_FANOUT_FLIP, SQL_FANOUT_JOINED };
+
+#define NOTIFICATION_COLUMNS                                                                                     \
+    "id, event_id, handler_name, namespace, action_id, action_name, action_params, started_date, "              \
+    "completion_date, model_id, model_type, event_type, payload, event_date, state, attempts, next_retry_at, " \
+    "created_date, updated_date"
+
+typedef struct nrow {
+    char nid[ODBOX_UUID_LEN + 1];
+    size_t event;         /* index into the round's events */
+    const char *handler;  /* the handler's name */
+} nrow;
+
+typedef struct fevent {
+    char id[ODBOX_UUID_LEN + 1];
+    const odbox_dtype *type;
+} fevent;
+
+typedef struct fround {
+    odbox_delivery *d;
+    odbox_dshard *ds;
+    odbox_delivery_round *rd;
+    const odbox_dialect *dialect;
+    char events[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32];
+    fevent *ev;
+    size_t nev;
+    nrow *rows;
+    size_t nrows;
+} fround;
+
+static void tables(fround *f, const odbox_dialect *d)
+{
+    const char *ev = odbox_shard_eventlog(f->ds->shard);
+    f->dialect = d;
+    odbox_dialect_eventlog_table(d, ev, "events", f->events, sizeof f->events);
+    odbox_dialect_eventlog_table(d, ev, "event_notifications", f->notifications, sizeof f->notifications);
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+/* Per type, the oldest undelivered events through the index on
+ * (event_type, event_date); the types merged by event_date. One
+ * "event_type IN (...) ORDER BY event_date" would sort every undelivered
+ * row of those types in each round: a backlog would cost its square. */
+static char *read_sql(const fround *f)
+{
+    size_t n = f->d->ntypes;
+    odbox_buf b = {0};
+    if (n == 1) {
+        odbox_buf_cat(&b, "SELECT id, event_type FROM ", f->events,
+                      " WHERE delivered = FALSE AND event_type = ? ORDER BY event_date LIMIT ?", (char *)NULL);
+        return odbox_buf_take(&b);
+    }
+    for (size_t i = 0; i < n; i++)
+        odbox_buf_appendf(&b,
+                          "%sSELECT id, event_type, event_date FROM (SELECT id, event_type, event_date FROM %s "
+                          "WHERE delivered = FALSE AND event_type = ? ORDER BY event_date LIMIT ?) AS t%zu",
+                          i ? " UNION ALL " : "", f->events, i);
+    odbox_buf_append(&b, " ORDER BY event_date LIMIT ?");
+    return odbox_buf_take(&b);
+}
+
+static const odbox_dtype *find_type(const odbox_delivery *d, const char *name)
+{
+    for (size_t i = 0; i < d->ntypes; i++)
+        if (!strcmp(d->types[i].name, name))
+            return &d->types[i];
+    return NULL;
+}
+
+static int read_events(fround *f, odbox_error *err)
+{
+    odbox_delivery *d = f->d;
+    odbox_pool *pool = odbox_shard_replica(f->ds->shard);
+    odbox_conn *c = NULL;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    tables(f, odbox_conn_dialect(c));
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, SQL_FANOUT_READ, d->ntypes);
+    odbox_sql_key_add(&key, 0, f->events);
+    odbox_stmt *s = NULL;
+    if ((rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err)) == ODBOX_OK && !s) {
+        char *sql = read_sql(f);
+        rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        free(sql);
+    }
+    int batch = d->cfg.batch[JOB_FANOUT], idx = 1;
+    for (size_t i = 0; rc == ODBOX_OK && i < d->ntypes; i++)
+        if ((rc = odbox_stmt_bind_text(s, idx++, d->types[i].name, err)) == ODBOX_OK)
+            rc = odbox_stmt_bind_int64(s, idx++, batch, err);
+    if (rc == ODBOX_OK && d->ntypes > 1)
+        rc = odbox_stmt_bind_int64(s, idx++, batch, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    f->rd->statements++;
+    if (rc == ODBOX_OK && !(f->ev = calloc((size_t)batch, sizeof *f->ev)))
+        rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        const char *id, *type;
+        if ((rc = odbox_stmt_get_text(s, 1, &id, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 2, &type, NULL, err)) != ODBOX_OK)
+            break;
+        const odbox_dtype *t = find_type(d, type);
+        if (!t || f->nev == (size_t)batch || !odbox_uuid_is_valid(id))
+            continue; /* what the query cannot return */
+        fevent *e = &f->ev[f->nev++];
+        snprintf(e->id, sizeof e->id, "%s", id);
+        e->type = t;
+    }
+    odbox_stmt_free(&s);
+    odbox_pool_release(pool, &c);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+/* One notification per (event x handler), ids that carry the shard. */
+static int plan_rows(fround *f, odbox_error *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->nev; i++)
+        n += f->ev[i].type->n;
+    if (!(f->rows = calloc(n, sizeof *f->rows)))
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    for (size_t i = 0; i < f->nev; i++)
+        for (size_t k = 0; k < f->ev[i].type->n; k++) {
+            nrow *r = &f->rows[f->nrows++];
+            int rc = odbox_uuid_v7_sharded(f->ds->id, r->nid, err);
+            if (rc != ODBOX_OK)
+                return rc;
+            r->event = i;
+            r->handler = f->d->h->v[f->ev[i].type->handlers[k]].name;
+        }
+    return ODBOX_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+/* A chunk of the round: events [e0, e1) and their rows [r0, r1). */
+typedef struct chunk {
+    size_t e0, e1, r0, r1;
+} chunk;
+
+static void id_list(odbox_buf *b, const odbox_dialect *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        odbox_buf_cat(b, i ? ", " : "", d->uuid_param, (char *)NULL);
+}
+
+static char *insert_sql(const fround *f, size_t nrows, size_t nev)
+{
+    const odbox_dialect *d = f->dialect;
+    static const char *const cols[] = {"nid", "eid", "h"};
+    static const int types[] = {ODBOX_TYPE_UUID, ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT};
+    char *rows = NULL;
+    if (d->bound_rows_sql(d, "v", cols, types, 3, nrows, &rows, NULL) != ODBOX_OK)
+        return NULL;
+    const char *ts = d->typed_param[ODBOX_TYPE_TIMESTAMP];
+    odbox_buf sel = {0};
+    odbox_buf_cat(&sel,
+                  "SELECT v.nid, e.id, v.h, e.namespace, e.action_id, e.action_name, e.action_params, "
+                  "e.started_date, e.completion_date, e.model_id, e.model_type, e.event_type, e.payload, "
+                  "e.event_date, 'PENDING', 0, e.event_date, ",
+                  ts, ", ", ts, " FROM ", f->events, " e JOIN ", rows, " ON e.id = v.eid WHERE e.id IN (",
+                  (char *)NULL);
+    id_list(&sel, d, nev);
+    odbox_buf_append(&sel, ") AND e.delivered = FALSE");
+    free(rows);
+    char *select = odbox_buf_take(&sel);
+    if (!select)
+        return NULL;
+    odbox_buf b = {0};
+    odbox_buf_appendf(&b, d->insert_select_ignore_fmt, f->notifications, NOTIFICATION_COLUMNS, select, "id");
+    free(select);
+    return odbox_buf_take(&b);
+}
+
+static char *flip_sql(const fround *f, size_t nev)
+{
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "UPDATE ", f->events, " SET delivered = TRUE WHERE id IN (", (char *)NULL);
+    id_list(&b, f->dialect, nev);
+    odbox_buf_append(&b, ") AND delivered = FALSE");
+    return odbox_buf_take(&b);
+}
+
+static char *joined_sql(const fround *f, size_t nrows, size_t nev, odbox_error *err)
+{
+    char *parts[2] = {insert_sql(f, nrows, nev), flip_sql(f, nev)}, *out = NULL;
+    if (parts[0] && parts[1])
+        f->dialect->join_writes_sql(f->dialect, (const char *const *)parts, 2, 0, &out, err);
+    free(parts[0]);
+    free(parts[1]);
+    return out;
+}
+
+static int bind_insert(const fround *f, odbox_stmt *s, const chunk *k, int64_t now, int *idx, odbox_error *err)
+{
+    int rc;
+    if ((rc = odbox_stmt_bind_timestamp(s, (*idx)++, now, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_timestamp(s, (*idx)++, now, err)) != ODBOX_OK)
+        return rc;
+    for (size_t r = k->r0; r < k->r1; r++) {
+        const nrow *row = &f->rows[r];
+        if ((rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, row->nid, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, f->ev[row->event].id, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_bind_text(s, (*idx)++, row->handler, err)) != ODBOX_OK)
+            return rc;
+    }
+    for (size_t e = k->e0; e < k->e1; e++)
+        if ((rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, f->ev[e].id, err)) != ODBOX_OK)
+            return rc;
+    return ODBOX_OK;
+}
+
+static int bind_flip(const fround *f, odbox_stmt *s, const chunk *k, int *idx, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    for (size_t e = k->e0; e < k->e1 && rc == ODBOX_OK; e++)
+        rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, f->ev[e].id, err);
+    return rc;
+}
+
+/* Prepares the statement of op for a chunk (cached per connection by its
+ * shape), binds it, runs it; *changed gets its row count. */
+static int run_chunk(fround *f, odbox_conn *c, int op, const chunk *k, int64_t now, int64_t *changed,
+                     odbox_error *err)
+{
+    size_t nrows = k->r1 - k->r0, nev = k->e1 - k->e0;
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, op, nev);
+    odbox_sql_key_add_count(&key, 0, nrows);
+    odbox_sql_key_add(&key, 0, f->notifications);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char *sql = op == SQL_FANOUT_INSERT ? insert_sql(f, nrows, nev)
+                    : op == SQL_FANOUT_FLIP ? flip_sql(f, nev)
+                                            : joined_sql(f, nrows, nev, err);
+        rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        free(sql);
+    }
+    int idx = 1;
+    if (rc == ODBOX_OK && op != SQL_FANOUT_FLIP)
+        rc = bind_insert(f, s, k, now, &idx, err);
+    if (rc == ODBOX_OK && op != SQL_FANOUT_INSERT)
+        rc = bind_flip(f, s, k, &idx, err);
+    if (rc == ODBOX_OK) {
+        rc = odbox_stmt_execute(s, err);
+        f->rd->statements++;
+    }
+    if (rc == ODBOX_OK)
+        *changed = odbox_stmt_rows_affected(s);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+/* Cuts [e0, nev) into chunks whose statement fits in the dialect's
+ * parameter limit (2 dates, 3 per notification, 1 per event, and with
+ * join 1 more per event for the flip): the whole round in one chunk but
+ * for batches of very many handlers. */
+static chunk next_chunk(const fround *f, size_t e0, size_t r0, int join)
+{
+    int64_t limit = f->dialect->max_params, used = 2;
+    chunk k = {e0, e0, r0, r0};
+    while (k.e1 < f->nev) {
+        size_t n = f->ev[k.e1].type->n;
+        int64_t add = 3 * (int64_t)n + 1 + join;
+        if (k.e1 > k.e0 && used + add > limit)
+            break;
+        used += add;
+        k.e1++;
+        k.r1 += n;
+    }
+    return k;
+}
+
+static int write_round(fround *f, odbox_conn *c, odbox_error *err)
+{
+    const odbox_dialect *d = f->dialect;
+    int64_t now = odbox_delivery_now(f->d), changed = 0;
+    chunk all = next_chunk(f, 0, 0, d->join_writes_sql != NULL);
+    if (d->join_writes_sql && all.e1 == f->nev) {
+        int rc = run_chunk(f, c, SQL_FANOUT_JOINED, &all, now, &changed, err);
+        if (rc == ODBOX_OK)
+            f->rd->delivered = changed > 0 ? (size_t)changed : 0;
+        return rc;
+    }
+    int rc = odbox_conn_begin(c, err);
+    f->rd->statements++;
+    int64_t flipped = 0;
+    for (size_t e = 0, r = 0; rc == ODBOX_OK && e < f->nev;) {
+        chunk k = next_chunk(f, e, r, 0);
+        rc = run_chunk(f, c, SQL_FANOUT_INSERT, &k, now, &changed, err);
+        e = k.e1, r = k.r1;
+    }
+    /* the flip: one statement unless the events exceed the parameter limit */
+    for (size_t e = 0; rc == ODBOX_OK && e < f->nev;) {
+        size_t n = f->nev - e < (size_t)d->max_params ? f->nev - e : (size_t)d->max_params;
+        chunk k = {e, e + n, 0, 0};
+        if ((rc = run_chunk(f, c, SQL_FANOUT_FLIP, &k, now, &changed, err)) == ODBOX_OK)
+            flipped += changed > 0 ? changed : 0;
+        e += n;
+    }
+    if (rc == ODBOX_OK) {
+        rc = odbox_commit_failed(odbox_conn_commit(c, err), err);
+        f->rd->statements++;
+    } else if (odbox_conn_in_transaction(c)) {
+        odbox_conn_rollback(c, NULL);
+        f->rd->statements++;
+    }
+    if (rc == ODBOX_OK)
+        f->rd->delivered = (size_t)flipped;
+    return rc;
+}
+
+/* ---- the round ----------------------------------------------------------------- */
+
+static int shard_error(const odbox_dshard *ds, int rc, odbox_error *err)
+{
+    return odbox_error_prefix(err, rc, "fan-out on shard %d.%d", ds->id.group, ds->id.member);
+}
+
+int odbox_fanout_round(odbox_delivery *d, odbox_dshard *ds, odbox_delivery_round *rd, odbox_error *err)
+{
+    rd->job = ODBOX_DELIVERY_FANOUT;
+    rd->shard = ds->id;
+    fround f = {.d = d, .ds = ds, .rd = rd};
+    odbox_conn *c = NULL;
+    odbox_pool *primary = odbox_shard_primary(ds->shard);
+    int rc = odbox_shard_check_eventlog(ds->shard, err);
+    if (rc == ODBOX_OK)
+        rc = read_events(&f, err);
+    rd->read = f.nev;
+    if (rc == ODBOX_OK && f.nev > 0 && (rc = plan_rows(&f, err)) == ODBOX_OK &&
+        (rc = odbox_pool_acquire(primary, &c, err)) == ODBOX_OK) {
+        tables(&f, odbox_conn_dialect(c));
+        rd->notifications = f.nrows;
+        rc = write_round(&f, c, err);
+    }
+    if (rc == ODBOX_OK) {
+        odbox_dmetrics_fanout(d->metrics, rd->delivered, rd->notifications);
+        /* the handling job of this shard has work: here and, where the
+         * dialect can, in other processes */
+        if (rd->delivered > 0)
+            odbox_wake_raise(d->wake, ds->id, ODBOX_WAKE_NOTIFICATIONS, 1);
+    }
+    if (d->hook)
+        d->hook(d->hook_ud, ODBOX_DELIVERY_ROUND_DONE, ds->shard, c, rd);
+    if (c)
+        odbox_pool_release(primary, &c);
+    free(f.ev);
+    free(f.rows);
+    return rc == ODBOX_OK ? rc : shard_error(ds, rc, err);
+}

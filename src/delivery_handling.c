@@ -1,0 +1,556 @@
+/* odbox — a handling round on one shard: the due notifications read from
+ * the primary, those past their retention expired without a call, the
+ * others' handlers called on the worker threads, and the outcomes
+ * written with one UPDATE per bucket (Ekbatan's EventHandlingJob):
+ *   - expired before the call:  EXPIRED (attempts as they were)
+ *   - succeeded:                SUCCEEDED, attempts + 1
+ *   - failed, no time left:     EXPIRED, attempts + 1, when post +
+ *                               backoff(attempts + 1) passes the deadline
+ *   - failed, to retry:         FAILED, attempts + 1, next_retry_at =
+ *                               post + backoff(attempts + 1): one bucket
+ *                               per attempts value
+ * where post is the time after the calls and the deadline is
+ * max(event_date, created_date) + retention. Every UPDATE is guarded by
+ * the state and attempts each row was read with, so an outcome that
+ * comes late (another process took the job over and handled the row
+ * meanwhile, or a requeue moved it) never overwrites a newer one.
+ *
+ * The connection is given back while handlers run: a handler may run
+ * actions on the same shard's pool. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "delivery_internal.h"
+#include "notifications_internal.h"
+#include "registry_internal.h"
+#include "odbox/uuid.h"
+
+enum { SQL_DUE_READ = 111, SQL_OUTCOME };
+
+/* Buckets, in the order they are written. */
+enum { B_PREFLIGHT = 0, B_SUCCEEDED, B_POSTFAILURE, B_RETRY, NBUCKETS };
+
+/* Why a row gets no call. */
+enum { CALL = 0, NO_CALL_EXPIRED, NO_CALL_UNKNOWN, NO_CALL_BAD_ROW };
+
+typedef struct call {
+    odbox_work w; /* first: the pool hands this back */
+    odbox_handler_fn fn;
+    void *user;
+    odbox_envelope env;
+    json_object *params, *payload;
+    char *text;            /* the strings env points into */
+    int handler;           /* index into the registry, -1 when none answers */
+    int skip;              /* CALL or NO_CALL_* */
+    char state[16];        /* as read */
+    int attempts;          /* as read */
+    int64_t deadline_us;   /* retention */
+    /* written by the call (never read once it is abandoned) */
+    int rc;
+    char message[256];
+    int64_t duration_us;
+    /* the round's */
+    char why[160];         /* why a row failed without a call, or timed out */
+    int bucket;            /* B_*, or -1: left as it was */
+    int64_t next_retry_us;
+} call;
+
+/* ---- one call, on a worker thread --------------------------------------------- */
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void call_run(odbox_work *w)
+{
+    call *c = (call *)w;
+    odbox_error e = {0};
+    int64_t t0 = mono_us();
+    int rc = c->fn(&c->env, c->user, &e);
+    c->duration_us = mono_us() - t0;
+    c->rc = rc == 0 ? 0 : rc < 0 ? rc : ODBOX_EINVAL;
+    snprintf(c->message, sizeof c->message, "%.255s", e.message[0] ? e.message : odbox_strerror(c->rc));
+}
+
+static void call_release(odbox_work *w)
+{
+    call *c = (call *)w;
+    if (atomic_fetch_sub(&c->w.refs, 1) != 1)
+        return;
+    json_object_put(c->params);
+    json_object_put(c->payload);
+    free(c->text);
+    free(c);
+}
+
+/* ---- reading -------------------------------------------------------------------- */
+
+#define DUE_COLUMNS                                                                                          \
+    "id, event_id, handler_name, namespace, action_id, action_name, action_params, started_date, "          \
+    "completion_date, model_id, model_type, event_type, payload, event_date, state, attempts, created_date, " \
+    "next_retry_at"
+
+/* The select list read back: timestamps as the dialect reads them best;
+ * prefix qualifies the columns ("" or "u."). */
+static void select_list(odbox_buf *b, const odbox_dialect *d, const char *prefix)
+{
+    static const char *const cols[] = {"id", "event_id", "handler_name", "namespace", "action_id", "action_name",
+                                       "action_params", "started_date", "completion_date", "model_id",
+                                       "model_type", "event_type", "payload", "event_date", "state", "attempts",
+                                       "created_date"};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        char col[64];
+        snprintf(col, sizeof col, "%s%s", prefix, cols[i]);
+        odbox_buf_append(b, i ? ", " : "");
+        if (strstr(cols[i], "date"))
+            odbox_ops_ts_col(b, d, col);
+        else
+            odbox_buf_append(b, col);
+    }
+}
+
+/* Due rows in next_retry_at order. Where the due index is partial (on
+ * next_retry_at, for the two states) one ordered scan finds them; where
+ * it leads with the state, one scan per state, merged: a single IN would
+ * sort every due row in each round. */
+static char *due_sql(const odbox_dialect *d, const char *table)
+{
+    odbox_buf b = {0};
+    odbox_buf_append(&b, "SELECT ");
+    if (d->has_partial_indexes) {
+        select_list(&b, d, "");
+        odbox_buf_cat(&b, " FROM ", table,
+                      " WHERE state IN ('PENDING', 'FAILED') AND next_retry_at <= ? ORDER BY next_retry_at LIMIT ?",
+                      (char *)NULL);
+        return odbox_buf_take(&b);
+    }
+    select_list(&b, d, "u.");
+    odbox_buf_append(&b, " FROM (");
+    static const char *const states[] = {"PENDING", "FAILED"};
+    for (int i = 0; i < 2; i++)
+        odbox_buf_appendf(&b,
+                          "%sSELECT * FROM (SELECT " DUE_COLUMNS " FROM %s WHERE state IN ('PENDING', 'FAILED') "
+                          "AND state = '%s' AND next_retry_at <= ? ORDER BY next_retry_at LIMIT ?) AS s%d",
+                          i ? " UNION ALL " : "", table, states[i], i);
+    odbox_buf_append(&b, ") AS u ORDER BY u.next_retry_at LIMIT ?");
+    return odbox_buf_take(&b);
+}
+
+typedef struct hround {
+    odbox_delivery *d;
+    odbox_dshard *ds;
+    odbox_delivery_round *rd;
+    char table[ODBOX_NAME_MAX * 2 + 32];
+    const odbox_dialect *dialect;
+    call **calls;
+    size_t n;
+} hround;
+
+/* Copies the row's text columns into one allocation; env points into it. */
+static int take_row(hround *h, odbox_stmt *s, call *c, odbox_error *err)
+{
+    static const int text_cols[] = {1, 2, 3, 4, 5, 6, 10, 11, 12, 15};
+    const char *v[sizeof text_cols / sizeof text_cols[0]];
+    int null[sizeof text_cols / sizeof text_cols[0]];
+    size_t total = 0;
+    int rc = ODBOX_OK;
+    for (size_t i = 0; i < sizeof text_cols / sizeof text_cols[0] && rc == ODBOX_OK; i++)
+        if ((rc = odbox_stmt_get_text(s, text_cols[i], &v[i], &null[i], err)) == ODBOX_OK)
+            total += null[i] ? 0 : strlen(v[i]) + 1;
+    if (rc != ODBOX_OK)
+        return rc;
+    if (!(c->text = malloc(total ? total : 1)))
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    const char *at[sizeof text_cols / sizeof text_cols[0]];
+    char *p = c->text;
+    for (size_t i = 0; i < sizeof text_cols / sizeof text_cols[0]; i++) {
+        at[i] = NULL;
+        if (!null[i]) {
+            size_t len = strlen(v[i]) + 1;
+            memcpy(p, v[i], len);
+            at[i] = p;
+            p += len;
+        }
+    }
+    odbox_envelope *e = &c->env;
+    e->notification_id = at[0];
+    e->event_id = at[1];
+    e->handler_name = at[2];
+    e->ns = at[3];
+    e->action_id = at[4];
+    e->action_name = at[5];
+    e->model_id = at[6];
+    e->model_type = at[7];
+    e->event_type = at[8];
+    snprintf(c->state, sizeof c->state, "%s", at[9] ? at[9] : "");
+    e->shard = h->ds->id;
+    int64_t attempts = 0, created = 0;
+    const char *params = NULL, *payload = NULL;
+    int payload_null = 1;
+    if ((rc = odbox_stmt_get_timestamp(s, 8, &e->started_us, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_timestamp(s, 9, &e->completion_us, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_timestamp(s, 14, &e->event_us, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_int64(s, 16, &attempts, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_timestamp(s, 17, &created, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_text(s, 7, &params, NULL, err)) != ODBOX_OK)
+        return rc;
+    c->attempts = (int)attempts;
+    e->attempt = c->attempts + 1;
+    c->deadline_us = (e->event_us > created ? e->event_us : created) + h->d->cfg.retention_us;
+    /* a row odbox did not write may hold what json-c cannot read: that
+     * row fails, not the round */
+    c->params = json_tokener_parse(params ? params : "");
+    if ((rc = odbox_stmt_get_text(s, 13, &payload, &payload_null, err)) != ODBOX_OK)
+        return rc;
+    if (!payload_null)
+        c->payload = json_tokener_parse(payload);
+    e->action_params = c->params;
+    e->payload = c->payload;
+    if (!c->params || (!payload_null && !c->payload) || !e->notification_id || !e->event_id || !e->handler_name ||
+        !odbox_uuid_is_valid(e->notification_id)) {
+        c->skip = NO_CALL_BAD_ROW;
+        snprintf(c->why, sizeof c->why, "the row's action_params or payload is not JSON");
+    }
+    return ODBOX_OK;
+}
+
+static int read_due(hround *h, odbox_conn *c, int64_t now, odbox_error *err)
+{
+    odbox_delivery *d = h->d;
+    const odbox_dialect *dl = h->dialect;
+    int batch = d->cfg.batch[JOB_HANDLING];
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, SQL_DUE_READ, 0);
+    odbox_sql_key_add(&key, 0, h->table);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char *sql = due_sql(dl, h->table);
+        rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        free(sql);
+    }
+    int idx = 1;
+    for (int i = 0; rc == ODBOX_OK && i < (dl->has_partial_indexes ? 1 : 2); i++)
+        if ((rc = odbox_stmt_bind_timestamp(s, idx++, now, err)) == ODBOX_OK)
+            rc = odbox_stmt_bind_int64(s, idx++, batch, err);
+    if (rc == ODBOX_OK && !dl->has_partial_indexes)
+        rc = odbox_stmt_bind_int64(s, idx++, batch, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    h->rd->statements++;
+    if (rc == ODBOX_OK && !(h->calls = calloc((size_t)batch, sizeof *h->calls)))
+        rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    while (rc == ODBOX_OK && h->n < (size_t)batch && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        call *cl = calloc(1, sizeof *cl);
+        if (!cl) {
+            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+            break;
+        }
+        h->calls[h->n++] = cl;
+        cl->w.run = call_run;
+        cl->w.release = call_release;
+        atomic_init(&cl->w.refs, 1);
+        cl->handler = -1;
+        cl->bucket = -1;
+        rc = take_row(h, s, cl, err);
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+/* ---- calling ---------------------------------------------------------------------- */
+
+/* Expired rows and rows nobody handles get no call; the rest run on the
+ * worker threads. */
+static void run_calls(hround *h, int64_t now, const atomic_int *stop)
+{
+    odbox_delivery *d = h->d;
+    odbox_work **batch = malloc((h->n ? h->n : 1) * sizeof *batch);
+    size_t nb = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        call *c = h->calls[i];
+        if (c->skip != CALL)
+            continue;
+        if (now > c->deadline_us) { /* Ekbatan: now > event_date + retention */
+            c->skip = NO_CALL_EXPIRED;
+            continue;
+        }
+        c->handler = odbox_handlers_find(d->h, c->env.handler_name);
+        if (c->handler < 0) {
+            c->skip = NO_CALL_UNKNOWN;
+            snprintf(c->why, sizeof c->why, "no handler answers to '%.100s'", c->env.handler_name);
+            continue;
+        }
+        c->fn = d->h->v[c->handler].fn;
+        c->user = d->h->v[c->handler].user;
+        if (batch)
+            batch[nb++] = &c->w;
+        else
+            c->w.state = ODBOX_WORK_NOT_RUN; /* out of memory: tried again next round */
+    }
+    if (nb)
+        odbox_workers_run(d->workers, batch, nb, d->cfg.handler_timeout_ms, stop, d->cfg.stop_wait_ms);
+    free(batch);
+}
+
+/* The bucket of every row, from the calls' outcomes and post. */
+static void classify(hround *h, int64_t post)
+{
+    const odbox_dcfg *cfg = &h->d->cfg;
+    for (size_t i = 0; i < h->n; i++) {
+        call *c = h->calls[i];
+        int failed = 0;
+        if (c->skip == NO_CALL_EXPIRED) {
+            c->bucket = B_PREFLIGHT;
+            continue;
+        }
+        if (c->skip == CALL) {
+            if (c->w.state == ODBOX_WORK_NOT_RUN || c->w.state == ODBOX_WORK_CUT_OFF)
+                continue; /* left as it was: due again */
+            if (c->w.state == ODBOX_WORK_TIMED_OUT) {
+                h->rd->timed_out++;
+                snprintf(c->why, sizeof c->why, "still running after %d ms (handler_timeout_ms); its thread is "
+                                                "abandoned", cfg->handler_timeout_ms);
+                failed = 1;
+            } else {
+                failed = c->rc != 0;
+            }
+        } else {
+            failed = 1;
+        }
+        if (!failed) {
+            c->bucket = B_SUCCEEDED;
+            continue;
+        }
+        int64_t next = post + odbox_delivery_backoff_us(cfg, c->attempts + 1);
+        c->bucket = next > c->deadline_us ? B_POSTFAILURE : B_RETRY;
+        c->next_retry_us = next;
+    }
+}
+
+/* ---- writing ---------------------------------------------------------------------- */
+
+static const char *const bucket_set[NBUCKETS] = {
+    "state = 'EXPIRED', updated_date = ?",
+    "state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?",
+    "state = 'EXPIRED', attempts = attempts + 1, updated_date = ?",
+    "state = 'FAILED', attempts = attempts + 1, next_retry_at = ?, updated_date = ?",
+};
+
+/* UPDATE ... WHERE id IN (...) AND <the state and attempts read>: one
+ * value each when the rows share it, else per row. */
+static char *outcome_sql(const hround *h, int bucket, size_t n, int same_state, int same_attempts)
+{
+    const odbox_dialect *d = h->dialect;
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "UPDATE ", h->table, " SET ", bucket_set[bucket], " WHERE id IN (", (char *)NULL);
+    for (size_t i = 0; i < n; i++)
+        odbox_buf_cat(&b, i ? ", " : "", d->uuid_param, (char *)NULL);
+    odbox_buf_append(&b, same_state ? ") AND state = ?" : ") AND state IN ('PENDING', 'FAILED')");
+    if (same_attempts) {
+        odbox_buf_append(&b, " AND attempts = ?");
+    } else {
+        odbox_buf_append(&b, " AND attempts = CASE id");
+        for (size_t i = 0; i < n; i++)
+            odbox_buf_cat(&b, " WHEN ", d->uuid_param, " THEN ", d->typed_param[ODBOX_TYPE_INT64], (char *)NULL);
+        odbox_buf_append(&b, " END");
+    }
+    return odbox_buf_take(&b);
+}
+
+/* One UPDATE for rows[0..n-1] of a bucket; *changed gets its row count. */
+static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, size_t n, int64_t post,
+                        int64_t *changed, odbox_error *err)
+{
+    int same_state = 1, same_attempts = 1;
+    for (size_t i = 1; i < n; i++) {
+        same_state &= !strcmp(rows[i]->state, rows[0]->state);
+        same_attempts &= rows[i]->attempts == rows[0]->attempts;
+    }
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, SQL_OUTCOME, n);
+    odbox_sql_key_add_count(&key, bucket, (size_t)(same_state * 2 + same_attempts));
+    odbox_sql_key_add(&key, 0, h->table);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(conn, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char *sql = outcome_sql(h, bucket, n, same_state, same_attempts);
+        rc = sql ? odbox_stmt_prepare_keyed(conn, sql, &key, &s, err)
+                 : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        free(sql);
+    }
+    int idx = 1;
+    if (rc == ODBOX_OK && bucket == B_RETRY)
+        rc = odbox_stmt_bind_timestamp(s, idx++, rows[0]->next_retry_us, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_bind_timestamp(s, idx++, post, err);
+    for (size_t i = 0; i < n && rc == ODBOX_OK; i++)
+        rc = odbox_stmt_bind_valid_uuid(s, idx++, rows[i]->env.notification_id, err);
+    if (rc == ODBOX_OK && same_state)
+        rc = odbox_stmt_bind_text(s, idx++, rows[0]->state, err);
+    if (rc == ODBOX_OK && same_attempts)
+        rc = odbox_stmt_bind_int64(s, idx++, rows[0]->attempts, err);
+    for (size_t i = 0; i < n && rc == ODBOX_OK && !same_attempts; i++)
+        if ((rc = odbox_stmt_bind_valid_uuid(s, idx++, rows[i]->env.notification_id, err)) == ODBOX_OK)
+            rc = odbox_stmt_bind_int64(s, idx++, rows[i]->attempts, err);
+    if (rc == ODBOX_OK) {
+        rc = odbox_stmt_execute(s, err);
+        h->rd->statements++;
+        h->rd->updates++;
+    }
+    if (rc == ODBOX_OK)
+        *changed = odbox_stmt_rows_affected(s);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+/* The rows of one bucket (and, for retries, one attempts value), one
+ * UPDATE unless they exceed the dialect's parameter limit. */
+static int write_group(hround *h, odbox_conn *conn, int bucket, call **rows, size_t n, int64_t post,
+                       odbox_error *err)
+{
+    size_t per = (size_t)(h->dialect->max_params - 4) / 3;
+    int rc = ODBOX_OK;
+    for (size_t at = 0; at < n && rc == ODBOX_OK;) {
+        size_t k = n - at < per ? n - at : per;
+        int64_t changed = 0;
+        if ((rc = write_bucket(h, conn, bucket, rows + at, k, post, &changed, err)) == ODBOX_OK && changed >= 0 &&
+            (size_t)changed < k)
+            h->rd->stale += k - (size_t)changed;
+        at += k;
+    }
+    return rc;
+}
+
+static int by_attempts(const void *a, const void *b)
+{
+    const call *x = *(call *const *)a, *y = *(call *const *)b;
+    return (x->attempts > y->attempts) - (x->attempts < y->attempts);
+}
+
+static int write_outcomes(hround *h, odbox_conn *conn, int64_t post, odbox_error *err)
+{
+    call **rows = malloc((h->n ? h->n : 1) * sizeof *rows);
+    if (!rows)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    int rc = ODBOX_OK;
+    for (int b = 0; b < NBUCKETS && rc == ODBOX_OK; b++) {
+        size_t n = 0;
+        for (size_t i = 0; i < h->n; i++)
+            if (h->calls[i]->bucket == b)
+                rows[n++] = h->calls[i];
+        if (b != B_RETRY) {
+            if (n)
+                rc = write_group(h, conn, b, rows, n, post, err);
+            continue;
+        }
+        qsort(rows, n, sizeof *rows, by_attempts);
+        for (size_t at = 0; at < n && rc == ODBOX_OK;) {
+            size_t end = at;
+            while (end < n && rows[end]->attempts == rows[at]->attempts)
+                end++;
+            rc = write_group(h, conn, b, rows + at, end - at, post, err);
+            at = end;
+        }
+    }
+    free(rows);
+    return rc;
+}
+
+/* ---- the round ----------------------------------------------------------------------- */
+
+/* Counts, logs and metrics of what was written. */
+static void report(hround *h, int64_t post)
+{
+    odbox_delivery_round *rd = h->rd;
+    odbox_dm_outcome *o = calloc(h->n ? h->n : 1, sizeof *o);
+    size_t no = 0;
+    static const int outcome_of[NBUCKETS] = {ODBOX_DM_EXPIRED_PREFLIGHT, ODBOX_DM_SUCCEEDED,
+                                             ODBOX_DM_EXPIRED_POSTFAILURE, ODBOX_DM_FAILED_RETRY};
+    for (size_t i = 0; i < h->n; i++) {
+        call *c = h->calls[i];
+        odbox_envelope *e = &c->env;
+        int called = c->skip == CALL && c->w.state == ODBOX_WORK_DONE;
+        const char *why = called ? c->message : c->why;
+        switch (c->bucket) {
+        case B_PREFLIGHT: rd->expired_preflight++; break;
+        case B_SUCCEEDED: rd->succeeded++; break;
+        case B_POSTFAILURE:
+            rd->expired_postfailure++;
+            odbox_log(ODBOX_LOG_ERROR, "delivery: DISCARDED notification %s (handler %s, event %s) on shard %d.%d "
+                                       "after %d attempts: %s", e->notification_id, e->handler_name, e->event_id,
+                      e->shard.group, e->shard.member, e->attempt, why);
+            break;
+        case B_RETRY:
+            rd->failed++;
+            odbox_log(ODBOX_LOG_WARN, "delivery: handler %s failed on notification %s (event %s, attempt %d): %s; "
+                                      "retried in %lld ms", e->handler_name, e->notification_id, e->event_id,
+                      e->attempt, why, (long long)(c->next_retry_us - post) / 1000);
+            break;
+        default: rd->unwritten++; continue;
+        }
+        int64_t duration = called                                  ? c->duration_us
+                           : c->w.state == ODBOX_WORK_TIMED_OUT ? (int64_t)h->d->cfg.handler_timeout_ms * 1000
+                                                                 : -1;
+        if (o)
+            o[no++] = (odbox_dm_outcome){c->handler >= 0 ? c->handler : odbox_handlers_find(h->d->h, e->handler_name),
+                                         outcome_of[c->bucket], duration, post - e->completion_us};
+    }
+    if (o)
+        odbox_dmetrics_record(h->d->metrics, o, no);
+    free(o);
+}
+
+int odbox_handling_round(odbox_delivery *d, odbox_dshard *ds, const atomic_int *stop, odbox_delivery_round *rd,
+                         odbox_error *err)
+{
+    rd->job = ODBOX_DELIVERY_HANDLING;
+    rd->shard = ds->id;
+    hround h = {.d = d, .ds = ds, .rd = rd};
+    odbox_pool *pool = odbox_shard_primary(ds->shard);
+    odbox_conn *c = NULL;
+    int rc = odbox_shard_check_eventlog(ds->shard, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_pool_acquire(pool, &c, err);
+    if (rc == ODBOX_OK) {
+        h.dialect = odbox_conn_dialect(c);
+        odbox_dialect_eventlog_table(h.dialect, odbox_shard_eventlog(ds->shard), "event_notifications", h.table,
+                                     sizeof h.table);
+        rc = read_due(&h, c, odbox_delivery_now(d), err);
+        rd->read = h.n;
+        /* handlers may take long and may use the pool themselves */
+        odbox_pool_release(pool, &c);
+    }
+    if (rc == ODBOX_OK && h.n > 0) {
+        run_calls(&h, odbox_delivery_now(d), stop);
+        int64_t post = odbox_delivery_now(d);
+        classify(&h, post);
+        if ((rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK && d->hook &&
+            (rc = d->hook(d->hook_ud, ODBOX_DELIVERY_CALLS_DONE, ds->shard, c, rd)) != ODBOX_OK) {
+            rc = odbox_fail(err, rc < 0 ? rc : ODBOX_EINVAL, "the delivery hook refused the outcomes (%s)",
+                            odbox_errname(rc < 0 ? rc : ODBOX_EINVAL));
+            for (size_t i = 0; i < h.n; i++)
+                h.calls[i]->bucket = -1;
+        }
+        if (rc == ODBOX_OK)
+            rc = write_outcomes(&h, c, post, err);
+        if (rc == ODBOX_OK)
+            report(&h, post);
+        else
+            rd->unwritten = h.n;
+    }
+    if (d->hook)
+        d->hook(d->hook_ud, ODBOX_DELIVERY_ROUND_DONE, ds->shard, c, rd);
+    if (c)
+        odbox_pool_release(pool, &c);
+    /* an abandoned call's thread holds its own reference */
+    for (size_t i = 0; i < h.n; i++)
+        call_release(&h.calls[i]->w);
+    free(h.calls);
+    return rc == ODBOX_OK ? rc
+                          : odbox_error_prefix(err, rc, "handling on shard %d.%d", ds->id.group, ds->id.member);
+}

@@ -1,0 +1,172 @@
+/* odbox — what the delivery's modules share: the handler registry
+ * (handlers.c), the delivery and its job loops (delivery.c), the fan-out
+ * round (delivery_fanout.c), the handling round (delivery_handling.c),
+ * the worker threads (delivery_workers.c) and the in-process metrics
+ * (delivery_metrics.c). Not installed. */
+#ifndef ODBOX_DELIVERY_INTERNAL_H
+#define ODBOX_DELIVERY_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "internal.h"
+#include "wake.h"
+#include "odbox/handlers.h"
+
+/* ---- the registry of handlers ------------------------------------------- */
+
+typedef struct odbox_hentry {
+    char *name;
+    char **former;
+    size_t nformer;
+    char *event_type;
+    odbox_handler_fn fn;
+    void *user;
+} odbox_hentry;
+
+struct odbox_handlers {
+    odbox_hentry *v;
+    size_t n, cap;
+    atomic_int frozen; /* a delivery opened on it: read-only from then on */
+};
+
+/* The index of the handler that answers to name (its name or one of its
+ * former names), or -1. */
+int odbox_handlers_find(const odbox_handlers *h, const char *name);
+
+/* ---- worker threads ------------------------------------------------------ */
+
+typedef struct odbox_workers odbox_workers;
+
+enum {
+    ODBOX_WORK_QUEUED = 1,
+    ODBOX_WORK_RUNNING,
+    ODBOX_WORK_DONE,      /* run returned */
+    ODBOX_WORK_NOT_RUN,   /* never started: a stop came first, or no thread was left */
+    ODBOX_WORK_TIMED_OUT, /* still running at the timeout: abandoned */
+    ODBOX_WORK_CUT_OFF    /* still running at a stop's bound: abandoned */
+};
+
+/* A call to run: embed it first in a struct of one's own. Its submitter
+ * holds one reference (refs = 1); abandoning it adds one for the thread
+ * still running it, which drops it (release) once run returns, so that
+ * the item lives as long as either needs it. */
+typedef struct odbox_work {
+    void (*run)(struct odbox_work *w);     /* on a worker thread */
+    void (*release)(struct odbox_work *w); /* drops a reference; the last one frees */
+    atomic_int refs;
+    /* the pool's, under its lock while the batch runs */
+    int state;
+    int64_t started_us;                    /* monotonic */
+    struct odbox_work *next;
+    void *runner;
+} odbox_work;
+
+/* A pool of up to n threads, started when a batch first needs them. */
+int odbox_workers_open(int n, odbox_workers **out, odbox_error *err);
+
+/* Runs batch[0..n-1] on the pool and returns once none is queued or
+ * running: each ends DONE, TIMED_OUT (ran timeout_ms; its thread was
+ * abandoned and replaced), NOT_RUN or CUT_OFF. Once *stop (may be NULL)
+ * is set, queued items are not started and running ones get stop_wait_ms
+ * more. Several batches may run at once, from several threads. */
+void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeout_ms, const atomic_int *stop,
+                       int stop_wait_ms);
+
+/* Makes waiting batches look at their stop flags now. */
+void odbox_workers_poke(odbox_workers *p);
+
+/* Joins the idle threads; abandoned ones keep running and free what is
+ * left when the last one ends. No batch may be running. NULL-safe. */
+void odbox_workers_free(odbox_workers **p);
+
+/* ---- the delivery --------------------------------------------------------- */
+
+/* The jobs, as indexes: fan-out 0, handling 1. */
+enum { JOB_FANOUT = 0, JOB_HANDLING = 1, NJOBS = 2 };
+
+/* An event type with handlers. */
+typedef struct odbox_dtype {
+    const char *name;   /* the handlers' string */
+    size_t *handlers;   /* indexes into the registry of handlers */
+    size_t n;
+} odbox_dtype;
+
+typedef struct odbox_dshard {
+    odbox_shard *shard;
+    odbox_shard_id id;
+    int pending[NJOBS];   /* under the delivery's mu: woken since its last round */
+    int failing[NJOBS];   /* under mu: its last round failed (logged once per streak) */
+} odbox_dshard;
+
+typedef struct odbox_djob {
+    odbox_delivery *d;
+    int kind;             /* JOB_FANOUT or JOB_HANDLING */
+    odbox_jobs *jobs;     /* where it was added; NULL before */
+} odbox_djob;
+
+/* Resolved configuration. */
+typedef struct odbox_dcfg {
+    int batch[NJOBS], poll_ms[NJOBS];
+    int64_t backoff_base_us, backoff_cap_us, retention_us;
+    int workers, handler_timeout_ms, stop_wait_ms, execution_max_ms, listen;
+} odbox_dcfg;
+
+typedef struct odbox_dmetrics odbox_dmetrics;
+
+struct odbox_delivery {
+    odbox_registry *r;
+    odbox_handlers *h;
+    odbox_dcfg cfg;
+    odbox_clock clock;
+    odbox_delivery_hook_fn hook;
+    void *hook_ud;
+    odbox_dtype *types;
+    size_t ntypes;
+    odbox_dshard *shards;
+    size_t nshards;
+    odbox_djob jobs[NJOBS];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;    /* CLOCK_MONOTONIC: a shard is woken, or an execution stops */
+    odbox_wake *wake;
+    int listening;        /* under mu: odbox_wake_start was called */
+    odbox_executor **attached; /* under mu */
+    size_t nattached;
+    odbox_workers *workers;
+    odbox_dmetrics *metrics;
+};
+
+int64_t odbox_delivery_now(const odbox_delivery *d);
+
+/* The shard's entry; NULL when s is not the delivery's registry's. */
+odbox_dshard *odbox_delivery_shard(odbox_delivery *d, const odbox_shard *s);
+
+/* Rounds (the public round functions and the job loops): stop (may be
+ * NULL) cuts a handling round's waits for calls short. */
+int odbox_fanout_round(odbox_delivery *d, odbox_dshard *ds, odbox_delivery_round *rd, odbox_error *err);
+int odbox_handling_round(odbox_delivery *d, odbox_dshard *ds, const atomic_int *stop, odbox_delivery_round *rd,
+                         odbox_error *err);
+
+/* The backoff before try attempts + 1 after attempts failures: base x
+ * 2^(attempts-1), at most cap (Ekbatan's Backoff, microseconds). */
+int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts);
+
+/* ---- in-process metrics ------------------------------------------------------ */
+
+int odbox_dmetrics_new(const odbox_handlers *h, odbox_dmetrics **out, odbox_error *err);
+void odbox_dmetrics_free(odbox_dmetrics **m);
+
+/* One handler's outcome (index into the registry): outcome one of the
+ * ODBOX_DM_* below; duration_us < 0: no call; lag_us for a success. */
+enum { ODBOX_DM_SUCCEEDED = 0, ODBOX_DM_FAILED_RETRY, ODBOX_DM_EXPIRED_PREFLIGHT, ODBOX_DM_EXPIRED_POSTFAILURE };
+typedef struct odbox_dm_outcome {
+    int handler;         /* -1: a row no handler answers to */
+    int outcome;
+    int64_t duration_us; /* < 0: not called */
+    int64_t lag_us;
+} odbox_dm_outcome;
+
+void odbox_dmetrics_record(odbox_dmetrics *m, const odbox_dm_outcome *o, size_t n);
+void odbox_dmetrics_fanout(odbox_dmetrics *m, size_t delivered, size_t notifications);
+void odbox_dmetrics_round_error(odbox_dmetrics *m);
+
+#endif

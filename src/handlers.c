@@ -1,0 +1,130 @@
+/* odbox — the registry of in-process event handlers (see odbox/handlers.h). */
+#include <stdlib.h>
+#include <string.h>
+#include "delivery_internal.h"
+#include "model_internal.h"
+
+int odbox_handlers_new(odbox_handlers **out, odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "handlers: out is NULL");
+    if (!(*out = calloc(1, sizeof **out)))
+        return odbox_fail(err, ODBOX_ENOMEM, "handlers: out of memory");
+    atomic_init(&(*out)->frozen, 0);
+    return ODBOX_OK;
+}
+
+/* [A-Za-z0-9][A-Za-z0-9_.:-]*, at most ODBOX_HANDLER_NAME_MAX: what a
+ * command line, a log line and a metric label take without quoting. */
+static int name_valid(const char *s)
+{
+    if (!s || !*s || strlen(s) > ODBOX_HANDLER_NAME_MAX)
+        return 0;
+    for (const char *p = s; *p; p++) {
+        char c = *p;
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (p == s || !strchr("_.:-", c)))
+            return 0;
+    }
+    return 1;
+}
+
+static void entry_clear(odbox_hentry *e)
+{
+    for (size_t i = 0; i < e->nformer; i++)
+        free(e->former[i]);
+    free(e->former);
+    free(e->name);
+    free(e->event_type);
+    memset(e, 0, sizeof *e);
+}
+
+int odbox_handlers_find(const odbox_handlers *h, const char *name)
+{
+    for (size_t i = 0; h && name && i < h->n; i++) {
+        if (!strcmp(h->v[i].name, name))
+            return (int)i;
+        for (size_t k = 0; k < h->v[i].nformer; k++)
+            if (!strcmp(h->v[i].former[k], name))
+                return (int)i;
+    }
+    return -1;
+}
+
+/* A name the new handler brings (its own or a former one): valid, not
+ * taken by another handler, and not given twice by this one. */
+static int check_name(const odbox_handlers *h, const odbox_handler *nh, const char *name, size_t upto,
+                      odbox_error *err)
+{
+    const char *who = nh->name && name != nh->name ? nh->name : "";
+    if (!name_valid(name))
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "handlers: %s%sname '%.80s' must be [A-Za-z0-9][A-Za-z0-9_.:-]*, at most %d characters",
+                          who, *who ? ": former " : "", name ? name : "(null)", ODBOX_HANDLER_NAME_MAX);
+    int at = odbox_handlers_find(h, name);
+    if (at >= 0)
+        return odbox_fail(err, ODBOX_EINVAL, "handlers: the name '%s' is taken by handler %s (names and former "
+                                             "names are one namespace)", name, h->v[at].name);
+    if (name != nh->name && !strcmp(name, nh->name))
+        return odbox_fail(err, ODBOX_EINVAL, "handlers: %s lists its own name among its former names", name);
+    for (size_t k = 0; k < upto; k++)
+        if (!strcmp(nh->former_names[k], name))
+            return odbox_fail(err, ODBOX_EINVAL, "handlers: %s lists the former name %s twice", nh->name, name);
+    return ODBOX_OK;
+}
+
+int odbox_handlers_add(odbox_handlers *h, const odbox_handler *nh, odbox_error *err)
+{
+    if (!h || !nh)
+        return odbox_fail(err, ODBOX_EINVAL, "handlers add: registry or handler is NULL");
+    if (atomic_load(&h->frozen))
+        return odbox_fail(err, ODBOX_ESTATE, "handlers add: %.80s: a delivery uses these handlers already",
+                          nh->name ? nh->name : "(null)");
+    int rc = check_name(h, nh, nh->name, 0, err);
+    size_t nformer = 0;
+    while (rc == ODBOX_OK && nh->former_names && nh->former_names[nformer]) {
+        rc = check_name(h, nh, nh->former_names[nformer], nformer, err);
+        nformer++;
+    }
+    if (rc != ODBOX_OK)
+        return rc;
+    if (!odbox_is_type_name(nh->event_type, ODBOX_TYPE_NAME_MAX))
+        return odbox_fail(err, ODBOX_EINVAL, "handlers: %s: event type '%.80s' must match [A-Za-z_][A-Za-z0-9_]* "
+                                             "(at most %d)", nh->name, nh->event_type ? nh->event_type : "(null)",
+                          ODBOX_TYPE_NAME_MAX);
+    if (!nh->handle)
+        return odbox_fail(err, ODBOX_EINVAL, "handlers: %s has no callback", nh->name);
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 8;
+        odbox_hentry *g = realloc(h->v, cap * sizeof *g);
+        if (!g)
+            return odbox_fail(err, ODBOX_ENOMEM, "handlers: out of memory");
+        h->v = g;
+        h->cap = cap;
+    }
+    odbox_hentry e = {.fn = nh->handle, .user = nh->user, .nformer = nformer};
+    int oom = !(e.name = odbox_strdup(nh->name)) || !(e.event_type = odbox_strdup(nh->event_type)) ||
+              (nformer && !(e.former = calloc(nformer, sizeof *e.former)));
+    for (size_t k = 0; !oom && k < nformer; k++)
+        oom = !(e.former[k] = odbox_strdup(nh->former_names[k]));
+    if (oom) {
+        entry_clear(&e);
+        return odbox_fail(err, ODBOX_ENOMEM, "handlers: out of memory");
+    }
+    h->v[h->n++] = e;
+    return ODBOX_OK;
+}
+
+size_t odbox_handlers_count(const odbox_handlers *h) { return h ? h->n : 0; }
+
+void odbox_handlers_free(odbox_handlers **hp)
+{
+    if (!hp || !*hp)
+        return;
+    odbox_handlers *h = *hp;
+    for (size_t i = 0; i < h->n; i++)
+        entry_clear(&h->v[i]);
+    free(h->v);
+    free(h);
+    *hp = NULL;
+}

@@ -1,0 +1,94 @@
+/* odbox — helpers of the handler suites (test_handlers.c, test_handlers_jobs.c):
+ * two shards with an executor, handlers whose behaviour a test scripts
+ * and whose calls are recorded, events emitted through real actions,
+ * and the notification rows read back. */
+#ifndef ODBOX_TESTS_HANDLERS_H
+#define ODBOX_TESTS_HANDLERS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "actions.h"
+
+#define EPOCH_2030 INT64_C(1893456000000000)
+#define SEC_US INT64_C(1000000)
+
+/* One call as the handler saw it. */
+typedef struct hcall {
+    char handler[64];      /* the handler that was called */
+    char row_handler[64];  /* env->handler_name */
+    char notification_id[37], event_id[37], action_id[37];
+    char ns[128], action_name[128], event_type[128], model_id[64], model_type[64];
+    char params[512], payload[512];
+    int payload_null, model_null;
+    int64_t started, completion, event_us;
+    odbox_shard_id shard;
+    int attempt;
+} hcall;
+
+#define HREC_MAX 512
+
+typedef struct hrec {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    hcall calls[HREC_MAX];
+    int n;
+} hrec;
+
+/* A handler's behaviour (its user data). */
+typedef struct hbeh {
+    hrec *rec;
+    const char *name;
+    atomic_int calls;
+    int fail_first;        /* the first this many calls fail */
+    int fail_always;
+    atomic_int block;      /* while set, a call waits (at most 30 s) */
+    atomic_int blocked;    /* calls waiting now */
+    atomic_int finished;   /* calls returned (the last thing a call does) */
+    /* chaining: each call runs an action on chain_exe emitting chain_type
+     * on a model of the event's shard, with {"source": event_id} as params */
+    odbox_executor *chain_exe;
+    const odbox_event_type *chain_type;
+} hbeh;
+
+int hb_handle(const odbox_envelope *env, void *user, odbox_error *err);
+
+void hrec_init(hrec *r);
+void hrec_destroy(hrec *r);
+int hrec_count(hrec *r, const char *handler);
+/* The index of the first call of handler for event_id, or -1. */
+int hrec_find(hrec *r, const char *handler, const char *event_id);
+/* Waits (up to bound_ms) until handler has n calls; 1 when it has. */
+int hrec_wait(hrec *r, const char *handler, int n, int bound_ms);
+
+void hbeh_init(hbeh *b, hrec *rec, const char *name);
+
+/* A registry of handlers: (name, event type, behaviour) triples, the
+ * behaviour's name set to the handler's. */
+odbox_handlers *handlers_of(int n, const char *const *names, const char *const *types, hbeh *const *behs);
+
+/* Emits n events of type et, one action each, on models of shard
+ * (0, member); event ids into ids (may be NULL, else n of them). The
+ * payload is {"n": 7, "text": "café 'q'"}, the params {"who": "test"}. */
+void emit_n(dfx *f, odbox_executor *exe, int member, const odbox_event_type *et, int n, char (*ids)[37]);
+/* An action that emits nothing: a sentinel row on the default shard. */
+void emit_none(dfx *f, odbox_executor *exe);
+
+/* SQL name of a table of shard member's eventlog. */
+const char *ntab(dfx *f, int member);
+const char *etab(dfx *f, int member);
+
+/* Rows of event_notifications on a shard WHERE where. */
+int64_t nrows(dfx *f, int member, const char *where);
+/* A notification's column, by event id and handler. */
+int64_t ncol_ts(dfx *f, int member, const char *event_id, const char *handler, const char *col);
+int64_t ncol_int(dfx *f, int member, const char *event_id, const char *handler, const char *col);
+const char *nstate(dfx *f, int member, const char *event_id, const char *handler);
+
+/* Runs rounds until one finds nothing (at most 50); the round counts summed. */
+void fanout_until_idle(odbox_delivery *d, dfx *f, odbox_delivery_round *sum);
+void handle_until_idle(odbox_delivery *d, dfx *f, odbox_delivery_round *sum);
+void round_ok(int rc, const odbox_error *e);
+
+int64_t mono_ms_now(void);
+
+#endif

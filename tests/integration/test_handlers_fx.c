@@ -1,0 +1,352 @@
+/* odbox — helpers of the handler suites; see test_handlers.h. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "test_handlers.h"
+
+int64_t mono_ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- recorded calls ---------------------------------------------------------- */
+
+void hrec_init(hrec *r)
+{
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+}
+
+void hrec_destroy(hrec *r)
+{
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+}
+
+static void copy(char *dst, size_t cap, const char *src, int *is_null)
+{
+    if (is_null)
+        *is_null = !src;
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static void record(hbeh *b, const odbox_envelope *env)
+{
+    hrec *r = b->rec;
+    pthread_mutex_lock(&r->mu);
+    if (r->n < HREC_MAX) {
+        hcall *c = &r->calls[r->n++];
+        memset(c, 0, sizeof *c);
+        copy(c->handler, sizeof c->handler, b->name, NULL);
+        copy(c->row_handler, sizeof c->row_handler, env->handler_name, NULL);
+        copy(c->notification_id, sizeof c->notification_id, env->notification_id, NULL);
+        copy(c->event_id, sizeof c->event_id, env->event_id, NULL);
+        copy(c->action_id, sizeof c->action_id, env->action_id, NULL);
+        copy(c->ns, sizeof c->ns, env->ns, NULL);
+        copy(c->action_name, sizeof c->action_name, env->action_name, NULL);
+        copy(c->event_type, sizeof c->event_type, env->event_type, NULL);
+        copy(c->model_id, sizeof c->model_id, env->model_id, &c->model_null);
+        copy(c->model_type, sizeof c->model_type, env->model_type, NULL);
+        copy(c->params, sizeof c->params,
+             env->action_params ? json_object_to_json_string_ext(env->action_params, JSON_C_TO_STRING_PLAIN) : NULL,
+             NULL);
+        copy(c->payload, sizeof c->payload,
+             env->payload ? json_object_to_json_string_ext(env->payload, JSON_C_TO_STRING_PLAIN) : NULL,
+             &c->payload_null);
+        c->started = env->started_us;
+        c->completion = env->completion_us;
+        c->event_us = env->event_us;
+        c->shard = env->shard;
+        c->attempt = env->attempt;
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+typedef struct chain_job {
+    const odbox_envelope *env;
+    const odbox_event_type *type;
+} chain_job;
+
+static int chain_perform(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx;
+    (void)params;
+    const chain_job *j = user;
+    odbox_model *m = dfx_dummy_in(j->env->shard, "chained", 1);
+    json_object *payload = json_object_new_object();
+    json_object_object_add(payload, "source", json_object_new_string(j->env->event_id));
+    int rc = odbox_plan_emit(plan, m, j->type, payload, err);
+    json_object_put(payload);
+    odbox_model_free(&m);
+    return rc;
+}
+
+int hb_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    hbeh *b = user;
+    int k = atomic_fetch_add(&b->calls, 1);
+    record(b, env);
+    atomic_fetch_add(&b->blocked, 1);
+    for (int i = 0; i < 3000 && atomic_load(&b->block); i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_fetch_sub(&b->blocked, 1);
+    if (b->chain_exe) {
+        chain_job j = {env, b->chain_type};
+        odbox_action a = {"ChainedAction", chain_perform, &j};
+        json_object *params = json_object_new_object();
+        json_object_object_add(params, "source", json_object_new_string(env->event_id));
+        odbox_result res;
+        int rc = odbox_execute(b->chain_exe, &a, params, NULL, &res, err);
+        json_object_put(params);
+        odbox_result_clear(&res);
+        if (rc != ODBOX_OK) {
+            atomic_fetch_add(&b->finished, 1);
+            return rc;
+        }
+    }
+    int rc = 0;
+    if (b->fail_always || k < b->fail_first) {
+        snprintf(err->message, sizeof err->message, "%s: scripted failure of call %d", b->name, k + 1);
+        rc = ODBOX_EDB;
+    }
+    atomic_fetch_add(&b->finished, 1);
+    return rc;
+}
+
+int hrec_count(hrec *r, const char *handler)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        n += !handler || !strcmp(r->calls[i].handler, handler);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+int hrec_find(hrec *r, const char *handler, const char *event_id)
+{
+    pthread_mutex_lock(&r->mu);
+    int at = -1;
+    for (int i = 0; i < r->n && at < 0; i++)
+        if (!strcmp(r->calls[i].handler, handler) && !strcmp(r->calls[i].event_id, event_id))
+            at = i;
+    pthread_mutex_unlock(&r->mu);
+    return at;
+}
+
+int hrec_wait(hrec *r, const char *handler, int n, int bound_ms)
+{
+    int64_t end = mono_ms_now() + bound_ms;
+    while (hrec_count(r, handler) < n) {
+        if (mono_ms_now() >= end)
+            return 0;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
+
+void hbeh_init(hbeh *b, hrec *rec, const char *name)
+{
+    memset(b, 0, sizeof *b);
+    b->rec = rec;
+    b->name = name;
+    atomic_init(&b->calls, 0);
+    atomic_init(&b->block, 0);
+    atomic_init(&b->blocked, 0);
+    atomic_init(&b->finished, 0);
+}
+
+odbox_handlers *handlers_of(int n, const char *const *names, const char *const *types, hbeh *const *behs)
+{
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    for (int i = 0; i < n; i++) {
+        behs[i]->name = names[i];
+        odbox_handler hd = {names[i], NULL, types[i], hb_handle, behs[i]};
+        ck_assert_msg(odbox_handlers_add(h, &hd, &e) == ODBOX_OK, "%s", e.message);
+    }
+    return h;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+typedef struct emit_one {
+    odbox_model *m;
+    const odbox_event_type *et;
+} emit_one;
+
+static int emit_perform(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx;
+    (void)params;
+    emit_one *o = user;
+    if (!o->et)
+        return 0;
+    json_object *payload = json_object_new_object();
+    json_object_object_add(payload, "n", json_object_new_int(7));
+    json_object_object_add(payload, "text", json_object_new_string("caf\xc3\xa9 'q'"));
+    int rc = odbox_plan_emit(plan, o->m, o->et, payload, err);
+    json_object_put(payload);
+    return rc;
+}
+
+/* The id of the one event row action_id wrote on shard member. */
+static void event_of(dfx *f, int member, const char *action_id, char out[37])
+{
+    const odbox_dialect *d = odbox_conn_dialect(f->c[member]);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT id FROM %s WHERE action_id = %s", etab(f, member), d->uuid_param);
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    const char *v = NULL;
+    ck_assert_msg(odbox_stmt_prepare(f->c[member], sql, &s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, action_id, &e), ODBOX_OK);
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    ck_assert_int_eq(odbox_stmt_get_text(s, 1, &v, NULL, &e), ODBOX_OK);
+    snprintf(out, 37, "%s", v);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 0);
+    odbox_stmt_free(&s);
+}
+
+static void emit_action(dfx *f, odbox_executor *exe, int member, const odbox_event_type *et, char *id_out)
+{
+    emit_one o = {dfx_dummy_in((odbox_shard_id){0, member}, "emitter", 1), et};
+    odbox_action a = {"EmitAction", emit_perform, &o};
+    json_object *params = json_object_new_object();
+    json_object_object_add(params, "who", json_object_new_string("test"));
+    odbox_result res;
+    odbox_error e = {0};
+    int rc = odbox_execute(exe, &a, params, NULL, &res, &e);
+    json_object_put(params);
+    ck_assert_msg(rc == ODBOX_OK, "emit: %s", e.message);
+    if (id_out)
+        event_of(f, member, res.action_id, id_out);
+    odbox_result_clear(&res);
+    odbox_model_free(&o.m);
+}
+
+void emit_none(dfx *f, odbox_executor *exe) { emit_action(f, exe, 0, NULL, NULL); }
+
+void emit_n(dfx *f, odbox_executor *exe, int member, const odbox_event_type *et, int n, char (*ids)[37])
+{
+    for (int i = 0; i < n; i++)
+        emit_action(f, exe, member, et, ids ? ids[i] : NULL);
+}
+
+/* ---- rows ------------------------------------------------------------------------------ */
+
+const char *ntab(dfx *f, int member) { return itest_evt(f->ev[member], "event_notifications"); }
+const char *etab(dfx *f, int member) { return itest_evt(f->ev[member], "events"); }
+
+int64_t nrows(dfx *f, int member, const char *where)
+{
+    return itest_count(f->c[member], "SELECT COUNT(*) FROM %s WHERE %s", ntab(f, member), where ? where : "1 = 1");
+}
+
+static odbox_stmt *ncol(dfx *f, int member, const char *event_id, const char *handler, const char *col)
+{
+    const odbox_dialect *d = odbox_conn_dialect(f->c[member]);
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT %s%s%s FROM %s WHERE event_id = %s AND handler_name = ?",
+             strstr(col, "date") || strstr(col, "retry") ? (d->timestamp_read_open ? d->timestamp_read_open : "")
+                                                          : "",
+             col,
+             strstr(col, "date") || strstr(col, "retry") ? (d->timestamp_read_close ? d->timestamp_read_close : "")
+                                                          : "",
+             ntab(f, member), d->uuid_param);
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_stmt_prepare(f->c[member], sql, &s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, event_id, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_text(s, 2, handler, &e), ODBOX_OK);
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_stmt_fetch(s, &e) == 1, "no notification of %s for event %s", handler, event_id);
+    return s;
+}
+
+int64_t ncol_ts(dfx *f, int member, const char *event_id, const char *handler, const char *col)
+{
+    odbox_stmt *s = ncol(f, member, event_id, handler, col);
+    int64_t v = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_stmt_get_timestamp(s, 1, &v, NULL, &e) == ODBOX_OK, "%s", e.message);
+    odbox_stmt_free(&s);
+    return v;
+}
+
+int64_t ncol_int(dfx *f, int member, const char *event_id, const char *handler, const char *col)
+{
+    odbox_stmt *s = ncol(f, member, event_id, handler, col);
+    int64_t v = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_stmt_get_int64(s, 1, &v, NULL, &e) == ODBOX_OK, "%s", e.message);
+    odbox_stmt_free(&s);
+    return v;
+}
+
+const char *nstate(dfx *f, int member, const char *event_id, const char *handler)
+{
+    static _Thread_local char out[32];
+    odbox_stmt *s = ncol(f, member, event_id, handler, "state");
+    const char *v = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_stmt_get_text(s, 1, &v, NULL, &e) == ODBOX_OK, "%s", e.message);
+    snprintf(out, sizeof out, "%s", v);
+    odbox_stmt_free(&s);
+    return out;
+}
+
+/* ---- rounds ------------------------------------------------------------------------------ */
+
+void round_ok(int rc, const odbox_error *e)
+{
+    ck_assert_msg(rc == ODBOX_OK, "round: %s: %s", odbox_errname(rc), e->message);
+}
+
+static void add_round(odbox_delivery_round *sum, const odbox_delivery_round *r)
+{
+    sum->read += r->read;
+    sum->delivered += r->delivered;
+    sum->notifications += r->notifications;
+    sum->succeeded += r->succeeded;
+    sum->failed += r->failed;
+    sum->expired_preflight += r->expired_preflight;
+    sum->expired_postfailure += r->expired_postfailure;
+    sum->timed_out += r->timed_out;
+    sum->unwritten += r->unwritten;
+    sum->stale += r->stale;
+    sum->statements += r->statements;
+    sum->updates += r->updates;
+}
+
+static void until_idle(odbox_delivery *d, dfx *f, odbox_delivery_round *sum, int handling)
+{
+    if (sum)
+        memset(sum, 0, sizeof *sum);
+    for (int i = 0; i < f->nshards; i++) {
+        odbox_shard *s = odbox_registry_shard_at(f->r, (size_t)i);
+        for (int k = 0;; k++) {
+            ck_assert_int_lt(k, 50);
+            odbox_delivery_round r;
+            odbox_error e = {0};
+            round_ok(handling ? odbox_delivery_handling_round(d, s, &r, &e) : odbox_delivery_fanout_round(d, s, &r, &e),
+                     &e);
+            if (sum)
+                add_round(sum, &r);
+            if (r.read == 0)
+                break;
+        }
+    }
+}
+
+void fanout_until_idle(odbox_delivery *d, dfx *f, odbox_delivery_round *sum) { until_idle(d, f, sum, 0); }
+void handle_until_idle(odbox_delivery *d, dfx *f, odbox_delivery_round *sum) { until_idle(d, f, sum, 1); }

@@ -1,0 +1,434 @@
+/* odbox — integration tests of the delivery as jobs, in real time, on two
+ * shards: with poll delays of 30 s, a commit in this process reaches its
+ * handler (and a handler's action the next handler) through the wake-ups
+ * in well under a second; on PostgreSQL a commit in another process, and
+ * a fan-out of another delivery, do too (LISTEN), and not with listening
+ * off; an execution that ends by its length is followed at once; a hung
+ * handler is bounded by its timeout in a round and by the stop wait at a
+ * stop; the metrics count what happened, and their Prometheus text reads
+ * back. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "../prom/promparse.h"
+#include "delivery_internal.h"
+#include "jobs_fx.h"
+#include "test_handlers.h"
+
+static const odbox_event_type EV_A = {"TicketOpened"};
+static const odbox_event_type EV_B = {"TicketRouted"};
+
+#define LONG_POLL_MS 30000 /* the wake-ups must beat this */
+#define WOKEN_MS 10000     /* what "at once" may take on a loaded machine (measured: milliseconds) */
+
+typedef struct jx {
+    dfx f;
+    odbox_executor *exe;
+    hrec rec;
+    odbox_handlers *h;
+    odbox_delivery *d;
+    odbox_jobs *jobs;
+    atomic_int rounds[2][2]; /* ROUND_DONE per job and shard */
+} jx;
+
+static int count_rounds(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
+                        const odbox_delivery_round *r)
+{
+    (void)s, (void)conn;
+    jx *x = ud;
+    if (at == ODBOX_DELIVERY_ROUND_DONE)
+        atomic_fetch_add(&x->rounds[r->job == ODBOX_DELIVERY_HANDLING][r->shard.member], 1);
+    return 0;
+}
+
+static void clear_job_rows(odbox_conn *c)
+{
+    itest_exec(c, "DELETE FROM scheduled_tasks WHERE task_name IN ('%s', '%s')", ODBOX_FANOUT_JOB_NAME,
+               ODBOX_HANDLING_JOB_NAME);
+    itest_exec(c, "DELETE FROM odbox_job_state WHERE task_name IN ('%s', '%s')", ODBOX_FANOUT_JOB_NAME,
+               ODBOX_HANDLING_JOB_NAME);
+}
+
+static void jx_open(jx *x, int nshards)
+{
+    memset(x, 0, sizeof *x);
+    dfx_open(&x->f, nshards, 0);
+    x->exe = open_exe(&x->f);
+    hrec_init(&x->rec);
+    for (int j = 0; j < 2; j++)
+        for (int s = 0; s < 2; s++)
+            atomic_init(&x->rounds[j][s], 0);
+    clear_job_rows(x->f.c[0]);
+}
+
+/* Delivery of h on x's registry, its jobs (which) on a job registry of
+ * their own, started; commits of x->exe attached. */
+static void jx_run_polling(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which, int poll_ms)
+{
+    x->h = h;
+    cfg->hook = count_rounds;
+    cfg->hook_ud = x;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x->f.r, h, cfg, &x->d, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_delivery_attach(x->d, x->exe, &e), ODBOX_OK);
+    odbox_jobs_config jc = {.poll_interval_ms = poll_ms, .shutdown_max_wait_ms = 20000};
+    ck_assert_int_eq(odbox_jobs_open(x->f.r, &jc, &x->jobs, &e), ODBOX_OK);
+    ck_assert_msg(odbox_delivery_add_jobs(x->d, x->jobs, which, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_jobs_start(x->jobs, &e) == ODBOX_OK, "%s", e.message);
+}
+
+static void jx_run(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which)
+{
+    jx_run_polling(x, h, cfg, which, 200);
+}
+
+/* Until each job of which has finished a round on every shard: its
+ * execution runs, and what comes next can only come by a wake-up. */
+static void jx_wait_rounds(jx *x, int which)
+{
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    for (int j = 0; j < 2; j++)
+        for (int s = 0; s < x->f.nshards; s++)
+            while ((which & (1 << j)) && atomic_load(&x->rounds[j][s]) == 0) {
+                ck_assert_msg(mono_ms_now() < end, "job %d made no round on shard 0.%d", j, s);
+                jt_sleep_ms(5);
+            }
+}
+
+static void jx_close(jx *x)
+{
+    odbox_error e = {0};
+    if (x->jobs)
+        ck_assert_msg(odbox_jobs_stop(x->jobs, &e) == ODBOX_OK, "%s", e.message);
+    odbox_delivery_free(&x->d);
+    odbox_jobs_free(&x->jobs);
+    odbox_handlers_free(&x->h);
+    odbox_executor_free(&x->exe);
+    clear_job_rows(x->f.c[0]);
+    dfx_close(&x->f);
+    hrec_destroy(&x->rec);
+}
+
+/* Waits for the calls of a handler and returns how long they took. */
+static int64_t await_calls(jx *x, const char *handler, int n, int64_t t0)
+{
+    ck_assert_msg(hrec_wait(&x->rec, handler, n, WOKEN_MS), "%s: %d of %d calls within %d ms", handler,
+                  hrec_count(&x->rec, handler), n, WOKEN_MS);
+    return mono_ms_now() - t0;
+}
+
+START_TEST(commits_here_are_delivered_without_the_poll_delay)
+{
+    jx x;
+    jx_open(&x, 2);
+    hbeh first, sink;
+    hbeh_init(&first, &x.rec, NULL), hbeh_init(&sink, &x.rec, NULL);
+    first.chain_exe = x.exe;
+    first.chain_type = &EV_B;
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .cross_process_wakeup = -1};
+    jx_run(&x,
+           handlers_of(2, (const char *[]){"first", "sink"}, (const char *[]){EV_A.name, EV_B.name},
+                       (hbeh *[]){&first, &sink}),
+           &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    jx_wait_rounds(&x, 3);
+    int64_t t0 = mono_ms_now();
+    char a0[1][37], a1[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, a0);
+    emit_n(&x.f, x.exe, 1, &EV_A, 1, a1);
+    int64_t first_ms = await_calls(&x, "first", 2, t0);
+    /* through a handler's action: fan-out and handling twice */
+    int64_t sink_ms = await_calls(&x, "sink", 2, t0);
+    printf("handlers: woken delivery: first handler after %lld ms, chained handler after %lld ms (poll delay %d ms)\n",
+           (long long)first_ms, (long long)sink_ms, LONG_POLL_MS);
+    ck_assert_int_ge(hrec_find(&x.rec, "first", a0[0]), 0);
+    ck_assert_int_ge(hrec_find(&x.rec, "first", a1[0]), 0);
+    int64_t end = mono_ms_now() + WOKEN_MS;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") + nrows(&x.f, 1, "state = 'SUCCEEDED'") < 4)
+        ck_assert_msg(mono_ms_now() < end, "outcomes not written"), jt_sleep_ms(5);
+    jx_close(&x);
+}
+END_TEST
+
+START_TEST(an_execution_that_ends_by_its_length_is_followed_at_once)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh h;
+    hbeh_init(&h, &x.rec, NULL);
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .execution_max_ms = 150, .cross_process_wakeup = -1};
+    /* the job registry polls every 10 s (its default) and rounds wait 30
+     * s: an event committed between two executions waits for the next
+     * one's first round, which must come at once */
+    jx_run_polling(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
+                   ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, 10000);
+    jx_wait_rounds(&x, 3);
+    int64_t worst = 0;
+    for (int i = 0; i < 8; i++) {
+        jt_sleep_ms(60);
+        int64_t t0 = mono_ms_now();
+        emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+        int64_t took = await_calls(&x, "h", i + 1, t0);
+        worst = took > worst ? took : worst;
+    }
+    printf("handlers: 8 events across executions of 150 ms: slowest delivered after %lld ms\n", (long long)worst);
+    ck_assert_int_lt(worst, 5000);
+    jx_close(&x);
+}
+END_TEST
+
+/* ---- across processes -------------------------------------------------------- */
+
+static int can_listen(jx *x)
+{
+    return odbox_wake_listening(x->d->wake, (odbox_shard_id){0, 0});
+}
+
+static void wait_listening(jx *x)
+{
+    int64_t end = mono_ms_now() + 20000;
+    while (!can_listen(x)) {
+        ck_assert_msg(mono_ms_now() < end, "the delivery does not listen");
+        jt_sleep_ms(10);
+    }
+}
+
+START_TEST(commits_of_another_process_wake_the_fanout)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh probe;
+    hbeh_init(&probe, &x.rec, NULL);
+    const odbox_dialect *d = odbox_conn_dialect(x.f.c[0]);
+    int listens = d->notify_sql && d->listen_open;
+    /* elsewhere the poll delay bounds the wait: a short one */
+    odbox_delivery_config cfg = {.fanout_poll_ms = listens ? LONG_POLL_MS : 500,
+                                 .handling_poll_ms = listens ? LONG_POLL_MS : 500};
+    jx_run(&x, handlers_of(1, (const char *[]){"probe"}, (const char *[]){"WakeProbed"}, (hbeh *[]){&probe}), &cfg,
+           ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    jx_wait_rounds(&x, 3);
+    if (listens)
+        wait_listening(&x);
+    char extra[128];
+    snprintf(extra, sizeof extra, "eventlog=%s", x.f.ev[0]);
+    char *dsn = itest_dsn_with(1, extra);
+    int64_t t0 = mono_ms_now();
+    pid_t pid = jt_spawn("tests/integration/wake-writer", (const char *[]){dsn, "1", NULL}, NULL);
+    ck_assert_int_eq(jt_reap(pid, 0), 0);
+    int64_t took = await_calls(&x, "probe", 1, t0);
+    printf("handlers: a commit of another process handled after %lld ms (%s)\n", (long long)took,
+           listens ? "LISTEN, poll delay 30 s" : "no LISTEN: poll delay 500 ms");
+    free(dsn);
+    jx_close(&x);
+}
+END_TEST
+
+/* A second delivery on a registry of its own (sharing nothing with the
+ * first in this process) runs the handling job: only the server's NOTIFY
+ * can wake it. With listening off, it waits for its poll delay. */
+START_TEST(a_fanout_wakes_the_handling_of_another_process)
+{
+    if (!itest_is("pg")) {
+        printf("handlers: cross-process wake-ups need LISTEN (PostgreSQL): not on %s\n", itest_dialect());
+        return;
+    }
+    for (int off = 0; off < 2; off++) {
+        jx x;
+        jx_open(&x, 1);
+        hbeh h;
+        hbeh_init(&h, &x.rec, NULL);
+        odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS};
+        jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
+               ODBOX_DELIVERY_FANOUT);
+        /* the other side */
+        odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = itest_dsn(1), .eventlog = x.f.ev[0]};
+        odbox_registry_config rc = {.shards = &sc, .nshards = 1};
+        odbox_registry *r2 = NULL;
+        odbox_delivery *d2 = NULL;
+        odbox_jobs *j2 = NULL;
+        odbox_handlers *h2 = handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h});
+        odbox_delivery_config cfg2 = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                      .cross_process_wakeup = off ? -1 : 0};
+        odbox_error e = {0};
+        ck_assert_int_eq(odbox_registry_open(&rc, &r2, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_delivery_open(r2, h2, &cfg2, &d2, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_jobs_open(r2, &(odbox_jobs_config){.poll_interval_ms = 200}, &j2, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_delivery_add_jobs(d2, j2, ODBOX_DELIVERY_HANDLING, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_jobs_start(j2, &e), ODBOX_OK);
+        jx_wait_rounds(&x, 1);
+        int64_t end = mono_ms_now() + 20000;
+        while (!off && !odbox_wake_listening(d2->wake, (odbox_shard_id){0, 0}))
+            ck_assert_msg(mono_ms_now() < end, "no LISTEN"), jt_sleep_ms(10);
+        /* its first round has run once it has an execution; then a while */
+        jt_sleep_ms(500);
+        int64_t t0 = mono_ms_now();
+        emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+        if (!off) {
+            int64_t took = await_calls(&x, "h", 1, t0);
+            printf("handlers: a fan-out woke the handling of another delivery after %lld ms\n", (long long)took);
+        } else {
+            /* fanned out at once, but nobody tells the handling */
+            ck_assert_int_eq(hrec_wait(&x.rec, "h", 1, 2000), 0);
+            ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING'"), 1);
+        }
+        ck_assert_int_eq(odbox_jobs_stop(j2, &e), ODBOX_OK);
+        odbox_delivery_free(&d2);
+        odbox_jobs_free(&j2);
+        odbox_handlers_free(&h2);
+        odbox_registry_free(&r2);
+        jx_close(&x);
+    }
+}
+END_TEST
+
+/* ---- bounds ---------------------------------------------------------------------- */
+
+static void wait_finished(hbeh *b, int n)
+{
+    int64_t end = mono_ms_now() + 40000;
+    while (atomic_load(&b->finished) < n) {
+        ck_assert_msg(mono_ms_now() < end, "abandoned calls did not return");
+        jt_sleep_ms(5);
+    }
+}
+
+START_TEST(a_hung_handler_is_bounded_in_a_round_and_at_a_stop)
+{
+    jx x;
+    jx_open(&x, 2);
+    hbeh hang, quick;
+    hbeh_init(&hang, &x.rec, NULL), hbeh_init(&quick, &x.rec, NULL);
+    atomic_store(&hang.block, 1);
+    odbox_delivery_config cfg = {.handler_timeout_ms = 400, .workers = 2};
+    odbox_handlers *h = handlers_of(2, (const char *[]){"hang", "quick"}, (const char *[]){EV_A.name, EV_A.name},
+                                    (hbeh *[]){&hang, &quick});
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_delivery_open(x.f.r, h, &cfg, &x.d, &e), ODBOX_OK);
+    char a[2][37];
+    emit_n(&x.f, x.exe, 1, &EV_A, 2, a);
+    fanout_until_idle(x.d, &x.f, NULL);
+    /* two hung calls take both workers: replaced, the quick calls still run */
+    int64_t t0 = mono_ms_now();
+    odbox_delivery_round r;
+    round_ok(odbox_delivery_handling_round(x.d, odbox_registry_shard_at(x.f.r, 1), &r, &e), &e);
+    int64_t took = mono_ms_now() - t0;
+    printf("handlers: a round with hung handlers (timeout 400 ms) took %lld ms\n", (long long)took);
+    ck_assert_int_lt(took, 10000);
+    ck_assert_int_eq(r.timed_out, 2);
+    ck_assert_int_eq(r.failed, 2);
+    ck_assert_int_eq(r.succeeded, 2);
+    ck_assert_str_eq(nstate(&x.f, 1, a[0], "hang"), "FAILED");
+    ck_assert_str_eq(nstate(&x.f, 1, a[1], "quick"), "SUCCEEDED");
+    atomic_store(&hang.block, 0);
+    wait_finished(&hang, 2);
+    odbox_delivery_free(&x.d);
+
+    /* at a stop: the running call gets stop_wait_ms, its row stays due */
+    atomic_store(&hang.block, 1);
+    odbox_delivery_config cfg2 = {.handler_timeout_ms = 60000, .stop_wait_ms = 200, .cross_process_wakeup = -1};
+    jx_run(&x, h, &cfg2, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    char b[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, b);
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (atomic_load(&hang.blocked) == 0)
+        ck_assert_msg(mono_ms_now() < end, "the hung call never started"), jt_sleep_ms(5);
+    t0 = mono_ms_now();
+    ck_assert_msg(odbox_jobs_stop(x.jobs, &e) == ODBOX_OK, "%s", e.message);
+    took = mono_ms_now() - t0;
+    printf("handlers: stop with a hung handler (stop_wait_ms 200) took %lld ms\n", (long long)took);
+    ck_assert_int_lt(took, 10000);
+    ck_assert_str_eq(nstate(&x.f, 0, b[0], "hang"), "PENDING");
+    ck_assert_int_eq(ncol_int(&x.f, 0, b[0], "hang", "attempts"), 0);
+    atomic_store(&hang.block, 0);
+    wait_finished(&hang, 3);
+    jx_close(&x);
+}
+END_TEST
+
+/* ---- metrics ---------------------------------------------------------------------- */
+
+static double sample(const char *text, const char *series)
+{
+    double v = -1;
+    ck_assert_msg(prom_value(text, series, &v) == 0, "no sample %s in:\n%s", series, text);
+    return v;
+}
+
+START_TEST(metrics_count_calls_and_read_back_as_prometheus_text)
+{
+    jx x;
+    jx_open(&x, 2);
+    hbeh ok, bad;
+    hbeh_init(&ok, &x.rec, NULL), hbeh_init(&bad, &x.rec, NULL);
+    bad.fail_always = 1;
+    x.h = handlers_of(2, (const char *[]){"ok", "bad"}, (const char *[]){EV_A.name, EV_B.name},
+                      (hbeh *[]){&ok, &bad});
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_delivery_open(x.f.r, x.h, NULL, &x.d, &e), ODBOX_OK);
+    emit_n(&x.f, x.exe, 0, &EV_A, 2, NULL);
+    emit_n(&x.f, x.exe, 1, &EV_A, 1, NULL);
+    emit_n(&x.f, x.exe, 1, &EV_B, 1, NULL);
+    fanout_until_idle(x.d, &x.f, NULL);
+    handle_until_idle(x.d, &x.f, NULL);
+    odbox_delivery_metrics m;
+    ck_assert_msg(odbox_delivery_metrics_read(x.d, NULL, &m, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(m.nhandlers, 2);
+    ck_assert_str_eq(m.handlers[0].handler, "ok");
+    ck_assert_str_eq(m.handlers[0].event_type, EV_A.name);
+    ck_assert_int_eq(m.handlers[0].succeeded, 3);
+    ck_assert_int_eq(m.handlers[0].duration_succeeded.count, 3);
+    ck_assert_int_eq(m.handlers[0].lag.count, 3);
+    ck_assert(m.handlers[0].lag.sum > 0);
+    ck_assert_int_eq(m.handlers[1].failed_retry, 1);
+    ck_assert_int_eq(m.handlers[1].duration_failed.count, 1);
+    ck_assert_int_eq(m.handlers[1].lag.count, 0);
+    ck_assert_int_eq(m.events_fanned_out, 4);
+    ck_assert_int_eq(m.notifications_created, 4);
+    ck_assert_int_eq(m.unknown_handler, 0);
+    int found = 0;
+    for (size_t i = 0; i < m.ndb; i++)
+        if (m.db[i].shard.member == 1 && !strcmp(m.db[i].handler, "bad")) {
+            ck_assert_int_eq(m.db[i].backlog, 1);
+            ck_assert_int_eq(m.db[i].failed, 1);
+            found = 1;
+        }
+    ck_assert(found);
+    uint64_t in_buckets = 0;
+    for (size_t i = 0; i <= m.handlers[0].lag.nbounds; i++)
+        in_buckets += m.handlers[0].lag.counts[i];
+    ck_assert_int_eq(in_buckets, 3);
+    odbox_delivery_metrics_clear(&m);
+    char *text = NULL;
+    ck_assert_msg(odbox_delivery_prometheus(x.d, NULL, &text, &e) == ODBOX_OK, "%s", e.message);
+    char msg[256];
+    ck_assert_msg(prom_check(text, NULL, msg, sizeof msg) == 0, "%s\n%s", msg, text);
+    ck_assert(sample(text, "odbox_handler_calls_total{handler=\"ok\",outcome=\"succeeded\"}") == 3);
+    ck_assert(sample(text, "odbox_handler_calls_total{handler=\"bad\",outcome=\"failed_retry\"}") == 1);
+    ck_assert(sample(text, "odbox_handler_lag_seconds_count{handler=\"ok\"}") == 3);
+    ck_assert(sample(text, "odbox_handler_duration_seconds_count{handler=\"bad\",outcome=\"failed\"}") == 1);
+    ck_assert(sample(text, "odbox_notifications_backlog{shard=\"0.1\",handler=\"bad\"}") == 1);
+    ck_assert(sample(text, "odbox_fanout_events_total") == 4);
+    free(text);
+    ck_assert_int_eq(odbox_delivery_metrics_read(NULL, NULL, &m, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_delivery_prometheus(x.d, NULL, NULL, &e), ODBOX_EINVAL);
+    jx_close(&x);
+}
+END_TEST
+
+Suite *handlers_jobs_suite(void)
+{
+    Suite *s = suite_create("handlers_jobs");
+    TCase *tc = tcase_create("handlers_jobs");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, commits_here_are_delivered_without_the_poll_delay);
+    tcase_add_test(tc, an_execution_that_ends_by_its_length_is_followed_at_once);
+    tcase_add_test(tc, commits_of_another_process_wake_the_fanout);
+    tcase_add_test(tc, a_fanout_wakes_the_handling_of_another_process);
+    tcase_add_test(tc, a_hung_handler_is_bounded_in_a_round_and_at_a_stop);
+    tcase_add_test(tc, metrics_count_calls_and_read_back_as_prometheus_text);
+    suite_add_tcase(s, tc);
+    return s;
+}
