@@ -61,7 +61,10 @@ int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, cons
 }
 
 /* (SELECT ? AS c, ... UNION ALL SELECT ?, ... ...) AS alias: MySQL 8
- * spells a VALUES table VALUES ROW(...), MariaDB without ROW. */
+ * spells a VALUES table VALUES ROW(...), MariaDB without ROW. A UUID is
+ * ASCII text: joined to a CHAR(36) CHARACTER SET ascii key (the MySQL
+ * dialect's), a value in the connection's utf8mb4 would make MySQL
+ * convert the key instead, and leave its index unused. */
 int odbox_mysql_bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols,
                                const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
 {
@@ -69,7 +72,9 @@ int odbox_mysql_bound_rows_sql(const odbox_dialect *d, const char *alias, const 
     for (size_t r = 0; r < nrows; r++) {
         odbox_buf_append(&b, r ? " UNION ALL SELECT " : "(SELECT ");
         for (size_t c = 0; c < ncols; c++) {
-            odbox_buf_cat(&b, c ? ", " : "", d->typed_param[types[c]], (char *)NULL);
+            odbox_buf_cat(&b, c ? ", " : "",
+                          types[c] == ODBOX_TYPE_UUID ? "CONVERT(? USING ascii)" : d->typed_param[types[c]],
+                          (char *)NULL);
             if (r == 0)
                 odbox_buf_cat(&b, " AS ", cols[c], (char *)NULL);
         }

@@ -168,7 +168,7 @@ static void id_list(odbox_buf *b, const odbox_dialect *d, size_t n)
         odbox_buf_cat(b, i ? ", " : "", d->uuid_param, (char *)NULL);
 }
 
-static char *insert_sql(const fround *f, size_t nrows, size_t nev)
+static char *insert_sql(const fround *f, size_t nrows)
 {
     const odbox_dialect *d = f->dialect;
     static const char *const cols[] = {"nid", "eid", "h"};
@@ -182,10 +182,8 @@ static char *insert_sql(const fround *f, size_t nrows, size_t nev)
                   "SELECT v.nid, e.id, v.h, e.namespace, e.action_id, e.action_name, e.action_params, "
                   "e.started_date, e.completion_date, e.model_id, e.model_type, e.event_type, e.payload, "
                   "e.event_date, 'PENDING', 0, e.event_date, ",
-                  ts, ", ", ts, " FROM ", f->events, " e JOIN ", rows, " ON e.id = v.eid WHERE e.id IN (",
+                  ts, ", ", ts, " FROM ", f->events, " e JOIN ", rows, " ON e.id = v.eid WHERE e.delivered = FALSE",
                   (char *)NULL);
-    id_list(&sel, d, nev);
-    odbox_buf_append(&sel, ") AND e.delivered = FALSE");
     free(rows);
     char *select = odbox_buf_take(&sel);
     if (!select)
@@ -207,7 +205,7 @@ static char *flip_sql(const fround *f, size_t nev)
 
 static char *joined_sql(const fround *f, size_t nrows, size_t nev, odbox_error *err)
 {
-    char *parts[2] = {insert_sql(f, nrows, nev), flip_sql(f, nev)}, *out = NULL;
+    char *parts[2] = {insert_sql(f, nrows), flip_sql(f, nev)}, *out = NULL;
     if (parts[0] && parts[1])
         f->dialect->join_writes_sql(f->dialect, (const char *const *)parts, 2, 0, &out, err);
     free(parts[0]);
@@ -228,9 +226,6 @@ static int bind_insert(const fround *f, odbox_stmt *s, const chunk *k, int64_t n
             (rc = odbox_stmt_bind_text(s, (*idx)++, row->handler, err)) != ODBOX_OK)
             return rc;
     }
-    for (size_t e = k->e0; e < k->e1; e++)
-        if ((rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, f->ev[e].id, err)) != ODBOX_OK)
-            return rc;
     return ODBOX_OK;
 }
 
@@ -255,7 +250,7 @@ static int run_chunk(fround *f, odbox_conn *c, int op, const chunk *k, int64_t n
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
-        char *sql = op == SQL_FANOUT_INSERT ? insert_sql(f, nrows, nev)
+        char *sql = op == SQL_FANOUT_INSERT ? insert_sql(f, nrows)
                     : op == SQL_FANOUT_FLIP ? flip_sql(f, nev)
                                             : joined_sql(f, nrows, nev, err);
         rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
@@ -277,16 +272,16 @@ static int run_chunk(fround *f, odbox_conn *c, int op, const chunk *k, int64_t n
 }
 
 /* Cuts [e0, nev) into chunks whose statement fits in the dialect's
- * parameter limit (2 dates, 3 per notification, 1 per event, and with
- * join 1 more per event for the flip): the whole round in one chunk but
- * for batches of very many handlers. */
+ * parameter limit (2 dates, 3 per notification, and with join 1 per
+ * event for the flip): the whole round in one chunk but for batches of
+ * very many handlers. */
 static chunk next_chunk(const fround *f, size_t e0, size_t r0, int join)
 {
     int64_t limit = f->dialect->max_params, used = 2;
     chunk k = {e0, e0, r0, r0};
     while (k.e1 < f->nev) {
         size_t n = f->ev[k.e1].type->n;
-        int64_t add = 3 * (int64_t)n + 1 + join;
+        int64_t add = 3 * (int64_t)n + join;
         if (k.e1 > k.e0 && used + add > limit)
             break;
         used += add;

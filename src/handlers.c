@@ -51,23 +51,24 @@ int odbox_handlers_find(const odbox_handlers *h, const char *name)
     return -1;
 }
 
-/* A name the new handler brings (its own or a former one): valid, not
- * taken by another handler, and not given twice by this one. */
-static int check_name(const odbox_handlers *h, const odbox_handler *nh, const char *name, size_t upto,
-                      odbox_error *err)
+/* A name the new handler brings: its own (former < 0) or former name
+ * number `former`. Valid, not taken by another handler, and not given
+ * twice by this one. */
+static int check_name(const odbox_handlers *h, const odbox_handler *nh, int former, odbox_error *err)
 {
-    const char *who = nh->name && name != nh->name ? nh->name : "";
+    const char *name = former < 0 ? nh->name : nh->former_names[former];
     if (!name_valid(name))
         return odbox_fail(err, ODBOX_EINVAL,
                           "handlers: %s%sname '%.80s' must be [A-Za-z0-9][A-Za-z0-9_.:-]*, at most %d characters",
-                          who, *who ? ": former " : "", name ? name : "(null)", ODBOX_HANDLER_NAME_MAX);
+                          former < 0 ? "" : nh->name, former < 0 ? "" : ": former ", name ? name : "(null)",
+                          ODBOX_HANDLER_NAME_MAX);
     int at = odbox_handlers_find(h, name);
     if (at >= 0)
         return odbox_fail(err, ODBOX_EINVAL, "handlers: the name '%s' is taken by handler %s (names and former "
                                              "names are one namespace)", name, h->v[at].name);
-    if (name != nh->name && !strcmp(name, nh->name))
+    if (former >= 0 && !strcmp(name, nh->name))
         return odbox_fail(err, ODBOX_EINVAL, "handlers: %s lists its own name among its former names", name);
-    for (size_t k = 0; k < upto; k++)
+    for (int k = 0; k < former; k++)
         if (!strcmp(nh->former_names[k], name))
             return odbox_fail(err, ODBOX_EINVAL, "handlers: %s lists the former name %s twice", nh->name, name);
     return ODBOX_OK;
@@ -80,10 +81,10 @@ int odbox_handlers_add(odbox_handlers *h, const odbox_handler *nh, odbox_error *
     if (atomic_load(&h->frozen))
         return odbox_fail(err, ODBOX_ESTATE, "handlers add: %.80s: a delivery uses these handlers already",
                           nh->name ? nh->name : "(null)");
-    int rc = check_name(h, nh, nh->name, 0, err);
+    int rc = check_name(h, nh, -1, err);
     size_t nformer = 0;
     while (rc == ODBOX_OK && nh->former_names && nh->former_names[nformer]) {
-        rc = check_name(h, nh, nh->former_names[nformer], nformer, err);
+        rc = check_name(h, nh, (int)nformer, err);
         nformer++;
     }
     if (rc != ODBOX_OK)

@@ -13,5 +13,6 @@ Suite *jobs_suite(void);
 Suite *drivers_suite(void);
 Suite *wake_suite(void);
 Suite *ops_suite(void);
+Suite *handlers_suite(void);
 
 #endif
