@@ -83,5 +83,6 @@ Suite *notifications_suite(void);
 Suite *purge_suite(void);
 Suite *handlers_suite(void);
 Suite *handlers_jobs_suite(void);
+Suite *handlers_overlap_suite(void);
 
 #endif
