@@ -1,5 +1,6 @@
 /* odbox — what the MySQL and MariaDB dialects share. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "mysql_common.h"
 
@@ -41,17 +42,14 @@ const char *const odbox_mysql_session_setup[] = {
 int odbox_mysql_batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
                                  const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
 {
+    char *rows = NULL;
+    int rc = odbox_mysql_bound_rows_sql(d, "v", cols, types, ncols, nrows, &rows, err);
+    if (rc != ODBOX_OK)
+        return rc;
     odbox_buf b = {0};
-    odbox_buf_appendf(&b, "UPDATE %s AS t JOIN (", table);
-    for (size_t r = 0; r < nrows; r++) {
-        odbox_buf_append(&b, r ? " UNION ALL SELECT " : "SELECT ");
-        for (size_t c = 0; c < ncols; c++) {
-            odbox_buf_appendf(&b, "%s%s", c ? ", " : "", d->typed_param[types[c]]);
-            if (r == 0)
-                odbox_buf_appendf(&b, " AS %s", cols[c]);
-        }
-    }
-    odbox_buf_append(&b, ") AS v ON t.id = v.id AND t.version = v.version SET ");
+    odbox_buf_cat(&b, "UPDATE ", table, " AS t JOIN ", rows, " ON t.id = v.id AND t.version = v.version SET ",
+                  (char *)NULL);
+    free(rows);
     for (size_t c = 2; c < ncols; c++)
         odbox_buf_appendf(&b, "t.%s = v.%s, ", cols[c], cols[c]);
     odbox_buf_append(&b, "t.version = v.version + 1");

@@ -1,6 +1,7 @@
 /* odbox — PostgreSQL through psqlODBC. */
 #include "config.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "dialects.h"
 #ifdef HAVE_LIBPQ
@@ -65,6 +66,9 @@ static int recognizes(const char *name, const char *version)
  * through as the server sends it. */
 static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", "SET client_encoding TO 'UTF8'", NULL};
 
+static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
+                          size_t ncols, size_t nrows, char **out, odbox_error *err);
+
 /* UPDATE t SET c = v.c, ..., version = v.version + 1
  *   FROM (VALUES (...), (...)) AS v(id, version, c, ...)
  *  WHERE t.id = v.id AND t.version = v.version
@@ -72,21 +76,17 @@ static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", "SET client_e
 static int batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
                             const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
 {
+    char *rows = NULL;
+    int rc = bound_rows_sql(d, "v", cols, types, ncols, nrows, &rows, err);
+    if (rc != ODBOX_OK)
+        return rc;
     odbox_buf b = {0};
     odbox_buf_appendf(&b, "UPDATE %s AS t SET ", table);
     for (size_t c = 2; c < ncols; c++)
         odbox_buf_appendf(&b, "%s = v.%s, ", cols[c], cols[c]);
-    odbox_buf_append(&b, "version = v.version + 1 FROM (VALUES ");
-    for (size_t r = 0; r < nrows; r++) {
-        odbox_buf_append(&b, r ? ", (" : "(");
-        for (size_t c = 0; c < ncols; c++)
-            odbox_buf_appendf(&b, "%s%s", c ? ", " : "", d->typed_param[types[c]]);
-        odbox_buf_append(&b, ")");
-    }
-    odbox_buf_append(&b, ") AS v(");
-    for (size_t c = 0; c < ncols; c++)
-        odbox_buf_appendf(&b, "%s%s", c ? ", " : "", cols[c]);
-    odbox_buf_append(&b, ") WHERE t.id = v.id AND t.version = v.version");
+    odbox_buf_cat(&b, "version = v.version + 1 FROM ", rows, " WHERE t.id = v.id AND t.version = v.version",
+                  (char *)NULL);
+    free(rows);
     if (!(*out = odbox_buf_take(&b)))
         return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
     return ODBOX_OK;

@@ -22,6 +22,7 @@
  * its retry after a busy statement restarts that clock once, so a
  * statement gives up after about twice Timeout (measured: 640 ms for
  * Timeout=300). */
+#include <stdlib.h>
 #include <string.h>
 #include "dialects.h"
 
@@ -112,6 +113,9 @@ static int map_error(const char *sqlstate, long native, const char *message)
     return odbox_map_standard_sqlstate(sqlstate);
 }
 
+static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
+                          size_t ncols, size_t nrows, char **out, odbox_error *err);
+
 /* UPDATE t AS t SET c = v.c, ..., version = v.version + 1
  *   FROM (SELECT column1 AS id, column2 AS version, ... FROM (VALUES (...), (...))) AS v
  *  WHERE t.id = v.id AND t.version = v.version
@@ -120,21 +124,17 @@ static int map_error(const char *sqlstate, long native, const char *message)
 static int batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
                             const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
 {
+    char *rows = NULL;
+    int rc = bound_rows_sql(d, "v", cols, types, ncols, nrows, &rows, err);
+    if (rc != ODBOX_OK)
+        return rc;
     odbox_buf b = {0};
     odbox_buf_appendf(&b, "UPDATE %s AS t SET ", table);
     for (size_t c = 2; c < ncols; c++)
         odbox_buf_appendf(&b, "%s = v.%s, ", cols[c], cols[c]);
-    odbox_buf_append(&b, "version = v.version + 1 FROM (SELECT ");
-    for (size_t c = 0; c < ncols; c++)
-        odbox_buf_appendf(&b, "%scolumn%zu AS %s", c ? ", " : "", c + 1, cols[c]);
-    odbox_buf_append(&b, " FROM (VALUES ");
-    for (size_t r = 0; r < nrows; r++) {
-        odbox_buf_append(&b, r ? ", (" : "(");
-        for (size_t c = 0; c < ncols; c++)
-            odbox_buf_appendf(&b, "%s%s", c ? ", " : "", d->typed_param[types[c]]);
-        odbox_buf_append(&b, ")");
-    }
-    odbox_buf_append(&b, ")) AS v WHERE t.id = v.id AND t.version = v.version");
+    odbox_buf_cat(&b, "version = v.version + 1 FROM ", rows, " WHERE t.id = v.id AND t.version = v.version",
+                  (char *)NULL);
+    free(rows);
     if (!(*out = odbox_buf_take(&b)))
         return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
     return ODBOX_OK;

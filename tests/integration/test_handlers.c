@@ -82,6 +82,18 @@ static odbox_delivery_round handle(hx *x, int member)
     return r;
 }
 
+/* "ok" takes EV_A and succeeds, "bad" takes EV_B and always fails. */
+static void deliver_ok_bad(hx *x, hbeh *ok, hbeh *bad, odbox_delivery_config *cfg)
+{
+    hbeh_init(ok, &x->rec, NULL);
+    hbeh_init(bad, &x->rec, NULL);
+    bad->fail_always = 1;
+    hx_deliver(x,
+               handlers_of(2, (const char *[]){"ok", "bad"}, (const char *[]){EV_A.name, EV_B.name},
+                           (hbeh *[]){ok, bad}),
+               cfg);
+}
+
 /* Sets columns of the notification (event_id, handler) by SQL text. */
 static void nset(hx *x, int member, const char *event_id, const char *handler, const char *set)
 {
@@ -387,17 +399,13 @@ START_TEST(expiry_before_the_call_and_after_a_failure)
 {
     hx x;
     hx_open(&x, 2);
-    hbeh bad, ok;
-    hbeh_init(&bad, &x.rec, NULL), hbeh_init(&ok, &x.rec, NULL);
-    bad.fail_always = 1;
+    hbeh ok, bad;
     odbox_delivery_config cfg = {.retention_ms = 3600 * 1000};
-    hx_deliver(&x,
-               handlers_of(2, (const char *[]){"bad", "ok"}, (const char *[]){EV_A.name, EV_B.name},
-                           (hbeh *[]){&bad, &ok}),
-               &cfg);
+    deliver_ok_bad(&x, &ok, &bad, &cfg);
+    /* a: the failing handler's event, b: the other's */
     char a[1][37], b[1][37];
-    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
-    emit_n(&x.f, x.exe, 0, &EV_B, 1, b);
+    emit_n(&x.f, x.exe, 0, &EV_B, 1, a);
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, b);
     /* fanned out at T: created_date T is later than event_date (now), so
      * the deadline is T + 1 h */
     fanout(&x, 0);
@@ -443,7 +451,7 @@ START_TEST(expiry_before_the_call_and_after_a_failure)
 
     /* the later of the two dates counts: an event_date past created_date */
     char a2[1][37];
-    emit_n(&x.f, x.exe, 0, &EV_A, 1, a2);
+    emit_n(&x.f, x.exe, 0, &EV_B, 1, a2);
     odbox_manual_clock_set(x.clk, T - 5 * HOUR_US);
     fanout(&x, 0);
     set_event_date(&x, 0, a2[0], T);
@@ -534,14 +542,9 @@ START_TEST(one_update_per_bucket)
     hx_open(&x, 2);
     count_updates_setup(&x);
     hbeh ok, bad;
-    hbeh_init(&ok, &x.rec, NULL), hbeh_init(&bad, &x.rec, NULL);
-    bad.fail_always = 1;
     upd_probe probe = {.x = &x, .count = 1};
     odbox_delivery_config cfg = {.retention_ms = 3600 * 1000, .hook = probe_hook, .hook_ud = &probe};
-    hx_deliver(&x,
-               handlers_of(2, (const char *[]){"ok", "bad"}, (const char *[]){EV_A.name, EV_B.name},
-                           (hbeh *[]){&ok, &bad}),
-               &cfg);
+    deliver_ok_bad(&x, &ok, &bad, &cfg);
     char a[3][37], b[4][37];
     emit_n(&x.f, x.exe, 0, &EV_A, 3, a);
     emit_n(&x.f, x.exe, 0, &EV_B, 4, b);
@@ -592,14 +595,9 @@ START_TEST(a_row_changed_meanwhile_keeps_the_newer_outcome)
     hx x;
     hx_open(&x, 2);
     hbeh ok, bad;
-    hbeh_init(&ok, &x.rec, NULL), hbeh_init(&bad, &x.rec, NULL);
-    bad.fail_always = 1;
     upd_probe probe = {.x = &x};
     odbox_delivery_config cfg = {.hook = probe_hook, .hook_ud = &probe};
-    hx_deliver(&x,
-               handlers_of(2, (const char *[]){"ok", "bad"}, (const char *[]){EV_A.name, EV_B.name},
-                           (hbeh *[]){&ok, &bad}),
-               &cfg);
+    deliver_ok_bad(&x, &ok, &bad, &cfg);
     char a[2][37], b[2][37];
     emit_n(&x.f, x.exe, 0, &EV_A, 2, a);
     emit_n(&x.f, x.exe, 0, &EV_B, 2, b);
