@@ -199,3 +199,28 @@ out:
     odbox_dsn_free(&dsn);
     return rc;
 }
+
+/* UPDATE t AS t SET c = v.c, ..., version = v.version + 1 FROM <rows> AS v
+ *  WHERE t.id = v.id AND t.version = v.version
+ * with the dialect's bound rows (PostgreSQL: a VALUES list whose values
+ * are cast, so that a column NULL in every row still has a type; SQLite
+ * 3.33+: UPDATE ... FROM over a VALUES list, which the 500 terms of a
+ * compound SELECT do not bound). */
+int odbox_update_from_rows_sql(const odbox_dialect *d, const char *table, const char *const *cols, const int *types,
+                               size_t ncols, size_t nrows, char **out, odbox_error *err)
+{
+    char *rows = NULL;
+    int rc = d->bound_rows_sql(d, "v", cols, types, ncols, nrows, &rows, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_buf b = {0};
+    odbox_buf_appendf(&b, "UPDATE %s AS t SET ", table);
+    for (size_t c = 2; c < ncols; c++)
+        odbox_buf_appendf(&b, "%s = v.%s, ", cols[c], cols[c]);
+    odbox_buf_cat(&b, "version = v.version + 1 FROM ", rows, " WHERE t.id = v.id AND t.version = v.version",
+                  (char *)NULL);
+    free(rows);
+    if (!(*out = odbox_buf_take(&b)))
+        return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
+    return ODBOX_OK;
+}

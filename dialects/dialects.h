@@ -66,6 +66,11 @@ int odbox_odbc_options_take(odbox_buf *b, const odbox_dsn *dsn, const char *cons
  * known yet. */
 int odbox_map_standard_sqlstate(const char *sqlstate);
 
+/* batch_update_sql for dialects with UPDATE ... FROM, through their
+ * bound_rows_sql. */
+int odbox_update_from_rows_sql(const odbox_dialect *d, const char *table, const char *const *cols, const int *types,
+                               size_t ncols, size_t nrows, char **out, odbox_error *err);
+
 /* ASCII case-insensitive substring test. */
 int odbox_contains_nocase(const char *haystack, const char *needle);
 

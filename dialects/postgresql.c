@@ -1,7 +1,6 @@
 /* odbox — PostgreSQL through psqlODBC. */
 #include "config.h"
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "dialects.h"
 #ifdef HAVE_LIBPQ
@@ -65,32 +64,6 @@ static int recognizes(const char *name, const char *version)
 /* UTF-8 whatever the database's encoding: the ANSI driver hands text
  * through as the server sends it. */
 static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", "SET client_encoding TO 'UTF8'", NULL};
-
-static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
-                          size_t ncols, size_t nrows, char **out, odbox_error *err);
-
-/* UPDATE t SET c = v.c, ..., version = v.version + 1
- *   FROM (VALUES (...), (...)) AS v(id, version, c, ...)
- *  WHERE t.id = v.id AND t.version = v.version
- * Every value is cast so that a column NULL in every row still has a type. */
-static int batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
-                            const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
-{
-    char *rows = NULL;
-    int rc = bound_rows_sql(d, "v", cols, types, ncols, nrows, &rows, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    odbox_buf b = {0};
-    odbox_buf_appendf(&b, "UPDATE %s AS t SET ", table);
-    for (size_t c = 2; c < ncols; c++)
-        odbox_buf_appendf(&b, "%s = v.%s, ", cols[c], cols[c]);
-    odbox_buf_cat(&b, "version = v.version + 1 FROM ", rows, " WHERE t.id = v.id AND t.version = v.version",
-                  (char *)NULL);
-    free(rows);
-    if (!(*out = odbox_buf_take(&b)))
-        return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
-    return ODBOX_OK;
-}
 
 /* (VALUES (CAST(? AS T), ...), (...)) AS alias(c, ...) */
 static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
@@ -188,7 +161,7 @@ const odbox_dialect odbox_dialect_postgresql = {
     .json_param = "CAST(? AS JSONB)",
     .typed_param = {"?", "CAST(? AS VARCHAR)", "CAST(? AS BIGINT)", "CAST(? AS DOUBLE PRECISION)",
                     "CAST(? AS BOOLEAN)", "CAST(? AS UUID)", "CAST(? AS JSONB)", "CAST(? AS TIMESTAMP)"},
-    .batch_update_sql = batch_update_sql,
+    .batch_update_sql = odbox_update_from_rows_sql,
     .has_partial_indexes = 1,
     .has_returning = 1,
     .has_skip_locked = 1,

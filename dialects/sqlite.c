@@ -22,7 +22,6 @@
  * its retry after a busy statement restarts that clock once, so a
  * statement gives up after about twice Timeout (measured: 640 ms for
  * Timeout=300). */
-#include <stdlib.h>
 #include <string.h>
 #include "dialects.h"
 
@@ -113,33 +112,6 @@ static int map_error(const char *sqlstate, long native, const char *message)
     return odbox_map_standard_sqlstate(sqlstate);
 }
 
-static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
-                          size_t ncols, size_t nrows, char **out, odbox_error *err);
-
-/* UPDATE t AS t SET c = v.c, ..., version = v.version + 1
- *   FROM (SELECT column1 AS id, column2 AS version, ... FROM (VALUES (...), (...))) AS v
- *  WHERE t.id = v.id AND t.version = v.version
- * (UPDATE ... FROM: SQLite 3.33; a VALUES list is not bound by the 500
- * terms of a compound SELECT.) */
-static int batch_update_sql(const odbox_dialect *d, const char *table, const char *const *cols,
-                            const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err)
-{
-    char *rows = NULL;
-    int rc = bound_rows_sql(d, "v", cols, types, ncols, nrows, &rows, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    odbox_buf b = {0};
-    odbox_buf_appendf(&b, "UPDATE %s AS t SET ", table);
-    for (size_t c = 2; c < ncols; c++)
-        odbox_buf_appendf(&b, "%s = v.%s, ", cols[c], cols[c]);
-    odbox_buf_cat(&b, "version = v.version + 1 FROM ", rows, " WHERE t.id = v.id AND t.version = v.version",
-                  (char *)NULL);
-    free(rows);
-    if (!(*out = odbox_buf_take(&b)))
-        return odbox_fail(err, ODBOX_ENOMEM, "batch update: out of memory");
-    return ODBOX_OK;
-}
-
 /* (SELECT column1 AS c, ... FROM (VALUES (...), (...))) AS alias: a
  * VALUES list is not bound by the 500 terms of a compound SELECT. */
 static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
@@ -197,7 +169,7 @@ const odbox_dialect odbox_dialect_sqlite = {
     /* values carry their own storage class: integers and doubles are bound
      * as such, the rest as text */
     .typed_param = {"?", "?", "?", "?", "?", "lower(?)", "?", "?"},
-    .batch_update_sql = batch_update_sql,
+    .batch_update_sql = odbox_update_from_rows_sql,
     .has_partial_indexes = 1,
     /* SQLite has RETURNING (3.35), but the driver reads rows only from
      * statements that start with SELECT, PRAGMA or WITH */
