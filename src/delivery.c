@@ -8,8 +8,11 @@
  * rounds, through odbox_wake: they set the shard's pending flag and wake
  * the shard's thread.
  *
- * Lock: mu guards the pending and failing flags, the executions' stop
- * flags, the listening flag and the attached executors. */
+ * Locks: mu guards the pending and failing flags and the listening flag;
+ * a wake-up takes it inside the executor's and the wake's callback locks,
+ * so nothing holds it while calling into those. attach_mu guards the
+ * attached executors, and is held while adding or removing a commit
+ * listener (which waits for running commit listeners). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -184,6 +187,7 @@ static void delivery_destroy(odbox_delivery *d)
     free(d->shards);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
+    pthread_mutex_destroy(&d->attach_mu);
     free(d);
 }
 
@@ -208,6 +212,7 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
     if (!d)
         return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
     pthread_mutex_init(&d->mu, NULL);
+    pthread_mutex_init(&d->attach_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -262,7 +267,7 @@ int odbox_delivery_attach(odbox_delivery *d, odbox_executor *exe, odbox_error *e
 {
     if (!d || !exe)
         return odbox_fail(err, ODBOX_EINVAL, "delivery attach: delivery or executor is NULL");
-    pthread_mutex_lock(&d->mu);
+    pthread_mutex_lock(&d->attach_mu);
     int rc = ODBOX_OK;
     for (size_t i = 0; i < d->nattached && rc == ODBOX_OK; i++)
         if (d->attached[i] == exe)
@@ -277,7 +282,7 @@ int odbox_delivery_attach(odbox_delivery *d, odbox_executor *exe, odbox_error *e
     }
     if (rc == ODBOX_OK)
         d->attached[d->nattached++] = exe;
-    pthread_mutex_unlock(&d->mu);
+    pthread_mutex_unlock(&d->attach_mu);
     return rc;
 }
 
@@ -285,7 +290,7 @@ int odbox_delivery_detach(odbox_delivery *d, odbox_executor *exe, odbox_error *e
 {
     if (!d || !exe)
         return odbox_fail(err, ODBOX_EINVAL, "delivery detach: delivery or executor is NULL");
-    pthread_mutex_lock(&d->mu);
+    pthread_mutex_lock(&d->attach_mu);
     size_t i = 0;
     while (i < d->nattached && d->attached[i] != exe)
         i++;
@@ -294,10 +299,11 @@ int odbox_delivery_detach(odbox_delivery *d, odbox_executor *exe, odbox_error *e
         memmove(&d->attached[i], &d->attached[i + 1], (d->nattached - i - 1) * sizeof *d->attached);
         d->nattached--;
     }
-    pthread_mutex_unlock(&d->mu);
+    if (found)
+        odbox_executor_remove_commit_listener(exe, odbox_wake_on_commit, d->wake);
+    pthread_mutex_unlock(&d->attach_mu);
     if (!found)
         return odbox_fail(err, ODBOX_ENOTFOUND, "delivery detach: this executor is not attached");
-    odbox_executor_remove_commit_listener(exe, odbox_wake_on_commit, d->wake);
     return ODBOX_OK;
 }
 

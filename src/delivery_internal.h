@@ -129,7 +129,8 @@ struct odbox_delivery {
     pthread_cond_t cv;    /* CLOCK_MONOTONIC: a shard is woken, or an execution stops */
     odbox_wake *wake;
     int listening;        /* under mu: odbox_wake_start was called */
-    odbox_executor **attached; /* under mu */
+    pthread_mutex_t attach_mu;
+    odbox_executor **attached; /* under attach_mu */
     size_t nattached;
     odbox_workers *workers;
     odbox_dmetrics *metrics;

@@ -94,6 +94,16 @@ static void deliver_ok_bad(hx *x, hbeh *ok, hbeh *bad, odbox_delivery_config *cf
                cfg);
 }
 
+/* "mail" and "index" take EV_A, "ship" takes EV_B; all succeed. */
+static void deliver_mail_index_ship(hx *x, hbeh *mail, hbeh *index, hbeh *ship)
+{
+    hbeh_init(mail, &x->rec, NULL), hbeh_init(index, &x->rec, NULL), hbeh_init(ship, &x->rec, NULL);
+    hx_deliver(x,
+               handlers_of(3, (const char *[]){"mail", "index", "ship"},
+                           (const char *[]){EV_A.name, EV_A.name, EV_B.name}, (hbeh *[]){mail, index, ship}),
+               NULL);
+}
+
 /* Sets columns of the notification (event_id, handler) by SQL text. */
 static void nset(hx *x, int member, const char *event_id, const char *handler, const char *set)
 {
@@ -129,11 +139,7 @@ START_TEST(fanout_copies_flips_and_never_writes_twice)
     hx x;
     hx_open(&x, 2);
     hbeh mail, index, ship;
-    hbeh_init(&mail, &x.rec, NULL), hbeh_init(&index, &x.rec, NULL), hbeh_init(&ship, &x.rec, NULL);
-    hx_deliver(&x,
-               handlers_of(3, (const char *[]){"mail", "index", "ship"},
-                           (const char *[]){EV_A.name, EV_A.name, EV_B.name}, (hbeh *[]){&mail, &index, &ship}),
-               NULL);
+    deliver_mail_index_ship(&x, &mail, &index, &ship);
     char a[2][37], b[1][37], c[1][37], a1[1][37];
     emit_n(&x.f, x.exe, 0, &EV_A, 2, a);
     emit_n(&x.f, x.exe, 0, &EV_B, 1, b);
@@ -297,11 +303,7 @@ START_TEST(every_subscribed_handler_called_with_the_envelope)
     hx x;
     hx_open(&x, 2);
     hbeh mail, index, ship;
-    hbeh_init(&mail, &x.rec, NULL), hbeh_init(&index, &x.rec, NULL), hbeh_init(&ship, &x.rec, NULL);
-    hx_deliver(&x,
-               handlers_of(3, (const char *[]){"mail", "index", "ship"},
-                           (const char *[]){EV_A.name, EV_A.name, EV_B.name}, (hbeh *[]){&mail, &index, &ship}),
-               NULL);
+    deliver_mail_index_ship(&x, &mail, &index, &ship);
     char a0[2][37], a1[1][37], b1[1][37];
     emit_n(&x.f, x.exe, 0, &EV_A, 2, a0);
     emit_n(&x.f, x.exe, 1, &EV_A, 1, a1);

@@ -180,6 +180,33 @@ START_TEST(an_execution_that_ends_by_its_length_is_followed_at_once)
 }
 END_TEST
 
+/* Attaching and detaching while other threads commit: a commit's wake-up
+ * takes the delivery's lock inside the executor's listener lock, which
+ * attach and detach take in turn; neither may wait for the other. */
+START_TEST(attach_and_detach_while_other_threads_commit)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh h;
+    hbeh_init(&h, &x.rec, NULL);
+    x.h = handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h});
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_delivery_open(x.f.r, x.h, NULL, &x.d, &e), ODBOX_OK);
+    many m;
+    many_start(&m, x.exe, 4, 150, 0);
+    int64_t t0 = mono_ms_now();
+    int rounds = 0;
+    while (atomic_load(&m.failures) == 0 && mono_ms_now() - t0 < 3000) {
+        ck_assert_int_eq(odbox_delivery_attach(x.d, x.exe, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_delivery_detach(x.d, x.exe, &e), ODBOX_OK);
+        rounds++;
+    }
+    many_wait(&m);
+    printf("handlers: %d attach/detach pairs while 600 actions committed\n", rounds);
+    jx_close(&x);
+}
+END_TEST
+
 /* ---- across processes -------------------------------------------------------- */
 
 static int can_listen(jx *x)
@@ -425,6 +452,7 @@ Suite *handlers_jobs_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, commits_here_are_delivered_without_the_poll_delay);
     tcase_add_test(tc, an_execution_that_ends_by_its_length_is_followed_at_once);
+    tcase_add_test(tc, attach_and_detach_while_other_threads_commit);
     tcase_add_test(tc, commits_of_another_process_wake_the_fanout);
     tcase_add_test(tc, a_fanout_wakes_the_handling_of_another_process);
     tcase_add_test(tc, a_hung_handler_is_bounded_in_a_round_and_at_a_stop);
