@@ -129,15 +129,17 @@ typedef struct odbox_delivery_round {
     size_t delivered;           /* events this round flipped to delivered */
     size_t notifications;       /* notification rows sent to the insert (rows already
                                    there are skipped by the database, and counted) */
-    /* handling */
-    size_t succeeded;           /* outcomes written, by bucket */
+    /* handling: outcomes by bucket (stale counts those that found their
+     * row changed, so were not written) */
+    size_t succeeded;
     size_t failed;              /* failed, to be retried (a timed-out call included) */
     size_t expired_preflight;   /* past retention when read: no call */
     size_t expired_postfailure; /* failed, and the next try would be past retention */
     size_t timed_out;           /* calls still running at handler_timeout_ms (in failed) */
     size_t unwritten;           /* rows left as they were (not called before a stop,
-                                   or outcomes refused by the hook): due again */
-    size_t stale;               /* outcomes whose row had changed meanwhile (not written) */
+                                   or their outcomes not written: refused by the
+                                   hook, or the database failed): due again */
+    size_t stale;               /* outcomes whose row had changed meanwhile */
     int statements;             /* statements sent to the database in the round */
     int updates;                /* handling: outcome UPDATE statements among them */
 } odbox_delivery_round;
@@ -205,7 +207,8 @@ int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbo
 
 /* Commits of exe in this process wake the fan-out of their shard at once
  * (exe must be on the delivery's registry). Detach, or free the delivery,
- * before freeing exe. ODBOX_EINVAL when exe is attached already. */
+ * before freeing exe. attach: ODBOX_EINVAL when exe is attached already;
+ * detach: ODBOX_ENOTFOUND when it is not. */
 int odbox_delivery_attach(odbox_delivery *d, odbox_executor *exe, odbox_error *err);
 int odbox_delivery_detach(odbox_delivery *d, odbox_executor *exe, odbox_error *err);
 
