@@ -6,7 +6,10 @@
  * runs them per shard.
  *
  * Usage: odbox-bench-delivery [--dsn DSN] [--events N] [--handlers H] [--batch B]
- *                             [--handling-batch B] [--workers W] [--eventlog NAME]
+ *                             [--handling-batch B] [--workers W] [--eventlog NAME] [--reuse]
+ * --reuse keeps the eventlog's rows (its undelivered events are the
+ * backlog), e.g. to measure a backlog the planner's statistics do not
+ * know of yet.
  * Without --dsn the DSN comes from ODBOX_BENCH_DSN or ODBOX_TEST_PG_DSN.
  * Framework migrations are applied to the eventlog (default
  * bench_delivery), whose events and notifications are emptied first.
@@ -91,8 +94,14 @@ int main(int argc, char **argv)
     if (!dsn)
         dsn = getenv("ODBOX_TEST_PG_DSN");
     long events = 100000, handlers = 1, batch = 0, hbatch = 0, workers = 0;
+    int reuse = 0;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--reuse")) {
+            reuse = 1;
+            i--;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "odbox-bench-delivery: %s needs a value\n", a);
             return 2;
@@ -113,7 +122,7 @@ int main(int argc, char **argv)
             eventlog = v;
         else {
             fprintf(stderr, "usage: odbox-bench-delivery [--dsn DSN] [--events N] [--handlers H] [--batch B] "
-                            "[--handling-batch B] [--workers W] [--eventlog NAME]\n");
+                            "[--handling-batch B] [--workers W] [--eventlog NAME] [--reuse]\n");
             return 2;
         }
     }
@@ -134,14 +143,14 @@ int main(int argc, char **argv)
         rc = odbox_migrate_registry(r, &mo, &e);
     odbox_shard *s = rc == ODBOX_OK ? odbox_registry_shard_at(r, 0) : NULL;
     char ev[160] = "", nt[160] = "";
-    if (rc == ODBOX_OK && (rc = odbox_pool_acquire(odbox_shard_primary(s), &c, &e)) == ODBOX_OK) {
+    if (rc == ODBOX_OK && !reuse && (rc = odbox_pool_acquire(odbox_shard_primary(s), &c, &e)) == ODBOX_OK) {
         odbox_dialect_eventlog_table(odbox_conn_dialect(c), eventlog, "events", ev, sizeof ev);
         odbox_dialect_eventlog_table(odbox_conn_dialect(c), eventlog, "event_notifications", nt, sizeof nt);
         if ((rc = exec_sql(c, "DELETE FROM %s%s", nt, "", &e)) == ODBOX_OK)
             rc = exec_sql(c, "DELETE FROM %s%s", ev, "", &e);
     }
     uint64_t t0 = now_ns();
-    if (rc == ODBOX_OK)
+    if (rc == ODBOX_OK && !reuse)
         rc = fill(c, ev, events, &e);
     double fill_s = (double)(now_ns() - t0) / 1e9;
     if (c)
@@ -159,9 +168,9 @@ int main(int argc, char **argv)
     if (rc == ODBOX_OK)
         rc = odbox_delivery_open(r, h, &cfg, &d, &e);
     if (rc == ODBOX_OK)
-        printf("odbox-bench-delivery: %s, %ld events written in %.1f s; %ld handler(s), fan-out batch %ld, "
+        printf("odbox-bench-delivery: %s, %ld events %s in %.1f s; %ld handler(s), fan-out batch %ld, "
                "handling batch %ld, workers %ld\n",
-               odbox_pool_dialect(odbox_shard_primary(s))->name, events,
+               odbox_pool_dialect(odbox_shard_primary(s))->name, reuse ? 0 : events, reuse ? "(reused)" : "written",
                fill_s, handlers, batch ? batch : 200, hbatch ? hbatch : 100, workers ? workers : 8);
     double u0, s0, u1, s1;
     for (int job = 0; job < 2 && rc == ODBOX_OK; job++) {

@@ -43,7 +43,6 @@ typedef struct call {
     char *text;            /* the strings env points into */
     int handler;           /* index into the registry, -1 when none answers */
     int skip;              /* CALL or NO_CALL_* */
-    char state[16];        /* as read */
     int attempts;          /* as read */
     int64_t deadline_us;   /* retention */
     /* written by the call (never read once it is abandoned) */
@@ -91,7 +90,7 @@ static void call_release(odbox_work *w)
 
 #define DUE_COLUMNS                                                                                          \
     "id, event_id, handler_name, namespace, action_id, action_name, action_params, started_date, "          \
-    "completion_date, model_id, model_type, event_type, payload, event_date, state, attempts, created_date, " \
+    "completion_date, model_id, model_type, event_type, payload, event_date, attempts, created_date, "        \
     "next_retry_at"
 
 /* The select list read back: timestamps as the dialect reads them best;
@@ -100,7 +99,7 @@ static void select_list(odbox_buf *b, const odbox_dialect *d, const char *prefix
 {
     static const char *const cols[] = {"id", "event_id", "handler_name", "namespace", "action_id", "action_name",
                                        "action_params", "started_date", "completion_date", "model_id",
-                                       "model_type", "event_type", "payload", "event_date", "state", "attempts",
+                                       "model_type", "event_type", "payload", "event_date", "attempts",
                                        "created_date"};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
         char col[64];
@@ -153,7 +152,7 @@ typedef struct hround {
 /* Copies the row's text columns into one allocation; env points into it. */
 static int take_row(hround *h, odbox_stmt *s, call *c, odbox_error *err)
 {
-    static const int text_cols[] = {1, 2, 3, 4, 5, 6, 10, 11, 12, 15};
+    static const int text_cols[] = {1, 2, 3, 4, 5, 6, 10, 11, 12};
     const char *v[sizeof text_cols / sizeof text_cols[0]];
     int null[sizeof text_cols / sizeof text_cols[0]];
     size_t total = 0;
@@ -186,7 +185,6 @@ static int take_row(hround *h, odbox_stmt *s, call *c, odbox_error *err)
     e->model_id = at[6];
     e->model_type = at[7];
     e->event_type = at[8];
-    snprintf(c->state, sizeof c->state, "%s", at[9] ? at[9] : "");
     e->shard = h->ds->id;
     int64_t attempts = 0, created = 0;
     const char *params = NULL, *payload = NULL;
@@ -194,8 +192,8 @@ static int take_row(hround *h, odbox_stmt *s, call *c, odbox_error *err)
     if ((rc = odbox_stmt_get_timestamp(s, 8, &e->started_us, NULL, err)) != ODBOX_OK ||
         (rc = odbox_stmt_get_timestamp(s, 9, &e->completion_us, NULL, err)) != ODBOX_OK ||
         (rc = odbox_stmt_get_timestamp(s, 14, &e->event_us, NULL, err)) != ODBOX_OK ||
-        (rc = odbox_stmt_get_int64(s, 16, &attempts, NULL, err)) != ODBOX_OK ||
-        (rc = odbox_stmt_get_timestamp(s, 17, &created, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_int64(s, 15, &attempts, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_timestamp(s, 16, &created, NULL, err)) != ODBOX_OK ||
         (rc = odbox_stmt_get_text(s, 7, &params, NULL, err)) != ODBOX_OK)
         return rc;
     c->attempts = (int)attempts;
@@ -341,16 +339,23 @@ static const char *const bucket_set[NBUCKETS] = {
     "state = 'FAILED', attempts = attempts + 1, next_retry_at = ?, updated_date = ?",
 };
 
-/* UPDATE ... WHERE id IN (...) AND <the state and attempts read>: one
- * value each when the rows share it, else per row. */
-static char *outcome_sql(const hround *h, int bucket, size_t n, int same_state, int same_attempts)
+/* UPDATE ... WHERE id IN (...) AND <not finished> AND <the attempts read>:
+ * one value when the rows share it, else per row. Among unfinished rows
+ * the attempts tell the state: PENDING has 0 (the fan-out writes 0, and
+ * only a requeue sets it back, with PENDING), FAILED at least 1; so the
+ * guard is the state and attempts each row was read with.
+ * NOT IN, where IN ('PENDING', 'FAILED') would say the same: the due
+ * index's predicate is not proven from it, so a planner whose statistics
+ * predate a backlog finds the rows by id, not by a scan of every due row
+ * (see delivery_fanout.c). */
+static char *outcome_sql(const hround *h, int bucket, size_t n, int same_attempts)
 {
     const odbox_dialect *d = h->dialect;
     odbox_buf b = {0};
     odbox_buf_cat(&b, "UPDATE ", h->table, " SET ", bucket_set[bucket], " WHERE id IN (", (char *)NULL);
     for (size_t i = 0; i < n; i++)
         odbox_buf_cat(&b, i ? ", " : "", d->uuid_param, (char *)NULL);
-    odbox_buf_append(&b, same_state ? ") AND state = ?" : ") AND state IN ('PENDING', 'FAILED')");
+    odbox_buf_append(&b, ") AND state NOT IN ('SUCCEEDED', 'EXPIRED')");
     if (same_attempts) {
         odbox_buf_append(&b, " AND attempts = ?");
     } else {
@@ -366,19 +371,17 @@ static char *outcome_sql(const hround *h, int bucket, size_t n, int same_state, 
 static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, size_t n, int64_t post,
                         int64_t *changed, odbox_error *err)
 {
-    int same_state = 1, same_attempts = 1;
-    for (size_t i = 1; i < n; i++) {
-        same_state &= !strcmp(rows[i]->state, rows[0]->state);
+    int same_attempts = 1;
+    for (size_t i = 1; i < n; i++)
         same_attempts &= rows[i]->attempts == rows[0]->attempts;
-    }
     odbox_sql_key key;
     odbox_sql_key_init(&key, SQL_OUTCOME, n);
-    odbox_sql_key_add_count(&key, bucket, (size_t)(same_state * 2 + same_attempts));
+    odbox_sql_key_add_count(&key, bucket, (size_t)same_attempts);
     odbox_sql_key_add(&key, 0, h->table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(conn, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
-        char *sql = outcome_sql(h, bucket, n, same_state, same_attempts);
+        char *sql = outcome_sql(h, bucket, n, same_attempts);
         rc = sql ? odbox_stmt_prepare_keyed(conn, sql, &key, &s, err)
                  : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
         free(sql);
@@ -390,8 +393,6 @@ static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, si
         rc = odbox_stmt_bind_timestamp(s, idx++, post, err);
     for (size_t i = 0; i < n && rc == ODBOX_OK; i++)
         rc = odbox_stmt_bind_valid_uuid(s, idx++, rows[i]->env.notification_id, err);
-    if (rc == ODBOX_OK && same_state)
-        rc = odbox_stmt_bind_text(s, idx++, rows[0]->state, err);
     if (rc == ODBOX_OK && same_attempts)
         rc = odbox_stmt_bind_int64(s, idx++, rows[0]->attempts, err);
     for (size_t i = 0; i < n && rc == ODBOX_OK && !same_attempts; i++)
