@@ -1,4 +1,5 @@
-/* odbox — data source names: parsing and redaction.
+/* odbox — data source names: the grammar, URLs and the entry points
+ * (raw ODBC strings: dsn_raw.c; passwords found and redacted: dsn_secrets.c).
  *
  * Accepted input (at most 4096 characters; any byte below 0x20 and 0x7f is
  * rejected, also when percent-encoded; %00 is always rejected):
@@ -74,301 +75,10 @@
 #include <string.h>
 #include "odbox/dsn.h"
 #include "odbox/registry.h"
+#include "dsn_internal.h"
 #include "internal.h"
 
-#define DSN_MAX_LEN 4096
-#define ECHO_MAX 48
-#define WITHHELD "(withheld: may contain the password)"
-
-/* ---- small helpers ------------------------------------------------------ */
-
-typedef struct span {
-    size_t off, len;
-} span;
-
-typedef struct spanlist {
-    span *v;
-    size_t n, cap;
-    int oom;
-} spanlist;
-
-static void spans_add(spanlist *sl, size_t off, size_t len)
-{
-    if (sl->oom)
-        return;
-    if (sl->n == sl->cap) {
-        size_t cap = sl->cap ? sl->cap * 2 : 8;
-        span *v = realloc(sl->v, cap * sizeof *v);
-        if (!v) {
-            sl->oom = 1;
-            return;
-        }
-        sl->v = v;
-        sl->cap = cap;
-    }
-    sl->v[sl->n].off = off;
-    sl->v[sl->n].len = len;
-    sl->n++;
-}
-
-static void spans_reset(spanlist *sl)
-{
-    free(sl->v);
-    memset(sl, 0, sizeof *sl);
-}
-
-static int is_alpha(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-static int is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static char to_lower(char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-}
-
-static int is_unreserved(unsigned char c)
-{
-    return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
-}
-
-/* Case-insensitive: s[0, n) equals word. */
-static int ci_eqn(const char *s, size_t n, const char *word)
-{
-    size_t i;
-    for (i = 0; i < n; i++)
-        if (!word[i] || to_lower(s[i]) != to_lower(word[i]))
-            return 0;
-    return word[i] == '\0';
-}
-
-static int ci_eqnn(const char *a, size_t an, const char *b, size_t bn)
-{
-    if (an != bn)
-        return 0;
-    for (size_t i = 0; i < an; i++)
-        if (to_lower(a[i]) != to_lower(b[i]))
-            return 0;
-    return 1;
-}
-
-/* Index of the first c in t[lo, hi), or hi. */
-static size_t find_char(const char *t, size_t lo, size_t hi, char c)
-{
-    for (size_t i = lo; i < hi; i++)
-        if (t[i] == c)
-            return i;
-    return hi;
-}
-
-/* Index of the first character of set in t[lo, hi), or hi. */
-static size_t find_any(const char *t, size_t lo, size_t hi, const char *set)
-{
-    for (size_t i = lo; i < hi; i++)
-        if (strchr(set, t[i]))
-            return i;
-    return hi;
-}
-
-static int mem_contains(const char *hay, size_t hn, const char *needle, size_t nn)
-{
-    if (nn == 0 || nn > hn)
-        return 0;
-    for (size_t i = 0; i + nn <= hn; i++)
-        if (memcmp(hay + i, needle, nn) == 0)
-            return 1;
-    return 0;
-}
-
-/* Zeroes and frees a buffer of known size (it may not be terminated yet). */
-static void wipe_free(char *s, size_t n)
-{
-    if (!s)
-        return;
-    volatile char *p = s;
-    for (size_t i = 0; i < n; i++)
-        p[i] = 0;
-    free(s);
-}
-
-/* Keys of query options and raw entries: [A-Za-z0-9_ .-], not empty, no
- * leading or trailing space. */
-static int valid_key(const char *s, size_t n)
-{
-    if (n == 0 || s[0] == ' ' || s[n - 1] == ' ')
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (!is_alpha(c) && !is_digit(c) && c != '_' && c != ' ' && c != '.' && c != '-')
-            return 0;
-    }
-    return 1;
-}
-
-static int ends_with_ci(const char *s, size_t n, const char *word)
-{
-    size_t w = strlen(word);
-    return n >= w && ci_eqn(s + n - w, w, word);
-}
-
-/* Keys whose value is a password: they end in pwd, password or passwd
- * (compared without regard to case), so "sslpassword" counts too. */
-static int is_secret_key(const char *s, size_t n)
-{
-    return ends_with_ci(s, n, "pwd") || ends_with_ci(s, n, "password") ||
-           ends_with_ci(s, n, "passwd");
-}
-
-/* ---- best-effort secret finding (works on any text) ----------------------- */
-
-/* A ":port" after the host starting at s that is not all digits: it may be
- * a password whose "@host" is missing or hidden behind an unencoded '/'. */
-static void heur_port(spanlist *sl, const char *t, size_t s, size_t hi)
-{
-    if (s < hi && t[s] == '[') {
-        size_t close = find_any(t, s, hi, "]/?#@");
-        if (close < hi && t[close] == ']')
-            s = close + 1;
-    }
-    size_t stop = find_any(t, s, hi, "/?#@");
-    size_t colon = find_char(t, s, stop, ':');
-    if (colon == stop)
-        return;
-    size_t e = find_any(t, colon + 1, hi, "/?#@");
-    for (size_t k = colon + 1; k < e; k++)
-        if (!is_digit((unsigned char)t[k])) {
-            spans_add(sl, colon + 1, e - colon - 1);
-            return;
-        }
-}
-
-/* URL userinfo passwords inside t[lo, hi):
- *  - after each "//": the text between the first ':' and the last '@' of
- *    the range, or, without such an '@', a ":port" that is not a number;
- *  - before the last '@': from the first ':' of the run that ends there
- *    (runs are delimited by space ; / ? &) — catches "user:pw@" even when
- *    the "//" is mangled;
- *  - with port_after_at, also after the last '@': a ":port" that is not a
- *    number (for redaction only: a message may quote such a port, since
- *    it is checked against the decoded password anyway). */
-static void heur_userinfo(spanlist *sl, const char *t, size_t lo, size_t hi, int port_after_at)
-{
-    size_t last_at = hi;
-    for (size_t j = hi; j > lo; j--)
-        if (t[j - 1] == '@') {
-            last_at = j - 1;
-            break;
-        }
-    size_t colon = lo; /* the first ':' at or after the last r (cached: r only grows) */
-    for (size_t i = lo; i + 2 <= hi; i++) {
-        if (t[i] != '/' || t[i + 1] != '/')
-            continue;
-        size_t r = i + 2;
-        if (colon < r)
-            colon = find_char(t, r, hi, ':');
-        if (last_at < hi && last_at >= r && colon < last_at)
-            spans_add(sl, colon + 1, last_at - colon - 1);
-        else
-            heur_port(sl, t, r, hi);
-        i = r - 1;
-    }
-    if (last_at < hi) {
-        size_t s = last_at;
-        while (s > lo && !strchr(" ;/?&", t[s - 1]))
-            s--;
-        size_t c = find_char(t, s, last_at, ':');
-        if (c < last_at)
-            spans_add(sl, c + 1, last_at - c - 1);
-        if (port_after_at)
-            heur_port(sl, t, last_at + 1, hi);
-    }
-}
-
-/* Values of keys that end in pwd, password or passwd, anywhere in t[0, n):
- * every '=' whose left side (back to a space, ; & ? = { or }) ends so, after
- * lenient percent-decoding. A braced value runs to its closing brace (or the
- * end), others to the next ';', or '&' when the key follows '?' or '&'. */
-static void heur_keys(spanlist *sl, const char *t, size_t n)
-{
-    char sep = ';'; /* the last of ; & ? seen, '&' standing for both & and ? */
-    for (size_t i = 0; i < n; i++) {
-        if (t[i] == ';' || t[i] == '&' || t[i] == '?')
-            sep = t[i] == ';' ? ';' : '&';
-        if (t[i] != '=')
-            continue;
-        size_t ke = i;
-        while (ke > 0 && t[ke - 1] == ' ')
-            ke--;
-        size_t ks = ke;
-        while (ks > 0 && ke - ks < 64 && !strchr(";&?= {}", t[ks - 1]))
-            ks--;
-        char key[64];
-        size_t kn = 0;
-        for (size_t j = ks; j < ke && kn < sizeof key; j++) {
-            if (t[j] == '%' && j + 2 < ke && odbox_hex_value((unsigned char)t[j + 1]) >= 0 &&
-                odbox_hex_value((unsigned char)t[j + 2]) >= 0) {
-                key[kn++] = (char)(odbox_hex_value((unsigned char)t[j + 1]) * 16 +
-                                   odbox_hex_value((unsigned char)t[j + 2]));
-                j += 2;
-            } else {
-                key[kn++] = t[j];
-            }
-        }
-        if (!is_secret_key(key, kn))
-            continue;
-        size_t v = i + 1, e;
-        while (v < n && t[v] == ' ')
-            v++;
-        if (v < n && t[v] == '{') {
-            e = v + 1;
-            while (e < n) {
-                if (t[e] == '}') {
-                    if (e + 1 < n && t[e + 1] == '}') {
-                        e += 2;
-                        continue;
-                    }
-                    e++;
-                    break;
-                }
-                e++;
-            }
-        } else {
-            e = find_char(t, v, n, sep);
-            while (e > v && t[e - 1] == ' ')
-                e--;
-        }
-        spans_add(sl, v, e - v);
-        for (; i + 1 < e; i++) /* skip the value, still tracking separators */
-            if (t[i + 1] == ';' || t[i + 1] == '&' || t[i + 1] == '?')
-                sep = t[i + 1] == ';' ? ';' : '&';
-    }
-}
-
-static void heur_all(spanlist *sl, const char *t, size_t n, int port_after_at)
-{
-    heur_userinfo(sl, t, 0, n, port_after_at);
-    heur_keys(sl, t, n);
-}
-
 /* ---- parser context ------------------------------------------------------- */
-
-typedef struct ctx {
-    const char *t;
-    size_t n;
-    odbox_error *err;
-    spanlist heur;        /* what the best-effort redactor would hide */
-    spanlist *secrets;    /* exact password ranges found while parsing */
-    const char *password; /* the decoded password once known */
-} ctx;
-
-typedef struct echobuf {
-    char s[ECHO_MAX + 16];
-} echobuf;
 
 static int touches(const spanlist *sl, const char *t, size_t off, size_t len)
 {
@@ -384,9 +94,7 @@ static int touches(const spanlist *sl, const char *t, size_t off, size_t len)
     return 0;
 }
 
-/* Quotes t[off, off+len) for a message, or withholds it when it could
- * contain the password. */
-static const char *echo(const ctx *c, size_t off, size_t len, echobuf *b)
+const char *odbox_dsn_echo(const ctx *c, size_t off, size_t len, echobuf *b)
 {
     int hide = c->heur.oom || c->secrets->oom || touches(&c->heur, c->t, off, len) ||
                touches(c->secrets, c->t, off, len);
@@ -402,7 +110,7 @@ static const char *echo(const ctx *c, size_t off, size_t len, echobuf *b)
     return b->s;
 }
 
-static int oom(ctx *c)
+int odbox_dsn_oom(ctx *c)
 {
     return odbox_fail(c->err, ODBOX_ENOMEM, "DSN: out of memory");
 }
@@ -414,7 +122,7 @@ static int decode(ctx *c, size_t off, size_t len, const char *what, int secret, 
     *out = NULL;
     char *s = malloc(len + 1);
     if (!s)
-        return oom(c);
+        return odbox_dsn_oom(c);
     size_t k = 0, end = off + len;
     for (size_t i = off; i < end; i++) {
         unsigned char ch = (unsigned char)c->t[i];
@@ -434,7 +142,7 @@ static int decode(ctx *c, size_t off, size_t len, const char *what, int secret, 
             return odbox_fail(c->err, ODBOX_EINVAL,
                               "DSN: bad percent-encoding %s in the %s "
                               "('%%' must be followed by two hex digits)",
-                              echo(c, i, end - i < 3 ? end - i : 3, &b), what);
+                              odbox_dsn_echo(c, i, end - i < 3 ? end - i : 3, &b), what);
         }
         int v = hi * 16 + lo;
         if (v == 0) {
@@ -498,7 +206,7 @@ static int check_chars(ctx *c, size_t off, size_t len, int cls, const char *what
                               "DSN: non-ASCII byte in the %s (percent-encode it)", what);
         echobuf b;
         return odbox_fail(c->err, ODBOX_EINVAL, "DSN: invalid character %s in the %s%s",
-                          echo(c, i, 1, &b), what,
+                          odbox_dsn_echo(c, i, 1, &b), what,
                           ch == ',' && cls == CH_HOST ? " (only one host is supported)" : "");
     }
     return 0;
@@ -519,7 +227,7 @@ static int parse_userinfo(ctx *c, odbox_dsn *d, size_t s, size_t e)
         return odbox_fail(c->err, ODBOX_EINVAL,
                           "DSN: empty user name before ':' (a password needs a user)");
     if (colon < e)
-        spans_add(c->secrets, colon + 1, e - colon - 1);
+        odbox_dsn_spans_add(c->secrets, colon + 1, e - colon - 1);
     if (find_char(t, s, e, '@') < e)
         return odbox_fail(c->err, ODBOX_EINVAL,
                           "DSN: '@' in the user name or password must be percent-encoded as %%40");
@@ -566,7 +274,7 @@ static int parse_ipv6(ctx *c, odbox_dsn *d, size_t s, size_t close)
     }
     if (!ok)
         return odbox_fail(c->err, ODBOX_EINVAL, "DSN: invalid IPv6 address %s in host",
-                          echo(c, s, close + 1 - s, &b));
+                          odbox_dsn_echo(c, s, close + 1 - s, &b));
     return decode(c, in, ie - in, "host", 0, &d->host);
 }
 
@@ -594,7 +302,7 @@ static int parse_hostport(ctx *c, odbox_dsn *d, size_t s, size_t e, int kind)
             if (t[close + 1] != ':')
                 return odbox_fail(c->err, ODBOX_EINVAL,
                                   "DSN: unexpected character %s after ']' in host",
-                                  echo(c, close + 1, 1, &b));
+                                  odbox_dsn_echo(c, close + 1, 1, &b));
             has_port = 1;
             pstart = close + 2;
         }
@@ -624,7 +332,7 @@ static int parse_hostport(ctx *c, odbox_dsn *d, size_t s, size_t e, int kind)
         if (!is_digit((unsigned char)t[i])) {
             int at_later = find_char(t, e, c->n, '@') < c->n;
             return odbox_fail(c->err, ODBOX_EINVAL, "DSN: port %s is not a number%s",
-                              echo(c, pstart, e - pstart, &b),
+                              odbox_dsn_echo(c, pstart, e - pstart, &b),
                               at_later ? " (if the URL holds a password, percent-encode any "
                                          "'/', '?', '#' or '@' in it)"
                                        : "");
@@ -634,7 +342,7 @@ static int parse_hostport(ctx *c, odbox_dsn *d, size_t s, size_t e, int kind)
     }
     if (v < 1 || v > 65535)
         return odbox_fail(c->err, ODBOX_EINVAL, "DSN: port %s is out of range 1..65535",
-                          echo(c, pstart, e - pstart, &b));
+                          odbox_dsn_echo(c, pstart, e - pstart, &b));
     d->port = (int)v;
     return 0;
 }
@@ -643,7 +351,7 @@ static int add_option(ctx *c, odbox_dsn *d, char *key, char *value)
 {
     odbox_dsn_option *o = realloc(d->options, (d->noptions + 1) * sizeof *o);
     if (!o)
-        return oom(c);
+        return odbox_dsn_oom(c);
     d->options = o;
     o[d->noptions].key = key;
     o[d->noptions].value = value;
@@ -653,25 +361,25 @@ static int add_option(ctx *c, odbox_dsn *d, char *key, char *value)
 
 /* An eventlog= value (t[off, off+len) as written) must be a name that may
  * reach SQL text. */
-static int check_eventlog(ctx *c, size_t off, size_t len, const char *value)
+int odbox_dsn_check_eventlog(ctx *c, size_t off, size_t len, const char *value)
 {
     if (odbox_name_is_valid(value))
         return 0;
     echobuf b;
     return odbox_fail(c->err, ODBOX_EINVAL,
                       "DSN: eventlog= %s is not a valid name ([a-z_][a-z0-9_]*, at most %d characters)",
-                      echo(c, off, len, &b), ODBOX_NAME_MAX - 1);
+                      odbox_dsn_echo(c, off, len, &b), ODBOX_NAME_MAX - 1);
 }
 
 /* A notify= value must be on or off, a notify_interval_ms= value a whole
  * number of milliseconds 1..ODBOX_NOTIFY_INTERVAL_MAX_MS. */
-static int check_notify(ctx *c, int interval, size_t off, size_t len, const char *value)
+int odbox_dsn_check_notify(ctx *c, int interval, size_t off, size_t len, const char *value)
 {
     echobuf b;
     if (!interval) {
         if (odbox_strcaseeq(value, "on") || odbox_strcaseeq(value, "off"))
             return 0;
-        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: notify= %s must be on or off", echo(c, off, len, &b));
+        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: notify= %s must be on or off", odbox_dsn_echo(c, off, len, &b));
     }
     long ms = 0;
     const char *p = value;
@@ -680,7 +388,7 @@ static int check_notify(ctx *c, int interval, size_t off, size_t len, const char
     if (p > value && !*p && ms >= 1 && ms <= ODBOX_NOTIFY_INTERVAL_MAX_MS)
         return 0;
     return odbox_fail(c->err, ODBOX_EINVAL, "DSN: notify_interval_ms= %s must be a whole number of milliseconds 1..%d",
-                      echo(c, off, len, &b), ODBOX_NOTIFY_INTERVAL_MAX_MS);
+                      odbox_dsn_echo(c, off, len, &b), ODBOX_NOTIFY_INTERVAL_MAX_MS);
 }
 
 /* The query t[s, e) (after the '?'). */
@@ -721,10 +429,10 @@ static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
         }
         int secret = is_secret_key(key, strlen(key));
         if (secret)
-            spans_add(c->secrets, eq + 1, se - eq - 1);
+            odbox_dsn_spans_add(c->secrets, eq + 1, se - eq - 1);
         else
-            heur_userinfo(c->secrets, t, eq + 1, se, 0);
-        snprintf(what, sizeof what, "value of query parameter %s", echo(c, i, eq - i, &b));
+            odbox_dsn_find_userinfo(c->secrets, t, eq + 1, se, 0);
+        snprintf(what, sizeof what, "value of query parameter %s", odbox_dsn_echo(c, i, eq - i, &b));
         rc = check_chars(c, eq + 1, se - eq - 1, CH_QUERY, what, secret);
         if (rc == 0)
             rc = decode(c, eq + 1, se - eq - 1, what, secret, &value);
@@ -747,13 +455,13 @@ static int parse_query(ctx *c, odbox_dsn *d, size_t s, size_t e)
             odbox_free_secret(value);
             if (dup)
                 return odbox_fail(c->err, ODBOX_EINVAL, "DSN: duplicate query parameter %s",
-                                  echo(c, i, eq - i, &b));
+                                  odbox_dsn_echo(c, i, eq - i, &b));
             return odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty %s= value in the query",
                               is_dialect ? "dialect" : is_driver ? "driver" : "eventlog");
         }
-        if ((is_eventlog && (rc = check_eventlog(c, eq + 1, se - eq - 1, value)) != 0) ||
+        if ((is_eventlog && (rc = odbox_dsn_check_eventlog(c, eq + 1, se - eq - 1, value)) != 0) ||
             (notify_slot &&
-             (rc = check_notify(c, notify_slot == &d->notify_interval_ms, eq + 1, se - eq - 1, value)) != 0)) {
+             (rc = odbox_dsn_check_notify(c, notify_slot == &d->notify_interval_ms, eq + 1, se - eq - 1, value)) != 0)) {
             free(key);
             free(value);
             return rc;
@@ -789,7 +497,7 @@ static int parse_path_query(ctx *c, odbox_dsn *d, size_t s, size_t ps, int kind)
     int rc;
     /* "x:///user:pw@host/db" (an unknown scheme, so no host needed) is a
      * valid URL whose path looks like userinfo: hide it when redacting */
-    heur_userinfo(c->secrets, t, ps, q, 0);
+    odbox_dsn_find_userinfo(c->secrets, t, ps, q, 0);
     if (ps < q) {
         const char *what = kind == K_SQLITE ? "database file path" : "database name";
         if ((rc = check_chars(c, ps, q - ps, kind == K_NET ? CH_PATH : CH_PATH_SLASH, what, 0)))
@@ -820,7 +528,7 @@ static int set_scheme(ctx *c, odbox_dsn *d, size_t sl)
 {
     d->scheme = odbox_strndup(c->t, sl);
     if (!d->scheme)
-        return oom(c);
+        return odbox_dsn_oom(c);
     for (char *p = d->scheme; *p; p++)
         *p = to_lower(*p);
     return 0;
@@ -856,7 +564,7 @@ static int parse_url(ctx *c, odbox_dsn *d, size_t sl)
         if (kind == K_SQLITE) {
             size_t colon = find_char(t, p, at, ':');
             if (colon < at)
-                spans_add(c->secrets, colon + 1, at - colon - 1);
+                odbox_dsn_spans_add(c->secrets, colon + 1, at - colon - 1);
             return odbox_fail(c->err, ODBOX_EINVAL,
                               "DSN: a sqlite URL takes no user name or password");
         }
@@ -882,207 +590,6 @@ static int parse_sqlite_opaque(ctx *c, odbox_dsn *d, size_t sl)
     return parse_path_query(c, d, sl + 1, sl + 1, K_SQLITE);
 }
 
-/* ---- raw ODBC connection string -------------------------------------------- */
-
-/* Copies t[s, e), turning "}}" into "}" when braced. */
-static char *unbrace(const char *t, size_t s, size_t e, int braced)
-{
-    char *v = malloc(e - s + 1);
-    if (!v)
-        return NULL;
-    size_t k = 0;
-    for (size_t i = s; i < e; i++) {
-        v[k++] = t[i];
-        if (braced && t[i] == '}' && i + 1 < e && t[i + 1] == '}')
-            i++;
-    }
-    v[k] = '\0';
-    return v;
-}
-
-static int parse_raw(ctx *c, odbox_dsn *d)
-{
-    const char *t = c->t;
-    size_t n = c->n, i = 0, idx = 0;
-    spanlist keys = {0}, kept = {0};
-    int removed = 0, trailing = 0, rc = 0;
-    echobuf b;
-
-    for (;;) {
-        size_t k = i;
-        while (k < n && t[k] == ' ')
-            k++;
-        if (k == n && i > 0) {
-            trailing = 1;
-            break;
-        }
-        idx++;
-        if (k == n || t[k] == ';') {
-            rc = odbox_fail(c->err, ODBOX_EINVAL,
-                            "DSN: empty entry #%zu in the ODBC connection string", idx);
-            goto done;
-        }
-        size_t eq = k;
-        while (eq < n && t[eq] != '=' && t[eq] != ';')
-            eq++;
-        if (eq == n || t[eq] == ';') {
-            rc = odbox_fail(c->err, ODBOX_EINVAL,
-                            "DSN: entry #%zu of the ODBC connection string has no '=' "
-                            "(expected KEY=value)", idx);
-            goto done;
-        }
-        size_t ke = eq;
-        while (ke > k && t[ke - 1] == ' ')
-            ke--;
-        if (ke == k) {
-            rc = odbox_fail(c->err, ODBOX_EINVAL,
-                            "DSN: empty key in entry #%zu of the ODBC connection string", idx);
-            goto done;
-        }
-        if (!valid_key(t + k, ke - k)) {
-            /* not quoted: an invalid key is arbitrary text */
-            rc = odbox_fail(c->err, ODBOX_EINVAL,
-                            "DSN: invalid key in entry #%zu of the ODBC connection string "
-                            "(allowed: letters, digits, '_', '.', '-', inner spaces)", idx);
-            goto done;
-        }
-        int secret = is_secret_key(t + k, ke - k);
-        size_t v = eq + 1;
-        while (v < n && t[v] == ' ')
-            v++;
-        size_t vs, ve, segend;
-        int braced = 0;
-        if (v < n && t[v] == '{') {
-            size_t j = v + 1;
-            for (;;) {
-                if (j >= n) {
-                    if (secret)
-                        spans_add(c->secrets, v, n - v);
-                    rc = odbox_fail(c->err, ODBOX_EINVAL,
-                                    "DSN: unterminated '{' in the value of %s",
-                                    echo(c, k, ke - k, &b));
-                    goto done;
-                }
-                if (t[j] == '}') {
-                    if (j + 1 < n && t[j + 1] == '}') {
-                        j += 2;
-                        continue;
-                    }
-                    break;
-                }
-                j++;
-            }
-            braced = 1;
-            vs = v + 1;
-            ve = j;
-            if (secret)
-                spans_add(c->secrets, v, j + 1 - v);
-            size_t a = j + 1;
-            while (a < n && t[a] == ' ')
-                a++;
-            if (a < n && t[a] != ';') {
-                rc = odbox_fail(c->err, ODBOX_EINVAL,
-                                "DSN: unexpected text after '}' in the value of %s",
-                                echo(c, k, ke - k, &b));
-                goto done;
-            }
-            segend = a;
-        } else {
-            segend = find_char(t, v, n, ';');
-            vs = v;
-            ve = segend;
-            while (ve > vs && t[ve - 1] == ' ')
-                ve--;
-            if (secret)
-                spans_add(c->secrets, vs, ve - vs);
-        }
-        if (!secret)
-            heur_userinfo(c->secrets, t, vs, ve, 0);
-        for (size_t j = 0; j < keys.n; j++)
-            if (ci_eqnn(t + keys.v[j].off, keys.v[j].len, t + k, ke - k)) {
-                rc = odbox_fail(c->err, ODBOX_EINVAL,
-                                "DSN: duplicate key %s in the ODBC connection string",
-                                echo(c, k, ke - k, &b));
-                goto done;
-            }
-        spans_add(&keys, k, ke - k);
-        char **slot = NULL;
-        int is_eventlog = ci_eqn(t + k, ke - k, "eventlog");
-        char **notify_slot = ci_eqn(t + k, ke - k, "notify")               ? &d->notify
-                             : ci_eqn(t + k, ke - k, "notify_interval_ms") ? &d->notify_interval_ms
-                                                                           : NULL;
-        if (notify_slot) {
-            slot = notify_slot;
-            removed = 1;
-        } else if (ci_eqn(t + k, ke - k, "dialect") || is_eventlog) {
-            if (ve == vs) {
-                rc = odbox_fail(c->err, ODBOX_EINVAL, "DSN: empty %s= value in the ODBC connection string",
-                                is_eventlog ? "eventlog" : "dialect");
-                goto done;
-            }
-            slot = is_eventlog ? &d->eventlog : &d->dialect;
-            removed = 1;
-        } else {
-            spans_add(&kept, i, segend - i);
-            if (!d->user && (ci_eqn(t + k, ke - k, "uid") || ci_eqn(t + k, ke - k, "user") ||
-                             ci_eqn(t + k, ke - k, "username")))
-                slot = &d->user;
-            else if (!d->password &&
-                     (ci_eqn(t + k, ke - k, "pwd") || ci_eqn(t + k, ke - k, "password") ||
-                      ci_eqn(t + k, ke - k, "passwd")))
-                slot = &d->password;
-        }
-        if (slot) {
-            *slot = unbrace(t, vs, ve, braced);
-            if (!*slot) {
-                rc = oom(c);
-                goto done;
-            }
-            if (slot == &d->password)
-                c->password = d->password;
-            if (slot == &d->eventlog && (rc = check_eventlog(c, vs, ve - vs, d->eventlog)) != 0)
-                goto done;
-            if (slot == notify_slot &&
-                (rc = check_notify(c, slot == &d->notify_interval_ms, vs, ve - vs, *slot)) != 0)
-                goto done;
-        }
-        if (keys.oom || kept.oom) {
-            rc = oom(c);
-            goto done;
-        }
-        if (segend == n)
-            break;
-        i = segend + 1;
-    }
-
-    if (!removed) {
-        d->raw = odbox_strdup(t);
-    } else if (kept.n == 0) {
-        rc = odbox_fail(c->err, ODBOX_EINVAL,
-                        "DSN: the ODBC connection string has no entries besides dialect=, eventlog= "
-                        "and notify=");
-        goto done;
-    } else {
-        odbox_buf buf = {0};
-        for (size_t j = 0; j < kept.n; j++) {
-            if (j)
-                odbox_buf_append(&buf, ";");
-            odbox_buf_appendn(&buf, t + kept.v[j].off, kept.v[j].len);
-        }
-        if (trailing)
-            odbox_buf_append(&buf, ";");
-        if (buf.oom && buf.data) /* odbox_buf_take frees it unwiped otherwise */
-            memset(buf.data, 0, buf.cap);
-        d->raw = odbox_buf_take(&buf);
-    }
-    if (!d->raw)
-        rc = oom(c);
-done:
-    spans_reset(&keys);
-    spans_reset(&kept);
-    return rc;
-}
-
 /* ---- entry points ------------------------------------------------------------ */
 
 static size_t scheme_len(const char *t, size_t n)
@@ -1096,9 +603,7 @@ static size_t scheme_len(const char *t, size_t n)
     return i;
 }
 
-/* Parses text; the exact password ranges found go to *secrets (which the
- * caller resets). */
-static int parse_impl(const char *text, odbox_dsn **out, odbox_error *err, spanlist *secrets)
+int odbox_dsn_parse_spans(const char *text, odbox_dsn **out, odbox_error *err, spanlist *secrets)
 {
     odbox_error_clear(err);
     if (out)
@@ -1127,11 +632,11 @@ static int parse_impl(const char *text, odbox_dsn **out, odbox_error *err, spanl
         return odbox_fail(err, ODBOX_EINVAL, "DSN: only spaces");
 
     ctx c = {.t = text, .n = n, .err = err, .secrets = secrets};
-    heur_all(&c.heur, text, n, 0);
+    odbox_dsn_find_secrets(&c.heur, text, n, 0);
     odbox_dsn *d = calloc(1, sizeof *d);
     int rc;
     if (!d) {
-        rc = oom(&c);
+        rc = odbox_dsn_oom(&c);
     } else {
         size_t sl = scheme_len(text, n);
         if (sl > 0 && sl + 2 < n && text[sl] == ':' && text[sl + 1] == '/' &&
@@ -1145,7 +650,7 @@ static int parse_impl(const char *text, odbox_dsn **out, odbox_error *err, spanl
             rc = odbox_fail(err, ODBOX_EINVAL, "DSN: expected '//' after '%.*s:'", (int)sl,
                             text);
         } else if (strchr(text, '=')) {
-            rc = parse_raw(&c, d);
+            rc = odbox_dsn_parse_raw(&c, d);
         } else {
             rc = odbox_fail(err, ODBOX_EINVAL,
                             "DSN: neither a URL (scheme://host/database) nor an ODBC "
@@ -1153,8 +658,8 @@ static int parse_impl(const char *text, odbox_dsn **out, odbox_error *err, spanl
         }
     }
     if (rc == 0 && secrets->oom)
-        rc = oom(&c);
-    spans_reset(&c.heur);
+        rc = odbox_dsn_oom(&c);
+    odbox_dsn_spans_reset(&c.heur);
     if (rc != 0) {
         odbox_dsn_free(&d);
         return rc;
@@ -1166,8 +671,8 @@ static int parse_impl(const char *text, odbox_dsn **out, odbox_error *err, spanl
 int odbox_dsn_parse(const char *text, odbox_dsn **out, odbox_error *err)
 {
     spanlist secrets = {0};
-    int rc = parse_impl(text, out, err, &secrets);
-    spans_reset(&secrets);
+    int rc = odbox_dsn_parse_spans(text, out, err, &secrets);
+    odbox_dsn_spans_reset(&secrets);
     return rc;
 }
 
@@ -1194,54 +699,4 @@ void odbox_dsn_free(odbox_dsn **dsn)
     free(d->options);
     free(d);
     *dsn = NULL;
-}
-
-static int span_cmp(const void *a, const void *b)
-{
-    const span *x = a, *y = b;
-    if (x->off != y->off)
-        return x->off < y->off ? -1 : 1;
-    return x->len < y->len ? -1 : x->len > y->len;
-}
-
-char *odbox_dsn_redact(const char *text)
-{
-    if (!text)
-        return NULL;
-    size_t n = strlen(text);
-    spanlist sl = {0};
-    odbox_dsn *d = NULL;
-    int rc = parse_impl(text, &d, NULL, &sl);
-    if (rc == 0) /* "password=" where the parser saw none, e.g. in a path */
-        heur_keys(&sl, text, n);
-    odbox_dsn_free(&d);
-    if (rc != 0) {
-        /* Unparseable (or out of memory): hide everything that could be a
-         * password, generously. */
-        spans_reset(&sl);
-        heur_all(&sl, text, n, 1);
-    }
-    if (sl.oom) {
-        spans_reset(&sl);
-        return NULL;
-    }
-    if (sl.n > 1)
-        qsort(sl.v, sl.n, sizeof *sl.v, span_cmp);
-
-    odbox_buf b = {0};
-    size_t pos = 0;
-    for (size_t i = 0; i < sl.n;) {
-        size_t s = sl.v[i].off, e = s + sl.v[i].len;
-        /* merge overlapping and touching spans (this also absorbs an empty
-         * span at the end of the previous one) */
-        for (i++; i < sl.n && sl.v[i].off <= e; i++)
-            if (sl.v[i].off + sl.v[i].len > e)
-                e = sl.v[i].off + sl.v[i].len;
-        odbox_buf_appendn(&b, text + pos, s - pos);
-        odbox_buf_append(&b, "***");
-        pos = e;
-    }
-    odbox_buf_append(&b, text + pos);
-    spans_reset(&sl);
-    return odbox_buf_take(&b);
 }

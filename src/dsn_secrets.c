@@ -1,0 +1,211 @@
+/* odbox — passwords in DSNs: the exact ranges the parser found, a
+ * best-effort search that works on any text (also what does not parse),
+ * and odbox_dsn_redact, which hides both. */
+#include <stdlib.h>
+#include <string.h>
+#include "dsn_internal.h"
+#include "internal.h"
+
+void odbox_dsn_spans_add(spanlist *sl, size_t off, size_t len)
+{
+    if (sl->oom)
+        return;
+    if (sl->n == sl->cap) {
+        size_t cap = sl->cap ? sl->cap * 2 : 8;
+        span *v = realloc(sl->v, cap * sizeof *v);
+        if (!v) {
+            sl->oom = 1;
+            return;
+        }
+        sl->v = v;
+        sl->cap = cap;
+    }
+    sl->v[sl->n].off = off;
+    sl->v[sl->n].len = len;
+    sl->n++;
+}
+
+void odbox_dsn_spans_reset(spanlist *sl)
+{
+    free(sl->v);
+    memset(sl, 0, sizeof *sl);
+}
+
+/* A ":port" after the host starting at s that is not all digits: it may be
+ * a password whose "@host" is missing or hidden behind an unencoded '/'. */
+static void heur_port(spanlist *sl, const char *t, size_t s, size_t hi)
+{
+    if (s < hi && t[s] == '[') {
+        size_t close = find_any(t, s, hi, "]/?#@");
+        if (close < hi && t[close] == ']')
+            s = close + 1;
+    }
+    size_t stop = find_any(t, s, hi, "/?#@");
+    size_t colon = find_char(t, s, stop, ':');
+    if (colon == stop)
+        return;
+    size_t e = find_any(t, colon + 1, hi, "/?#@");
+    for (size_t k = colon + 1; k < e; k++)
+        if (!is_digit((unsigned char)t[k])) {
+            odbox_dsn_spans_add(sl, colon + 1, e - colon - 1);
+            return;
+        }
+}
+
+/* URL userinfo passwords inside t[lo, hi):
+ *  - after each "//": the text between the first ':' and the last '@' of
+ *    the range, or, without such an '@', a ":port" that is not a number;
+ *  - before the last '@': from the first ':' of the run that ends there
+ *    (runs are delimited by space ; / ? &) — catches "user:pw@" even when
+ *    the "//" is mangled;
+ *  - with port_after_at, also after the last '@': a ":port" that is not a
+ *    number (for redaction only: a message may quote such a port, since
+ *    it is checked against the decoded password anyway). */
+void odbox_dsn_find_userinfo(spanlist *sl, const char *t, size_t lo, size_t hi, int port_after_at)
+{
+    size_t last_at = hi;
+    for (size_t j = hi; j > lo; j--)
+        if (t[j - 1] == '@') {
+            last_at = j - 1;
+            break;
+        }
+    size_t colon = lo; /* the first ':' at or after the last r (cached: r only grows) */
+    for (size_t i = lo; i + 2 <= hi; i++) {
+        if (t[i] != '/' || t[i + 1] != '/')
+            continue;
+        size_t r = i + 2;
+        if (colon < r)
+            colon = find_char(t, r, hi, ':');
+        if (last_at < hi && last_at >= r && colon < last_at)
+            odbox_dsn_spans_add(sl, colon + 1, last_at - colon - 1);
+        else
+            heur_port(sl, t, r, hi);
+        i = r - 1;
+    }
+    if (last_at < hi) {
+        size_t s = last_at;
+        while (s > lo && !strchr(" ;/?&", t[s - 1]))
+            s--;
+        size_t c = find_char(t, s, last_at, ':');
+        if (c < last_at)
+            odbox_dsn_spans_add(sl, c + 1, last_at - c - 1);
+        if (port_after_at)
+            heur_port(sl, t, last_at + 1, hi);
+    }
+}
+
+/* Values of keys that end in pwd, password or passwd, anywhere in t[0, n):
+ * every '=' whose left side (back to a space, ; & ? = { or }) ends so, after
+ * lenient percent-decoding. A braced value runs to its closing brace (or the
+ * end), others to the next ';', or '&' when the key follows '?' or '&'. */
+void odbox_dsn_find_secret_values(spanlist *sl, const char *t, size_t n)
+{
+    char sep = ';'; /* the last of ; & ? seen, '&' standing for both & and ? */
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] == ';' || t[i] == '&' || t[i] == '?')
+            sep = t[i] == ';' ? ';' : '&';
+        if (t[i] != '=')
+            continue;
+        size_t ke = i;
+        while (ke > 0 && t[ke - 1] == ' ')
+            ke--;
+        size_t ks = ke;
+        while (ks > 0 && ke - ks < 64 && !strchr(";&?= {}", t[ks - 1]))
+            ks--;
+        char key[64];
+        size_t kn = 0;
+        for (size_t j = ks; j < ke && kn < sizeof key; j++) {
+            if (t[j] == '%' && j + 2 < ke && odbox_hex_value((unsigned char)t[j + 1]) >= 0 &&
+                odbox_hex_value((unsigned char)t[j + 2]) >= 0) {
+                key[kn++] = (char)(odbox_hex_value((unsigned char)t[j + 1]) * 16 +
+                                   odbox_hex_value((unsigned char)t[j + 2]));
+                j += 2;
+            } else {
+                key[kn++] = t[j];
+            }
+        }
+        if (!is_secret_key(key, kn))
+            continue;
+        size_t v = i + 1, e;
+        while (v < n && t[v] == ' ')
+            v++;
+        if (v < n && t[v] == '{') {
+            e = v + 1;
+            while (e < n) {
+                if (t[e] == '}') {
+                    if (e + 1 < n && t[e + 1] == '}') {
+                        e += 2;
+                        continue;
+                    }
+                    e++;
+                    break;
+                }
+                e++;
+            }
+        } else {
+            e = find_char(t, v, n, sep);
+            while (e > v && t[e - 1] == ' ')
+                e--;
+        }
+        odbox_dsn_spans_add(sl, v, e - v);
+        for (; i + 1 < e; i++) /* skip the value, still tracking separators */
+            if (t[i + 1] == ';' || t[i + 1] == '&' || t[i + 1] == '?')
+                sep = t[i + 1] == ';' ? ';' : '&';
+    }
+}
+
+void odbox_dsn_find_secrets(spanlist *sl, const char *t, size_t n, int port_after_at)
+{
+    odbox_dsn_find_userinfo(sl, t, 0, n, port_after_at);
+    odbox_dsn_find_secret_values(sl, t, n);
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->off != y->off)
+        return x->off < y->off ? -1 : 1;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+char *odbox_dsn_redact(const char *text)
+{
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    spanlist sl = {0};
+    odbox_dsn *d = NULL;
+    int rc = odbox_dsn_parse_spans(text, &d, NULL, &sl);
+    if (rc == 0) /* "password=" where the parser saw none, e.g. in a path */
+        odbox_dsn_find_secret_values(&sl, text, n);
+    odbox_dsn_free(&d);
+    if (rc != 0) {
+        /* Unparseable (or out of memory): hide everything that could be a
+         * password, generously. */
+        odbox_dsn_spans_reset(&sl);
+        odbox_dsn_find_secrets(&sl, text, n, 1);
+    }
+    if (sl.oom) {
+        odbox_dsn_spans_reset(&sl);
+        return NULL;
+    }
+    if (sl.n > 1)
+        qsort(sl.v, sl.n, sizeof *sl.v, span_cmp);
+
+    odbox_buf b = {0};
+    size_t pos = 0;
+    for (size_t i = 0; i < sl.n;) {
+        size_t s = sl.v[i].off, e = s + sl.v[i].len;
+        /* merge overlapping and touching spans (this also absorbs an empty
+         * span at the end of the previous one) */
+        for (i++; i < sl.n && sl.v[i].off <= e; i++)
+            if (sl.v[i].off + sl.v[i].len > e)
+                e = sl.v[i].off + sl.v[i].len;
+        odbox_buf_appendn(&b, text + pos, s - pos);
+        odbox_buf_append(&b, "***");
+        pos = e;
+    }
+    odbox_buf_append(&b, text + pos);
+    odbox_dsn_spans_reset(&sl);
+    return odbox_buf_take(&b);
+}
