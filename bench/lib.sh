@@ -96,3 +96,90 @@ wait_quiet() {
         said=1
     done
 }
+
+# The machine, the fsync rate and the servers' durability settings, as
+# every benchmark prints them before its figures. Needs has_db, BUILDDIR,
+# SRCDIR, TMP; pgsql (pg), mysql_ and MARIADB (mariadb),
+# PG_TEST_FSYNC, BENCH_FSYNC_SECONDS; optional PGBENCH, SLAP. On the
+# throwaway servers (BENCH_UNDER_SERVERS) turns on track_wal_io_timing.
+# Sets cpu, fsync_rate, PG_VERSION, MY_VERSION, PG_WAL_SYNC and
+# TRACK_WAL_IO_TIMING.
+report_setup() {
+    say "== machine"
+    cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+    mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+    say "cpu:        ${cpu:-unknown} (nproc $(nproc))"
+    say "memory:     $mem"
+    say "kernel:     $(uname -sr)"
+    say "load:       $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15-min load average before the runs; other work skews the figures)"
+    say "tree:       $(git -C "$SRCDIR" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$SRCDIR" status --porcelain -- src dialects include 2>/dev/null | grep -q . && echo ' + uncommitted changes in src/, dialects/ or include/')"
+    fsdir=
+    if has_db pg; then
+        PG_VERSION=$(pgsql "SHOW server_version")
+        say "postgresql: $PG_VERSION, $ODBOX_PG_HOST:$ODBOX_PG_PORT (TCP, ssl=$(pgsql "SHOW ssl"))"
+        if [[ -n ${ODBOX_PG_DATADIR:-} && -d $ODBOX_PG_DATADIR ]]; then
+            say "            data dir $ODBOX_PG_DATADIR ($(df -PT "$ODBOX_PG_DATADIR" | awk 'NR==2 {print $2 " on " $1}'))"
+            fsdir=$(dirname "$ODBOX_PG_DATADIR")
+            [[ -w $fsdir && $(stat -c %d "$fsdir") == $(stat -c %d "$ODBOX_PG_DATADIR") ]] || fsdir=
+        fi
+    fi
+    if has_db mariadb; then
+        MY_VERSION=$(mysql_ "SELECT VERSION()")
+        say "mariadb:    $MY_VERSION, $ODBOX_MARIADB_HOST:$ODBOX_MARIADB_PORT (TCP, have_ssl=$(mysql_ "SELECT @@have_ssl"); clients connect with --skip-ssl, odbox without SSL)"
+        if [[ -n ${ODBOX_MARIADB_DATADIR:-} && -d $ODBOX_MARIADB_DATADIR ]]; then
+            say "            data dir $ODBOX_MARIADB_DATADIR ($(df -PT "$ODBOX_MARIADB_DATADIR" | awk 'NR==2 {print $2 " on " $1}'))"
+            if [[ -z $fsdir ]]; then
+                fsdir=$(dirname "$ODBOX_MARIADB_DATADIR")
+                [[ -w $fsdir ]] || fsdir=
+            fi
+        fi
+    fi
+    say "odbc:       $(dpkg-query -W -f='${Package} ${Version}, ' odbc-postgresql odbc-mariadb unixodbc 2>/dev/null | sed 's/, $//')"
+    say "clients:    $("${PGBENCH:-pgbench}" --version 2>/dev/null || echo "pgbench n/a"); $("${SLAP:-mariadb-slap}" --version 2>/dev/null | sed 's/,.*//' || echo "mariadb-slap n/a")"
+    [[ -n $fsdir ]] || fsdir=${TMPDIR:-/tmp}
+
+    PG_WAL_SYNC=$(has_db pg && pgsql "SHOW wal_sync_method" || echo fdatasync)
+    say
+    say "== fsync rate (pg_test_fsync -s $BENCH_FSYNC_SECONDS in $fsdir, one 8kB write)"
+    fsync_rate="not measured"
+    if ((BENCH_FSYNC_SECONDS == 0)); then
+        say "skipped (BENCH_FSYNC_SECONDS=0)"
+    elif [[ ! -x $PG_TEST_FSYNC ]]; then
+        say "skipped (pg_test_fsync not found)"
+    else
+        fsync_report "$fsdir" "$PG_WAL_SYNC" "PostgreSQL wal_sync_method"
+        fsync_rate=$FSYNC_RATE
+    fi
+
+    # On the throwaway servers this script started, time WAL flushes (a clock
+    # read per flush, the same for both clients) and keep autovacuum off the
+    # two tables (they are reset before every run); elsewhere leave the
+    # server's configuration alone.
+    if has_db pg && [[ -n ${BENCH_UNDER_SERVERS:-} ]]; then
+        pgsql "ALTER SYSTEM SET track_wal_io_timing = on" >/dev/null
+        pgsql "SELECT pg_reload_conf()" >/dev/null
+        sleep 0.2
+    fi
+    say
+    say "== durability settings"
+    if has_db pg; then
+        TRACK_WAL_IO_TIMING=$(pgsql "SHOW track_wal_io_timing")
+        say "PostgreSQL:"
+        pgsql "SELECT rpad(name, 32) || setting || coalesce(' ' || unit, '')
+         FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method',
+           'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'shared_buffers',
+           'default_transaction_isolation', 'track_wal_io_timing')
+         ORDER BY array_position(ARRAY['fsync', 'synchronous_commit', 'wal_sync_method',
+           'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'shared_buffers',
+           'default_transaction_isolation', 'track_wal_io_timing']::text[], name::text)" | sed 's/^/  /'
+    fi
+    if has_db mariadb; then
+        say "MariaDB:"
+        mysql_ "SELECT CONCAT(RPAD(LOWER(VARIABLE_NAME), 32), VARIABLE_VALUE) FROM information_schema.GLOBAL_VARIABLES
+         WHERE VARIABLE_NAME IN ('INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'SYNC_BINLOG', 'LOG_BIN', 'INNODB_FLUSH_METHOD',
+           'INNODB_DOUBLEWRITE', 'INNODB_BUFFER_POOL_SIZE', 'INNODB_LOG_FILE_SIZE', 'TX_ISOLATION')
+         ORDER BY FIELD(VARIABLE_NAME, 'INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'SYNC_BINLOG', 'LOG_BIN',
+           'INNODB_FLUSH_METHOD', 'INNODB_DOUBLEWRITE', 'INNODB_BUFFER_POOL_SIZE', 'INNODB_LOG_FILE_SIZE',
+           'TX_ISOLATION')" | sed 's/^/  /'
+    fi
+}
