@@ -98,24 +98,8 @@ if ((need_servers)); then
     exec bash "$SRCDIR/tests/db/with-servers.sh" -- bash "$HERE/delivery.sh" "$@"
 fi
 PGBENCH= SLAP=
-if has_db pg; then
-    for v in ODBOX_PG_HOST ODBOX_PG_PORT ODBOX_PG_USER ODBOX_PG_PASSWORD ODBOX_PG_BINDIR; do
-        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
-    done
-    PGDB=${ODBOX_TEST_PG_DSN##*/}
-    PGDB=${PGDB%%\?*}
-    PSQL=$ODBOX_PG_BINDIR/psql
-    PGBENCH=$ODBOX_PG_BINDIR/pgbench
-    for b in "$PSQL" "$PGBENCH"; do [[ -x $b ]] || die "$b not found"; done
-fi
-if has_db mariadb; then
-    for v in ODBOX_MARIADB_HOST ODBOX_MARIADB_PORT ODBOX_MARIADB_USER ODBOX_MARIADB_PASSWORD; do
-        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
-    done
-    MYDB=${ODBOX_TEST_MARIADB_DSN##*/}
-    MYDB=${MYDB%%\?*}
-    MARIADB=$(command -v mariadb || command -v mysql) || die "mariadb client not found"
-fi
+has_db pg && pg_clients
+has_db mariadb && mariadb_clients
 PG_TEST_FSYNC=${ODBOX_PG_BINDIR:-}/pg_test_fsync
 if [[ ! -x $PG_TEST_FSYNC ]]; then
     PG_TEST_FSYNC=$(printf '%s\n' /usr/lib/postgresql/*/bin/pg_test_fsync | sort -V | tail -1)

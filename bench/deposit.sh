@@ -92,25 +92,9 @@ if ((need_servers)); then
     ((${#DBS[@]} == 1)) && only=(--only "${DBS[0]}")
     exec bash "$SRCDIR/tests/db/with-servers.sh" "${only[@]}" -- bash "$HERE/deposit.sh" "$@"
 fi
-if has_db pg; then
-    for v in ODBOX_PG_HOST ODBOX_PG_PORT ODBOX_PG_USER ODBOX_PG_PASSWORD ODBOX_PG_BINDIR; do
-        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
-    done
-    PGDB=${ODBOX_TEST_PG_DSN##*/}
-    PGDB=${PGDB%%\?*}
-    [[ -n $PGDB ]] || die "cannot read the database name from ODBOX_TEST_PG_DSN"
-    PSQL=$ODBOX_PG_BINDIR/psql
-    PGBENCH=$ODBOX_PG_BINDIR/pgbench
-    for b in "$PSQL" "$PGBENCH"; do [[ -x $b ]] || die "$b not found"; done
-fi
+has_db pg && pg_clients
 if has_db mariadb; then
-    for v in ODBOX_MARIADB_HOST ODBOX_MARIADB_PORT ODBOX_MARIADB_USER ODBOX_MARIADB_PASSWORD; do
-        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
-    done
-    MYDB=${ODBOX_TEST_MARIADB_DSN##*/}
-    MYDB=${MYDB%%\?*}
-    [[ -n $MYDB ]] || die "cannot read the database name from ODBOX_TEST_MARIADB_DSN"
-    MARIADB=$(command -v mariadb || command -v mysql) || die "mariadb client not found"
+    mariadb_clients
     SLAP=$(command -v mariadb-slap || command -v mysqlslap) || die "mariadb-slap not found"
 fi
 PG_TEST_FSYNC=${ODBOX_PG_BINDIR:-}/pg_test_fsync

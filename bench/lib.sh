@@ -40,6 +40,32 @@ bench_cleanup() {
 pg() { PGPASSWORD=$ODBOX_PG_PASSWORD "$@" -h "$ODBOX_PG_HOST" -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" "$PGDB"; }
 pgsql() { PGOPTIONS='-c client_min_messages=warning' pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
 
+# The PostgreSQL server of the ODBOX_PG_* variables (tests/db/with-servers.sh
+# exports them) and its clients: sets PGDB, PSQL and PGBENCH.
+pg_clients() {
+    local v b
+    for v in ODBOX_PG_HOST ODBOX_PG_PORT ODBOX_PG_USER ODBOX_PG_PASSWORD ODBOX_PG_BINDIR; do
+        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
+    done
+    PGDB=${ODBOX_TEST_PG_DSN##*/}
+    PGDB=${PGDB%%\?*}
+    [[ -n $PGDB ]] || die "cannot read the database name from ODBOX_TEST_PG_DSN"
+    PSQL=$ODBOX_PG_BINDIR/psql
+    PGBENCH=$ODBOX_PG_BINDIR/pgbench
+    for b in "$PSQL" "$PGBENCH"; do [[ -x $b ]] || die "$b not found"; done
+}
+# The same for MariaDB (ODBOX_MARIADB_*): sets MYDB and MARIADB.
+mariadb_clients() {
+    local v
+    for v in ODBOX_MARIADB_HOST ODBOX_MARIADB_PORT ODBOX_MARIADB_USER ODBOX_MARIADB_PASSWORD; do
+        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
+    done
+    MYDB=${ODBOX_TEST_MARIADB_DSN##*/}
+    MYDB=${MYDB%%\?*}
+    [[ -n $MYDB ]] || die "cannot read the database name from ODBOX_TEST_MARIADB_DSN"
+    MARIADB=$(command -v mariadb || command -v mysql) || die "mariadb client not found"
+}
+
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4}' /proc/stat; }
 client_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; } # reaped children
 cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9}' /proc/stat; }
