@@ -92,25 +92,9 @@ if ((need_servers)); then
     ((${#DBS[@]} == 1)) && only=(--only "${DBS[0]}")
     exec bash "$SRCDIR/tests/db/with-servers.sh" "${only[@]}" -- bash "$HERE/deposit.sh" "$@"
 fi
-if has_db pg; then
-    for v in ODBOX_PG_HOST ODBOX_PG_PORT ODBOX_PG_USER ODBOX_PG_PASSWORD ODBOX_PG_BINDIR; do
-        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
-    done
-    PGDB=${ODBOX_TEST_PG_DSN##*/}
-    PGDB=${PGDB%%\?*}
-    [[ -n $PGDB ]] || die "cannot read the database name from ODBOX_TEST_PG_DSN"
-    PSQL=$ODBOX_PG_BINDIR/psql
-    PGBENCH=$ODBOX_PG_BINDIR/pgbench
-    for b in "$PSQL" "$PGBENCH"; do [[ -x $b ]] || die "$b not found"; done
-fi
+has_db pg && pg_clients
 if has_db mariadb; then
-    for v in ODBOX_MARIADB_HOST ODBOX_MARIADB_PORT ODBOX_MARIADB_USER ODBOX_MARIADB_PASSWORD; do
-        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
-    done
-    MYDB=${ODBOX_TEST_MARIADB_DSN##*/}
-    MYDB=${MYDB%%\?*}
-    [[ -n $MYDB ]] || die "cannot read the database name from ODBOX_TEST_MARIADB_DSN"
-    MARIADB=$(command -v mariadb || command -v mysql) || die "mariadb client not found"
+    mariadb_clients
     SLAP=$(command -v mariadb-slap || command -v mysqlslap) || die "mariadb-slap not found"
 fi
 PG_TEST_FSYNC=${ODBOX_PG_BINDIR:-}/pg_test_fsync
@@ -256,83 +240,7 @@ make_slap_files() { # query-file -> SLAP_INIT
 }
 
 # ---- (d) machine, fsync rate, durability -----------------------------------------------
-say "== machine"
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
-say "cpu:        ${cpu:-unknown} (nproc $(nproc))"
-say "memory:     $mem"
-say "kernel:     $(uname -sr)"
-say "load:       $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15-min load average before the runs; other work skews the figures)"
-say "tree:       $(git -C "$SRCDIR" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$SRCDIR" status --porcelain -- src dialects include 2>/dev/null | grep -q . && echo ' + uncommitted changes in src/, dialects/ or include/')"
-fsdir=
-if has_db pg; then
-    PG_VERSION=$(pgsql "SHOW server_version")
-    say "postgresql: $PG_VERSION, $ODBOX_PG_HOST:$ODBOX_PG_PORT (TCP, ssl=$(pgsql "SHOW ssl"))"
-    if [[ -n ${ODBOX_PG_DATADIR:-} && -d $ODBOX_PG_DATADIR ]]; then
-        say "            data dir $ODBOX_PG_DATADIR ($(df -PT "$ODBOX_PG_DATADIR" | awk 'NR==2 {print $2 " on " $1}'))"
-        fsdir=$(dirname "$ODBOX_PG_DATADIR")
-        [[ -w $fsdir && $(stat -c %d "$fsdir") == $(stat -c %d "$ODBOX_PG_DATADIR") ]] || fsdir=
-    fi
-fi
-if has_db mariadb; then
-    MY_VERSION=$(mysql_ "SELECT VERSION()")
-    say "mariadb:    $MY_VERSION, $ODBOX_MARIADB_HOST:$ODBOX_MARIADB_PORT (TCP, have_ssl=$(mysql_ "SELECT @@have_ssl"); clients connect with --skip-ssl, odbox without SSL)"
-    if [[ -n ${ODBOX_MARIADB_DATADIR:-} && -d $ODBOX_MARIADB_DATADIR ]]; then
-        say "            data dir $ODBOX_MARIADB_DATADIR ($(df -PT "$ODBOX_MARIADB_DATADIR" | awk 'NR==2 {print $2 " on " $1}'))"
-        if [[ -z $fsdir ]]; then
-            fsdir=$(dirname "$ODBOX_MARIADB_DATADIR")
-            [[ -w $fsdir ]] || fsdir=
-        fi
-    fi
-fi
-say "odbc:       $(dpkg-query -W -f='${Package} ${Version}, ' odbc-postgresql odbc-mariadb unixodbc 2>/dev/null | sed 's/, $//')"
-say "clients:    $("${PGBENCH:-pgbench}" --version 2>/dev/null || echo "pgbench n/a"); $("${SLAP:-mariadb-slap}" --version 2>/dev/null | sed 's/,.*//' || echo "mariadb-slap n/a")"
-[[ -n $fsdir ]] || fsdir=${TMPDIR:-/tmp}
-
-PG_WAL_SYNC=$(has_db pg && pgsql "SHOW wal_sync_method" || echo fdatasync)
-say
-say "== fsync rate (pg_test_fsync -s $BENCH_FSYNC_SECONDS in $fsdir, one 8kB write)"
-fsync_rate="not measured"
-if ((BENCH_FSYNC_SECONDS == 0)); then
-    say "skipped (BENCH_FSYNC_SECONDS=0)"
-elif [[ ! -x $PG_TEST_FSYNC ]]; then
-    say "skipped (pg_test_fsync not found)"
-else
-    fsync_report "$fsdir" "$PG_WAL_SYNC" "PostgreSQL wal_sync_method"
-    fsync_rate=$FSYNC_RATE
-fi
-
-# On the throwaway servers this script started, time WAL flushes (a clock
-# read per flush, the same for both clients) and keep autovacuum off the
-# two tables (they are reset before every run); elsewhere leave the
-# server's configuration alone.
-if has_db pg && [[ -n ${BENCH_UNDER_SERVERS:-} ]]; then
-    pgsql "ALTER SYSTEM SET track_wal_io_timing = on" >/dev/null
-    pgsql "SELECT pg_reload_conf()" >/dev/null
-    sleep 0.2
-fi
-say
-say "== durability settings"
-if has_db pg; then
-    TRACK_WAL_IO_TIMING=$(pgsql "SHOW track_wal_io_timing")
-    say "PostgreSQL:"
-    pgsql "SELECT rpad(name, 32) || setting || coalesce(' ' || unit, '')
-     FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method',
-       'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'shared_buffers',
-       'default_transaction_isolation', 'track_wal_io_timing')
-     ORDER BY array_position(ARRAY['fsync', 'synchronous_commit', 'wal_sync_method',
-       'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'shared_buffers',
-       'default_transaction_isolation', 'track_wal_io_timing']::text[], name::text)" | sed 's/^/  /'
-fi
-if has_db mariadb; then
-    say "MariaDB:"
-    mysql_ "SELECT CONCAT(RPAD(LOWER(VARIABLE_NAME), 32), VARIABLE_VALUE) FROM information_schema.GLOBAL_VARIABLES
-     WHERE VARIABLE_NAME IN ('INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'SYNC_BINLOG', 'LOG_BIN', 'INNODB_FLUSH_METHOD',
-       'INNODB_DOUBLEWRITE', 'INNODB_BUFFER_POOL_SIZE', 'INNODB_LOG_FILE_SIZE', 'TX_ISOLATION')
-     ORDER BY FIELD(VARIABLE_NAME, 'INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'SYNC_BINLOG', 'LOG_BIN',
-       'INNODB_FLUSH_METHOD', 'INNODB_DOUBLEWRITE', 'INNODB_BUFFER_POOL_SIZE', 'INNODB_LOG_FILE_SIZE',
-       'TX_ISOLATION')" | sed 's/^/  /'
-fi
+report_setup
 
 # ---- (e) measuring ------------------------------------------------------------------------
 # Same as bench/run.sh: CPU of the clients (this script's reaped

@@ -40,6 +40,32 @@ bench_cleanup() {
 pg() { PGPASSWORD=$ODBOX_PG_PASSWORD "$@" -h "$ODBOX_PG_HOST" -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" "$PGDB"; }
 pgsql() { PGOPTIONS='-c client_min_messages=warning' pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
 
+# The PostgreSQL server of the ODBOX_PG_* variables (tests/db/with-servers.sh
+# exports them) and its clients: sets PGDB, PSQL and PGBENCH.
+pg_clients() {
+    local v b
+    for v in ODBOX_PG_HOST ODBOX_PG_PORT ODBOX_PG_USER ODBOX_PG_PASSWORD ODBOX_PG_BINDIR; do
+        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
+    done
+    PGDB=${ODBOX_TEST_PG_DSN##*/}
+    PGDB=${PGDB%%\?*}
+    [[ -n $PGDB ]] || die "cannot read the database name from ODBOX_TEST_PG_DSN"
+    PSQL=$ODBOX_PG_BINDIR/psql
+    PGBENCH=$ODBOX_PG_BINDIR/pgbench
+    for b in "$PSQL" "$PGBENCH"; do [[ -x $b ]] || die "$b not found"; done
+}
+# The same for MariaDB (ODBOX_MARIADB_*): sets MYDB and MARIADB.
+mariadb_clients() {
+    local v
+    for v in ODBOX_MARIADB_HOST ODBOX_MARIADB_PORT ODBOX_MARIADB_USER ODBOX_MARIADB_PASSWORD; do
+        [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
+    done
+    MYDB=${ODBOX_TEST_MARIADB_DSN##*/}
+    MYDB=${MYDB%%\?*}
+    [[ -n $MYDB ]] || die "cannot read the database name from ODBOX_TEST_MARIADB_DSN"
+    MARIADB=$(command -v mariadb || command -v mysql) || die "mariadb client not found"
+}
+
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4}' /proc/stat; }
 client_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; } # reaped children
 cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9}' /proc/stat; }
@@ -95,4 +121,91 @@ wait_quiet() {
         ((said)) || say "   (waiting up to ${BENCH_QUIET_WAIT}s for the machine to quiet down: $busy CPU in use)"
         said=1
     done
+}
+
+# The machine, the fsync rate and the servers' durability settings, as
+# every benchmark prints them before its figures. Needs has_db, BUILDDIR,
+# SRCDIR, TMP; pgsql (pg), mysql_ and MARIADB (mariadb),
+# PG_TEST_FSYNC, BENCH_FSYNC_SECONDS; optional PGBENCH, SLAP. On the
+# throwaway servers (BENCH_UNDER_SERVERS) turns on track_wal_io_timing.
+# Sets cpu, fsync_rate, PG_VERSION, MY_VERSION, PG_WAL_SYNC and
+# TRACK_WAL_IO_TIMING.
+report_setup() {
+    say "== machine"
+    cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+    mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+    say "cpu:        ${cpu:-unknown} (nproc $(nproc))"
+    say "memory:     $mem"
+    say "kernel:     $(uname -sr)"
+    say "load:       $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15-min load average before the runs; other work skews the figures)"
+    say "tree:       $(git -C "$SRCDIR" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$SRCDIR" status --porcelain -- src dialects include 2>/dev/null | grep -q . && echo ' + uncommitted changes in src/, dialects/ or include/')"
+    fsdir=
+    if has_db pg; then
+        PG_VERSION=$(pgsql "SHOW server_version")
+        say "postgresql: $PG_VERSION, $ODBOX_PG_HOST:$ODBOX_PG_PORT (TCP, ssl=$(pgsql "SHOW ssl"))"
+        if [[ -n ${ODBOX_PG_DATADIR:-} && -d $ODBOX_PG_DATADIR ]]; then
+            say "            data dir $ODBOX_PG_DATADIR ($(df -PT "$ODBOX_PG_DATADIR" | awk 'NR==2 {print $2 " on " $1}'))"
+            fsdir=$(dirname "$ODBOX_PG_DATADIR")
+            [[ -w $fsdir && $(stat -c %d "$fsdir") == $(stat -c %d "$ODBOX_PG_DATADIR") ]] || fsdir=
+        fi
+    fi
+    if has_db mariadb; then
+        MY_VERSION=$(mysql_ "SELECT VERSION()")
+        say "mariadb:    $MY_VERSION, $ODBOX_MARIADB_HOST:$ODBOX_MARIADB_PORT (TCP, have_ssl=$(mysql_ "SELECT @@have_ssl"); clients connect with --skip-ssl, odbox without SSL)"
+        if [[ -n ${ODBOX_MARIADB_DATADIR:-} && -d $ODBOX_MARIADB_DATADIR ]]; then
+            say "            data dir $ODBOX_MARIADB_DATADIR ($(df -PT "$ODBOX_MARIADB_DATADIR" | awk 'NR==2 {print $2 " on " $1}'))"
+            if [[ -z $fsdir ]]; then
+                fsdir=$(dirname "$ODBOX_MARIADB_DATADIR")
+                [[ -w $fsdir ]] || fsdir=
+            fi
+        fi
+    fi
+    say "odbc:       $(dpkg-query -W -f='${Package} ${Version}, ' odbc-postgresql odbc-mariadb unixodbc 2>/dev/null | sed 's/, $//')"
+    say "clients:    $("${PGBENCH:-pgbench}" --version 2>/dev/null || echo "pgbench n/a"); $("${SLAP:-mariadb-slap}" --version 2>/dev/null | sed 's/,.*//' || echo "mariadb-slap n/a")"
+    [[ -n $fsdir ]] || fsdir=${TMPDIR:-/tmp}
+
+    PG_WAL_SYNC=$(has_db pg && pgsql "SHOW wal_sync_method" || echo fdatasync)
+    say
+    say "== fsync rate (pg_test_fsync -s $BENCH_FSYNC_SECONDS in $fsdir, one 8kB write)"
+    fsync_rate="not measured"
+    if ((BENCH_FSYNC_SECONDS == 0)); then
+        say "skipped (BENCH_FSYNC_SECONDS=0)"
+    elif [[ ! -x $PG_TEST_FSYNC ]]; then
+        say "skipped (pg_test_fsync not found)"
+    else
+        fsync_report "$fsdir" "$PG_WAL_SYNC" "PostgreSQL wal_sync_method"
+        fsync_rate=$FSYNC_RATE
+    fi
+
+    # On the throwaway servers this script started, time WAL flushes (a clock
+    # read per flush, the same for both clients) and keep autovacuum off the
+    # two tables (they are reset before every run); elsewhere leave the
+    # server's configuration alone.
+    if has_db pg && [[ -n ${BENCH_UNDER_SERVERS:-} ]]; then
+        pgsql "ALTER SYSTEM SET track_wal_io_timing = on" >/dev/null
+        pgsql "SELECT pg_reload_conf()" >/dev/null
+        sleep 0.2
+    fi
+    say
+    say "== durability settings"
+    if has_db pg; then
+        TRACK_WAL_IO_TIMING=$(pgsql "SHOW track_wal_io_timing")
+        say "PostgreSQL:"
+        pgsql "SELECT rpad(name, 32) || setting || coalesce(' ' || unit, '')
+         FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method',
+           'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'shared_buffers',
+           'default_transaction_isolation', 'track_wal_io_timing')
+         ORDER BY array_position(ARRAY['fsync', 'synchronous_commit', 'wal_sync_method',
+           'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'shared_buffers',
+           'default_transaction_isolation', 'track_wal_io_timing']::text[], name::text)" | sed 's/^/  /'
+    fi
+    if has_db mariadb; then
+        say "MariaDB:"
+        mysql_ "SELECT CONCAT(RPAD(LOWER(VARIABLE_NAME), 32), VARIABLE_VALUE) FROM information_schema.GLOBAL_VARIABLES
+         WHERE VARIABLE_NAME IN ('INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'SYNC_BINLOG', 'LOG_BIN', 'INNODB_FLUSH_METHOD',
+           'INNODB_DOUBLEWRITE', 'INNODB_BUFFER_POOL_SIZE', 'INNODB_LOG_FILE_SIZE', 'TX_ISOLATION')
+         ORDER BY FIELD(VARIABLE_NAME, 'INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'SYNC_BINLOG', 'LOG_BIN',
+           'INNODB_FLUSH_METHOD', 'INNODB_DOUBLEWRITE', 'INNODB_BUFFER_POOL_SIZE', 'INNODB_LOG_FILE_SIZE',
+           'TX_ISOLATION')" | sed 's/^/  /'
+    fi
 }
