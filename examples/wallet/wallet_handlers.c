@@ -134,7 +134,14 @@ static int handle(const odbox_envelope *env, wallet_handler_binding *b, odbox_er
         atomic_fetch_add(&st->errors, 1);
         return rc;
     }
-    return fault(st, env, !b->kind, err);
+    if ((rc = fault(st, env, !b->kind, err)) == ODBOX_OK && st->lag_us) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        size_t i = atomic_fetch_add(&st->nlag, 1);
+        if (i < st->lag_cap)
+            st->lag_us[i] = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - env->completion_us;
+    }
+    return rc;
 }
 
 static int handle_statement(const odbox_envelope *env, void *user, odbox_error *err)

@@ -47,6 +47,12 @@ struct wallet_handlers_state {
     atomic_llong injected;     /* of which failed on purpose */
     atomic_llong errors;       /* of which failed on a database error */
     wallet_handler_binding statement[4], audit;
+    /* When set (after wallet_handlers_add): each successful call records
+     * its commit-to-handler latency (now - the action's completion) here,
+     * the first lag_cap of them. */
+    int64_t *lag_us;
+    size_t lag_cap;
+    atomic_size_t nlag;
 };
 
 /* Sets up st (faults may be NULL: none) and adds the handlers to h. st must
