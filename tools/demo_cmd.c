@@ -59,6 +59,7 @@ typedef struct demo {
     const char *dsn;
     char dsn_buf[PATH_MAX + 16];
     int json, tty;
+    int existing_file; /* --db names a file that exists: it must be a demo's */
     odbox_registry *r;
     odbox_executor *exe;
     char ids[DEMO_WALLETS][ODBOX_UUID_LEN + 1];
@@ -153,9 +154,12 @@ static int claim_database(demo *d, odbox_error *err)
     int marked = 0, wallets = 0;
     if ((rc = table_exists(c, "odbox_demo", &marked, err)) == ODBOX_OK &&
         (rc = table_exists(c, "wallets", &wallets, err)) == ODBOX_OK && !marked) {
-        if (wallets)
+        if (d->existing_file)
+            rc = set_error(err, ODBOX_EINVAL, "the file is not an odbox demo database (no odbox_demo table): "
+                                              "not touching it");
+        else if (wallets)
             rc = set_error(err, ODBOX_EINVAL,
-                                 "this database has a wallets table that no odbox demo made: not touching it");
+                           "this database has a wallets table that no odbox demo made: not touching it");
         else if ((rc = odbox_conn_exec(c, "CREATE TABLE odbox_demo (created_us BIGINT NOT NULL)", err)) ==
                  ODBOX_OK) {
             odbox_stmt *s = NULL;
@@ -372,6 +376,12 @@ static double quantile_ms(const int64_t *v, size_t n, double q)
     return (double)v[(k > n ? n : k) - 1] / 1000.0;
 }
 
+static const char *ms_text(double v, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%.1f", v);
+    return buf;
+}
+
 /* ---- summary --------------------------------------------------------------------- */
 
 static int summary(demo *d, double seconds, odbox_error *err)
@@ -400,6 +410,7 @@ static int summary(demo *d, double seconds, odbox_error *err)
     const char *shown = odbox_shard_primary_redacted(odbox_registry_default_shard(d->r));
     static const char *const cmds[] = {"status", "notifications", "jobs"};
     if (d->json) {
+        char b50[32], b99[32], bs[32];
         json_object *j = json_object_new_object(), *a = json_object_new_object(), *no = json_object_new_object();
         json_object *rf = json_object_new_object(), *lat = json_object_new_object(), *cm = json_object_new_array();
         json_object_object_add(j, "ok", json_object_new_boolean(1));
@@ -421,11 +432,11 @@ static int summary(demo *d, double seconds, odbox_error *err)
         json_object_object_add(j, "notifications", no);
         json_object_object_add(j, "handler_calls", json_object_new_int64(calls));
         json_object_object_add(j, "handler_retries", json_object_new_int64(retries));
-        json_object_object_add(lat, "p50", json_object_new_double(p50));
-        json_object_object_add(lat, "p99", json_object_new_double(p99));
+        json_object_object_add(lat, "p50", json_object_new_double_s(p50, ms_text(p50, b50, sizeof b50)));
+        json_object_object_add(lat, "p99", json_object_new_double_s(p99, ms_text(p99, b99, sizeof b99)));
         json_object_object_add(lat, "samples", json_object_new_int64((int64_t)nlag));
         json_object_object_add(j, "latency_ms", lat);
-        json_object_object_add(j, "seconds", json_object_new_double(seconds));
+        json_object_object_add(j, "seconds", json_object_new_double_s(seconds, ms_text(seconds, bs, sizeof bs)));
         for (size_t i = 0; i < 3; i++) {
             char line[PATH_MAX + 64];
             snprintf(line, sizeof line, "odbox %s --dsn '%s'", cmds[i], shown);
@@ -470,7 +481,7 @@ static int parse(int argc, char **argv, demo *d, const char **db)
         } else if (!strcmp(a, "--json")) {
             d->json = 1;
         } else if ((!strcmp(a, "--db") || !strcmp(a, "--dsn")) && i + 1 < argc && argv[i + 1][0]) {
-            if (a[3] == 0)
+            if (!strcmp(a, "--db"))
                 *db = argv[++i];
             else
                 d->dsn = argv[++i];
@@ -533,10 +544,12 @@ static int run(demo *d, odbox_error *err)
         rc = refused_withdrawal(d, err);
     if (rc == ODBOX_OK)
         rc = concurrent_update(d, err);
-    progress(d, "actions", 1);
-    if (rc == ODBOX_OK)
+    if (rc == ODBOX_OK) {
+        progress(d, "actions", 1);
         rc = wait_idle(d, err);
-    progress(d, "delivered", 1);
+    }
+    if (rc == ODBOX_OK)
+        progress(d, "delivered", 1);
     if (jobs) {
         odbox_error stop_err = {0};
         int src = odbox_jobs_stop(jobs, &stop_err);
@@ -571,6 +584,7 @@ int cmd_demo(int argc, char **argv)
         /* a file that is not SQLite's is not even opened */
         char head[16] = {0};
         FILE *f = fopen(db, "rb");
+        d->existing_file = f != NULL;
         size_t got = f ? fread(head, 1, sizeof head, f) : 0;
         if (f)
             fclose(f);
@@ -579,7 +593,11 @@ int cmd_demo(int argc, char **argv)
             free(d);
             return code;
         }
-        snprintf(d->dsn_buf, sizeof d->dsn_buf, "sqlite://%s", db);
+        /* absolute, so that the commands printed work from anywhere */
+        char cwd[PATH_MAX] = "";
+        if (db[0] != '/' && !getcwd(cwd, sizeof cwd))
+            cwd[0] = 0;
+        snprintf(d->dsn_buf, sizeof d->dsn_buf, "sqlite://%s%s%s", cwd, cwd[0] ? "/" : "", db);
         d->dsn = d->dsn_buf;
     }
     odbox_error err = {0};
