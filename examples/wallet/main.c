@@ -733,7 +733,8 @@ static const command commands[] = {
      "  --fail-rate P      each handler call fails with probability P (0..1) after\n"
      "                     its effect, as a real handler may\n"
      "  --backoff-ms N     backoff base of a failed call (default 30000; cap 16 x N)\n"
-     "  --poll-ms N        poll delay of the jobs and rounds (default 1000 and 10000)\n"
+     "  --poll-ms N        the jobs' poll interval and the rounds' poll delays\n"
+     "                     (defaults 10000 and 1000)\n"
      "  --heartbeat-ms N   job heartbeat interval (default 10000)\n"
      "  --workers N        handler threads (default 8)\n",
      0, OPT_WORKER, cmd_worker},
