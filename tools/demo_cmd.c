@@ -4,7 +4,6 @@
  * update), deliver their events to two handlers (one failing a few times
  * first), and summarise. SQLite by default (a file it creates), or --dsn. */
 #include <limits.h>
-#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,18 +116,6 @@ static void migration_dirs(const char **framework, const char **wallet, char *fb
 
 /* ---- the database: a demo's, or refused ------------------------------------ */
 
-static int set_error(odbox_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int set_error(odbox_error *err, int code, const char *fmt, ...)
-{
-    odbox_error_clear(err);
-    err->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 static int demo_fail(demo *d, int code, const char *msg)
 {
     odbox_error e = {.code = code};
@@ -155,10 +142,10 @@ static int claim_database(demo *d, odbox_error *err)
     if ((rc = table_exists(c, "odbox_demo", &marked, err)) == ODBOX_OK &&
         (rc = table_exists(c, "wallets", &wallets, err)) == ODBOX_OK && !marked) {
         if (d->existing_file)
-            rc = set_error(err, ODBOX_EINVAL, "the file is not an odbox demo database (no odbox_demo table): "
+            rc = wallet_fail(err, ODBOX_EINVAL, "the file is not an odbox demo database (no odbox_demo table): "
                                               "not touching it");
         else if (wallets)
-            rc = set_error(err, ODBOX_EINVAL,
+            rc = wallet_fail(err, ODBOX_EINVAL,
                            "this database has a wallets table that no odbox demo made: not touching it");
         else if ((rc = odbox_conn_exec(c, "CREATE TABLE odbox_demo (created_us BIGINT NOT NULL)", err)) ==
                  ODBOX_OK) {
@@ -248,18 +235,7 @@ static int run_actions(demo *d, odbox_error *err)
 
 static int count_events(demo *d, int64_t *n, odbox_error *err)
 {
-    odbox_shard *s = odbox_registry_default_shard(d->r);
-    odbox_pool *pool = odbox_shard_primary(s);
-    odbox_conn *c = NULL;
-    int rc = odbox_pool_acquire(pool, &c, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    char events[2 * ODBOX_NAME_MAX + 8], sql[600];
-    odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(s), "events", events, sizeof events);
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE namespace = '" WALLET_NAMESPACE "'", events);
-    rc = odbox_conn_query_int64(c, sql, n, err);
-    odbox_pool_release(pool, &c);
-    return rc;
+    return wallet_events_count(odbox_registry_default_shard(d->r), 0, n, err);
 }
 
 /* A withdrawal above the balance: refused, and nothing of it written. */
@@ -275,7 +251,7 @@ static int refused_withdrawal(demo *d, odbox_error *err)
     d->refused_balance_before = v.balance;
     rc = wallet_withdraw(d->exe, d->ids[0], v.balance + 1, NULL, &reply, &ignored);
     if (rc == ODBOX_OK || reply.refusal != WALLET_REFUSED_INSUFFICIENT)
-        return set_error(err, ODBOX_EDB, "the withdrawal above the balance was not refused");
+        return wallet_fail(err, ODBOX_EDB, "the withdrawal above the balance was not refused");
     d->refused++;
     if ((rc = wallet_find(d->r, d->ids[0], &v, err)) != ODBOX_OK ||
         (rc = count_events(d, &d->refused_events_after, err)) != ODBOX_OK)
@@ -351,7 +327,7 @@ static int wait_idle(demo *d, odbox_error *err)
         if (b.undelivered == 0 && b.pending == 0 && b.failed == 0)
             return ODBOX_OK;
         if (now_us() > deadline)
-            return set_error(err, ODBOX_ETIMEDOUT,
+            return wallet_fail(err, ODBOX_ETIMEDOUT,
                                    "delivery not done after %d s: %lld undelivered, %lld pending, %lld failed",
                                    DEMO_IDLE_MS / 1000, (long long)b.undelivered, (long long)b.pending,
                                    (long long)b.failed);
@@ -515,7 +491,7 @@ static int run(demo *d, odbox_error *err)
     if (rc == ODBOX_OK)
         rc = claim_database(d, err);
     if (rc == ODBOX_OK && !dir_exists(wm))
-        rc = set_error(err, ODBOX_ENOTFOUND, "wallet migrations not found at %s (set ODBOX_WALLET_MIGRATIONS)",
+        rc = wallet_fail(err, ODBOX_ENOTFOUND, "wallet migrations not found at %s (set ODBOX_WALLET_MIGRATIONS)",
                              wm);
     if (rc == ODBOX_OK)
         rc = odbox_migrate_registry(d->r, &mo, err);
@@ -526,7 +502,7 @@ static int run(demo *d, odbox_error *err)
     if (rc == ODBOX_OK)
         rc = wallet_handlers_add(handlers, d->r, &faults, &d->hs, err);
     if (rc == ODBOX_OK && !(d->hs.lag_us = calloc(DEMO_MAX_LAGS, sizeof *d->hs.lag_us)))
-        rc = set_error(err, ODBOX_ENOMEM, "out of memory");
+        rc = wallet_fail(err, ODBOX_ENOMEM, "out of memory");
     d->hs.lag_cap = DEMO_MAX_LAGS;
     if (rc == ODBOX_OK)
         rc = odbox_delivery_open(d->r, handlers, &dc, &delivery, err);

@@ -185,8 +185,7 @@ int wallet_handlers_add(odbox_handlers *h, odbox_registry *r, const wallet_fault
     return rc;
 }
 
-/* Undelivered events of a wallet type on one shard. */
-static int undelivered_on(odbox_shard *s, int64_t *n, odbox_error *err)
+int wallet_events_count(odbox_shard *s, int undelivered_only, int64_t *n, odbox_error *err)
 {
     odbox_pool *pool = odbox_shard_primary(s);
     odbox_conn *c = NULL;
@@ -195,8 +194,8 @@ static int undelivered_on(odbox_shard *s, int64_t *n, odbox_error *err)
         return rc;
     char events[2 * ODBOX_NAME_MAX + 8], sql[512];
     odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(s), "events", events, sizeof events);
-    snprintf(sql, sizeof sql,
-             "SELECT COUNT(*) FROM %s WHERE delivered IS NOT TRUE AND event_type IN (?, ?, ?, ?, ?)", events);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE %sevent_type IN (?, ?, ?, ?, ?)", events,
+             undelivered_only ? "delivered IS NOT TRUE AND " : "");
     odbox_stmt *st = NULL;
     if ((rc = odbox_stmt_prepare(c, sql, &st, err)) == ODBOX_OK) {
         for (int i = 0; rc == ODBOX_OK && i < WALLET_NEVENT_TYPES; i++)
@@ -217,7 +216,7 @@ int wallet_backlog_read(odbox_registry *r, wallet_backlog *out, odbox_error *err
     int rc = ODBOX_OK;
     for (size_t i = 0; rc == ODBOX_OK && i < odbox_registry_shard_count(r); i++) {
         int64_t n = 0;
-        rc = undelivered_on(odbox_registry_shard_at(r, i), &n, err);
+        rc = wallet_events_count(odbox_registry_shard_at(r, i), 1, &n, err);
         out->undelivered += n;
     }
     odbox_notification_stats *stats = NULL;

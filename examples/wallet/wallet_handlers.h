@@ -68,6 +68,10 @@ typedef struct wallet_backlog {
     int64_t failed;
 } wallet_backlog;
 
+/* The events of a wallet event type on shard s (undelivered_only: those
+ * not yet fanned out). */
+int wallet_events_count(odbox_shard *s, int undelivered_only, int64_t *n, odbox_error *err);
+
 int wallet_backlog_read(odbox_registry *r, wallet_backlog *out, odbox_error *err);
 
 #endif
