@@ -37,15 +37,16 @@ static int wait_for_end(odbox_registry *r, const wallet_worker_config *cfg, wall
         if (cfg->run_ms > 0 && t - start >= cfg->run_ms)
             return ODBOX_OK;
         if (cfg->until_idle && t >= next_check) {
+            /* a failed read (SQLite busy, a lost connection) is tried again
+             * until the timeout; only the last one counts */
             int rc = wallet_backlog_read(r, &res->backlog, err);
-            if (rc != ODBOX_OK)
-                return rc;
-            if (res->backlog.undelivered == 0 && res->backlog.pending == 0 && res->backlog.failed == 0) {
+            if (rc == ODBOX_OK && res->backlog.undelivered == 0 && res->backlog.pending == 0 &&
+                res->backlog.failed == 0) {
                 res->idle = 1;
                 return ODBOX_OK;
             }
             if (t - start >= cfg->timeout_ms)
-                return ODBOX_OK;
+                return rc;
             next_check = t + IDLE_CHECK_MS;
         }
         sleep_ms(CHECK_MS);
