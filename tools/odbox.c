@@ -21,6 +21,7 @@ static const char usage_main[] =
     "  metrics   the notifications' metrics in the Prometheus text format\n"
     "  purge     delete delivered events and finished notifications older than an age\n"
     "  version   print the version\n"
+    "  demo      the whole outbox in a few seconds, on SQLite (`odbox demo --help`)\n"
     "  help      this text; `odbox <command> --help` for a command's options\n"
     "\n"
     "Exit codes: 0 ok, 1 runtime error, 2 usage or invalid input, 3 migration\n"
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
             printf("%s%s", usage_notifications, cli_usage_target);
         else if (argc > 2 && !strcmp(argv[2], "metrics"))
             printf("%s%s", usage_metrics, cli_usage_target);
+        else if (argc > 2 && !strcmp(argv[2], "demo"))
+            fputs(usage_demo, stdout);
         else if (argc > 2 && !strcmp(argv[2], "purge"))
             printf("%s%s", usage_purge, cli_usage_target);
         else
@@ -71,6 +74,8 @@ int main(int argc, char **argv)
         return cmd_metrics(argc - 1, argv + 1);
     if (!strcmp(cmd, "purge"))
         return cmd_purge(argc - 1, argv + 1);
+    if (!strcmp(cmd, "demo"))
+        return cmd_demo(argc - 1, argv + 1);
     fprintf(stderr, "odbox: unknown command '%s'\n%s", cmd, usage_main);
     return EXIT_USAGE;
 }

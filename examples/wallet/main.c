@@ -6,10 +6,12 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "wallet.h"
+#include "worker.h"
 
 #ifndef ODBOX_WALLET_MIGRATIONS_DIR
 #define ODBOX_WALLET_MIGRATIONS_DIR "/usr/local/share/odbox/examples/wallet/migrations"
@@ -24,7 +26,8 @@ enum {
     EXIT_STALE = 6,        /* changed concurrently, retries exhausted */
     EXIT_CROSS_SHARD = 7,  /* transfer across shards refused */
     EXIT_PARTIAL = 8,      /* cross-shard transfer committed on some shards only */
-    EXIT_IN_DOUBT = 9      /* connection lost after the commit was sent */
+    EXIT_IN_DOUBT = 9,     /* connection lost after the commit was sent */
+    EXIT_NOT_IDLE = 10     /* worker --until-idle: still work left at --timeout */
 };
 
 static const char usage_main[] =
@@ -40,6 +43,7 @@ static const char usage_main[] =
     "  withdraw ID AMOUNT            take AMOUNT from the balance\n"
     "  transfer FROM TO AMOUNT       move AMOUNT between two wallets\n"
     "  show ID                       print balance and version\n"
+    "  worker [--until-idle|--for S] deliver the events to the statement and audit handlers\n"
     "  help [COMMAND]                this text, or a command's options\n"
     "\n"
     "AMOUNT is a positive integer in minor units (cents).\n"
@@ -56,6 +60,7 @@ static const char usage_main[] =
     "  8  cross-shard transfer committed on some shards only\n"
     "  9  the connection was lost after the commit was sent: it may have been\n"
     "     applied or not (show ID tells)\n"
+    "  10 worker --until-idle: events or notifications still to deliver at --timeout\n"
     "Nothing is written when the exit code is 1, 2, 3, 4, 5, 6 or 7.\n";
 
 static const char usage_common[] =
@@ -71,7 +76,7 @@ static const char usage_retries[] =
     "  --retries N        re-run the action up to N times when a wallet changed\n"
     "                     concurrently (100 ms apart; default 1)\n";
 
-enum { OPT_RETRIES = 1, OPT_SHARD = 2, OPT_CROSS = 4, OPT_MIGRATIONS = 8 };
+enum { OPT_RETRIES = 1, OPT_SHARD = 2, OPT_CROSS = 4, OPT_MIGRATIONS = 8, OPT_WORKER = 16 };
 
 typedef struct opts {
     const char *dsn;
@@ -82,6 +87,9 @@ typedef struct opts {
     int retries; /* -1: executor default */
     int allow_cross_shard;
     int json;
+    /* worker (checked by cmd_worker) */
+    const char *for_s, *timeout_s, *fail_rate, *backoff_ms, *poll_ms, *heartbeat_ms, *workers;
+    int until_idle;
     const char *args[4];
     int nargs;
 } opts;
@@ -225,6 +233,9 @@ static const option_def option_defs[] = {
     {"dsn", 1, 0},         {"config", 1, 0},        {"eventlog", 1, 0},
     {"json", 0, 0},        {"help", 0, 0},          {"retries", 1, OPT_RETRIES},
     {"shard", 1, OPT_SHARD}, {"allow-cross-shard", 0, OPT_CROSS}, {"migrations", 1, OPT_MIGRATIONS},
+    {"for", 1, OPT_WORKER}, {"until-idle", 0, OPT_WORKER}, {"timeout", 1, OPT_WORKER},
+    {"fail-rate", 1, OPT_WORKER}, {"backoff-ms", 1, OPT_WORKER}, {"poll-ms", 1, OPT_WORKER},
+    {"heartbeat-ms", 1, OPT_WORKER}, {"workers", 1, OPT_WORKER},
 };
 
 /* Options may come anywhere; "--" ends them. A lone "-5" is an argument
@@ -276,6 +287,14 @@ static int parse(const command *c, int argc, char **argv, opts *o)
         else if (!strcmp(d->name, "shard")) o->shard = value;
         else if (!strcmp(d->name, "json")) o->json = 1;
         else if (!strcmp(d->name, "allow-cross-shard")) o->allow_cross_shard = 1;
+        else if (!strcmp(d->name, "for")) o->for_s = value;
+        else if (!strcmp(d->name, "until-idle")) o->until_idle = 1;
+        else if (!strcmp(d->name, "timeout")) o->timeout_s = value;
+        else if (!strcmp(d->name, "fail-rate")) o->fail_rate = value;
+        else if (!strcmp(d->name, "backoff-ms")) o->backoff_ms = value;
+        else if (!strcmp(d->name, "poll-ms")) o->poll_ms = value;
+        else if (!strcmp(d->name, "heartbeat-ms")) o->heartbeat_ms = value;
+        else if (!strcmp(d->name, "workers")) o->workers = value;
         else if (!strcmp(d->name, "retries")) {
             int64_t n = 0;
             if (strcmp(value, "0") && (parse_amount(value, &n) || n > 1000))
@@ -584,6 +603,96 @@ static int cmd_show(const opts *o)
     return 0;
 }
 
+/* ---- worker ------------------------------------------------------------------------------------ */
+
+static volatile sig_atomic_t worker_stop;
+static void on_stop_signal(int sig) { (void)sig, worker_stop = 1; }
+
+/* NAME's value: an integer in lo..hi (absent: keeps *out). */
+static int check_int(const opts *o, const char *name, const char *text, int64_t lo, int64_t hi, int64_t *out)
+{
+    int64_t v = 0;
+    if (!text)
+        return 0;
+    if ((strcmp(text, "0") && parse_amount(text, &v)) || v < lo || v > hi)
+        return usage_error(o, "--%s wants a whole number %lld..%lld, not '%.64s'", name, (long long)lo,
+                           (long long)hi, text);
+    *out = v;
+    return 0;
+}
+
+static int cmd_worker(const opts *o)
+{
+    int64_t for_s = 0, timeout_s = 600, backoff = 0, poll = 0, heartbeat = 0, workers = 0;
+    int code;
+    if ((code = check_int(o, "for", o->for_s, 1, 86400 * 365, &for_s)) ||
+        (code = check_int(o, "timeout", o->timeout_s, 1, 86400, &timeout_s)) ||
+        (code = check_int(o, "backoff-ms", o->backoff_ms, 1, 300000, &backoff)) ||
+        (code = check_int(o, "poll-ms", o->poll_ms, 10, 600000, &poll)) ||
+        (code = check_int(o, "heartbeat-ms", o->heartbeat_ms, 10, 600000, &heartbeat)) ||
+        (code = check_int(o, "workers", o->workers, 1, 256, &workers)))
+        return code;
+    if (o->for_s && o->until_idle)
+        return usage_error(o, "give at most one of --for and --until-idle");
+    if (o->timeout_s && !o->until_idle)
+        return usage_error(o, "--timeout goes with --until-idle");
+    wallet_worker_config wc = {.backoff_ms = backoff, .poll_ms = (int)poll, .heartbeat_ms = (int)heartbeat,
+                               .workers = (int)workers, .run_ms = for_s * 1000, .until_idle = o->until_idle,
+                               .timeout_ms = timeout_s * 1000, .stop = &worker_stop};
+    if (o->fail_rate) {
+        char *end;
+        errno = 0;
+        wc.faults.fail_rate = strtod(o->fail_rate, &end);
+        if (errno || end == o->fail_rate || *end || !(wc.faults.fail_rate >= 0 && wc.faults.fail_rate <= 1))
+            return usage_error(o, "--fail-rate wants a probability 0..1, not '%.64s'", o->fail_rate);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    odbox_error err = {0};
+    odbox_registry *r = NULL;
+    if (open_registry(o, &r, &err) != ODBOX_OK)
+        return fail(o, &err);
+    wallet_worker_result res;
+    int rc = wallet_worker_run(r, &wc, &res, &err);
+    odbox_registry_free(&r);
+    if (rc != ODBOX_OK)
+        return fail(o, &err);
+    code = o->until_idle && !res.idle ? EXIT_NOT_IDLE : 0;
+    if (o->json) {
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "ok", json_object_new_boolean(code == 0));
+        if (o->until_idle)
+            json_object_object_add(j, "idle", json_object_new_boolean(res.idle));
+        json_object_object_add(j, "calls", json_object_new_int64(res.calls));
+        json_object_object_add(j, "injected_failures", json_object_new_int64(res.injected));
+        json_object_object_add(j, "database_errors", json_object_new_int64(res.errors));
+        json_object_object_add(j, "elapsed_ms", json_object_new_int64(res.elapsed_ms));
+        if (o->until_idle) {
+            json_object *b = json_object_new_object();
+            json_object_object_add(b, "undelivered", json_object_new_int64(res.backlog.undelivered));
+            json_object_object_add(b, "pending", json_object_new_int64(res.backlog.pending));
+            json_object_object_add(b, "failed", json_object_new_int64(res.backlog.failed));
+            json_object_object_add(j, "backlog", b);
+        }
+        if (code)
+            json_object_object_add(j, "exit", json_object_new_int(code));
+        print_json(j);
+    } else {
+        printf("worker: %lld handler call(s), %lld failed on purpose, %lld database error(s), %lld ms\n",
+               (long long)res.calls, (long long)res.injected, (long long)res.errors, (long long)res.elapsed_ms);
+        if (o->until_idle)
+            printf("%s: %lld undelivered event(s), %lld pending and %lld failed notification(s)\n",
+                   res.idle ? "idle" : "not idle at --timeout", (long long)res.backlog.undelivered,
+                   (long long)res.backlog.pending, (long long)res.backlog.failed);
+    }
+    if (code)
+        fprintf(stderr, "odbox-wallet: still work left after --timeout %llds\n", (long long)timeout_s);
+    return code;
+}
+
 static const command commands[] = {
     {"migrate", "migrate [--migrations DIR] (--dsn DSN | --config FILE)",
      "Applies odbox's own migrations ($ODBOX_MIGRATIONS_DIR, else the installed\n"
@@ -611,6 +720,24 @@ static const command commands[] = {
      "                     some committed)\n",
      3, OPT_RETRIES | OPT_CROSS, cmd_transfer},
     {"show", "show ID [options]", "Prints the wallet's balance and version.\n", 1, 0, cmd_show},
+    {"worker", "worker [--until-idle [--timeout S] | --for S] [--fail-rate P] [options]",
+     "Runs the fan-out and handling jobs with two handlers until SIGINT or SIGTERM\n"
+     "(a graceful stop: running calls get 5 s), for --for seconds, or until idle.\n"
+     "statement writes one wallet_statement row per money event, audit counts its\n"
+     "calls per event in wallet_handler_calls. Several workers may run at once.\n"
+     "  --until-idle       exit 0 once no wallet event is undelivered and no\n"
+     "                     notification is PENDING or FAILED, on every shard\n"
+     "  --timeout S        with --until-idle: exit 10 if not idle after S seconds\n"
+     "                     (default 600)\n"
+     "  --for S            stop after S seconds\n"
+     "  --fail-rate P      each handler call fails with probability P (0..1) after\n"
+     "                     its effect, as a real handler may\n"
+     "  --backoff-ms N     backoff base of a failed call (default 30000; cap 16 x N)\n"
+     "  --poll-ms N        the jobs' poll interval and the rounds' poll delays\n"
+     "                     (defaults 10000 and 1000)\n"
+     "  --heartbeat-ms N   job heartbeat interval (default 10000)\n"
+     "  --workers N        handler threads (default 8)\n",
+     0, OPT_WORKER, cmd_worker},
 };
 
 static const command *find_command(const char *name)

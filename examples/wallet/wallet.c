@@ -32,8 +32,8 @@ static const odbox_event_type ev_withdrawn = {"WalletMoneyWithdrawnEvent"};
 static const odbox_event_type ev_sent = {"WalletTransferSentEvent"};
 static const odbox_event_type ev_received = {"WalletTransferReceivedEvent"};
 
-static const odbox_event_type *const event_types[] = {&ev_opened, &ev_deposited, &ev_withdrawn, &ev_sent,
-                                                      &ev_received};
+const odbox_event_type *const wallet_event_types[WALLET_NEVENT_TYPES] = {&ev_opened, &ev_deposited, &ev_withdrawn,
+                                                                        &ev_sent, &ev_received};
 
 int wallet_executor_open(odbox_registry *r, const odbox_exec_config *defaults, odbox_executor **out,
                          odbox_error *err)
@@ -42,8 +42,8 @@ int wallet_executor_open(odbox_registry *r, const odbox_exec_config *defaults, o
     int rc = odbox_executor_open(WALLET_NAMESPACE, r, defaults, &exe, err);
     if (rc == ODBOX_OK)
         rc = odbox_executor_register_model(exe, &wallet_model_type, err);
-    for (size_t i = 0; rc == ODBOX_OK && i < sizeof event_types / sizeof event_types[0]; i++)
-        rc = odbox_executor_register_event(exe, event_types[i], err);
+    for (size_t i = 0; rc == ODBOX_OK && i < WALLET_NEVENT_TYPES; i++)
+        rc = odbox_executor_register_event(exe, wallet_event_types[i], err);
     if (rc != ODBOX_OK)
         odbox_executor_free(&exe);
     *out = exe;
@@ -52,7 +52,7 @@ int wallet_executor_open(odbox_registry *r, const odbox_exec_config *defaults, o
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static int fail(odbox_error *err, int code, const char *fmt, ...)
+int wallet_fail(odbox_error *err, int code, const char *fmt, ...)
 {
     if (err) {
         odbox_error_clear(err);
@@ -69,7 +69,7 @@ static int param_text(json_object *params, const char *key, const char **out, od
 {
     json_object *v;
     if (!json_object_object_get_ex(params, key, &v) || !json_object_is_type(v, json_type_string))
-        return fail(err, ODBOX_EINVAL, "parameter '%s' missing or not a string", key);
+        return wallet_fail(err, ODBOX_EINVAL, "parameter '%s' missing or not a string", key);
     *out = json_object_get_string(v);
     return ODBOX_OK;
 }
@@ -79,7 +79,7 @@ static int param_amount(json_object *params, int64_t *out, odbox_error *err)
     json_object *v;
     if (!json_object_object_get_ex(params, "amount", &v) || !json_object_is_type(v, json_type_int) ||
         (*out = json_object_get_int64(v)) <= 0)
-        return fail(err, ODBOX_EINVAL, "parameter 'amount' missing or not a positive integer");
+        return wallet_fail(err, ODBOX_EINVAL, "parameter 'amount' missing or not a positive integer");
     return ODBOX_OK;
 }
 
@@ -89,7 +89,7 @@ static int load(odbox_context *ctx, const char *id, wallet_reply *reply, odbox_m
     int rc = odbox_repo_find(odbox_context_registry(ctx), &wallet_model_type, id, ODBOX_READ_PRIMARY, out, err);
     if (rc == ODBOX_ENOTFOUND) {
         reply->refusal = WALLET_REFUSED_NOT_FOUND;
-        return fail(err, rc, "no wallet %s", id);
+        return wallet_fail(err, rc, "no wallet %s", id);
     }
     return rc;
 }
@@ -188,11 +188,11 @@ static int change_balance(odbox_context *ctx, json_object *params, odbox_plan *p
     int64_t balance = balance_of(m);
     if (sign > 0 && balance > INT64_MAX - amount) {
         reply->refusal = WALLET_REFUSED_OVERFLOW;
-        rc = fail(err, ODBOX_EINVAL, "balance would overflow: %lld + %lld", (long long)balance,
+        rc = wallet_fail(err, ODBOX_EINVAL, "balance would overflow: %lld + %lld", (long long)balance,
                   (long long)amount);
     } else if (sign < 0 && balance < amount) {
         reply->refusal = WALLET_REFUSED_INSUFFICIENT;
-        rc = fail(err, ODBOX_EINVAL, "insufficient balance: %lld < %lld", (long long)balance, (long long)amount);
+        rc = wallet_fail(err, ODBOX_EINVAL, "insufficient balance: %lld < %lld", (long long)balance, (long long)amount);
     } else if ((rc = odbox_model_set_int64(m, "balance", sign > 0 ? balance + amount : balance - amount, err)) ==
                    ODBOX_OK &&
                (rc = odbox_plan_update(plan, m, &next, err)) == ODBOX_OK &&
@@ -231,19 +231,19 @@ static int perform_transfer(odbox_context *ctx, json_object *params, odbox_plan 
         (rc = param_amount(params, &amount, err)) != ODBOX_OK)
         return rc;
     if (!strcasecmp(from_id, to_id))
-        return fail(err, ODBOX_EINVAL, "cannot transfer from a wallet to itself");
+        return wallet_fail(err, ODBOX_EINVAL, "cannot transfer from a wallet to itself");
     if ((rc = load(ctx, from_id, reply, &from, err)) != ODBOX_OK || (rc = load(ctx, to_id, reply, &to, err)) != ODBOX_OK)
         goto out;
     fb = balance_of(from);
     tb = balance_of(to);
     if (fb < amount) {
         reply->refusal = WALLET_REFUSED_INSUFFICIENT;
-        rc = fail(err, ODBOX_EINVAL, "insufficient balance: %lld < %lld", (long long)fb, (long long)amount);
+        rc = wallet_fail(err, ODBOX_EINVAL, "insufficient balance: %lld < %lld", (long long)fb, (long long)amount);
         goto out;
     }
     if (tb > INT64_MAX - amount) {
         reply->refusal = WALLET_REFUSED_OVERFLOW;
-        rc = fail(err, ODBOX_EINVAL, "balance of %s would overflow: %lld + %lld", to_id, (long long)tb,
+        rc = wallet_fail(err, ODBOX_EINVAL, "balance of %s would overflow: %lld + %lld", to_id, (long long)tb,
                   (long long)amount);
         goto out;
     }
@@ -343,7 +343,7 @@ int wallet_find(odbox_registry *r, const char *id, wallet_view *out, odbox_error
     odbox_model *m = NULL;
     int rc = odbox_repo_find(r, &wallet_model_type, id, ODBOX_READ_PRIMARY, &m, err);
     if (rc == ODBOX_ENOTFOUND)
-        return fail(err, rc, "no wallet %s", id);
+        return wallet_fail(err, rc, "no wallet %s", id);
     if (rc != ODBOX_OK)
         return rc;
     const char *owner = "";
