@@ -27,6 +27,7 @@
 
 #define DEMO_WALLETS 10
 #define DEMO_ACTIONS 300
+#define DEMO_PAUSE_US 3000
 #define DEMO_IDLE_MS 60000 /* delivery must be over by then */
 #define DEMO_MAX_LAGS 8192
 
@@ -229,6 +230,10 @@ static int run_actions(demo *d, odbox_error *err)
         if (kind == 2)
             d->balance[b] = reply.other.balance;
         progress(d, "actions", 0);
+        /* a steady rate, as a service's requests come, rather than a burst
+         * the delivery can only queue behind: the latency then shows the
+         * wake-up path, not the length of a queue */
+        usleep(DEMO_PAUSE_US);
     }
     return ODBOX_OK;
 }
