@@ -208,8 +208,17 @@ static int record_call(const odbox_envelope *env, void *user, odbox_error *err)
              err);
 }
 
+/* what the jobs report (a failed round, a takeover), for the test to count */
+static void log_line(void *ud, odbox_log_level level, const char *message)
+{
+    (void)ud;
+    fprintf(stderr, "fault-worker[%ld] %s: %s\n", (long)getpid(), level >= ODBOX_LOG_ERROR ? "error" : "warn",
+            message);
+}
+
 static int work(void)
 {
+    odbox_log_set(log_line, NULL, ODBOX_LOG_WARN);
     odbox_error e = {0};
     odbox_handlers *h = NULL;
     odbox_delivery *d = NULL;
