@@ -219,6 +219,7 @@ static void log_line(void *ud, odbox_log_level level, const char *message)
 static int work(void)
 {
     odbox_log_set(log_line, NULL, ODBOX_LOG_WARN);
+    signal(SIGTERM, on_term); /* before anything: the test may stop a worker it has just started */
     odbox_error e = {0};
     odbox_handlers *h = NULL;
     odbox_delivery *d = NULL;
@@ -243,9 +244,8 @@ static int work(void)
     if (rc == ODBOX_OK)
         rc = odbox_jobs_start(jobs, &e);
     if (rc == ODBOX_OK) {
-        signal(SIGTERM, on_term);
-        while (!stop)
-            pause();
+        while (!stop) /* a sleep, not pause(): a signal between the test and the wait is not lost */
+            usleep(50 * 1000);
         rc = odbox_jobs_stop(jobs, &e);
     }
     int ret = rc == ODBOX_OK ? 0 : fail("work", rc, &e);
