@@ -625,46 +625,19 @@ START_TEST(a_row_changed_meanwhile_keeps_the_newer_outcome)
 }
 END_TEST
 
-START_TEST(outcomes_lost_before_their_write_are_delivered_again)
+/* The handlers succeeded, then their outcomes are lost before the write:
+ * refused by the hook (kill 0), or with the connection that would write
+ * them, its session ended from another connection (kill 1). The round
+ * fails naming the shard and writes nothing, the rows stay due, and the
+ * next round calls the handler again (at least once) and ends them
+ * SUCCEEDED. */
+static void outcomes_lost(int kill)
 {
     hx x;
     hx_open(&x, 2);
     hbeh ok;
     hbeh_init(&ok, &x.rec, NULL);
-    upd_probe probe = {.x = &x, .calls_done_rc = ODBOX_ECONNLOST};
-    odbox_delivery_config cfg = {.hook = probe_hook, .hook_ud = &probe};
-    hx_deliver(&x, handlers_of(1, (const char *[]){"ok"}, (const char *[]){EV_A.name}, (hbeh *[]){&ok}), &cfg);
-    char a[2][37];
-    emit_n(&x.f, x.exe, 0, &EV_A, 2, a);
-    fanout(&x, 0);
-    odbox_delivery_round r;
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_delivery_handling_round(x.d, shard(&x, 0), &r, &e), ODBOX_ECONNLOST);
-    ck_assert_msg(strstr(e.message, "shard 0.0"), "%s", e.message);
-    ck_assert_int_eq(r.unwritten, 2);
-    ck_assert_int_eq(hrec_count(&x.rec, "ok"), 2);
-    ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0"), 2);
-    /* at least once: the next round calls the handlers again */
-    probe.calls_done_rc = 0;
-    r = handle(&x, 0);
-    ck_assert_int_eq(r.succeeded, 2);
-    ck_assert_int_eq(hrec_count(&x.rec, "ok"), 4);
-    ck_assert_int_eq(x.rec.calls[3].attempt, 1);
-    hx_close(&x);
-}
-END_TEST
-
-/* The handlers succeeded, then the connection that would write their
- * outcomes dies: the round fails naming the lost connection and writes
- * nothing, the rows stay due, and the next round calls the handler again
- * (at least once) and ends them SUCCEEDED. */
-START_TEST(outcomes_lost_with_their_connection_are_delivered_again)
-{
-    hx x;
-    hx_open(&x, 2);
-    hbeh ok;
-    hbeh_init(&ok, &x.rec, NULL);
-    upd_probe probe = {.x = &x, .kill = 1};
+    upd_probe probe = {.x = &x, .calls_done_rc = kill ? 0 : ODBOX_ECONNLOST, .kill = kill};
     odbox_delivery_config cfg = {.hook = probe_hook, .hook_ud = &probe};
     hx_deliver(&x, handlers_of(1, (const char *[]){"ok"}, (const char *[]){EV_A.name}, (hbeh *[]){&ok}), &cfg);
     char a[2][37];
@@ -680,8 +653,8 @@ START_TEST(outcomes_lost_with_their_connection_are_delivered_again)
     ck_assert_int_eq(r.succeeded, 0);
     ck_assert_int_eq(hrec_count(&x.rec, "ok"), 2);
     ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0"), 2);
-    probe.kill = 0;
-    r = handle(&x, 0); /* on a new session: the pool dropped the dead one */
+    probe.calls_done_rc = probe.kill = 0;
+    r = handle(&x, 0); /* after a kill, on a new session: the pool dropped the dead one */
     ck_assert_int_eq(r.read, 2);
     ck_assert_int_eq(r.succeeded, 2);
     for (int i = 0; i < 2; i++) {
@@ -689,7 +662,19 @@ START_TEST(outcomes_lost_with_their_connection_are_delivered_again)
         ck_assert_int_eq(ncol_int(&x.f, 0, a[i], "ok", "attempts"), 1);
     }
     ck_assert_int_eq(hrec_count(&x.rec, "ok"), 4); /* each event's handler called twice */
+    ck_assert_int_eq(x.rec.calls[3].attempt, 1);
     hx_close(&x);
+}
+
+START_TEST(outcomes_lost_before_their_write_are_delivered_again)
+{
+    outcomes_lost(0);
+}
+END_TEST
+
+START_TEST(outcomes_lost_with_their_connection_are_delivered_again)
+{
+    outcomes_lost(1);
 }
 END_TEST
 
