@@ -56,9 +56,9 @@ static int fail(const char *what, int rc, const odbox_error *e)
 
 static const char *evtab(const char *table)
 {
-    static char buf[4][256];
+    static char buf[8][256]; /* a few names live at once in check() */
     static int k;
-    char *b = buf[k++ % 4];
+    char *b = buf[k++ % 8];
     odbox_shard *s = odbox_registry_shard_at(reg, 0);
     odbox_pool *p = odbox_shard_primary(s);
     odbox_conn *c = NULL;
