@@ -54,6 +54,8 @@ static const struct {
     {"sqlite", "read_gives_up_when_the_server_goes_silent", "SQLite has no server to go silent"},
     {"sqlite", "read_timeout_and_a_long_statement",
      "SQLite has no read timeout: read_timeout= is checked and dropped (README: SQLite)"},
+    {"sqlite", "outcomes_lost_with_their_connection_are_delivered_again",
+     "SQLite has no server session for another connection to end"},
     {"sqlite", "a_hanging_shard_does_not_delay_another", "SQLite opens a file: no network, nothing to hang"},
 };
 

@@ -482,6 +482,7 @@ typedef struct upd_probe {
     /* changes made at CALLS_DONE: another process finishing a row, a requeue */
     const char *other_done_event, *requeued_event;
     int count;             /* read the server's count (count_updates_setup ran) */
+    int kill;              /* end the outcome connection's session at CALLS_DONE */
 } upd_probe;
 
 static int64_t server_updates(hx *x, odbox_conn *c)
@@ -532,6 +533,8 @@ static int probe_hook(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_c
             nset(p->x, 0, p->other_done_event, "ok", "state = 'SUCCEEDED', attempts = attempts + 1");
         if (p->requeued_event)
             nset(p->x, 0, p->requeued_event, "bad", "state = 'PENDING', attempts = 0");
+        if (p->kill) /* from another connection, as a server or network failure would */
+            itest_kill_session(p->x->f.c[0], itest_session_id(conn));
         return p->calls_done_rc;
     }
     p->at_round_done = p->count ? server_updates(p->x, conn) : -1;
@@ -622,13 +625,19 @@ START_TEST(a_row_changed_meanwhile_keeps_the_newer_outcome)
 }
 END_TEST
 
-START_TEST(outcomes_lost_before_their_write_are_delivered_again)
+/* The handlers succeeded, then their outcomes are lost before the write:
+ * refused by the hook (kill 0), or with the connection that would write
+ * them, its session ended from another connection (kill 1). The round
+ * fails naming the shard and writes nothing, the rows stay due, and the
+ * next round calls the handler again (at least once) and ends them
+ * SUCCEEDED. */
+static void outcomes_lost(int kill)
 {
     hx x;
     hx_open(&x, 2);
     hbeh ok;
     hbeh_init(&ok, &x.rec, NULL);
-    upd_probe probe = {.x = &x, .calls_done_rc = ODBOX_ECONNLOST};
+    upd_probe probe = {.x = &x, .calls_done_rc = kill ? 0 : ODBOX_ECONNLOST, .kill = kill};
     odbox_delivery_config cfg = {.hook = probe_hook, .hook_ud = &probe};
     hx_deliver(&x, handlers_of(1, (const char *[]){"ok"}, (const char *[]){EV_A.name}, (hbeh *[]){&ok}), &cfg);
     char a[2][37];
@@ -636,18 +645,36 @@ START_TEST(outcomes_lost_before_their_write_are_delivered_again)
     fanout(&x, 0);
     odbox_delivery_round r;
     odbox_error e = {0};
-    ck_assert_int_eq(odbox_delivery_handling_round(x.d, shard(&x, 0), &r, &e), ODBOX_ECONNLOST);
+    int rc = odbox_delivery_handling_round(x.d, shard(&x, 0), &r, &e);
+    ck_assert_msg(rc == ODBOX_ECONNLOST, "%s: %s", odbox_errname(rc), e.message);
     ck_assert_msg(strstr(e.message, "shard 0.0"), "%s", e.message);
+    ck_assert_int_eq(r.read, 2);
     ck_assert_int_eq(r.unwritten, 2);
+    ck_assert_int_eq(r.succeeded, 0);
     ck_assert_int_eq(hrec_count(&x.rec, "ok"), 2);
     ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0"), 2);
-    /* at least once: the next round calls the handlers again */
-    probe.calls_done_rc = 0;
-    r = handle(&x, 0);
+    probe.calls_done_rc = probe.kill = 0;
+    r = handle(&x, 0); /* after a kill, on a new session: the pool dropped the dead one */
+    ck_assert_int_eq(r.read, 2);
     ck_assert_int_eq(r.succeeded, 2);
-    ck_assert_int_eq(hrec_count(&x.rec, "ok"), 4);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_str_eq(nstate(&x.f, 0, a[i], "ok"), "SUCCEEDED");
+        ck_assert_int_eq(ncol_int(&x.f, 0, a[i], "ok", "attempts"), 1);
+    }
+    ck_assert_int_eq(hrec_count(&x.rec, "ok"), 4); /* each event's handler called twice */
     ck_assert_int_eq(x.rec.calls[3].attempt, 1);
     hx_close(&x);
+}
+
+START_TEST(outcomes_lost_before_their_write_are_delivered_again)
+{
+    outcomes_lost(0);
+}
+END_TEST
+
+START_TEST(outcomes_lost_with_their_connection_are_delivered_again)
+{
+    outcomes_lost(1);
 }
 END_TEST
 
@@ -817,6 +844,7 @@ Suite *handlers_suite(void)
     tcase_add_test(tc, one_update_per_bucket);
     tcase_add_test(tc, a_row_changed_meanwhile_keeps_the_newer_outcome);
     tcase_add_test(tc, outcomes_lost_before_their_write_are_delivered_again);
+    tcase_add_test(tc, outcomes_lost_with_their_connection_are_delivered_again);
     tcase_add_test(tc, handlers_of_one_type_each_have_their_own_row);
     tcase_add_test(tc, former_names_answer_and_unknown_names_fail_their_row_only);
     tcase_add_test(tc, a_handlers_action_reaches_a_second_handler);
