@@ -62,16 +62,8 @@ if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
     export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
     exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/run.sh" "$@"
 fi
-for v in ODBOX_PG_HOST ODBOX_PG_PORT ODBOX_PG_USER ODBOX_PG_PASSWORD ODBOX_PG_BINDIR; do
-    [[ -n ${!v:-} ]] || die "$v is not set (run under tests/db/with-servers.sh or export it)"
-done
-PGDB=${ODBOX_TEST_PG_DSN##*/}
-PGDB=${PGDB%%\?*}
-[[ -n $PGDB ]] || die "cannot read the database name from ODBOX_TEST_PG_DSN"
-PSQL=$ODBOX_PG_BINDIR/psql
-PGBENCH=$ODBOX_PG_BINDIR/pgbench
+pg_clients
 PG_TEST_FSYNC=$ODBOX_PG_BINDIR/pg_test_fsync
-for b in "$PSQL" "$PGBENCH"; do [[ -x $b ]] || die "$b not found"; done
 
 bench_tmp
 

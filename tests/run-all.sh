@@ -3,7 +3,8 @@
 # installs what is missing, builds, starts throwaway PostgreSQL and MariaDB
 # servers, and runs:
 #   1. make check           unit tier, integration tiers pg / mariadb / mysql / sqlite,
-#                           script tests (CLI, wallet, quickstart, ...), restarts last
+#                           script tests (CLI, demo, wallet, worker, quickstart, ...),
+#                           then server restarts and the faults tier (kill -9, restarts)
 #   2. make check-valgrind  unit tier under valgrind
 #   3. make check           again in a build with AddressSanitizer + UBSan
 #   4. make distcheck       the release tarball builds, installs and passes
