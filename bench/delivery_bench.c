@@ -162,7 +162,7 @@ static int side_open(side *sd, const opts *o, const char *eventlog, odbox_error 
     for (long i = 0; i < o->handlers && rc == ODBOX_OK; i++) {
         char name[32];
         snprintf(name, sizeof name, "bench-%ld", i + 1);
-        odbox_handler hd = {name, NULL, TYPE, noop, NULL};
+        odbox_handler hd = {.name = name, .event_type = TYPE, .handle = noop};
         rc = odbox_handlers_add(sd->h, &hd, e);
     }
     odbox_delivery_config cfg = {.fanout_batch = (int)o->batch, .handling_batch = (int)o->hbatch,

@@ -322,7 +322,7 @@ int main(int argc, char **argv)
         rc = open_executor(r, &exe, &e);
     if (rc == ODBOX_OK)
         rc = odbox_handlers_new(&h, &e);
-    odbox_handler hd = {"bench-latency", NULL, TYPE_NAME, handle, NULL};
+    odbox_handler hd = {.name = "bench-latency", .event_type = TYPE_NAME, .handle = handle};
     if (rc == ODBOX_OK)
         rc = odbox_handlers_add(h, &hd, &e);
     odbox_delivery_config cfg = {.fanout_poll_ms = (int)o.poll_ms, .handling_poll_ms = (int)o.poll_ms,

@@ -113,23 +113,28 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
 static int group_types(odbox_delivery *d, odbox_error *err)
 {
     const odbox_handlers *h = d->h;
-    if (!(d->types = calloc(h->n, sizeof *d->types)))
+    size_t all = 0;
+    for (size_t i = 0; i < h->n; i++)
+        all += h->v[i].ntypes;
+    if (!(d->types = calloc(all ? all : 1, sizeof *d->types)))
         return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
-    for (size_t i = 0; i < h->n; i++) {
-        size_t t = 0;
-        while (t < d->ntypes && strcmp(d->types[t].name, h->v[i].event_type))
-            t++;
-        odbox_dtype *dt = &d->types[t];
-        if (t == d->ntypes) {
-            d->ntypes++;
-            dt->name = h->v[i].event_type;
+    for (size_t i = 0; i < h->n; i++)
+        for (size_t k = 0; k < h->v[i].ntypes; k++) {
+            const char *type = h->v[i].types[k];
+            size_t t = 0;
+            while (t < d->ntypes && strcmp(d->types[t].name, type))
+                t++;
+            odbox_dtype *dt = &d->types[t];
+            if (t == d->ntypes) {
+                d->ntypes++;
+                dt->name = type;
+            }
+            size_t *g = realloc(dt->handlers, (dt->n + 1) * sizeof *g);
+            if (!g)
+                return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
+            g[dt->n++] = i;
+            dt->handlers = g;
         }
-        size_t *g = realloc(dt->handlers, (dt->n + 1) * sizeof *g);
-        if (!g)
-            return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
-        g[dt->n++] = i;
-        dt->handlers = g;
-    }
     return ODBOX_OK;
 }
 

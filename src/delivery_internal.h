@@ -18,7 +18,8 @@ typedef struct odbox_hentry {
     char *name;
     char **former;
     size_t nformer;
-    char *event_type;
+    char **types; /* the event types it takes */
+    size_t ntypes;
     odbox_handler_fn fn;
     void *user;
 } odbox_hentry;

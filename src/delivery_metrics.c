@@ -116,6 +116,15 @@ void odbox_delivery_metrics_clear(odbox_delivery_metrics *m)
     memset(m, 0, sizeof *m);
 }
 
+/* "A,B,C": the event types a handler takes. */
+static char *joined_types(const odbox_hentry *e)
+{
+    odbox_buf b = {0};
+    for (size_t k = 0; k < e->ntypes; k++)
+        odbox_buf_cat(&b, k ? "," : "", e->types[k], (char *)NULL);
+    return odbox_buf_take(&b);
+}
+
 /* This process's part, under the lock. */
 static int snapshot(odbox_dmetrics *dm, odbox_delivery_metrics *out, odbox_error *err)
 {
@@ -128,7 +137,7 @@ static int snapshot(odbox_dmetrics *dm, odbox_delivery_metrics *out, odbox_error
     for (size_t i = 0; i < h->n; i++) {
         odbox_handler_metrics *x = &out->handlers[i];
         const hm *v = &dm->v[i];
-        oom |= !(x->handler = odbox_strdup(h->v[i].name)) || !(x->event_type = odbox_strdup(h->v[i].event_type));
+        oom |= !(x->handler = odbox_strdup(h->v[i].name)) || !(x->event_type = joined_types(&h->v[i]));
         x->succeeded = v->outcomes[ODBOX_DM_SUCCEEDED];
         x->failed_retry = v->outcomes[ODBOX_DM_FAILED_RETRY];
         x->expired_preflight = v->outcomes[ODBOX_DM_EXPIRED_PREFLIGHT];

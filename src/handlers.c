@@ -35,7 +35,9 @@ static void entry_clear(odbox_hentry *e)
         free(e->former[i]);
     free(e->former);
     free(e->name);
-    free(e->event_type);
+    for (size_t i = 0; i < e->ntypes; i++)
+        free(e->types[i]);
+    free(e->types);
     memset(e, 0, sizeof *e);
 }
 
@@ -74,6 +76,32 @@ static int check_name(const odbox_handlers *h, const odbox_handler *nh, int form
     return ODBOX_OK;
 }
 
+/* Exactly one of event_type and event_types; every type a valid name,
+ * none twice. *n: how many. */
+static int check_types(const odbox_handler *nh, size_t *n, odbox_error *err)
+{
+    if (nh->event_type && nh->event_types)
+        return odbox_fail(err, ODBOX_EINVAL, "handlers: %s gives both event_type and event_types (one or the other)",
+                          nh->name);
+    if (nh->event_types && !nh->event_types[0])
+        return odbox_fail(err, ODBOX_EINVAL, "handlers: %s: event_types is empty", nh->name);
+    const char *const one[] = {nh->event_type, NULL};
+    const char *const *types = nh->event_types ? nh->event_types : one;
+    size_t k = 0;
+    for (; k == 0 || types[k]; k++) {
+        if (!odbox_is_type_name(types[k], ODBOX_TYPE_NAME_MAX))
+            return odbox_fail(err, ODBOX_EINVAL,
+                              "handlers: %s: event type '%.80s' must match [A-Za-z_][A-Za-z0-9_]* (at most %d)",
+                              nh->name, types[k] ? types[k] : "(null)", ODBOX_TYPE_NAME_MAX);
+        for (size_t j = 0; j < k; j++)
+            if (!strcmp(types[j], types[k]))
+                return odbox_fail(err, ODBOX_EINVAL, "handlers: %s lists the event type %s twice", nh->name,
+                                  types[k]);
+    }
+    *n = k;
+    return ODBOX_OK;
+}
+
 int odbox_handlers_add(odbox_handlers *h, const odbox_handler *nh, odbox_error *err)
 {
     if (!h || !nh)
@@ -89,10 +117,9 @@ int odbox_handlers_add(odbox_handlers *h, const odbox_handler *nh, odbox_error *
     }
     if (rc != ODBOX_OK)
         return rc;
-    if (!odbox_is_type_name(nh->event_type, ODBOX_TYPE_NAME_MAX))
-        return odbox_fail(err, ODBOX_EINVAL, "handlers: %s: event type '%.80s' must match [A-Za-z_][A-Za-z0-9_]* "
-                                             "(at most %d)", nh->name, nh->event_type ? nh->event_type : "(null)",
-                          ODBOX_TYPE_NAME_MAX);
+    size_t ntypes = 0;
+    if ((rc = check_types(nh, &ntypes, err)) != ODBOX_OK)
+        return rc;
     if (!nh->handle)
         return odbox_fail(err, ODBOX_EINVAL, "handlers: %s has no callback", nh->name);
     if (h->n == h->cap) {
@@ -103,11 +130,13 @@ int odbox_handlers_add(odbox_handlers *h, const odbox_handler *nh, odbox_error *
         h->v = g;
         h->cap = cap;
     }
-    odbox_hentry e = {.fn = nh->handle, .user = nh->user, .nformer = nformer};
-    int oom = !(e.name = odbox_strdup(nh->name)) || !(e.event_type = odbox_strdup(nh->event_type)) ||
+    odbox_hentry e = {.fn = nh->handle, .user = nh->user, .nformer = nformer, .ntypes = ntypes};
+    int oom = !(e.name = odbox_strdup(nh->name)) || !(e.types = calloc(ntypes, sizeof *e.types)) ||
               (nformer && !(e.former = calloc(nformer, sizeof *e.former)));
     for (size_t k = 0; !oom && k < nformer; k++)
         oom = !(e.former[k] = odbox_strdup(nh->former_names[k]));
+    for (size_t k = 0; !oom && k < ntypes; k++)
+        oom = !(e.types[k] = odbox_strdup(nh->event_type ? nh->event_type : nh->event_types[k]));
     if (oom) {
         entry_clear(&e);
         return odbox_fail(err, ODBOX_ENOMEM, "handlers: out of memory");

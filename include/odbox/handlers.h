@@ -100,15 +100,22 @@ typedef struct odbox_handler {
     const char *event_type;
     odbox_handler_fn handle;
     void *user;                    /* handed to handle; must outlive the calls */
+    /* Instead of event_type (then NULL), the event types it takes when there
+     * are several: NULL-terminated, each at most once (copied). Each event
+     * of these types gets one row under name; env->event_type tells them
+     * apart. */
+    const char *const *event_types;
 } odbox_handler;
 
 typedef struct odbox_handlers odbox_handlers;
 
 int odbox_handlers_new(odbox_handlers **out, odbox_error *err);
 
-/* Adds a handler. Several handlers may take one event type. ODBOX_EINVAL:
- * a bad or duplicate name (names and former names are one namespace), a
- * bad event type name, no callback; ODBOX_ESTATE once a delivery uses h. */
+/* Adds a handler. Several handlers may take one event type, and one
+ * handler several types. ODBOX_EINVAL: a bad or duplicate name (names and
+ * former names are one namespace), a bad event type name, both or neither
+ * of event_type and event_types, an empty or repeating event_types, no
+ * callback; ODBOX_ESTATE once a delivery uses h. */
 int odbox_handlers_add(odbox_handlers *h, const odbox_handler *handler, odbox_error *err);
 
 size_t odbox_handlers_count(const odbox_handlers *h);
@@ -242,7 +249,7 @@ typedef struct odbox_histogram {
 /* One handler in this process, since the delivery opened. */
 typedef struct odbox_handler_metrics {
     char *handler;                 /* its name */
-    char *event_type;
+    char *event_type;              /* the types it takes, separated by ',' */
     uint64_t succeeded, failed_retry, expired_preflight, expired_postfailure;
     odbox_histogram duration_succeeded, duration_failed; /* handler calls */
     odbox_histogram lag;           /* completion_date (the action's commit) to the success */

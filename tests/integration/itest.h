@@ -84,5 +84,6 @@ Suite *purge_suite(void);
 Suite *handlers_suite(void);
 Suite *handlers_jobs_suite(void);
 Suite *handlers_overlap_suite(void);
+Suite *handlers_names_suite(void);
 
 #endif

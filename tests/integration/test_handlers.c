@@ -8,9 +8,9 @@
  * after a failure (retention from the later of event_date and
  * created_date), writes one UPDATE per bucket (counted by the delivery
  * and, on PostgreSQL and MariaDB, by the server), never overwrites a row
- * that changed meanwhile, re-delivers what a crash left unwritten, keeps
- * each handler's row apart, answers to former names and fails rows no
- * handler answers to; a handler's action reaches a second handler. */
+ * that changed meanwhile, and re-delivers what a crash or a lost
+ * connection left unwritten. Handlers apart, names and chaining:
+ * test_handlers_names.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,64 +23,6 @@ static const odbox_event_type EV_C = {"OrderAudited"};
 #define T EPOCH_2030
 #define MIN_US (60 * SEC_US)
 #define HOUR_US (60 * MIN_US)
-
-typedef struct hx {
-    dfx f;
-    odbox_executor *exe;
-    hrec rec;
-    odbox_manual_clock *clk;
-    odbox_handlers *h;
-    odbox_delivery *d;
-} hx;
-
-static void hx_open(hx *x, int nshards)
-{
-    memset(x, 0, sizeof *x);
-    dfx_open(&x->f, nshards, 0);
-    x->exe = open_exe(&x->f);
-    hrec_init(&x->rec);
-    ck_assert_int_eq(odbox_manual_clock_new(T, &x->clk, NULL), ODBOX_OK);
-}
-
-/* A delivery of h (taken) with cfg (NULL: defaults) on the manual clock. */
-static void hx_deliver(hx *x, odbox_handlers *h, odbox_delivery_config *cfg)
-{
-    odbox_delivery_config c = cfg ? *cfg : (odbox_delivery_config){0};
-    c.clock = odbox_manual_clock_clock(x->clk);
-    odbox_delivery_free(&x->d);
-    odbox_handlers_free(&x->h);
-    x->h = h;
-    odbox_error e = {0};
-    ck_assert_msg(odbox_delivery_open(x->f.r, h, &c, &x->d, &e) == ODBOX_OK, "%s", e.message);
-}
-
-static void hx_close(hx *x)
-{
-    odbox_delivery_free(&x->d);
-    odbox_handlers_free(&x->h);
-    odbox_executor_free(&x->exe);
-    odbox_manual_clock_free(&x->clk);
-    dfx_close(&x->f);
-    hrec_destroy(&x->rec);
-}
-
-static odbox_shard *shard(hx *x, int member) { return odbox_registry_shard_at(x->f.r, (size_t)member); }
-
-static odbox_delivery_round fanout(hx *x, int member)
-{
-    odbox_delivery_round r;
-    odbox_error e = {0};
-    round_ok(odbox_delivery_fanout_round(x->d, shard(x, member), &r, &e), &e);
-    return r;
-}
-
-static odbox_delivery_round handle(hx *x, int member)
-{
-    odbox_delivery_round r;
-    odbox_error e = {0};
-    round_ok(odbox_delivery_handling_round(x->d, shard(x, member), &r, &e), &e);
-    return r;
-}
 
 /* "ok" takes EV_A and succeeds, "bad" takes EV_B and always fails. */
 static void deliver_ok_bad(hx *x, hbeh *ok, hbeh *bad, odbox_delivery_config *cfg)
@@ -147,7 +89,7 @@ START_TEST(fanout_copies_flips_and_never_writes_twice)
     emit_none(&x.f, x.exe);
     emit_n(&x.f, x.exe, 1, &EV_A, 1, a1);
 
-    odbox_delivery_round r = fanout(&x, 0);
+    odbox_delivery_round r = hx_fanout(&x, 0);
     ck_assert_int_eq(r.job, ODBOX_DELIVERY_FANOUT);
     ck_assert_int_eq(r.read, 3);
     ck_assert_int_eq(r.delivered, 3);
@@ -179,20 +121,20 @@ START_TEST(fanout_copies_flips_and_never_writes_twice)
                      2);
     /* shards apart: 0.1 only in its own round */
     ck_assert_int_eq(nrows(&x.f, 1, NULL), 0);
-    r = fanout(&x, 1);
+    r = hx_fanout(&x, 1);
     ck_assert_int_eq(r.read, 1);
     ck_assert_int_eq(nrows(&x.f, 1, NULL), 2);
     ck_assert_str_eq(nstate(&x.f, 1, a1[0], "index"), "PENDING");
 
     /* run again: nothing to read */
-    r = fanout(&x, 0);
+    r = hx_fanout(&x, 0);
     ck_assert_int_eq(r.read, 0);
     ck_assert_int_eq(r.delivered, 0);
     /* the same events again (a crash between insert and flip, a lagging
      * replica): sent again, written once */
     itest_exec(x.f.c[0], "UPDATE %s SET delivered = FALSE WHERE event_type IN ('OrderPlaced', 'OrderShipped')",
                etab(&x.f, 0));
-    r = fanout(&x, 0);
+    r = hx_fanout(&x, 0);
     ck_assert_int_eq(r.read, 3);
     ck_assert_int_eq(r.notifications, 5);
     ck_assert_int_eq(r.delivered, 3);
@@ -213,21 +155,21 @@ START_TEST(fanout_backfills_when_a_handler_appears)
     emit_n(&x.f, x.exe, 1, &EV_C, 2, c);
     emit_n(&x.f, x.exe, 1, &EV_A, 1, NULL);
     emit_none(&x.f, x.exe);
-    ck_assert_int_eq(fanout(&x, 1).delivered, 1);
-    ck_assert_int_eq(fanout(&x, 1).read, 0);
+    ck_assert_int_eq(hx_fanout(&x, 1).delivered, 1);
+    ck_assert_int_eq(hx_fanout(&x, 1).read, 0);
     ck_assert_int_eq(delivered(&x, 1, "event_type = 'OrderAudited'"), 0);
     /* a handler for the type is deployed: the backlog is fanned out */
     hx_deliver(&x,
                handlers_of(2, (const char *[]){"mail", "audit"}, (const char *[]){EV_A.name, EV_C.name},
                            (hbeh *[]){&mail, &audit}),
                NULL);
-    odbox_delivery_round r = fanout(&x, 1);
+    odbox_delivery_round r = hx_fanout(&x, 1);
     ck_assert_int_eq(r.read, 2);
     ck_assert_int_eq(r.delivered, 2);
     ck_assert_str_eq(nstate(&x.f, 1, c[1], "audit"), "PENDING");
     ck_assert_int_eq(nrows(&x.f, 1, NULL), 3);
     /* sentinels never: no handler can take them */
-    ck_assert_int_eq(fanout(&x, 0).read, 0);
+    ck_assert_int_eq(hx_fanout(&x, 0).read, 0);
     ck_assert_int_eq(itest_count(x.f.c[0], "SELECT COUNT(*) FROM %s WHERE event_type IS NULL AND delivered = FALSE",
                                  etab(&x.f, 0)),
                      1);
@@ -267,13 +209,13 @@ START_TEST(fanout_and_handling_read_oldest_first_across_types_and_states)
     set_event_date(&x, 0, b[0], T - 30 * SEC_US);
     set_event_date(&x, 0, b[1], T - 20 * SEC_US);
     set_event_date(&x, 0, a[1], T - 10 * SEC_US);
-    odbox_delivery_round r = fanout(&x, 0);
+    odbox_delivery_round r = hx_fanout(&x, 0);
     ck_assert_int_eq(r.delivered, 2);
     ck_assert_int_eq(delivered(&x, 0, "1 = 1"), 2);
     ck_assert_str_eq(nstate(&x.f, 0, a[0], "ha"), "PENDING");
     ck_assert_str_eq(nstate(&x.f, 0, b[0], "hb"), "PENDING");
-    ck_assert_int_eq(fanout(&x, 0).delivered, 2);
-    ck_assert_int_eq(fanout(&x, 0).read, 0);
+    ck_assert_int_eq(hx_fanout(&x, 0).delivered, 2);
+    ck_assert_int_eq(hx_fanout(&x, 0).read, 0);
     /* due order across PENDING and FAILED: b1 (FAILED, -3 s), a1 (-2 s),
      * then b0 (FAILED, -1 s), a0 (PENDING, not due) */
     nset(&x, 0, b[1], "hb", "state = 'FAILED', attempts = 1");
@@ -282,15 +224,15 @@ START_TEST(fanout_and_handling_read_oldest_first_across_types_and_states)
     nset_ts(&x, 0, a[1], "ha", "next_retry_at", T - 2 * SEC_US);
     nset_ts(&x, 0, b[0], "hb", "next_retry_at", T - 1 * SEC_US);
     nset_ts(&x, 0, a[0], "ha", "next_retry_at", T + 1 * SEC_US);
-    r = handle(&x, 0);
+    r = hx_handle(&x, 0);
     ck_assert_int_eq(r.read, 2);
     ck_assert_int_eq(r.succeeded, 2);
     ck_assert_int_ge(hrec_find(&x.rec, "hb", b[1]), 0);
     ck_assert_int_ge(hrec_find(&x.rec, "ha", a[1]), 0);
-    r = handle(&x, 0);
+    r = hx_handle(&x, 0);
     ck_assert_int_eq(r.read, 1);
     ck_assert_int_ge(hrec_find(&x.rec, "hb", b[0]), 0);
-    ck_assert_int_eq(handle(&x, 0).read, 0);
+    ck_assert_int_eq(hx_handle(&x, 0).read, 0);
     ck_assert_int_eq(hrec_find(&x.rec, "ha", a[0]), -1);
     hx_close(&x);
 }
@@ -348,7 +290,7 @@ START_TEST(every_subscribed_handler_called_with_the_envelope)
     ck_assert_int_eq(c->shard.group, 0);
     ck_assert_int_eq(c->shard.member, 1);
     ck_assert_int_eq(c->attempt, 1);
-    ck_assert_int_eq(handle(&x, 0).read, 0);
+    ck_assert_int_eq(hx_handle(&x, 0).read, 0);
     hx_close(&x);
 }
 END_TEST
@@ -363,12 +305,12 @@ START_TEST(flaky_handler_retried_with_the_exact_backoff)
     hx_deliver(&x, handlers_of(1, (const char *[]){"flaky"}, (const char *[]){EV_A.name}, (hbeh *[]){&flaky}), NULL);
     char a[1][37];
     emit_n(&x.f, x.exe, 1, &EV_A, 1, a);
-    fanout(&x, 1);
+    hx_fanout(&x, 1);
     /* 30 s x 2^(attempts-1), capped at 5 min */
     const int64_t wait[] = {30 * SEC_US, 60 * SEC_US, 120 * SEC_US, 240 * SEC_US, 300 * SEC_US, 300 * SEC_US};
     int64_t now = T;
     for (int k = 1; k <= 6; k++) {
-        odbox_delivery_round r = handle(&x, 1);
+        odbox_delivery_round r = hx_handle(&x, 1);
         ck_assert_int_eq(r.read, 1);
         ck_assert_int_eq(r.failed, 1);
         ck_assert_int_eq(r.updates, 1);
@@ -380,11 +322,11 @@ START_TEST(flaky_handler_retried_with_the_exact_backoff)
         ck_assert_int_eq(ncol_ts(&x.f, 1, a[0], "flaky", "updated_date"), now);
         /* not a microsecond early */
         odbox_manual_clock_set(x.clk, next - 1);
-        ck_assert_int_eq(handle(&x, 1).read, 0);
+        ck_assert_int_eq(hx_handle(&x, 1).read, 0);
         now = next;
         odbox_manual_clock_set(x.clk, now);
     }
-    odbox_delivery_round r = handle(&x, 1);
+    odbox_delivery_round r = hx_handle(&x, 1);
     ck_assert_int_eq(r.succeeded, 1);
     ck_assert_str_eq(nstate(&x.f, 1, a[0], "flaky"), "SUCCEEDED");
     ck_assert_int_eq(ncol_int(&x.f, 1, a[0], "flaky", "attempts"), 7);
@@ -392,7 +334,7 @@ START_TEST(flaky_handler_retried_with_the_exact_backoff)
     for (int i = 0; i < 7; i++)
         ck_assert_int_eq(x.rec.calls[i].attempt, i + 1);
     odbox_manual_clock_advance(x.clk, HOUR_US);
-    ck_assert_int_eq(handle(&x, 1).read, 0);
+    ck_assert_int_eq(hx_handle(&x, 1).read, 0);
     hx_close(&x);
 }
 END_TEST
@@ -410,11 +352,11 @@ START_TEST(expiry_before_the_call_and_after_a_failure)
     emit_n(&x.f, x.exe, 0, &EV_A, 1, b);
     /* fanned out at T: created_date T is later than event_date (now), so
      * the deadline is T + 1 h */
-    fanout(&x, 0);
+    hx_fanout(&x, 0);
     /* b: a microsecond past the deadline: EXPIRED, no call, attempts kept */
     nset_ts(&x, 0, a[0], "bad", "next_retry_at", T + 2 * HOUR_US); /* a waits */
     odbox_manual_clock_set(x.clk, T + HOUR_US + 1);
-    odbox_delivery_round r = handle(&x, 0);
+    odbox_delivery_round r = hx_handle(&x, 0);
     ck_assert_int_eq(r.expired_preflight, 1);
     ck_assert_int_eq(hrec_count(&x.rec, "ok"), 0);
     ck_assert_str_eq(nstate(&x.f, 0, b[0], "ok"), "EXPIRED");
@@ -423,19 +365,19 @@ START_TEST(expiry_before_the_call_and_after_a_failure)
     /* a: failing 30 s before the deadline: its retry lands on it, not past */
     nset_ts(&x, 0, a[0], "bad", "next_retry_at", T);
     odbox_manual_clock_set(x.clk, T + HOUR_US - 30 * SEC_US);
-    r = handle(&x, 0);
+    r = hx_handle(&x, 0);
     ck_assert_int_eq(r.failed, 1);
     ck_assert_int_eq(ncol_ts(&x.f, 0, a[0], "bad", "next_retry_at"), T + HOUR_US);
     /* at the deadline (not past it) it is called; the next retry would be
      * past it: EXPIRED after the failure */
     odbox_manual_clock_set(x.clk, T + HOUR_US);
-    r = handle(&x, 0);
+    r = hx_handle(&x, 0);
     ck_assert_int_eq(r.expired_postfailure, 1);
     ck_assert_int_eq(hrec_count(&x.rec, "bad"), 2);
     ck_assert_str_eq(nstate(&x.f, 0, a[0], "bad"), "EXPIRED");
     ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "bad", "attempts"), 2);
     odbox_manual_clock_advance(x.clk, HOUR_US);
-    ck_assert_int_eq(handle(&x, 0).read, 0);
+    ck_assert_int_eq(hx_handle(&x, 0).read, 0);
 
     /* a requeue sets created_date = now: the retention starts again */
     char nid[37];
@@ -446,7 +388,7 @@ START_TEST(expiry_before_the_call_and_after_a_failure)
     odbox_error e = {0};
     ck_assert_msg(odbox_notifications_requeue(x.f.r, &rq, &moved, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(moved, 1);
-    r = handle(&x, 0);
+    r = hx_handle(&x, 0);
     ck_assert_int_eq(r.failed, 1);
     ck_assert_int_eq(x.rec.calls[2].attempt, 1);
     ck_assert_int_eq(ncol_ts(&x.f, 0, a[0], "bad", "next_retry_at"), T + 10 * HOUR_US + 30 * SEC_US);
@@ -455,16 +397,16 @@ START_TEST(expiry_before_the_call_and_after_a_failure)
     char a2[1][37];
     emit_n(&x.f, x.exe, 0, &EV_B, 1, a2);
     odbox_manual_clock_set(x.clk, T - 5 * HOUR_US);
-    fanout(&x, 0);
+    hx_fanout(&x, 0);
     set_event_date(&x, 0, a2[0], T);
     nset_ts(&x, 0, a2[0], "bad", "event_date", T);
     odbox_manual_clock_set(x.clk, T - HOUR_US);
-    r = handle(&x, 0); /* created + 1 h is past; event_date + 1 h is not */
+    r = hx_handle(&x, 0); /* created + 1 h is past; event_date + 1 h is not */
     ck_assert_int_eq(r.read, 1);
     ck_assert_int_eq(r.failed, 1);
     nset_ts(&x, 0, a2[0], "bad", "next_retry_at", T);
     odbox_manual_clock_set(x.clk, T + HOUR_US + 1);
-    r = handle(&x, 0);
+    r = hx_handle(&x, 0);
     ck_assert_int_eq(r.expired_preflight, 1);
     hx_close(&x);
 }
@@ -553,7 +495,7 @@ START_TEST(one_update_per_bucket)
     char a[3][37], b[4][37];
     emit_n(&x.f, x.exe, 0, &EV_A, 3, a);
     emit_n(&x.f, x.exe, 0, &EV_B, 4, b);
-    fanout(&x, 0);
+    hx_fanout(&x, 0);
     /* a0 succeeds from PENDING 0, a1 from FAILED 2 (mixed attempts: one
      * statement still); a2 is past retention; b0 and b1 fail from
      * PENDING 0, b2 from FAILED 1; b3 fails with no time left */
@@ -561,7 +503,7 @@ START_TEST(one_update_per_bucket)
     nset_ts(&x, 0, a[2], "ok", "created_date", T - 2 * HOUR_US);
     nset(&x, 0, b[2], "bad", "state = 'FAILED', attempts = 1");
     nset_ts(&x, 0, b[3], "bad", "created_date", T - HOUR_US + 10 * SEC_US);
-    odbox_delivery_round r = handle(&x, 0);
+    odbox_delivery_round r = hx_handle(&x, 0);
     ck_assert_int_eq(r.read, 7);
     ck_assert_int_eq(r.succeeded, 2);
     ck_assert_int_eq(r.expired_preflight, 1);
@@ -606,13 +548,13 @@ START_TEST(a_row_changed_meanwhile_keeps_the_newer_outcome)
     char a[2][37], b[2][37];
     emit_n(&x.f, x.exe, 0, &EV_A, 2, a);
     emit_n(&x.f, x.exe, 0, &EV_B, 2, b);
-    fanout(&x, 0);
+    hx_fanout(&x, 0);
     nset(&x, 0, b[0], "bad", "state = 'FAILED', attempts = 2");
     /* while the calls run, another process finishes a0 and a requeue
      * moves b0 back to PENDING 0 */
     probe.other_done_event = a[0];
     probe.requeued_event = b[0];
-    odbox_delivery_round r = handle(&x, 0);
+    odbox_delivery_round r = hx_handle(&x, 0);
     ck_assert_int_eq(r.read, 4);
     ck_assert_int_eq(r.stale, 2);
     ck_assert_str_eq(nstate(&x.f, 0, a[0], "ok"), "SUCCEEDED");
@@ -642,10 +584,10 @@ static void outcomes_lost(int kill)
     hx_deliver(&x, handlers_of(1, (const char *[]){"ok"}, (const char *[]){EV_A.name}, (hbeh *[]){&ok}), &cfg);
     char a[2][37];
     emit_n(&x.f, x.exe, 0, &EV_A, 2, a);
-    fanout(&x, 0);
+    hx_fanout(&x, 0);
     odbox_delivery_round r;
     odbox_error e = {0};
-    int rc = odbox_delivery_handling_round(x.d, shard(&x, 0), &r, &e);
+    int rc = odbox_delivery_handling_round(x.d, hx_shard(&x, 0), &r, &e);
     ck_assert_msg(rc == ODBOX_ECONNLOST, "%s: %s", odbox_errname(rc), e.message);
     ck_assert_msg(strstr(e.message, "shard 0.0"), "%s", e.message);
     ck_assert_int_eq(r.read, 2);
@@ -654,7 +596,7 @@ static void outcomes_lost(int kill)
     ck_assert_int_eq(hrec_count(&x.rec, "ok"), 2);
     ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0"), 2);
     probe.calls_done_rc = probe.kill = 0;
-    r = handle(&x, 0); /* after a kill, on a new session: the pool dropped the dead one */
+    r = hx_handle(&x, 0); /* after a kill, on a new session: the pool dropped the dead one */
     ck_assert_int_eq(r.read, 2);
     ck_assert_int_eq(r.succeeded, 2);
     for (int i = 0; i < 2; i++) {
@@ -678,158 +620,6 @@ START_TEST(outcomes_lost_with_their_connection_are_delivered_again)
 }
 END_TEST
 
-/* ---- handlers apart, names, chaining ------------------------------------------------------ */
-
-START_TEST(handlers_of_one_type_each_have_their_own_row)
-{
-    hx x;
-    hx_open(&x, 2);
-    hbeh ok, bad;
-    hbeh_init(&ok, &x.rec, NULL), hbeh_init(&bad, &x.rec, NULL);
-    bad.fail_first = 1;
-    hx_deliver(&x,
-               handlers_of(2, (const char *[]){"ok", "bad"}, (const char *[]){EV_A.name, EV_A.name},
-                           (hbeh *[]){&ok, &bad}),
-               NULL);
-    char a[1][37];
-    emit_n(&x.f, x.exe, 1, &EV_A, 1, a);
-    fanout(&x, 1);
-    ck_assert_int_eq(nrows(&x.f, 1, NULL), 2);
-    odbox_delivery_round r = handle(&x, 1);
-    ck_assert_int_eq(r.succeeded, 1);
-    ck_assert_int_eq(r.failed, 1);
-    ck_assert_str_eq(nstate(&x.f, 1, a[0], "ok"), "SUCCEEDED");
-    ck_assert_str_eq(nstate(&x.f, 1, a[0], "bad"), "FAILED");
-    odbox_manual_clock_advance(x.clk, 30 * SEC_US);
-    r = handle(&x, 1);
-    ck_assert_int_eq(r.read, 1);
-    ck_assert_int_eq(r.succeeded, 1);
-    ck_assert_int_eq(hrec_count(&x.rec, "ok"), 1);
-    ck_assert_int_eq(hrec_count(&x.rec, "bad"), 2);
-    ck_assert_int_eq(ncol_int(&x.f, 1, a[0], "bad", "attempts"), 2);
-    ck_assert_int_eq(ncol_int(&x.f, 1, a[0], "ok", "attempts"), 1);
-    hx_close(&x);
-}
-END_TEST
-
-START_TEST(former_names_answer_and_unknown_names_fail_their_row_only)
-{
-    hx x;
-    hx_open(&x, 2);
-    hbeh old, ghost, renamed, ok;
-    hbeh_init(&old, &x.rec, NULL), hbeh_init(&ghost, &x.rec, NULL);
-    hbeh_init(&renamed, &x.rec, NULL), hbeh_init(&ok, &x.rec, NULL);
-    hx_deliver(&x,
-               handlers_of(3, (const char *[]){"old-name", "ghost", "ok"},
-                           (const char *[]){EV_A.name, EV_B.name, EV_B.name}, (hbeh *[]){&old, &ghost, &ok}),
-               NULL);
-    char a[1][37], b[1][37];
-    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
-    emit_n(&x.f, x.exe, 0, &EV_B, 1, b);
-    fanout(&x, 0);
-    /* a new deployment: old-name is renamed, ghost is gone */
-    odbox_handlers *h = NULL;
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-    renamed.name = "new-name";
-    ok.name = "ok";
-    const char *const former[] = {"old-name", NULL};
-    odbox_handler hr = {"new-name", former, EV_A.name, hb_handle, &renamed};
-    odbox_handler hk = {"ok", NULL, EV_B.name, hb_handle, &ok};
-    ck_assert_int_eq(odbox_handlers_add(h, &hr, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_handlers_add(h, &hk, &e), ODBOX_OK);
-    hx_deliver(&x, h, NULL);
-    odbox_delivery_round r = handle(&x, 0);
-    ck_assert_int_eq(r.read, 3);
-    ck_assert_int_eq(r.succeeded, 2);
-    ck_assert_int_eq(r.failed, 1);
-    int at = hrec_find(&x.rec, "new-name", a[0]);
-    ck_assert_int_ge(at, 0);
-    ck_assert_str_eq(x.rec.calls[at].row_handler, "old-name");
-    ck_assert_str_eq(nstate(&x.f, 0, a[0], "old-name"), "SUCCEEDED");
-    ck_assert_str_eq(nstate(&x.f, 0, b[0], "ok"), "SUCCEEDED");
-    ck_assert_str_eq(nstate(&x.f, 0, b[0], "ghost"), "FAILED");
-    ck_assert_int_eq(ncol_int(&x.f, 0, b[0], "ghost", "attempts"), 1);
-    ck_assert_int_eq(hrec_count(&x.rec, "ghost"), 0);
-    odbox_delivery_metrics m;
-    ck_assert_msg(odbox_delivery_metrics_read(x.d, NULL, &m, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(m.unknown_handler, 1);
-    ck_assert_int_eq(m.handlers[0].succeeded, 1);
-    odbox_delivery_metrics_clear(&m);
-    /* the fan-out writes names only, never former ones */
-    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
-    fanout(&x, 0);
-    ck_assert_str_eq(nstate(&x.f, 0, a[0], "new-name"), "PENDING");
-    hx_close(&x);
-}
-END_TEST
-
-START_TEST(a_handlers_action_reaches_a_second_handler)
-{
-    hx x;
-    hx_open(&x, 2);
-    hbeh chain, sink;
-    hbeh_init(&chain, &x.rec, NULL), hbeh_init(&sink, &x.rec, NULL);
-    chain.chain_exe = x.exe;
-    chain.chain_type = &EV_B;
-    hx_deliver(&x,
-               handlers_of(2, (const char *[]){"chain", "sink"}, (const char *[]){EV_A.name, EV_B.name},
-                           (hbeh *[]){&chain, &sink}),
-               NULL);
-    char a[1][37];
-    emit_n(&x.f, x.exe, 1, &EV_A, 1, a);
-    fanout_until_idle(x.d, &x.f, NULL);
-    handle_until_idle(x.d, &x.f, NULL);
-    ck_assert_int_eq(hrec_count(&x.rec, "chain"), 1);
-    ck_assert_int_eq(hrec_count(&x.rec, "sink"), 0);
-    fanout_until_idle(x.d, &x.f, NULL);
-    handle_until_idle(x.d, &x.f, NULL);
-    ck_assert_int_eq(hrec_count(&x.rec, "sink"), 1);
-    const hcall *c = &x.rec.calls[1];
-    ck_assert_str_eq(c->handler, "sink");
-    ck_assert_str_eq(c->action_name, "ChainedAction");
-    ck_assert_int_eq(c->shard.member, 1);
-    char want[128];
-    snprintf(want, sizeof want, "{\"source\": \"%s\"}", a[0]);
-    ck_assert_msg(dfx_json_same(c->params, want), "params %s", c->params);
-    ck_assert_msg(dfx_json_same(c->payload, want), "payload %s", c->payload);
-    hx_close(&x);
-}
-END_TEST
-
-/* ---- errors ----------------------------------------------------------------------------------- */
-
-START_TEST(rounds_on_a_shard_without_an_eventlog_fail_naming_it)
-{
-    hx x;
-    hx_open(&x, 1);
-    hbeh ok;
-    hbeh_init(&ok, &x.rec, NULL);
-    odbox_handlers *h = handlers_of(1, (const char *[]){"ok"}, (const char *[]){EV_A.name}, (hbeh *[]){&ok});
-    char *dsn = itest_dsn_with(1, "eventlog=ev_never_migrated");
-    odbox_registry *r = NULL;
-    odbox_delivery *d = NULL;
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_registry_open_dsn(dsn, &r, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_delivery_open(r, h, NULL, &d, &e), ODBOX_OK);
-    odbox_delivery_round rd;
-    int rc = odbox_delivery_fanout_round(d, odbox_registry_shard_at(r, 0), &rd, &e);
-    ck_assert_msg(rc == ODBOX_EDB && strstr(e.message, "shard 0.0"), "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_int_eq(rd.read, 0);
-    rc = odbox_delivery_handling_round(d, odbox_registry_shard_at(r, 0), &rd, &e);
-    ck_assert_msg(rc == ODBOX_EDB && strstr(e.message, "shard 0.0"), "%s: %s", odbox_errname(rc), e.message);
-    /* a shard of another registry */
-    ck_assert_int_eq(odbox_delivery_fanout_round(d, shard(&x, 0), &rd, &e), ODBOX_EINVAL);
-    ck_assert_int_eq(odbox_delivery_handling_round(d, NULL, &rd, &e), ODBOX_EINVAL);
-    ck_assert_int_eq(odbox_delivery_handling_round(NULL, shard(&x, 0), NULL, &e), ODBOX_EINVAL);
-    odbox_delivery_free(&d);
-    odbox_registry_free(&r);
-    odbox_handlers_free(&h);
-    free(dsn);
-    hx_close(&x);
-}
-END_TEST
-
 Suite *handlers_suite(void)
 {
     Suite *s = suite_create("handlers");
@@ -845,10 +635,6 @@ Suite *handlers_suite(void)
     tcase_add_test(tc, a_row_changed_meanwhile_keeps_the_newer_outcome);
     tcase_add_test(tc, outcomes_lost_before_their_write_are_delivered_again);
     tcase_add_test(tc, outcomes_lost_with_their_connection_are_delivered_again);
-    tcase_add_test(tc, handlers_of_one_type_each_have_their_own_row);
-    tcase_add_test(tc, former_names_answer_and_unknown_names_fail_their_row_only);
-    tcase_add_test(tc, a_handlers_action_reaches_a_second_handler);
-    tcase_add_test(tc, rounds_on_a_shard_without_an_eventlog_fail_naming_it);
     suite_add_tcase(s, tc);
     return s;
 }

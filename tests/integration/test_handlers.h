@@ -91,4 +91,23 @@ void round_ok(int rc, const odbox_error *e);
 
 int64_t mono_ms_now(void);
 
+/* A fixture of nshards shards with an executor, a call record and a
+ * manual clock at EPOCH_2030; hx_deliver opens a delivery of h (taken)
+ * with cfg (NULL: defaults) on that clock; rounds run on one shard. */
+typedef struct hx {
+    dfx f;
+    odbox_executor *exe;
+    hrec rec;
+    odbox_manual_clock *clk;
+    odbox_handlers *h;
+    odbox_delivery *d;
+} hx;
+void hx_open(hx *x, int nshards);
+void hx_deliver(hx *x, odbox_handlers *h, odbox_delivery_config *cfg);
+void hx_close(hx *x);
+odbox_shard *hx_shard(hx *x, int member);
+odbox_delivery_round hx_fanout(hx *x, int member);
+odbox_delivery_round hx_handle(hx *x, int member);
+
+
 #endif

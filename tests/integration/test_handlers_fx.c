@@ -170,7 +170,7 @@ odbox_handlers *handlers_of(int n, const char *const *names, const char *const *
     ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
     for (int i = 0; i < n; i++) {
         behs[i]->name = names[i];
-        odbox_handler hd = {names[i], NULL, types[i], hb_handle, behs[i]};
+        odbox_handler hd = {.name = names[i], .event_type = types[i], .handle = hb_handle, .user = behs[i]};
         ck_assert_msg(odbox_handlers_add(h, &hd, &e) == ODBOX_OK, "%s", e.message);
     }
     return h;
@@ -350,3 +350,54 @@ static void until_idle(odbox_delivery *d, dfx *f, odbox_delivery_round *sum, int
 
 void fanout_until_idle(odbox_delivery *d, dfx *f, odbox_delivery_round *sum) { until_idle(d, f, sum, 0); }
 void handle_until_idle(odbox_delivery *d, dfx *f, odbox_delivery_round *sum) { until_idle(d, f, sum, 1); }
+
+/* ---- one delivery on a manual clock ------------------------------------------------ */
+
+void hx_open(hx *x, int nshards)
+{
+    memset(x, 0, sizeof *x);
+    dfx_open(&x->f, nshards, 0);
+    x->exe = open_exe(&x->f);
+    hrec_init(&x->rec);
+    ck_assert_int_eq(odbox_manual_clock_new(EPOCH_2030, &x->clk, NULL), ODBOX_OK);
+}
+
+/* A delivery of h (taken) with cfg (NULL: defaults) on the manual clock. */
+void hx_deliver(hx *x, odbox_handlers *h, odbox_delivery_config *cfg)
+{
+    odbox_delivery_config c = cfg ? *cfg : (odbox_delivery_config){0};
+    c.clock = odbox_manual_clock_clock(x->clk);
+    odbox_delivery_free(&x->d);
+    odbox_handlers_free(&x->h);
+    x->h = h;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x->f.r, h, &c, &x->d, &e) == ODBOX_OK, "%s", e.message);
+}
+
+void hx_close(hx *x)
+{
+    odbox_delivery_free(&x->d);
+    odbox_handlers_free(&x->h);
+    odbox_executor_free(&x->exe);
+    odbox_manual_clock_free(&x->clk);
+    dfx_close(&x->f);
+    hrec_destroy(&x->rec);
+}
+
+odbox_shard *hx_shard(hx *x, int member) { return odbox_registry_shard_at(x->f.r, (size_t)member); }
+
+odbox_delivery_round hx_fanout(hx *x, int member)
+{
+    odbox_delivery_round r;
+    odbox_error e = {0};
+    round_ok(odbox_delivery_fanout_round(x->d, hx_shard(x, member), &r, &e), &e);
+    return r;
+}
+
+odbox_delivery_round hx_handle(hx *x, int member)
+{
+    odbox_delivery_round r;
+    odbox_error e = {0};
+    round_ok(odbox_delivery_handling_round(x->d, hx_shard(x, member), &r, &e), &e);
+    return r;
+}

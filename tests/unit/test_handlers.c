@@ -20,7 +20,7 @@ static int noop(const odbox_envelope *env, void *user, odbox_error *err)
 
 static int add(odbox_handlers *h, const char *name, const char *const *former, const char *type, odbox_error *e)
 {
-    odbox_handler hd = {name, former, type, noop, NULL};
+    odbox_handler hd = {name, former, type, noop, NULL, NULL};
     return odbox_handlers_add(h, &hd, e);
 }
 
@@ -60,12 +60,29 @@ START_TEST(names_are_one_namespace)
     ck_assert_int_eq(add(h, "t1", NULL, NULL, &e), ODBOX_EINVAL);
     ck_assert_int_eq(add(h, "t2", NULL, "has-dash", &e), ODBOX_EINVAL);
     ck_assert_int_eq(add(h, "t3", NULL, "9Lead", &e), ODBOX_EINVAL);
-    odbox_handler nofn = {"t4", NULL, "T", NULL, NULL};
+    odbox_handler nofn = {"t4", NULL, "T", NULL, NULL, NULL};
     ck_assert_int_eq(odbox_handlers_add(h, &nofn, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_handlers_add(h, NULL, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_handlers_add(NULL, &nofn, &e), ODBOX_EINVAL);
+    /* several types: event_types instead of event_type, each valid, once */
+    const char *const two[] = {"T", "U", NULL}, *const none[] = {NULL}, *const repeated[] = {"T", "U", "T", NULL},
+                      *const bad_one[] = {"T", "bad-type", NULL};
+    odbox_handler multi = {.name = "t5", .event_type = "T", .event_types = two, .handle = noop};
+    ck_assert_int_eq(odbox_handlers_add(h, &multi, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "both event_type and event_types"));
+    multi.event_type = NULL, multi.event_types = none;
+    ck_assert_int_eq(odbox_handlers_add(h, &multi, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "event_types is empty"));
+    multi.event_types = repeated;
+    ck_assert_int_eq(odbox_handlers_add(h, &multi, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "lists the event type T twice"));
+    multi.event_types = bad_one;
+    ck_assert_int_eq(odbox_handlers_add(h, &multi, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "'bad-type'"));
+    multi.event_types = two;
+    ck_assert_int_eq(odbox_handlers_add(h, &multi, &e), ODBOX_OK);
     /* nothing half-added */
-    ck_assert_uint_eq(odbox_handlers_count(h), 3);
+    ck_assert_uint_eq(odbox_handlers_count(h), 4);
     ck_assert_int_eq(odbox_handlers_find(h, "mail.v1"), 0);
     ck_assert_int_eq(odbox_handlers_find(h, "mail:v2"), 0);
     ck_assert_int_eq(odbox_handlers_find(h, "index"), 1);
