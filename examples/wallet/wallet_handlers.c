@@ -22,6 +22,15 @@ static const struct {
 };
 #define NMONEY (sizeof money_kinds / sizeof money_kinds[0])
 
+/* The money kind of an event type, or -1. */
+static int money_kind(const char *type)
+{
+    for (size_t i = 0; i < NMONEY; i++)
+        if (!strcmp(money_kinds[i].type, type))
+            return (int)i;
+    return -1;
+}
+
 /* splitmix64 over an atomic counter: thread-safe, no lock. */
 static double next_uniform(wallet_handlers_state *st)
 {
@@ -76,10 +85,13 @@ static int count_call(odbox_conn *c, const char *handler, const char *event_id, 
     return rc;
 }
 
-static int insert_statement_row(odbox_conn *c, const odbox_envelope *env, const wallet_handler_binding *b,
-                                odbox_error *err)
+static int insert_statement_row(odbox_conn *c, const odbox_envelope *env, odbox_error *err)
 {
     json_object *amount = NULL, *balance = NULL;
+    int k = money_kind(env->event_type);
+    if (k < 0)
+        return wallet_fail(err, ODBOX_EINVAL, "statement: event %s is a %s, not a money event", env->event_id,
+                           env->event_type);
     if (!env->model_id || !env->payload || !json_object_object_get_ex(env->payload, "amount", &amount) ||
         !json_object_object_get_ex(env->payload, "balance", &balance))
         return wallet_fail(err, ODBOX_EINVAL, "statement: event %s has no wallet, amount or balance", env->event_id);
@@ -90,8 +102,8 @@ static int insert_statement_row(odbox_conn *c, const odbox_envelope *env, const 
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_bind_uuid(s, 1, env->event_id, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_uuid(s, 2, env->model_id, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 3, b->kind, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_int64(s, 4, b->sign * json_object_get_int64(amount), err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 3, money_kinds[k].kind, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_int64(s, 4, money_kinds[k].sign * json_object_get_int64(amount), err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_int64(s, 5, json_object_get_int64(balance), err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_int64(s, 6, env->event_us, err)) == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
@@ -117,24 +129,23 @@ static int fault(wallet_handlers_state *st, const odbox_envelope *env, int audit
                        audit ? "audit" : "statement", env->event_id, env->attempt);
 }
 
-static int handle(const odbox_envelope *env, wallet_handler_binding *b, odbox_error *err)
+static int handle(const odbox_envelope *env, wallet_handlers_state *st, int statement, odbox_error *err)
 {
-    wallet_handlers_state *st = b->st;
     odbox_conn *c = NULL;
     odbox_pool *pool = NULL;
     atomic_fetch_add(&st->calls, 1);
     int rc = with_conn(st, env->shard, &c, &pool, err);
-    if (rc == ODBOX_OK && b->kind)
-        rc = insert_statement_row(c, env, b, err);
+    if (rc == ODBOX_OK && statement)
+        rc = insert_statement_row(c, env, err);
     if (rc == ODBOX_OK)
-        rc = count_call(c, b->kind ? "statement" : "audit", env->event_id, err);
+        rc = count_call(c, statement ? "statement" : "audit", env->event_id, err);
     if (c)
         give_back(pool, &c);
     if (rc != ODBOX_OK) {
         atomic_fetch_add(&st->errors, 1);
         return rc;
     }
-    if ((rc = fault(st, env, !b->kind, err)) == ODBOX_OK && st->lag_us) {
+    if ((rc = fault(st, env, !statement, err)) == ODBOX_OK && st->lag_us) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         size_t i = atomic_fetch_add(&st->nlag, 1);
@@ -146,12 +157,12 @@ static int handle(const odbox_envelope *env, wallet_handler_binding *b, odbox_er
 
 static int handle_statement(const odbox_envelope *env, void *user, odbox_error *err)
 {
-    return handle(env, user, err);
+    return handle(env, user, 1, err);
 }
 
 static int handle_audit(const odbox_envelope *env, void *user, odbox_error *err)
 {
-    return handle(env, user, err);
+    return handle(env, user, 0, err);
 }
 
 int wallet_handlers_add(odbox_handlers *h, odbox_registry *r, const wallet_faults *faults,
@@ -166,23 +177,15 @@ int wallet_handlers_add(odbox_handlers *h, odbox_registry *r, const wallet_fault
     if (faults)
         st->faults = *faults;
     atomic_store(&st->rng, (uint64_t)time(NULL) * 1000003u ^ (uint64_t)getpid() << 20);
-    int rc = ODBOX_OK;
-    char name[ODBOX_HANDLER_NAME_MAX + 1];
-    st->audit.st = st;
-    for (size_t i = 0; rc == ODBOX_OK && i < NMONEY; i++) {
-        st->statement[i] = (wallet_handler_binding){.st = st, .kind = money_kinds[i].kind, .sign = money_kinds[i].sign};
-        snprintf(name, sizeof name, "statement.%s", money_kinds[i].type);
-        odbox_handler hd = {.name = name, .event_type = money_kinds[i].type, .handle = handle_statement,
-                            .user = &st->statement[i]};
-        rc = odbox_handlers_add(h, &hd, err);
-    }
-    for (size_t i = 0; rc == ODBOX_OK && i < WALLET_NEVENT_TYPES; i++) {
-        snprintf(name, sizeof name, "audit.%s", wallet_event_types[i]->name);
-        odbox_handler hd = {.name = name, .event_type = wallet_event_types[i]->name, .handle = handle_audit,
-                            .user = &st->audit};
-        rc = odbox_handlers_add(h, &hd, err);
-    }
-    return rc;
+    const char *money[NMONEY + 1] = {0}, *every[WALLET_NEVENT_TYPES + 1] = {0};
+    for (size_t i = 0; i < NMONEY; i++)
+        money[i] = money_kinds[i].type;
+    for (size_t i = 0; i < WALLET_NEVENT_TYPES; i++)
+        every[i] = wallet_event_types[i]->name;
+    odbox_handler statement = {.name = "statement", .event_types = money, .handle = handle_statement, .user = st};
+    odbox_handler audit = {.name = "audit", .event_types = every, .handle = handle_audit, .user = st};
+    int rc = odbox_handlers_add(h, &statement, err);
+    return rc == ODBOX_OK ? odbox_handlers_add(h, &audit, err) : rc;
 }
 
 int wallet_events_count(odbox_shard *s, int undelivered_only, int64_t *n, odbox_error *err)

@@ -8,10 +8,7 @@
  *   nothing new);
  * - audit: every wallet event type; counts its calls per event in
  *   wallet_handler_calls (handler_name 'audit'), so duplicate deliveries
- *   can be counted. statement counts its calls there too ('statement').
- *
- * odbox handler names are unique and take one event type each, so each is
- * registered once per type, as "statement.<EventType>", "audit.<EventType>". */
+ *   can be counted. statement counts its calls there too ('statement'). */
 #ifndef ODBOX_WALLET_HANDLERS_H
 #define ODBOX_WALLET_HANDLERS_H
 
@@ -31,13 +28,6 @@ typedef struct wallet_faults {
 
 typedef struct wallet_handlers_state wallet_handlers_state;
 
-/* One handler registration's user data. */
-typedef struct wallet_handler_binding {
-    wallet_handlers_state *st;
-    const char *kind; /* statement: the row's kind; audit: NULL */
-    int sign;         /* statement: the amount's sign */
-} wallet_handler_binding;
-
 /* Shared by the handlers' calls (on the delivery's worker threads). */
 struct wallet_handlers_state {
     odbox_registry *registry;  /* where the handlers write: the event's shard */
@@ -46,7 +36,6 @@ struct wallet_handlers_state {
     atomic_llong calls;        /* calls of both handlers */
     atomic_llong injected;     /* of which failed on purpose */
     atomic_llong errors;       /* of which failed on a database error */
-    wallet_handler_binding statement[4], audit;
     /* When set (after wallet_handlers_add): each successful call records
      * its commit-to-handler latency (now - the action's completion) here,
      * the first lag_cap of them. */
