@@ -100,10 +100,6 @@ fi
 PGBENCH= SLAP=
 has_db pg && pg_clients
 has_db mariadb && mariadb_clients
-PG_TEST_FSYNC=${ODBOX_PG_BINDIR:-}/pg_test_fsync
-if [[ ! -x $PG_TEST_FSYNC ]]; then
-    PG_TEST_FSYNC=$(printf '%s\n' /usr/lib/postgresql/*/bin/pg_test_fsync | sort -V | tail -1)
-fi
 export ODBOX_MIGRATIONS_DIR=${ODBOX_MIGRATIONS_DIR:-$SRCDIR/migrations}
 
 bench_tmp

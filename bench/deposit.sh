@@ -97,10 +97,6 @@ if has_db mariadb; then
     mariadb_clients
     SLAP=$(command -v mariadb-slap || command -v mysqlslap) || die "mariadb-slap not found"
 fi
-PG_TEST_FSYNC=${ODBOX_PG_BINDIR:-}/pg_test_fsync
-if [[ ! -x $PG_TEST_FSYNC ]]; then
-    PG_TEST_FSYNC=$(printf '%s\n' /usr/lib/postgresql/*/bin/pg_test_fsync | sort -V | tail -1)
-fi
 # Framework migrations of this tree (--setup applies them).
 export ODBOX_MIGRATIONS_DIR=${ODBOX_MIGRATIONS_DIR:-$SRCDIR/migrations}
 

@@ -126,11 +126,16 @@ wait_quiet() {
 # The machine, the fsync rate and the servers' durability settings, as
 # every benchmark prints them before its figures. Needs has_db, BUILDDIR,
 # SRCDIR, TMP; pgsql (pg), mysql_ and MARIADB (mariadb),
-# PG_TEST_FSYNC, BENCH_FSYNC_SECONDS; optional PGBENCH, SLAP. On the
+# BENCH_FSYNC_SECONDS; optional PGBENCH, SLAP, PG_TEST_FSYNC (else the
+# server's or the newest installed pg_test_fsync). On the
 # throwaway servers (BENCH_UNDER_SERVERS) turns on track_wal_io_timing.
 # Sets cpu, fsync_rate, PG_VERSION, MY_VERSION, PG_WAL_SYNC and
 # TRACK_WAL_IO_TIMING.
 report_setup() {
+    PG_TEST_FSYNC=${PG_TEST_FSYNC:-${ODBOX_PG_BINDIR:-}/pg_test_fsync}
+    if [[ ! -x $PG_TEST_FSYNC ]]; then
+        PG_TEST_FSYNC=$(printf '%s\n' /usr/lib/postgresql/*/bin/pg_test_fsync | sort -V | tail -1)
+    fi
     say "== machine"
     cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
     mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)

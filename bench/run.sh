@@ -63,7 +63,6 @@ if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
     exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/run.sh" "$@"
 fi
 pg_clients
-PG_TEST_FSYNC=$ODBOX_PG_BINDIR/pg_test_fsync
 
 bench_tmp
 
@@ -81,59 +80,8 @@ printf '%s;\n' "$(sed 's/?/:client_id/; s/?/:payload/' <<<"$ODBOX_SQL")" >"$SCRI
 grep -q '?' "$SCRIPT" && die "unexpected '?' left in the pgbench script"
 
 # ---- (d) machine, fsync rate, durability -------------------------------------------
-say "== machine"
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
-say "cpu:        ${cpu:-unknown} (nproc $(nproc))"
-say "memory:     $mem"
-say "kernel:     $(uname -sr)"
-fsdir=${ODBOX_PG_DATADIR:-}
-if [[ -n $fsdir && -d $fsdir ]]; then
-    # The data directory's parent is on the same filesystem and writable by us.
-    parent=$(dirname "$fsdir")
-    if [[ -w $parent && $(stat -c %d "$parent") == $(stat -c %d "$fsdir") ]]; then
-        fsdir=$parent
-    fi
-    say "data dir:   $ODBOX_PG_DATADIR ($(df -PT "$ODBOX_PG_DATADIR" | awk 'NR==2 {print $2 " on " $1}'))"
-else
-    say "data dir:   unknown (ODBOX_PG_DATADIR not set); fsync test in ${TMPDIR:-/tmp}"
-    fsdir=${TMPDIR:-/tmp}
-fi
-server_version=$(pgsql "SHOW server_version")
-say "server:     PostgreSQL $server_version, $ODBOX_PG_HOST:$ODBOX_PG_PORT (TCP, ssl=$(pgsql "SHOW ssl"))"
-
-wal_sync_method=$(pgsql "SHOW wal_sync_method")
-say
-say "== fsync rate (pg_test_fsync -s $BENCH_FSYNC_SECONDS, one 8kB write; PostgreSQL uses wal_sync_method=$wal_sync_method)"
-if ((BENCH_FSYNC_SECONDS == 0)); then
-    say "skipped (BENCH_FSYNC_SECONDS=0)"
-else
-    [[ -x $PG_TEST_FSYNC ]] || die "$PG_TEST_FSYNC not found"
-    fsync_report "$fsdir" "$wal_sync_method" wal_sync_method
-    fsync_rate=$FSYNC_RATE
-fi
-
-# On the throwaway server this script started, time WAL flushes too (a
-# clock read per flush, the same for both clients); elsewhere leave the
-# server's configuration alone and report what it has.
-if [[ -n ${BENCH_UNDER_SERVERS:-} ]]; then
-    pgsql "ALTER SYSTEM SET track_wal_io_timing = on" >/dev/null
-    pgsql "SELECT pg_reload_conf()" >/dev/null
-    sleep 0.2
-fi
-TRACK_WAL_IO_TIMING=$(pgsql "SHOW track_wal_io_timing")
-
-say
-say "== durability settings"
-pgsql "SELECT rpad(name, 20) || setting || coalesce(' ' || unit, '')
-     FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method',
-       'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'wal_buffers',
-       'max_wal_size', 'checkpoint_timeout', 'shared_buffers', 'track_wal_io_timing')
-     ORDER BY array_position(ARRAY['fsync', 'synchronous_commit', 'wal_sync_method',
-       'full_page_writes', 'commit_delay', 'commit_siblings', 'wal_level', 'wal_buffers',
-       'max_wal_size', 'checkpoint_timeout', 'shared_buffers', 'track_wal_io_timing']::text[],
-       name::text)" |
-    sed 's/^/  /'
+has_db() { [[ $1 == pg ]]; }
+report_setup
 
 # ---- (e) the runs ------------------------------------------------------------------
 # Before every run: empty table and a checkpoint, so each run starts from
@@ -329,7 +277,7 @@ pgsql "TRUNCATE $BENCH_TABLE" >/dev/null
 
 # ---- (f) the table --------------------------------------------------------------------
 say
-say "== results: PostgreSQL $server_version, ${BENCH_SECONDS}s per run, 1 row per transaction (batch size 1), autocommit"
+say "== results: PostgreSQL $PG_VERSION, ${BENCH_SECONDS}s per run, 1 row per transaction (batch size 1), autocommit"
 say "   workers: pgbench -c N -j N (N connections, N threads, -M prepared);"
 say "            odbox-bench-insert N threads, pool size N, one prepared statement each"
 say "   machine: ${cpu:-unknown}, nproc $(nproc); fsync: ${fsync_rate:-not measured}; fsync=$(pgsql "SHOW fsync"), synchronous_commit=$(pgsql "SHOW synchronous_commit"); CPU steal during the runs: ${steal_pct}%"
