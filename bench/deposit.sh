@@ -212,12 +212,12 @@ pgbench_vars() { # clients -> PGB_VARS
 # Event ids: random version-4 UUIDs made by the server (odbox binds v4
 # ids it generated; UUID() would be v1, time-ordered, cheaper to index).
 SLAP_UUID="CONCAT(LOWER(HEX(RANDOM_BYTES(4))), '-', LOWER(HEX(RANDOM_BYTES(2))), '-4', SUBSTR(LOWER(HEX(RANDOM_BYTES(2))), 2), '-8', SUBSTR(LOWER(HEX(RANDOM_BYTES(2))), 2), '-', LOWER(HEX(RANDOM_BYTES(6))))"
-SLAP_COLS="SELECT id, version, state, created_date, updated_date, owner, balance FROM"
+SLAP_COLS='SELECT `id`, `version`, `state`, `created_date`, `updated_date`, `owner`, `balance` FROM'
 make_slap_files() { # query-file -> SLAP_INIT
     local f=$1 sel upd ins ts p0 w0 pre post
     sel=${Q[mariadb:select]}
     [[ $sel == "$SLAP_COLS "* ]] || die "unexpected SELECT from --print-sql: $sel"
-    sel="SELECT @id := id AS id, @v := version AS version, @st := state AS state, created_date, updated_date, @ow := owner AS owner, @b := balance AS balance FROM${sel#"$SLAP_COLS"}"
+    sel='SELECT @id := `id` AS id, @v := `version` AS version, @st := `state` AS state, `created_date`, `updated_date`, @ow := `owner` AS owner, @b := `balance` AS balance FROM'"${sel#"$SLAP_COLS"}"
     sel=$(subst "$sel" "@w") || die "unexpected SELECT from --print-sql"
     ts=$(sqlq "$RAW_TS")
     upd=$(subst "${Q[mariadb:update]}" @st "$ts" @ow "@b + $DEPOSIT" @id @v) ||

@@ -197,18 +197,28 @@ typedef struct sqls {
     char write[2048]; /* "" where the dialect does not join writes */
 } sqls;
 
+/* name in the dialect's identifier quotes, as the repository writes the
+ * model's table and columns. */
+static const char *quoted(const odbox_dialect *d, const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s%s", d->identifier_quote, name, d->identifier_quote);
+    return buf;
+}
+
 static void build_sql(const odbox_dialect *d, const char *table, const char *eventlog, sqls *q)
 {
     const char *ts_open = d->timestamp_read_open ? d->timestamp_read_open : "";
     const char *ts_close = d->timestamp_read_open ? d->timestamp_read_close : "";
+    char t[160], id[8], ver[16], st[16], cd[24], ud[24], ow[16], ba[16];
+    quoted(d, table, t, sizeof t), quoted(d, "id", id, sizeof id), quoted(d, "version", ver, sizeof ver);
+    quoted(d, "state", st, sizeof st), quoted(d, "created_date", cd, sizeof cd);
+    quoted(d, "updated_date", ud, sizeof ud), quoted(d, "owner", ow, sizeof ow), quoted(d, "balance", ba, sizeof ba);
     snprintf(q->select, sizeof q->select,
-             "SELECT id, version, state, %screated_date%s, %supdated_date%s, owner, balance FROM %s "
-             "WHERE state <> 'DELETED' AND id IN (%s) ORDER BY id",
-             ts_open, ts_close, ts_open, ts_close, table, d->uuid_param);
+             "SELECT %s, %s, %s, %s%s%s, %s%s%s, %s, %s FROM %s WHERE state <> 'DELETED' AND id IN (%s) ORDER BY id",
+             id, ver, st, ts_open, cd, ts_close, ts_open, ud, ts_close, ow, ba, t, d->uuid_param);
     snprintf(q->update, sizeof q->update,
-             "UPDATE %s SET state = ?, updated_date = ?, owner = ?, balance = ?, version = version + 1 "
-             "WHERE id = %s AND version = ?",
-             table, d->uuid_param);
+             "UPDATE %s SET %s = ?, %s = ?, %s = ?, %s = ?, version = version + 1 WHERE id = %s AND version = ?", t,
+             st, ud, ow, ba, d->uuid_param);
     snprintf(q->insert, sizeof q->insert,
              "INSERT INTO %s.events (id, namespace, action_id, action_name, action_params, started_date, "
              "completion_date, model_id, model_type, event_type, payload, event_date, delivered) "
