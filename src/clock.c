@@ -65,6 +65,13 @@ void odbox_manual_clock_advance(odbox_manual_clock *c, int64_t delta_us)
 
 const odbox_clock *odbox_manual_clock_clock(odbox_manual_clock *c) { return c ? &c->clock : NULL; }
 
+int64_t odbox_mono_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
 struct timespec odbox_mono_after(int64_t ms)
 {
     struct timespec t;

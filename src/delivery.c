@@ -405,21 +405,14 @@ static void *shard_main(void *arg)
     return NULL;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The supervisor: runs until the job registry stops, the run is about to
  * be taken for dead, or execution_max_ms passed. */
 static void supervise(odbox_job_context *ctx, execution *x)
 {
     odbox_delivery *d = x->d;
-    int64_t end = mono_ms() + d->cfg.execution_max_ms;
+    int64_t end = odbox_mono_us() / 1000 + d->cfg.execution_max_ms;
     for (;;) {
-        int64_t left = end - mono_ms();
+        int64_t left = end - odbox_mono_us() / 1000;
         if (left <= 0)
             break;
         int w = odbox_job_context_wait(ctx, (int)(left < SUPERVISE_MS ? left : SUPERVISE_MS));

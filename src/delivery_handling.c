@@ -57,20 +57,13 @@ typedef struct call {
 
 /* ---- one call, on a worker thread --------------------------------------------- */
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void call_run(odbox_work *w)
 {
     call *c = (call *)w;
     odbox_error e = {0};
-    int64_t t0 = mono_us();
+    int64_t t0 = odbox_mono_us();
     int rc = c->fn(&c->env, c->user, &e);
-    c->duration_us = mono_us() - t0;
+    c->duration_us = odbox_mono_us() - t0;
     c->rc = rc == 0 ? 0 : rc < 0 ? rc : ODBOX_EINVAL;
     snprintf(c->message, sizeof c->message, "%.255s", e.message[0] ? e.message : odbox_strerror(c->rc));
 }

@@ -34,13 +34,6 @@ struct odbox_workers {
     int stopping;
 };
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static struct timespec mono_at(int64_t us)
 {
     return (struct timespec){(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
@@ -78,7 +71,7 @@ static void *worker_main(void *arg)
         if (!p->head)
             p->tail = NULL;
         w->state = ODBOX_WORK_RUNNING;
-        w->started_us = mono_us();
+        w->started_us = odbox_mono_us();
         w->runner = me;
         pthread_mutex_unlock(&p->mu);
         w->run(w);
@@ -192,7 +185,7 @@ void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeo
     }
     pthread_cond_broadcast(&p->work_cv);
     for (;;) {
-        int64_t now = mono_us(), next = INT64_MAX;
+        int64_t now = odbox_mono_us(), next = INT64_MAX;
         int open = 0;
         if (!stop_us && stop && atomic_load(stop))
             stop_us = now + (int64_t)stop_wait_ms * 1000;

@@ -75,6 +75,9 @@ void odbox_free_secret(char *s);
 /* Current UTC time in microseconds since the epoch. */
 int64_t odbox_now_us(void);
 
+/* Microseconds on CLOCK_MONOTONIC, for durations and deadlines, never
+ * dates (src/clock.c). */
+int64_t odbox_mono_us(void);
 /* A deadline ms from now on CLOCK_MONOTONIC (for condition variables set
  * to that clock), and whether it has passed (src/clock.c). */
 struct timespec odbox_mono_after(int64_t ms);

@@ -44,13 +44,6 @@ struct odbox_notifier {
     pthread_t thread;
 };
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void wait_until(odbox_notifier *n, int64_t at_us)
 {
     struct timespec ts = {(time_t)(at_us / 1000000), (long)(at_us % 1000000) * 1000};
@@ -134,7 +127,7 @@ static void *run(void *arg)
     odbox_notifier *n = arg;
     pthread_mutex_lock(&n->mu);
     for (;;) {
-        int64_t now = mono_us(), next = now + IDLE_WAIT_US;
+        int64_t now = odbox_mono_us(), next = now + IDLE_WAIT_US;
         int sent = 0;
         for (size_t i = 0; i < n->n; i++) {
             nshard *ns = &n->shards[i];
@@ -150,7 +143,7 @@ static void *run(void *arg)
                 pthread_mutex_unlock(&n->mu);
                 send_one(ns, sig);
                 pthread_mutex_lock(&n->mu);
-                ns->not_before_us[sig] = mono_us() + (int64_t)odbox_shard_notify_interval_ms(ns->shard) * 1000;
+                ns->not_before_us[sig] = odbox_mono_us() + (int64_t)odbox_shard_notify_interval_ms(ns->shard) * 1000;
                 sent = 1;
             }
         }
