@@ -19,4 +19,5 @@ const odbox_dialect odbox_dialect_mariadb = {
     .recognizes = recognizes,
     .uuid_type = "UUID",
     .has_returning = 1,
+    .bounded_session_sql = odbox_mariadb_bounded_session_sql,
 };

@@ -19,4 +19,5 @@ const odbox_dialect odbox_dialect_mysql = {
     .recognizes = recognizes,
     .uuid_type = "CHAR(36) CHARACTER SET ascii",
     .has_returning = 0,
+    .bounded_session_sql = odbox_mysql_bounded_session_sql,
 };

@@ -65,6 +65,15 @@ static int recognizes(const char *name, const char *version)
  * through as the server sends it. */
 static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", "SET client_encoding TO 'UTF8'", NULL};
 
+static int bounded_session_sql(size_t i, int lock_ms, int statement_ms, char *out, size_t cap)
+{
+    if (i == 0)
+        snprintf(out, cap, "SET lock_timeout = %d", lock_ms);
+    else if (i == 1)
+        snprintf(out, cap, "SET statement_timeout = %d", statement_ms);
+    return i < 2;
+}
+
 /* (VALUES (CAST(? AS T), ...), (...)) AS alias(c, ...) */
 static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
                           size_t ncols, size_t nrows, char **out, odbox_error *err)
@@ -215,4 +224,6 @@ const odbox_dialect odbox_dialect_postgresql = {
     .interval_us_fmt = "CAST(EXTRACT(EPOCH FROM (%1$s - %2$s)) * 1000000 AS BIGINT)",
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
     .bound_rows_sql = bound_rows_sql,
+    .now_sql = "CURRENT_TIMESTAMP",
+    .bounded_session_sql = bounded_session_sql,
 };

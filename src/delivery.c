@@ -18,6 +18,7 @@
 #include <time.h>
 #include "delivery_internal.h"
 #include "action_internal.h"
+#include "jobs_internal.h"
 
 #define DEFAULT_FANOUT_BATCH 200
 #define DEFAULT_HANDLING_BATCH 100
@@ -36,7 +37,7 @@
 /* How often an execution's supervisor looks at its heartbeat health. */
 #define SUPERVISE_MS 1000
 
-static const char *const job_names[NJOBS] = {ODBOX_FANOUT_JOB_NAME, ODBOX_HANDLING_JOB_NAME};
+static const char *const job_bases[NJOBS] = {ODBOX_FANOUT_JOB_NAME, ODBOX_HANDLING_JOB_NAME};
 
 int64_t odbox_delivery_now(const odbox_delivery *d) { return d->clock.now_us(d->clock.ud); }
 
@@ -239,6 +240,8 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
         d->shards[i].shard = odbox_registry_shard_at(registry, i);
         d->shards[i].id = odbox_shard_get_id(d->shards[i].shard);
     }
+    for (int k = 0; rc == ODBOX_OK && k < NJOBS; k++)
+        rc = odbox_job_name_for(job_bases[k], registry, d->job_name[k], sizeof d->job_name[k], err);
     if (rc == ODBOX_OK)
         rc = group_types(d, err);
     if (rc == ODBOX_OK)
@@ -388,10 +391,10 @@ static void *shard_main(void *arg)
             odbox_dmetrics_round_error(d->metrics);
             /* one line per streak of failures, and one when it ends */
             if (!was_failing)
-                odbox_log(ODBOX_LOG_WARN, "delivery: %s round failed: %s; retrying every %d ms", job_names[x->job],
+                odbox_log(ODBOX_LOG_WARN, "delivery: %s round failed: %s; retrying every %d ms", d->job_name[x->job],
                           e.message, d->cfg.poll_ms[x->job]);
         } else if (was_failing) {
-            odbox_log(ODBOX_LOG_INFO, "delivery: %s rounds on shard %d.%d work again", job_names[x->job],
+            odbox_log(ODBOX_LOG_INFO, "delivery: %s rounds on shard %d.%d work again", d->job_name[x->job],
                       ds->id.group, ds->id.member);
         }
         if (rc == ODBOX_OK && found_work(x->job, &rd))
@@ -420,7 +423,7 @@ static void supervise(odbox_job_context *ctx, execution *x)
             break;
         if (odbox_job_context_fraction_dead(ctx) > 0.5) {
             odbox_log(ODBOX_LOG_WARN, "delivery: %s: heartbeats are late; ending this execution",
-                      job_names[x->job]);
+                      d->job_name[x->job]);
             break;
         }
         if (w == ODBOX_JOB_WAIT_WOKEN) { /* odbox_jobs_wake: every shard now */
@@ -448,7 +451,7 @@ static int execute(odbox_job_context *ctx, void *user, odbox_error *err)
         loops[i] = (shard_loop){&x, &d->shards[i], 0, 0};
         if (pthread_create(&loops[i].thread, NULL, shard_main, &loops[i]) != 0)
             rc = odbox_fail(err, ODBOX_ENOMEM, "delivery: %s: cannot start a thread for shard %d.%d",
-                            job_names[j->kind], d->shards[i].id.group, d->shards[i].id.member);
+                            d->job_name[j->kind], d->shards[i].id.group, d->shards[i].id.member);
         else
             loops[i].started = 1;
     }
@@ -466,6 +469,15 @@ static int execute(odbox_job_context *ctx, void *user, odbox_error *err)
     return rc;
 }
 
+const char *odbox_delivery_job_name(const odbox_delivery *d, int which)
+{
+    if (!d)
+        return NULL;
+    return which == ODBOX_DELIVERY_FANOUT ? d->job_name[JOB_FANOUT]
+           : which == ODBOX_DELIVERY_HANDLING ? d->job_name[JOB_HANDLING]
+                                              : NULL;
+}
+
 int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbox_error *err)
 {
     if (!d || !jobs)
@@ -475,13 +487,13 @@ int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbo
                                              "ODBOX_DELIVERY_HANDLING", which);
     for (int k = 0; k < NJOBS; k++)
         if ((which & (1 << k)) && d->jobs[k].jobs)
-            return odbox_fail(err, ODBOX_ESTATE, "delivery: the %s job was added already", job_names[k]);
+            return odbox_fail(err, ODBOX_ESTATE, "delivery: the %s job was added already", d->job_name[k]);
     for (int k = 0; k < NJOBS; k++) {
         if (!(which & (1 << k)))
             continue;
         /* due again 1 ms after an execution, which the job registry polls
          * for then: the next execution follows at once */
-        odbox_job job = {job_names[k], odbox_schedule_fixed_delay(1), execute, &d->jobs[k]};
+        odbox_job job = {d->job_name[k], odbox_schedule_fixed_delay(1), execute, &d->jobs[k]};
         int rc = odbox_jobs_add(jobs, &job, err);
         if (rc != ODBOX_OK)
             return rc;

@@ -126,6 +126,7 @@ struct odbox_delivery {
     odbox_dshard *shards;
     size_t nshards;
     odbox_djob jobs[NJOBS];
+    char job_name[NJOBS][ODBOX_JOB_NAME_MAX + 1]; /* per eventlog: odbox_job_name_for */
     pthread_mutex_t mu;
     pthread_cond_t cv;    /* CLOCK_MONOTONIC: a shard is woken, or an execution stops */
     odbox_wake *wake;

@@ -236,6 +236,19 @@ typedef struct odbox_dialect {
      * row in cols order. *out is malloc'd. */
     int (*bound_rows_sql)(const struct odbox_dialect *d, const char *alias, const char *const *cols,
                           const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err);
+
+    /* The database's current time in UTC, as an expression that a
+     * timestamp column takes and a SELECT list can read (wrapped in
+     * timestamp_read_open/close); the same value throughout one
+     * statement. Jobs decide with it (due times, heartbeats, the dead
+     * test), so the clocks of the processes sharing a table never do. */
+    const char *now_sql;
+    /* Statements that bound a session's waits: for a lock at most lock_ms,
+     * for a statement at most statement_ms (rounded up where the server
+     * counts seconds). Fills out with the i-th (i = 0, 1, ...) and answers
+     * 1, or 0 when there are no more. Run on the job registry's own
+     * sessions, so that its bookkeeping never waits without a bound. */
+    int (*bounded_session_sql)(size_t i, int lock_ms, int statement_ms, char *out, size_t cap);
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

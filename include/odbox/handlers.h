@@ -60,6 +60,7 @@ extern "C" {
 #endif
 
 #define ODBOX_HANDLER_NAME_MAX 255 /* handler_name VARCHAR(255) */
+/* The delivery's jobs for the default eventlog; see odbox_delivery_job_name. */
 #define ODBOX_FANOUT_JOB_NAME "odbox-event-fanout"
 #define ODBOX_HANDLING_JOB_NAME "odbox-event-handling"
 
@@ -211,6 +212,14 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
  * that the next one follows at once. ODBOX_EINVAL for a bad mask,
  * ODBOX_ESTATE for a job added already. Not thread-safe. */
 int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbox_error *err);
+
+/* The name of the fan-out or the handling job (which: ODBOX_DELIVERY_FANOUT
+ * or ODBOX_DELIVERY_HANDLING) in scheduled_tasks: ODBOX_FANOUT_JOB_NAME or
+ * ODBOX_HANDLING_JOB_NAME for the default eventlog ("eventlog"), the same
+ * followed by "@" and the eventlog's name for any other (the eventlog of
+ * the registry's default shard), so that eventlogs sharing a database
+ * never compete for one row. NULL for a bad which. Valid as long as d. */
+const char *odbox_delivery_job_name(const odbox_delivery *d, int which);
 
 /* Commits of exe in this process wake the fan-out of their shard at once
  * (exe must be on the delivery's registry). Detach, or free the delivery,

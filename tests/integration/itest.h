@@ -10,7 +10,7 @@
 
 /* The number of odbox's own migrations (files in migrations/<dialect>/);
  * a test's extra framework files are numbered from 95 on, above them. */
-#define ODBOX_TEST_FRAMEWORK_MIGRATIONS 5
+#define ODBOX_TEST_FRAMEWORK_MIGRATIONS 6
 
 /* "pg", "mariadb", "mysql" or "sqlite" */
 const char *itest_dialect(void);
@@ -73,6 +73,7 @@ Suite *writers_suite(void);
 Suite *sqlite_suite(void);
 Suite *jobs_suite(void);
 Suite *jobs_cluster_suite(void);
+Suite *jobs_faults_suite(void);
 Suite *conn_suite(void);
 Suite *restart_suite(void);
 /* The wake suite's restart test, which restart_suite adds to its own. */

@@ -43,12 +43,13 @@ static int count_rounds(void *ud, odbox_delivery_point at, odbox_shard *s, odbox
     return 0;
 }
 
+/* The delivery's jobs are named per eventlog (odbox_delivery_job_name),
+ * and each test has an eventlog of its own. */
 static void clear_job_rows(odbox_conn *c)
 {
-    itest_exec(c, "DELETE FROM scheduled_tasks WHERE task_name IN ('%s', '%s')", ODBOX_FANOUT_JOB_NAME,
-               ODBOX_HANDLING_JOB_NAME);
-    itest_exec(c, "DELETE FROM odbox_job_state WHERE task_name IN ('%s', '%s')", ODBOX_FANOUT_JOB_NAME,
-               ODBOX_HANDLING_JOB_NAME);
+    itest_exec(c, "DELETE FROM scheduled_tasks WHERE task_name LIKE 'odbox-event-%%'");
+    itest_exec(c, "DELETE FROM odbox_job_state WHERE task_name LIKE 'odbox-event-%%'");
+    itest_exec(c, "DELETE FROM odbox_job_waiters WHERE task_name LIKE 'odbox-event-%%'");
 }
 
 static void jx_open(jx *x, int nshards)
@@ -177,6 +178,37 @@ START_TEST(an_execution_that_ends_by_its_length_is_followed_at_once)
     printf("handlers: 8 events across executions of 150 ms: slowest delivered after %lld ms\n", (long long)worst);
     ck_assert_int_lt(worst, 5000);
     jx_close(&x);
+}
+END_TEST
+
+/* Two applications with eventlogs of their own in one database share
+ * scheduled_tasks: their delivery jobs have names of their own, so each
+ * drains (with one name, one held the row while the other starved). */
+START_TEST(two_eventlogs_in_one_database_both_drain)
+{
+    jx x[2];
+    hbeh h[2];
+    for (int i = 0; i < 2; i++) {
+        jx_open(&x[i], 1);
+        hbeh_init(&h[i], &x[i].rec, NULL);
+    }
+    for (int i = 0; i < 2; i++) {
+        odbox_delivery_config cfg = {.fanout_poll_ms = 100, .handling_poll_ms = 100, .cross_process_wakeup = -1};
+        jx_run(&x[i], handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h[i]}), &cfg,
+               ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    }
+    ck_assert_str_ne(odbox_delivery_job_name(x[0].d, ODBOX_DELIVERY_FANOUT),
+                     odbox_delivery_job_name(x[1].d, ODBOX_DELIVERY_FANOUT));
+    ck_assert_ptr_null(odbox_delivery_job_name(x[0].d, 3));
+    int64_t t0 = mono_ms_now();
+    for (int i = 0; i < 2; i++)
+        emit_n(&x[i].f, x[i].exe, 0, &EV_A, 100, NULL);
+    for (int i = 0; i < 2; i++)
+        await_calls(&x[i], "h", 100, t0);
+    printf("handlers: two eventlogs in one database: 2 x 100 events delivered in %lld ms\n",
+           (long long)(mono_ms_now() - t0));
+    for (int i = 1; i >= 0; i--)
+        jx_close(&x[i]);
 }
 END_TEST
 
@@ -453,6 +485,7 @@ Suite *handlers_jobs_suite(void)
     tcase_add_test(tc, commits_here_are_delivered_without_the_poll_delay);
     tcase_add_test(tc, an_execution_that_ends_by_its_length_is_followed_at_once);
     tcase_add_test(tc, attach_and_detach_while_other_threads_commit);
+    tcase_add_test(tc, two_eventlogs_in_one_database_both_drain);
     tcase_add_test(tc, commits_of_another_process_wake_the_fanout);
     tcase_add_test(tc, a_fanout_wakes_the_handling_of_another_process);
     tcase_add_test(tc, a_hung_handler_is_bounded_in_a_round_and_at_a_stop);
