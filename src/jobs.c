@@ -713,3 +713,6 @@ int odbox_job_context_wait(odbox_job_context *ctx, int ms)
     pthread_mutex_unlock(&r->mu);
     return out;
 }
+
+/* getter for the delivery (merge: keep) */
+int odbox_jobs_shutdown_ms(const odbox_jobs *r) { return r->shutdown_ms; }

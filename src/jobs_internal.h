@@ -12,6 +12,11 @@
 /* ODBOX_OK when s is a schedule odbox_schedule_next can use. */
 int odbox_schedule_check(const odbox_schedule *s, odbox_error *err);
 
+/* The registry's shutdown_max_wait_ms as resolved (the default for 0):
+ * how long odbox_jobs_stop waits for running callbacks. The delivery
+ * checks its stop wait against it. */
+int odbox_jobs_shutdown_ms(const odbox_jobs *r);
+
 /* ---- a job's row (src/jobs_store.c) ---------------------------------- */
 
 typedef struct odbox_job_row {
