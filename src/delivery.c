@@ -8,7 +8,14 @@
  * rounds, through odbox_wake: they set the shard's pending flag and wake
  * the shard's thread.
  *
- * Locks: mu guards the pending and failing flags and the listening flag;
+ * Freeing: the job registry may give up on an execution (odbox_jobs_stop's
+ * bound) that then still runs and uses the delivery, the handlers and the
+ * registry's pools. So every execution is on the running list (under mu)
+ * from its start to its return, and odbox_delivery_free stops them, wakes
+ * them and waits for the list to empty before it frees anything.
+ *
+ * Locks: mu guards the pending and failing flags, the listening flag and
+ * the running list and closing flag;
  * a wake-up takes it inside the executor's and the wake's callback locks,
  * so nothing holds it while calling into those. attach_mu guards the
  * attached executors, and is held while adding or removing a commit
@@ -36,6 +43,13 @@
 #define MAX_WORKERS 1024
 /* How often an execution's supervisor looks at its heartbeat health. */
 #define SUPERVISE_MS 1000
+/* odbox_delivery_free warns when executions keep it waiting this long
+ * past stop_wait_ms, and again every FREE_WARN_MS. */
+#define FREE_WARN_MS 2000
+/* Of the job registry's shutdown wait, stop_wait_ms may take at most this
+ * share (percent); the rest is for the round's statements (reading,
+ * writing the outcomes) and the execution's return. */
+#define STOP_WAIT_SHARE 50
 
 static const char *const job_bases[NJOBS] = {ODBOX_FANOUT_JOB_NAME, ODBOX_HANDLING_JOB_NAME};
 
@@ -172,6 +186,14 @@ static void start_listening(odbox_delivery *d)
                   e.message);
 }
 
+/* One execution of a job: the shard threads' shared state. */
+struct execution {
+    odbox_delivery *d;
+    int job;
+    atomic_int stop;
+    struct execution *next; /* the delivery's running list, under its mu */
+};
+
 /* ---- open, free ------------------------------------------------------------------ */
 
 static void delivery_destroy(odbox_delivery *d)
@@ -261,10 +283,49 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
     return ODBOX_OK;
 }
 
+/* Ends the running executions (those a job registry's stop gave up on,
+ * or of a registry not stopped) and waits until they have returned. */
+static void stop_executions(odbox_delivery *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->closing = 1;
+    int any = d->running != NULL;
+    for (execution *x = d->running; x; x = x->next) {
+        atomic_store(&x->stop, 1);
+        /* its supervisor's wait ends now (the registry lives while one
+         * of its jobs runs, and x leaves the list only under mu) */
+        odbox_jobs_wake(d->jobs[x->job].jobs, d->job_name[x->job]);
+    }
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    if (!any)
+        return;
+    odbox_workers_poke(d->workers); /* handling rounds waiting for calls: stop_wait_ms from now */
+    int64_t t0 = odbox_mono_us(), warn_ms = d->cfg.stop_wait_ms + FREE_WARN_MS;
+    pthread_mutex_lock(&d->mu);
+    while (d->running) {
+        struct timespec until = odbox_mono_after(FREE_WARN_MS / 4);
+        pthread_cond_timedwait(&d->cv, &d->mu, &until);
+        int64_t waited_ms = (odbox_mono_us() - t0) / 1000;
+        if (d->running && waited_ms >= warn_ms) {
+            int n = 0;
+            for (execution *x = d->running; x; x = x->next)
+                n++;
+            odbox_log(ODBOX_LOG_WARN,
+                      "delivery free: waiting %lld ms for %d job execution(s) to return (a statement, a "
+                      "handler call's stop wait or the delivery hook still runs)",
+                      (long long)waited_ms, n);
+            warn_ms += FREE_WARN_MS * 5;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
 void odbox_delivery_free(odbox_delivery **dp)
 {
     if (!dp || !*dp)
         return;
+    stop_executions(*dp);
     delivery_destroy(*dp);
     *dp = NULL;
 }
@@ -344,12 +405,6 @@ int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_deliv
 
 /* ---- executions ------------------------------------------------------------------------ */
 
-/* One execution of a job: the shard threads' shared state. */
-typedef struct execution {
-    odbox_delivery *d;
-    int job;
-    atomic_int stop;
-} execution;
 
 typedef struct shard_loop {
     execution *x;
@@ -416,7 +471,7 @@ static void supervise(odbox_job_context *ctx, execution *x)
     int64_t end = odbox_mono_us() / 1000 + d->cfg.execution_max_ms;
     for (;;) {
         int64_t left = end - odbox_mono_us() / 1000;
-        if (left <= 0)
+        if (left <= 0 || atomic_load(&x->stop)) /* x->stop: the delivery is being freed */
             break;
         int w = odbox_job_context_wait(ctx, (int)(left < SUPERVISE_MS ? left : SUPERVISE_MS));
         if (w == ODBOX_JOB_WAIT_STOP)
@@ -436,17 +491,51 @@ static void supervise(odbox_job_context *ctx, execution *x)
     }
 }
 
+/* Puts x on the running list; ODBOX_ESTATE once the delivery is being
+ * freed. */
+static int execution_enter(odbox_delivery *d, execution *x, odbox_error *err)
+{
+    pthread_mutex_lock(&d->mu);
+    int closing = d->closing;
+    if (!closing) {
+        x->next = d->running;
+        d->running = x;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (closing)
+        return odbox_fail(err, ODBOX_ESTATE, "delivery: %s: the delivery is being freed", d->job_name[x->job]);
+    return ODBOX_OK;
+}
+
+/* Takes x off the running list and tells a waiting odbox_delivery_free.
+ * The last touch of d: it may be freed once mu is released. */
+static void execution_leave(odbox_delivery *d, execution *x)
+{
+    pthread_mutex_lock(&d->mu);
+    for (execution **at = &d->running; *at; at = &(*at)->next)
+        if (*at == x) {
+            *at = x->next;
+            break;
+        }
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
 static int execute(odbox_job_context *ctx, void *user, odbox_error *err)
 {
     odbox_djob *j = user;
     odbox_delivery *d = j->d;
-    start_listening(d);
     execution x = {.d = d, .job = j->kind};
     atomic_init(&x.stop, 0);
+    int rc = execution_enter(d, &x, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    start_listening(d);
     shard_loop *loops = calloc(d->nshards, sizeof *loops);
-    if (!loops)
+    if (!loops) {
+        execution_leave(d, &x);
         return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
-    int rc = ODBOX_OK;
+    }
     for (size_t i = 0; i < d->nshards && rc == ODBOX_OK; i++) {
         loops[i] = (shard_loop){&x, &d->shards[i], 0, 0};
         if (pthread_create(&loops[i].thread, NULL, shard_main, &loops[i]) != 0)
@@ -466,6 +555,7 @@ static int execute(odbox_job_context *ctx, void *user, odbox_error *err)
         if (loops[i].started)
             pthread_join(loops[i].thread, NULL);
     free(loops);
+    execution_leave(d, &x);
     return rc;
 }
 
@@ -488,6 +578,16 @@ int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbo
     for (int k = 0; k < NJOBS; k++)
         if ((which & (1 << k)) && d->jobs[k].jobs)
             return odbox_fail(err, ODBOX_ESTATE, "delivery: the %s job was added already", d->job_name[k]);
+    /* a stop must let the calls' stop wait and the round's statements end
+     * inside the registry's shutdown wait, or it gives up on executions */
+    int64_t shutdown_ms = odbox_jobs_shutdown_ms(jobs);
+    if ((int64_t)d->cfg.stop_wait_ms * 100 > shutdown_ms * STOP_WAIT_SHARE)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "delivery: add jobs: stop_wait_ms %d does not fit the job registry's "
+                          "shutdown_max_wait_ms %lld: it may be at most %d%% of it (%lld ms), the rest is for the "
+                          "round's statements",
+                          d->cfg.stop_wait_ms, (long long)shutdown_ms, STOP_WAIT_SHARE,
+                          (long long)(shutdown_ms * STOP_WAIT_SHARE / 100));
     for (int k = 0; k < NJOBS; k++) {
         if (!(which & (1 << k)))
             continue;

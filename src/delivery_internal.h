@@ -114,6 +114,9 @@ typedef struct odbox_dcfg {
 
 typedef struct odbox_dmetrics odbox_dmetrics;
 
+/* One execution of a job (delivery.c). */
+typedef struct execution execution;
+
 struct odbox_delivery {
     odbox_registry *r;
     odbox_handlers *h;
@@ -128,7 +131,7 @@ struct odbox_delivery {
     odbox_djob jobs[NJOBS];
     char job_name[NJOBS][ODBOX_JOB_NAME_MAX + 1]; /* per eventlog: odbox_job_name_for */
     pthread_mutex_t mu;
-    pthread_cond_t cv;    /* CLOCK_MONOTONIC: a shard is woken, or an execution stops */
+    pthread_cond_t cv;    /* CLOCK_MONOTONIC: a shard is woken, an execution stops or returns */
     odbox_wake *wake;
     int listening;        /* under mu: odbox_wake_start was called */
     pthread_mutex_t attach_mu;
@@ -136,6 +139,8 @@ struct odbox_delivery {
     size_t nattached;
     odbox_workers *workers;
     odbox_dmetrics *metrics;
+    execution *running;   /* under mu: the executions between their start and return */
+    int closing;          /* under mu: odbox_delivery_free began; no execution starts */
 };
 
 int64_t odbox_delivery_now(const odbox_delivery *d);

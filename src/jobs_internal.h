@@ -12,6 +12,11 @@
 /* ODBOX_OK when s is a schedule odbox_schedule_next can use. */
 int odbox_schedule_check(const odbox_schedule *s, odbox_error *err);
 
+/* The registry's shutdown_max_wait_ms as resolved (the default for 0):
+ * how long odbox_jobs_stop waits for running callbacks. The delivery
+ * checks its stop wait against it. */
+int odbox_jobs_shutdown_ms(const odbox_jobs *r);
+
 /* ---- a job's row (src/jobs_store.c) ---------------------------------- */
 
 /* A time a statement writes or compares with: a value of the job
@@ -82,8 +87,5 @@ int odbox_job_wait_clear(odbox_conn *c, const char *name, const char *me, odbox_
  * installations had before), base@eventlog for any other, so that
  * eventlogs sharing one scheduled_tasks never compete for one row. */
 int odbox_job_name_for(const char *base, const odbox_registry *registry, char *out, size_t cap, odbox_error *err);
-
-/* The job registry's shutdown_max_wait_ms (src/jobs.c). */
-int odbox_jobs_shutdown_ms(const odbox_jobs *jobs);
 
 #endif

@@ -209,8 +209,10 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
 /* Adds the fan-out and/or the handling job (which: a mask of
  * ODBOX_DELIVERY_FANOUT and ODBOX_DELIVERY_HANDLING) to jobs, before
  * odbox_jobs_start. Each is due again 1 ms after an execution ends, so
- * that the next one follows at once. ODBOX_EINVAL for a bad mask,
- * ODBOX_ESTATE for a job added already. Not thread-safe. */
+ * that the next one follows at once. ODBOX_EINVAL for a bad mask, and
+ * for a stop_wait_ms above half of jobs' shutdown_max_wait_ms (the rest
+ * is for the round's statements: otherwise a stop gives up on
+ * executions); ODBOX_ESTATE for a job added already. Not thread-safe. */
 int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbox_error *err);
 
 /* The name of the fan-out or the handling job (which: ODBOX_DELIVERY_FANOUT
@@ -236,10 +238,16 @@ int odbox_delivery_fanout_round(odbox_delivery *d, odbox_shard *s, odbox_deliver
 int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round,
                                   odbox_error *err);
 
-/* Stops listening, detaches the executors, and frees. The job registry
- * must be stopped first (odbox_jobs_stop: its executions have returned).
- * A handler call still running (hung, or cut off by a stop) is left
- * running; its user data must outlive it. NULL-safe; sets *d = NULL. */
+/* Stops listening, detaches the executors, and frees. Stop the job
+ * registry first (odbox_jobs_stop). An execution still running then (the
+ * stop gave up on it: ODBOX_ETIMEDOUT) is stopped, woken and waited for
+ * until it has returned, so the handlers and the registry may be freed
+ * right after this. That wait is bounded by the round's statements (the
+ * pool's and the server's timeouts), stop_wait_ms for running calls and
+ * the delivery hook; a warning is logged when it lasts more than
+ * stop_wait_ms + 2 s. A handler call still running (hung, or cut off by
+ * a stop) is left running; its user data must outlive it. NULL-safe;
+ * sets *d = NULL. Not thread-safe with the delivery's other functions. */
 void odbox_delivery_free(odbox_delivery **d);
 
 /* ---- metrics ------------------------------------------------------------- */

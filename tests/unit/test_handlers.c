@@ -139,6 +139,20 @@ START_TEST(delivery_refuses_bad_input)
     ck_assert_int_eq(odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_HANDLING | ODBOX_DELIVERY_FANOUT, &e),
                      ODBOX_ESTATE);
     ck_assert_int_eq(odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_FANOUT, &e), ODBOX_OK);
+    /* a stop wait above half the registry's shutdown wait: refused, both named */
+    odbox_jobs *quick = NULL;
+    odbox_delivery *d2 = NULL;
+    ck_assert_int_eq(odbox_jobs_open(r, &(odbox_jobs_config){.shutdown_max_wait_ms = 9999}, &quick, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_delivery_open(r, h, NULL, &d2, &e), ODBOX_OK); /* stop_wait_ms 5000 */
+    ck_assert_int_eq(odbox_delivery_add_jobs(d2, quick, ODBOX_DELIVERY_HANDLING, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "stop_wait_ms 5000") && strstr(e.message, "shutdown_max_wait_ms 9999"), "%s",
+                  e.message);
+    odbox_delivery_free(&d2);
+    ck_assert_int_eq(
+        odbox_delivery_open(r, h, &(odbox_delivery_config){.stop_wait_ms = 4999}, &d2, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_delivery_add_jobs(d2, quick, ODBOX_DELIVERY_HANDLING, &e), ODBOX_OK);
+    odbox_jobs_free(&quick);
+    odbox_delivery_free(&d2);
 
     /* executors */
     odbox_executor *exe = NULL;
