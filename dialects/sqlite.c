@@ -228,4 +228,10 @@ const odbox_dialect odbox_dialect_sqlite = {
     /* SQLite 3.24 upsert, after the SELECT's WHERE */
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
     .bound_rows_sql = bound_rows_sql,
+    /* no replication: a "replica" file is read whatever it shows */
+    .replica_position_sql = NULL,
+    .replica_reached_sql = NULL,
+    .replica_lag_sql = NULL,
+    .replica_lag_column = NULL,
+    .replica_lag_unit_ms = 0,
 };
