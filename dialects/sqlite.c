@@ -243,4 +243,10 @@ const odbox_dialect odbox_dialect_sqlite = {
      * same throughout one statement */
     .now_sql = "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '000')",
     .bounded_session_sql = bounded_session_sql,
+    /* no replication: a "replica" file is read whatever it shows */
+    .replica_position_sql = NULL,
+    .replica_reached_sql = NULL,
+    .replica_lag_sql = NULL,
+    .replica_lag_column = NULL,
+    .replica_lag_unit_ms = 0,
 };

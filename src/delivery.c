@@ -37,6 +37,7 @@
 #define DEFAULT_HANDLER_TIMEOUT_MS 300000
 #define DEFAULT_STOP_WAIT_MS 5000
 #define DEFAULT_EXECUTION_MAX_MS 60000
+#define DEFAULT_REPLICA_MAX_LAG_MS 1000
 /* A batch larger than this is refused: one statement's parameters and one
  * round's memory stay bounded. */
 #define MAX_BATCH 10000
@@ -87,7 +88,7 @@ static int cfg_int(const char *what, int64_t v, int64_t dflt, int64_t max, int64
 
 static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *err)
 {
-    int64_t v[11] = {0};
+    int64_t v[12] = {0};
     const int64_t day_ms = 86400000, year_ms = 366 * day_ms;
     int rc;
     if ((rc = cfg_int("fanout_batch", c->fanout_batch, DEFAULT_FANOUT_BATCH, MAX_BATCH, &v[0], err)) ||
@@ -101,7 +102,9 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
         (rc = cfg_int("handler_timeout_ms", c->handler_timeout_ms, DEFAULT_HANDLER_TIMEOUT_MS, day_ms, &v[8],
                       err)) ||
         (rc = cfg_int("stop_wait_ms", c->stop_wait_ms, DEFAULT_STOP_WAIT_MS, day_ms, &v[9], err)) ||
-        (rc = cfg_int("execution_max_ms", c->execution_max_ms, DEFAULT_EXECUTION_MAX_MS, day_ms, &v[10], err)))
+        (rc = cfg_int("execution_max_ms", c->execution_max_ms, DEFAULT_EXECUTION_MAX_MS, day_ms, &v[10], err)) ||
+        (rc = cfg_int("replica_max_lag_ms", c->replica_max_lag_ms, DEFAULT_REPLICA_MAX_LAG_MS, day_ms, &v[11],
+                      err)))
         return rc;
     if (c->cross_process_wakeup != 0 && c->cross_process_wakeup != -1)
         return odbox_fail(err, ODBOX_EINVAL, "delivery: cross_process_wakeup is 0 (on) or -1 (off), not %d",
@@ -120,6 +123,7 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
         .stop_wait_ms = (int)v[9],
         .execution_max_ms = (int)v[10],
         .listen = c->cross_process_wakeup,
+        .replica_max_lag_ms = (int)v[11],
     };
     return ODBOX_OK;
 }
@@ -212,6 +216,8 @@ static void delivery_destroy(odbox_delivery *d)
     for (size_t i = 0; i < d->ntypes; i++)
         free(d->types[i].handlers);
     free(d->types);
+    for (size_t i = 0; d->shards && i < d->nshards; i++)
+        free(d->shards[i].replica_wait);
     free(d->shards);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);

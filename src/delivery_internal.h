@@ -97,6 +97,13 @@ typedef struct odbox_dshard {
     odbox_shard_id id;
     int pending[NJOBS];   /* under the delivery's mu: woken since its last round */
     int failing[NJOBS];   /* under mu: its last round failed (logged once per streak) */
+    /* Under mu: what the fan-out's last flips wait for on the replica.
+     * The primary's position after them (malloc'd): the primary is read
+     * until the replica has applied it; or, flips without a position
+     * (unknown = 1): the primary is read until a round there flips
+     * nothing. */
+    char *replica_wait;
+    int replica_wait_unknown;
 } odbox_dshard;
 
 typedef struct odbox_djob {
@@ -110,6 +117,7 @@ typedef struct odbox_dcfg {
     int batch[NJOBS], poll_ms[NJOBS];
     int64_t backoff_base_us, backoff_cap_us, retention_us;
     int workers, handler_timeout_ms, stop_wait_ms, execution_max_ms, listen;
+    int replica_max_lag_ms;
 } odbox_dcfg;
 
 typedef struct odbox_dmetrics odbox_dmetrics;

@@ -249,6 +249,28 @@ typedef struct odbox_dialect {
      * 1, or 0 when there are no more. Run on the job registry's own
      * sessions, so that its bookkeeping never waits without a bound. */
     int (*bounded_session_sql)(size_t i, int lock_ms, int statement_ms, char *out, size_t cap);
+    /* Reading a shard's replica (the fan-out reads undelivered events
+     * there). NULL where the dialect cannot tell.
+     * replica_position_sql, on the primary right after a commit on the
+     * same connection: one row, one text: a position in the primary's
+     * replication stream at or after that commit (PostgreSQL: a WAL LSN;
+     * MariaDB: the session's last GTID; MySQL: the executed GTID set).
+     * SQL NULL or '': none (no binary log). */
+    const char *replica_position_sql;
+    /* On the replica, binds such a position (text): one row, one integer,
+     * 1 when the replica has applied it, or is no replica (a server that
+     * replicates from nothing shows what it shows); 0 otherwise. */
+    const char *replica_reached_sql;
+    /* On the replica: how far it lags behind the primary, in column
+     * replica_lag_column (NULL: the first) of each row, in units of
+     * replica_lag_unit_ms milliseconds (0: 1); the largest row counts. 0
+     * when nothing received is left to apply; SQL NULL when replication
+     * stopped (paused, no receiver, a replica thread not running): over
+     * any bound. No rows: no replica (lag 0). NULL: the lag is not
+     * measured (the replica is read whatever its lag). */
+    const char *replica_lag_sql;
+    const char *replica_lag_column;
+    int replica_lag_unit_ms;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

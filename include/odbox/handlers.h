@@ -150,6 +150,7 @@ typedef struct odbox_delivery_round {
     size_t stale;               /* outcomes whose row had changed meanwhile */
     int statements;             /* statements sent to the database in the round */
     int updates;                /* handling: outcome UPDATE statements among them */
+    int from_replica;           /* fan-out: 1 when the events were read on the shard's replica */
 } odbox_delivery_round;
 
 typedef enum odbox_delivery_point {
@@ -195,6 +196,11 @@ typedef struct odbox_delivery_config {
     const odbox_clock *clock;
     odbox_delivery_hook_fn hook; /* NULL: none */
     void *hook_ud;
+    /* A shard's replica more than this far behind its primary, as the
+     * replica measures it (odbox_dialect.replica_lag_sql: stopped
+     * replication is over any bound), is not read: the fan-out reads the
+     * primary. 0: 1000 */
+    int replica_max_lag_ms;
 } odbox_delivery_config;
 
 typedef struct odbox_delivery odbox_delivery;

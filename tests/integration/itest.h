@@ -85,6 +85,7 @@ Suite *purge_suite(void);
 Suite *handlers_suite(void);
 Suite *handlers_jobs_suite(void);
 Suite *handlers_overlap_suite(void);
+Suite *replica_suite(void);
 Suite *handlers_names_suite(void);
 
 #endif
