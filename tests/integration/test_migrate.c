@@ -443,7 +443,7 @@ START_TEST(dotted_versions)
     odbox_migration_info *list = NULL;
     size_t n = 0;
     ck_assert_int_eq(odbox_migrate_status(odbox_registry_default_shard(r), &o, &list, &n, &e), ODBOX_OK);
-    ck_assert_uint_eq(n, 11);
+    ck_assert_uint_eq(n, 12);
     for (size_t i = 0; i < n; i++) {
         ck_assert_str_eq(list[i].version, want[i]);
         ck_assert(list[i].applied);
