@@ -38,6 +38,7 @@
 #define DEFAULT_STOP_WAIT_MS 5000
 #define DEFAULT_EXECUTION_MAX_MS 60000
 #define DEFAULT_REPLICA_MAX_LAG_MS 1000
+#define DEFAULT_SUBSCRIPTION_LIVE_MS 30000
 /* A batch larger than this is refused: one statement's parameters and one
  * round's memory stay bounded. */
 #define MAX_BATCH 10000
@@ -88,7 +89,7 @@ static int cfg_int(const char *what, int64_t v, int64_t dflt, int64_t max, int64
 
 static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *err)
 {
-    int64_t v[12] = {0};
+    int64_t v[13] = {0};
     const int64_t day_ms = 86400000, year_ms = 366 * day_ms;
     int rc;
     if ((rc = cfg_int("fanout_batch", c->fanout_batch, DEFAULT_FANOUT_BATCH, MAX_BATCH, &v[0], err)) ||
@@ -104,6 +105,8 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
         (rc = cfg_int("stop_wait_ms", c->stop_wait_ms, DEFAULT_STOP_WAIT_MS, day_ms, &v[9], err)) ||
         (rc = cfg_int("execution_max_ms", c->execution_max_ms, DEFAULT_EXECUTION_MAX_MS, day_ms, &v[10], err)) ||
         (rc = cfg_int("replica_max_lag_ms", c->replica_max_lag_ms, DEFAULT_REPLICA_MAX_LAG_MS, day_ms, &v[11],
+                      err)) ||
+        (rc = cfg_int("subscription_live_ms", c->subscription_live_ms, DEFAULT_SUBSCRIPTION_LIVE_MS, day_ms, &v[12],
                       err)))
         return rc;
     if (c->cross_process_wakeup != 0 && c->cross_process_wakeup != -1)
@@ -124,6 +127,7 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
         .execution_max_ms = (int)v[10],
         .listen = c->cross_process_wakeup,
         .replica_max_lag_ms = (int)v[11],
+        .live_ms = v[12] < 3 ? 3 : (int)v[12],
     };
     return ODBOX_OK;
 }
@@ -202,6 +206,7 @@ struct execution {
 
 static void delivery_destroy(odbox_delivery *d)
 {
+    odbox_subs_stop_beat(d);
     for (size_t i = 0; i < d->nattached; i++)
         odbox_executor_remove_commit_listener(d->attached[i], odbox_wake_on_commit, d->wake);
     free(d->attached);
@@ -258,6 +263,7 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
     d->clock = cfg->clock && cfg->clock->now_us ? *cfg->clock : *odbox_clock_system();
     d->hook = cfg->hook;
     d->hook_ud = cfg->hook_ud;
+    odbox_subs_process_id(d);
     for (int j = 0; j < NJOBS; j++)
         d->jobs[j] = (odbox_djob){d, j, NULL};
     d->nshards = odbox_registry_shard_count(registry);
@@ -395,7 +401,12 @@ static int public_round(odbox_delivery *d, int job, odbox_shard *s, odbox_delive
     odbox_dshard *ds = odbox_delivery_shard(d, s);
     if (!ds)
         return odbox_fail(err, ODBOX_EINVAL, "delivery round: the shard is not of the delivery's registry");
-    return job == JOB_FANOUT ? odbox_fanout_round(d, ds, round, err) : odbox_handling_round(d, ds, NULL, round, err);
+    if (job == JOB_FANOUT)
+        return odbox_fanout_round(d, ds, round, err);
+    /* this process serves its handlers: recorded (the fan-out's rounds
+     * do it themselves) */
+    int rc = odbox_subs_beat(d, ds, 0, err);
+    return rc == ODBOX_OK ? odbox_handling_round(d, ds, NULL, round, err) : rc;
 }
 
 int odbox_delivery_fanout_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round, odbox_error *err)
@@ -605,5 +616,7 @@ int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbo
             return rc;
         d->jobs[k].jobs = jobs;
     }
-    return ODBOX_OK;
+    /* the process serves its handlers from now on, whatever jobs it
+     * holds: recorded and heartbeated on every shard by a thread */
+    return odbox_subs_start_beat(d, err);
 }

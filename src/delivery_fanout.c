@@ -1,6 +1,10 @@
 /* odbox — a fan-out round on one shard: undelivered events whose type has
- * a handler become one event_notifications row per (event x handler),
- * and are flipped to delivered, in one transaction on the primary.
+ * a subscription become one event_notifications row per (event x
+ * subscription), and are flipped to delivered, in one transaction on the
+ * primary. The subscriptions are the eventlog's (subscriptions.c), read
+ * on the primary at the start of each round (one statement), not the
+ * handlers of the process running the round: during a rolling deploy an
+ * old process fans out to the new processes' subscriptions too.
  *
  * The context is copied on the server: the round reads only ids and
  * types (from the replica when the shard has one), and the insert takes
@@ -50,7 +54,7 @@ typedef struct nrow {
 
 typedef struct fevent {
     char id[ODBOX_UUID_LEN + 1];
-    const odbox_dtype *type;
+    const odbox_subtype *type;
 } fevent;
 
 typedef struct fround {
@@ -59,6 +63,8 @@ typedef struct fround {
     odbox_delivery_round *rd;
     const odbox_dialect *dialect;
     char events[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32];
+    odbox_subtype *types; /* the subscriptions' types, read at the round's start */
+    size_t ntypes;
     fevent *ev;
     size_t nev;
     nrow *rows;
@@ -81,7 +87,7 @@ static void tables(fround *f, const odbox_dialect *d)
  * row of those types in each round: a backlog would cost its square. */
 static char *read_sql(const fround *f)
 {
-    size_t n = f->d->ntypes;
+    size_t n = f->ntypes;
     odbox_buf b = {0};
     if (n == 1) {
         odbox_buf_cat(&b, "SELECT id, event_type FROM ", f->events,
@@ -97,11 +103,11 @@ static char *read_sql(const fround *f)
     return odbox_buf_take(&b);
 }
 
-static const odbox_dtype *find_type(const odbox_delivery *d, const char *name)
+static const odbox_subtype *find_type(const fround *f, const char *name)
 {
-    for (size_t i = 0; i < d->ntypes; i++)
-        if (!strcmp(d->types[i].name, name))
-            return &d->types[i];
+    for (size_t i = 0; i < f->ntypes; i++)
+        if (!strcmp(f->types[i].name, name))
+            return &f->types[i];
     return NULL;
 }
 
@@ -111,7 +117,7 @@ static int read_events(fround *f, odbox_conn *c, odbox_error *err)
     int rc = ODBOX_OK;
     tables(f, odbox_conn_dialect(c));
     odbox_sql_key key;
-    odbox_sql_key_init(&key, SQL_FANOUT_READ, d->ntypes);
+    odbox_sql_key_init(&key, SQL_FANOUT_READ, f->ntypes);
     odbox_sql_key_add(&key, 0, f->events);
     odbox_stmt *s = NULL;
     if ((rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err)) == ODBOX_OK && !s) {
@@ -120,10 +126,10 @@ static int read_events(fround *f, odbox_conn *c, odbox_error *err)
         free(sql);
     }
     int batch = d->cfg.batch[JOB_FANOUT], idx = 1;
-    for (size_t i = 0; rc == ODBOX_OK && i < d->ntypes; i++)
-        if ((rc = odbox_stmt_bind_text(s, idx++, d->types[i].name, err)) == ODBOX_OK)
+    for (size_t i = 0; rc == ODBOX_OK && i < f->ntypes; i++)
+        if ((rc = odbox_stmt_bind_text(s, idx++, f->types[i].name, err)) == ODBOX_OK)
             rc = odbox_stmt_bind_int64(s, idx++, batch, err);
-    if (rc == ODBOX_OK && d->ntypes > 1)
+    if (rc == ODBOX_OK && f->ntypes > 1)
         rc = odbox_stmt_bind_int64(s, idx++, batch, err);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
@@ -135,7 +141,7 @@ static int read_events(fround *f, odbox_conn *c, odbox_error *err)
         if ((rc = odbox_stmt_get_text(s, 1, &id, NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_get_text(s, 2, &type, NULL, err)) != ODBOX_OK)
             break;
-        const odbox_dtype *t = find_type(d, type);
+        const odbox_subtype *t = find_type(f, type);
         if (!t || f->nev == (size_t)batch || !odbox_uuid_is_valid(id))
             continue; /* what the query cannot return */
         fevent *e = &f->ev[f->nev++];
@@ -303,7 +309,7 @@ static void remember_flips(fround *f, odbox_conn *primary)
     free(pos);
 }
 
-/* One notification per (event x handler), ids that carry the shard. */
+/* One notification per (event x subscription), ids that carry the shard. */
 static int plan_rows(fround *f, odbox_error *err)
 {
     size_t n = 0;
@@ -318,7 +324,7 @@ static int plan_rows(fround *f, odbox_error *err)
             if (rc != ODBOX_OK)
                 return rc;
             r->event = i;
-            r->handler = f->d->h->v[f->ev[i].type->handlers[k]].name;
+            r->handler = f->ev[i].type->subs[k];
         }
     return ODBOX_OK;
 }
@@ -513,13 +519,22 @@ int odbox_fanout_round(odbox_delivery *d, odbox_dshard *ds, odbox_delivery_round
     odbox_conn *c = NULL, *rc_conn = NULL;
     odbox_pool *primary = odbox_shard_primary(ds->shard);
     int rc = odbox_shard_check_eventlog(ds->shard, err);
+    /* this process's handlers are recorded, its heartbeat due or not;
+     * then the subscriptions' types, on the primary: a subscription
+     * registered there is seen at once */
+    if (rc == ODBOX_OK)
+        rc = odbox_subs_beat(d, ds, 0, err);
+    if (rc == ODBOX_OK && (rc = odbox_pool_acquire(primary, &c, err)) == ODBOX_OK) {
+        rc = odbox_subs_read_types(c, odbox_shard_eventlog(ds->shard), &f.types, &f.ntypes, err);
+        rd->statements++;
+    }
     /* the replica, unless it has not shown the last flips yet or lags
      * past the bound: else the primary, on the connection that writes */
     if (rc == ODBOX_OK && odbox_shard_has_replica(ds->shard))
         rc = pick_replica(&f, &rc_conn, err);
-    if (rc == ODBOX_OK && !rc_conn)
+    if (rc == ODBOX_OK && !rc_conn && !c)
         rc = odbox_pool_acquire(primary, &c, err);
-    if (rc == ODBOX_OK) {
+    if (rc == ODBOX_OK && f.ntypes) {
         rd->from_replica = rc_conn != NULL;
         rc = read_events(&f, rc_conn ? rc_conn : c, err);
     }
@@ -547,5 +562,6 @@ int odbox_fanout_round(odbox_delivery *d, odbox_dshard *ds, odbox_delivery_round
         odbox_pool_release(primary, &c);
     free(f.ev);
     free(f.rows);
+    odbox_subs_types_free(f.types, f.ntypes);
     return rc == ODBOX_OK ? rc : shard_error(ds, rc, err);
 }

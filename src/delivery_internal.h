@@ -104,6 +104,11 @@ typedef struct odbox_dshard {
      * nothing. */
     char *replica_wait;
     int replica_wait_unknown;
+    /* Under mu: subscriptions (subscriptions.c). registered: the
+     * handlers were recorded on this shard; beat_us: the monotonic time
+     * of the last heartbeat begun (0: none); warned: retired ones logged. */
+    int subs_registered, subs_warned;
+    int64_t subs_beat_us;
 } odbox_dshard;
 
 typedef struct odbox_djob {
@@ -118,6 +123,7 @@ typedef struct odbox_dcfg {
     int64_t backoff_base_us, backoff_cap_us, retention_us;
     int workers, handler_timeout_ms, stop_wait_ms, execution_max_ms, listen;
     int replica_max_lag_ms;
+    int live_ms;          /* subscription_live_ms */
 } odbox_dcfg;
 
 typedef struct odbox_dmetrics odbox_dmetrics;
@@ -149,6 +155,9 @@ struct odbox_delivery {
     odbox_dmetrics *metrics;
     execution *running;   /* under mu: the executions between their start and return */
     int closing;          /* under mu: odbox_delivery_free began; no execution starts */
+    char process[128];    /* this process in subscription_processes: host:pid:suffix */
+    pthread_t beat;       /* the heartbeat thread, from odbox_delivery_add_jobs */
+    int beat_started;
 };
 
 int64_t odbox_delivery_now(const odbox_delivery *d);
@@ -165,6 +174,30 @@ int odbox_handling_round(odbox_delivery *d, odbox_dshard *ds, const atomic_int *
 /* The backoff before try attempts + 1 after attempts failures: base x
  * 2^(attempts-1), at most cap (Ekbatan's Backoff, microseconds). */
 int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts);
+
+/* ---- subscriptions (subscriptions.c) ------------------------------------------ */
+
+/* Records the handlers on ds's eventlog (once) and heartbeats this
+ * process there, when force or a heartbeat is due. */
+int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error *err);
+
+/* An event type with the subscriptions (not retired) that take it. */
+typedef struct odbox_subtype {
+    char *name;
+    char **subs;
+    size_t n;
+} odbox_subtype;
+
+/* Every event type with subscriptions on eventlog, on c (one statement). */
+int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **out, size_t *n, odbox_error *err);
+void odbox_subs_types_free(odbox_subtype *t, size_t n);
+
+/* The process id, at open. */
+void odbox_subs_process_id(odbox_delivery *d);
+/* The heartbeat thread: started by add_jobs, stopped (joined) at free,
+ * after closing is set. */
+int odbox_subs_start_beat(odbox_delivery *d, odbox_error *err);
+void odbox_subs_stop_beat(odbox_delivery *d);
 
 /* ---- in-process metrics ------------------------------------------------------ */
 

@@ -201,6 +201,10 @@ typedef struct odbox_delivery_config {
      * replication is over any bound), is not read: the fan-out reads the
      * primary. 0: 1000 */
     int replica_max_lag_ms;
+    /* A process serving a subscription is live while its last heartbeat
+     * (in the database's time) is at most this old; it heartbeats every
+     * third of it. 0: 30000 */
+    int subscription_live_ms;
 } odbox_delivery_config;
 
 typedef struct odbox_delivery odbox_delivery;
@@ -255,6 +259,64 @@ int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_deliv
  * a stop) is left running; its user data must outlive it. NULL-safe;
  * sets *d = NULL. Not thread-safe with the delivery's other functions. */
 void odbox_delivery_free(odbox_delivery **d);
+
+/* ---- subscriptions --------------------------------------------------------- */
+
+/* Subscriptions are data: each handler's name, event types and former
+ * names are recorded in <eventlog>.subscriptions (+ subscription_types),
+ * and the processes serving it in subscription_processes, heartbeated in
+ * the database's time. The fan-out writes one notification per event of a
+ * type per subscription of that type that is not retired, whatever
+ * handlers the process running it has. A delivery registers its handlers
+ * on every shard at its first fan-out round, at odbox_delivery_add_jobs
+ * (then heartbeats from a thread of its own) and at
+ * odbox_delivery_register. A subscription gets the events that are still
+ * undelivered when a fan-out round reads them: events fanned out before
+ * it was registered reach it only by a replay. Its types are added to at
+ * each registration, never removed. A handler registered with former
+ * names retires the subscriptions of those names (its rows under them
+ * still reach it). A retired subscription stays retired when a process
+ * registers it again (a warning is logged): its existing rows are still
+ * handled, it gets no new ones; subscribe again under a new name. */
+
+/* Registers d's handlers and heartbeats this process on every shard of
+ * its registry now. Thread-safe. */
+int odbox_delivery_register(odbox_delivery *d, odbox_error *err);
+
+typedef struct odbox_subscription {
+    odbox_shard_id shard;
+    char *name;
+    char **types;          /* its event types */
+    size_t ntypes;
+    char *former_names;    /* separated by ' '; NULL: none */
+    int64_t created_us;    /* registered (database time, UTC us) */
+    int64_t retired_us;    /* 0: not retired */
+    char **processes;      /* the live processes serving it ("host:pid:suffix") */
+    size_t nprocesses;
+} odbox_subscription;
+
+/* The subscriptions of every shard (shard NULL) or one, by shard and
+ * name; live_ms: the liveness window (0: 30000). Free with
+ * odbox_subscriptions_free. Thread-safe. */
+int odbox_subscriptions_list(const odbox_registry *r, const odbox_shard *shard, int live_ms,
+                             odbox_subscription **out, size_t *n, odbox_error *err);
+void odbox_subscriptions_free(odbox_subscription **p, size_t n);
+
+/* Retires subscription name on every shard that has it: the fan-out
+ * writes no more rows for it (the existing ones stay and are handled).
+ * *retired (may be NULL) gets how many shards it was retired on now (0
+ * when it was retired already). ODBOX_ENOTFOUND: "no subscription named
+ * NAME". Thread-safe. */
+int odbox_subscription_retire(const odbox_registry *r, const char *name, int64_t *retired, odbox_error *err);
+
+/* Creates notifications of subscription name for the events of its types
+ * still in the eventlog (retained) whose event_date >= since_us (UTC us),
+ * skipping the rows that exist; *created (may be NULL) gets how many.
+ * ODBOX_EINVAL for a since_us in the future of clock (NULL: the system
+ * clock) or negative; ODBOX_ENOTFOUND for no such subscription;
+ * ODBOX_ESTATE for a retired one. Thread-safe. */
+int odbox_subscription_replay(const odbox_registry *r, const char *name, int64_t since_us, const odbox_clock *clock,
+                              int64_t *created, odbox_error *err);
 
 /* ---- metrics ------------------------------------------------------------- */
 

@@ -1,0 +1,775 @@
+/* odbox — subscriptions are data (see odbox/handlers.h): a delivery
+ * records its handlers in <eventlog>.subscriptions and
+ * subscription_types, and heartbeats its process in
+ * subscription_processes, in the database's time; the fan-out reads the
+ * types of the subscriptions that are not retired (odbox_subs_read_types);
+ * operators list, retire and replay them.
+ *
+ * Every statement is dialect-neutral but for the dialect's fields it
+ * takes: insert_ignore_fmt, now_sql, interval_us_fmt, bound_rows_sql,
+ * insert_select_ignore_fmt, uuid_param and typed_param. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "delivery_internal.h"
+#include "notifications_internal.h"
+#include "odbox/uuid.h"
+#include "registry_internal.h"
+
+#define T_SUBS "subscriptions"
+#define T_TYPES "subscription_types"
+#define T_PROCS "subscription_processes"
+#define DEFAULT_LIVE_MS 30000
+/* events per statement of a replay */
+#define REPLAY_PAGE 500
+
+/* ---- small helpers -------------------------------------------------------------- */
+
+static void table(const odbox_conn *c, const char *eventlog, const char *name, char *out, size_t cap)
+{
+    odbox_dialect_eventlog_table(odbox_conn_dialect((odbox_conn *)c), eventlog, name, out, cap);
+}
+
+/* Prepares sql (malloc'd or NULL: out of memory, freed here), binds the
+ * texts args[0..n-1], runs it. */
+static int run(odbox_conn *c, char *sql, const char *const *args, size_t n, odbox_stmt **s, odbox_error *err)
+{
+    *s = NULL;
+    if (!sql)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    int rc = odbox_stmt_prepare(c, sql, s, err);
+    free(sql);
+    for (size_t i = 0; rc == ODBOX_OK && i < n; i++)
+        rc = odbox_stmt_bind_text(*s, (int)i + 1, args[i], err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(*s, err);
+    if (rc != ODBOX_OK)
+        odbox_stmt_free(s);
+    return rc;
+}
+
+/* Runs a statement that returns no rows; *changed (may be NULL) gets its
+ * row count. */
+static int exec(odbox_conn *c, char *sql, const char *const *args, size_t n, int64_t *changed, odbox_error *err)
+{
+    odbox_stmt *s = NULL;
+    int rc = run(c, sql, args, n, &s, err);
+    if (rc == ODBOX_OK && changed)
+        *changed = odbox_stmt_rows_affected(s);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+/* INSERT ... VALUES (values) skipping a row whose key exists. */
+static char *insert_ignore(const odbox_dialect *d, const char *tbl, const char *cols, const char *values,
+                           const char *key)
+{
+    odbox_buf b = {0};
+    odbox_buf_appendf(&b, d->insert_ignore_fmt, tbl, cols, values, key);
+    return odbox_buf_take(&b);
+}
+
+static char *values_now(const odbox_dialect *d, const char *params)
+{
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "(", params, d->now_sql, ")", (char *)NULL);
+    return odbox_buf_take(&b);
+}
+
+/* ---- the process --------------------------------------------------------------- */
+
+void odbox_subs_process_id(odbox_delivery *d)
+{
+    char host[64] = "localhost";
+    if (gethostname(host, sizeof host - 1) != 0)
+        strcpy(host, "localhost");
+    host[sizeof host - 1] = '\0';
+    char uuid[ODBOX_UUID_LEN + 1] = "";
+    odbox_shard_id any = {0, 0};
+    /* the uuid's random tail: another delivery in this process, or this
+     * pid reused later, is another process */
+    if (odbox_uuid_v7_sharded(any, uuid, NULL) != ODBOX_OK)
+        snprintf(uuid, sizeof uuid, "%036llx", (unsigned long long)(odbox_mono_us() ^ (uintptr_t)d));
+    snprintf(d->process, sizeof d->process, "%s:%ld:%.8s", host, (long)getpid(), uuid + 28);
+}
+
+/* ---- registration and heartbeat -------------------------------------------------- */
+
+static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_error *err)
+{
+    const odbox_dialect *dl = odbox_conn_dialect(c);
+    const char *ev = odbox_shard_eventlog(ds->shard);
+    char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32];
+    table(c, ev, T_SUBS, subs, sizeof subs);
+    table(c, ev, T_TYPES, types, sizeof types);
+    int rc = ODBOX_OK;
+    for (size_t i = 0; rc == ODBOX_OK && i < d->h->n; i++) {
+        const odbox_hentry *h = &d->h->v[i];
+        odbox_buf fb = {0};
+        for (size_t k = 0; k < h->nformer; k++)
+            odbox_buf_cat(&fb, k ? " " : "", h->former[k], (char *)NULL);
+        char *former = h->nformer ? odbox_buf_take(&fb) : NULL;
+        if (h->nformer && !former)
+            return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        char *vals = values_now(dl, "?, ?, ");
+        const char *args[] = {h->name, former};
+        if (!vals)
+            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        else if (former)
+            rc = exec(c, insert_ignore(dl, subs, "name, former_names, created_date", vals, "name"), args, 2, NULL,
+                      err);
+        else {
+            free(vals);
+            vals = values_now(dl, "?, NULL, ");
+            rc = vals ? exec(c, insert_ignore(dl, subs, "name, former_names, created_date", vals, "name"), args, 1,
+                             NULL, err)
+                      : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        }
+        free(vals);
+        free(former);
+        for (size_t k = 0; rc == ODBOX_OK && k < h->ntypes; k++) {
+            const char *targs[] = {h->name, h->types[k]};
+            rc = exec(c, insert_ignore(dl, types, "name, event_type", "(?, ?)", "name"), targs, 2, NULL, err);
+        }
+        /* a former name's subscription ends: its rows still reach h */
+        for (size_t k = 0; rc == ODBOX_OK && k < h->nformer; k++) {
+            odbox_buf b = {0};
+            odbox_buf_cat(&b, "UPDATE ", subs, " SET retired_date = ", dl->now_sql,
+                          " WHERE name = ? AND retired_date IS NULL", (char *)NULL);
+            const char *fargs[] = {h->former[k]};
+            rc = exec(c, odbox_buf_take(&b), fargs, 1, NULL, err);
+        }
+    }
+    /* the retired among ours: said once per delivery and shard */
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "SELECT name FROM ", subs, " WHERE retired_date IS NOT NULL", (char *)NULL);
+    odbox_stmt *s = NULL;
+    if (rc == ODBOX_OK && (rc = run(c, odbox_buf_take(&b), NULL, 0, &s, err)) == ODBOX_OK) {
+        while ((rc = odbox_stmt_fetch(s, err)) == 1) {
+            const char *name = NULL;
+            int null = 0;
+            if ((rc = odbox_stmt_get_text(s, 1, &name, &null, err)) != ODBOX_OK)
+                break;
+            for (size_t i = 0; !null && i < d->h->n; i++)
+                if (!strcmp(d->h->v[i].name, name))
+                    odbox_log(ODBOX_LOG_WARN,
+                              "delivery: subscription '%s' on shard %d.%d is retired: it gets no new "
+                              "notifications (its existing ones are still handled); subscribe again under a "
+                              "new name",
+                              name, ds->id.group, ds->id.member);
+        }
+        odbox_stmt_free(&s);
+        rc = rc < 0 ? rc : ODBOX_OK;
+    } else if (rc == ODBOX_OK) {
+        rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    }
+    return rc;
+}
+
+static int heartbeat(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_error *err)
+{
+    const odbox_dialect *dl = odbox_conn_dialect(c);
+    char procs[ODBOX_NAME_MAX * 2 + 32];
+    table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "UPDATE ", procs, " SET last_seen = ", dl->now_sql, " WHERE process = ?", (char *)NULL);
+    const char *args[] = {d->process};
+    int64_t changed = 0;
+    int rc = exec(c, odbox_buf_take(&b), args, 1, &changed, err);
+    if (rc != ODBOX_OK || changed >= (int64_t)d->h->n)
+        return rc;
+    char *vals = values_now(dl, "?, ?, ");
+    if (!vals)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == ODBOX_OK && i < d->h->n; i++) {
+        const char *pargs[] = {d->h->v[i].name, d->process};
+        rc = exec(c, insert_ignore(dl, procs, "name, process, last_seen", vals, "name"), pargs, 2, NULL, err);
+    }
+    free(vals);
+    return rc;
+}
+
+int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error *err)
+{
+    int64_t now = odbox_mono_us(), every = (int64_t)d->cfg.live_ms * 1000 / 3;
+    pthread_mutex_lock(&d->mu);
+    int due = force || !ds->subs_beat_us || now - ds->subs_beat_us >= every;
+    int registered = ds->subs_registered;
+    if (due)
+        ds->subs_beat_us = now;
+    pthread_mutex_unlock(&d->mu);
+    if (!due)
+        return ODBOX_OK;
+    odbox_pool *pool = odbox_shard_primary(ds->shard);
+    odbox_conn *c = NULL;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc == ODBOX_OK && !registered)
+        rc = record_handlers(d, ds, c, err);
+    if (rc == ODBOX_OK)
+        rc = heartbeat(d, ds, c, err);
+    if (c)
+        odbox_pool_release(pool, &c);
+    pthread_mutex_lock(&d->mu);
+    if (rc == ODBOX_OK)
+        ds->subs_registered = 1;
+    else
+        ds->subs_beat_us = 0; /* tried again at the next round */
+    pthread_mutex_unlock(&d->mu);
+    if (rc != ODBOX_OK)
+        return odbox_error_prefix(err, rc, "subscriptions on shard %d.%d", ds->id.group, ds->id.member);
+    return ODBOX_OK;
+}
+
+int odbox_delivery_register(odbox_delivery *d, odbox_error *err)
+{
+    if (!d)
+        return odbox_fail(err, ODBOX_EINVAL, "delivery register: delivery is NULL");
+    int rc = ODBOX_OK;
+    for (size_t i = 0; rc == ODBOX_OK && i < d->nshards; i++)
+        rc = odbox_subs_beat(d, &d->shards[i], 1, err);
+    return rc;
+}
+
+static void *beat_main(void *arg)
+{
+    odbox_delivery *d = arg;
+    int failing = 0;
+    pthread_mutex_lock(&d->mu);
+    while (!d->closing) {
+        pthread_mutex_unlock(&d->mu);
+        odbox_error e = {0};
+        int rc = ODBOX_OK;
+        for (size_t i = 0; rc == ODBOX_OK && i < d->nshards; i++)
+            rc = odbox_subs_beat(d, &d->shards[i], 0, &e);
+        if (rc != ODBOX_OK && !failing)
+            odbox_log(ODBOX_LOG_WARN, "delivery: heartbeat failed: %s; retrying", e.message);
+        failing = rc != ODBOX_OK;
+        /* due again after a third of the window; a failure, sooner */
+        struct timespec until = odbox_mono_after(failing ? 1000 : d->cfg.live_ms / 3);
+        pthread_mutex_lock(&d->mu);
+        while (!d->closing && !odbox_mono_passed(&until))
+            pthread_cond_timedwait(&d->cv, &d->mu, &until);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+int odbox_subs_start_beat(odbox_delivery *d, odbox_error *err)
+{
+    if (d->beat_started)
+        return ODBOX_OK;
+    if (pthread_create(&d->beat, NULL, beat_main, d) != 0)
+        return odbox_fail(err, ODBOX_ENOMEM, "delivery: cannot start the heartbeat thread");
+    d->beat_started = 1;
+    return ODBOX_OK;
+}
+
+void odbox_subs_stop_beat(odbox_delivery *d)
+{
+    if (!d->beat_started)
+        return;
+    pthread_mutex_lock(&d->mu);
+    d->closing = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    pthread_join(d->beat, NULL);
+    d->beat_started = 0;
+}
+
+/* ---- the fan-out's read ---------------------------------------------------------- */
+
+void odbox_subs_types_free(odbox_subtype *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) {
+        free(t[i].name);
+        for (size_t k = 0; k < t[i].n; k++)
+            free(t[i].subs[k]);
+        free(t[i].subs);
+    }
+    free(t);
+}
+
+int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **out, size_t *n, odbox_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32];
+    table(c, eventlog, T_SUBS, subs, sizeof subs);
+    table(c, eventlog, T_TYPES, types, sizeof types);
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, 201, 0);
+    odbox_sql_key_add(&key, 0, types);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        odbox_buf b = {0};
+        odbox_buf_cat(&b, "SELECT t.event_type, t.name FROM ", types, " t JOIN ", subs,
+                      " s ON s.name = t.name WHERE s.retired_date IS NULL ORDER BY t.event_type, t.name",
+                      (char *)NULL);
+        char *sql = odbox_buf_take(&b);
+        rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        free(sql);
+    }
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_subtype *v = NULL;
+    size_t nv = 0, cap = 0;
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        const char *type = NULL, *name = NULL;
+        int n1 = 0, n2 = 0;
+        if ((rc = odbox_stmt_get_text(s, 1, &type, &n1, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 2, &name, &n2, err)) != ODBOX_OK)
+            break;
+        if (n1 || n2)
+            continue;
+        if (!nv || strcmp(v[nv - 1].name, type)) {
+            if (nv == cap) {
+                size_t nc = cap ? cap * 2 : 8;
+                odbox_subtype *g = realloc(v, nc * sizeof *g);
+                if (!g) {
+                    rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+                    break;
+                }
+                v = g, cap = nc;
+            }
+            v[nv] = (odbox_subtype){strdup(type), NULL, 0};
+            if (!v[nv++].name) {
+                rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+                break;
+            }
+        }
+        odbox_subtype *t = &v[nv - 1];
+        char **g = realloc(t->subs, (t->n + 1) * sizeof *g);
+        if (!g || !(g[t->n] = strdup(name))) {
+            if (g)
+                t->subs = g;
+            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+            break;
+        }
+        t->subs = g;
+        t->n++;
+    }
+    odbox_stmt_free(&s);
+    if (rc < 0) {
+        odbox_subs_types_free(v, nv);
+        return rc;
+    }
+    *out = v;
+    *n = nv;
+    return ODBOX_OK;
+}
+
+/* ---- list ------------------------------------------------------------------------ */
+
+static int strv_add(char ***v, size_t *n, const char *s)
+{
+    char **g = realloc(*v, (*n + 1) * sizeof *g);
+    if (!g)
+        return ODBOX_ENOMEM;
+    *v = g;
+    if (!(g[*n] = strdup(s)))
+        return ODBOX_ENOMEM;
+    (*n)++;
+    return ODBOX_OK;
+}
+
+void odbox_subscriptions_free(odbox_subscription **p, size_t n)
+{
+    if (!p || !*p)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        odbox_subscription *s = &(*p)[i];
+        free(s->name);
+        free(s->former_names);
+        for (size_t k = 0; k < s->ntypes; k++)
+            free(s->types[k]);
+        free(s->types);
+        for (size_t k = 0; k < s->nprocesses; k++)
+            free(s->processes[k]);
+        free(s->processes);
+    }
+    free(*p);
+    *p = NULL;
+}
+
+static odbox_subscription *find_sub(odbox_subscription *v, size_t from, size_t n, const char *name)
+{
+    for (size_t i = from; i < n; i++)
+        if (!strcmp(v[i].name, name))
+            return &v[i];
+    return NULL;
+}
+
+/* name, x pairs of a two-column query into field (types or processes) of
+ * the subscriptions [from, *n). */
+static int read_pairs(odbox_conn *c, char *sql, int64_t live_us, odbox_subscription *v, size_t from, size_t n,
+                      int procs, odbox_error *err)
+{
+    odbox_stmt *s = NULL;
+    if (!sql)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    free(sql);
+    if (rc == ODBOX_OK && procs)
+        rc = odbox_stmt_bind_int64(s, 1, live_us, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        const char *name = NULL, *x = NULL;
+        int n1 = 0, n2 = 0;
+        if ((rc = odbox_stmt_get_text(s, 1, &name, &n1, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 2, &x, &n2, err)) != ODBOX_OK)
+            break;
+        odbox_subscription *sub = n1 || n2 ? NULL : find_sub(v, from, n, name);
+        if (sub && strv_add(procs ? &sub->processes : &sub->types, procs ? &sub->nprocesses : &sub->ntypes, x))
+            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+static int list_shard(const odbox_shard *sh, int64_t live_us, odbox_subscription **v, size_t *n, size_t *cap,
+                      odbox_error *err)
+{
+    odbox_conn *c = NULL;
+    char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32], procs[ODBOX_NAME_MAX * 2 + 32];
+    int rc = odbox_ops_connect(sh, T_SUBS, &c, subs, sizeof subs, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    const odbox_dialect *dl = odbox_conn_dialect(c);
+    const char *ev = odbox_shard_eventlog(sh);
+    table(c, ev, T_TYPES, types, sizeof types);
+    table(c, ev, T_PROCS, procs, sizeof procs);
+    size_t from = *n;
+    odbox_buf b = {0};
+    odbox_buf_append(&b, "SELECT name, former_names, ");
+    odbox_ops_ts_col(&b, dl, "created_date");
+    odbox_buf_append(&b, ", ");
+    odbox_ops_ts_col(&b, dl, "retired_date");
+    odbox_buf_cat(&b, " FROM ", subs, " ORDER BY name", (char *)NULL);
+    odbox_stmt *s = NULL;
+    rc = run(c, odbox_buf_take(&b), NULL, 0, &s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        if (*n == *cap) {
+            size_t nc = *cap ? *cap * 2 : 8;
+            odbox_subscription *g = realloc(*v, nc * sizeof *g);
+            if (!g) {
+                rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+                break;
+            }
+            *v = g, *cap = nc;
+        }
+        odbox_subscription *e = &(*v)[*n];
+        memset(e, 0, sizeof *e);
+        e->shard = odbox_shard_get_id(sh);
+        const char *name = NULL, *former = NULL;
+        int nn = 0, nf = 0, nc = 0, nr = 0;
+        if ((rc = odbox_stmt_get_text(s, 1, &name, &nn, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 2, &former, &nf, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_timestamp(s, 3, &e->created_us, &nc, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_timestamp(s, 4, &e->retired_us, &nr, err)) != ODBOX_OK)
+            break;
+        if (nr)
+            e->retired_us = 0;
+        (*n)++;
+        if (!(e->name = strdup(nn ? "" : name)) || (!nf && !(e->former_names = strdup(former))))
+            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    }
+    odbox_stmt_free(&s);
+    rc = rc < 0 ? rc : ODBOX_OK;
+    if (rc == ODBOX_OK) {
+        odbox_buf_cat(&b, "SELECT name, event_type FROM ", types, " ORDER BY name, event_type", (char *)NULL);
+        rc = read_pairs(c, odbox_buf_take(&b), 0, *v, from, *n, 0, err);
+    }
+    if (rc == ODBOX_OK) {
+        odbox_buf_cat(&b, "SELECT name, process FROM ", procs, " WHERE ", (char *)NULL);
+        odbox_buf_appendf(&b, dl->interval_us_fmt, dl->now_sql, "last_seen");
+        odbox_buf_append(&b, " <= ? ORDER BY name, process");
+        rc = read_pairs(c, odbox_buf_take(&b), live_us, *v, from, *n, 1, err);
+    }
+    odbox_ops_release(sh, &c);
+    return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
+}
+
+int odbox_subscriptions_list(const odbox_registry *r, const odbox_shard *shard, int live_ms,
+                             odbox_subscription **out, size_t *n, odbox_error *err)
+{
+    if (!r || !out || !n)
+        return odbox_fail(err, ODBOX_EINVAL, "subscriptions: registry, out or n is NULL");
+    if (live_ms < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "subscriptions: live_ms %d is negative", live_ms);
+    *out = NULL;
+    *n = 0;
+    odbox_subscription *v = NULL;
+    size_t nv = 0, cap = 0;
+    int rc = ODBOX_OK;
+    int64_t live_us = (int64_t)(live_ms ? live_ms : DEFAULT_LIVE_MS) * 1000;
+    for (size_t i = 0; rc == ODBOX_OK && i < odbox_ops_shard_count(r, shard); i++)
+        rc = list_shard(odbox_ops_shard_at(r, shard, i), live_us, &v, &nv, &cap, err);
+    if (rc != ODBOX_OK) {
+        odbox_subscriptions_free(&v, nv);
+        return rc;
+    }
+    *out = v;
+    *n = nv;
+    return ODBOX_OK;
+}
+
+/* ---- retire ---------------------------------------------------------------------- */
+
+static int count_named(odbox_conn *c, const char *subs, const char *name, int64_t *count, odbox_error *err)
+{
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "SELECT COUNT(*) FROM ", subs, " WHERE name = ?", (char *)NULL);
+    const char *args[] = {name};
+    odbox_stmt *s = NULL;
+    *count = 0;
+    int rc = run(c, odbox_buf_take(&b), args, 1, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        int null = 0;
+        rc = odbox_stmt_get_int64(s, 1, count, &null, err);
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+int odbox_subscription_retire(const odbox_registry *r, const char *name, int64_t *retired, odbox_error *err)
+{
+    if (retired)
+        *retired = 0;
+    if (!r || !name || !*name)
+        return odbox_fail(err, ODBOX_EINVAL, "subscription retire: registry or name is missing");
+    int64_t found = 0, done = 0;
+    int rc = ODBOX_OK;
+    for (size_t i = 0; rc == ODBOX_OK && i < odbox_registry_shard_count(r); i++) {
+        odbox_shard *sh = odbox_registry_shard_at(r, i);
+        odbox_conn *c = NULL;
+        char subs[ODBOX_NAME_MAX * 2 + 32];
+        if ((rc = odbox_ops_connect(sh, T_SUBS, &c, subs, sizeof subs, err)) != ODBOX_OK)
+            break;
+        odbox_buf b = {0};
+        odbox_buf_cat(&b, "UPDATE ", subs, " SET retired_date = ", odbox_conn_dialect(c)->now_sql,
+                      " WHERE name = ? AND retired_date IS NULL", (char *)NULL);
+        const char *args[] = {name};
+        int64_t changed = 0, count = 0;
+        rc = exec(c, odbox_buf_take(&b), args, 1, &changed, err);
+        if (rc == ODBOX_OK && changed <= 0)
+            rc = count_named(c, subs, name, &count, err);
+        done += changed > 0 ? changed : 0;
+        found += changed > 0 ? changed : count;
+        odbox_ops_release(sh, &c);
+        if (rc != ODBOX_OK)
+            rc = odbox_ops_shard_error(sh, rc, err);
+    }
+    if (rc == ODBOX_OK && !found)
+        return odbox_fail(err, ODBOX_ENOTFOUND, "no subscription named '%s'", name);
+    if (retired)
+        *retired = done;
+    return rc;
+}
+
+/* ---- replay ---------------------------------------------------------------------- */
+
+#define NOTIFICATION_COLUMNS                                                                                     \
+    "id, event_id, handler_name, namespace, action_id, action_name, action_params, started_date, "              \
+    "completion_date, model_id, model_type, event_type, payload, event_date, state, attempts, next_retry_at, " \
+    "created_date, updated_date"
+
+typedef struct replay {
+    odbox_conn *c;
+    const odbox_dialect *dl;
+    odbox_shard_id shard;
+    char events[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32];
+    const char *name;
+    int64_t now_us, created;
+    char (*ids)[ODBOX_UUID_LEN + 1];
+} replay;
+
+/* Notifications of the subscription for the n events ids, skipping those
+ * that exist (the unique key on event_id, handler_name). */
+static int replay_insert(replay *p, size_t n, odbox_error *err)
+{
+    const odbox_dialect *d = p->dl;
+    static const char *const cols[] = {"nid", "eid", "h"};
+    static const int types[] = {ODBOX_TYPE_UUID, ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT};
+    char *rows = NULL;
+    int rc = d->bound_rows_sql(d, "v", cols, types, 3, n, &rows, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    const char *ts = d->typed_param[ODBOX_TYPE_TIMESTAMP];
+    odbox_buf sel = {0};
+    odbox_buf_cat(&sel,
+                  "SELECT v.nid, e.id, v.h, e.namespace, e.action_id, e.action_name, e.action_params, "
+                  "e.started_date, e.completion_date, e.model_id, e.model_type, e.event_type, e.payload, "
+                  "e.event_date, 'PENDING', 0, e.event_date, ",
+                  ts, ", ", ts, " FROM ", rows, " LEFT JOIN ", p->events,
+                  " e ON e.id = v.eid WHERE e.id IS NOT NULL", (char *)NULL);
+    free(rows);
+    char *select = odbox_buf_take(&sel);
+    if (!select)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    odbox_buf b = {0};
+    odbox_buf_appendf(&b, d->insert_select_ignore_fmt, p->notifications, NOTIFICATION_COLUMNS, select, "id");
+    free(select);
+    char *sql = odbox_buf_take(&b);
+    if (!sql)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    odbox_stmt *s = NULL;
+    rc = odbox_stmt_prepare(p->c, sql, &s, err);
+    free(sql);
+    int idx = 1;
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, idx++, p->now_us, err)) == ODBOX_OK)
+        rc = odbox_stmt_bind_timestamp(s, idx++, p->now_us, err);
+    for (size_t i = 0; rc == ODBOX_OK && i < n; i++) {
+        char nid[ODBOX_UUID_LEN + 1];
+        if ((rc = odbox_uuid_v7_sharded(p->shard, nid, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_bind_valid_uuid(s, idx++, nid, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_bind_valid_uuid(s, idx++, p->ids[i], err)) == ODBOX_OK)
+            rc = odbox_stmt_bind_text(s, idx++, p->name, err);
+    }
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK) {
+        int64_t changed = odbox_stmt_rows_affected(s);
+        p->created += changed > 0 ? changed : 0;
+    }
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+/* The events of type since since_us, page after page in (event_date, id)
+ * order. */
+static int replay_type(replay *p, const char *type, int64_t since_us, size_t page, odbox_error *err)
+{
+    const odbox_dialect *d = p->dl;
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "SELECT id, ", (char *)NULL);
+    odbox_ops_ts_col(&b, d, "event_date");
+    odbox_buf_cat(&b, " FROM ", p->events,
+                  " WHERE event_type = ? AND event_date >= ? AND (event_date > ? OR (event_date = ? AND id > ",
+                  d->uuid_param, ")) ORDER BY event_date, id", (char *)NULL);
+    odbox_buf_appendf(&b, " LIMIT %zu", page);
+    char *sql = odbox_buf_take(&b);
+    if (!sql)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    int64_t at = since_us;
+    char after[ODBOX_UUID_LEN + 1] = "00000000-0000-0000-0000-000000000000";
+    int rc = ODBOX_OK;
+    for (;;) {
+        odbox_stmt *s = NULL;
+        size_t n = 0;
+        if ((rc = odbox_stmt_prepare(p->c, sql, &s, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_bind_text(s, 1, type, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_bind_timestamp(s, 2, since_us, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_bind_timestamp(s, 3, at, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_bind_timestamp(s, 4, at, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_bind_uuid(s, 5, after, err)) == ODBOX_OK)
+            rc = odbox_stmt_execute(s, err);
+        while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+            const char *id = NULL;
+            int n1 = 0, n2 = 0;
+            if ((rc = odbox_stmt_get_text(s, 1, &id, &n1, err)) != ODBOX_OK ||
+                (rc = odbox_stmt_get_timestamp(s, 2, &at, &n2, err)) != ODBOX_OK)
+                break;
+            snprintf(p->ids[n], sizeof p->ids[n], "%s", n1 ? "" : id);
+            snprintf(after, sizeof after, "%s", p->ids[n]);
+            n++;
+        }
+        odbox_stmt_free(&s);
+        rc = rc < 0 ? rc : ODBOX_OK;
+        if (rc == ODBOX_OK && n)
+            rc = replay_insert(p, n, err);
+        if (rc != ODBOX_OK || n < page)
+            break;
+    }
+    free(sql);
+    return rc;
+}
+
+static int replay_shard(const odbox_shard *sh, const char *name, int64_t since_us, int64_t now_us,
+                        int64_t *found, int64_t *created, odbox_error *err)
+{
+    replay p = {.name = name, .now_us = now_us, .shard = odbox_shard_get_id(sh)};
+    char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32];
+    int rc = odbox_ops_connect(sh, T_SUBS, &p.c, subs, sizeof subs, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    p.dl = odbox_conn_dialect(p.c);
+    const char *ev = odbox_shard_eventlog(sh);
+    table(p.c, ev, T_TYPES, types, sizeof types);
+    table(p.c, ev, "events", p.events, sizeof p.events);
+    table(p.c, ev, "event_notifications", p.notifications, sizeof p.notifications);
+    /* found? retired? */
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "SELECT CASE WHEN retired_date IS NULL THEN 0 ELSE 1 END FROM ", subs, " WHERE name = ?",
+                  (char *)NULL);
+    const char *args[] = {name};
+    odbox_stmt *s = NULL;
+    int64_t retired = -1;
+    rc = run(p.c, odbox_buf_take(&b), args, 1, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        int null = 0;
+        rc = odbox_stmt_get_int64(s, 1, &retired, &null, err);
+    }
+    odbox_stmt_free(&s);
+    rc = rc < 0 ? rc : ODBOX_OK;
+    if (rc == ODBOX_OK && retired == 1)
+        rc = odbox_fail(err, ODBOX_ESTATE, "subscription '%s' is retired: it is not replayed", name);
+    char **tv = NULL;
+    size_t nt = 0;
+    if (rc == ODBOX_OK && retired == 0) {
+        (*found)++;
+        odbox_buf_cat(&b, "SELECT event_type FROM ", types, " WHERE name = ? ORDER BY event_type", (char *)NULL);
+        if ((rc = run(p.c, odbox_buf_take(&b), args, 1, &s, err)) == ODBOX_OK) {
+            while ((rc = odbox_stmt_fetch(s, err)) == 1) {
+                const char *t = NULL;
+                int null = 0;
+                if ((rc = odbox_stmt_get_text(s, 1, &t, &null, err)) != ODBOX_OK)
+                    break;
+                if (!null && strv_add(&tv, &nt, t)) {
+                    rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+                    break;
+                }
+            }
+            odbox_stmt_free(&s);
+            rc = rc < 0 ? rc : ODBOX_OK;
+        }
+    }
+    size_t page = REPLAY_PAGE;
+    if (p.dl->max_params > 0 && (size_t)(p.dl->max_params - 2) / 3 < page)
+        page = (size_t)(p.dl->max_params - 2) / 3;
+    if (rc == ODBOX_OK && nt && !(p.ids = calloc(page, sizeof *p.ids)))
+        rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == ODBOX_OK && i < nt; i++)
+        rc = replay_type(&p, tv[i], since_us, page, err);
+    for (size_t i = 0; i < nt; i++)
+        free(tv[i]);
+    free(tv);
+    free(p.ids);
+    *created += p.created;
+    odbox_ops_release(sh, &p.c);
+    return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
+}
+
+int odbox_subscription_replay(const odbox_registry *r, const char *name, int64_t since_us, const odbox_clock *clock,
+                              int64_t *created, odbox_error *err)
+{
+    if (created)
+        *created = 0;
+    if (!r || !name || !*name)
+        return odbox_fail(err, ODBOX_EINVAL, "subscription replay: registry or name is missing");
+    const odbox_clock *ck = clock && clock->now_us ? clock : odbox_clock_system();
+    int64_t now = ck->now_us(ck->ud);
+    if (since_us < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "subscription replay: since is before 1970");
+    if (since_us > now)
+        return odbox_fail(err, ODBOX_EINVAL, "subscription replay: since is in the future");
+    int64_t found = 0, n = 0;
+    int rc = ODBOX_OK;
+    for (size_t i = 0; rc == ODBOX_OK && i < odbox_registry_shard_count(r); i++)
+        rc = replay_shard(odbox_registry_shard_at(r, i), name, since_us, now, &found, &n, err);
+    if (created)
+        *created = n;
+    if (rc == ODBOX_OK && !found)
+        return odbox_fail(err, ODBOX_ENOTFOUND, "no subscription named '%s'", name);
+    return rc;
+}

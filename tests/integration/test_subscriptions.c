@@ -1,0 +1,250 @@
+/* odbox — subscriptions are data (issue 19 item 1): the fan-out writes one
+ * row per event per subscription recorded in the eventlog, whatever
+ * handlers the process running it has; a process going away is not a
+ * retirement; retire and replay. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "itest.h"
+#include "test_handlers.h"
+
+static const odbox_event_type EV_A = {"OrderPlaced"};
+static const odbox_event_type EV_B = {"OrderShipped"};
+
+/* Another delivery on x's registry and clock: another process. */
+static odbox_delivery *other(hx *x, odbox_handlers *h)
+{
+    odbox_delivery_config c = {.clock = odbox_manual_clock_clock(x->clk)};
+    odbox_delivery *d = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x->f.r, h, &c, &d, &e) == ODBOX_OK, "%s", e.message);
+    return d;
+}
+
+static odbox_delivery_round fanout(hx *x, odbox_delivery *d, int member)
+{
+    odbox_delivery_round r;
+    odbox_error e = {0};
+    round_ok(odbox_delivery_fanout_round(d, hx_shard(x, member), &r, &e), &e);
+    return r;
+}
+
+static int64_t rows_of(hx *x, int member, const char *handler, const char *state)
+{
+    char where[160];
+    snprintf(where, sizeof where, "handler_name = '%s'%s%s%s", handler, state ? " AND state = '" : "",
+             state ? state : "", state ? "'" : "");
+    return nrows(&x->f, member, where);
+}
+
+/* The rolling deploy: process A serves {a}, process B {a, b}; a writer
+ * emits while A and B are restarted in turn and each runs the fan-out in
+ * its turn. Before subscriptions were data, the events A fanned out
+ * never reached b. */
+START_TEST(a_rolling_deploy_reaches_every_subscription)
+{
+    hx x;
+    hx_open(&x, 2);
+    hbeh a1, a2, b2;
+    hbeh_init(&a1, &x.rec, NULL), hbeh_init(&a2, &x.rec, NULL), hbeh_init(&b2, &x.rec, NULL);
+    const char *const one[] = {"a"}, *const two[] = {"a", "b"};
+    const char *const t1[] = {EV_A.name}, *const t2[] = {EV_A.name, EV_A.name};
+    hx_deliver(&x, handlers_of(2, two, t2, (hbeh *[]){&a2, &b2}), NULL); /* B starts */
+    fanout(&x, x.d, 1);
+    odbox_handlers *ha = handlers_of(1, one, t1, (hbeh *[]){&a1});
+    odbox_delivery *A = other(&x, ha);
+    enum { ROUNDS = 8, PER = 3 };
+    char ids[ROUNDS * PER][37];
+    for (int i = 0; i < ROUNDS; i++) {
+        emit_n(&x.f, x.exe, 1, &EV_A, PER, &ids[i * PER]);
+        if (i % 2 == 0) { /* A's turn; B restarts meanwhile */
+            fanout(&x, A, 1);
+            hx_deliver(&x, handlers_of(2, two, t2, (hbeh *[]){&a2, &b2}), NULL);
+        } else { /* B's turn; A restarts meanwhile */
+            fanout(&x, x.d, 1);
+            odbox_delivery_free(&A);
+            odbox_handlers_free(&ha);
+            ha = handlers_of(1, one, t1, (hbeh *[]){&a1});
+            A = other(&x, ha);
+        }
+    }
+    fanout_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(rows_of(&x, 1, "a", NULL), ROUNDS * PER);
+    ck_assert_int_eq(rows_of(&x, 1, "b", NULL), ROUNDS * PER);
+    handle_until_idle(x.d, &x.f, NULL);
+    for (int i = 0; i < ROUNDS * PER; i++) {
+        ck_assert_str_eq(nstate(&x.f, 1, ids[i], "a"), "SUCCEEDED");
+        ck_assert_str_eq(nstate(&x.f, 1, ids[i], "b"), "SUCCEEDED");
+    }
+    ck_assert_int_eq(hrec_count(&x.rec, "b"), ROUNDS * PER);
+    odbox_delivery_free(&A);
+    odbox_handlers_free(&ha);
+    hx_close(&x);
+}
+END_TEST
+
+/* B registers b and goes away: b's rows are still written, and wait. */
+START_TEST(a_subscription_outlives_its_process)
+{
+    hx x;
+    hx_open(&x, 2);
+    hbeh a1, a2, b2;
+    hbeh_init(&a1, &x.rec, NULL), hbeh_init(&a2, &x.rec, NULL), hbeh_init(&b2, &x.rec, NULL);
+    odbox_handlers *hb = handlers_of(2, (const char *[]){"a", "b"}, (const char *[]){EV_A.name, EV_A.name},
+                                     (hbeh *[]){&a2, &b2});
+    odbox_delivery *B = other(&x, hb);
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_register(B, &e) == ODBOX_OK, "%s", e.message);
+    odbox_delivery_free(&B);
+    odbox_handlers_free(&hb);
+    hx_deliver(&x, handlers_of(1, (const char *[]){"a"}, (const char *[]){EV_A.name}, (hbeh *[]){&a1}), NULL);
+    char ids[2][37];
+    emit_n(&x.f, x.exe, 1, &EV_A, 2, ids);
+    fanout(&x, x.d, 1);
+    ck_assert_int_eq(rows_of(&x, 1, "b", "PENDING"), 2);
+    ck_assert_int_eq(ncol_int(&x.f, 1, ids[0], "b", "attempts"), 0);
+    /* listed with its process until the window passes */
+    odbox_subscription *s = NULL;
+    size_t n = 0;
+    ck_assert_msg(odbox_subscriptions_list(x.f.r, hx_shard(&x, 1), 0, &s, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(s[0].name, "a");
+    ck_assert_str_eq(s[1].name, "b");
+    ck_assert_int_eq(s[1].ntypes, 1);
+    ck_assert_str_eq(s[1].types[0], EV_A.name);
+    ck_assert_int_eq(s[1].nprocesses, 1);
+    ck_assert_int_eq(s[0].nprocesses, 2);
+    ck_assert_int_eq(s[1].retired_us, 0);
+    ck_assert_int_gt(s[1].created_us, 0);
+    odbox_subscriptions_free(&s, n);
+    usleep(1100 * 1000);
+    ck_assert_msg(odbox_subscriptions_list(x.f.r, hx_shard(&x, 1), 1000, &s, &n, &e) == ODBOX_OK, "%s",
+                  e.message);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(s[1].nprocesses, 0);
+    odbox_subscriptions_free(&s, n);
+    hx_close(&x);
+}
+END_TEST
+
+START_TEST(a_retired_subscription_gets_no_new_rows)
+{
+    hx x;
+    hx_open(&x, 2);
+    hbeh a, b;
+    hbeh_init(&a, &x.rec, NULL), hbeh_init(&b, &x.rec, NULL);
+    const char *const names[] = {"a", "b"}, *const types[] = {EV_A.name, EV_A.name};
+    hx_deliver(&x, handlers_of(2, names, types, (hbeh *[]){&a, &b}), NULL);
+    char ids[1][37];
+    emit_n(&x.f, x.exe, 1, &EV_A, 1, ids);
+    hx_fanout(&x, 1);
+    ck_assert_int_eq(rows_of(&x, 1, "b", NULL), 1);
+    odbox_error e = {0};
+    int64_t retired = -1;
+    ck_assert_msg(odbox_subscription_retire(x.f.r, "b", &retired, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(retired, 1);
+    ck_assert_int_eq(odbox_subscription_retire(x.f.r, "b", &retired, &e), ODBOX_OK);
+    ck_assert_int_eq(retired, 0);
+    ck_assert_int_eq(odbox_subscription_retire(x.f.r, "nope", &retired, &e), ODBOX_ENOTFOUND);
+    ck_assert_str_eq(e.message, "no subscription named 'nope'");
+    emit_n(&x.f, x.exe, 1, &EV_A, 1, ids);
+    hx_fanout(&x, 1);
+    ck_assert_int_eq(rows_of(&x, 1, "a", NULL), 2);
+    ck_assert_int_eq(rows_of(&x, 1, "b", NULL), 1);
+    /* its existing row is still handled */
+    handle_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(rows_of(&x, 1, "b", "SUCCEEDED"), 1);
+    /* registered again by a process (restarted): it stays retired */
+    hx_deliver(&x, handlers_of(2, names, types, (hbeh *[]){&a, &b}), NULL);
+    emit_n(&x.f, x.exe, 1, &EV_A, 1, ids);
+    hx_fanout(&x, 1);
+    ck_assert_int_eq(rows_of(&x, 1, "a", NULL), 3);
+    ck_assert_int_eq(rows_of(&x, 1, "b", NULL), 1);
+    odbox_subscription *s = NULL;
+    size_t n = 0;
+    ck_assert_msg(odbox_subscriptions_list(x.f.r, NULL, 0, &s, &n, &e) == ODBOX_OK, "%s", e.message);
+    int seen = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s[i].name, "b") && s[i].retired_us > 0)
+            seen++;
+    ck_assert_int_eq(seen, 1);
+    odbox_subscriptions_free(&s, n);
+    hx_close(&x);
+}
+END_TEST
+
+/* c subscribes after 5 events were fanned out: a replay gives it those
+ * (of its types), once. */
+START_TEST(a_replay_writes_the_retained_events_once)
+{
+    hx x;
+    hx_open(&x, 2);
+    hbeh a1, a2, c2;
+    hbeh_init(&a1, &x.rec, NULL), hbeh_init(&a2, &x.rec, NULL), hbeh_init(&c2, &x.rec, NULL);
+    hx_deliver(&x, handlers_of(1, (const char *[]){"a"}, (const char *[]){EV_A.name}, (hbeh *[]){&a1}), NULL);
+    char ids[5][37], other_ids[2][37];
+    const odbox_clock *sys = odbox_clock_system();
+    int64_t before = sys->now_us(sys->ud) - SEC_US; /* the executor dates events by the system clock */
+    emit_n(&x.f, x.exe, 1, &EV_A, 5, ids);
+    emit_n(&x.f, x.exe, 1, &EV_B, 2, other_ids);
+    hx_fanout(&x, 1);
+    ck_assert_int_eq(rows_of(&x, 1, "a", NULL), 5);
+    hx_deliver(&x,
+               handlers_of(2, (const char *[]){"a", "c"}, (const char *[]){EV_A.name, EV_A.name},
+                           (hbeh *[]){&a2, &c2}),
+               NULL);
+    hx_fanout(&x, 1); /* registers c; nothing to fan out */
+    ck_assert_int_eq(rows_of(&x, 1, "c", NULL), 0);
+    usleep(2000);
+    int64_t after = sys->now_us(sys->ud);
+    /* the delivery's clock: the rows' created_date, and what "the future" is */
+    const odbox_clock *ck = odbox_manual_clock_clock(x.clk);
+    odbox_error e = {0};
+    int64_t created = -1;
+    /* bad input */
+    ck_assert_int_eq(odbox_subscription_replay(x.f.r, "nope", before, ck, &created, &e), ODBOX_ENOTFOUND);
+    ck_assert_str_eq(e.message, "no subscription named 'nope'");
+    ck_assert_int_eq(odbox_subscription_replay(x.f.r, "c", ck->now_us(ck->ud) + SEC_US, ck, &created, &e),
+                     ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "future"));
+    /* since after the events: none */
+    ck_assert_int_eq(odbox_subscription_replay(x.f.r, "c", after, ck, &created, &e), ODBOX_OK);
+    ck_assert_int_eq(created, 0);
+    ck_assert_msg(odbox_subscription_replay(x.f.r, "c", before, ck, &created, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(created, 5); /* of its type only */
+    ck_assert_int_eq(odbox_subscription_replay(x.f.r, "c", before, ck, &created, &e), ODBOX_OK);
+    ck_assert_int_eq(created, 0); /* the rows exist */
+    ck_assert_int_eq(rows_of(&x, 1, "c", "PENDING"), 5);
+    ck_assert_int_eq(rows_of(&x, 1, "a", NULL), 5);
+    char more[1][37];
+    emit_n(&x.f, x.exe, 1, &EV_A, 1, more);
+    ck_assert_int_eq(odbox_subscription_replay(x.f.r, "c", after, ck, &created, &e), ODBOX_OK);
+    ck_assert_int_eq(created, 1); /* undelivered still: the fan-out skips its row */
+    hx_fanout(&x, 1);
+    ck_assert_int_eq(rows_of(&x, 1, "c", NULL), 6);
+    ck_assert_int_eq(rows_of(&x, 1, "a", NULL), 6);
+    handle_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(hrec_count(&x.rec, "c"), 6);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_ge(hrec_find(&x.rec, "c", ids[i]), 0);
+    /* a retired one is not replayed */
+    ck_assert_int_eq(odbox_subscription_retire(x.f.r, "c", NULL, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_subscription_replay(x.f.r, "c", before, ck, &created, &e), ODBOX_ESTATE);
+    hx_close(&x);
+}
+END_TEST
+
+Suite *subscriptions_suite(void)
+{
+    Suite *s = suite_create("subscriptions");
+    TCase *tc = tcase_create("subscriptions");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, a_rolling_deploy_reaches_every_subscription);
+    tcase_add_test(tc, a_subscription_outlives_its_process);
+    tcase_add_test(tc, a_retired_subscription_gets_no_new_rows);
+    tcase_add_test(tc, a_replay_writes_the_retained_events_once);
+    suite_add_tcase(s, tc);
+    return s;
+}
