@@ -71,6 +71,8 @@ int cmd_purge(int argc, char **argv);
 extern const char usage_notifications[];
 extern const char usage_metrics[];
 extern const char usage_purge[];
+int cmd_handlers(int argc, char **argv);
+extern const char usage_handlers[];
 int cmd_demo(int argc, char **argv);
 extern const char usage_demo[];
 

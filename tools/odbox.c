@@ -18,6 +18,7 @@ static const char usage_main[] =
     "  status    per shard: dialect, server, migrations, event and notification counts\n"
     "  jobs      list jobs; pause, resume or run one now (`odbox jobs --help`)\n"
     "  notifications  counts by handler and state, rows (--list), requeue\n"
+    "  handlers  subscriptions: types, live processes, backlog, lag; retire, replay\n"
     "  metrics   the notifications' metrics in the Prometheus text format\n"
     "  purge     delete delivered events and finished notifications older than an age\n"
     "  version   print the version\n"
@@ -44,6 +45,8 @@ int main(int argc, char **argv)
             fputs(usage_jobs, stdout);
         else if (argc > 2 && !strcmp(argv[2], "notifications"))
             printf("%s%s", usage_notifications, cli_usage_target);
+        else if (argc > 2 && !strcmp(argv[2], "handlers"))
+            printf("%s%s", usage_handlers, cli_usage_target);
         else if (argc > 2 && !strcmp(argv[2], "metrics"))
             printf("%s%s", usage_metrics, cli_usage_target);
         else if (argc > 2 && !strcmp(argv[2], "demo"))
@@ -70,6 +73,8 @@ int main(int argc, char **argv)
         return cmd_jobs(argc - 1, argv + 1);
     if (!strcmp(cmd, "notifications"))
         return cmd_notifications(argc - 1, argv + 1);
+    if (!strcmp(cmd, "handlers"))
+        return cmd_handlers(argc - 1, argv + 1);
     if (!strcmp(cmd, "metrics"))
         return cmd_metrics(argc - 1, argv + 1);
     if (!strcmp(cmd, "purge"))

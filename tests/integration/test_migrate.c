@@ -134,9 +134,11 @@ START_TEST(fresh_then_idempotent)
     ck_assert_uint_eq(count, ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     for (size_t i = 0; i < count; i++) {
         ck_assert(list[i].applied);
-        char want[24];
-        snprintf(want, sizeof want, "%zu", i + 1);
-        ck_assert_str_eq(list[i].version, want);
+        /* in order, from 1 (a version may be missing: V7 is another branch's) */
+        if (i == 0)
+            ck_assert_str_eq(list[i].version, "1");
+        else
+            ck_assert_int_gt(atoi(list[i].version), atoi(list[i - 1].version));
         ck_assert(!list[i].failed && !list[i].changed && !list[i].missing);
         ck_assert_int_eq(strlen(list[i].checksum), 64);
         ck_assert(list[i].installed_on_us > 0);
