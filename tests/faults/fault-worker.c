@@ -8,7 +8,10 @@
  *                                   doubt-uncommitted; goes on after errors
  *   fault-worker work DSN           runs the fan-out and handling jobs with
  *                                   short poll/heartbeat/dead windows until
- *                                   SIGTERM (the test kill -9s it)
+ *                                   SIGTERM (the test kill -9s it); with
+ *                                   FAULT_HANDLERS=alpha,gamma (say) only
+ *                                   those handlers: an older version of the
+ *                                   service in a rolling deploy
  *   fault-worker pending DSN        prints what is not finished yet
  *   fault-worker check DSN LOG      checks the end state against the
  *                                   writer's LOG; prints the duplicates
@@ -225,11 +228,22 @@ static int work(void)
     odbox_delivery *d = NULL;
     odbox_jobs *jobs = NULL;
     int rc = odbox_handlers_new(&h, &e);
+    const char *only = getenv("FAULT_HANDLERS");
     for (int i = 0; rc == ODBOX_OK && i < HANDLERS; i++) {
+        char key[80];
+        snprintf(key, sizeof key, ",%s,", HNAME[i]);
+        char list[256];
+        snprintf(list, sizeof list, ",%s,", only ? only : "");
+        if (only && !strstr(list, key))
+            continue;
         odbox_handler hd = {.name = HNAME[i], .event_type = HTYPE[i], .handle = record_call, .user = (void *)HNAME[i]};
         rc = odbox_handlers_add(h, &hd, &e);
     }
     odbox_delivery_config dc = {0};
+    if (only) { /* rows of the handlers it lacks fail here (until handling is by leased claims): soon due again */
+        dc.backoff_base_ms = 100;
+        dc.backoff_cap_ms = 500;
+    }
     if (rc == ODBOX_OK)
         rc = odbox_delivery_open(reg, h, &dc, &d, &e);
     /* short windows: a killed worker's run is taken over after 1 s */
