@@ -23,6 +23,8 @@
 #define DEFAULT_LIVE_MS 30000
 /* events per statement of a replay */
 #define REPLAY_PAGE 500
+/* odbox_sql_key operation of the fan-out's read of the types */
+enum { SQL_SUBS_TYPES = 121 };
 
 /* ---- small helpers -------------------------------------------------------------- */
 
@@ -298,7 +300,7 @@ int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **o
     table(c, eventlog, T_SUBS, subs, sizeof subs);
     table(c, eventlog, T_TYPES, types, sizeof types);
     odbox_sql_key key;
-    odbox_sql_key_init(&key, 201, 0);
+    odbox_sql_key_init(&key, SQL_SUBS_TYPES, 0);
     odbox_sql_key_add(&key, 0, types);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
