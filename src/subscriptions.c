@@ -240,10 +240,11 @@ static void *beat_main(void *arg)
     pthread_mutex_lock(&d->mu);
     while (!d->closing) {
         pthread_mutex_unlock(&d->mu);
-        odbox_error e = {0};
+        odbox_error e = {0}, one = {0};
         int rc = ODBOX_OK;
-        for (size_t i = 0; rc == ODBOX_OK && i < d->nshards; i++)
-            rc = odbox_subs_beat(d, &d->shards[i], 0, &e);
+        for (size_t i = 0; i < d->nshards; i++) /* a shard that fails holds up no other */
+            if (odbox_subs_beat(d, &d->shards[i], 0, &one) != ODBOX_OK && rc == ODBOX_OK)
+                rc = one.code ? one.code : ODBOX_EINVAL, e = one;
         if (rc != ODBOX_OK && !failing)
             odbox_log(ODBOX_LOG_WARN, "delivery: heartbeat failed: %s; retrying", e.message);
         failing = rc != ODBOX_OK;

@@ -236,6 +236,43 @@ START_TEST(a_replay_writes_the_retained_events_once)
 }
 END_TEST
 
+/* An installation from before subscriptions were data: rows PENDING and
+ * an eventlog whose subscription tables are empty. The rows are handled,
+ * and the first fan-out records the subscriptions it sees. */
+START_TEST(an_existing_installation_keeps_working)
+{
+    hx x;
+    hx_open(&x, 2);
+    hbeh a1, a2;
+    hbeh_init(&a1, &x.rec, NULL), hbeh_init(&a2, &x.rec, NULL);
+    const char *const names[] = {"a"}, *const types[] = {EV_A.name};
+    hx_deliver(&x, handlers_of(1, names, types, (hbeh *[]){&a1}), NULL);
+    char ids[3][37];
+    emit_n(&x.f, x.exe, 1, &EV_A, 3, ids);
+    hx_fanout(&x, 1);
+    const char *ev = x.f.ev[1];
+    odbox_conn *c = x.f.c[1];
+    itest_exec(c, "DELETE FROM %s", itest_evt(ev, "subscription_processes"));
+    itest_exec(c, "DELETE FROM %s", itest_evt(ev, "subscription_types"));
+    itest_exec(c, "DELETE FROM %s", itest_evt(ev, "subscriptions"));
+    hx_deliver(&x, handlers_of(1, names, types, (hbeh *[]){&a2}), NULL); /* the upgraded process */
+    handle_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(rows_of(&x, 1, "a", "SUCCEEDED"), 3);
+    emit_n(&x.f, x.exe, 1, &EV_A, 1, ids);
+    hx_fanout(&x, 1);
+    ck_assert_int_eq(rows_of(&x, 1, "a", "PENDING"), 1);
+    odbox_subscription *s = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_subscriptions_list(x.f.r, hx_shard(&x, 1), 0, &s, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(s[0].name, "a");
+    ck_assert_int_eq(s[0].nprocesses, 1);
+    odbox_subscriptions_free(&s, n);
+    hx_close(&x);
+}
+END_TEST
+
 Suite *subscriptions_suite(void)
 {
     Suite *s = suite_create("subscriptions");
@@ -245,6 +282,7 @@ Suite *subscriptions_suite(void)
     tcase_add_test(tc, a_subscription_outlives_its_process);
     tcase_add_test(tc, a_retired_subscription_gets_no_new_rows);
     tcase_add_test(tc, a_replay_writes_the_retained_events_once);
+    tcase_add_test(tc, an_existing_installation_keeps_working);
     suite_add_tcase(s, tc);
     return s;
 }
