@@ -196,8 +196,13 @@ int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error 
 {
     int64_t now = odbox_mono_us(), every = (int64_t)d->cfg.live_ms * 1000 / 3;
     pthread_mutex_lock(&d->mu);
-    int due = force || !ds->subs_beat_us || now - ds->subs_beat_us >= every;
     int registered = ds->subs_registered;
+    /* until this process's handlers are recorded on the shard, every
+     * caller records them itself (insert-ignores: twice is harmless):
+     * a fan-out round never reads the types while another thread is
+     * halfway through them (the round would flip events that a handler
+     * not recorded yet then misses) */
+    int due = force || !registered || !ds->subs_beat_us || now - ds->subs_beat_us >= every;
     if (due)
         ds->subs_beat_us = now;
     pthread_mutex_unlock(&d->mu);
