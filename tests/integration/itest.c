@@ -57,6 +57,14 @@ static const struct {
     {"sqlite", "outcomes_lost_with_their_connection_are_delivered_again",
      "SQLite has no server session for another connection to end"},
     {"sqlite", "a_hanging_shard_does_not_delay_another", "SQLite opens a file: no network, nothing to hang"},
+    {"sqlite", "scheduled_tasks_holds_what_db_scheduler_writes/other_time_zone",
+     "SQLite has no session time zone: its times are the UTC text a writer gives"},
+    {"pg", "scheduled_tasks_holds_what_db_scheduler_writes/other_time_zone",
+     "timestamptz stores an instant: a writer's session time zone says which instant it means"},
+    {"sqlite", "scheduled_tasks_of_an_older_installation_migrated_in_place",
+     "SQLite's V3 made TEXT times and the (priority DESC, execution_time) index: nothing to migrate"},
+    {"pg", "scheduled_tasks_of_an_older_installation_migrated_in_place",
+     "PostgreSQL's V3 made timestamptz times and the (priority DESC, execution_time) index: nothing to migrate"},
 };
 
 int itest_part_skipped(const char *name)

@@ -85,5 +85,6 @@ Suite *handlers_suite(void);
 Suite *handlers_jobs_suite(void);
 Suite *handlers_overlap_suite(void);
 Suite *handlers_names_suite(void);
+Suite *collation_suite(void);
 
 #endif
