@@ -46,9 +46,9 @@ ALTER TABLE odbox_job_state
 -- COST: each ALTER rebuilds its table (a copy of every row, and of the
 -- indexes over the column: events_undelivered, the unique key
 -- (event_id, handler_name)); on a large events table that takes time and
--- disk space for a second copy, and MySQL/MariaDB block writes to the
--- table for the change of a column's collation. Purge delivered events
--- first, or run it in a quiet hour.
+-- disk space for a second copy, and the server may block writes to the
+-- table meanwhile (MySQL 8 changes a collation only by copying). Purge
+-- delivered events first, or run it in a quiet hour.
 ALTER TABLE ${eventlog}.events
     MODIFY event_type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL;
 
