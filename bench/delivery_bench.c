@@ -17,7 +17,7 @@
  *    each. Prints the plans of the rounds' reads on NAME_old.
  *  --mode fill: only writes the backlog (for a raw client to drain).
  *
- * Usage: odbox-bench-delivery [--dsn DSN] [--mode rounds|drain|scale|fill] [--events N]
+ * Usage: odbox-bench-delivery [--dsn DSN] [--replica DSN] [--mode rounds|drain|scale|fill] [--events N]
  *                             [--handlers H] [--batch B] [--handling-batch B] [--workers W]
  *                             [--eventlog NAME] [--reuse] [--old N] [--repeat R]
  * --reuse keeps the eventlog's rows (its undelivered events are the
@@ -25,6 +25,8 @@
  * know of yet. --old (scale; default 1000000) and --repeat (scale: turns
  * per eventlog; default 5).
  * Without --dsn the DSN comes from ODBOX_BENCH_DSN or ODBOX_TEST_PG_DSN.
+ * --replica: the shard reads undelivered events there (e.g. a streaming
+ * standby of DSN: tests/db/start-standby.sh).
  * Framework migrations are applied to the eventlog (default
  * bench_delivery), whose events and notifications are emptied first.
  * Exit status: 0, 1 on any error, 2 on a usage error. Not a test. */
@@ -42,7 +44,7 @@
 #define DRAIN_MAX_S 900 /* a drain that takes longer fails */
 
 typedef struct opts {
-    const char *dsn, *eventlog, *mode;
+    const char *dsn, *replica, *eventlog, *mode;
     long events, handlers, batch, hbatch, workers, old, repeat;
     int reuse;
 } opts;
@@ -146,7 +148,7 @@ typedef struct side {
 
 static int side_open(side *sd, const opts *o, const char *eventlog, odbox_error *e)
 {
-    odbox_shard_config sc = {.primary_dsn = o->dsn, .eventlog = eventlog};
+    odbox_shard_config sc = {.primary_dsn = o->dsn, .replica_dsn = o->replica, .eventlog = eventlog};
     odbox_registry_config rcfg = {.shards = &sc, .nshards = 1};
     odbox_migrate_options mo = {0};
     int rc = odbox_registry_open(&rcfg, &sd->r, e);
@@ -510,7 +512,7 @@ static int mode_scale(side *sides, const opts *o, odbox_error *e)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: odbox-bench-delivery [--dsn DSN] [--mode rounds|drain|scale|fill] [--events N] [--handlers H] "
+    fprintf(stderr, "usage: odbox-bench-delivery [--dsn DSN] [--replica DSN] [--mode rounds|drain|scale|fill] [--events N] [--handlers H] "
                     "[--batch B] [--handling-batch B] [--workers W] [--eventlog NAME] [--reuse] [--old N] "
                     "[--repeat R]\n");
 }
@@ -534,6 +536,8 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--dsn"))
             o.dsn = v;
+        else if (!strcmp(a, "--replica"))
+            o.replica = v;
         else if (!strcmp(a, "--mode") && (!strcmp(v, "rounds") || !strcmp(v, "drain") || !strcmp(v, "scale") ||
                                           !strcmp(v, "fill")))
             o.mode = v;

@@ -19,4 +19,14 @@ const odbox_dialect odbox_dialect_mariadb = {
     .recognizes = recognizes,
     .uuid_type = "UUID",
     .has_returning = 1,
+    .bounded_session_sql = odbox_mariadb_bounded_session_sql,
+    /* GTIDs: the session's last one (empty without a binary log); a
+     * server whose replica position is empty has never replicated */
+    .replica_position_sql = "SELECT @@last_gtid",
+    .replica_reached_sql = "SELECT CASE WHEN @@GLOBAL.gtid_slave_pos = '' THEN 1 "
+                           "WHEN MASTER_GTID_WAIT(?, 0) = 0 THEN 1 ELSE 0 END",
+    /* a row per replication connection; NULL while a thread is stopped */
+    .replica_lag_sql = "SHOW ALL SLAVES STATUS",
+    .replica_lag_column = "Seconds_Behind_Master",
+    .replica_lag_unit_ms = 1000,
 };

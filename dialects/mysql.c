@@ -19,4 +19,12 @@ const odbox_dialect odbox_dialect_mysql = {
     .recognizes = recognizes,
     .uuid_type = "CHAR(36) CHARACTER SET ascii",
     .has_returning = 0,
+    .bounded_session_sql = odbox_mysql_bounded_session_sql,
+    /* GTIDs (gtid_mode=ON; the set is empty without them) */
+    .replica_position_sql = "SELECT @@GLOBAL.gtid_executed",
+    .replica_reached_sql = "SELECT GTID_SUBSET(?, @@GLOBAL.gtid_executed)",
+    /* 8.0.22+; a row per channel; NULL while a thread is stopped */
+    .replica_lag_sql = "SHOW REPLICA STATUS",
+    .replica_lag_column = "Seconds_Behind_Source",
+    .replica_lag_unit_ms = 1000,
 };

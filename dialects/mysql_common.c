@@ -104,3 +104,23 @@ int odbox_mysql_map_error(const char *st, long native, const char *message)
     }
     return odbox_map_standard_sqlstate(st);
 }
+
+int odbox_mysql_bounded_session_sql(size_t i, int lock_ms, int statement_ms, char *out, size_t cap)
+{
+    (void)statement_ms;
+    int secs = lock_ms <= 1000 ? 1 : (lock_ms + 999) / 1000;
+    if (i == 0)
+        snprintf(out, cap, "SET SESSION innodb_lock_wait_timeout = %d", secs);
+    else if (i == 1)
+        snprintf(out, cap, "SET SESSION lock_wait_timeout = %d", secs);
+    return i < 2;
+}
+
+int odbox_mariadb_bounded_session_sql(size_t i, int lock_ms, int statement_ms, char *out, size_t cap)
+{
+    if (i < 2)
+        return odbox_mysql_bounded_session_sql(i, lock_ms, statement_ms, out, cap);
+    if (i == 2)
+        snprintf(out, cap, "SET SESSION max_statement_time = %d.%03d", statement_ms / 1000, statement_ms % 1000);
+    return i < 3;
+}

@@ -13,6 +13,11 @@ int odbox_mysql_connection_string(const odbox_dsn *dsn, const char *driver, char
                                   odbox_error *err);
 extern const char *const odbox_mysql_session_setup[];
 int odbox_mysql_map_error(const char *sqlstate, long native, const char *message);
+/* Lock waits (InnoDB rows, metadata) in whole seconds; MariaDB also
+ * bounds a statement (max_statement_time). MySQL's max_execution_time
+ * covers SELECTs only, so there the DSN's read_timeout bounds the rest. */
+int odbox_mysql_bounded_session_sql(size_t i, int lock_ms, int statement_ms, char *out, size_t cap);
+int odbox_mariadb_bounded_session_sql(size_t i, int lock_ms, int statement_ms, char *out, size_t cap);
 
 #define ODBOX_MYSQL_FAMILY_FIELDS                                                          \
     .version = ODBOX_DIALECT_VERSION,                                                      \
@@ -67,6 +72,7 @@ int odbox_mysql_map_error(const char *sqlstate, long native, const char *message
     /* the target's key column, qualified: the SELECT's tables may have one \
      * of that name too */                                                 \
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON DUPLICATE KEY UPDATE %1$s.%4$s = %1$s.%4$s", \
-    .bound_rows_sql = odbox_mysql_bound_rows_sql
+    .bound_rows_sql = odbox_mysql_bound_rows_sql,                                          \
+    .now_sql = "UTC_TIMESTAMP(6)"
 
 #endif

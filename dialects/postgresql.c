@@ -65,6 +65,15 @@ static int recognizes(const char *name, const char *version)
  * through as the server sends it. */
 static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", "SET client_encoding TO 'UTF8'", NULL};
 
+static int bounded_session_sql(size_t i, int lock_ms, int statement_ms, char *out, size_t cap)
+{
+    if (i == 0)
+        snprintf(out, cap, "SET lock_timeout = %d", lock_ms);
+    else if (i == 1)
+        snprintf(out, cap, "SET statement_timeout = %d", statement_ms);
+    return i < 2;
+}
+
 /* (VALUES (CAST(? AS T), ...), (...)) AS alias(c, ...) */
 static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
                           size_t ncols, size_t nrows, char **out, odbox_error *err)
@@ -215,4 +224,26 @@ const odbox_dialect odbox_dialect_postgresql = {
     .interval_us_fmt = "CAST(EXTRACT(EPOCH FROM (%1$s - %2$s)) * 1000000 AS BIGINT)",
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
     .bound_rows_sql = bound_rows_sql,
+    .now_sql = "CURRENT_TIMESTAMP",
+    .bounded_session_sql = bounded_session_sql,
+    /* the insert position: never before the commit's record (the write
+     * position may be, with synchronous_commit off) */
+    .replica_position_sql = "SELECT CAST(pg_current_wal_insert_lsn() AS TEXT)",
+    .replica_reached_sql = "SELECT CASE WHEN NOT pg_is_in_recovery() THEN 1 "
+                           "WHEN pg_last_wal_replay_lsn() >= CAST(CAST(? AS TEXT) AS pg_lsn) THEN 1 ELSE 0 END",
+    /* Not a standby: 0. Replay paused: stopped (NULL). A WAL receiver
+     * streaming and all it received replayed: 0 (an idle primary sends
+     * nothing, and the last replayed commit grows old without any lag).
+     * Else (WAL waiting to be replayed, or no receiver: the primary is
+     * out of reach, or a standby fed from an archive) the age of the
+     * last replayed commit, NULL before the first one. pg_stat_wal_receiver
+     * shows its pid to every role. */
+    .replica_lag_sql = "SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0 "
+                       "WHEN pg_is_wal_replay_paused() THEN NULL "
+                       "WHEN EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE pid IS NOT NULL) "
+                       "AND pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() THEN 0 "
+                       "ELSE CAST(GREATEST(EXTRACT(EPOCH FROM clock_timestamp() - pg_last_xact_replay_timestamp()), 0) "
+                       "* 1000 AS BIGINT) END",
+    .replica_lag_column = NULL,
+    .replica_lag_unit_ms = 1,
 };

@@ -22,6 +22,7 @@
  * its retry after a busy statement restarts that clock once, so a
  * statement gives up after about twice Timeout (measured: 640 ms for
  * Timeout=300). */
+#include <stdio.h>
 #include <string.h>
 #include "dialects.h"
 
@@ -114,6 +115,16 @@ static int map_error(const char *sqlstate, long native, const char *message)
 
 /* (SELECT column1 AS c, ... FROM (VALUES (...), (...))) AS alias: a
  * VALUES list is not bound by the 500 terms of a compound SELECT. */
+/* One writer at a time: a lock is the busy wait, and a statement holds no
+ * lock another session waits on for long, so only the wait is bounded. */
+static int bounded_session_sql(size_t i, int lock_ms, int statement_ms, char *out, size_t cap)
+{
+    (void)statement_ms;
+    if (i == 0)
+        snprintf(out, cap, "PRAGMA busy_timeout = %d", lock_ms);
+    return i < 1;
+}
+
 static int bound_rows_sql(const odbox_dialect *d, const char *alias, const char *const *cols, const int *types,
                           size_t ncols, size_t nrows, char **out, odbox_error *err)
 {
@@ -228,4 +239,14 @@ const odbox_dialect odbox_dialect_sqlite = {
     /* SQLite 3.24 upsert, after the SELECT's WHERE */
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
     .bound_rows_sql = bound_rows_sql,
+    /* odbox's text form (V1's CHECK): 'now' gives milliseconds, and is the
+     * same throughout one statement */
+    .now_sql = "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '000')",
+    .bounded_session_sql = bounded_session_sql,
+    /* no replication: a "replica" file is read whatever it shows */
+    .replica_position_sql = NULL,
+    .replica_reached_sql = NULL,
+    .replica_lag_sql = NULL,
+    .replica_lag_column = NULL,
+    .replica_lag_unit_ms = 0,
 };

@@ -8,7 +8,14 @@
  * rounds, through odbox_wake: they set the shard's pending flag and wake
  * the shard's thread.
  *
- * Locks: mu guards the pending and failing flags and the listening flag;
+ * Freeing: the job registry may give up on an execution (odbox_jobs_stop's
+ * bound) that then still runs and uses the delivery, the handlers and the
+ * registry's pools. So every execution is on the running list (under mu)
+ * from its start to its return, and odbox_delivery_free stops them, wakes
+ * them and waits for the list to empty before it frees anything.
+ *
+ * Locks: mu guards the pending and failing flags, the listening flag and
+ * the running list and closing flag;
  * a wake-up takes it inside the executor's and the wake's callback locks,
  * so nothing holds it while calling into those. attach_mu guards the
  * attached executors, and is held while adding or removing a commit
@@ -18,6 +25,7 @@
 #include <time.h>
 #include "delivery_internal.h"
 #include "action_internal.h"
+#include "jobs_internal.h"
 
 #define DEFAULT_FANOUT_BATCH 200
 #define DEFAULT_HANDLING_BATCH 100
@@ -29,14 +37,22 @@
 #define DEFAULT_HANDLER_TIMEOUT_MS 300000
 #define DEFAULT_STOP_WAIT_MS 5000
 #define DEFAULT_EXECUTION_MAX_MS 60000
+#define DEFAULT_REPLICA_MAX_LAG_MS 1000
 /* A batch larger than this is refused: one statement's parameters and one
  * round's memory stay bounded. */
 #define MAX_BATCH 10000
 #define MAX_WORKERS 1024
 /* How often an execution's supervisor looks at its heartbeat health. */
 #define SUPERVISE_MS 1000
+/* odbox_delivery_free warns when executions keep it waiting this long
+ * past stop_wait_ms, and again every FREE_WARN_MS. */
+#define FREE_WARN_MS 2000
+/* Of the job registry's shutdown wait, stop_wait_ms may take at most this
+ * share (percent); the rest is for the round's statements (reading,
+ * writing the outcomes) and the execution's return. */
+#define STOP_WAIT_SHARE 50
 
-static const char *const job_names[NJOBS] = {ODBOX_FANOUT_JOB_NAME, ODBOX_HANDLING_JOB_NAME};
+static const char *const job_bases[NJOBS] = {ODBOX_FANOUT_JOB_NAME, ODBOX_HANDLING_JOB_NAME};
 
 int64_t odbox_delivery_now(const odbox_delivery *d) { return d->clock.now_us(d->clock.ud); }
 
@@ -72,7 +88,7 @@ static int cfg_int(const char *what, int64_t v, int64_t dflt, int64_t max, int64
 
 static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *err)
 {
-    int64_t v[11] = {0};
+    int64_t v[12] = {0};
     const int64_t day_ms = 86400000, year_ms = 366 * day_ms;
     int rc;
     if ((rc = cfg_int("fanout_batch", c->fanout_batch, DEFAULT_FANOUT_BATCH, MAX_BATCH, &v[0], err)) ||
@@ -86,7 +102,9 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
         (rc = cfg_int("handler_timeout_ms", c->handler_timeout_ms, DEFAULT_HANDLER_TIMEOUT_MS, day_ms, &v[8],
                       err)) ||
         (rc = cfg_int("stop_wait_ms", c->stop_wait_ms, DEFAULT_STOP_WAIT_MS, day_ms, &v[9], err)) ||
-        (rc = cfg_int("execution_max_ms", c->execution_max_ms, DEFAULT_EXECUTION_MAX_MS, day_ms, &v[10], err)))
+        (rc = cfg_int("execution_max_ms", c->execution_max_ms, DEFAULT_EXECUTION_MAX_MS, day_ms, &v[10], err)) ||
+        (rc = cfg_int("replica_max_lag_ms", c->replica_max_lag_ms, DEFAULT_REPLICA_MAX_LAG_MS, day_ms, &v[11],
+                      err)))
         return rc;
     if (c->cross_process_wakeup != 0 && c->cross_process_wakeup != -1)
         return odbox_fail(err, ODBOX_EINVAL, "delivery: cross_process_wakeup is 0 (on) or -1 (off), not %d",
@@ -105,6 +123,7 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
         .stop_wait_ms = (int)v[9],
         .execution_max_ms = (int)v[10],
         .listen = c->cross_process_wakeup,
+        .replica_max_lag_ms = (int)v[11],
     };
     return ODBOX_OK;
 }
@@ -171,6 +190,14 @@ static void start_listening(odbox_delivery *d)
                   e.message);
 }
 
+/* One execution of a job: the shard threads' shared state. */
+struct execution {
+    odbox_delivery *d;
+    int job;
+    atomic_int stop;
+    struct execution *next; /* the delivery's running list, under its mu */
+};
+
 /* ---- open, free ------------------------------------------------------------------ */
 
 static void delivery_destroy(odbox_delivery *d)
@@ -189,6 +216,8 @@ static void delivery_destroy(odbox_delivery *d)
     for (size_t i = 0; i < d->ntypes; i++)
         free(d->types[i].handlers);
     free(d->types);
+    for (size_t i = 0; d->shards && i < d->nshards; i++)
+        free(d->shards[i].replica_wait);
     free(d->shards);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
@@ -239,6 +268,8 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
         d->shards[i].shard = odbox_registry_shard_at(registry, i);
         d->shards[i].id = odbox_shard_get_id(d->shards[i].shard);
     }
+    for (int k = 0; rc == ODBOX_OK && k < NJOBS; k++)
+        rc = odbox_job_name_for(job_bases[k], registry, d->job_name[k], sizeof d->job_name[k], err);
     if (rc == ODBOX_OK)
         rc = group_types(d, err);
     if (rc == ODBOX_OK)
@@ -258,10 +289,49 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
     return ODBOX_OK;
 }
 
+/* Ends the running executions (those a job registry's stop gave up on,
+ * or of a registry not stopped) and waits until they have returned. */
+static void stop_executions(odbox_delivery *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->closing = 1;
+    int any = d->running != NULL;
+    for (execution *x = d->running; x; x = x->next) {
+        atomic_store(&x->stop, 1);
+        /* its supervisor's wait ends now (the registry lives while one
+         * of its jobs runs, and x leaves the list only under mu) */
+        odbox_jobs_wake(d->jobs[x->job].jobs, d->job_name[x->job]);
+    }
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    if (!any)
+        return;
+    odbox_workers_poke(d->workers); /* handling rounds waiting for calls: stop_wait_ms from now */
+    int64_t t0 = odbox_mono_us(), warn_ms = d->cfg.stop_wait_ms + FREE_WARN_MS;
+    pthread_mutex_lock(&d->mu);
+    while (d->running) {
+        struct timespec until = odbox_mono_after(FREE_WARN_MS / 4);
+        pthread_cond_timedwait(&d->cv, &d->mu, &until);
+        int64_t waited_ms = (odbox_mono_us() - t0) / 1000;
+        if (d->running && waited_ms >= warn_ms) {
+            int n = 0;
+            for (execution *x = d->running; x; x = x->next)
+                n++;
+            odbox_log(ODBOX_LOG_WARN,
+                      "delivery free: waiting %lld ms for %d job execution(s) to return (a statement, a "
+                      "handler call's stop wait or the delivery hook still runs)",
+                      (long long)waited_ms, n);
+            warn_ms += FREE_WARN_MS * 5;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
 void odbox_delivery_free(odbox_delivery **dp)
 {
     if (!dp || !*dp)
         return;
+    stop_executions(*dp);
     delivery_destroy(*dp);
     *dp = NULL;
 }
@@ -341,12 +411,6 @@ int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_deliv
 
 /* ---- executions ------------------------------------------------------------------------ */
 
-/* One execution of a job: the shard threads' shared state. */
-typedef struct execution {
-    odbox_delivery *d;
-    int job;
-    atomic_int stop;
-} execution;
 
 typedef struct shard_loop {
     execution *x;
@@ -388,10 +452,10 @@ static void *shard_main(void *arg)
             odbox_dmetrics_round_error(d->metrics);
             /* one line per streak of failures, and one when it ends */
             if (!was_failing)
-                odbox_log(ODBOX_LOG_WARN, "delivery: %s round failed: %s; retrying every %d ms", job_names[x->job],
+                odbox_log(ODBOX_LOG_WARN, "delivery: %s round failed: %s; retrying every %d ms", d->job_name[x->job],
                           e.message, d->cfg.poll_ms[x->job]);
         } else if (was_failing) {
-            odbox_log(ODBOX_LOG_INFO, "delivery: %s rounds on shard %d.%d work again", job_names[x->job],
+            odbox_log(ODBOX_LOG_INFO, "delivery: %s rounds on shard %d.%d work again", d->job_name[x->job],
                       ds->id.group, ds->id.member);
         }
         if (rc == ODBOX_OK && found_work(x->job, &rd))
@@ -413,14 +477,14 @@ static void supervise(odbox_job_context *ctx, execution *x)
     int64_t end = odbox_mono_us() / 1000 + d->cfg.execution_max_ms;
     for (;;) {
         int64_t left = end - odbox_mono_us() / 1000;
-        if (left <= 0)
+        if (left <= 0 || atomic_load(&x->stop)) /* x->stop: the delivery is being freed */
             break;
         int w = odbox_job_context_wait(ctx, (int)(left < SUPERVISE_MS ? left : SUPERVISE_MS));
         if (w == ODBOX_JOB_WAIT_STOP)
             break;
         if (odbox_job_context_fraction_dead(ctx) > 0.5) {
             odbox_log(ODBOX_LOG_WARN, "delivery: %s: heartbeats are late; ending this execution",
-                      job_names[x->job]);
+                      d->job_name[x->job]);
             break;
         }
         if (w == ODBOX_JOB_WAIT_WOKEN) { /* odbox_jobs_wake: every shard now */
@@ -433,22 +497,56 @@ static void supervise(odbox_job_context *ctx, execution *x)
     }
 }
 
+/* Puts x on the running list; ODBOX_ESTATE once the delivery is being
+ * freed. */
+static int execution_enter(odbox_delivery *d, execution *x, odbox_error *err)
+{
+    pthread_mutex_lock(&d->mu);
+    int closing = d->closing;
+    if (!closing) {
+        x->next = d->running;
+        d->running = x;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (closing)
+        return odbox_fail(err, ODBOX_ESTATE, "delivery: %s: the delivery is being freed", d->job_name[x->job]);
+    return ODBOX_OK;
+}
+
+/* Takes x off the running list and tells a waiting odbox_delivery_free.
+ * The last touch of d: it may be freed once mu is released. */
+static void execution_leave(odbox_delivery *d, execution *x)
+{
+    pthread_mutex_lock(&d->mu);
+    for (execution **at = &d->running; *at; at = &(*at)->next)
+        if (*at == x) {
+            *at = x->next;
+            break;
+        }
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
 static int execute(odbox_job_context *ctx, void *user, odbox_error *err)
 {
     odbox_djob *j = user;
     odbox_delivery *d = j->d;
-    start_listening(d);
     execution x = {.d = d, .job = j->kind};
     atomic_init(&x.stop, 0);
+    int rc = execution_enter(d, &x, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    start_listening(d);
     shard_loop *loops = calloc(d->nshards, sizeof *loops);
-    if (!loops)
+    if (!loops) {
+        execution_leave(d, &x);
         return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
-    int rc = ODBOX_OK;
+    }
     for (size_t i = 0; i < d->nshards && rc == ODBOX_OK; i++) {
         loops[i] = (shard_loop){&x, &d->shards[i], 0, 0};
         if (pthread_create(&loops[i].thread, NULL, shard_main, &loops[i]) != 0)
             rc = odbox_fail(err, ODBOX_ENOMEM, "delivery: %s: cannot start a thread for shard %d.%d",
-                            job_names[j->kind], d->shards[i].id.group, d->shards[i].id.member);
+                            d->job_name[j->kind], d->shards[i].id.group, d->shards[i].id.member);
         else
             loops[i].started = 1;
     }
@@ -463,7 +561,17 @@ static int execute(odbox_job_context *ctx, void *user, odbox_error *err)
         if (loops[i].started)
             pthread_join(loops[i].thread, NULL);
     free(loops);
+    execution_leave(d, &x);
     return rc;
+}
+
+const char *odbox_delivery_job_name(const odbox_delivery *d, int which)
+{
+    if (!d)
+        return NULL;
+    return which == ODBOX_DELIVERY_FANOUT ? d->job_name[JOB_FANOUT]
+           : which == ODBOX_DELIVERY_HANDLING ? d->job_name[JOB_HANDLING]
+                                              : NULL;
 }
 
 int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbox_error *err)
@@ -475,13 +583,23 @@ int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbo
                                              "ODBOX_DELIVERY_HANDLING", which);
     for (int k = 0; k < NJOBS; k++)
         if ((which & (1 << k)) && d->jobs[k].jobs)
-            return odbox_fail(err, ODBOX_ESTATE, "delivery: the %s job was added already", job_names[k]);
+            return odbox_fail(err, ODBOX_ESTATE, "delivery: the %s job was added already", d->job_name[k]);
+    /* a stop must let the calls' stop wait and the round's statements end
+     * inside the registry's shutdown wait, or it gives up on executions */
+    int64_t shutdown_ms = odbox_jobs_shutdown_ms(jobs);
+    if ((int64_t)d->cfg.stop_wait_ms * 100 > shutdown_ms * STOP_WAIT_SHARE)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "delivery: add jobs: stop_wait_ms %d does not fit the job registry's "
+                          "shutdown_max_wait_ms %lld: it may be at most %d%% of it (%lld ms), the rest is for the "
+                          "round's statements",
+                          d->cfg.stop_wait_ms, (long long)shutdown_ms, STOP_WAIT_SHARE,
+                          (long long)(shutdown_ms * STOP_WAIT_SHARE / 100));
     for (int k = 0; k < NJOBS; k++) {
         if (!(which & (1 << k)))
             continue;
         /* due again 1 ms after an execution, which the job registry polls
          * for then: the next execution follows at once */
-        odbox_job job = {job_names[k], odbox_schedule_fixed_delay(1), execute, &d->jobs[k]};
+        odbox_job job = {d->job_name[k], odbox_schedule_fixed_delay(1), execute, &d->jobs[k]};
         int rc = odbox_jobs_add(jobs, &job, err);
         if (rc != ODBOX_OK)
             return rc;

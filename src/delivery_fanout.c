@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "delivery_internal.h"
+#include "odbox/log.h"
 #include "registry_internal.h"
 #include "odbox/uuid.h"
 
@@ -104,14 +105,10 @@ static const odbox_dtype *find_type(const odbox_delivery *d, const char *name)
     return NULL;
 }
 
-static int read_events(fround *f, odbox_error *err)
+static int read_events(fround *f, odbox_conn *c, odbox_error *err)
 {
     odbox_delivery *d = f->d;
-    odbox_pool *pool = odbox_shard_replica(f->ds->shard);
-    odbox_conn *c = NULL;
-    int rc = odbox_pool_acquire(pool, &c, err);
-    if (rc != ODBOX_OK)
-        return rc;
+    int rc = ODBOX_OK;
     tables(f, odbox_conn_dialect(c));
     odbox_sql_key key;
     odbox_sql_key_init(&key, SQL_FANOUT_READ, d->ntypes);
@@ -146,8 +143,164 @@ static int read_events(fround *f, odbox_error *err)
         e->type = t;
     }
     odbox_stmt_free(&s);
-    odbox_pool_release(pool, &c);
     return rc < 0 ? rc : ODBOX_OK;
+}
+
+/* ---- which copy to read -------------------------------------------------------- */
+
+/* A one-row query's first column as text (malloc'd; NULL for SQL NULL or
+ * no row), binding arg (NULL: none). */
+static int query_text(odbox_conn *c, const char *sql, const char *arg, char **out, odbox_error *err)
+{
+    *out = NULL;
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    if (rc == ODBOX_OK && arg)
+        rc = odbox_stmt_bind_text(s, 1, arg, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        const char *v = NULL;
+        int null = 0;
+        if ((rc = odbox_stmt_get_text(s, 1, &v, &null, err)) == ODBOX_OK && !null && !(*out = strdup(v)))
+            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+/* 1 when the replica (c) has applied position pos of the primary. */
+static int replica_reached(odbox_conn *c, const odbox_dialect *dl, const char *pos, odbox_error *err)
+{
+    char *v = NULL;
+    int rc = query_text(c, dl->replica_reached_sql, pos, &v, err);
+    int reached = rc == ODBOX_OK && v && atoi(v) == 1;
+    free(v);
+    return rc == ODBOX_OK ? reached : rc;
+}
+
+/* The replica's lag in ms as it measures it: 0 when it cannot tell
+ * (no query), -1 when replication stopped or the answer makes no
+ * sense; < -1 an error. */
+static int64_t replica_lag_ms(odbox_conn *c, const odbox_dialect *dl, odbox_error *err)
+{
+    if (!dl->replica_lag_sql)
+        return 0;
+    odbox_stmt *s = NULL;
+    int64_t lag = 0, unit = dl->replica_lag_unit_ms > 0 ? dl->replica_lag_unit_ms : 1;
+    int rc = odbox_stmt_prepare(c, dl->replica_lag_sql, &s, err), col = 1;
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        if (dl->replica_lag_column && (col = odbox_stmt_column_index(s, dl->replica_lag_column)) == 0) {
+            lag = -1; /* no such column: cannot tell */
+            break;
+        }
+        int64_t v = 0;
+        int null = 0;
+        if ((rc = odbox_stmt_get_int64(s, col, &v, &null, err)) != ODBOX_OK)
+            break;
+        if (null || v < 0 || v > INT64_MAX / unit) {
+            lag = -1;
+            break;
+        }
+        if (v * unit > lag)
+            lag = v * unit;
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : lag;
+}
+
+/* Decides where the round reads: the replica (*c, from the replica's
+ * pool) unless the replica has not applied the last flips yet, or lags
+ * past the bound; then *c is NULL and the primary is read. A failed
+ * probe reads the primary too. */
+static int pick_replica(fround *f, odbox_conn **c, odbox_error *err)
+{
+    odbox_delivery *d = f->d;
+    odbox_dshard *ds = f->ds;
+    odbox_pool *pool = odbox_shard_replica(ds->shard);
+    *c = NULL;
+    pthread_mutex_lock(&d->mu);
+    int unknown = ds->replica_wait_unknown;
+    char *wait = ds->replica_wait ? strdup(ds->replica_wait) : NULL;
+    int oom = ds->replica_wait && !wait;
+    pthread_mutex_unlock(&d->mu);
+    if (oom)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    if (unknown) {
+        free(wait);
+        return ODBOX_OK;
+    }
+    odbox_conn *rc_conn = NULL;
+    int rc = odbox_pool_acquire(pool, &rc_conn, err);
+    if (rc != ODBOX_OK) {
+        free(wait);
+        return rc;
+    }
+    const odbox_dialect *dl = odbox_conn_dialect(rc_conn);
+    odbox_error pe = {0};
+    int use = 1;
+    if (wait && dl->replica_reached_sql) {
+        int r = replica_reached(rc_conn, dl, wait, &pe);
+        f->rd->statements++;
+        if (r == 1) {
+            pthread_mutex_lock(&d->mu);
+            if (ds->replica_wait && !strcmp(ds->replica_wait, wait)) {
+                free(ds->replica_wait);
+                ds->replica_wait = NULL;
+            }
+            pthread_mutex_unlock(&d->mu);
+        } else {
+            use = 0;
+        }
+    }
+    free(wait);
+    if (use) {
+        int64_t lag = replica_lag_ms(rc_conn, dl, &pe);
+        f->rd->statements += dl->replica_lag_sql != NULL;
+        use = lag >= 0 && lag <= d->cfg.replica_max_lag_ms;
+    }
+    if (pe.code)
+        odbox_log(ODBOX_LOG_DEBUG, "delivery: fan-out on shard %d.%d reads the primary: %s", ds->id.group,
+                  ds->id.member, pe.message);
+    if (use)
+        *c = rc_conn;
+    else
+        odbox_pool_release(pool, &rc_conn);
+    return ODBOX_OK;
+}
+
+/* After a round: what the replica must show before it is read again. */
+static void remember_flips(fround *f, odbox_conn *primary)
+{
+    odbox_delivery *d = f->d;
+    odbox_dshard *ds = f->ds;
+    if (!odbox_shard_has_replica(ds->shard))
+        return;
+    char *pos = NULL;
+    if (f->rd->delivered > 0 && primary && f->dialect->replica_position_sql) {
+        odbox_error pe = {0};
+        if (query_text(primary, f->dialect->replica_position_sql, NULL, &pos, &pe) != ODBOX_OK)
+            odbox_log(ODBOX_LOG_DEBUG, "delivery: fan-out on shard %d.%d: no replication position: %s",
+                      ds->id.group, ds->id.member, pe.message);
+        f->rd->statements++;
+        if (pos && !*pos) {
+            free(pos);
+            pos = NULL;
+        }
+    }
+    pthread_mutex_lock(&d->mu);
+    if (f->rd->delivered > 0) {
+        free(ds->replica_wait);
+        ds->replica_wait = pos;
+        ds->replica_wait_unknown = pos == NULL;
+        pos = NULL;
+    } else if (!f->rd->from_replica) {
+        ds->replica_wait_unknown = 0; /* the primary shows no more to flip */
+    }
+    pthread_mutex_unlock(&d->mu);
+    free(pos);
 }
 
 /* One notification per (event x handler), ids that carry the shard. */
@@ -357,18 +510,30 @@ int odbox_fanout_round(odbox_delivery *d, odbox_dshard *ds, odbox_delivery_round
     rd->job = ODBOX_DELIVERY_FANOUT;
     rd->shard = ds->id;
     fround f = {.d = d, .ds = ds, .rd = rd};
-    odbox_conn *c = NULL;
+    odbox_conn *c = NULL, *rc_conn = NULL;
     odbox_pool *primary = odbox_shard_primary(ds->shard);
     int rc = odbox_shard_check_eventlog(ds->shard, err);
-    if (rc == ODBOX_OK)
-        rc = read_events(&f, err);
+    /* the replica, unless it has not shown the last flips yet or lags
+     * past the bound: else the primary, on the connection that writes */
+    if (rc == ODBOX_OK && odbox_shard_has_replica(ds->shard))
+        rc = pick_replica(&f, &rc_conn, err);
+    if (rc == ODBOX_OK && !rc_conn)
+        rc = odbox_pool_acquire(primary, &c, err);
+    if (rc == ODBOX_OK) {
+        rd->from_replica = rc_conn != NULL;
+        rc = read_events(&f, rc_conn ? rc_conn : c, err);
+    }
+    if (rc_conn)
+        odbox_pool_release(odbox_shard_replica(ds->shard), &rc_conn);
     rd->read = f.nev;
     if (rc == ODBOX_OK && f.nev > 0 && (rc = plan_rows(&f, err)) == ODBOX_OK &&
-        (rc = odbox_pool_acquire(primary, &c, err)) == ODBOX_OK) {
+        (c || (rc = odbox_pool_acquire(primary, &c, err)) == ODBOX_OK)) {
         tables(&f, odbox_conn_dialect(c));
         rd->notifications = f.nrows;
         rc = write_round(&f, c, err);
     }
+    if (rc == ODBOX_OK)
+        remember_flips(&f, c);
     if (rc == ODBOX_OK) {
         odbox_dmetrics_fanout(d->metrics, rd->delivered, rd->notifications);
         /* the handling job of this shard has work: here and, where the
@@ -377,7 +542,7 @@ int odbox_fanout_round(odbox_delivery *d, odbox_dshard *ds, odbox_delivery_round
             odbox_wake_raise(d->wake, ds->id, ODBOX_WAKE_NOTIFICATIONS, 1);
     }
     if (d->hook)
-        d->hook(d->hook_ud, ODBOX_DELIVERY_ROUND_DONE, ds->shard, c, rd);
+        d->hook(d->hook_ud, ODBOX_DELIVERY_ROUND_DONE, ds->shard, f.nev > 0 ? c : NULL, rd);
     if (c)
         odbox_pool_release(primary, &c);
     free(f.ev);

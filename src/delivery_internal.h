@@ -97,6 +97,13 @@ typedef struct odbox_dshard {
     odbox_shard_id id;
     int pending[NJOBS];   /* under the delivery's mu: woken since its last round */
     int failing[NJOBS];   /* under mu: its last round failed (logged once per streak) */
+    /* Under mu: what the fan-out's last flips wait for on the replica.
+     * The primary's position after them (malloc'd): the primary is read
+     * until the replica has applied it; or, flips without a position
+     * (unknown = 1): the primary is read until a round there flips
+     * nothing. */
+    char *replica_wait;
+    int replica_wait_unknown;
 } odbox_dshard;
 
 typedef struct odbox_djob {
@@ -110,9 +117,13 @@ typedef struct odbox_dcfg {
     int batch[NJOBS], poll_ms[NJOBS];
     int64_t backoff_base_us, backoff_cap_us, retention_us;
     int workers, handler_timeout_ms, stop_wait_ms, execution_max_ms, listen;
+    int replica_max_lag_ms;
 } odbox_dcfg;
 
 typedef struct odbox_dmetrics odbox_dmetrics;
+
+/* One execution of a job (delivery.c). */
+typedef struct execution execution;
 
 struct odbox_delivery {
     odbox_registry *r;
@@ -126,8 +137,9 @@ struct odbox_delivery {
     odbox_dshard *shards;
     size_t nshards;
     odbox_djob jobs[NJOBS];
+    char job_name[NJOBS][ODBOX_JOB_NAME_MAX + 1]; /* per eventlog: odbox_job_name_for */
     pthread_mutex_t mu;
-    pthread_cond_t cv;    /* CLOCK_MONOTONIC: a shard is woken, or an execution stops */
+    pthread_cond_t cv;    /* CLOCK_MONOTONIC: a shard is woken, an execution stops or returns */
     odbox_wake *wake;
     int listening;        /* under mu: odbox_wake_start was called */
     pthread_mutex_t attach_mu;
@@ -135,6 +147,8 @@ struct odbox_delivery {
     size_t nattached;
     odbox_workers *workers;
     odbox_dmetrics *metrics;
+    execution *running;   /* under mu: the executions between their start and return */
+    int closing;          /* under mu: odbox_delivery_free began; no execution starts */
 };
 
 int64_t odbox_delivery_now(const odbox_delivery *d);

@@ -1,6 +1,7 @@
 /* odbox — error codes, messages, and the small string helpers every
  * module uses. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,11 +238,15 @@ void odbox_free_secret(char *s)
     free(s);
 }
 
+static _Atomic int64_t clock_skew_us;
+
+void odbox_clock_skew_set(int64_t skew_us) { atomic_store(&clock_skew_us, skew_us); }
+
 int64_t odbox_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + atomic_load_explicit(&clock_skew_us, memory_order_relaxed);
 }
 
 const char *odbox_version(void) { return PACKAGE_VERSION; }

@@ -72,8 +72,14 @@ extern const unsigned char odbox_hex_digit[256];
 /* Zeroes and frees a secret. NULL-safe. */
 void odbox_free_secret(char *s);
 
-/* Current UTC time in microseconds since the epoch. */
+/* Current UTC time in microseconds since the epoch, as this machine's
+ * clock tells it (plus the skew below). */
 int64_t odbox_now_us(void);
+
+/* Tests: makes this process's clock as wrong as a machine's can be
+ * (odbox_now_us and the system odbox_clock run skew_us ahead; negative:
+ * behind). Thread-safe. */
+void odbox_clock_skew_set(int64_t skew_us);
 
 /* Microseconds on CLOCK_MONOTONIC, for durations and deadlines, never
  * dates (src/clock.c). */

@@ -12,7 +12,17 @@
 /* ODBOX_OK when s is a schedule odbox_schedule_next can use. */
 int odbox_schedule_check(const odbox_schedule *s, odbox_error *err);
 
+/* The registry's shutdown_max_wait_ms as resolved (the default for 0):
+ * how long odbox_jobs_stop waits for running callbacks. The delivery
+ * checks its stop wait against it. */
+int odbox_jobs_shutdown_ms(const odbox_jobs *r);
+
 /* ---- a job's row (src/jobs_store.c) ---------------------------------- */
+
+/* A time a statement writes or compares with: a value of the job
+ * registry's clock, or this: the database's own time (the dialect's
+ * now_sql), so that the clocks of the processes never decide. */
+#define ODBOX_JOB_DB_NOW INT64_MIN
 
 typedef struct odbox_job_row {
     int64_t version;
@@ -22,15 +32,22 @@ typedef struct odbox_job_row {
     int64_t heartbeat_us;
     int paused;            /* odbox_job_state.paused */
     int64_t run_requests;  /* odbox_job_state.run_requests: run-now requests so far */
+    int64_t db_now_us;     /* the database's time when it was read */
+    int has_waiter;        /* another process waits for a turn (odbox_job_waiters) */
 } odbox_job_row;
 
-/* Each *_row statement below is one statement in autocommit. Those that
- * are guarded by the version read before set *done to 1 when they
- * matched the row, 0 when someone else changed it first (not an error). */
+/* Each statement below is one statement in autocommit. Those that are
+ * guarded by the version read before set *done to 1 when they matched
+ * the row, 0 when someone else changed it first (not an error). */
 
-/* The row and its odbox_job_state (defaults when none). ODBOX_ENOTFOUND
- * when there is no row. */
-int odbox_job_row_read(odbox_conn *c, const char *name, odbox_job_row *row, odbox_error *err);
+/* The database's time. */
+int odbox_job_db_now(odbox_conn *c, int64_t *now_us, odbox_error *err);
+
+/* The row and its odbox_job_state (defaults when none); has_waiter tells
+ * whether a process other than me waits for a turn until after now_us.
+ * ODBOX_ENOTFOUND when there is no row. */
+int odbox_job_row_read(odbox_conn *c, const char *name, const char *me, int64_t now_us, odbox_job_row *row,
+                       odbox_error *err);
 
 /* Inserts the row (not picked, version 1) unless it exists. */
 int odbox_job_row_insert(odbox_conn *c, const char *name, int64_t execution_us, odbox_error *err);
@@ -45,10 +62,11 @@ int odbox_job_row_move(odbox_conn *c, const char *name, int64_t version, int64_t
 int odbox_job_row_claim(odbox_conn *c, const char *name, int64_t version, const char *picked_by, int64_t now_us,
                         int *done, odbox_error *err);
 
-/* A dead held row is released, due now, counted as a failure at now
+/* A held row whose last heartbeat is older than dead_before_us (tested
+ * in the UPDATE) is released, due at now_us, counted as a failure
  * (db-scheduler's ReviveDeadExecution); version + 1. */
-int odbox_job_row_revive(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int *done,
-                         odbox_error *err);
+int odbox_job_row_revive(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int64_t dead_before_us,
+                         int *done, odbox_error *err);
 
 /* last_heartbeat = now; the version stays. */
 int odbox_job_row_heartbeat(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int *done,
@@ -58,5 +76,16 @@ int odbox_job_row_heartbeat(odbox_conn *c, const char *name, int64_t version, in
  * execution time; version + 1. */
 int odbox_job_row_finish(odbox_conn *c, const char *name, int64_t version, int succeeded, int64_t done_us,
                          int64_t next_us, int *done, odbox_error *err);
+
+/* me waits for a turn at name until until_us (odbox_job_waiters); clear
+ * ends that once it has the row. */
+int odbox_job_wait_mark(odbox_conn *c, const char *name, const char *me, int64_t until_us, odbox_error *err);
+int odbox_job_wait_clear(odbox_conn *c, const char *name, const char *me, odbox_error *err);
+
+/* The name of one of odbox's own jobs for the eventlog of registry's
+ * default shard: base for the default eventlog ("eventlog", the name
+ * installations had before), base@eventlog for any other, so that
+ * eventlogs sharing one scheduled_tasks never compete for one row. */
+int odbox_job_name_for(const char *base, const odbox_registry *registry, char *out, size_t cap, odbox_error *err);
 
 #endif

@@ -10,6 +10,7 @@
 
 #define TASKS "scheduled_tasks"
 #define STATE "odbox_job_state"
+#define WAITERS "odbox_job_waiters"
 
 /* A SELECT-list item reading timestamp column col as the text
  * odbox_stmt_get_timestamp parses. */
@@ -46,26 +47,110 @@ static int bind_key(odbox_stmt *s, int idx, const char *name, odbox_error *err)
     return rc == ODBOX_OK ? odbox_stmt_bind_text(s, idx + 1, ODBOX_JOB_INSTANCE, err) : rc;
 }
 
+/* ---- statements with times ----------------------------------------------- */
+
+/* SQL text in which each "{now}" is the time of the statement: a
+ * parameter when it is a clock's value, the dialect's now_sql when it is
+ * ODBOX_JOB_DB_NOW. NULL when out of memory. */
+static char *with_now(const odbox_dialect *d, const char *tmpl, int64_t now_us)
+{
+    odbox_buf b = {0};
+    for (const char *p = tmpl, *q; *p; p = q + 5) {
+        if (!(q = strstr(p, "{now}"))) {
+            odbox_buf_append(&b, p);
+            break;
+        }
+        odbox_buf_appendn(&b, p, (size_t)(q - p));
+        odbox_buf_append(&b, now_us == ODBOX_JOB_DB_NOW ? d->now_sql : "?");
+    }
+    return odbox_buf_take(&b);
+}
+
+/* Binds parameters in order; the first failure sticks. */
+typedef struct binder {
+    odbox_stmt *s;
+    int idx;
+    int rc;
+    odbox_error *err;
+} binder;
+
+static void b_text(binder *b, const char *v)
+{
+    if (b->rc == ODBOX_OK)
+        b->rc = odbox_stmt_bind_text(b->s, ++b->idx, v, b->err);
+}
+
+static void b_int64(binder *b, int64_t v)
+{
+    if (b->rc == ODBOX_OK)
+        b->rc = odbox_stmt_bind_int64(b->s, ++b->idx, v, b->err);
+}
+
+/* A time; the database's own takes no parameter. */
+static void b_time(binder *b, int64_t us)
+{
+    if (b->rc == ODBOX_OK && us != ODBOX_JOB_DB_NOW)
+        b->rc = odbox_stmt_bind_timestamp(b->s, ++b->idx, us, b->err);
+}
+
+static void b_key(binder *b, const char *name)
+{
+    b_text(b, name);
+    b_text(b, ODBOX_JOB_INSTANCE);
+}
+
+/* Prepares tmpl with its {now}s as now_us says. */
+static int prepare_now(odbox_conn *c, const char *tmpl, int64_t now_us, binder *b, odbox_error *err)
+{
+    char *sql = with_now(odbox_conn_dialect(c), tmpl, now_us);
+    *b = (binder){NULL, 0, ODBOX_OK, err};
+    b->rc = sql ? odbox_stmt_prepare(c, sql, &b->s, err) : odbox_fail(err, ODBOX_ENOMEM, "jobs: out of memory");
+    free(sql);
+    return b->rc;
+}
+
 /* An UPDATE of name's row guarded by its version: parameters are the nts
  * timestamps ts, then task_name, task_instance and the version. */
 static int update_row(odbox_conn *c, const char *sql, const int64_t *ts, int nts, const char *name, int64_t version,
                       int *done, odbox_error *err)
 {
-    odbox_stmt *s = NULL;
+    binder b;
     *done = 0;
-    int rc = odbox_stmt_prepare(c, sql, &s, err);
-    for (int i = 0; rc == ODBOX_OK && i < nts; i++)
-        rc = odbox_stmt_bind_timestamp(s, i + 1, ts[i], err);
-    if (rc == ODBOX_OK && (rc = bind_key(s, nts + 1, name, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_int64(s, nts + 3, version, err)) == ODBOX_OK)
-        rc = execute_one(s, done, err);
-    odbox_stmt_free(&s);
-    return rc;
+    prepare_now(c, sql, 0, &b, err);
+    for (int i = 0; i < nts; i++)
+        b_time(&b, ts[i]);
+    b_key(&b, name);
+    b_int64(&b, version);
+    if (b.rc == ODBOX_OK)
+        b.rc = execute_one(b.s, done, err);
+    odbox_stmt_free(&b.s);
+    return b.rc;
 }
 
 /* ---- a job's row -------------------------------------------------------- */
 
-int odbox_job_row_read(odbox_conn *c, const char *name, odbox_job_row *row, odbox_error *err)
+int odbox_job_db_now(odbox_conn *c, int64_t *now_us, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    odbox_buf b = {0};
+    odbox_buf_append(&b, "SELECT ");
+    ts_col(&b, d, d->now_sql);
+    char *sql = odbox_buf_take(&b);
+    if (!sql)
+        return odbox_fail(err, ODBOX_ENOMEM, "jobs: out of memory");
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    free(sql);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+        rc = odbox_stmt_get_timestamp(s, 1, now_us, NULL, err);
+    else if (rc == 0)
+        rc = odbox_fail(err, ODBOX_EDB, "jobs: the database's time: no row");
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+int odbox_job_row_read(odbox_conn *c, const char *name, const char *me, int64_t now_us, odbox_job_row *row,
+                       odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
     odbox_buf b = {0};
@@ -73,28 +158,40 @@ int odbox_job_row_read(odbox_conn *c, const char *name, odbox_job_row *row, odbo
     ts_col(&b, d, "t.execution_time");
     odbox_buf_append(&b, ", t.picked, ");
     ts_col(&b, d, "t.last_heartbeat");
-    odbox_buf_append(&b, ", COALESCE(s.paused, FALSE), COALESCE(s.run_requests, 0) FROM " TASKS " t LEFT JOIN " STATE
-                         " s ON s.task_name = t.task_name WHERE t.task_name = ? AND t.task_instance = ?");
-    char *sql = odbox_buf_take(&b);
-    if (!sql)
+    odbox_buf_append(&b, ", COALESCE(s.paused, FALSE), COALESCE(s.run_requests, 0), ");
+    ts_col(&b, d, d->now_sql);
+    odbox_buf_append(&b, ", CASE WHEN EXISTS (SELECT 1 FROM " WAITERS " w WHERE w.task_name = t.task_name "
+                         "AND w.picked_by <> ? AND w.waiting_until > {now}) THEN 1 ELSE 0 END FROM " TASKS
+                         " t LEFT JOIN " STATE " s ON s.task_name = t.task_name "
+                         "WHERE t.task_name = ? AND t.task_instance = ?");
+    char *tmpl = odbox_buf_take(&b);
+    if (!tmpl)
         return odbox_fail(err, ODBOX_ENOMEM, "jobs: out of memory");
-    odbox_stmt *s = NULL;
+    binder p;
     int null_hb = 1;
+    int64_t waiter = 0;
     memset(row, 0, sizeof *row);
-    int rc = odbox_stmt_prepare(c, sql, &s, err);
-    free(sql);
-    if (rc == ODBOX_OK && (rc = bind_key(s, 1, name, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK)
-        rc = odbox_stmt_fetch(s, err);
+    prepare_now(c, tmpl, now_us, &p, err);
+    free(tmpl);
+    b_text(&p, me);
+    b_time(&p, now_us);
+    b_key(&p, name);
+    int rc = p.rc;
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(p.s, err)) == ODBOX_OK)
+        rc = odbox_stmt_fetch(p.s, err);
     if (rc == 0)
         rc = odbox_fail(err, ODBOX_ENOTFOUND, "jobs: no row for job '%.100s' in " TASKS, name);
-    else if (rc == 1 && (rc = odbox_stmt_get_int64(s, 1, &row->version, NULL, err)) == ODBOX_OK &&
-             (rc = odbox_stmt_get_timestamp(s, 2, &row->execution_us, NULL, err)) == ODBOX_OK &&
-             (rc = odbox_stmt_get_bool(s, 3, &row->picked, NULL, err)) == ODBOX_OK &&
-             (rc = odbox_stmt_get_timestamp(s, 4, &row->heartbeat_us, &null_hb, err)) == ODBOX_OK &&
-             (rc = odbox_stmt_get_bool(s, 5, &row->paused, NULL, err)) == ODBOX_OK)
-        rc = odbox_stmt_get_int64(s, 6, &row->run_requests, NULL, err);
+    else if (rc == 1 && (rc = odbox_stmt_get_int64(p.s, 1, &row->version, NULL, err)) == ODBOX_OK &&
+             (rc = odbox_stmt_get_timestamp(p.s, 2, &row->execution_us, NULL, err)) == ODBOX_OK &&
+             (rc = odbox_stmt_get_bool(p.s, 3, &row->picked, NULL, err)) == ODBOX_OK &&
+             (rc = odbox_stmt_get_timestamp(p.s, 4, &row->heartbeat_us, &null_hb, err)) == ODBOX_OK &&
+             (rc = odbox_stmt_get_bool(p.s, 5, &row->paused, NULL, err)) == ODBOX_OK &&
+             (rc = odbox_stmt_get_int64(p.s, 6, &row->run_requests, NULL, err)) == ODBOX_OK &&
+             (rc = odbox_stmt_get_timestamp(p.s, 7, &row->db_now_us, NULL, err)) == ODBOX_OK)
+        rc = odbox_stmt_get_int64(p.s, 8, &waiter, NULL, err);
     row->has_heartbeat = !null_hb;
-    odbox_stmt_free(&s);
+    row->has_waiter = waiter != 0;
+    odbox_stmt_free(&p.s);
     return rc;
 }
 
@@ -124,44 +221,66 @@ int odbox_job_row_move(odbox_conn *c, const char *name, int64_t version, int64_t
 int odbox_job_row_claim(odbox_conn *c, const char *name, int64_t version, const char *picked_by, int64_t now_us,
                         int *done, odbox_error *err)
 {
-    odbox_stmt *s = NULL;
+    binder b;
     *done = 0;
     /* the pause is checked in the same statement: once odbox_jobs_pause
      * has returned, no claim can start a run */
-    int rc = odbox_stmt_prepare(c,
-                                "UPDATE " TASKS " SET picked = TRUE, picked_by = ?, last_heartbeat = ?, "
-                                "version = version + 1 WHERE task_name = ? AND task_instance = ? AND version = ? "
-                                "AND picked = FALSE AND NOT EXISTS (SELECT 1 FROM " STATE
-                                " s WHERE s.task_name = ? AND s.paused = TRUE)",
-                                &s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, picked_by, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_timestamp(s, 2, now_us, err)) == ODBOX_OK && (rc = bind_key(s, 3, name, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_int64(s, 5, version, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 6, name, err)) == ODBOX_OK)
-        rc = execute_one(s, done, err);
-    odbox_stmt_free(&s);
-    return rc;
+    prepare_now(c,
+                "UPDATE " TASKS " SET picked = TRUE, picked_by = ?, last_heartbeat = {now}, "
+                "version = version + 1 WHERE task_name = ? AND task_instance = ? AND version = ? "
+                "AND picked = FALSE AND NOT EXISTS (SELECT 1 FROM " STATE " s WHERE s.task_name = ? AND s.paused = TRUE)",
+                now_us, &b, err);
+    b_text(&b, picked_by);
+    b_time(&b, now_us);
+    b_key(&b, name);
+    b_int64(&b, version);
+    b_text(&b, name);
+    if (b.rc == ODBOX_OK)
+        b.rc = execute_one(b.s, done, err);
+    odbox_stmt_free(&b.s);
+    return b.rc;
 }
 
-int odbox_job_row_revive(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int *done,
-                         odbox_error *err)
+int odbox_job_row_revive(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int64_t dead_before_us,
+                         int *done, odbox_error *err)
 {
-    const int64_t ts[2] = {now_us, now_us};
-    return update_row(c,
-                      "UPDATE " TASKS " SET picked = FALSE, picked_by = NULL, last_heartbeat = NULL, "
-                      "execution_time = ?, last_failure = ?, "
-                      "consecutive_failures = COALESCE(consecutive_failures, 0) + 1, version = version + 1 "
-                      "WHERE task_name = ? AND task_instance = ? AND version = ? AND picked = TRUE",
-                      ts, 2, name, version, done, err);
+    /* the staleness is tested here, not only when the row was read: a
+     * heartbeat that lands in between wins */
+    binder b;
+    *done = 0;
+    prepare_now(c,
+                "UPDATE " TASKS " SET picked = FALSE, picked_by = NULL, last_heartbeat = NULL, "
+                "execution_time = ?, last_failure = ?, "
+                "consecutive_failures = COALESCE(consecutive_failures, 0) + 1, version = version + 1 "
+                "WHERE task_name = ? AND task_instance = ? AND version = ? AND picked = TRUE AND last_heartbeat < ?",
+                0, &b, err);
+    b_time(&b, now_us);
+    b_time(&b, now_us);
+    b_key(&b, name);
+    b_int64(&b, version);
+    b_time(&b, dead_before_us);
+    if (b.rc == ODBOX_OK)
+        b.rc = execute_one(b.s, done, err);
+    odbox_stmt_free(&b.s);
+    return b.rc;
 }
 
 int odbox_job_row_heartbeat(odbox_conn *c, const char *name, int64_t version, int64_t now_us, int *done,
                             odbox_error *err)
 {
-    int rc = update_row(c,
-                        "UPDATE " TASKS " SET last_heartbeat = ? "
-                        "WHERE task_name = ? AND task_instance = ? AND version = ?",
-                        &now_us, 1, name, version, done, err);
+    binder b;
+    *done = 0;
+    prepare_now(c,
+                "UPDATE " TASKS " SET last_heartbeat = {now} "
+                "WHERE task_name = ? AND task_instance = ? AND version = ?",
+                now_us, &b, err);
+    b_time(&b, now_us);
+    b_key(&b, name);
+    b_int64(&b, version);
+    if (b.rc == ODBOX_OK)
+        b.rc = execute_one(b.s, done, err);
+    odbox_stmt_free(&b.s);
+    int rc = b.rc;
     if (rc != ODBOX_OK || *done)
         return rc;
     /* MySQL and MariaDB count changed rows, not matched ones: writing the
@@ -193,6 +312,58 @@ int odbox_job_row_finish(odbox_conn *c, const char *name, int64_t version, int s
                                   "consecutive_failures = COALESCE(consecutive_failures, 0) + 1, "
                                   "version = version + 1 WHERE task_name = ? AND task_instance = ? AND version = ?",
                       ts, 2, name, version, done, err);
+}
+
+/* ---- names ------------------------------------------------------------------ */
+
+int odbox_job_name_for(const char *base, const odbox_registry *registry, char *out, size_t cap, odbox_error *err)
+{
+    const char *ev = registry ? odbox_shard_eventlog(odbox_registry_default_shard(registry)) : NULL;
+    int n = !ev || !strcmp(ev, "eventlog") ? snprintf(out, cap, "%s", base) : snprintf(out, cap, "%s@%s", base, ev);
+    if (n < 0 || (size_t)n >= cap || n > ODBOX_JOB_NAME_MAX)
+        return odbox_fail(err, ODBOX_EINVAL, "jobs: the job name '%s@%.60s' is longer than %d characters", base,
+                          ev ? ev : "", ODBOX_JOB_NAME_MAX);
+    return ODBOX_OK;
+}
+
+/* ---- turns ------------------------------------------------------------------ */
+
+int odbox_job_wait_mark(odbox_conn *c, const char *name, const char *me, int64_t until_us, odbox_error *err)
+{
+    binder b;
+    int done = 0;
+    prepare_now(c, "UPDATE " WAITERS " SET waiting_until = ? WHERE task_name = ? AND picked_by = ?", 0, &b, err);
+    b_time(&b, until_us);
+    b_text(&b, name);
+    b_text(&b, me);
+    if (b.rc == ODBOX_OK)
+        b.rc = execute_one(b.s, &done, err);
+    odbox_stmt_free(&b.s);
+    if (b.rc != ODBOX_OK || done)
+        return b.rc;
+    char sql[512];
+    snprintf(sql, sizeof sql, odbox_conn_dialect(c)->insert_ignore_fmt, WAITERS, "task_name, picked_by, waiting_until",
+             "(?, ?, ?)", "task_name");
+    prepare_now(c, sql, 0, &b, err);
+    b_text(&b, name);
+    b_text(&b, me);
+    b_time(&b, until_us);
+    if (b.rc == ODBOX_OK)
+        b.rc = odbox_stmt_execute(b.s, err);
+    odbox_stmt_free(&b.s);
+    return b.rc;
+}
+
+int odbox_job_wait_clear(odbox_conn *c, const char *name, const char *me, odbox_error *err)
+{
+    binder b;
+    prepare_now(c, "DELETE FROM " WAITERS " WHERE task_name = ? AND picked_by = ?", 0, &b, err);
+    b_text(&b, name);
+    b_text(&b, me);
+    if (b.rc == ODBOX_OK)
+        b.rc = odbox_stmt_execute(b.s, err);
+    odbox_stmt_free(&b.s);
+    return b.rc;
 }
 
 /* ---- operations ----------------------------------------------------------- */
@@ -234,7 +405,7 @@ static int operate(odbox_pool *pool, const char *name, op_kind op, odbox_error *
     if ((rc = odbox_pool_acquire(pool, &c, err)) != ODBOX_OK)
         return rc;
     odbox_job_row row;
-    rc = odbox_job_row_read(c, name, &row, err);
+    rc = odbox_job_row_read(c, name, "", ODBOX_JOB_DB_NOW, &row, err);
     if (rc == ODBOX_ENOTFOUND)
         rc = odbox_fail(err, ODBOX_ENOTFOUND, "jobs %s: no job named '%.100s' (no '" ODBOX_JOB_INSTANCE
                         "' row in " TASKS ")", what[op], name);
@@ -250,15 +421,15 @@ static int operate(odbox_pool *pool, const char *name, op_kind op, odbox_error *
         int done;
         rc = update_state(c, name, "UPDATE " STATE " SET run_requests = run_requests + 1 WHERE task_name = ?", err);
         if (rc == ODBOX_OK) {
-            odbox_stmt *s = NULL;
-            if ((rc = odbox_stmt_prepare(c,
-                                         "UPDATE " TASKS " SET execution_time = ?, version = version + 1 "
-                                         "WHERE task_name = ? AND task_instance = ? AND picked = FALSE",
-                                         &s, err)) == ODBOX_OK &&
-                (rc = odbox_stmt_bind_timestamp(s, 1, odbox_now_us(), err)) == ODBOX_OK &&
-                (rc = bind_key(s, 2, name, err)) == ODBOX_OK)
-                rc = execute_one(s, &done, err);
-            odbox_stmt_free(&s);
+            binder b;
+            prepare_now(c,
+                        "UPDATE " TASKS " SET execution_time = {now}, version = version + 1 "
+                        "WHERE task_name = ? AND task_instance = ? AND picked = FALSE",
+                        ODBOX_JOB_DB_NOW, &b, err);
+            b_key(&b, name);
+            if ((rc = b.rc) == ODBOX_OK)
+                rc = execute_one(b.s, &done, err);
+            odbox_stmt_free(&b.s);
         }
     }
     odbox_pool_release(pool, &c);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "notifications_internal.h"
+#include "jobs_internal.h"
 
 #define DEFAULT_BATCH 1000
 #define MAX_BATCH 100000
@@ -175,6 +176,7 @@ void odbox_purge_results_free(odbox_purge_result **results)
 typedef struct purge_job {
     const odbox_registry *r;
     odbox_purge_options o;
+    char name[ODBOX_JOB_NAME_MAX + 1]; /* per eventlog: odbox_job_name_for */
 } purge_job;
 
 /* Stop when the job registry stops, or before this run is taken for dead
@@ -223,7 +225,11 @@ int odbox_purge_job(const odbox_registry *r, const odbox_purge_options *o, odbox
     pj->r = r;
     pj->o = *o;
     pj->o.clock = NULL;
-    job->name = ODBOX_PURGE_JOB_NAME;
+    if ((rc = odbox_job_name_for(ODBOX_PURGE_JOB_NAME, r, pj->name, sizeof pj->name, err)) != ODBOX_OK) {
+        free(pj);
+        return rc;
+    }
+    job->name = pj->name;
     job->schedule = schedule;
     job->execute = run_job;
     job->user = pj;

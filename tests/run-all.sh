@@ -32,4 +32,6 @@ run_suites() {
     echo "=== all test tiers passed"
 }
 export -f run_suites
-tests/db/with-servers.sh -- bash -c "cd '$top' && run_suites"
+# --standby: the replica suite reads a real streaming standby (a second
+# PostgreSQL, started from a pg_basebackup of the first: about a second)
+tests/db/with-servers.sh --standby -- bash -c "cd '$top' && run_suites"

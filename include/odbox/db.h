@@ -145,6 +145,9 @@ int64_t odbox_stmt_rows_affected(odbox_stmt *s);
 int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err);
 
 int odbox_stmt_column_count(odbox_stmt *s);
+/* The 1-based index of the current result's column labelled name
+ * (case-insensitive); 0 when there is none. */
+int odbox_stmt_column_index(odbox_stmt *s, const char *name);
 
 /* Getters read column col (from 1) of the current row. *is_null (may be
  * NULL) tells SQL NULL; the value is then zero/empty. Text returned by

@@ -236,6 +236,41 @@ typedef struct odbox_dialect {
      * row in cols order. *out is malloc'd. */
     int (*bound_rows_sql)(const struct odbox_dialect *d, const char *alias, const char *const *cols,
                           const int *types, size_t ncols, size_t nrows, char **out, odbox_error *err);
+
+    /* The database's current time in UTC, as an expression that a
+     * timestamp column takes and a SELECT list can read (wrapped in
+     * timestamp_read_open/close); the same value throughout one
+     * statement. Jobs decide with it (due times, heartbeats, the dead
+     * test), so the clocks of the processes sharing a table never do. */
+    const char *now_sql;
+    /* Statements that bound a session's waits: for a lock at most lock_ms,
+     * for a statement at most statement_ms (rounded up where the server
+     * counts seconds). Fills out with the i-th (i = 0, 1, ...) and answers
+     * 1, or 0 when there are no more. Run on the job registry's own
+     * sessions, so that its bookkeeping never waits without a bound. */
+    int (*bounded_session_sql)(size_t i, int lock_ms, int statement_ms, char *out, size_t cap);
+    /* Reading a shard's replica (the fan-out reads undelivered events
+     * there). NULL where the dialect cannot tell.
+     * replica_position_sql, on the primary right after a commit on the
+     * same connection: one row, one text: a position in the primary's
+     * replication stream at or after that commit (PostgreSQL: a WAL LSN;
+     * MariaDB: the session's last GTID; MySQL: the executed GTID set).
+     * SQL NULL or '': none (no binary log). */
+    const char *replica_position_sql;
+    /* On the replica, binds such a position (text): one row, one integer,
+     * 1 when the replica has applied it, or is no replica (a server that
+     * replicates from nothing shows what it shows); 0 otherwise. */
+    const char *replica_reached_sql;
+    /* On the replica: how far it lags behind the primary, in column
+     * replica_lag_column (NULL: the first) of each row, in units of
+     * replica_lag_unit_ms milliseconds (0: 1); the largest row counts. 0
+     * when nothing received is left to apply; SQL NULL when replication
+     * stopped (paused, no receiver, a replica thread not running): over
+     * any bound. No rows: no replica (lag 0). NULL: the lag is not
+     * measured (the replica is read whatever its lag). */
+    const char *replica_lag_sql;
+    const char *replica_lag_column;
+    int replica_lag_unit_ms;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

@@ -60,6 +60,7 @@ extern "C" {
 #endif
 
 #define ODBOX_HANDLER_NAME_MAX 255 /* handler_name VARCHAR(255) */
+/* The delivery's jobs for the default eventlog; see odbox_delivery_job_name. */
 #define ODBOX_FANOUT_JOB_NAME "odbox-event-fanout"
 #define ODBOX_HANDLING_JOB_NAME "odbox-event-handling"
 
@@ -149,6 +150,7 @@ typedef struct odbox_delivery_round {
     size_t stale;               /* outcomes whose row had changed meanwhile */
     int statements;             /* statements sent to the database in the round */
     int updates;                /* handling: outcome UPDATE statements among them */
+    int from_replica;           /* fan-out: 1 when the events were read on the shard's replica */
 } odbox_delivery_round;
 
 typedef enum odbox_delivery_point {
@@ -194,6 +196,11 @@ typedef struct odbox_delivery_config {
     const odbox_clock *clock;
     odbox_delivery_hook_fn hook; /* NULL: none */
     void *hook_ud;
+    /* A shard's replica more than this far behind its primary, as the
+     * replica measures it (odbox_dialect.replica_lag_sql: stopped
+     * replication is over any bound), is not read: the fan-out reads the
+     * primary. 0: 1000 */
+    int replica_max_lag_ms;
 } odbox_delivery_config;
 
 typedef struct odbox_delivery odbox_delivery;
@@ -208,9 +215,19 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
 /* Adds the fan-out and/or the handling job (which: a mask of
  * ODBOX_DELIVERY_FANOUT and ODBOX_DELIVERY_HANDLING) to jobs, before
  * odbox_jobs_start. Each is due again 1 ms after an execution ends, so
- * that the next one follows at once. ODBOX_EINVAL for a bad mask,
- * ODBOX_ESTATE for a job added already. Not thread-safe. */
+ * that the next one follows at once. ODBOX_EINVAL for a bad mask, and
+ * for a stop_wait_ms above half of jobs' shutdown_max_wait_ms (the rest
+ * is for the round's statements: otherwise a stop gives up on
+ * executions); ODBOX_ESTATE for a job added already. Not thread-safe. */
 int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbox_error *err);
+
+/* The name of the fan-out or the handling job (which: ODBOX_DELIVERY_FANOUT
+ * or ODBOX_DELIVERY_HANDLING) in scheduled_tasks: ODBOX_FANOUT_JOB_NAME or
+ * ODBOX_HANDLING_JOB_NAME for the default eventlog ("eventlog"), the same
+ * followed by "@" and the eventlog's name for any other (the eventlog of
+ * the registry's default shard), so that eventlogs sharing a database
+ * never compete for one row. NULL for a bad which. Valid as long as d. */
+const char *odbox_delivery_job_name(const odbox_delivery *d, int which);
 
 /* Commits of exe in this process wake the fan-out of their shard at once
  * (exe must be on the delivery's registry). Detach, or free the delivery,
@@ -227,10 +244,16 @@ int odbox_delivery_fanout_round(odbox_delivery *d, odbox_shard *s, odbox_deliver
 int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round,
                                   odbox_error *err);
 
-/* Stops listening, detaches the executors, and frees. The job registry
- * must be stopped first (odbox_jobs_stop: its executions have returned).
- * A handler call still running (hung, or cut off by a stop) is left
- * running; its user data must outlive it. NULL-safe; sets *d = NULL. */
+/* Stops listening, detaches the executors, and frees. Stop the job
+ * registry first (odbox_jobs_stop). An execution still running then (the
+ * stop gave up on it: ODBOX_ETIMEDOUT) is stopped, woken and waited for
+ * until it has returned, so the handlers and the registry may be freed
+ * right after this. That wait is bounded by the round's statements (the
+ * pool's and the server's timeouts), stop_wait_ms for running calls and
+ * the delivery hook; a warning is logged when it lasts more than
+ * stop_wait_ms + 2 s. A handler call still running (hung, or cut off by
+ * a stop) is left running; its user data must outlive it. NULL-safe;
+ * sets *d = NULL. Not thread-safe with the delivery's other functions. */
 void odbox_delivery_free(odbox_delivery **d);
 
 /* ---- metrics ------------------------------------------------------------- */

@@ -128,12 +128,35 @@ typedef struct odbox_jobs_config {
     const char *picked_by;
     /* odbox_jobs_stop waits this long for running callbacks; 0: 30000 */
     int shutdown_max_wait_ms;
-    /* Drives due times, the dead window, next times and the timestamps
-     * written; NULL: the system clock. Must outlive the job registry and
-     * its callbacks. Waits (polls, heartbeats, odbox_job_context_wait)
-     * use real time. */
+    /* NULL (the default): the database's time decides everything the
+     * processes sharing the rows must agree on: due times, the
+     * heartbeats written, the dead test, next times and the outcome's
+     * timestamps; the clocks of the machines never do, so a machine
+     * whose clock is off neither takes over a live run nor misses a
+     * dead one. A clock given here replaces the database's time for this
+     * job registry: for tests that move time, or one process alone (every
+     * process sharing the rows must then use the same clock). Must
+     * outlive the job registry and its callbacks. Waits (polls,
+     * heartbeats, odbox_job_context_wait) use real time. */
     const odbox_clock *clock;
+    /* A held row whose last heartbeat is older than this is dead and is
+     * taken over; 0: heartbeat_interval_ms x missed_heartbeats_limit.
+     * Sharing a task name with db-scheduler needs at least db-scheduler's
+     * own window (its heartbeatInterval x missedHeartbeatsLimit, 30 min
+     * by default: ODBOX_JOBS_DB_SCHEDULER_DEAD_AFTER_MS), or odbox takes
+     * over db-scheduler's live runs. Must be at least 2 x
+     * heartbeat_interval_ms. */
+    int dead_after_ms;
+    /* The job registry's own sessions (one per job and one for the
+     * heartbeats, never the pool's) wait for a lock at most half of this
+     * and run a statement at most this long (SQLite: its busy wait is
+     * half of this); 0: 10000. */
+    int statement_timeout_ms;
 } odbox_jobs_config;
+
+/* db-scheduler's dead window at its defaults: heartbeats every 5 min, 6
+ * missed (db-scheduler's HeartbeatConfig). */
+#define ODBOX_JOBS_DB_SCHEDULER_DEAD_AFTER_MS (30 * 60 * 1000)
 
 /* A job registry on registry's default shard (or cfg->pool; registry may
  * then be NULL). cfg may be NULL for all defaults. Negative values are

@@ -178,7 +178,9 @@ void odbox_purge_results_free(odbox_purge_result **results);
 #define ODBOX_PURGE_JOB_NAME "odbox-purge"
 
 /* Fills *job with a job for a job registry (odbox/jobs.h) that runs
- * odbox_purge_run(r, o) on schedule, named ODBOX_PURGE_JOB_NAME, with
+ * odbox_purge_run(r, o) on schedule, named ODBOX_PURGE_JOB_NAME (followed
+ * by "@" and the eventlog's name unless r's default shard's eventlog is
+ * the default "eventlog"; job->name lives as long as job->user), with
  * "now" from the job registry's clock (o->clock is not used). It stops
  * between batches when the job registry stops or its run is about to be
  * taken for dead (the next run goes on), and logs what it removed. Nothing

@@ -9,6 +9,7 @@
  * that did not fit is read again whole with SQLGetData. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "stmt.h"
 
 static void stmt_destroy(odbox_stmt *s);
@@ -487,6 +488,21 @@ int odbox_stmt_column_count(odbox_stmt *s)
         return 0;
     know_columns(s, NULL);
     return s->result_cols;
+}
+
+/* The 1-based index of the result column labelled name (case-insensitive),
+ * or 0 when there is none. */
+int odbox_stmt_column_index(odbox_stmt *s, const char *name)
+{
+    int n = odbox_stmt_column_count(s);
+    for (int i = 1; name && i <= n; i++) {
+        char label[256];
+        SQLSMALLINT len = 0;
+        if (ODBOX_SQL_OK(SQLColAttribute(s->h, (SQLUSMALLINT)i, SQL_DESC_LABEL, label, sizeof label, &len, NULL)) &&
+            !strcasecmp(label, name))
+            return i;
+    }
+    return 0;
 }
 
 /* A column's buffer grown to at least need bytes, bound again when it

@@ -87,6 +87,33 @@ if command -v odbcinst >/dev/null 2>&1; then
     done
 fi
 
+# psqlODBC takes its process-wide CommLog and Debug from the odbcinst.ini
+# sections named after its own libraries ("PostgreSQL ANSI", "PostgreSQL
+# Unicode"), whatever a connection string says, and applies them at a
+# process's last disconnect. Debian's template has CommLog=1: every process
+# that used PostgreSQL would leave a /tmp/psqlodbc_*.log. Turn both off
+# (tests/cli/driver-logs.test checks; README, PostgreSQL driver settings).
+if command -v odbcinst >/dev/null 2>&1; then
+    inst=$(odbcinst -j 2>/dev/null | sed -n 's/^DRIVERS\.*: *//p')
+    if [[ -n $inst && -f $inst ]] &&
+        awk '/^\[/ { s = ($0 == "[PostgreSQL ANSI]" || $0 == "[PostgreSQL Unicode]") }
+             s && tolower($0) ~ /^(commlog|debug) *= *[1-9]/ { found = 1 }
+             END { exit !found }' "$inst"; then
+        if ((check_only)); then
+            log "psqlODBC's CommLog or Debug is on in $inst (leaves /tmp/psqlodbc_*.log files)"
+            exit 1
+        fi
+        log "turning psqlODBC's CommLog and Debug off in $inst"
+        tmp=$(mktemp)
+        awk '/^\[/ { s = ($0 == "[PostgreSQL ANSI]" || $0 == "[PostgreSQL Unicode]") }
+             s && tolower($0) ~ /^commlog *=/ { print "CommLog=0"; next }
+             s && tolower($0) ~ /^debug *=/ { print "Debug=0"; next }
+             { print }' "$inst" >"$tmp"
+        as_root cp "$tmp" "$inst"
+        rm -f "$tmp"
+    fi
+fi
+
 # Sanity: the binaries the harness runs.
 ok=1
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { log "no initdb under /usr/lib/postgresql/*/bin"; ok=0; }

@@ -13,6 +13,8 @@
 #   STATE/pg/data/               PGDATA (owned by the postgres OS user as root)
 #   STATE/pg/sock/               unix socket directory (0700)
 #   STATE/pg/server.log          postmaster log
+#   STATE/pg-standby/            a streaming standby of STATE/pg, same layout
+#                                (with-servers.sh --standby, start-standby.sh)
 #   STATE/mariadb/state.sh       MariaDB variables
 #   STATE/mariadb/my.cnf         the only option file mariadbd reads
 #   STATE/mariadb/client.cnf     [client] credentials for the odbox user (0600)
@@ -363,6 +365,57 @@ odb_pg_start() {
     odb_log "PostgreSQL restarted on $ODB_HOST:$PG_PORT"
 }
 
+# ======================================================= PostgreSQL standby
+# A streaming standby of the throwaway primary (STATE/pg-standby, same
+# layout as STATE/pg): pg_basebackup -R over the primary's unix socket
+# (initdb's pg_hba trusts local replication), its own port and socket,
+# hot_standby on (the default). The odbox role and databases come with the
+# copy. Call with the primary's variables loaded (odb_load_state).
+
+odb_pgs_paths() {
+    PG_DIR=$ODB_STATE/pg-standby
+    PG_DATA=$PG_DIR/data
+    PG_SOCKDIR=$PG_DIR/sock
+    PG_LOG=$PG_DIR/server.log
+}
+
+odb_pgs_setup() {
+    local src_sock=$PG_SOCKDIR src_port=$PG_PORT attempt rc
+    odb_pgs_paths
+    mkdir -p "$PG_DIR" "$PG_SOCKDIR"
+    chmod 0700 "$PG_DIR" "$PG_SOCKDIR"
+    : >"$PG_LOG"
+    odb_chown postgres "$PG_DIR"
+    # -c fast: an immediate checkpoint instead of a spread one (seconds)
+    if ! odb_as_pg "$PG_BINDIR/pg_basebackup" -h "$src_sock" -p "$src_port" -U postgres -D "$PG_DATA" \
+        -R -X stream -c fast --no-sync >"$PG_DIR/basebackup.log" 2>&1; then
+        odb_log_tail "$PG_DIR/basebackup.log"
+        odb_die "pg_basebackup failed"
+    fi
+    rm -f "$PG_DATA/postmaster.pid" "$PG_DATA/postmaster.opts"
+    for attempt in 1 2 3 4 5 6 7 8; do
+        PG_PORT=$(odb_pick_port)
+        odb_pg_write_state
+        rc=0
+        odb_pg_launch || rc=$?
+        [[ $rc == 0 ]] && break
+        [[ $rc == 2 ]] || odb_die "PostgreSQL standby failed to start (log: $PG_LOG)"
+        odb_log "PostgreSQL standby: port $PG_PORT taken, retrying (attempt $attempt)"
+    done
+    [[ $rc == 0 ]] || odb_die "PostgreSQL standby: could not bind a free port"
+    [[ $(odb_pg_psql -d postgres -At -c 'SELECT pg_is_in_recovery()') == t ]] ||
+        odb_die "PostgreSQL standby is not in recovery"
+    odb_pg_write_state
+    odb_log "PostgreSQL standby of port $src_port on $ODB_HOST:$PG_PORT"
+}
+
+# The standby's exports (after odb_pgs_setup, or with its state loaded).
+odb_pgs_exports() {
+    printf 'export ODBOX_TEST_PG_REPLICA_DSN=%q\n' \
+        "postgresql://$ODB_USER:$ODB_PASSWORD@$ODB_HOST:$PG_PORT/odbox_test"
+    printf 'export ODBOX_PG_REPLICA_PORT=%q\n' "$PG_PORT"
+}
+
 # ================================================================= MariaDB
 
 odb_my_paths() {
@@ -559,6 +612,14 @@ odb_teardown() {
     (
         set +e
         odb_load_state "$dir"
+        if [[ -d $dir/pg-standby ]]; then
+            (
+                # shellcheck disable=SC1091
+                . "$dir/pg-standby/state.sh" 2>/dev/null
+                odb_pgs_paths
+                odb_pg_stop immediate
+            )
+        fi &
         if [[ -d $dir/pg ]]; then
             odb_pg_paths
             odb_pg_stop immediate

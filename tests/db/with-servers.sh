@@ -2,10 +2,12 @@
 # tests/db/with-servers.sh - run a command against throwaway PostgreSQL and
 # MariaDB servers started from the Debian packages.
 #
-# Usage: tests/db/with-servers.sh [--only pg|mariadb] [--keep] [--] CMD [ARGS...]
-#        tests/db/with-servers.sh --keep [--only pg|mariadb]
+# Usage: tests/db/with-servers.sh [--only pg|mariadb] [--standby] [--keep] [--] CMD [ARGS...]
+#        tests/db/with-servers.sh --keep [--only pg|mariadb] [--standby]
 #
 #   --only pg|mariadb  start just one server (only its variables are set)
+#   --standby          also a PostgreSQL streaming standby of the primary
+#                      (ODBOX_TEST_PG_REPLICA_DSN; see start-standby.sh)
 #   --keep             leave the servers running afterwards and print the
 #                      "export ..." lines on stdout (eval-able); stop them
 #                      later with tests/db/stop-servers.sh DIR. CMD optional.
@@ -22,13 +24,14 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib.sh"
 
 usage() {
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
 want_pg=1
 want_my=1
 keep=0
+want_standby=0
 while (($#)); do
     case $1 in
         --only)
@@ -49,6 +52,7 @@ while (($#)); do
             shift
             ;;
         --keep) keep=1; shift ;;
+        --standby) want_standby=1; shift ;;
         -h | --help) usage ;;
         --) shift; break ;;
         -*) usage ;;
@@ -133,6 +137,9 @@ done
 setup_pids=()
 ((failed == 0)) || odb_die "server startup failed"
 odb_load_state "$ODB_STATE"
+if ((want_standby && want_pg)); then
+    (odb_pgs_setup) || odb_die "standby startup failed"
+fi
 odb_log "servers ready in $((SECONDS - t0))s (state dir $ODB_STATE)"
 
 # ------------------------------------------------------------- exports
@@ -153,6 +160,11 @@ if ((want_pg)); then
     vars+=("${pg_vars[@]}")
 else
     unset "${pg_vars[@]}"
+fi
+unset ODBOX_TEST_PG_REPLICA_DSN ODBOX_PG_REPLICA_PORT
+if [[ -d $ODB_STATE/pg-standby ]]; then
+    eval "$(. "$ODB_STATE/pg-standby/state.sh" && odb_pgs_exports)"
+    vars+=(ODBOX_TEST_PG_REPLICA_DSN ODBOX_PG_REPLICA_PORT)
 fi
 if ((want_my)); then
     export ODBOX_TEST_MARIADB_DSN="mariadb://$ODB_USER:$pw@$ODB_HOST:$MY_PORT/odbox_test"

@@ -78,6 +78,7 @@ Suite *writers_suite(void);
 Suite *sqlite_suite(void);
 Suite *jobs_suite(void);
 Suite *jobs_cluster_suite(void);
+Suite *jobs_faults_suite(void);
 Suite *conn_suite(void);
 Suite *restart_suite(void);
 /* The wake suite's restart test, which restart_suite adds to its own. */
@@ -89,6 +90,7 @@ Suite *purge_suite(void);
 Suite *handlers_suite(void);
 Suite *handlers_jobs_suite(void);
 Suite *handlers_overlap_suite(void);
+Suite *replica_suite(void);
 Suite *handlers_names_suite(void);
 Suite *collation_suite(void);
 

@@ -59,6 +59,7 @@ void jfx_close(jfx *f)
 {
     itest_exec(f->c, "DELETE FROM scheduled_tasks WHERE task_name LIKE '%s%%'", f->job);
     itest_exec(f->c, "DELETE FROM odbox_job_state WHERE task_name LIKE '%s%%'", f->job);
+    itest_exec(f->c, "DELETE FROM odbox_job_waiters WHERE task_name LIKE '%s%%'", f->job);
     itest_exec(f->c, "DROP TABLE %s", f->runs);
     itest_drop_eventlog(f->c, f->ev);
     odbox_conn_close(&f->c);

@@ -43,12 +43,13 @@ static int count_rounds(void *ud, odbox_delivery_point at, odbox_shard *s, odbox
     return 0;
 }
 
+/* The delivery's jobs are named per eventlog (odbox_delivery_job_name),
+ * and each test has an eventlog of its own. */
 static void clear_job_rows(odbox_conn *c)
 {
-    itest_exec(c, "DELETE FROM scheduled_tasks WHERE task_name IN ('%s', '%s')", ODBOX_FANOUT_JOB_NAME,
-               ODBOX_HANDLING_JOB_NAME);
-    itest_exec(c, "DELETE FROM odbox_job_state WHERE task_name IN ('%s', '%s')", ODBOX_FANOUT_JOB_NAME,
-               ODBOX_HANDLING_JOB_NAME);
+    itest_exec(c, "DELETE FROM scheduled_tasks WHERE task_name LIKE 'odbox-event-%%'");
+    itest_exec(c, "DELETE FROM odbox_job_state WHERE task_name LIKE 'odbox-event-%%'");
+    itest_exec(c, "DELETE FROM odbox_job_waiters WHERE task_name LIKE 'odbox-event-%%'");
 }
 
 static void jx_open(jx *x, int nshards)
@@ -177,6 +178,37 @@ START_TEST(an_execution_that_ends_by_its_length_is_followed_at_once)
     printf("handlers: 8 events across executions of 150 ms: slowest delivered after %lld ms\n", (long long)worst);
     ck_assert_int_lt(worst, 5000);
     jx_close(&x);
+}
+END_TEST
+
+/* Two applications with eventlogs of their own in one database share
+ * scheduled_tasks: their delivery jobs have names of their own, so each
+ * drains (with one name, one held the row while the other starved). */
+START_TEST(two_eventlogs_in_one_database_both_drain)
+{
+    jx x[2];
+    hbeh h[2];
+    for (int i = 0; i < 2; i++) {
+        jx_open(&x[i], 1);
+        hbeh_init(&h[i], &x[i].rec, NULL);
+    }
+    for (int i = 0; i < 2; i++) {
+        odbox_delivery_config cfg = {.fanout_poll_ms = 100, .handling_poll_ms = 100, .cross_process_wakeup = -1};
+        jx_run(&x[i], handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h[i]}), &cfg,
+               ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    }
+    ck_assert_str_ne(odbox_delivery_job_name(x[0].d, ODBOX_DELIVERY_FANOUT),
+                     odbox_delivery_job_name(x[1].d, ODBOX_DELIVERY_FANOUT));
+    ck_assert_ptr_null(odbox_delivery_job_name(x[0].d, 3));
+    int64_t t0 = mono_ms_now();
+    for (int i = 0; i < 2; i++)
+        emit_n(&x[i].f, x[i].exe, 0, &EV_A, 100, NULL);
+    for (int i = 0; i < 2; i++)
+        await_calls(&x[i], "h", 100, t0);
+    printf("handlers: two eventlogs in one database: 2 x 100 events delivered in %lld ms\n",
+           (long long)(mono_ms_now() - t0));
+    for (int i = 1; i >= 0; i--)
+        jx_close(&x[i]);
 }
 END_TEST
 
@@ -375,6 +407,121 @@ START_TEST(a_hung_handler_is_bounded_in_a_round_and_at_a_stop)
 }
 END_TEST
 
+/* ---- freeing after a stop that gave up -------------------------------------------- */
+
+/* While set, a handling round's end sleeps this long (the delivery hook
+ * runs on the round's thread): a statement running past the job
+ * registry's shutdown wait. */
+static atomic_int round_end_sleep_ms;
+static atomic_int round_end_sleeping;
+
+static int slow_round_end(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
+                          const odbox_delivery_round *r)
+{
+    count_rounds(ud, at, s, conn, r);
+    int ms = atomic_load(&round_end_sleep_ms);
+    if (at == ODBOX_DELIVERY_ROUND_DONE && r->job == ODBOX_DELIVERY_HANDLING && ms > 0) {
+        atomic_fetch_add(&round_end_sleeping, 1);
+        jt_sleep_ms(ms);
+        atomic_fetch_sub(&round_end_sleeping, 1);
+    }
+    return 0;
+}
+
+/* odbox_jobs_stop gives up (ODBOX_ETIMEDOUT) on an execution whose round
+ * outlasts the registry's shutdown wait; the README's order then frees
+ * the delivery, the job registry, the handlers and the registry at once.
+ * The delivery's free must end the execution and wait for it: no crash,
+ * nothing read after it was freed (run in build-asan too). */
+START_TEST(freeing_at_once_after_a_stop_that_timed_out_is_safe)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh hang;
+    hbeh_init(&hang, &x.rec, NULL);
+    atomic_store(&hang.block, 1);
+    atomic_store(&round_end_sleep_ms, 0);
+    atomic_store(&round_end_sleeping, 0);
+    x.h = handlers_of(1, (const char *[]){"hang"}, (const char *[]){EV_A.name}, (hbeh *[]){&hang});
+    odbox_error e = {0};
+    odbox_jobs_config jc = {.poll_interval_ms = 200, .shutdown_max_wait_ms = 300};
+    ck_assert_int_eq(odbox_jobs_open(x.f.r, &jc, &x.jobs, &e), ODBOX_OK);
+
+    odbox_delivery_config cfg = {.handler_timeout_ms = 60000,
+                                 .stop_wait_ms = 50,
+                                 .cross_process_wakeup = -1,
+                                 .hook = slow_round_end,
+                                 .hook_ud = &x};
+    ck_assert_msg(odbox_delivery_open(x.f.r, x.h, &cfg, &x.d, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_delivery_attach(x.d, x.exe, &e), ODBOX_OK);
+    ck_assert_msg(odbox_delivery_add_jobs(x.d, x.jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, &e) ==
+                      ODBOX_OK,
+                  "%s", e.message);
+    ck_assert_msg(odbox_jobs_start(x.jobs, &e) == ODBOX_OK, "%s", e.message);
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (atomic_load(&hang.blocked) == 0)
+        ck_assert_msg(mono_ms_now() < end, "the hung call never started"), jt_sleep_ms(5);
+    /* the call is cut off after 50 ms; its round then ends 1.5 s later */
+    atomic_store(&round_end_sleep_ms, 1500);
+    int64_t t0 = mono_ms_now();
+    ck_assert_int_eq(odbox_jobs_stop(x.jobs, &e), ODBOX_ETIMEDOUT);
+    printf("handlers: jobs stop gave up after %lld ms: %s\n", (long long)(mono_ms_now() - t0), e.message);
+    /* the README's order, at once */
+    odbox_delivery_free(&x.d);
+    int64_t took = mono_ms_now() - t0;
+    int still_running = atomic_load(&round_end_sleeping);
+    printf("handlers: the delivery's free returned %lld ms after the stop began\n", (long long)took);
+    odbox_jobs_free(&x.jobs);
+    odbox_handlers_free(&x.h);
+    odbox_executor_free(&x.exe);
+    clear_job_rows(x.f.c[0]);
+    dfx_close(&x.f);
+    /* had the free not waited, the round would go on now on freed memory */
+    end = mono_ms_now() + JT_BOUND_MS;
+    while (atomic_load(&round_end_sleeping) > 0 && mono_ms_now() < end)
+        jt_sleep_ms(5);
+    jt_sleep_ms(300);
+    ck_assert_msg(still_running == 0, "the delivery's free returned while a round still ran");
+    /* the cut-off call still runs on its abandoned thread: it needs only hang */
+    atomic_store(&hang.block, 0);
+    wait_finished(&hang, 1);
+    hrec_destroy(&x.rec);
+}
+END_TEST
+
+/* A stop wait for the calls that leaves the round's statements no room
+ * inside the job registry's shutdown wait is refused when the jobs are
+ * added; one that fits is taken. */
+START_TEST(a_stop_wait_that_does_not_fit_the_shutdown_wait_is_refused)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh quick;
+    hbeh_init(&quick, &x.rec, NULL);
+    x.h = handlers_of(1, (const char *[]){"quick"}, (const char *[]){EV_A.name}, (hbeh *[]){&quick});
+    odbox_error e = {0};
+    odbox_jobs_config jc = {.shutdown_max_wait_ms = 300};
+    ck_assert_int_eq(odbox_jobs_open(x.f.r, &jc, &x.jobs, &e), ODBOX_OK);
+    const int stop_wait[] = {0 /* the default, 5000 */, 200, 151};
+    for (size_t i = 0; i < sizeof stop_wait / sizeof *stop_wait; i++) {
+        odbox_delivery_config bad = {.stop_wait_ms = stop_wait[i], .cross_process_wakeup = -1};
+        ck_assert_msg(odbox_delivery_open(x.f.r, x.h, &bad, &x.d, &e) == ODBOX_OK, "%s", e.message);
+        ck_assert_int_eq(odbox_delivery_add_jobs(x.d, x.jobs, ODBOX_DELIVERY_HANDLING, &e), ODBOX_EINVAL);
+        ck_assert_msg(strstr(e.message, "stop_wait_ms") && strstr(e.message, "shutdown_max_wait_ms"), "%s",
+                      e.message);
+        odbox_delivery_free(&x.d);
+    }
+    odbox_delivery_config good = {.stop_wait_ms = 150, .cross_process_wakeup = -1};
+    ck_assert_msg(odbox_delivery_open(x.f.r, x.h, &good, &x.d, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_delivery_add_jobs(x.d, x.jobs, ODBOX_DELIVERY_HANDLING, &e) == ODBOX_OK, "%s", e.message);
+    odbox_delivery_free(&x.d);
+    odbox_jobs_free(&x.jobs);
+    jx_close(&x);
+}
+END_TEST
+
 /* ---- metrics ---------------------------------------------------------------------- */
 
 static double sample(const char *text, const char *series)
@@ -453,9 +600,12 @@ Suite *handlers_jobs_suite(void)
     tcase_add_test(tc, commits_here_are_delivered_without_the_poll_delay);
     tcase_add_test(tc, an_execution_that_ends_by_its_length_is_followed_at_once);
     tcase_add_test(tc, attach_and_detach_while_other_threads_commit);
+    tcase_add_test(tc, two_eventlogs_in_one_database_both_drain);
     tcase_add_test(tc, commits_of_another_process_wake_the_fanout);
     tcase_add_test(tc, a_fanout_wakes_the_handling_of_another_process);
     tcase_add_test(tc, a_hung_handler_is_bounded_in_a_round_and_at_a_stop);
+    tcase_add_test(tc, freeing_at_once_after_a_stop_that_timed_out_is_safe);
+    tcase_add_test(tc, a_stop_wait_that_does_not_fit_the_shutdown_wait_is_refused);
     tcase_add_test(tc, metrics_count_calls_and_read_back_as_prometheus_text);
     suite_add_tcase(s, tc);
     return s;

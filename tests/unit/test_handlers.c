@@ -116,7 +116,8 @@ START_TEST(delivery_refuses_bad_input)
         {.handling_poll_ms = -1},    {.backoff_base_ms = -1},     {.backoff_cap_ms = -1},
         {.retention_ms = -1},        {.workers = -2},             {.workers = 5000},
         {.handler_timeout_ms = -1},  {.stop_wait_ms = -1},        {.execution_max_ms = -1},
-        {.cross_process_wakeup = 1}, {.backoff_base_ms = 60000, .backoff_cap_ms = 1000},
+        {.cross_process_wakeup = 1}, {.replica_max_lag_ms = -1},  {.replica_max_lag_ms = 86400001},
+        {.backoff_base_ms = 60000, .backoff_cap_ms = 1000},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_msg(odbox_delivery_open(r, h, &bad[i], &d, &e) == ODBOX_EINVAL, "config %zu accepted", i);
@@ -139,6 +140,20 @@ START_TEST(delivery_refuses_bad_input)
     ck_assert_int_eq(odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_HANDLING | ODBOX_DELIVERY_FANOUT, &e),
                      ODBOX_ESTATE);
     ck_assert_int_eq(odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_FANOUT, &e), ODBOX_OK);
+    /* a stop wait above half the registry's shutdown wait: refused, both named */
+    odbox_jobs *quick = NULL;
+    odbox_delivery *d2 = NULL;
+    ck_assert_int_eq(odbox_jobs_open(r, &(odbox_jobs_config){.shutdown_max_wait_ms = 9999}, &quick, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_delivery_open(r, h, NULL, &d2, &e), ODBOX_OK); /* stop_wait_ms 5000 */
+    ck_assert_int_eq(odbox_delivery_add_jobs(d2, quick, ODBOX_DELIVERY_HANDLING, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "stop_wait_ms 5000") && strstr(e.message, "shutdown_max_wait_ms 9999"), "%s",
+                  e.message);
+    odbox_delivery_free(&d2);
+    ck_assert_int_eq(
+        odbox_delivery_open(r, h, &(odbox_delivery_config){.stop_wait_ms = 4999}, &d2, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_delivery_add_jobs(d2, quick, ODBOX_DELIVERY_HANDLING, &e), ODBOX_OK);
+    odbox_jobs_free(&quick);
+    odbox_delivery_free(&d2);
 
     /* executors */
     odbox_executor *exe = NULL;
