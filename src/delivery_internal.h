@@ -118,6 +118,7 @@ typedef struct odbox_dcfg {
     int64_t backoff_base_us, backoff_cap_us, retention_us;
     int workers, handler_timeout_ms, stop_wait_ms, execution_max_ms, listen;
     int replica_max_lag_ms;
+    int64_t lease_us;
 } odbox_dcfg;
 
 typedef struct odbox_dmetrics odbox_dmetrics;
@@ -148,6 +149,10 @@ struct odbox_delivery {
     odbox_workers *workers;
     odbox_dmetrics *metrics;
     execution *running;   /* under mu: the executions between their start and return */
+    /* the handling loops' link with the job registry that starts and stops
+     * them (delivery.c); NULL before odbox_delivery_add_jobs */
+    struct hservice *svc;
+    int db_time;          /* no clock given: leases are in the database's time */
     int closing;          /* under mu: odbox_delivery_free began; no execution starts */
 };
 

@@ -7,6 +7,7 @@
  * handler is bounded by its timeout in a round and by the stop wait at a
  * stop; the metrics count what happened, and their Prometheus text reads
  * back. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,12 +593,73 @@ START_TEST(metrics_count_calls_and_read_back_as_prometheus_text)
 }
 END_TEST
 
+/* ---- the cut-off (issue 19) ------------------------------------------------- */
+
+/* A handler that takes 3 s: calls counted, overlapping calls too. */
+typedef struct slow3 {
+    atomic_int calls, running, most_running, finished;
+} slow3;
+
+static int slow3_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)env, (void)err;
+    slow3 *s = user;
+    atomic_fetch_add(&s->calls, 1);
+    int now = atomic_fetch_add(&s->running, 1) + 1;
+    int most = atomic_load(&s->most_running);
+    while (now > most && !atomic_compare_exchange_weak(&s->most_running, &most, now))
+        ;
+    jt_sleep_ms(3000);
+    atomic_fetch_sub(&s->running, 1);
+    atomic_fetch_add(&s->finished, 1);
+    return 0;
+}
+
+/* With small execution settings (executions of 500 ms, a stop wait of
+ * 200 ms), a 3 s call is not cut off at an execution's end and called
+ * again: it is called once, and its success is recorded. */
+START_TEST(a_slow_call_is_not_cut_off_by_the_execution_length)
+{
+    jx x;
+    jx_open(&x, 1);
+    static slow3 sl;
+    memset(&sl, 0, sizeof sl);
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = "slow", .event_type = EV_A.name, .handle = slow3_handle, .user = &sl};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    odbox_delivery_config cfg = {.fanout_poll_ms = 100, .handling_poll_ms = 100, .execution_max_ms = 500,
+                                 .stop_wait_ms = 200, .cross_process_wakeup = -1};
+    jx_run(&x, h, &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
+    int64_t end = mono_ms_now() + 20000;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 1 && mono_ms_now() < end)
+        jt_sleep_ms(50);
+    jt_sleep_ms(1000); /* a second call, had there been one, shows by now */
+    int64_t succeeded = nrows(&x.f, 0, "state = 'SUCCEEDED'");
+    int calls = atomic_load(&sl.calls), most = atomic_load(&sl.most_running);
+    printf("handlers: a 3 s handler with executions of 500 ms: %d call(s), at most %d at once, %lld SUCCEEDED\n",
+           calls, most, (long long)succeeded);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_int_eq(succeeded, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "slow"), "SUCCEEDED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "slow", "attempts"), 1);
+    jx_close(&x);
+    end = mono_ms_now() + 10000;
+    while (atomic_load(&sl.finished) < calls && mono_ms_now() < end)
+        jt_sleep_ms(20);
+}
+END_TEST
+
 Suite *handlers_jobs_suite(void)
 {
     Suite *s = suite_create("handlers_jobs");
     TCase *tc = tcase_create("handlers_jobs");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, commits_here_are_delivered_without_the_poll_delay);
+    tcase_add_test(tc, a_slow_call_is_not_cut_off_by_the_execution_length);
     tcase_add_test(tc, an_execution_that_ends_by_its_length_is_followed_at_once);
     tcase_add_test(tc, attach_and_detach_while_other_threads_commit);
     tcase_add_test(tc, two_eventlogs_in_one_database_both_drain);
