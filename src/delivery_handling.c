@@ -110,14 +110,36 @@ static void select_list(odbox_buf *b, const odbox_dialect *d, const char *prefix
 /* Due rows that no round holds (lease_until NULL or past), in
  * next_retry_at order, locked for the claim that follows (the dialect's
  * claim_suffix: FOR UPDATE SKIP LOCKED, so that rounds of other processes
- * take other rows; SQLite has one writer). Where the due index is partial
+ * take other rows; SQLite has one writer), of the handlers served here. Where the due index is partial
  * (on next_retry_at, for the two states) one ordered scan finds them
  * (variant -1); where it leads with the state, one statement per state
  * (variant 0: PENDING, 1: FAILED), merged by the caller: a single IN
  * would sort every due row in each round, and a locking read may not be
  * a UNION. The columns: select_list's 16, next_retry_at, and with
  * db_time the database's now. */
-static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time)
+/* The names this delivery's handlers answer to (names and former names):
+ * a round claims only their rows; rows of handlers no process here
+ * serves wait for one that does. */
+static size_t served_count(const odbox_handlers *h)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < h->n; i++)
+        n += 1 + h->v[i].nformer;
+    return n;
+}
+
+static int bind_served(odbox_stmt *s, const odbox_handlers *h, int *idx, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    for (size_t i = 0; i < h->n && rc == ODBOX_OK; i++) {
+        rc = odbox_stmt_bind_text(s, (*idx)++, h->v[i].name, err);
+        for (size_t k = 0; k < h->v[i].nformer && rc == ODBOX_OK; k++)
+            rc = odbox_stmt_bind_text(s, (*idx)++, h->v[i].former[k], err);
+    }
+    return rc;
+}
+
+static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time, size_t nserved)
 {
     static const char *const states[] = {"PENDING", "FAILED"};
     odbox_buf b = {0};
@@ -132,6 +154,10 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
     odbox_buf_cat(&b, " FROM ", table, " WHERE state IN ('PENDING', 'FAILED')", (char *)NULL);
     if (variant >= 0)
         odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
+    odbox_buf_append(&b, " AND handler_name IN (");
+    for (size_t i = 0; i < nserved; i++)
+        odbox_buf_append(&b, i ? ", ?" : "?");
+    odbox_buf_append(&b, ")");
     odbox_buf_cat(&b, " AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= ",
                   db_time ? d->now_sql : "?", ") ORDER BY next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
     return odbox_buf_take(&b);
@@ -229,11 +255,13 @@ static int read_variant(hround *h, odbox_conn *c, int variant, int64_t now, int6
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
-        char *sql = due_sql(h->dialect, h->table, variant, d->db_time);
+        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, served_count(d->h));
         rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
         free(sql);
     }
     int idx = 1;
+    if (rc == ODBOX_OK)
+        rc = bind_served(s, d->h, &idx, err);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK && !d->db_time)

@@ -14,8 +14,10 @@
  *    primary. Events without a handler and sentinel rows stay undelivered:
  *    a handler added later backfills them.
  *  - handling: per shard, in parallel, claims a batch of due
- *    notifications on the primary (PENDING or FAILED, next_retry_at <=
- *    now, not claimed or their claim's lease past, oldest first; locked
+ *    notifications of the handlers it serves (names and former names) on
+ *    the primary (PENDING or FAILED, next_retry_at <= now, not claimed or
+ *    their claim's lease past, oldest first; rows of handlers no process
+ *    serves wait, they do not fail; locked
  *    with FOR UPDATE SKIP LOCKED where the server has it), marking each
  *    with the round's token (lease_owner) and lease_until = the database's
  *    now + lease_ms, in one short transaction; expires those past their
@@ -306,7 +308,7 @@ typedef struct odbox_delivery_metrics {
     size_t nhandlers;
     uint64_t events_fanned_out;      /* events flipped to delivered */
     uint64_t notifications_created;  /* rows sent to the fan-out's inserts */
-    uint64_t unknown_handler;        /* failures of rows whose handler_name no handler answers to */
+    uint64_t unknown_handler;        /* failures of rows no handler answers to: 0, rounds claim only their own */
     uint64_t round_errors;           /* rounds that failed (database errors), both jobs */
     /* From the database at the time of the call (odbox_notifications_metrics
      * on the delivery's registry): per shard and handler name. */
