@@ -1,10 +1,13 @@
-/* odbox — the delivery: its configuration, the two jobs' executions (one
- * thread per shard, each looping rounds), the wake-ups that start a round
- * early, and the public round functions (see odbox/handlers.h).
+/* odbox — the delivery: its configuration, the fan-out job's executions
+ * and the handling loops (one thread per shard each, looping rounds), the
+ * wake-ups that start a round early, and the public round functions (see
+ * odbox/handlers.h).
  *
- * Threads: an execution runs on its job's thread, which supervises (stop,
- * heartbeat health, the execution's length) while one thread per shard
- * runs rounds. Wake-ups come from committers, listeners and fan-out
+ * Threads: a fan-out execution runs on its job's thread, which supervises
+ * (stop, heartbeat health, the execution's length) while one thread per
+ * shard runs rounds. The handling loops run under a supervisor thread of
+ * their own, started and stopped through the job registry (a service of
+ * it, not a job: every process handles), with no end by length. Wake-ups come from committers, listeners and fan-out
  * rounds, through odbox_wake: they set the shard's pending flag and wake
  * the shard's thread.
  *
