@@ -10,7 +10,7 @@
 
 /* The number of odbox's own migrations (files in migrations/<dialect>/);
  * a test's extra framework files are numbered from 95 on, above them. */
-#define ODBOX_TEST_FRAMEWORK_MIGRATIONS 6
+#define ODBOX_TEST_FRAMEWORK_MIGRATIONS 7
 
 /* "pg", "mariadb", "mysql" or "sqlite" */
 const char *itest_dialect(void);
