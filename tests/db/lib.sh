@@ -287,11 +287,9 @@ odb_pg_psql() {
     "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_SOCKDIR" -p "$PG_PORT" -U postgres "$@"
 }
 
-# Full first-time setup: initdb, start on a free port, create user and dbs.
-odb_pg_setup() {
-    PG_BINDIR=$(odb_find_pg_bindir)
-    odb_pg_paths
-    odb_pg_initdb
+# Starts the server of the current PG_* paths on a free port (a port lost
+# to a race is tried again); $1 names it in messages.
+odb_pg_launch_on_a_free_port() {
     local attempt rc
     for attempt in 1 2 3 4 5 6 7 8; do
         PG_PORT=$(odb_pick_port)
@@ -299,10 +297,18 @@ odb_pg_setup() {
         rc=0
         odb_pg_launch || rc=$?
         [[ $rc == 0 ]] && break
-        [[ $rc == 2 ]] || odb_die "PostgreSQL failed to start (log: $PG_LOG)"
-        odb_log "PostgreSQL: port $PG_PORT taken, retrying (attempt $attempt)"
+        [[ $rc == 2 ]] || odb_die "$1 failed to start (log: $PG_LOG)"
+        odb_log "$1: port $PG_PORT taken, retrying (attempt $attempt)"
     done
-    [[ $rc == 0 ]] || odb_die "PostgreSQL: could not bind a free port"
+    [[ $rc == 0 ]] || odb_die "$1: could not bind a free port"
+}
+
+# Full first-time setup: initdb, start on a free port, create user and dbs.
+odb_pg_setup() {
+    PG_BINDIR=$(odb_find_pg_bindir)
+    odb_pg_paths
+    odb_pg_initdb
+    odb_pg_launch_on_a_free_port PostgreSQL
     # Password travels on stdin, never on a command line.
     odb_pg_psql -d postgres >/dev/null <<EOF || odb_die "PostgreSQL: creating user/databases failed"
 CREATE ROLE $ODB_USER LOGIN SUPERUSER PASSWORD '$ODB_PASSWORD';
@@ -380,7 +386,7 @@ odb_pgs_paths() {
 }
 
 odb_pgs_setup() {
-    local src_sock=$PG_SOCKDIR src_port=$PG_PORT attempt rc
+    local src_sock=$PG_SOCKDIR src_port=$PG_PORT
     odb_pgs_paths
     mkdir -p "$PG_DIR" "$PG_SOCKDIR"
     chmod 0700 "$PG_DIR" "$PG_SOCKDIR"
@@ -393,16 +399,7 @@ odb_pgs_setup() {
         odb_die "pg_basebackup failed"
     fi
     rm -f "$PG_DATA/postmaster.pid" "$PG_DATA/postmaster.opts"
-    for attempt in 1 2 3 4 5 6 7 8; do
-        PG_PORT=$(odb_pick_port)
-        odb_pg_write_state
-        rc=0
-        odb_pg_launch || rc=$?
-        [[ $rc == 0 ]] && break
-        [[ $rc == 2 ]] || odb_die "PostgreSQL standby failed to start (log: $PG_LOG)"
-        odb_log "PostgreSQL standby: port $PG_PORT taken, retrying (attempt $attempt)"
-    done
-    [[ $rc == 0 ]] || odb_die "PostgreSQL standby: could not bind a free port"
+    odb_pg_launch_on_a_free_port "PostgreSQL standby"
     [[ $(odb_pg_psql -d postgres -At -c 'SELECT pg_is_in_recovery()') == t ]] ||
         odb_die "PostgreSQL standby is not in recovery"
     odb_pg_write_state

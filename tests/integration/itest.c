@@ -1,4 +1,5 @@
 /* odbox — integration test helpers. */
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,14 @@ static const struct {
     NO_STANDBY("mariadb", "tests/db starts no MariaDB replica yet; the replica suite's standby is PostgreSQL's"),
     NO_STANDBY("mysql", "tests/db starts no MySQL replica (the mysql dialect runs on the MariaDB server there)"),
 #undef NO_STANDBY
+    {"sqlite", "scheduled_tasks_holds_what_db_scheduler_writes/other_time_zone",
+     "SQLite has no session time zone: its times are the UTC text a writer gives"},
+    {"pg", "scheduled_tasks_holds_what_db_scheduler_writes/other_time_zone",
+     "timestamptz stores an instant: a writer's session time zone says which instant it means"},
+    {"sqlite", "scheduled_tasks_of_an_older_installation_migrated_in_place",
+     "SQLite's V3 made TEXT times and the (priority DESC, execution_time) index: nothing to migrate"},
+    {"pg", "scheduled_tasks_of_an_older_installation_migrated_in_place",
+     "PostgreSQL's V3 made timestamptz times and the (priority DESC, execution_time) index: nothing to migrate"},
 };
 
 int itest_part_skipped(const char *name)
@@ -204,4 +213,54 @@ void itest_kill_session(odbox_conn *killer, int64_t id)
     snprintf(sql, sizeof sql, odbox_conn_dialect(killer)->kill_session_fmt, (long long)id);
     itest_exec(killer, "%s", sql);
     usleep(200 * 1000);
+}
+
+/* odbox's own migrations of the dialect under test, read once. */
+static struct {
+    int n;
+    long v[64];
+    char text[64][24];
+} framework = {.n = -1};
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+static void framework_read(void)
+{
+    if (framework.n >= 0)
+        return;
+    const char *base = getenv("ODBOX_MIGRATIONS_DIR");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", base ? base : itest_src("migrations"),
+             odbox_dialect_find(itest_dialect())->migrations_dir);
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "cannot open %s", dir);
+    framework.n = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        size_t len = strlen(de->d_name);
+        if (de->d_name[0] != 'V' || len < 5 || strcmp(de->d_name + len - 4, ".sql"))
+            continue;
+        ck_assert_int_lt(framework.n, 64);
+        framework.v[framework.n++] = strtol(de->d_name + 1, NULL, 10);
+    }
+    closedir(d);
+    qsort(framework.v, (size_t)framework.n, sizeof framework.v[0], cmp_long);
+    for (int i = 0; i < framework.n; i++)
+        snprintf(framework.text[i], sizeof framework.text[i], "%ld", framework.v[i]);
+}
+
+int itest_framework_migrations(void)
+{
+    framework_read();
+    return framework.n;
+}
+
+const char *itest_framework_version(int i)
+{
+    framework_read();
+    ck_assert(i >= 0 && i < framework.n);
+    return framework.text[i];
 }

@@ -8,9 +8,14 @@
 #include <stdint.h>
 #include "odbox/odbox.h"
 
-/* The number of odbox's own migrations (files in migrations/<dialect>/);
- * a test's extra framework files are numbered from 95 on, above them. */
-#define ODBOX_TEST_FRAMEWORK_MIGRATIONS 7
+/* The number of odbox's own migrations for the dialect under test (the
+ * V*.sql files of $ODBOX_MIGRATIONS_DIR/<dialect's folder>; some versions
+ * exist for MySQL/MariaDB only); a test's extra framework files are
+ * numbered from 95 on, above them. */
+#define ODBOX_TEST_FRAMEWORK_MIGRATIONS itest_framework_migrations()
+int itest_framework_migrations(void);
+/* The version of the i-th of them, in order ("1", "2", ...). */
+const char *itest_framework_version(int i);
 
 /* "pg", "mariadb", "mysql" or "sqlite" */
 const char *itest_dialect(void);
@@ -87,5 +92,6 @@ Suite *handlers_jobs_suite(void);
 Suite *handlers_overlap_suite(void);
 Suite *replica_suite(void);
 Suite *handlers_names_suite(void);
+Suite *collation_suite(void);
 
 #endif

@@ -2,11 +2,15 @@
  * columns, types, nullability and indexes match the spec's DDL for the
  * dialect (PostgreSQL and SQLite: partial indexes; MySQL/MariaDB:
  * composite ones). SQLite has no information_schema: its catalogue is
- * read through pragma_table_info, pragma_index_list and sqlite_master. */
+ * read through pragma_table_info, pragma_index_list and sqlite_master.
+ * scheduled_tasks holds what db-scheduler writes: times up to 2500, a
+ * writer in another time zone, heartbeats that leave execution_time be,
+ * and on MySQL/MariaDB an older installation's TIMESTAMP(6) columns
+ * migrated in place (V7). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "itest.h"
+#include "jobs_fx.h"
 
 typedef enum { UUIDT, VC255, VC24, VC64, JSONT, TS, BOOLT, INTT } tag;
 
@@ -244,6 +248,221 @@ START_TEST(framework_schema_matches_spec)
 }
 END_TEST
 
+/* ---- scheduled_tasks' times ------------------------------------------------------------ */
+
+#define Y2500_US INT64_C(16725225600000000) /* 2500-01-01 00:00:00 UTC: db-scheduler's Schedule.NEVER */
+#define HOUR_US INT64_C(3600000000)
+
+/* The four times of scheduled_tasks are DATETIME(6) (MySQL/MariaDB),
+ * timestamptz (PG) or TEXT (SQLite), none ON UPDATE; the priority index
+ * is (priority DESC, execution_time). db is the database (MySQL/MariaDB)
+ * or NULL for the connection's own. */
+static void check_task_times(odbox_conn *c, const char *db)
+{
+    static const char *const times[] = {"execution_time", "last_success", "last_failure", "last_heartbeat"};
+    char where[160], def[512];
+    snprintf(where, sizeof where, is_pg() ? "current_schema()" : db ? "'%s'" : "DATABASE()", db);
+    for (size_t i = 0; i < 4; i++) {
+        int64_t n = is_sqlite() ? itest_count(c, "SELECT COUNT(*) FROM pragma_table_info('scheduled_tasks') "
+                                                 "WHERE name = '%s' AND upper(type) = 'TEXT'", times[i])
+                    : is_pg()   ? itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = %s "
+                                                 "AND table_name = 'scheduled_tasks' AND column_name = '%s' AND "
+                                                 "data_type = 'timestamp with time zone'", where, times[i])
+                                : itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = %s "
+                                                 "AND table_name = 'scheduled_tasks' AND column_name = '%s' AND "
+                                                 "column_type = 'datetime(6)' AND LOWER(extra) NOT LIKE '%%on update%%'",
+                                              where, times[i]);
+        ck_assert_msg(n == 1, "scheduled_tasks.%s is not the dialect's time type", times[i]);
+    }
+    if (is_sqlite() || is_pg()) {
+        index_def(c, is_pg() ? "public" : NULL, "scheduled_tasks", "priority_execution_time_idx", def, sizeof def);
+        ck_assert_msg(strstr(def, is_pg() ? "(priority DESC, execution_time)" : "(priority DESC, execution_time ASC)"),
+                      "%s", def);
+        return;
+    }
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT GROUP_CONCAT(CONCAT(column_name, ':', COALESCE(collation, '-')) ORDER BY seq_in_index) "
+             "FROM information_schema.statistics WHERE table_schema = %s AND table_name = 'scheduled_tasks' "
+             "AND index_name = 'priority_execution_time_idx'", where);
+    ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    const char *v = NULL;
+    odbox_stmt_get_text(s, 1, &v, NULL, &e);
+    ck_assert_msg(v && !strcmp(v, "priority:D,execution_time:A"), "priority_execution_time_idx: %s", v ? v : "none");
+    odbox_stmt_free(&s);
+}
+
+/* Sets one time column of a task's row, bound. */
+static void set_time(odbox_conn *c, const char *column, int64_t us, const char *name)
+{
+    char sql[256];
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    snprintf(sql, sizeof sql, "UPDATE scheduled_tasks SET %s = ? WHERE task_name = ?", column);
+    ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_timestamp(s, 1, us, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_text(s, 2, name, &e), ODBOX_OK);
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    odbox_stmt_free(&s);
+}
+
+/* Issue item 7: a row due at Schedule.NEVER (2500-01-01), a heartbeat
+ * written by a session in +02:00 as db-scheduler writes it (the UTC wall
+ * time), and a heartbeat UPDATE that leaves execution_time alone. */
+START_TEST(scheduled_tasks_holds_what_db_scheduler_writes)
+{
+    jfx f;
+    jfx_open(&f);
+    check_task_times(f.c, NULL);
+
+    char name[80];
+    snprintf(name, sizeof name, "%s_never", f.job);
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_stmt_prepare(f.c, "INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, "
+                                              "picked, version) VALUES (?, 'recurring', ?, FALSE, 1)", &s, &e),
+                     ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_text(s, 1, name, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_timestamp(s, 2, Y2500_US, &e), ODBOX_OK);
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "execution_time 2500-01-01: %s", e.message);
+    odbox_stmt_free(&s);
+    odbox_job_info in = jt_must_row(&f, name);
+    ck_assert_int_eq(in.next_execution_us, Y2500_US);
+
+    /* a heartbeat leaves execution_time where it was */
+    set_time(f.c, "last_heartbeat", JAN_2030, name);
+    in = jt_must_row(&f, name);
+    ck_assert_int_eq(in.last_heartbeat_us, JAN_2030);
+    ck_assert_int_eq(in.next_execution_us, Y2500_US);
+
+    if (!itest_part_skipped("scheduled_tasks_holds_what_db_scheduler_writes/other_time_zone")) {
+        odbox_conn *other = itest_connect(1);
+        itest_exec(other, "SET time_zone = '+02:00'");
+        itest_exec(other, "UPDATE scheduled_tasks SET last_heartbeat = '2030-01-01 10:00:00' WHERE task_name = '%s'",
+                   name);
+        odbox_conn_close(&other);
+        in = jt_must_row(&f, name);
+        ck_assert_msg(in.last_heartbeat_us == JAN_2030 + 10 * HOUR_US, "last_heartbeat read %+lld s off 10:00 UTC",
+                      (long long)((in.last_heartbeat_us - JAN_2030 - 10 * HOUR_US) / 1000000));
+        ck_assert_int_eq(in.next_execution_us, Y2500_US);
+    }
+    jfx_close(&f);
+}
+END_TEST
+
+/* dsn 1 with database db instead of its own */
+static char *dsn_on_database(const char *db)
+{
+    const char *base = itest_dsn(1), *q = strchr(base, '?');
+    size_t end = q ? (size_t)(q - base) : strlen(base), at = end;
+    while (at > 0 && base[at - 1] != '/')
+        at--;
+    size_t n = strlen(base) + strlen(db) + 2;
+    char *s = malloc(n);
+    ck_assert_ptr_nonnull(s);
+    snprintf(s, n, "%.*s%s%s", (int)at, base, db, q ? q : "");
+    return s;
+}
+
+static odbox_registry *registry_on(const char *dsn, const char *ev)
+{
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = dsn, .eventlog = ev};
+    odbox_registry_config cfg = {.shards = &sc, .nshards = 1};
+    odbox_registry *r = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_registry_open(&cfg, &r, &e) == ODBOX_OK, "%s", e.message);
+    return r;
+}
+
+static void migrate_with(odbox_registry *r, const char *framework_dir)
+{
+    odbox_migrate_options o = {.framework_dir = framework_dir};
+    odbox_error e;
+    ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "migrate: %s", e.message);
+}
+
+/* Issue item 7 on an existing installation: scheduled_tasks as V3 made
+ * it on MySQL 5.7 / MariaDB up to 10.9 (explicit_defaults_for_timestamp
+ * OFF: execution_time ON UPDATE CURRENT_TIMESTAMP), odbox migrated up to
+ * V5 and a row in it; the full migrate keeps the row's time to the
+ * microsecond and changes the types; a second eventlog's migrate in the
+ * same database runs it again. */
+START_TEST(scheduled_tasks_of_an_older_installation_migrated_in_place)
+{
+    char db[64], ev1[64], ev2[64], dir[] = "/tmp/odbox-v5-XXXXXX", cmd[1024];
+    itest_name(db, sizeof db, "odbox_old");
+    itest_name(ev1, sizeof ev1, "ev_old");
+    itest_name(ev2, sizeof ev2, "ev_old");
+    odbox_conn *admin = itest_connect(1);
+    itest_exec(admin, "CREATE DATABASE %s", db);
+    char *dsn = dsn_on_database(db);
+    odbox_conn *c = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_conn_open(dsn, &c, &e) == ODBOX_OK, "%s", e.message);
+
+    /* V3 as an older server ran it */
+    itest_exec(c, "SET SESSION explicit_defaults_for_timestamp = OFF");
+    char path[512], text[4096];
+    snprintf(path, sizeof path, "migrations/%s/V3__create_scheduled_tasks.sql", itest_dialect());
+    FILE *fp = fopen(itest_src(path), "r");
+    ck_assert_ptr_nonnull(fp);
+    size_t len = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[len] = '\0';
+    itest_exec(c, "%s", text);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = '%s' AND "
+                                    "table_name = 'scheduled_tasks' AND column_name = 'execution_time' AND "
+                                    "LOWER(extra) LIKE '%%on update%%'", db),
+                     1);
+
+    /* odbox up to V5 */
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "mkdir '%s/%s' && cp %s/migrations/%s/V[1-5]__*.sql '%s/%s/'", dir, itest_dialect(),
+             itest_src(""), itest_dialect(), dir, itest_dialect());
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    odbox_registry *r1 = registry_on(dsn, ev1);
+    migrate_with(r1, dir);
+    itest_exec(c, "INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, picked, version, "
+                  "last_success, priority) VALUES ('old', 'recurring', '2030-06-01 12:34:56.123456', FALSE, 1, "
+                  "'2030-05-31 23:59:59.000001', 3)");
+
+    /* the full migrate (V7) */
+    migrate_with(r1, NULL);
+    check_task_times(c, db);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = 'old' AND "
+                                    "execution_time = '2030-06-01 12:34:56.123456' AND "
+                                    "last_success = '2030-05-31 23:59:59.000001'"),
+                     1);
+    itest_exec(c, "UPDATE scheduled_tasks SET last_heartbeat = '2030-06-01 12:35:00' WHERE task_name = 'old'");
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = 'old' AND "
+                                    "execution_time = '2030-06-01 12:34:56.123456'"),
+                     1);
+
+    /* a second eventlog in the same database runs V7 again */
+    odbox_registry *r2 = registry_on(dsn, ev2);
+    migrate_with(r2, NULL);
+    check_task_times(c, db);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = 'old' AND "
+                                    "execution_time = '2030-06-01 12:34:56.123456'"),
+                     1);
+
+    odbox_registry_free(&r1);
+    odbox_registry_free(&r2);
+    odbox_conn_close(&c);
+    itest_drop_eventlog(admin, ev1);
+    itest_drop_eventlog(admin, ev2);
+    itest_exec(admin, "DROP DATABASE %s", db);
+    odbox_conn_close(&admin);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    free(dsn);
+}
+END_TEST
+
 Suite *schema_suite(void)
 {
     Suite *s = suite_create("schema");
@@ -251,5 +470,10 @@ Suite *schema_suite(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, framework_schema_matches_spec);
     suite_add_tcase(s, t);
+    TCase *st = tcase_create("scheduled_tasks");
+    tcase_set_timeout(st, 120);
+    tcase_add_test(st, scheduled_tasks_holds_what_db_scheduler_writes);
+    tcase_add_test(st, scheduled_tasks_of_an_older_installation_migrated_in_place);
+    suite_add_tcase(s, st);
     return s;
 }
