@@ -1,10 +1,13 @@
-/* odbox — the delivery: its configuration, the two jobs' executions (one
- * thread per shard, each looping rounds), the wake-ups that start a round
- * early, and the public round functions (see odbox/handlers.h).
+/* odbox — the delivery: its configuration, the fan-out job's executions
+ * and the handling loops (one thread per shard each, looping rounds), the
+ * wake-ups that start a round early, and the public round functions (see
+ * odbox/handlers.h).
  *
- * Threads: an execution runs on its job's thread, which supervises (stop,
- * heartbeat health, the execution's length) while one thread per shard
- * runs rounds. Wake-ups come from committers, listeners and fan-out
+ * Threads: a fan-out execution runs on its job's thread, which supervises
+ * (stop, heartbeat health, the execution's length) while one thread per
+ * shard runs rounds. The handling loops run under a supervisor thread of
+ * their own, started and stopped through the job registry (a service of
+ * it, not a job: every process handles), with no end by length. Wake-ups come from committers, listeners and fan-out
  * rounds, through odbox_wake: they set the shard's pending flag and wake
  * the shard's thread.
  *
@@ -39,6 +42,9 @@
 #define DEFAULT_EXECUTION_MAX_MS 60000
 #define DEFAULT_REPLICA_MAX_LAG_MS 1000
 #define DEFAULT_SUBSCRIPTION_LIVE_MS 30000
+/* The default lease: handler_timeout_ms plus this, for the round's
+ * statements after its calls. */
+#define DEFAULT_LEASE_MARGIN_MS 30000
 /* A batch larger than this is refused: one statement's parameters and one
  * round's memory stay bounded. */
 #define MAX_BATCH 10000
@@ -89,7 +95,7 @@ static int cfg_int(const char *what, int64_t v, int64_t dflt, int64_t max, int64
 
 static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *err)
 {
-    int64_t v[13] = {0};
+    int64_t v[14] = {0};
     const int64_t day_ms = 86400000, year_ms = 366 * day_ms;
     int rc;
     if ((rc = cfg_int("fanout_batch", c->fanout_batch, DEFAULT_FANOUT_BATCH, MAX_BATCH, &v[0], err)) ||
@@ -107,7 +113,8 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
         (rc = cfg_int("replica_max_lag_ms", c->replica_max_lag_ms, DEFAULT_REPLICA_MAX_LAG_MS, day_ms, &v[11],
                       err)) ||
         (rc = cfg_int("subscription_live_ms", c->subscription_live_ms, DEFAULT_SUBSCRIPTION_LIVE_MS, day_ms, &v[12],
-                      err)))
+                      err)) ||
+        (rc = cfg_int("lease_ms", c->lease_ms, v[8] + DEFAULT_LEASE_MARGIN_MS, 2 * day_ms, &v[13], err)))
         return rc;
     if (c->cross_process_wakeup != 0 && c->cross_process_wakeup != -1)
         return odbox_fail(err, ODBOX_EINVAL, "delivery: cross_process_wakeup is 0 (on) or -1 (off), not %d",
@@ -128,6 +135,7 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
         .listen = c->cross_process_wakeup,
         .replica_max_lag_ms = (int)v[11],
         .live_ms = v[12] < 3 ? 3 : (int)v[12],
+        .lease_us = v[13] * 1000,
     };
     return ODBOX_OK;
 }
@@ -198,15 +206,19 @@ static void start_listening(odbox_delivery *d)
 struct execution {
     odbox_delivery *d;
     int job;
+    int own;                /* the handling loops: started by the delivery, not a job's execution */
     atomic_int stop;
     struct execution *next; /* the delivery's running list, under its mu */
 };
 
 /* ---- open, free ------------------------------------------------------------------ */
 
+static void svc_detach(odbox_delivery *d);
+
 static void delivery_destroy(odbox_delivery *d)
 {
     odbox_subs_stop_beat(d);
+    svc_detach(d);
     for (size_t i = 0; i < d->nattached; i++)
         odbox_executor_remove_commit_listener(d->attached[i], odbox_wake_on_commit, d->wake);
     free(d->attached);
@@ -264,6 +276,7 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
     d->hook = cfg->hook;
     d->hook_ud = cfg->hook_ud;
     odbox_subs_process_id(d);
+    d->db_time = !(cfg->clock && cfg->clock->now_us);
     for (int j = 0; j < NJOBS; j++)
         d->jobs[j] = (odbox_djob){d, j, NULL};
     d->nshards = odbox_registry_shard_count(registry);
@@ -306,7 +319,8 @@ static void stop_executions(odbox_delivery *d)
         atomic_store(&x->stop, 1);
         /* its supervisor's wait ends now (the registry lives while one
          * of its jobs runs, and x leaves the list only under mu) */
-        odbox_jobs_wake(d->jobs[x->job].jobs, d->job_name[x->job]);
+        if (!x->own)
+            odbox_jobs_wake(d->jobs[x->job].jobs, d->job_name[x->job]);
     }
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
@@ -576,6 +590,137 @@ static int execute(odbox_job_context *ctx, void *user, odbox_error *err)
     return rc;
 }
 
+/* ---- the handling loops ------------------------------------------------------------------ */
+
+/* Handling is no job: every process that adds it handles, claiming rows
+ * by lease (delivery_handling.c). Its loops (one thread per shard, under
+ * one supervisor thread) start with the job registry (odbox_jobs_start)
+ * and stop with it (odbox_jobs_stop), as a service of the registry; they
+ * are an execution on the running list, so odbox_delivery_free stops them
+ * and waits for them as for the fan-out's. They never end by length. */
+struct hservice {
+    pthread_mutex_t mu;
+    odbox_delivery *d; /* NULL once the delivery is freed */
+    int refs;          /* the delivery's and the job registry's */
+};
+
+static void svc_release(void *ud)
+{
+    struct hservice *sv = ud;
+    pthread_mutex_lock(&sv->mu);
+    int last = --sv->refs == 0;
+    pthread_mutex_unlock(&sv->mu);
+    if (last) {
+        pthread_mutex_destroy(&sv->mu);
+        free(sv);
+    }
+}
+
+static void svc_detach(odbox_delivery *d)
+{
+    if (!d->svc)
+        return;
+    pthread_mutex_lock(&d->svc->mu);
+    d->svc->d = NULL;
+    pthread_mutex_unlock(&d->svc->mu);
+    svc_release(d->svc);
+    d->svc = NULL;
+}
+
+static odbox_delivery *svc_delivery(struct hservice *sv)
+{
+    pthread_mutex_lock(&sv->mu);
+    odbox_delivery *d = sv->d;
+    pthread_mutex_unlock(&sv->mu);
+    return d;
+}
+
+static void *handling_main(void *arg)
+{
+    execution *x = arg;
+    odbox_delivery *d = x->d;
+    shard_loop *loops = calloc(d->nshards, sizeof *loops);
+    for (size_t i = 0; loops && i < d->nshards; i++) {
+        loops[i] = (shard_loop){x, &d->shards[i], 0, 0};
+        if (pthread_create(&loops[i].thread, NULL, shard_main, &loops[i]) != 0)
+            odbox_log(ODBOX_LOG_ERROR, "delivery: cannot start the handling thread of shard %d.%d; it is not handled "
+                                       "here", d->shards[i].id.group, d->shards[i].id.member);
+        else
+            loops[i].started = 1;
+    }
+    if (!loops)
+        odbox_log(ODBOX_LOG_ERROR, "delivery: out of memory: no handling in this process");
+    for (size_t i = 0; loops && i < d->nshards; i++)
+        if (loops[i].started)
+            pthread_join(loops[i].thread, NULL);
+    free(loops);
+    execution_leave(d, x);
+    free(x);
+    return NULL;
+}
+
+static int svc_start(void *ud, odbox_error *err)
+{
+    odbox_delivery *d = svc_delivery(ud);
+    if (!d)
+        return odbox_fail(err, ODBOX_ESTATE, "delivery: the delivery was freed");
+    execution *x = calloc(1, sizeof *x);
+    if (!x)
+        return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
+    *x = (execution){.d = d, .job = JOB_HANDLING, .own = 1};
+    atomic_init(&x->stop, 0);
+    int rc = execution_enter(d, x, err);
+    if (rc != ODBOX_OK) {
+        free(x);
+        return rc;
+    }
+    start_listening(d);
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, handling_main, x) != 0) {
+        execution_leave(d, x);
+        free(x);
+        rc = odbox_fail(err, ODBOX_ENOMEM, "delivery: cannot start the handling thread");
+    }
+    pthread_attr_destroy(&at);
+    return rc;
+}
+
+static void svc_stop(void *ud)
+{
+    odbox_delivery *d = svc_delivery(ud);
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    for (execution *x = d->running; x; x = x->next)
+        if (x->own)
+            atomic_store(&x->stop, 1);
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    odbox_workers_poke(d->workers); /* rounds waiting for calls: stop_wait_ms from now */
+}
+
+static int svc_wait(void *ud, const struct timespec *until)
+{
+    odbox_delivery *d = svc_delivery(ud);
+    if (!d)
+        return 1;
+    pthread_mutex_lock(&d->mu);
+    int left;
+    for (;;) {
+        left = 0;
+        for (execution *x = d->running; x; x = x->next)
+            left |= x->own;
+        if (!left || odbox_mono_passed(until))
+            break;
+        pthread_cond_timedwait(&d->cv, &d->mu, until);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return !left;
+}
+
 const char *odbox_delivery_job_name(const odbox_delivery *d, int which)
 {
     if (!d)
@@ -608,6 +753,24 @@ int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbo
     for (int k = 0; k < NJOBS; k++) {
         if (!(which & (1 << k)))
             continue;
+        if (k == JOB_HANDLING) {
+            struct hservice *sv = calloc(1, sizeof *sv);
+            if (!sv)
+                return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
+            pthread_mutex_init(&sv->mu, NULL);
+            sv->d = d;
+            sv->refs = 2;
+            odbox_jobs_service s = {"the delivery's handling", svc_start, svc_stop, svc_wait, svc_release, sv};
+            int rc = odbox_jobs_add_service(jobs, &s, err);
+            if (rc != ODBOX_OK) {
+                pthread_mutex_destroy(&sv->mu);
+                free(sv);
+                return rc;
+            }
+            d->svc = sv;
+            d->jobs[k].jobs = jobs;
+            continue;
+        }
         /* due again 1 ms after an execution, which the job registry polls
          * for then: the next execution follows at once */
         odbox_job job = {d->job_name[k], odbox_schedule_fixed_delay(1), execute, &d->jobs[k]};

@@ -26,10 +26,11 @@
 #include "registry_internal.h"
 #include "odbox/uuid.h"
 
-enum { SQL_DUE_READ = 111, SQL_OUTCOME };
+enum { SQL_DUE_READ = 111, SQL_OUTCOME, SQL_CLAIM };
 
-/* Buckets, in the order they are written. */
-enum { B_PREFLIGHT = 0, B_SUCCEEDED, B_POSTFAILURE, B_RETRY, NBUCKETS };
+/* Buckets, in the order they are written; B_RELEASE (not an outcome):
+ * rows left as they were, their claim given back. */
+enum { B_PREFLIGHT = 0, B_SUCCEEDED, B_POSTFAILURE, B_RETRY, NBUCKETS, B_RELEASE = NBUCKETS };
 
 /* Why a row gets no call. */
 enum { CALL = 0, NO_CALL_EXPIRED, NO_CALL_UNKNOWN, NO_CALL_BAD_ROW };
@@ -45,6 +46,7 @@ typedef struct call {
     int skip;              /* CALL or NO_CALL_* */
     int attempts;          /* as read */
     int64_t deadline_us;   /* retention */
+    int64_t due_us;        /* next_retry_at as read */
     /* written by the call (never read once it is abandoned) */
     int rc;
     char message[256];
@@ -105,30 +107,59 @@ static void select_list(odbox_buf *b, const odbox_dialect *d, const char *prefix
     }
 }
 
-/* Due rows in next_retry_at order. Where the due index is partial (on
- * next_retry_at, for the two states) one ordered scan finds them; where
- * it leads with the state, one scan per state, merged: a single IN would
- * sort every due row in each round. */
-static char *due_sql(const odbox_dialect *d, const char *table)
+/* Due rows that no round holds (lease_until NULL or past), in
+ * next_retry_at order, locked for the claim that follows (the dialect's
+ * claim_suffix: FOR UPDATE SKIP LOCKED, so that rounds of other processes
+ * take other rows; SQLite has one writer), of the handlers served here. Where the due index is partial
+ * (on next_retry_at, for the two states) one ordered scan finds them
+ * (variant -1); where it leads with the state, one statement per state
+ * (variant 0: PENDING, 1: FAILED), merged by the caller: a single IN
+ * would sort every due row in each round, and a locking read may not be
+ * a UNION. The columns: select_list's 16, next_retry_at, and with
+ * db_time the database's now. */
+/* The names this delivery's handlers answer to (names and former names):
+ * a round claims only their rows; rows of handlers no process here
+ * serves wait for one that does. */
+static size_t served_count(const odbox_handlers *h)
 {
+    size_t n = 0;
+    for (size_t i = 0; i < h->n; i++)
+        n += 1 + h->v[i].nformer;
+    return n;
+}
+
+static int bind_served(odbox_stmt *s, const odbox_handlers *h, int *idx, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    for (size_t i = 0; i < h->n && rc == ODBOX_OK; i++) {
+        rc = odbox_stmt_bind_text(s, (*idx)++, h->v[i].name, err);
+        for (size_t k = 0; k < h->v[i].nformer && rc == ODBOX_OK; k++)
+            rc = odbox_stmt_bind_text(s, (*idx)++, h->v[i].former[k], err);
+    }
+    return rc;
+}
+
+static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time, size_t nserved)
+{
+    static const char *const states[] = {"PENDING", "FAILED"};
     odbox_buf b = {0};
     odbox_buf_append(&b, "SELECT ");
-    if (d->has_partial_indexes) {
-        select_list(&b, d, "");
-        odbox_buf_cat(&b, " FROM ", table,
-                      " WHERE state IN ('PENDING', 'FAILED') AND next_retry_at <= ? ORDER BY next_retry_at LIMIT ?",
-                      (char *)NULL);
-        return odbox_buf_take(&b);
+    select_list(&b, d, "");
+    odbox_buf_append(&b, ", ");
+    odbox_ops_ts_col(&b, d, "next_retry_at");
+    if (db_time) {
+        odbox_buf_append(&b, ", ");
+        odbox_ops_ts_col(&b, d, d->now_sql);
     }
-    select_list(&b, d, "u.");
-    odbox_buf_append(&b, " FROM (");
-    static const char *const states[] = {"PENDING", "FAILED"};
-    for (int i = 0; i < 2; i++)
-        odbox_buf_appendf(&b,
-                          "%sSELECT * FROM (SELECT " DUE_COLUMNS " FROM %s WHERE state IN ('PENDING', 'FAILED') "
-                          "AND state = '%s' AND next_retry_at <= ? ORDER BY next_retry_at LIMIT ?) AS s%d",
-                          i ? " UNION ALL " : "", table, states[i], i);
-    odbox_buf_append(&b, ") AS u ORDER BY u.next_retry_at LIMIT ?");
+    odbox_buf_cat(&b, " FROM ", table, " WHERE state IN ('PENDING', 'FAILED')", (char *)NULL);
+    if (variant >= 0)
+        odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
+    odbox_buf_append(&b, " AND handler_name IN (");
+    for (size_t i = 0; i < nserved; i++)
+        odbox_buf_append(&b, i ? ", ?" : "?");
+    odbox_buf_append(&b, ")");
+    odbox_buf_cat(&b, " AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= ",
+                  db_time ? d->now_sql : "?", ") ORDER BY next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
     return odbox_buf_take(&b);
 }
 
@@ -140,6 +171,8 @@ typedef struct hround {
     const odbox_dialect *dialect;
     call **calls;
     size_t n;
+    char token[ODBOX_UUID_LEN + 1]; /* lease_owner of this round's claim */
+    int64_t lease_end_mono_us;      /* when the claim ends, by this process's clock */
 } hround;
 
 /* Copies the row's text columns into one allocation; env points into it. */
@@ -209,48 +242,139 @@ static int take_row(hround *h, odbox_stmt *s, call *c, odbox_error *err)
     return ODBOX_OK;
 }
 
-static int read_due(hround *h, odbox_conn *c, int64_t now, odbox_error *err)
+/* One locking read of due rows (variant: see due_sql), appended to
+ * h->calls; *db_now gets the database's time when it is read. */
+static int read_variant(hround *h, odbox_conn *c, int variant, int64_t now, int64_t *db_now, odbox_error *err)
 {
     odbox_delivery *d = h->d;
-    const odbox_dialect *dl = h->dialect;
     int batch = d->cfg.batch[JOB_HANDLING];
     odbox_sql_key key;
     odbox_sql_key_init(&key, SQL_DUE_READ, 0);
+    odbox_sql_key_add_count(&key, variant + 1, (size_t)d->db_time);
     odbox_sql_key_add(&key, 0, h->table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
-        char *sql = due_sql(dl, h->table);
+        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, served_count(d->h));
         rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
         free(sql);
     }
     int idx = 1;
-    for (int i = 0; rc == ODBOX_OK && i < (dl->has_partial_indexes ? 1 : 2); i++)
-        if ((rc = odbox_stmt_bind_timestamp(s, idx++, now, err)) == ODBOX_OK)
-            rc = odbox_stmt_bind_int64(s, idx++, batch, err);
-    if (rc == ODBOX_OK && !dl->has_partial_indexes)
+    if (rc == ODBOX_OK)
+        rc = bind_served(s, d->h, &idx, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
+    if (rc == ODBOX_OK && !d->db_time)
+        rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
+    if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_int64(s, idx++, batch, err);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     h->rd->statements++;
-    if (rc == ODBOX_OK && !(h->calls = calloc((size_t)batch, sizeof *h->calls)))
-        rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    while (rc == ODBOX_OK && h->n < (size_t)batch && (rc = odbox_stmt_fetch(s, err)) == 1) {
+    size_t got = 0;
+    while (rc == ODBOX_OK && got < (size_t)batch && (rc = odbox_stmt_fetch(s, err)) == 1) {
         call *cl = calloc(1, sizeof *cl);
         if (!cl) {
             rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
             break;
         }
         h->calls[h->n++] = cl;
+        got++;
         cl->w.run = call_run;
         cl->w.release = call_release;
         atomic_init(&cl->w.refs, 1);
         cl->handler = -1;
         cl->bucket = -1;
-        rc = take_row(h, s, cl, err);
+        if ((rc = take_row(h, s, cl, err)) == ODBOX_OK)
+            rc = odbox_stmt_get_timestamp(s, 17, &cl->due_us, NULL, err);
+        if (rc == ODBOX_OK && d->db_time)
+            rc = odbox_stmt_get_timestamp(s, 18, db_now, NULL, err);
     }
     odbox_stmt_free(&s);
     return rc < 0 ? rc : ODBOX_OK;
+}
+
+static int by_due(const void *a, const void *b)
+{
+    const call *x = *(call *const *)a, *y = *(call *const *)b;
+    return (x->due_us > y->due_us) - (x->due_us < y->due_us);
+}
+
+/* The claim: lease_owner = the round's token, lease_until = the
+ * database's now (or the clock's) + lease, by primary key. */
+static int claim_rows(hround *h, odbox_conn *c, int64_t until, odbox_error *err)
+{
+    size_t per = (size_t)(h->dialect->max_params - 4);
+    int rc = ODBOX_OK;
+    for (size_t at = 0; at < h->n && rc == ODBOX_OK;) {
+        size_t k = h->n - at < per ? h->n - at : per;
+        odbox_sql_key key;
+        odbox_sql_key_init(&key, SQL_CLAIM, k);
+        odbox_sql_key_add(&key, 0, h->table);
+        odbox_stmt *s = NULL;
+        rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+        if (rc == ODBOX_OK && !s) {
+            odbox_buf b = {0};
+            odbox_buf_cat(&b, "UPDATE ", h->table, " SET lease_owner = ?, lease_until = ? WHERE id IN (",
+                          (char *)NULL);
+            for (size_t i = 0; i < k; i++)
+                odbox_buf_cat(&b, i ? ", " : "", h->dialect->uuid_param, (char *)NULL);
+            odbox_buf_append(&b, ")");
+            char *sql = odbox_buf_take(&b);
+            rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
+                     : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+            free(sql);
+        }
+        int idx = 1;
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_bind_text(s, idx++, h->token, err);
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_bind_timestamp(s, idx++, until, err);
+        for (size_t i = 0; i < k && rc == ODBOX_OK; i++)
+            rc = odbox_stmt_bind_valid_uuid(s, idx++, h->calls[at + i]->env.notification_id, err);
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_execute(s, err);
+        h->rd->statements++;
+        odbox_stmt_free(&s);
+        at += k;
+    }
+    return rc;
+}
+
+/* Claims up to a batch of due rows in one short transaction: the locking
+ * read(s), then the claim. */
+static int read_due(hround *h, odbox_conn *c, int64_t now, odbox_error *err)
+{
+    odbox_delivery *d = h->d;
+    const odbox_dialect *dl = h->dialect;
+    int batch = d->cfg.batch[JOB_HANDLING];
+    int nvar = dl->has_partial_indexes ? 1 : 2;
+    int64_t db_now = now;
+    odbox_uuid_v4(h->token);
+    if (!(h->calls = calloc((size_t)batch * (size_t)nvar, sizeof *h->calls)))
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    int rc = odbox_conn_begin(c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    for (int v = 0; v < nvar && rc == ODBOX_OK; v++)
+        rc = read_variant(h, c, nvar == 1 ? -1 : v, now, &db_now, err);
+    if (rc == ODBOX_OK && nvar > 1) {
+        qsort(h->calls, h->n, sizeof *h->calls, by_due);
+        while (h->n > (size_t)batch)
+            call_release(&h->calls[--h->n]->w);
+    }
+    int64_t t0 = odbox_mono_us();
+    if (rc == ODBOX_OK && h->n)
+        rc = claim_rows(h, c, db_now + d->cfg.lease_us, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_conn_commit(c, err);
+    if (rc != ODBOX_OK) {
+        odbox_conn_rollback(c, NULL);
+        while (h->n)
+            call_release(&h->calls[--h->n]->w);
+    }
+    h->lease_end_mono_us = t0 + d->cfg.lease_us;
+    return rc;
 }
 
 /* ---- calling ---------------------------------------------------------------------- */
@@ -325,14 +449,18 @@ static void classify(hround *h, int64_t post)
 
 /* ---- writing ---------------------------------------------------------------------- */
 
-static const char *const bucket_set[NBUCKETS] = {
-    "state = 'EXPIRED', updated_date = ?",
-    "state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?",
-    "state = 'EXPIRED', attempts = attempts + 1, updated_date = ?",
-    "state = 'FAILED', attempts = attempts + 1, next_retry_at = ?, updated_date = ?",
+static const char *const bucket_set[NBUCKETS + 1] = {
+    "state = 'EXPIRED', updated_date = ?, lease_owner = NULL, lease_until = NULL",
+    "state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?, lease_owner = NULL, lease_until = NULL",
+    "state = 'EXPIRED', attempts = attempts + 1, updated_date = ?, lease_owner = NULL, lease_until = NULL",
+    "state = 'FAILED', attempts = attempts + 1, next_retry_at = ?, updated_date = ?, lease_owner = NULL, "
+    "lease_until = NULL",
+    "lease_owner = NULL, lease_until = NULL", /* B_RELEASE */
 };
 
-/* UPDATE ... WHERE id IN (...) AND <not finished> AND <the attempts read>:
+/* UPDATE ... WHERE id IN (...) AND <not finished> AND <the attempts read>
+ * AND lease_owner = <this round's token>: an outcome that comes after
+ * another round claimed the row (this claim expired) writes nothing.
  * one value when the rows share it, else per row. Among unfinished rows
  * the attempts tell the state: PENDING has 0 (the fan-out writes 0, and
  * only a requeue sets it back, with PENDING), FAILED at least 1; so the
@@ -357,6 +485,7 @@ static char *outcome_sql(const hround *h, int bucket, size_t n, int same_attempt
             odbox_buf_cat(&b, " WHEN ", d->uuid_param, " THEN ", d->typed_param[ODBOX_TYPE_INT64], (char *)NULL);
         odbox_buf_append(&b, " END");
     }
+    odbox_buf_append(&b, " AND lease_owner = ?");
     return odbox_buf_take(&b);
 }
 
@@ -382,7 +511,7 @@ static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, si
     int idx = 1;
     if (rc == ODBOX_OK && bucket == B_RETRY)
         rc = odbox_stmt_bind_timestamp(s, idx++, rows[0]->next_retry_us, err);
-    if (rc == ODBOX_OK)
+    if (rc == ODBOX_OK && bucket != B_RELEASE)
         rc = odbox_stmt_bind_timestamp(s, idx++, post, err);
     for (size_t i = 0; i < n && rc == ODBOX_OK; i++)
         rc = odbox_stmt_bind_valid_uuid(s, idx++, rows[i]->env.notification_id, err);
@@ -391,10 +520,12 @@ static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, si
     for (size_t i = 0; i < n && rc == ODBOX_OK && !same_attempts; i++)
         if ((rc = odbox_stmt_bind_valid_uuid(s, idx++, rows[i]->env.notification_id, err)) == ODBOX_OK)
             rc = odbox_stmt_bind_int64(s, idx++, rows[i]->attempts, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_bind_text(s, idx++, h->token, err);
     if (rc == ODBOX_OK) {
         rc = odbox_stmt_execute(s, err);
         h->rd->statements++;
-        h->rd->updates++;
+        h->rd->updates += bucket != B_RELEASE;
     }
     if (rc == ODBOX_OK)
         *changed = odbox_stmt_rows_affected(s);
@@ -407,16 +538,33 @@ static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, si
 static int write_group(hround *h, odbox_conn *conn, int bucket, call **rows, size_t n, int64_t post,
                        odbox_error *err)
 {
-    size_t per = (size_t)(h->dialect->max_params - 4) / 3;
+    size_t per = (size_t)(h->dialect->max_params - 5) / 3;
     int rc = ODBOX_OK;
     for (size_t at = 0; at < n && rc == ODBOX_OK;) {
         size_t k = n - at < per ? n - at : per;
         int64_t changed = 0;
         if ((rc = write_bucket(h, conn, bucket, rows + at, k, post, &changed, err)) == ODBOX_OK && changed >= 0 &&
-            (size_t)changed < k)
+            (size_t)changed < k && bucket != B_RELEASE)
             h->rd->stale += k - (size_t)changed;
         at += k;
     }
+    return rc;
+}
+
+/* Rows left as they were (calls not made or cut off at a stop, or
+ * outcomes refused by the hook): their claim is given back, so that they
+ * are due again at once, not at the lease's end. */
+static int release_claims(hround *h, odbox_conn *conn, odbox_error *err)
+{
+    call **rows = malloc((h->n ? h->n : 1) * sizeof *rows);
+    if (!rows)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < h->n; i++)
+        if (h->calls[i]->bucket < 0)
+            rows[n++] = h->calls[i];
+    int rc = n ? write_group(h, conn, B_RELEASE, rows, n, 0, err) : ODBOX_OK;
+    free(rows);
     return rc;
 }
 
@@ -452,7 +600,28 @@ static int write_outcomes(hround *h, odbox_conn *conn, int64_t post, odbox_error
         }
     }
     free(rows);
+    if (rc == ODBOX_OK)
+        rc = release_claims(h, conn, err);
     return rc;
+}
+
+/* Calls that ran past the round's claim: another round may have claimed
+ * and called their rows meanwhile; their outcomes are written only where
+ * the row is still this round's. */
+static void log_past_lease(hround *h)
+{
+    int64_t now = odbox_mono_us();
+    if (now <= h->lease_end_mono_us)
+        return;
+    for (size_t i = 0; i < h->n; i++) {
+        call *c = h->calls[i];
+        if (c->skip != CALL || c->w.state == ODBOX_WORK_NOT_RUN)
+            continue;
+        odbox_log(ODBOX_LOG_WARN, "delivery: handler %s on notification %s (event %s) outlived its lease of %lld ms "
+                                  "(lease_ms): the row may have been claimed and called again; this call's outcome "
+                                  "is written only if it was not", c->env.handler_name, c->env.notification_id,
+                  c->env.event_id, (long long)(h->d->cfg.lease_us / 1000));
+    }
 }
 
 /* ---- the round ----------------------------------------------------------------------- */
@@ -521,6 +690,7 @@ int odbox_handling_round(odbox_delivery *d, odbox_dshard *ds, const atomic_int *
     }
     if (rc == ODBOX_OK && h.n > 0) {
         run_calls(&h, odbox_delivery_now(d), stop);
+        log_past_lease(&h);
         int64_t post = odbox_delivery_now(d);
         classify(&h, post);
         if ((rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK && d->hook &&
@@ -529,6 +699,8 @@ int odbox_handling_round(odbox_delivery *d, odbox_dshard *ds, const atomic_int *
                             odbox_errname(rc < 0 ? rc : ODBOX_EINVAL));
             for (size_t i = 0; i < h.n; i++)
                 h.calls[i]->bucket = -1;
+            odbox_error ignored = {0};
+            release_claims(&h, c, &ignored);
         }
         if (rc == ODBOX_OK)
             rc = write_outcomes(&h, c, post, err);

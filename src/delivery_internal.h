@@ -124,6 +124,7 @@ typedef struct odbox_dcfg {
     int workers, handler_timeout_ms, stop_wait_ms, execution_max_ms, listen;
     int replica_max_lag_ms;
     int live_ms;          /* subscription_live_ms */
+    int64_t lease_us;
 } odbox_dcfg;
 
 typedef struct odbox_dmetrics odbox_dmetrics;
@@ -154,6 +155,10 @@ struct odbox_delivery {
     odbox_workers *workers;
     odbox_dmetrics *metrics;
     execution *running;   /* under mu: the executions between their start and return */
+    /* the handling loops' link with the job registry that starts and stops
+     * them (delivery.c); NULL before odbox_delivery_add_jobs */
+    struct hservice *svc;
+    int db_time;          /* no clock given: leases are in the database's time */
     int closing;          /* under mu: odbox_delivery_free began; no execution starts */
     char process[128];    /* this process in subscription_processes: host:pid:suffix */
     pthread_t beat;       /* the heartbeat thread, from odbox_delivery_add_jobs */

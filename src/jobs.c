@@ -46,6 +46,9 @@ static void job_free(job_rt *j)
 
 static void registry_destroy(odbox_jobs *r)
 {
+    for (size_t i = 0; i < r->nservices; i++)
+        if (r->services[i].release)
+            r->services[i].release(r->services[i].ud);
     for (size_t i = 0; i < r->njobs; i++)
         job_free(r->jobs[i]);
     free(r->jobs);
@@ -158,6 +161,20 @@ int odbox_jobs_open(odbox_registry *registry, const odbox_jobs_config *cfg, odbo
     r->refs = 1;
     *out = r;
     return ODBOX_OK;
+}
+
+int odbox_jobs_add_service(odbox_jobs *r, const odbox_jobs_service *sv, odbox_error *err)
+{
+    if (!r || !sv || !sv->start || !sv->stop || !sv->wait)
+        return odbox_fail(err, ODBOX_EINVAL, "jobs add service: registry or service is NULL");
+    pthread_mutex_lock(&r->mu);
+    int rc = r->started ? odbox_fail(err, ODBOX_ESTATE, "jobs add service: the registry is started")
+             : r->nservices == ODBOX_JOBS_MAX_SERVICES ? odbox_fail(err, ODBOX_ENOMEM, "jobs add service: too many")
+                                                        : ODBOX_OK;
+    if (rc == ODBOX_OK)
+        r->services[r->nservices++] = *sv;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
 }
 
 int odbox_jobs_add(odbox_jobs *r, const odbox_job *job, odbox_error *err)
@@ -273,6 +290,14 @@ int odbox_jobs_start(odbox_jobs *r, odbox_error *err)
             stop_threads(r, NULL, 0);
         }
     }
+    for (size_t i = 0; rc == ODBOX_OK && i < r->nservices; i++) {
+        if ((rc = r->services[i].start(r->services[i].ud, err)) != ODBOX_OK) {
+            odbox_error_prefix(err, rc, "jobs start: %s", r->services[i].name);
+            stop_threads(r, NULL, 0);
+        } else {
+            r->services_started = (int)i + 1;
+        }
+    }
     if (rc != ODBOX_OK) {
         pthread_mutex_lock(&r->mu);
         r->stopped = 1;
@@ -305,6 +330,8 @@ static void stop_threads(odbox_jobs *r, char *late, size_t cap)
 {
     struct timespec deadline = odbox_mono_after(r->shutdown_ms);
     struct timespec last = odbox_mono_after(r->shutdown_ms + 3 * r->statement_ms);
+    for (int i = 0; i < r->services_started; i++)
+        r->services[i].stop(r->services[i].ud);
     pthread_mutex_lock(&r->mu);
     r->stopping = 1;
     for (size_t i = 0; i < r->njobs; i++)
@@ -346,6 +373,14 @@ static void stop_threads(odbox_jobs *r, char *late, size_t cap)
         if (join)
             pthread_join(j->thread, NULL);
     }
+    /* the services: the callbacks' bound */
+    for (int i = 0; i < r->services_started; i++)
+        if (!r->services[i].wait(r->services[i].ud, &deadline)) {
+            size_t u = late && cap ? strlen(late) : 0;
+            if (late && u + 1 < cap)
+                snprintf(late + u, cap - u, "%s'%s'", u ? ", " : "", r->services[i].name);
+        }
+    r->services_started = 0;
     /* the heartbeat thread: at most one statement to finish */
     pthread_mutex_lock(&r->mu);
     r->stopped = 1;

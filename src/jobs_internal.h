@@ -17,6 +17,29 @@ int odbox_schedule_check(const odbox_schedule *s, odbox_error *err);
  * checks its stop wait against it. */
 int odbox_jobs_shutdown_ms(const odbox_jobs *r);
 
+/* ---- services ------------------------------------------------------- */
+
+/* Something a job registry starts and stops with its jobs without being
+ * one (no row, no claim: every process runs it), such as the delivery's
+ * handling loops. start runs at the end of odbox_jobs_start; stop tells it
+ * to stop and returns at once; wait returns 1 once it has stopped, 0 when
+ * until (CLOCK_MONOTONIC) passed first (odbox_jobs_stop then reports it as
+ * late); release is called when the registry is freed. None is called
+ * under the registry's lock. */
+#define ODBOX_JOBS_MAX_SERVICES 4
+typedef struct odbox_jobs_service {
+    const char *name;
+    int (*start)(void *ud, odbox_error *err);
+    void (*stop)(void *ud);
+    int (*wait)(void *ud, const struct timespec *until);
+    void (*release)(void *ud);
+    void *ud;
+} odbox_jobs_service;
+
+/* Before odbox_jobs_start. ODBOX_ESTATE once started, ODBOX_ENOMEM past
+ * ODBOX_JOBS_MAX_SERVICES. */
+int odbox_jobs_add_service(odbox_jobs *r, const odbox_jobs_service *s, odbox_error *err);
+
 /* ---- a job's row (src/jobs_store.c) ---------------------------------- */
 
 /* A time a statement writes or compares with: a value of the job

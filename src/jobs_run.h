@@ -67,6 +67,9 @@ struct odbox_jobs {
     char picked_by[ODBOX_JOB_PICKED_BY_MAX + 1];
     job_rt **jobs;
     size_t njobs, cap;
+    odbox_jobs_service services[ODBOX_JOBS_MAX_SERVICES];
+    size_t nservices;
+    int services_started;   /* the owner's: how many start ran for */
     pthread_t hb_thread;
     /* under mu */
     int refs;               /* the owner and each thread that has not exited */

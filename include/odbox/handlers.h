@@ -2,8 +2,8 @@
  * least once, to callbacks in the same process (Ekbatan's local event
  * handler).
  *
- * Delivery is two distributed jobs (odbox/jobs.h), so one process of a
- * cluster runs each:
+ * Delivery is a fan-out job (odbox/jobs.h: one process of a cluster runs
+ * it) and handling, which every process that adds it runs:
  *  - fan-out (ODBOX_FANOUT_JOB_NAME): per shard, in parallel, reads
  *    undelivered events whose type has a handler, oldest first (from the
  *    shard's replica when it has one), writes one event_notifications row
@@ -13,17 +13,29 @@
  *    delivered = TRUE (only those still FALSE), in one transaction on the
  *    primary. Events without a handler and sentinel rows stay undelivered:
  *    a handler added later backfills them.
- *  - handling (ODBOX_HANDLING_JOB_NAME): per shard, in parallel, reads due
- *    notifications from the primary (PENDING or FAILED, next_retry_at <=
- *    now, oldest first), expires those past their retention without a
- *    call, calls the handlers of the rest on a pool of worker threads, and
- *    writes the outcomes with one UPDATE per bucket, each guarded by the
- *    state and attempts the rows were read with.
- * Each job's execution runs rounds on every shard (a shard with work
+ *  - handling: per shard, in parallel, claims a batch of due
+ *    notifications of the handlers it serves (names and former names) on
+ *    the primary (PENDING or FAILED, next_retry_at <= now, not claimed or
+ *    their claim's lease past, oldest first; rows of handlers no process
+ *    serves wait, they do not fail; locked
+ *    with FOR UPDATE SKIP LOCKED where the server has it), marking each
+ *    with the round's token (lease_owner) and lease_until = the database's
+ *    now + lease_ms, in one short transaction; expires those past their
+ *    retention without a call, calls the handlers of the rest on a pool
+ *    of worker threads, and writes the outcomes with one UPDATE per
+ *    bucket, each guarded by the state and attempts the rows were read
+ *    with and by the token: an outcome that comes after another round
+ *    claimed the row (the lease ran out) writes nothing. Any number of
+ *    processes handle at once; a row whose claim expired (its process
+ *    died, its call outlived the lease: logged) is claimed again.
+ * The fan-out job's execution runs rounds on every shard (a shard with work
  * starts its next round at once, one without waits its poll delay, or
  * less when woken) while it holds its claim, and returns when the job
  * registry stops, when its heartbeats fall behind (fraction_dead > 0.5)
  * or after execution_max_ms, so that the claim is given back regularly.
+ * The handling loops run the same way from odbox_jobs_start to
+ * odbox_jobs_stop (or odbox_delivery_free), without an end by length: a
+ * call is never cut off but by handler_timeout_ms or a stop.
  *
  * Wake-ups: a commit of an attached executor wakes the fan-out of that
  * shard at once, and a fan-out round that wrote notifications wakes the
@@ -34,9 +46,9 @@
  * delay bounds the wait.
  *
  * At-least-once: a handler may be called more than once for one event
- * (a crash between its success and the write of its outcome, a run taken
- * over, a handler that failed after its effect, a call cut off by its
- * timeout or by a stop). Handlers must be idempotent: key what they write
+ * (a crash between its success and the write of its outcome, a lease that
+ * ran out while its call still ran, a handler that failed after its
+ * effect, a call cut off by its timeout or by a stop). Handlers must be idempotent: key what they write
  * on env->event_id. There is no order between events, nor between the
  * handlers of one event.
  *
@@ -60,7 +72,8 @@ extern "C" {
 #endif
 
 #define ODBOX_HANDLER_NAME_MAX 255 /* handler_name VARCHAR(255) */
-/* The delivery's jobs for the default eventlog; see odbox_delivery_job_name. */
+/* The delivery's jobs for the default eventlog; see odbox_delivery_job_name.
+ * The handling has no row in scheduled_tasks any more: its name stays. */
 #define ODBOX_FANOUT_JOB_NAME "odbox-event-fanout"
 #define ODBOX_HANDLING_JOB_NAME "odbox-event-handling"
 
@@ -187,7 +200,9 @@ typedef struct odbox_delivery_config {
     /* At a stop, running calls get this long before they are abandoned
      * (their rows stay due: re-delivered later); 0: 5000 */
     int stop_wait_ms;
-    int execution_max_ms;      /* one job execution loops at most this long; 0: 60000 */
+    /* The fan-out job's execution loops at most this long; 0: 60000. The
+     * handling is no job and has no executions: this cuts no call off. */
+    int execution_max_ms;
     /* Cross-process wake-ups (PostgreSQL LISTEN, one session per shard):
      * 0 on, -1 off (a pooler in transaction mode drops LISTEN). */
     int cross_process_wakeup;
@@ -205,6 +220,13 @@ typedef struct odbox_delivery_config {
      * (in the database's time) is at most this old; it heartbeats every
      * third of it. 0: 30000 */
     int subscription_live_ms;
+    /* How long a handling round's claim on the rows it calls holds (in
+     * the database's time, or the clock's when one is given): another
+     * round, in this process or another, claims such a row again only
+     * once it has passed. 0: handler_timeout_ms + 30000. Shorter than
+     * handler_timeout_ms lets a slow call's row be called again while the
+     * call still runs. */
+    int lease_ms;
 } odbox_delivery_config;
 
 typedef struct odbox_delivery odbox_delivery;
@@ -216,10 +238,13 @@ typedef struct odbox_delivery odbox_delivery;
 int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, const odbox_delivery_config *cfg,
                         odbox_delivery **out, odbox_error *err);
 
-/* Adds the fan-out and/or the handling job (which: a mask of
+/* Adds the fan-out job and/or the handling (which: a mask of
  * ODBOX_DELIVERY_FANOUT and ODBOX_DELIVERY_HANDLING) to jobs, before
- * odbox_jobs_start. Each is due again 1 ms after an execution ends, so
- * that the next one follows at once. ODBOX_EINVAL for a bad mask, and
+ * odbox_jobs_start. The fan-out is a job, due again 1 ms after an
+ * execution ends, so that the next one follows at once. The handling is
+ * no job: its loops (one thread per shard) start with odbox_jobs_start in
+ * every process that adds it, and stop with odbox_jobs_stop (running
+ * calls get stop_wait_ms; the rows of calls cut off are given back). ODBOX_EINVAL for a bad mask, and
  * for a stop_wait_ms above half of jobs' shutdown_max_wait_ms (the rest
  * is for the round's statements: otherwise a stop gives up on
  * executions); ODBOX_ESTATE for a job added already. Not thread-safe. */
@@ -345,7 +370,7 @@ typedef struct odbox_delivery_metrics {
     size_t nhandlers;
     uint64_t events_fanned_out;      /* events flipped to delivered */
     uint64_t notifications_created;  /* rows sent to the fan-out's inserts */
-    uint64_t unknown_handler;        /* failures of rows whose handler_name no handler answers to */
+    uint64_t unknown_handler;        /* failures of rows no handler answers to: 0, rounds claim only their own */
     uint64_t round_errors;           /* rounds that failed (database errors), both jobs */
     /* From the database at the time of the call (odbox_notifications_metrics
      * on the delivery's registry): per shard and handler name. */

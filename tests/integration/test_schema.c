@@ -12,7 +12,7 @@
 #include <string.h>
 #include "jobs_fx.h"
 
-typedef enum { UUIDT, VC255, VC24, JSONT, TS, BOOLT, INTT } tag;
+typedef enum { UUIDT, VC255, VC24, VC64, JSONT, TS, BOOLT, INTT } tag;
 
 typedef struct col {
     const char *name;
@@ -36,6 +36,8 @@ static const col notif_cols[] = {
     {"payload", JSONT, 1},     {"event_date", TS, 0},       {"state", VC24, 0},
     {"attempts", INTT, 0},     {"next_retry_at", TS, 0},    {"created_date", TS, 0},
     {"updated_date", TS, 0},
+    /* odbox's own (V9): a handling round's claim */
+    {"lease_owner", VC64, 1},  {"lease_until", TS, 1},
 };
 
 static int is_pg(void) { return !strcmp(itest_dialect(), "pg"); }
@@ -51,6 +53,7 @@ static int type_matches(tag t, const char *dt, const char *ct, const char *cs)
         case UUIDT: case JSONT: case TS: return !strcmp(dt, "text");
         case VC255: return !strcmp(dt, "varchar(255)");
         case VC24: return !strcmp(dt, "varchar(24)");
+        case VC64: return !strcmp(dt, "varchar(64)");
         case BOOLT: return !strcmp(dt, "integer");
         case INTT: return !strcmp(dt, "int");
         }
@@ -65,6 +68,7 @@ static int type_matches(tag t, const char *dt, const char *ct, const char *cs)
         return !strcmp(dt, "uuid");
     case VC255: return is_pg() ? !strcmp(dt, "character varying") && !strcmp(ct, "255") : !strcmp(ct, "varchar(255)");
     case VC24: return is_pg() ? !strcmp(dt, "character varying") && !strcmp(ct, "24") : !strcmp(ct, "varchar(24)");
+    case VC64: return is_pg() ? !strcmp(dt, "character varying") && !strcmp(ct, "64") : !strcmp(ct, "varchar(64)");
     /* MariaDB implements JSON as LONGTEXT with a json_valid() check */
     case JSONT: return is_pg() ? !strcmp(dt, "jsonb") : !strcmp(dt, "json") || !strcmp(dt, "longtext");
     case TS: return is_pg() ? !strcmp(dt, "timestamp without time zone") : !strcmp(ct, "datetime(6)");
