@@ -144,10 +144,12 @@ static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, o
         }
     }
     /* the retired among ours: said once per delivery and shard */
+    if (rc != ODBOX_OK)
+        return rc;
     odbox_buf b = {0};
     odbox_buf_cat(&b, "SELECT name FROM ", subs, " WHERE retired_date IS NOT NULL", (char *)NULL);
     odbox_stmt *s = NULL;
-    if (rc == ODBOX_OK && (rc = run(c, odbox_buf_take(&b), NULL, 0, &s, err)) == ODBOX_OK) {
+    if ((rc = run(c, odbox_buf_take(&b), NULL, 0, &s, err)) == ODBOX_OK) {
         while ((rc = odbox_stmt_fetch(s, err)) == 1) {
             const char *name = NULL;
             int null = 0;
@@ -163,8 +165,6 @@ static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, o
         }
         odbox_stmt_free(&s);
         rc = rc < 0 ? rc : ODBOX_OK;
-    } else if (rc == ODBOX_OK) {
-        rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     }
     return rc;
 }
