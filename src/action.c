@@ -337,6 +337,14 @@ int odbox_plan_update(odbox_plan *p, const odbox_model *m, int64_t *next_version
 int odbox_plan_emit(odbox_plan *p, const odbox_model *m, const odbox_event_type *et, json_object *payload,
                     odbox_error *err)
 {
+    return odbox_plan_emit_after(p, m, et, payload, 0, err);
+}
+
+int odbox_plan_emit_after(odbox_plan *p, const odbox_model *m, const odbox_event_type *et, json_object *payload,
+                          int64_t deliver_after_us, odbox_error *err)
+{
+    if (deliver_after_us < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "emit: deliver_after %lld is negative", (long long)deliver_after_us);
     if (!p || !m || !et)
         return odbox_fail(err, ODBOX_EINVAL, "emit: plan, model or event type is NULL");
     if (m->type->kind != ODBOX_KIND_MODEL)
@@ -361,6 +369,7 @@ int odbox_plan_emit(odbox_plan *p, const odbox_model *m, const odbox_event_type 
     memcpy(ev->model_id, m->id, sizeof ev->model_id);
     ev->model_type = m->type->name;
     ev->et = et;
+    ev->deliver_after_us = deliver_after_us;
     ev->shard = odbox_registry_shard_for_id(p->exe->registry, m->id);
     if (!(ev->payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN))))
         return odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory");

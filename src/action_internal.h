@@ -21,6 +21,7 @@ typedef struct staged_event {
     const odbox_event_type *et;
     char *payload;
     odbox_shard *shard;
+    int64_t deliver_after_us; /* 0: at once */
 } staged_event;
 
 struct odbox_plan {

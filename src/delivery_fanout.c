@@ -342,9 +342,13 @@ static void id_list(odbox_buf *b, const odbox_dialect *d, size_t n)
         odbox_buf_cat(b, i ? ", " : "", d->uuid_param, (char *)NULL);
 }
 
-static char *insert_sql(const fround *f, size_t nrows)
+/* INSERT ... SELECT of notification rows (v.nid, v.eid, v.h) bound as
+ * nrows rows, the event's columns copied in, created_date and
+ * updated_date bound first; rows that exist (event_id, handler_name) are
+ * skipped. where: what the joined event must be (e for the events). */
+char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
+                                     size_t nrows, const char *where)
 {
-    const odbox_dialect *d = f->dialect;
     static const char *const cols[] = {"nid", "eid", "h"};
     static const int types[] = {ODBOX_TYPE_UUID, ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT};
     char *rows = NULL;
@@ -355,17 +359,23 @@ static char *insert_sql(const fround *f, size_t nrows)
     odbox_buf_cat(&sel,
                   "SELECT v.nid, e.id, v.h, e.namespace, e.action_id, e.action_name, e.action_params, "
                   "e.started_date, e.completion_date, e.model_id, e.model_type, e.event_type, e.payload, "
-                  "e.event_date, 'PENDING', 0, e.event_date, ",
-                  ts, ", ", ts, " FROM ", rows, " LEFT JOIN ", f->events,
-                  " e ON e.id = v.eid WHERE COALESCE(e.delivered, TRUE) = FALSE", (char *)NULL);
+                  "e.event_date, 'PENDING', 0, COALESCE(e.deliver_after, e.event_date), ",
+                  ts, ", ", ts, " FROM ", rows, " LEFT JOIN ", events, " e ON e.id = v.eid WHERE ", where,
+                  (char *)NULL);
     free(rows);
     char *select = odbox_buf_take(&sel);
     if (!select)
         return NULL;
     odbox_buf b = {0};
-    odbox_buf_appendf(&b, d->insert_select_ignore_fmt, f->notifications, NOTIFICATION_COLUMNS, select, "id");
+    odbox_buf_appendf(&b, d->insert_select_ignore_fmt, notifications, NOTIFICATION_COLUMNS, select, "id");
     free(select);
     return odbox_buf_take(&b);
+}
+
+static char *insert_sql(const fround *f, size_t nrows)
+{
+    return odbox_notifications_insert_sql(f->dialect, f->events, f->notifications, nrows,
+                                          "COALESCE(e.delivered, TRUE) = FALSE");
 }
 
 static char *flip_sql(const fround *f, size_t nev)

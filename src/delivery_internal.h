@@ -22,6 +22,7 @@ typedef struct odbox_hentry {
     size_t ntypes;
     odbox_handler_fn fn;
     void *user;
+    odbox_handler_options options;
 } odbox_hentry;
 
 struct odbox_handlers {
@@ -222,5 +223,10 @@ typedef struct odbox_dm_outcome {
 void odbox_dmetrics_record(odbox_dmetrics *m, const odbox_dm_outcome *o, size_t n);
 void odbox_dmetrics_fanout(odbox_dmetrics *m, size_t delivered, size_t notifications);
 void odbox_dmetrics_round_error(odbox_dmetrics *m);
+
+/* The fan-out's INSERT ... SELECT of notifications for nrows bound
+ * (nid, eid, handler) rows; see delivery_fanout.c. */
+char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
+                                     size_t nrows, const char *where);
 
 #endif

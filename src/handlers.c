@@ -145,6 +145,25 @@ int odbox_handlers_add(odbox_handlers *h, const odbox_handler *nh, odbox_error *
     return ODBOX_OK;
 }
 
+int odbox_handlers_set_options(odbox_handlers *h, const char *name, const odbox_handler_options *o,
+                               odbox_error *err)
+{
+    if (!h || !name || !o)
+        return odbox_fail(err, ODBOX_EINVAL, "handlers set options: registry, name or options is NULL");
+    if (atomic_load(&h->frozen))
+        return odbox_fail(err, ODBOX_ESTATE, "handlers set options: %.80s: a delivery uses these handlers already",
+                          name);
+    int at = odbox_handlers_find(h, name);
+    if (at < 0 || strcmp(h->v[at].name, name))
+        return odbox_fail(err, ODBOX_EINVAL, "handlers set options: no handler is named '%.80s'%s", name,
+                          at < 0 ? "" : " (that is a former name)");
+    if (o->max_in_flight < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "handlers set options: %s: max_in_flight %d is negative", name,
+                          o->max_in_flight);
+    h->v[at].options = *o;
+    return ODBOX_OK;
+}
+
 size_t odbox_handlers_count(const odbox_handlers *h) { return h ? h->n : 0; }
 
 void odbox_handlers_free(odbox_handlers **hp)

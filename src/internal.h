@@ -128,6 +128,10 @@ char *odbox_sql_insert_source(int rows, const char *const *forms, int ncols, int
 int odbox_stmt_prepare_keyed(odbox_conn *c, const char *sql, const odbox_sql_key *k, odbox_stmt **out,
                              odbox_error *err);
 
+/* A UUIDv7 of unix_ms whose 12-bit counter is seq (carrying into the
+ * millisecond past 4095): the event ids of one action, in emission order. */
+void odbox_uuid_v7_seq(int64_t unix_ms, size_t seq, char out[37]);
+
 /* odbox_stmt_bind_uuid for an id odbox made or checked already (a
  * model's id, a generated id): not parsed again. */
 int odbox_stmt_bind_valid_uuid(odbox_stmt *s, int idx, const char *uuid36, odbox_error *err);

@@ -22,8 +22,8 @@
 #include "odbox/dialect.h"
 #include "odbox/uuid.h"
 
-#define EVENT_COLUMNS 13
-#define EVENT_PARAMS 12 /* delivered is the literal FALSE */
+#define EVENT_COLUMNS 14
+#define EVENT_PARAMS 13 /* delivered is the literal FALSE */
 
 /* Most WITH items one guarded statement has: the UPDATE, one per inserted
  * domain row, and the events. The server plans every item; shards with
@@ -111,7 +111,8 @@ static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, in
 {
     static const odbox_type types[EVENT_PARAMS] = {
         ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT, ODBOX_TYPE_UUID,      ODBOX_TYPE_TEXT, ODBOX_TYPE_JSON, ODBOX_TYPE_TIMESTAMP,
-        ODBOX_TYPE_TIMESTAMP, ODBOX_TYPE_TEXT, ODBOX_TYPE_TEXT, ODBOX_TYPE_TEXT, ODBOX_TYPE_JSON, ODBOX_TYPE_TIMESTAMP};
+        ODBOX_TYPE_TIMESTAMP, ODBOX_TYPE_TEXT, ODBOX_TYPE_TEXT, ODBOX_TYPE_TEXT, ODBOX_TYPE_JSON, ODBOX_TYPE_TIMESTAMP,
+        ODBOX_TYPE_TIMESTAMP};
     const char *forms[EVENT_COLUMNS], *typed[EVENT_COLUMNS];
     for (size_t i = 0; i < EVENT_PARAMS; i++) {
         forms[i] = odbox_repo_param_form(d, types[i]);
@@ -126,7 +127,7 @@ static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, in
     odbox_dialect_eventlog_table(d, eventlog, "events", table, sizeof table); /* a valid name: fits */
     odbox_buf_cat(&b, "INSERT INTO ", table,
                   " (id, namespace, action_id, action_name, action_params, started_date, "
-                  "completion_date, model_id, model_type, event_type, payload, event_date, delivered) ",
+                  "completion_date, model_id, model_type, event_type, payload, event_date, deliver_after, delivered) ",
                   typed_rows ? "SELECT * FROM (" : "", source ? source : "", typed_rows ? ") AS v" : "",
                   (char *)NULL);
     b.oom |= !source;
@@ -135,14 +136,16 @@ static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, in
     return *out ? ODBOX_OK : odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
 }
 
-static int bind_events(odbox_stmt *s, int *idx, const run *rn, const staged_event *const *rows, size_t n,
-                       int64_t completion_us, odbox_error *err)
+/* rows[0] is the shard's event number first: the ids follow emission
+ * order (ordered handlers break event_date ties with them). */
+static int bind_events(odbox_stmt *s, int *idx, const run *rn, const staged_event *const *rows, size_t first,
+                       size_t n, int64_t completion_us, odbox_error *err)
 {
     int rc = ODBOX_OK;
     for (size_t i = 0; rc == ODBOX_OK && i < n; i++) {
         const staged_event *ev = rows[i];
         char id[ODBOX_UUID_LEN + 1];
-        odbox_uuid_v4(id);
+        odbox_uuid_v7_seq(completion_us / 1000, first + i, id);
         if ((rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, id, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_text(s, (*idx)++, rn->ns, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, rn->action_id, err)) != ODBOX_OK ||
@@ -155,7 +158,10 @@ static int bind_events(odbox_stmt *s, int *idx, const run *rn, const staged_even
             (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->et->name : NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_json(s, (*idx)++, ev ? ev->payload : NULL, err)) != ODBOX_OK)
             break;
-        rc = odbox_stmt_bind_timestamp(s, (*idx)++, completion_us, err);
+        if ((rc = odbox_stmt_bind_timestamp(s, (*idx)++, completion_us, err)) != ODBOX_OK)
+            break;
+        rc = ev && ev->deliver_after_us ? odbox_stmt_bind_timestamp(s, (*idx)++, ev->deliver_after_us, err)
+                                        : odbox_stmt_bind_null(s, (*idx)++, ODBOX_TYPE_TIMESTAMP, err);
     }
     return rc;
 }
@@ -183,7 +189,7 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, const 
             free(sql);
         }
         int idx = 1;
-        if (rc == ODBOX_OK && (rc = bind_events(s, &idx, rn, ev->events + off, n, completion_us, err)) == ODBOX_OK)
+        if (rc == ODBOX_OK && (rc = bind_events(s, &idx, rn, ev->events + off, off, n, completion_us, err)) == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         odbox_stmt_free(&s);
     }
@@ -340,7 +346,7 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
     for (size_t i = 0; i < n && rc == ODBOX_OK; i++) {
         const part *p = items[i].p;
         if (p->op == ODBOX_SQL_EVENTS) {
-            rc = bind_events(s, &idx, rn, p->events + items[i].first, items[i].n, completion, err);
+            rc = bind_events(s, &idx, rn, p->events + items[i].first, items[i].first, items[i].n, completion, err);
             continue;
         }
         odbox_model **m = p->models + items[i].first;

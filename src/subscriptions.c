@@ -598,33 +598,11 @@ typedef struct replay {
  * that exist (the unique key on event_id, handler_name). */
 static int replay_insert(replay *p, size_t n, odbox_error *err)
 {
-    const odbox_dialect *d = p->dl;
-    static const char *const cols[] = {"nid", "eid", "h"};
-    static const int types[] = {ODBOX_TYPE_UUID, ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT};
-    char *rows = NULL;
-    int rc = d->bound_rows_sql(d, "v", cols, types, 3, n, &rows, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    const char *ts = d->typed_param[ODBOX_TYPE_TIMESTAMP];
-    odbox_buf sel = {0};
-    odbox_buf_cat(&sel,
-                  "SELECT v.nid, e.id, v.h, e.namespace, e.action_id, e.action_name, e.action_params, "
-                  "e.started_date, e.completion_date, e.model_id, e.model_type, e.event_type, e.payload, "
-                  "e.event_date, 'PENDING', 0, e.event_date, ",
-                  ts, ", ", ts, " FROM ", rows, " LEFT JOIN ", p->events,
-                  " e ON e.id = v.eid WHERE e.id IS NOT NULL", (char *)NULL);
-    free(rows);
-    char *select = odbox_buf_take(&sel);
-    if (!select)
-        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    odbox_buf b = {0};
-    odbox_buf_appendf(&b, d->insert_select_ignore_fmt, p->notifications, NOTIFICATION_COLUMNS, select, "id");
-    free(select);
-    char *sql = odbox_buf_take(&b);
+    char *sql = odbox_notifications_insert_sql(p->dl, p->events, p->notifications, n, "e.id IS NOT NULL");
     if (!sql)
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     odbox_stmt *s = NULL;
-    rc = odbox_stmt_prepare(p->c, sql, &s, err);
+    int rc = odbox_stmt_prepare(p->c, sql, &s, err);
     free(sql);
     int idx = 1;
     if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, idx++, p->now_us, err)) == ODBOX_OK)

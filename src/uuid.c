@@ -193,3 +193,18 @@ int odbox_uuid_shard(const char *text, odbox_shard_id *id)
     }
     return 1;
 }
+
+/* RFC 9562 method 1: rand_a is a 12-bit counter; past 4096 the counter
+ * carries into the millisecond. Ids made with one unix_ms sort by seq. */
+void odbox_uuid_v7_seq(int64_t unix_ms, size_t seq, char out[ODBOX_UUID_LEN + 1])
+{
+    unsigned char b[16];
+    random16(b);
+    uint64_t ms = ((uint64_t)unix_ms + (uint64_t)(seq >> 12)) & MS_MASK;
+    for (int i = 0; i < 6; i++)
+        b[i] = (unsigned char)(ms >> (40 - 8 * i));
+    b[6] = (unsigned char)(0x70 | ((seq >> 8) & 0x0F));
+    b[7] = (unsigned char)(seq & 0xFF);
+    b[8] = (unsigned char)((b[8] & 0x3F) | 0x80);
+    format_bytes(b, out);
+}

@@ -69,6 +69,13 @@ int odbox_plan_update(odbox_plan *p, const odbox_model *m, int64_t *next_version
  * keeps its reference). */
 int odbox_plan_emit(odbox_plan *p, const odbox_model *m, const odbox_event_type *et,
                     json_object *payload, odbox_error *err);
+/* As odbox_plan_emit, delivered no earlier than deliver_after_us (UTC
+ * microseconds, by the database's clock when handlers claim; 0: at once,
+ * as odbox_plan_emit). Written to events.deliver_after: its in-process
+ * notifications are due then. A time past the delivery's retention
+ * expires the notifications without a call. ODBOX_EINVAL: a negative time. */
+int odbox_plan_emit_after(odbox_plan *p, const odbox_model *m, const odbox_event_type *et, json_object *payload,
+                          int64_t deliver_after_us, odbox_error *err);
 /* Hands a result to the caller of odbox_execute (takes the reference). */
 void odbox_plan_set_result(odbox_plan *p, json_object *result);
 

@@ -132,6 +132,30 @@ int odbox_handlers_new(odbox_handlers **out, odbox_error *err);
  * callback; ODBOX_ESTATE once a delivery uses h. */
 int odbox_handlers_add(odbox_handlers *h, const odbox_handler *handler, odbox_error *err);
 
+/* How a handler's rows are claimed, across every process on a shard.
+ * Zeroed: no limit, no order (the default). */
+typedef struct odbox_handler_options {
+    /* At most this many of its calls in flight at once on a shard, across
+     * the cluster: claimed rows whose lease holds count, counted under the
+     * subscription's row lock (so its claims queue behind each other).
+     * 0: no limit. A call that outlives its lease (lease_ms) no longer
+     * counts. */
+    int max_in_flight;
+    /* Nonzero: per model_id, a row is claimed only when every older row
+     * of the handler for that model_id is SUCCEEDED or EXPIRED, so
+     * retries keep the order and a failing model_id holds back only its
+     * own rows. Older: an earlier event_date (the writing action's
+     * completion time on its shard), then emission order within an
+     * action. Rows without a model_id are not ordered. Costs one index
+     * probe per row claimed. */
+    int ordered;
+} odbox_handler_options;
+
+/* Sets the options of the handler added as name. ODBOX_EINVAL: no such
+ * handler, a negative max_in_flight; ODBOX_ESTATE once a delivery uses h. */
+int odbox_handlers_set_options(odbox_handlers *h, const char *name, const odbox_handler_options *options,
+                               odbox_error *err);
+
 size_t odbox_handlers_count(const odbox_handlers *h);
 
 /* After every delivery using h is freed. NULL-safe; sets *h = NULL. */

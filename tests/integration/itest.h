@@ -89,6 +89,7 @@ Suite *notifications_suite(void);
 Suite *purge_suite(void);
 Suite *handlers_suite(void);
 Suite *handlers_jobs_suite(void);
+Suite *handlers_order_suite(void);
 Suite *handlers_overlap_suite(void);
 Suite *replica_suite(void);
 Suite *handlers_names_suite(void);

@@ -26,6 +26,8 @@ static const col events_cols[] = {
     {"completion_date", TS, 0}, {"model_id", VC255, 1},      {"model_type", VC255, 1},
     {"event_type", VC255, 1},   {"payload", JSONT, 1},       {"event_date", TS, 0},
     {"delivered", BOOLT, 0},
+    /* odbox's own (V10): delayed delivery */
+    {"deliver_after", TS, 1},
 };
 
 static const col notif_cols[] = {

@@ -1,0 +1,16 @@
+-- Per-handler order, limits and delayed delivery (README, Handlers).
+--
+-- Delayed delivery: an event emitted with a delivery time gets its
+-- notifications due then (next_retry_at), not at once. NULL: at once.
+ALTER TABLE ${eventlog}.events ADD COLUMN deliver_after DATETIME(6) NULL;
+
+-- Ordered handlers: a row is claimed only when no older unfinished row of
+-- the same handler and model_id exists: this finds those (the state
+-- leads after the key: no partial indexes here).
+CREATE INDEX event_notifications_model_order
+    ON ${eventlog}.event_notifications (handler_name, model_id, state, event_date, event_id);
+
+-- Concurrency limits: the calls in flight of a handler are its rows whose
+-- lease holds: this counts them without reading the backlog.
+CREATE INDEX event_notifications_leased
+    ON ${eventlog}.event_notifications (handler_name, lease_until);

@@ -1,0 +1,413 @@
+/* odbox — the claim of a handling round: due rows of the handlers served
+ * here, read with a locking read that skips rows other rounds hold, and
+ * marked with the round's token and a lease deadline in database time.
+ * Handlers with a concurrency limit are claimed one at a time across the
+ * cluster (their subscription's row lock) up to the room their live
+ * leases leave; ordered handlers' rows wait for the older rows of their
+ * model_id. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "delivery_round.h"
+#include "notifications_internal.h"
+#include "registry_internal.h"
+#include "odbox/uuid.h"
+
+void odbox_hcall_release(odbox_work *w)
+{
+    call *c = (call *)w;
+    if (atomic_fetch_sub(&c->w.refs, 1) != 1)
+        return;
+    json_object_put(c->params);
+    json_object_put(c->payload);
+    free(c->text);
+    free(c);
+}
+
+/* ---- reading -------------------------------------------------------------------- */
+
+#define DUE_COLUMNS                                                                                          \
+    "id, event_id, handler_name, namespace, action_id, action_name, action_params, started_date, "          \
+    "completion_date, model_id, model_type, event_type, payload, event_date, attempts, created_date, "        \
+    "next_retry_at"
+
+/* The select list read back: timestamps as the dialect reads them best;
+ * prefix qualifies the columns ("" or "u."). */
+static void select_list(odbox_buf *b, const odbox_dialect *d, const char *prefix)
+{
+    static const char *const cols[] = {"id", "event_id", "handler_name", "namespace", "action_id", "action_name",
+                                       "action_params", "started_date", "completion_date", "model_id",
+                                       "model_type", "event_type", "payload", "event_date", "attempts",
+                                       "created_date"};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        char col[64];
+        snprintf(col, sizeof col, "%s%s", prefix, cols[i]);
+        odbox_buf_append(b, i ? ", " : "");
+        if (strstr(cols[i], "date"))
+            odbox_ops_ts_col(b, d, col);
+        else
+            odbox_buf_append(b, col);
+    }
+}
+
+/* A round claims the rows of the handlers served here in groups: g < 0
+ * the handlers without a limit (one read for all), g >= 0 handler g
+ * alone, up to the room its limit leaves. Rows of handlers that no
+ * process serves wait for one that does. */
+static int in_group(const odbox_handlers *hs, size_t k, int g)
+{
+    return g < 0 ? hs->v[k].options.max_in_flight == 0 : (size_t)g == k;
+}
+
+/* Counts (s NULL) or binds from *idx the names and former names of group
+ * g's handlers, of its ordered ones only with ordered_only. */
+static int group_names(const odbox_handlers *hs, int g, int ordered_only, odbox_stmt *s, int *idx, size_t *n,
+                       odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    *n = 0;
+    for (size_t k = 0; k < hs->n && rc == ODBOX_OK; k++) {
+        const odbox_hentry *e = &hs->v[k];
+        if (!in_group(hs, k, g) || (ordered_only && !e->options.ordered))
+            continue;
+        *n += 1 + e->nformer;
+        if (s)
+            rc = odbox_stmt_bind_text(s, (*idx)++, e->name, err);
+        for (size_t f = 0; s && f < e->nformer && rc == ODBOX_OK; f++)
+            rc = odbox_stmt_bind_text(s, (*idx)++, e->former[f], err);
+    }
+    return rc;
+}
+
+static void placeholders(odbox_buf *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        odbox_buf_append(b, i ? ", ?" : "?");
+}
+
+/* Due rows that no round holds (lease_until NULL or past), in
+ * next_retry_at order, locked for the claim that follows (the dialect's
+ * claim_suffix: FOR UPDATE SKIP LOCKED, so that rounds of other processes
+ * take other rows; SQLite has one writer), of nserved handler names.
+ * Where the due index is partial (on next_retry_at, for the two states)
+ * one ordered scan finds them (variant -1); where it leads with the
+ * state, one statement per state (variant 0: PENDING, 1: FAILED), merged
+ * by the caller: a single IN would sort every due row in each round, and
+ * a locking read may not be a UNION. Rows of the nordered ordered names
+ * with a model_id wait while an older row of theirs is unfinished (older:
+ * event_date, then the event id, which follows emission order within an
+ * action). The columns: select_list's 16, next_retry_at, and with db_time
+ * the database's now. */
+static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time, size_t nserved,
+                     size_t nordered)
+{
+    static const char *const states[] = {"PENDING", "FAILED"};
+    odbox_buf b = {0};
+    odbox_buf_append(&b, "SELECT ");
+    select_list(&b, d, "");
+    odbox_buf_append(&b, ", ");
+    odbox_ops_ts_col(&b, d, "next_retry_at");
+    if (db_time) {
+        odbox_buf_append(&b, ", ");
+        odbox_ops_ts_col(&b, d, d->now_sql);
+    }
+    odbox_buf_cat(&b, " FROM ", table, " n WHERE state IN ('PENDING', 'FAILED')", (char *)NULL);
+    if (variant >= 0)
+        odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
+    odbox_buf_append(&b, " AND handler_name IN (");
+    placeholders(&b, nserved);
+    odbox_buf_append(&b, ")");
+    if (nordered) {
+        odbox_buf_append(&b, " AND (model_id IS NULL OR handler_name NOT IN (");
+        placeholders(&b, nordered);
+        odbox_buf_cat(&b, ") OR NOT EXISTS (SELECT 1 FROM ", table,
+                      " o WHERE o.handler_name = n.handler_name AND o.model_id = n.model_id"
+                      " AND o.state IN ('PENDING', 'FAILED') AND (o.event_date < n.event_date"
+                      " OR (o.event_date = n.event_date AND o.event_id < n.event_id))))",
+                      (char *)NULL);
+    }
+    odbox_buf_cat(&b, " AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= ",
+                  db_time ? d->now_sql : "?", ") ORDER BY next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
+    return odbox_buf_take(&b);
+}
+
+/* Copies the row's text columns into one allocation; env points into it. */
+static int take_row(hround *h, odbox_stmt *s, call *c, odbox_error *err)
+{
+    static const int text_cols[] = {1, 2, 3, 4, 5, 6, 10, 11, 12};
+    const char *v[sizeof text_cols / sizeof text_cols[0]];
+    int null[sizeof text_cols / sizeof text_cols[0]];
+    size_t total = 0;
+    int rc = ODBOX_OK;
+    for (size_t i = 0; i < sizeof text_cols / sizeof text_cols[0] && rc == ODBOX_OK; i++)
+        if ((rc = odbox_stmt_get_text(s, text_cols[i], &v[i], &null[i], err)) == ODBOX_OK)
+            total += null[i] ? 0 : strlen(v[i]) + 1;
+    if (rc != ODBOX_OK)
+        return rc;
+    if (!(c->text = malloc(total ? total : 1)))
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    const char *at[sizeof text_cols / sizeof text_cols[0]];
+    char *p = c->text;
+    for (size_t i = 0; i < sizeof text_cols / sizeof text_cols[0]; i++) {
+        at[i] = NULL;
+        if (!null[i]) {
+            size_t len = strlen(v[i]) + 1;
+            memcpy(p, v[i], len);
+            at[i] = p;
+            p += len;
+        }
+    }
+    odbox_envelope *e = &c->env;
+    e->notification_id = at[0];
+    e->event_id = at[1];
+    e->handler_name = at[2];
+    e->ns = at[3];
+    e->action_id = at[4];
+    e->action_name = at[5];
+    e->model_id = at[6];
+    e->model_type = at[7];
+    e->event_type = at[8];
+    e->shard = h->ds->id;
+    int64_t attempts = 0, created = 0;
+    const char *params = NULL, *payload = NULL;
+    int payload_null = 1;
+    if ((rc = odbox_stmt_get_timestamp(s, 8, &e->started_us, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_timestamp(s, 9, &e->completion_us, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_timestamp(s, 14, &e->event_us, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_int64(s, 15, &attempts, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_timestamp(s, 16, &created, NULL, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_text(s, 7, &params, NULL, err)) != ODBOX_OK)
+        return rc;
+    c->attempts = (int)attempts;
+    e->attempt = c->attempts + 1;
+    c->deadline_us = (e->event_us > created ? e->event_us : created) + h->d->cfg.retention_us;
+    /* a row odbox did not write may hold what json-c cannot read: that
+     * row fails, not the round */
+    c->params = json_tokener_parse(params ? params : "");
+    if ((rc = odbox_stmt_get_text(s, 13, &payload, &payload_null, err)) != ODBOX_OK)
+        return rc;
+    if (!payload_null)
+        c->payload = json_tokener_parse(payload);
+    e->action_params = c->params;
+    e->payload = c->payload;
+    if (!c->params || (!payload_null && !c->payload) || !e->notification_id || !e->event_id || !e->handler_name ||
+        !odbox_uuid_is_valid(e->notification_id)) {
+        c->skip = NO_CALL_BAD_ROW;
+        snprintf(c->why, sizeof c->why, "the row's action_params or payload is not JSON");
+    }
+    return ODBOX_OK;
+}
+
+/* One locking read of at most limit due rows of group g (variant: see
+ * due_sql), appended to h->calls; *db_now gets the database's time when
+ * it is read. */
+static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit, int64_t now, int64_t *db_now,
+                        odbox_error *err)
+{
+    odbox_delivery *d = h->d;
+    size_t nserved, nordered;
+    int idx = 1;
+    group_names(d->h, g, 0, NULL, &idx, &nserved, err);
+    group_names(d->h, g, 1, NULL, &idx, &nordered, err);
+    if (!nserved)
+        return ODBOX_OK;
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, SQL_DUE_READ, nserved);
+    odbox_sql_key_add_count(&key, variant + 1, (size_t)d->db_time);
+    odbox_sql_key_add_count(&key, 0, nordered);
+    odbox_sql_key_add(&key, 0, h->table);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, nserved, nordered);
+        rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        free(sql);
+    }
+    idx = 1;
+    if (rc == ODBOX_OK)
+        rc = group_names(d->h, g, 0, s, &idx, &nserved, err);
+    if (rc == ODBOX_OK)
+        rc = group_names(d->h, g, 1, s, &idx, &nordered, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
+    if (rc == ODBOX_OK && !d->db_time)
+        rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_bind_int64(s, idx++, limit, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    h->rd->statements++;
+    size_t got = 0;
+    while (rc == ODBOX_OK && got < (size_t)limit && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        call *cl = calloc(1, sizeof *cl);
+        if (!cl) {
+            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+            break;
+        }
+        h->calls[h->n++] = cl;
+        got++;
+        cl->w.run = odbox_hcall_run;
+        cl->w.release = odbox_hcall_release;
+        atomic_init(&cl->w.refs, 1);
+        cl->handler = -1;
+        cl->bucket = -1;
+        if ((rc = take_row(h, s, cl, err)) == ODBOX_OK)
+            rc = odbox_stmt_get_timestamp(s, 17, &cl->due_us, NULL, err);
+        if (rc == ODBOX_OK && d->db_time)
+            rc = odbox_stmt_get_timestamp(s, 18, db_now, NULL, err);
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+/* The room handler k's limit leaves: max_in_flight less its rows whose
+ * lease holds, counted after an UPDATE of its subscription's row, whose
+ * lock makes the claims of a limited handler take turns across the
+ * cluster until this transaction ends. */
+static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room, odbox_error *err)
+{
+    odbox_delivery *d = h->d;
+    const odbox_dialect *dl = h->dialect;
+    char subs[ODBOX_NAME_MAX * 2 + 32];
+    odbox_dialect_eventlog_table(dl, odbox_shard_eventlog(h->ds->shard), "subscriptions", subs, sizeof subs);
+    size_t nnames;
+    int idx = 1;
+    group_names(d->h, (int)k, 0, NULL, &idx, &nnames, err);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "UPDATE ", subs, " SET name = name WHERE name = ?", (char *)NULL);
+    char *lock = odbox_buf_take(&b);
+    odbox_buf_cat(&b, "SELECT COUNT(*) FROM ", h->table, " WHERE handler_name IN (", (char *)NULL);
+    placeholders(&b, nnames);
+    odbox_buf_cat(&b, ") AND lease_until > ", d->db_time ? dl->now_sql : "?",
+                  " AND state IN ('PENDING', 'FAILED')", (char *)NULL);
+    char *count = odbox_buf_take(&b);
+    odbox_stmt *s = NULL;
+    int rc = lock && count ? odbox_stmt_prepare(c, lock, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, d->h->v[k].name, err)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_stmt_free(&s);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_prepare(c, count, &s, err);
+    idx = 1;
+    if (rc == ODBOX_OK)
+        rc = group_names(d->h, (int)k, 0, s, &idx, &nnames, err);
+    if (rc == ODBOX_OK && !d->db_time)
+        rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    int64_t held = 0;
+    if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+        rc = odbox_stmt_get_int64(s, 1, &held, NULL, err);
+    odbox_stmt_free(&s);
+    h->rd->statements += 2;
+    free(lock);
+    free(count);
+    int64_t left = d->h->v[k].options.max_in_flight - held;
+    *room = left > 0 ? (int)left : 0;
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+static int by_due(const void *a, const void *b)
+{
+    const call *x = *(call *const *)a, *y = *(call *const *)b;
+    return (x->due_us > y->due_us) - (x->due_us < y->due_us);
+}
+
+/* The claim: lease_owner = the round's token, lease_until = the
+ * database's now (or the clock's) + lease, by primary key. */
+static int claim_rows(hround *h, odbox_conn *c, int64_t until, odbox_error *err)
+{
+    size_t per = (size_t)(h->dialect->max_params - 4);
+    int rc = ODBOX_OK;
+    for (size_t at = 0; at < h->n && rc == ODBOX_OK;) {
+        size_t k = h->n - at < per ? h->n - at : per;
+        odbox_sql_key key;
+        odbox_sql_key_init(&key, SQL_CLAIM, k);
+        odbox_sql_key_add(&key, 0, h->table);
+        odbox_stmt *s = NULL;
+        rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+        if (rc == ODBOX_OK && !s) {
+            odbox_buf b = {0};
+            odbox_buf_cat(&b, "UPDATE ", h->table, " SET lease_owner = ?, lease_until = ? WHERE id IN (",
+                          (char *)NULL);
+            for (size_t i = 0; i < k; i++)
+                odbox_buf_cat(&b, i ? ", " : "", h->dialect->uuid_param, (char *)NULL);
+            odbox_buf_append(&b, ")");
+            char *sql = odbox_buf_take(&b);
+            rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
+                     : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+            free(sql);
+        }
+        int idx = 1;
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_bind_text(s, idx++, h->token, err);
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_bind_timestamp(s, idx++, until, err);
+        for (size_t i = 0; i < k && rc == ODBOX_OK; i++)
+            rc = odbox_stmt_bind_valid_uuid(s, idx++, h->calls[at + i]->env.notification_id, err);
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_execute(s, err);
+        h->rd->statements++;
+        odbox_stmt_free(&s);
+        at += k;
+    }
+    return rc;
+}
+
+/* Limited handlers first, in name order (the same lock order in every
+ * process), then the others; merged in next_retry_at order when several
+ * reads ran. */
+int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err)
+{
+    odbox_delivery *d = h->d;
+    const odbox_handlers *hs = d->h;
+    int batch = d->cfg.batch[JOB_HANDLING];
+    int nvar = h->dialect->has_partial_indexes ? 1 : 2;
+    int64_t db_now = now;
+    size_t *limited = calloc(hs->n ? hs->n : 1, sizeof *limited), nlimited = 0;
+    odbox_uuid_v4(h->token);
+    if (!limited || !(h->calls = calloc((size_t)batch * (size_t)nvar * (hs->n + 1), sizeof *h->calls))) {
+        free(limited);
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < hs->n; k++) {
+        if (!hs->v[k].options.max_in_flight)
+            continue;
+        size_t at = nlimited++;
+        while (at > 0 && strcmp(hs->v[limited[at - 1]].name, hs->v[k].name) > 0) {
+            limited[at] = limited[at - 1];
+            at--;
+        }
+        limited[at] = k;
+    }
+    int rc = odbox_conn_begin(c, err);
+    int reads = 0;
+    for (size_t i = 0; i <= nlimited && rc == ODBOX_OK; i++) {
+        int g = i < nlimited ? (int)limited[i] : -1, room = batch;
+        if (g >= 0 && (rc = limit_room(h, c, (size_t)g, now, &room, err)) != ODBOX_OK)
+            break;
+        if (room > batch)
+            room = batch;
+        size_t n0 = h->n;
+        for (int v = 0; v < nvar && rc == ODBOX_OK && h->n - n0 < (size_t)room; v++, reads++)
+            rc = read_variant(h, c, g, nvar == 1 ? -1 : v, room - (int)(h->n - n0), now, &db_now, err);
+    }
+    free(limited);
+    if (rc == ODBOX_OK && reads > 1) {
+        qsort(h->calls, h->n, sizeof *h->calls, by_due);
+        while (h->n > (size_t)batch)
+            odbox_hcall_release(&h->calls[--h->n]->w);
+    }
+    int64_t t0 = odbox_mono_us();
+    if (rc == ODBOX_OK && h->n)
+        rc = claim_rows(h, c, db_now + d->cfg.lease_us, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_conn_commit(c, err);
+    if (rc != ODBOX_OK) {
+        odbox_conn_rollback(c, NULL);
+        while (h->n)
+            odbox_hcall_release(&h->calls[--h->n]->w);
+    }
+    h->lease_end_mono_us = t0 + d->cfg.lease_us;
+    return rc;
+}

@@ -1,0 +1,65 @@
+/* odbox — a handling round's private parts: the calls it makes and the
+ * round itself, shared by the claim (delivery_claim.c) and the calling
+ * and writing (delivery_handling.c). */
+#ifndef ODBOX_DELIVERY_ROUND_H
+#define ODBOX_DELIVERY_ROUND_H
+
+#include "delivery_internal.h"
+
+#include "odbox/uuid.h"
+
+enum { SQL_DUE_READ = 111, SQL_OUTCOME, SQL_CLAIM };
+
+/* Buckets, in the order they are written; B_RELEASE (not an outcome):
+ * rows left as they were, their claim given back. */
+enum { B_PREFLIGHT = 0, B_SUCCEEDED, B_POSTFAILURE, B_RETRY, NBUCKETS, B_RELEASE = NBUCKETS };
+
+/* Why a row gets no call. */
+enum { CALL = 0, NO_CALL_EXPIRED, NO_CALL_UNKNOWN, NO_CALL_BAD_ROW };
+
+typedef struct call {
+    odbox_work w; /* first: the pool hands this back */
+    odbox_handler_fn fn;
+    void *user;
+    odbox_envelope env;
+    json_object *params, *payload;
+    char *text;            /* the strings env points into */
+    int handler;           /* index into the registry, -1 when none answers */
+    int skip;              /* CALL or NO_CALL_* */
+    int attempts;          /* as read */
+    int64_t deadline_us;   /* retention */
+    int64_t due_us;        /* next_retry_at as read */
+    /* written by the call (never read once it is abandoned) */
+    int rc;
+    char message[256];
+    int64_t duration_us;
+    /* the round's */
+    char why[160];         /* why a row failed without a call, or timed out */
+    int bucket;            /* B_*, or -1: left as it was */
+    int64_t next_retry_us;
+} call;
+
+typedef struct hround {
+    odbox_delivery *d;
+    odbox_dshard *ds;
+    odbox_delivery_round *rd;
+    char table[ODBOX_NAME_MAX * 2 + 32];
+    const odbox_dialect *dialect;
+    call **calls;
+    size_t n;
+    char token[ODBOX_UUID_LEN + 1]; /* lease_owner of this round's claim */
+    int64_t lease_end_mono_us;      /* when the claim ends, by this process's clock */
+} hround;
+
+/* Runs one call on a worker thread. */
+void odbox_hcall_run(odbox_work *w);
+
+/* Drops a reference to a call (the round's, or an abandoned call's thread's). */
+void odbox_hcall_release(odbox_work *w);
+
+/* Claims up to a batch of due rows of the handlers served here in one
+ * short transaction, into h->calls: the limited handlers' room counted
+ * under their subscription's row lock, the locking read(s), the claim. */
+int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err);
+
+#endif

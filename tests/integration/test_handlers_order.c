@@ -1,0 +1,435 @@
+/* odbox — integration tests of the per-handler options and of delayed
+ * delivery, on every dialect: a concurrency limit holds across deliveries
+ * claiming at once (each claims through the database, as a process
+ * would), while a handler without one runs wider; an ordered handler sees
+ * each model_id's events in order through failures, retries and two
+ * deliveries, while an unordered one on the same events does not; an
+ * event emitted with a delivery time waits for it; bad options and times
+ * are refused. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "jobs_fx.h"
+#include "test_handlers.h"
+
+static const odbox_event_type EV_O = {"LedgerPosted"};
+
+#define MAX_WAIT_MS 60000
+
+/* ---- emitting: k events on one model per action, payload {"seq": s} ---------- */
+
+typedef struct seq_emit {
+    odbox_model *m;
+    int first, n;
+    int64_t deliver_after_us;
+} seq_emit;
+
+static int seq_perform(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx, (void)params;
+    seq_emit *o = user;
+    int rc = ODBOX_OK;
+    for (int i = 0; i < o->n && rc == ODBOX_OK; i++) {
+        json_object *payload = json_object_new_object();
+        json_object_object_add(payload, "seq", json_object_new_int(o->first + i));
+        rc = odbox_plan_emit_after(plan, o->m, &EV_O, payload, o->deliver_after_us, err);
+        json_object_put(payload);
+    }
+    return rc;
+}
+
+static void emit_seq(odbox_executor *exe, odbox_model *m, int first, int n, int64_t deliver_after_us)
+{
+    seq_emit o = {m, first, n, deliver_after_us};
+    odbox_action a = {"PostLedger", seq_perform, &o};
+    odbox_result res;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_execute(exe, &a, NULL, NULL, &res, &e) == ODBOX_OK, "%s", e.message);
+    odbox_result_clear(&res);
+}
+
+static int seq_of(const odbox_envelope *env)
+{
+    json_object *v;
+    return json_object_object_get_ex(env->payload, "seq", &v) ? json_object_get_int(v) : -1;
+}
+
+static odbox_handlers *one_handler(const char *name, odbox_handler_fn fn, void *user, const odbox_handler_options *o)
+{
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = name, .event_type = EV_O.name, .handle = fn, .user = user};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    if (o)
+        ck_assert_msg(odbox_handlers_set_options(h, name, o, &e) == ODBOX_OK, "%s", e.message);
+    return h;
+}
+
+static void add_handler(odbox_handlers *h, const char *name, odbox_handler_fn fn, void *user,
+                        const odbox_handler_options *o)
+{
+    odbox_error e = {0};
+    odbox_handler hd = {.name = name, .event_type = EV_O.name, .handle = fn, .user = user};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    if (o)
+        ck_assert_msg(odbox_handlers_set_options(h, name, o, &e) == ODBOX_OK, "%s", e.message);
+}
+
+/* ---- a concurrency limit --------------------------------------------------------- */
+
+/* Calls in flight of one handler, across every delivery of the test. */
+typedef struct meter {
+    atomic_int now, max, calls;
+} meter;
+
+static int metered_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)env, (void)err;
+    meter *m = user;
+    int n = atomic_fetch_add(&m->now, 1) + 1;
+    for (int seen = atomic_load(&m->max); n > seen && !atomic_compare_exchange_weak(&m->max, &seen, n);)
+        ;
+    jt_sleep_ms(40);
+    atomic_fetch_add(&m->calls, 1);
+    atomic_fetch_sub(&m->now, 1);
+    return 0;
+}
+
+typedef struct looper {
+    odbox_delivery *d;
+    odbox_shard *s;
+    dfx *f;
+    int64_t want;
+    atomic_int failed;
+} looper;
+
+/* Handling rounds until every notification is SUCCEEDED (bounded). */
+static void *handle_loop(void *arg)
+{
+    looper *l = arg;
+    int64_t end = mono_ms_now() + MAX_WAIT_MS;
+    while (mono_ms_now() < end) {
+        odbox_delivery_round r;
+        odbox_error e = {0};
+        if (odbox_delivery_handling_round(l->d, l->s, &r, &e) != ODBOX_OK) {
+            fprintf(stderr, "handlers_order: a round failed: %s\n", e.message);
+            atomic_fetch_add(&l->failed, 1);
+        }
+        if (atomic_load(&l->failed) || r.read == 0) {
+            jt_sleep_ms(10);
+            odbox_conn *c = NULL;
+            odbox_pool *pool = odbox_shard_primary(l->s);
+            int64_t done = 0;
+            if (odbox_pool_acquire(pool, &c, &e) == ODBOX_OK) {
+                done = itest_count(c, "SELECT COUNT(*) FROM %s WHERE state = 'SUCCEEDED'", ntab(l->f, 0));
+                odbox_pool_release(pool, &c);
+            }
+            if (done >= l->want)
+                break;
+        }
+    }
+    return NULL;
+}
+
+/* Three deliveries with four workers each claim at once; "lim" may have 2
+ * calls in flight, "wide" any number: lim never exceeds 2 and reaches it,
+ * wide goes past it (the meter sees concurrency), every row SUCCEEDED once. */
+START_TEST(a_concurrency_limit_holds_across_deliveries)
+{
+    hx x;
+    hx_open(&x, 1);
+    enum { N = 24, D = 3 };
+    static meter lim, wide;
+    memset(&lim, 0, sizeof lim);
+    memset(&wide, 0, sizeof wide);
+    odbox_handler_options two = {.max_in_flight = 2};
+    odbox_delivery_config cfg = {.handling_batch = 10, .workers = 4};
+    odbox_handlers *h[D];
+    odbox_delivery *d[D];
+    odbox_error e = {0};
+    for (int i = 0; i < D; i++) {
+        h[i] = one_handler("lim", metered_handle, &lim, &two);
+        add_handler(h[i], "wide", metered_handle, &wide, NULL);
+        ck_assert_msg(odbox_delivery_open(x.f.r, h[i], &cfg, &d[i], &e) == ODBOX_OK, "%s", e.message);
+    }
+    for (int i = 0; i < N; i++) {
+        odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "limited", 1);
+        emit_seq(x.exe, m, i, 1, 0);
+        odbox_model_free(&m);
+    }
+    odbox_delivery_round r;
+    do
+        round_ok(odbox_delivery_fanout_round(d[0], hx_shard(&x, 0), &r, &e), &e);
+    while (r.read > 0);
+    ck_assert_int_eq(nrows(&x.f, 0, NULL), 2 * N);
+    looper l[D];
+    pthread_t t[D];
+    for (int i = 0; i < D; i++) {
+        l[i] = (looper){.d = d[i], .s = hx_shard(&x, 0), .f = &x.f, .want = 2 * N};
+        atomic_init(&l[i].failed, 0);
+        ck_assert_int_eq(pthread_create(&t[i], NULL, handle_loop, &l[i]), 0);
+    }
+    for (int i = 0; i < D; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(atomic_load(&l[i].failed), 0);
+    }
+    printf("handlers_order: limit 2 across %d deliveries: at most %d in flight (%d calls); without a limit %d\n", D,
+           atomic_load(&lim.max), atomic_load(&lim.calls), atomic_load(&wide.max));
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED' AND attempts = 1"), 2 * N);
+    ck_assert_int_eq(atomic_load(&lim.calls), N);
+    ck_assert_int_le(atomic_load(&lim.max), 2);
+    ck_assert_int_eq(atomic_load(&lim.max), 2);
+    ck_assert_int_gt(atomic_load(&wide.max), 2);
+    for (int i = 0; i < D; i++) {
+        odbox_delivery_free(&d[i]);
+        odbox_handlers_free(&h[i]);
+    }
+    hx_close(&x);
+}
+END_TEST
+
+/* ---- ordered per model_id ------------------------------------------------------ */
+
+enum { MODELS = 3, PER_MODEL = 8 };
+
+/* What one handler saw: per model, the next seq it may be called with
+ * (every older one has succeeded); calls out of that order are counted. */
+typedef struct order_seen {
+    pthread_mutex_t mu;
+    char models[MODELS][64];
+    int next[MODELS];
+    int out_of_order, calls, failures;
+    atomic_int in_flight, max_in_flight_per_model;
+} order_seen;
+
+static int model_index(order_seen *o, const char *model_id)
+{
+    for (int i = 0; i < MODELS; i++)
+        if (model_id && !strcmp(o->models[i], model_id))
+            return i;
+    return -1;
+}
+
+/* Fails the first call of (model 0, seq 0) and of (model 1, seq 3). */
+static int ordered_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    order_seen *o = user;
+    int seq = seq_of(env);
+    pthread_mutex_lock(&o->mu);
+    int m = model_index(o, env->model_id);
+    ck_assert_int_ge(m, 0);
+    o->calls++;
+    if (seq != o->next[m])
+        o->out_of_order++;
+    int fail = env->attempt == 1 && ((m == 0 && seq == 0) || (m == 1 && seq == 3));
+    if (fail)
+        o->failures++;
+    else if (seq == o->next[m])
+        o->next[m]++;
+    pthread_mutex_unlock(&o->mu);
+    if (!fail)
+        return 0;
+    snprintf(err->message, sizeof err->message, "scripted failure of seq %d", seq);
+    return ODBOX_EINVAL;
+}
+
+typedef struct clock_loop {
+    hx *x;
+    odbox_delivery *d;
+    atomic_int stop, failed;
+} clock_loop;
+
+static void *rounds_until_stopped(void *arg)
+{
+    clock_loop *l = arg;
+    while (!atomic_load(&l->stop)) {
+        odbox_delivery_round r;
+        odbox_error e = {0};
+        if (odbox_delivery_handling_round(l->d, hx_shard(l->x, 0), &r, &e) != ODBOX_OK) {
+            fprintf(stderr, "handlers_order: a round failed: %s\n", e.message);
+            atomic_fetch_add(&l->failed, 1);
+        }
+        if (r.read == 0)
+            jt_sleep_ms(5);
+    }
+    return NULL;
+}
+
+/* Three models, eight events each, two per action (so ties on event_date
+ * fall to emission order); "ord" is ordered, "free" is not, both fail
+ * the same calls once. Two deliveries handle at once while the clock
+ * moves past the backoffs: ord is called in order for every model and
+ * succeeds on all; free is called out of order (the check notices). */
+START_TEST(ordered_rows_reach_the_handler_in_event_order)
+{
+    hx x;
+    hx_open(&x, 1);
+    static order_seen ord, freed;
+    order_seen *seen[2] = {&ord, &freed};
+    odbox_model *m[MODELS];
+    for (int k = 0; k < 2; k++) {
+        memset(seen[k], 0, sizeof *seen[k]);
+        pthread_mutex_init(&seen[k]->mu, NULL);
+    }
+    for (int i = 0; i < MODELS; i++) {
+        m[i] = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
+        for (int k = 0; k < 2; k++)
+            snprintf(seen[k]->models[i], sizeof seen[k]->models[i], "%s", odbox_model_id(m[i]));
+    }
+    odbox_handler_options ordered = {.ordered = 1};
+    odbox_delivery_config cfg = {.handling_batch = 20, .workers = 4};
+    odbox_handlers *h2 = one_handler("ord", ordered_handle, &ord, &ordered);
+    add_handler(h2, "free", ordered_handle, &freed, NULL);
+    odbox_handlers *h1 = one_handler("ord", ordered_handle, &ord, &ordered);
+    add_handler(h1, "free", ordered_handle, &freed, NULL);
+    hx_deliver(&x, h1, &cfg);
+    odbox_delivery_config c2 = cfg;
+    c2.clock = odbox_manual_clock_clock(x.clk);
+    odbox_delivery *d2 = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x.f.r, h2, &c2, &d2, &e) == ODBOX_OK, "%s", e.message);
+    for (int r = 0; r < PER_MODEL / 2; r++)
+        for (int i = 0; i < MODELS; i++)
+            emit_seq(x.exe, m[i], 2 * r, 2, 0);
+    odbox_delivery_round fr;
+    do
+        fr = hx_fanout(&x, 0);
+    while (fr.read > 0);
+    ck_assert_int_eq(nrows(&x.f, 0, NULL), 2 * MODELS * PER_MODEL);
+    clock_loop l[2] = {{.x = &x, .d = x.d}, {.x = &x, .d = d2}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, rounds_until_stopped, &l[i]), 0);
+    int64_t end = mono_ms_now() + MAX_WAIT_MS;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 2 * MODELS * PER_MODEL && mono_ms_now() < end) {
+        jt_sleep_ms(30);
+        odbox_manual_clock_advance(x.clk, 60 * SEC_US); /* past any early backoff */
+    }
+    for (int i = 0; i < 2; i++) {
+        atomic_store(&l[i].stop, 1);
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(atomic_load(&l[i].failed), 0);
+    }
+    printf("handlers_order: ordered: %d calls, %d failed, %d out of order; unordered: %d calls, %d out of order\n",
+           ord.calls, ord.failures, ord.out_of_order, freed.calls, freed.out_of_order);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED'"), 2 * MODELS * PER_MODEL);
+    ck_assert_int_eq(ord.failures, 2);
+    ck_assert_int_eq(ord.out_of_order, 0);
+    for (int i = 0; i < MODELS; i++)
+        ck_assert_int_eq(ord.next[i], PER_MODEL);
+    ck_assert_int_gt(freed.out_of_order, 0); /* without the option the same run is out of order */
+    odbox_delivery_free(&d2);
+    odbox_handlers_free(&h2);
+    for (int i = 0; i < MODELS; i++)
+        odbox_model_free(&m[i]);
+    for (int k = 0; k < 2; k++)
+        pthread_mutex_destroy(&seen[k]->mu);
+    hx_close(&x);
+}
+END_TEST
+
+/* ---- delayed delivery ------------------------------------------------------------ */
+
+static int count_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)env, (void)err;
+    atomic_fetch_add((atomic_int *)user, 1);
+    return 0;
+}
+
+/* One event at once, one an hour later: the first round calls the first
+ * only; the row of the other is due at its time (events.deliver_after,
+ * next_retry_at); once the clock passes it, it is called. */
+START_TEST(a_delayed_event_waits_for_its_time)
+{
+    hx x;
+    hx_open(&x, 1);
+    static atomic_int calls;
+    atomic_init(&calls, 0);
+    hx_deliver(&x, one_handler("later", count_handle, &calls, NULL), NULL);
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "delayed", 1);
+    int64_t at = EPOCH_2030 + 3600 * SEC_US;
+    emit_seq(x.exe, m, 0, 1, 0);
+    emit_seq(x.exe, m, 1, 1, at);
+    odbox_model_free(&m);
+    ck_assert_int_eq(itest_count(x.f.c[0], "SELECT COUNT(*) FROM %s WHERE deliver_after IS NOT NULL",
+                                 etab(&x.f, 0)), 1);
+    hx_fanout(&x, 0);
+    ck_assert_int_eq(nrows(&x.f, 0, NULL), 2);
+    odbox_delivery_round r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.read, 1);
+    ck_assert_int_eq(atomic_load(&calls), 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING'"), 1);
+    odbox_manual_clock_advance(x.clk, 3599 * SEC_US);
+    ck_assert_int_eq(hx_handle(&x, 0).read, 0);
+    odbox_manual_clock_advance(x.clk, 2 * SEC_US);
+    ck_assert_int_eq(hx_handle(&x, 0).read, 1);
+    ck_assert_int_eq(atomic_load(&calls), 2);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED'"), 2);
+    hx_close(&x);
+}
+END_TEST
+
+/* ---- bad input ------------------------------------------------------------------- */
+
+static int refuse_negative(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx, (void)params;
+    json_object *payload = json_object_new_object();
+    int rc = odbox_plan_emit_after(plan, user, &EV_O, payload, -1, err);
+    json_object_put(payload);
+    return rc;
+}
+
+/* Options of no handler, of a former name, negative limits, NULLs and
+ * options after a delivery opened are refused and change nothing; a
+ * negative delivery time fails the action, which writes nothing. */
+START_TEST(bad_options_and_times_are_refused)
+{
+    hx x;
+    hx_open(&x, 1);
+    static atomic_int calls;
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    const char *const former[] = {"old-name", NULL};
+    odbox_handler hd = {.name = "named", .former_names = former, .event_type = EV_O.name, .handle = count_handle,
+                        .user = &calls};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    odbox_handler_options ok = {.max_in_flight = 1}, bad = {.max_in_flight = -1};
+    ck_assert_int_eq(odbox_handlers_set_options(h, "nobody", &ok, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "no handler is named 'nobody'"));
+    ck_assert_int_eq(odbox_handlers_set_options(h, "old-name", &ok, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "former name"));
+    ck_assert_int_eq(odbox_handlers_set_options(h, "named", &bad, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "negative"));
+    ck_assert_int_eq(odbox_handlers_set_options(NULL, "named", &ok, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_handlers_set_options(h, NULL, &ok, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_handlers_set_options(h, "named", NULL, &e), ODBOX_EINVAL);
+    hx_deliver(&x, h, NULL);
+    ck_assert_int_eq(odbox_handlers_set_options(h, "named", &ok, &e), ODBOX_ESTATE);
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "delayed", 1);
+    odbox_action a = {"NegativeDelay", refuse_negative, m};
+    odbox_result res;
+    ck_assert_int_eq(odbox_execute(x.exe, &a, NULL, NULL, &res, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "deliver_after"));
+    ck_assert_int_eq(dfx_events(&x.f, 0), 0);
+    odbox_model_free(&m);
+    hx_close(&x);
+}
+END_TEST
+
+Suite *handlers_order_suite(void)
+{
+    Suite *s = suite_create("handlers_order");
+    TCase *tc = tcase_create("handlers_order");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, a_concurrency_limit_holds_across_deliveries);
+    tcase_add_test(tc, ordered_rows_reach_the_handler_in_event_order);
+    tcase_add_test(tc, a_delayed_event_waits_for_its_time);
+    tcase_add_test(tc, bad_options_and_times_are_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
