@@ -122,6 +122,7 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
                                    v[i].retired_us ? json_object_new_string(cli_format_time(v[i].retired_us, 1, t,
                                                                                             sizeof t))
                                                    : NULL);
+            json_object_object_add(o, "waiting", json_object_new_boolean(!v[i].retired_us && !v[i].nprocesses));
             json_object_object_add(o, "backlog", json_object_new_int64(s->backlog));
             json_object_object_add(o, "due", json_object_new_int64(s->due));
             json_object_object_add(o, "oldest_due_age_s", json_object_new_double(s->oldest_due_age_us / 1e6));
@@ -144,7 +145,9 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
                 s = &none;
             char shard_s[16], age[32], lag[32];
             snprintf(shard_s, sizeof shard_s, "%d.%d", v[i].shard.group, v[i].shard.member);
-            printf("%-6s %-24s %-9s %9lld %12s %9s ", shard_s, v[i].name, v[i].retired_us ? "retired" : "active",
+            /* rows of a subscription no live process serves wait for one */
+            const char *state = v[i].retired_us ? "retired" : v[i].nprocesses ? "active" : "waiting";
+            printf("%-6s %-24s %-9s %9lld %12s %9s ", shard_s, v[i].name, state,
                    (long long)s->backlog, ops_seconds(s->oldest_due_age_us, !s->due, age, sizeof age),
                    ops_seconds(s->lag_p50_us, !s->lag_count, lag, sizeof lag));
             int w = 0;
