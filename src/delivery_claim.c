@@ -97,7 +97,9 @@ static void placeholders(odbox_buf *b, size_t n)
  * with a model_id wait while an older row of theirs is unfinished (older:
  * event_date, then the event id, which follows emission order within an
  * action). The columns: select_list's 16, next_retry_at, and with db_time
- * the database's now. */
+ * the database's now. ORDER BY names the table's column: the select
+ * list's text cast of next_retry_at has its name, and PostgreSQL would
+ * sort by that output column instead of reading the index in order. */
 static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time, size_t nserved,
                      size_t nordered)
 {
@@ -127,7 +129,7 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
                       (char *)NULL);
     }
     odbox_buf_cat(&b, " AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= ",
-                  db_time ? d->now_sql : "?", ") ORDER BY next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
+                  db_time ? d->now_sql : "?", ") ORDER BY n.next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
     return odbox_buf_take(&b);
 }
 
@@ -354,6 +356,17 @@ static int claim_rows(hround *h, odbox_conn *c, int64_t until, odbox_error *err)
     return rc;
 }
 
+int odbox_delivery_begin(odbox_conn *c, const char *first_sql, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    int rc = d->delivery_isolation_sql ? odbox_conn_exec(c, d->delivery_isolation_sql, err) : ODBOX_OK;
+    if (rc == ODBOX_OK)
+        rc = odbox_conn_begin(c, err);
+    if (rc == ODBOX_OK && first_sql && (rc = odbox_conn_exec(c, first_sql, err)) != ODBOX_OK)
+        odbox_conn_rollback(c, NULL);
+    return rc;
+}
+
 /* Limited handlers first, in name order (the same lock order in every
  * process), then the others; merged in next_retry_at order when several
  * reads ran. */
@@ -380,7 +393,7 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
         }
         limited[at] = k;
     }
-    int rc = odbox_conn_begin(c, err);
+    int rc = odbox_delivery_begin(c, h->dialect->claim_begin_sql, err);
     int reads = 0;
     for (size_t i = 0; i <= nlimited && rc == ODBOX_OK; i++) {
         int g = i < nlimited ? (int)limited[i] : -1, room = batch;

@@ -486,7 +486,7 @@ static int write_round(fround *f, odbox_conn *c, odbox_error *err)
             f->rd->delivered = changed > 0 ? (size_t)changed : 0;
         return rc;
     }
-    int rc = odbox_conn_begin(c, err);
+    int rc = odbox_delivery_begin(c, NULL, err);
     f->rd->statements++;
     int64_t flipped = 0;
     for (size_t e = 0, r = 0; rc == ODBOX_OK && e < f->nev;) {

@@ -229,4 +229,8 @@ void odbox_dmetrics_round_error(odbox_dmetrics *m);
 char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
                                      size_t nrows, const char *where);
 
+/* Begins a delivery transaction: the dialect's isolation for it, then
+ * first_sql (may be NULL) inside it. */
+int odbox_delivery_begin(odbox_conn *c, const char *first_sql, odbox_error *err);
+
 #endif

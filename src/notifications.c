@@ -359,7 +359,8 @@ static int shard_rows(const odbox_shard *sh, const odbox_ops_filter *f, size_t l
     odbox_ops_ts_col(&b, odbox_conn_dialect(c), "next_retry_at");
     odbox_buf_cat(&b, ", event_type FROM ", table, " WHERE 1 = 1", (char *)NULL);
     odbox_ops_filter_sql(&b, f);
-    odbox_buf_append(&b, " ORDER BY next_retry_at, id LIMIT ?");
+    /* the table's column, not the select list's text cast of the same name */
+    odbox_buf_cat(&b, " ORDER BY ", table, ".next_retry_at, ", table, ".id LIMIT ?", (char *)NULL);
     char *sql = odbox_buf_take(&b);
     odbox_stmt *s = NULL;
     int idx = 1;

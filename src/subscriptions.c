@@ -632,7 +632,7 @@ static int replay_type(replay *p, const char *type, int64_t since_us, size_t pag
     odbox_ops_ts_col(&b, d, "event_date");
     odbox_buf_cat(&b, " FROM ", p->events,
                   " WHERE event_type = ? AND event_date >= ? AND (event_date > ? OR (event_date = ? AND id > ",
-                  d->uuid_param, ")) ORDER BY event_date, id", (char *)NULL);
+                  d->uuid_param, ")) ORDER BY ", p->events, ".event_date, ", p->events, ".id", (char *)NULL);
     odbox_buf_appendf(&b, " LIMIT %zu", page);
     char *sql = odbox_buf_take(&b);
     if (!sql)

@@ -275,6 +275,14 @@ typedef struct odbox_dialect {
      * in this process take turns at a gate, woken at each commit, instead
      * of retrying the write lock in the driver's busy handler (10 ms sleeps). */
     int single_writer;
+    /* The delivery's transactions (fan-out writes, claims). NULL: none.
+     * delivery_isolation_sql runs before their begin and sets the next
+     * transaction's isolation (MySQL/MariaDB: READ COMMITTED, so that a
+     * claim's and a fan-out's gap locks do not deadlock); claim_begin_sql
+     * runs first in a claim (PostgreSQL: the due read is the ordered
+     * index scan even on statistics that predate the backlog). */
+    const char *delivery_isolation_sql;
+    const char *claim_begin_sql;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */
