@@ -16,10 +16,41 @@
  *    on each, and their ratio old/empty, after one unrecorded turn on
  *    each. Prints the plans of the rounds' reads on NAME_old.
  *  --mode fill: only writes the backlog (for a raw client to drain).
+ *  --mode fanout: writes the backlog (the tables emptied by TRUNCATE
+ *    first; with --reuse, neither), then fan-out rounds on this thread
+ *    until no event is left: a backlog of notifications for --mode handle
+ *    and --mode raw (issue 19).
+ *  --mode handle: one worker process of several sharing the eventlog:
+ *    only the handling (by leased claims, as every process runs it), no
+ *    fan-out, on rows already there. Prints "ready", waits for the file
+ *    --go to exist, starts the job registry, runs until the file --stop
+ *    exists, then prints one JSON line: its successes, rounds, stale
+ *    outcomes, logged warnings, and the wall-clock times (CLOCK_REALTIME,
+ *    ns) of its start and of its last round with a success.
+ *  --mode raw: the same claim work by one plain client on one ODBC
+ *    connection (odbox's db layer only: no job, no handler threads, no
+ *    JSON): per round, in one transaction, the due read of the handling
+ *    (FOR UPDATE SKIP LOCKED) and the claim UPDATE by id, then the
+ *    outcome UPDATE (SUCCEEDED) by id guarded by lease_owner; with
+ *    --handler-ms, a sleep of ceil(rows / workers) x that between the
+ *    two, the time W handler threads would take. Same "ready"/--go
+ *    protocol; ends at the first round that reads nothing, then prints
+ *    the JSON line.
+ *  --mode due-sql: prints the handling's due read for the dialect of the
+ *    DSN (a copy of due_sql in src/delivery_handling.c: one handler name,
+ *    the database's now), one line per statement; connects to nothing.
+ *  --order-by-column (raw, due-sql): the due read ordered by
+ *    <table>.next_retry_at instead of next_retry_at. On PostgreSQL the
+ *    bare name names the select list's CAST(next_retry_at AS TEXT) (an
+ *    output column's name comes first in ORDER BY), so odbox's read sorts
+ *    every due row by that text instead of reading the due index in order;
+ *    the qualified name is the table's column.
  *
- * Usage: odbox-bench-delivery [--dsn DSN] [--replica DSN] [--mode rounds|drain|scale|fill] [--events N]
+ * Usage: odbox-bench-delivery [--dsn DSN] [--replica DSN]
+ *                             [--mode rounds|drain|scale|fill|fanout|handle|raw|due-sql] [--events N]
  *                             [--handlers H] [--batch B] [--handling-batch B] [--workers W]
  *                             [--eventlog NAME] [--reuse] [--old N] [--repeat R]
+ *                             [--handler-ms MS] [--go FILE] [--stop FILE] [--order-by-column]
  * --reuse keeps the eventlog's rows (its undelivered events are the
  * backlog), e.g. to measure a backlog the planner's statistics do not
  * know of yet. --old (scale; default 1000000) and --repeat (scale: turns
@@ -31,10 +62,12 @@
  * bench_delivery), whose events and notifications are emptied first.
  * Exit status: 0, 1 on any error, 2 on a usage error. Not a test. */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <odbox/odbox.h>
 #include "bench_util.h"
@@ -44,20 +77,59 @@
 #define DRAIN_MAX_S 900 /* a drain that takes longer fails */
 
 typedef struct opts {
-    const char *dsn, *replica, *eventlog, *mode;
-    long events, handlers, batch, hbatch, workers, old, repeat;
-    int reuse;
+    const char *dsn, *replica, *eventlog, *mode, *go, *stop;
+    long events, handlers, batch, hbatch, workers, old, repeat, handler_ms;
+    int reuse, qualified;
 } opts;
 
 /* What the hook counts while the jobs run. */
 typedef struct counts {
-    atomic_long delivered, succeeded, rounds[2], statements[2];
+    atomic_long delivered, succeeded, rounds[2], statements[2], stale, empty;
+    _Atomic int64_t last_ok_ns; /* CLOCK_REALTIME of the last handling round with a success */
 } counts;
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
 
 static int noop(const odbox_envelope *env, void *user, odbox_error *err)
 {
     (void)env, (void)user, (void)err;
     return 0;
+}
+
+/* A handler that takes user (a long *) milliseconds. */
+static int sleeper(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)env, (void)err;
+    sleep_ms(*(const long *)user);
+    return 0;
+}
+
+/* Warnings and errors the library logs (failed rounds, calls past their
+ * lease), counted; the first few go to stderr. */
+static atomic_long log_warnings, log_retries;
+static void count_log(void *ud, odbox_log_level level, const char *message)
+{
+    (void)ud;
+    if (level < ODBOX_LOG_WARN)
+        return;
+    long n = atomic_fetch_add(&log_warnings, 1);
+    if (strstr(message, "40001") || strstr(message, "eadlock") || strstr(message, "serializ"))
+        atomic_fetch_add(&log_retries, 1);
+    if (n < 5)
+        fprintf(stderr, "odbox-bench-delivery[%ld]: %s: %s\n", (long)getpid(), level == ODBOX_LOG_WARN ? "warn" : "error",
+                message);
 }
 
 static int count_round(void *ud, odbox_delivery_point at, odbox_shard *shard, odbox_conn *conn,
@@ -70,9 +142,14 @@ static int count_round(void *ud, odbox_delivery_point at, odbox_shard *shard, od
     int j = rd->job == ODBOX_DELIVERY_HANDLING;
     atomic_fetch_add(&c->rounds[j], 1);
     atomic_fetch_add(&c->statements[j], rd->statements);
-    if (j)
+    if (j) {
         atomic_fetch_add(&c->succeeded, (long)rd->succeeded);
-    else
+        atomic_fetch_add(&c->stale, (long)rd->stale);
+        if (rd->read == 0)
+            atomic_fetch_add(&c->empty, 1);
+        if (rd->succeeded)
+            atomic_store(&c->last_ok_ns, wall_ns());
+    } else
         atomic_fetch_add(&c->delivered, (long)rd->delivered);
     return 0;
 }
@@ -164,7 +241,8 @@ static int side_open(side *sd, const opts *o, const char *eventlog, odbox_error 
     for (long i = 0; i < o->handlers && rc == ODBOX_OK; i++) {
         char name[32];
         snprintf(name, sizeof name, "bench-%ld", i + 1);
-        odbox_handler hd = {.name = name, .event_type = TYPE, .handle = noop};
+        odbox_handler hd = {.name = name, .event_type = TYPE, .handle = o->handler_ms ? sleeper : noop,
+                            .user = (void *)&o->handler_ms};
         rc = odbox_handlers_add(sd->h, &hd, e);
     }
     odbox_delivery_config cfg = {.fanout_batch = (int)o->batch, .handling_batch = (int)o->hbatch,
@@ -510,11 +588,316 @@ static int mode_scale(side *sides, const opts *o, odbox_error *e)
     return rc;
 }
 
+/* ---- multi-process handling (issue 19) ------------------------------------------ */
+
+static int do_truncate(side *sd, odbox_conn *c, const void *arg, odbox_error *e)
+{
+    (void)arg;
+    int rc = exec_sql(c, "TRUNCATE TABLE %s%s", sd->nt, "", e);
+    return rc == ODBOX_OK ? exec_sql(c, "TRUNCATE TABLE %s%s", sd->ev, "", e) : rc;
+}
+
+/* Fan-out rounds on this thread until no event is left. */
+static int mode_fanout(side *sd, odbox_error *e)
+{
+    uint64_t t0 = now_ns();
+    size_t total = 0;
+    long rounds = run_rounds(sd, 0, &total, NULL, 0, e);
+    if (rounds < 0)
+        return (int)rounds;
+    printf("  fan-out: %zu events in %.2f s, %ld rounds\n", total, (double)(now_ns() - t0) / 1e9, rounds);
+    return ODBOX_OK;
+}
+
+static int bench_fail(odbox_error *e, int code, const char *msg)
+{
+    e->code = code;
+    snprintf(e->message, sizeof e->message, "%s", msg);
+    return code;
+}
+
+static int file_exists(const char *path)
+{
+    return path && access(path, F_OK) == 0;
+}
+
+/* Waits for --go (if given), polling every millisecond. */
+static void wait_go(const opts *o)
+{
+    printf("ready\n");
+    fflush(stdout);
+    while (o->go && !file_exists(o->go))
+        sleep_ms(1);
+}
+
+static void print_result(const char *mode, long succeeded, long rounds, long empty, long stale, long round_errors,
+                         int64_t start_ns, int64_t last_ns, double cpu)
+{
+    printf("{\"mode\":\"%s\",\"pid\":%ld,\"succeeded\":%ld,\"rounds\":%ld,\"empty_rounds\":%ld,\"stale\":%ld,"
+           "\"round_errors\":%ld,\"warnings\":%ld,\"retries\":%ld,\"start_ns\":%lld,\"last_ns\":%lld,"
+           "\"cpu_s\":%.3f}\n",
+           mode, (long)getpid(), succeeded, rounds, empty, stale, round_errors, atomic_load(&log_warnings),
+           atomic_load(&log_retries), (long long)start_ns, (long long)last_ns, cpu);
+    fflush(stdout);
+}
+
+/* One worker process: the handling only, through a job registry, from
+ * --go to --stop. */
+static int mode_handle(side *sd, const opts *o, odbox_error *e)
+{
+    odbox_jobs *jobs = NULL;
+    odbox_jobs_config jc = {.poll_interval_ms = 100};
+    int rc = odbox_jobs_open(sd->r, &jc, &jobs, e);
+    if (rc == ODBOX_OK)
+        rc = odbox_delivery_add_jobs(sd->d, jobs, ODBOX_DELIVERY_HANDLING, e);
+    if (rc != ODBOX_OK) {
+        odbox_jobs_free(&jobs);
+        return rc;
+    }
+    wait_go(o);
+    double u0, s0, u1, s1;
+    cpu_seconds(&u0, &s0);
+    int64_t start = wall_ns();
+    rc = odbox_jobs_start(jobs, e);
+    while (rc == ODBOX_OK && !file_exists(o->stop))
+        sleep_ms(5);
+    cpu_seconds(&u1, &s1);
+    odbox_error se = {0};
+    if (odbox_jobs_stop(jobs, &se) != ODBOX_OK && rc == ODBOX_OK) {
+        *e = se;
+        rc = se.code;
+    }
+    odbox_jobs_free(&jobs);
+    odbox_delivery_metrics m = {0};
+    long errors = -1;
+    if (rc == ODBOX_OK && odbox_delivery_metrics_read(sd->d, NULL, &m, &se) == ODBOX_OK) {
+        errors = (long)m.round_errors;
+        odbox_delivery_metrics_clear(&m);
+    }
+    if (rc == ODBOX_OK)
+        print_result("handle", atomic_load(&sd->n.succeeded), atomic_load(&sd->n.rounds[1]),
+                     atomic_load(&sd->n.empty), atomic_load(&sd->n.stale), errors, start,
+                     atomic_load(&sd->n.last_ok_ns), u1 - u0 + s1 - s0);
+    return rc;
+}
+
+/* The handling's due read (src/delivery_handling.c, due_sql) for one
+ * handler name and the database's now: variant -1 where the due index is
+ * partial, else 0 (PENDING) or 1 (FAILED). */
+static char *due_read_sql(const odbox_dialect *d, const char *table, int variant, int qualified)
+{
+    static const char *const cols[] = {"id", "event_id", "handler_name", "namespace", "action_id", "action_name",
+                                       "action_params", "started_date", "completion_date", "model_id",
+                                       "model_type", "event_type", "payload", "event_date", "attempts",
+                                       "created_date", "next_retry_at", NULL};
+    static const char *const states[] = {"PENDING", "FAILED"};
+    size_t cap = 4096;
+    char *sql = malloc(cap);
+    if (!sql)
+        return NULL;
+    size_t n = (size_t)snprintf(sql, cap, "SELECT ");
+    for (int i = 0; cols[i]; i++) {
+        const char *open = "", *close = "";
+        if (strstr(cols[i], "date") || strstr(cols[i], "retry"))
+            open = d->timestamp_read_open ? d->timestamp_read_open : "",
+            close = d->timestamp_read_open ? d->timestamp_read_close : "";
+        n += (size_t)snprintf(sql + n, cap - n, "%s%s%s%s", i ? ", " : "", open, cols[i], close);
+    }
+    if (d->timestamp_read_open)
+        n += (size_t)snprintf(sql + n, cap - n, ", %s%s%s", d->timestamp_read_open, d->now_sql,
+                              d->timestamp_read_close);
+    else
+        n += (size_t)snprintf(sql + n, cap - n, ", %s", d->now_sql);
+    n += (size_t)snprintf(sql + n, cap - n, " FROM %s WHERE state IN ('PENDING', 'FAILED')", table);
+    if (variant >= 0)
+        n += (size_t)snprintf(sql + n, cap - n, " AND state = '%s'", states[variant]);
+    snprintf(sql + n, cap - n,
+             " AND handler_name IN (?) AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= %s) "
+             "ORDER BY %s%snext_retry_at LIMIT ?%s",
+             d->now_sql, qualified ? table : "", qualified ? "." : "", d->claim_suffix ? d->claim_suffix : "");
+    return sql;
+}
+
+static int mode_due_sql(const opts *o, odbox_error *e)
+{
+    const char *name = !strncmp(o->dsn, "postgres", 8) ? "postgresql"
+                       : !strncmp(o->dsn, "mariadb", 7) ? "mariadb"
+                       : !strncmp(o->dsn, "mysql", 5)   ? "mysql"
+                                                        : "sqlite";
+    const odbox_dialect *d = odbox_dialect_find(name);
+    char table[160];
+    if (!d || odbox_dialect_eventlog_table(d, o->eventlog, "event_notifications", table, sizeof table) != ODBOX_OK)
+        return bench_fail(e, ODBOX_EINVAL, "no dialect for this DSN");
+    for (int v = d->has_partial_indexes ? -1 : 0; v < (d->has_partial_indexes ? 0 : 2); v++) {
+        char *sql = due_read_sql(d, table, v, o->qualified);
+        if (!sql)
+            return bench_fail(e, ODBOX_ENOMEM, "out of memory");
+        printf("%s\n", sql);
+        free(sql);
+    }
+    return ODBOX_OK;
+}
+
+/* A statement cached by its number of ids (the batch's: kept), else
+ * prepared for the round. */
+static int prepare_ids(odbox_conn *c, const char *head, const char *tail, const odbox_dialect *d, size_t k,
+                       odbox_stmt **out, odbox_error *e)
+{
+    size_t cap = strlen(head) + strlen(tail) + k * (strlen(d->uuid_param) + 2) + 16;
+    char *sql = malloc(cap);
+    if (!sql)
+        return bench_fail(e, ODBOX_ENOMEM, "out of memory");
+    size_t n = (size_t)snprintf(sql, cap, "%s", head);
+    for (size_t i = 0; i < k; i++)
+        n += (size_t)snprintf(sql + n, cap - n, "%s%s", i ? ", " : "", d->uuid_param);
+    snprintf(sql + n, cap - n, "%s", tail);
+    int rc = odbox_stmt_prepare(c, sql, out, e);
+    free(sql);
+    return rc;
+}
+
+/* The raw client: see --mode raw at the top. */
+static int mode_raw(const opts *o, odbox_error *e)
+{
+    odbox_conn *c = NULL;
+    int rc = odbox_conn_open(o->dsn, &c, e);
+    if (rc != ODBOX_OK)
+        return rc;
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    long batch = o->hbatch ? o->hbatch : 100, workers = o->workers ? o->workers : 8;
+    char table[160];
+    odbox_dialect_eventlog_table(d, o->eventlog, "event_notifications", table, sizeof table);
+    int nvar = d->has_partial_indexes ? 1 : 2;
+    odbox_stmt *read[2] = {NULL, NULL}, *claim = NULL, *done = NULL;
+    char head[512];
+    for (int v = 0; v < nvar && rc == ODBOX_OK; v++) {
+        char *sql = due_read_sql(d, table, nvar == 1 ? -1 : v, o->qualified);
+        rc = sql ? odbox_stmt_prepare(c, sql, &read[v], e) : bench_fail(e, ODBOX_ENOMEM, "out of memory");
+        free(sql);
+    }
+    snprintf(head, sizeof head, "UPDATE %s SET lease_owner = ?, lease_until = ? WHERE id IN (", table);
+    if (rc == ODBOX_OK)
+        rc = prepare_ids(c, head, ")", d, (size_t)batch, &claim, e);
+    char head2[512];
+    snprintf(head2, sizeof head2,
+             "UPDATE %s SET state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?, lease_owner = NULL, "
+             "lease_until = NULL WHERE id IN (",
+             table);
+    const char *tail2 = ") AND state NOT IN ('SUCCEEDED', 'EXPIRED') AND attempts = ? AND lease_owner = ?";
+    if (rc == ODBOX_OK)
+        rc = prepare_ids(c, head2, tail2, d, (size_t)batch, &done, e);
+    char (*ids)[40] = calloc((size_t)batch * 2, sizeof *ids);
+    if (!ids && rc == ODBOX_OK)
+        rc = bench_fail(e, ODBOX_ENOMEM, "out of memory");
+    if (rc == ODBOX_OK)
+        wait_go(o);
+    double u0, s0, u1, s1;
+    cpu_seconds(&u0, &s0);
+    int64_t start = wall_ns(), last = 0;
+    long succeeded = 0, rounds = 0, stale = 0, retries = 0;
+    while (rc == ODBOX_OK) {
+        char token[ODBOX_UUID_LEN + 1];
+        odbox_uuid_v4(token);
+        int64_t now = wall_ns() / 1000;
+        size_t n = 0;
+        if ((rc = odbox_conn_begin(c, e)) != ODBOX_OK)
+            break;
+        for (int v = 0; v < nvar && rc == ODBOX_OK; v++) {
+            odbox_stmt *s = read[v];
+            odbox_stmt_clear_binds(s);
+            if ((rc = odbox_stmt_bind_text(s, 1, "bench-1", e)) == ODBOX_OK &&
+                (rc = odbox_stmt_bind_timestamp(s, 2, now, e)) == ODBOX_OK &&
+                (rc = odbox_stmt_bind_int64(s, 3, batch, e)) == ODBOX_OK)
+                rc = odbox_stmt_execute(s, e);
+            while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, e)) == 1) {
+                rc = ODBOX_OK;
+                /* every column read, as the handling reads them */
+                for (int col = 1; col <= odbox_stmt_column_count(s) && rc == ODBOX_OK; col++) {
+                    const char *val;
+                    int null;
+                    if ((rc = odbox_stmt_get_text(s, col, &val, &null, e)) == ODBOX_OK && col == 1 &&
+                        n < (size_t)batch * 2)
+                        snprintf(ids[n++], sizeof ids[0], "%s", val);
+                }
+            }
+            if (rc > 0)
+                rc = ODBOX_OK;
+        }
+        if (n > (size_t)batch) /* two states: the first batch (by due time not merged: a raw client's choice) */
+            n = (size_t)batch;
+        odbox_stmt *cl = claim, *own = NULL;
+        if (rc == ODBOX_OK && n && n != (size_t)batch)
+            rc = prepare_ids(c, head, ")", d, n, &own, e), cl = own;
+        if (rc == ODBOX_OK && n) {
+            odbox_stmt_clear_binds(cl);
+            int idx = 1;
+            if ((rc = odbox_stmt_bind_text(cl, idx++, token, e)) == ODBOX_OK)
+                rc = odbox_stmt_bind_timestamp(cl, idx++, now + 300000000, e);
+            for (size_t i = 0; i < n && rc == ODBOX_OK; i++)
+                rc = odbox_stmt_bind_uuid(cl, idx++, ids[i], e);
+            if (rc == ODBOX_OK)
+                rc = odbox_stmt_execute(cl, e);
+        }
+        odbox_stmt_free(&own);
+        if (rc == ODBOX_OK)
+            rc = odbox_conn_commit(c, e);
+        if (rc != ODBOX_OK) {
+            odbox_conn_rollback(c, NULL);
+            if (rc == ODBOX_EDEADLOCK) { /* 40001: the round again at once, as a client would */
+                retries++;
+                rc = ODBOX_OK;
+                continue;
+            }
+            break;
+        }
+        rounds++;
+        if (n == 0)
+            break;
+        if (o->handler_ms)
+            sleep_ms(o->handler_ms * (((long)n + workers - 1) / workers));
+        odbox_stmt *dn = done;
+        if (n != (size_t)batch)
+            rc = prepare_ids(c, head2, tail2, d, n, &own, e), dn = own;
+        if (rc == ODBOX_OK) {
+            odbox_stmt_clear_binds(dn);
+            int idx = 1;
+            rc = odbox_stmt_bind_timestamp(dn, idx++, wall_ns() / 1000, e);
+            for (size_t i = 0; i < n && rc == ODBOX_OK; i++)
+                rc = odbox_stmt_bind_uuid(dn, idx++, ids[i], e);
+            if (rc == ODBOX_OK && (rc = odbox_stmt_bind_int64(dn, idx++, 0, e)) == ODBOX_OK &&
+                (rc = odbox_stmt_bind_text(dn, idx++, token, e)) == ODBOX_OK)
+                rc = odbox_stmt_execute(dn, e);
+            for (int again = 0; rc == ODBOX_EDEADLOCK && again < 100; again++) { /* the outcome again */
+                retries++;
+                rc = odbox_stmt_execute(dn, e);
+            }
+        }
+        if (rc == ODBOX_OK) {
+            int64_t changed = odbox_stmt_rows_affected(dn);
+            succeeded += changed;
+            stale += (long)n - (long)changed;
+            last = wall_ns();
+        }
+        odbox_stmt_free(&own);
+    }
+    cpu_seconds(&u1, &s1);
+    atomic_fetch_add(&log_retries, retries);
+    if (rc == ODBOX_OK)
+        print_result("raw", succeeded, rounds, 1, stale, retries, start, last, u1 - u0 + s1 - s0);
+    free(ids);
+    for (int v = 0; v < 2; v++)
+        odbox_stmt_free(&read[v]);
+    odbox_stmt_free(&claim);
+    odbox_stmt_free(&done);
+    odbox_conn_close(&c);
+    return rc;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: odbox-bench-delivery [--dsn DSN] [--replica DSN] [--mode rounds|drain|scale|fill] [--events N] [--handlers H] "
                     "[--batch B] [--handling-batch B] [--workers W] [--eventlog NAME] [--reuse] [--old N] "
-                    "[--repeat R]\n");
+                    "[--repeat R] [--handler-ms MS] [--go FILE] [--stop FILE] [--order-by-column]\n");
 }
 
 int main(int argc, char **argv)
@@ -530,6 +913,11 @@ int main(int argc, char **argv)
             i--;
             continue;
         }
+        if (!strcmp(a, "--order-by-column")) {
+            o.qualified = 1;
+            i--;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "odbox-bench-delivery: %s needs a value\n", a);
             return 2;
@@ -539,7 +927,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--replica"))
             o.replica = v;
         else if (!strcmp(a, "--mode") && (!strcmp(v, "rounds") || !strcmp(v, "drain") || !strcmp(v, "scale") ||
-                                          !strcmp(v, "fill")))
+                                          !strcmp(v, "fill") || !strcmp(v, "fanout") || !strcmp(v, "handle") ||
+                                          !strcmp(v, "raw") || !strcmp(v, "due-sql")))
             o.mode = v;
         else if (!strcmp(a, "--events"))
             o.events = parse_long(argv[0], a, v, 1, 100000000);
@@ -555,6 +944,12 @@ int main(int argc, char **argv)
             o.eventlog = v;
         else if (!strcmp(a, "--old"))
             o.old = parse_long(argv[0], a, v, 1, 100000000);
+        else if (!strcmp(a, "--handler-ms"))
+            o.handler_ms = parse_long(argv[0], a, v, 0, 60000);
+        else if (!strcmp(a, "--go"))
+            o.go = v;
+        else if (!strcmp(a, "--stop"))
+            o.stop = v;
         else if (!strcmp(a, "--repeat"))
             o.repeat = parse_long(argv[0], a, v, 1, 1000);
         else {
@@ -567,6 +962,19 @@ int main(int argc, char **argv)
         return 2;
     }
     int scale = !strcmp(o.mode, "scale");
+    odbox_error e0 = {0};
+    odbox_log_set(count_log, NULL, ODBOX_LOG_WARN);
+    if (!strcmp(o.mode, "due-sql") || !strcmp(o.mode, "raw")) {
+        int rc0 = !strcmp(o.mode, "raw") ? mode_raw(&o, &e0) : mode_due_sql(&o, &e0);
+        if (rc0 != ODBOX_OK)
+            fprintf(stderr, "odbox-bench-delivery: %s: %s\n", odbox_errname(rc0), e0.message);
+        return rc0 == ODBOX_OK ? 0 : 1;
+    }
+    if (!strcmp(o.mode, "handle") && !o.stop) {
+        fprintf(stderr, "odbox-bench-delivery: --mode handle needs --stop FILE\n");
+        return 2;
+    }
+    int handle = !strcmp(o.mode, "handle"), fanout = !strcmp(o.mode, "fanout");
     char old_name[128];
     snprintf(old_name, sizeof old_name, "%s_old", o.eventlog);
     odbox_error e = {0};
@@ -575,13 +983,13 @@ int main(int argc, char **argv)
     if (rc == ODBOX_OK && scale)
         rc = side_open(&sides[1], &o, old_name, &e);
     double fill_s = 0;
-    if (rc == ODBOX_OK && !scale && !o.reuse) {
+    if (rc == ODBOX_OK && !scale && !handle && !o.reuse) {
         uint64_t t0 = now_ns();
-        if ((rc = with_conn(&sides[0], do_empty, NULL, &e)) == ODBOX_OK)
+        if ((rc = with_conn(&sides[0], fanout ? do_truncate : do_empty, NULL, &e)) == ODBOX_OK)
             rc = with_conn(&sides[0], do_fill, &o.events, &e);
         fill_s = (double)(now_ns() - t0) / 1e9;
     }
-    if (rc == ODBOX_OK) {
+    if (rc == ODBOX_OK && !handle) {
         printf("odbox-bench-delivery --mode %s: %s, ", o.mode, odbox_pool_dialect(odbox_shard_primary(sides[0].s))->name);
         if (scale)
             printf("%ld old rows per table, %ld turns per eventlog of %ld events; ", o.old, o.repeat,
@@ -596,6 +1004,8 @@ int main(int argc, char **argv)
         rc = scale                      ? mode_scale(sides, &o, &e)
              : !strcmp(o.mode, "drain") ? mode_drain(&sides[0], &o, &e)
              : !strcmp(o.mode, "fill")  ? ODBOX_OK
+             : fanout                   ? mode_fanout(&sides[0], &e)
+             : handle                   ? mode_handle(&sides[0], &o, &e)
                                         : mode_rounds(&sides[0], &e);
     if (rc != ODBOX_OK)
         fprintf(stderr, "odbox-bench-delivery: %s: %s\n", odbox_errname(rc), e.message);
