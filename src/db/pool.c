@@ -40,6 +40,7 @@ struct odbox_pool {
     pthread_cond_t gate_cv;        /* the writer gate: signalled when it is free */
     pthread_t gate_owner;
     int gate_depth;                /* 0: free */
+    int gate_waiters;
 };
 
 const char *odbox_pool_dsn(const odbox_pool *p) { return p->dsn; }
@@ -98,9 +99,15 @@ int odbox_pool_gate_enter(odbox_pool *p, int timeout_ms)
     }
     pthread_mutex_lock(&p->mu);
     int entered = 1;
-    if (!p->gate_depth || !pthread_equal(p->gate_owner, pthread_self()))
-        while (p->gate_depth && entered)
+    /* a newcomer queues behind the waiters: a thread that commits and
+     * begins again at once does not take the gate from them */
+    if ((p->gate_depth && !pthread_equal(p->gate_owner, pthread_self())) || (!p->gate_depth && p->gate_waiters)) {
+        p->gate_waiters++;
+        do
             entered = pthread_cond_timedwait(&p->gate_cv, &p->mu, &until) != ETIMEDOUT || !p->gate_depth;
+        while (p->gate_depth && entered);
+        p->gate_waiters--;
+    }
     if (entered) {
         p->gate_owner = pthread_self();
         p->gate_depth++;
