@@ -187,8 +187,11 @@ const odbox_dialect odbox_dialect_postgresql = {
     .claim_suffix = " FOR UPDATE SKIP LOCKED",
     /* a table never analyzed, or analyzed before its backlog, plans a
      * bitmap scan and a sort of every due row: without sorts the due
-     * index, read in order, is the plan */
-    .claim_begin_sql = "SET LOCAL enable_sort = off",
+     * index, read in order, is the plan. A claim is committed without
+     * waiting for the WAL flush: one lost in a server crash leaves its
+     * rows due again, which at-least-once allows, and a call starts a
+     * flush earlier */
+    .claim_begin_sql = "SELECT set_config('enable_sort', 'off', true), set_config('synchronous_commit', 'off', true)",
     .lock_key_form = ODBOX_LOCK_KEY_INT64,
     .lock_try_sql = "SELECT CASE WHEN pg_try_advisory_lock(?) THEN 1 ELSE 0 END",
     .lock_release_sql = "SELECT CASE WHEN pg_advisory_unlock(?) THEN 1 ELSE 0 END",
@@ -215,7 +218,9 @@ const odbox_dialect odbox_dialect_postgresql = {
     .map_error = map_error,
     /* pg_notify takes the channel as a value (bound), where NOTIFY wants
      * an identifier in the text */
-    .notify_sql = "SELECT pg_notify(?, ?)",
+    .fanout_begin_sql = "SELECT set_config('synchronous_commit', 'off', true)",
+    /* a wake-up is a hint: its commit need not wait for the WAL flush */
+    .notify_sql = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(?, ?)",
 #ifdef HAVE_LIBPQ
     .listen_open = odbox_pg_listen_open,
     .listen_wait = odbox_pg_listen_wait,

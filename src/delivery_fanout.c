@@ -481,12 +481,20 @@ static int write_round(fround *f, odbox_conn *c, odbox_error *err)
     int64_t now = odbox_delivery_now(f->d), changed = 0;
     chunk all = next_chunk(f, 0, 0, d->join_writes_sql != NULL);
     if (d->join_writes_sql && all.e1 == f->nev) {
-        int rc = run_chunk(f, c, SQL_FANOUT_JOINED, &all, now, &changed, err);
+        /* one statement, in a transaction only when the dialect has
+         * something to set for it */
+        int rc = d->fanout_begin_sql ? odbox_delivery_begin(c, d->fanout_begin_sql, err) : ODBOX_OK;
+        if (rc == ODBOX_OK)
+            rc = run_chunk(f, c, SQL_FANOUT_JOINED, &all, now, &changed, err);
+        if (rc == ODBOX_OK && odbox_conn_in_transaction(c))
+            rc = odbox_commit_failed(odbox_conn_commit(c, err), err);
+        else if (odbox_conn_in_transaction(c))
+            odbox_conn_rollback(c, NULL);
         if (rc == ODBOX_OK)
             f->rd->delivered = changed > 0 ? (size_t)changed : 0;
         return rc;
     }
-    int rc = odbox_delivery_begin(c, NULL, err);
+    int rc = odbox_delivery_begin(c, d->fanout_begin_sql, err);
     f->rd->statements++;
     int64_t flipped = 0;
     for (size_t e = 0, r = 0; rc == ODBOX_OK && e < f->nev;) {

@@ -283,6 +283,10 @@ typedef struct odbox_dialect {
      * index scan even on statistics that predate the backlog). */
     const char *delivery_isolation_sql;
     const char *claim_begin_sql;
+    /* Runs first in a fan-out's writes (PostgreSQL: their commit does not
+     * wait for the WAL flush: a fan-out lost in a server crash is done
+     * again, and any later durable commit flushes it). NULL: none. */
+    const char *fanout_begin_sql;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */
