@@ -302,20 +302,18 @@ odbox_handling() { # db hms k n
         "40001/deadlock; a failed round waits handling_poll_ms, 1 s); workers' CPU $W_CPU s"
 }
 # The raw client: k connections doing the same claim work. Sets RATE.
-raw_handling() { # db hms k n [--order-by-column]
-    local db=$1 hms=$2 k=$3 n=$4 ok what="raw,  "
-    shift 4
-    [[ $# -gt 0 ]] && what="raw (ORDER BY the column),"
+raw_handling() { # db hms k n
+    local db=$1 hms=$2 k=$3 n=$4 ok
     prepare_backlog "$db" "$n"
     start_workers "$db" "$k" raw --handler-ms "$hms" --handling-batch "$BENCH_HANDLING_BATCH" \
-        --workers "$BENCH_HANDLER_THREADS" "$@"
+        --workers "$BENCH_HANDLER_THREADS"
     touch "$TMP/go"
     wait_workers
     sum_workers
     ok=$(dbq "$db" "SELECT count(*) FROM $HEVENTLOG.event_notifications WHERE state = 'SUCCEEDED'")
     ((ok == n)) || say "   !! raw client: $ok of $n notifications SUCCEEDED"
     RATE=$(awk -v n="$ok" -v s="$W_SECS" 'BEGIN {printf "%.0f", n / s}')
-    say "   $what $k client(s):    $ok in $W_SECS s: $RATE/s; rounds $W_ROUNDS, stale $W_STALE, rounds or outcomes" \
+    say "   raw,   $k client(s):    $ok in $W_SECS s: $RATE/s; rounds $W_ROUNDS, stale $W_STALE, rounds or outcomes" \
         "retried at once after a 40001: $W_ERR; clients' CPU $W_CPU s"
 }
 
@@ -326,10 +324,9 @@ if has_part handling; then
     say "   odbox: odbox-bench-delivery --mode handle, K processes, the handling only (no fan-out), from a file"
     say "     that starts them all to the last round with a success; the backlog fanned out and ANALYZEd first"
     say "   raw: odbox-bench-delivery --mode raw, K plain ODBC connections (odbox's db layer only), per round the"
-    say "     same due read (FOR UPDATE SKIP LOCKED), claim UPDATE and outcome UPDATE; for a handler of M ms a sleep"
-    say "     of ceil(rows / $BENCH_HANDLER_THREADS) x M ms between claim and outcome (what the handler threads would take)"
-    say "   raw fix (PostgreSQL): the raw client with the due read ordered by <table>.next_retry_at: odbox's bare"
-    say "     next_retry_at names the select list's CAST(next_retry_at AS TEXT), so its read sorts every due row"
+    say "     same transaction (the dialect's isolation and claim_begin_sql as odbox sets them), due read (FOR UPDATE"
+    say "     SKIP LOCKED), claim UPDATE and outcome UPDATE; for a handler of M ms a sleep of"
+    say "     ceil(rows / $BENCH_HANDLER_THREADS) x M ms between claim and outcome (what the handler threads would take)"
     HROWS=()
     for db in "${DBS[@]}"; do
         for hms in "${HMS[@]}"; do
@@ -343,61 +340,75 @@ if has_part handling; then
                 odbox_handling "$db" "$hms" "$k" "$n"
                 ro=$RATE
                 raw_handling "$db" "$hms" "$k" "$n"
-                rr=$RATE rf="-" rfs="-"
-                if [[ $db == pg ]]; then
-                    raw_handling "$db" "$hms" "$k" "$n" --order-by-column
-                    rf=$RATE
-                fi
-                [[ -n $base_o ]] || base_o=$ro base_r=$rr base_f=$rf
-                [[ $rf == - ]] || rfs=$(awk -v a="$rf" -v b="$base_f" 'BEGIN {printf "%.2f", a / b}')
-                HROWS+=("$(printf '%-8s %-7s %5s %8s %10s %9s %10s %9s %10s %10s %9s' "$db" "$hname" "$k" "$n" "$ro" \
+                rr=$RATE
+                [[ -n $base_o ]] || base_o=$ro base_r=$rr
+                HROWS+=("$(printf '%-8s %-7s %5s %8s %10s %9s %10s %9s %10s' "$db" "$hname" "$k" "$n" "$ro" \
                     "$(awk -v a="$ro" -v b="$base_o" 'BEGIN {printf "%.2f", a / b}')" "$rr" \
                     "$(awk -v a="$rr" -v b="$base_r" 'BEGIN {printf "%.2f", a / b}')" \
-                    "$(awk -v a="$ro" -v b="$rr" 'BEGIN {printf "%.2f", a / b}')" "$rf" "$rfs")")
+                    "$(awk -v a="$ro" -v b="$rr" 'BEGIN {printf "%.2f", a / b}')")")
             done
         done
     done
     say
     say "== handling results (notifications/s; machine: ${cpu:-unknown}, nproc $(nproc); fsync: $fsync_rate)"
     say "   scale: against 1 process (client) of the same kind; odbox/raw: at the same count"
-    printf '%-8s %-7s %5s %8s %10s %9s %10s %9s %10s %10s %9s\n' db handler procs backlog "odbox/s" "scale" "raw/s" \
-        "scale" "odbox/raw" "raw fix/s" "scale"
+    printf '%-8s %-7s %5s %8s %10s %9s %10s %9s %10s\n' db handler procs backlog "odbox/s" "scale" "raw/s" \
+        "scale" "odbox/raw"
     printf '%s\n' "${HROWS[@]}"
 fi
 
 # ---- (e) fresh: the drain at default settings on a new eventlog, and the due read's plan ---------
+# A plan's nodes, outermost first ("Limit > LockRows > Index Scan using ...").
+plan_shape() { grep '(cost=' | sed -E 's/^ *(-> *)?//; s/ +\(cost=.*//' | paste -sd'>' | sed 's/>/ > /g'; }
 # Prints the plans of the handling's due read on eventlog $2 of database
-# $1 and says whether it is the ordered scan of event_notifications_due.
+# $1, in a transaction begun as a claim begins it (what --mode due-sql
+# prints: the dialect's delivery_isolation_sql before the begin, its
+# claim_begin_sql after it), and says whether it is the ordered scan of
+# event_notifications_due.
 due_plan() { # db eventlog what
-    local db=$1 ev=$2 sql i plan verdict fixed q mode
-    sql=$(ODBOX_BENCH_DSN=$(dsn_of "$db") "$BIN" --mode due-sql --eventlog "$ev")
+    local db=$1 ev=$2 out iso begin sql plan verdict q mode
+    out=$(ODBOX_BENCH_DSN=$(dsn_of "$db") "$BIN" --mode due-sql --eventlog "$ev")
+    iso=$(awk -F'\t' '$1 == "isolation" {print $2}' <<<"$out")
+    begin=$(awk -F'\t' '$1 == "begin" {print $2}' <<<"$out")
+    sql=$(awk -F'\t' '$1 == "due" {print $2}' <<<"$out")
     if [[ $db == pg ]]; then
         sql=$(awk '{n = 0; out = ""; for (i = 1; i <= length($0); i++) {c = substr($0, i, 1);
             if (c == "?") {n++; out = out "$" n} else out = out c}; print out}' <<<"$sql")
-        say "   the due read (as src/delivery_handling.c builds it; \$1 handler name, \$2 now, \$3 batch):"
+        say "   the claim's due read as odbox runs it (src/delivery_claim.c; \$1 handler name, \$2 now, \$3 batch):"
+        [[ -z $iso ]] || say "     $iso"
+        say "     BEGIN"
+        [[ -z $begin ]] || say "     $begin"
         say "     $sql"
-        fixed=${sql/ORDER BY next_retry_at/ORDER BY $ev.event_notifications.next_retry_at}
-        for mode in force_custom_plan force_generic_plan fixed; do
-            q=$sql
-            if [[ $mode == fixed ]]; then
-                q=$fixed mode=force_generic_plan
-                say "   the same ordered by $ev.event_notifications.next_retry_at (not what odbox runs; src/ unchanged):"
-            fi
-            plan=$(printf '%s\n' "SET TimeZone = 'UTC';" "PREPARE due AS $q;" "SET plan_cache_mode = $mode;" \
-                "EXPLAIN EXECUTE due('bench-1', LOCALTIMESTAMP, 100);" |
+        # psqlODBC prepares on the server and odbox keeps its statements:
+        # after five executions PostgreSQL may use the generic plan
+        for mode in force_custom_plan force_generic_plan ""; do
+            q=(${iso:+"$iso;"} "BEGIN;" ${begin:+"$begin;"})
+            [[ -n $mode ]] || q=("BEGIN;") # for comparison: without them
+            plan=$(printf '%s\n' "SET TimeZone = 'UTC';" "${q[@]}" "PREPARE due AS $sql;" \
+                "SET LOCAL plan_cache_mode = ${mode:-force_custom_plan};" \
+                "EXPLAIN EXECUTE due('bench-1', LOCALTIMESTAMP, 100);" "ROLLBACK;" |
                 PGOPTIONS='-c client_min_messages=warning' pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -f -)
             verdict="the ordered index scan on event_notifications_due"
             if ! grep -q 'Index Scan using event_notifications_due' <<<"$plan" || grep -q 'Sort' <<<"$plan"; then
                 verdict="!! NOT the ordered index scan on event_notifications_due"
             fi
-            say "   plan ($3, plan_cache_mode = $mode): $verdict"
-            sed 's/^/     | /' <<<"$plan"
+            if [[ -n $mode ]]; then
+                say "   plan ($3, plan_cache_mode = $mode): $verdict"
+                sed 's/^/     | /' <<<"$plan"
+            else
+                say "   for comparison, not what odbox runs: without '${begin:-(no claim_begin_sql)}', custom plan:" \
+                    "$(plan_shape <<<"$plan")"
+            fi
         done
     else
-        say "   the due reads (one per state; ? = 'bench-1', UTC_TIMESTAMP(6), 100):"
+        say "   the claim's due reads as odbox runs them (one per state; ? = 'bench-1', UTC_TIMESTAMP(6), 100), after:"
+        [[ -z $iso ]] || say "     $iso"
+        say "     START TRANSACTION"
+        [[ -z $begin ]] || say "     $begin"
         while IFS= read -r q; do
             q=$(sed "s/IN (?)/IN ('bench-1')/; s/<= ?/<= UTC_TIMESTAMP(6)/; s/LIMIT ?/LIMIT 100/" <<<"$q")
-            plan=$(mysql_ "EXPLAIN $q")
+            say "     $q"
+            plan=$(mysql_ "${iso:+$iso; }START TRANSACTION; ${begin:+$begin; }EXPLAIN $q; COMMIT")
             verdict="an ordered scan of event_notifications_due (no filesort)"
             if ! grep -q 'event_notifications_due' <<<"$plan" || grep -q 'filesort' <<<"$plan"; then
                 verdict="!! NOT an ordered scan of event_notifications_due"

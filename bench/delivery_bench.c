@@ -29,28 +29,27 @@
  *    ns) of its start and of its last round with a success.
  *  --mode raw: the same claim work by one plain client on one ODBC
  *    connection (odbox's db layer only: no job, no handler threads, no
- *    JSON): per round, in one transaction, the due read of the handling
- *    (FOR UPDATE SKIP LOCKED) and the claim UPDATE by id, then the
- *    outcome UPDATE (SUCCEEDED) by id guarded by lease_owner; with
- *    --handler-ms, a sleep of ceil(rows / workers) x that between the
- *    two, the time W handler threads would take. Same "ready"/--go
- *    protocol; ends at the first round that reads nothing, then prints
- *    the JSON line.
- *  --mode due-sql: prints the handling's due read for the dialect of the
- *    DSN (a copy of due_sql in src/delivery_handling.c: one handler name,
- *    the database's now), one line per statement; connects to nothing.
- *  --order-by-column (raw, due-sql): the due read ordered by
- *    <table>.next_retry_at instead of next_retry_at. On PostgreSQL the
- *    bare name names the select list's CAST(next_retry_at AS TEXT) (an
- *    output column's name comes first in ORDER BY), so odbox's read sorts
- *    every due row by that text instead of reading the due index in order;
- *    the qualified name is the table's column.
+ *    JSON): per round, in one transaction begun as odbox begins a claim
+ *    (the dialect's delivery_isolation_sql before the begin, its
+ *    claim_begin_sql after it), the due read of the handling (FOR UPDATE
+ *    SKIP LOCKED) and the claim UPDATE by id, then the outcome UPDATE
+ *    (SUCCEEDED) by id guarded by lease_owner; with --handler-ms, a sleep
+ *    of ceil(rows / workers) x that between the two, the time W handler
+ *    threads would take. Same "ready"/--go protocol; ends at the first
+ *    round that reads nothing, then prints the JSON line.
+ *  --mode due-sql: prints what a claim runs for the dialect of the DSN,
+ *    one statement a line, each after a tag and a tab: "isolation" (the
+ *    dialect's delivery_isolation_sql, before the begin) and "begin" (its
+ *    claim_begin_sql, first in the transaction), where the dialect has
+ *    them, then "due" for each due read (a copy of due_sql in
+ *    src/delivery_claim.c: one handler name, no limit, none ordered, the
+ *    database's now); connects to nothing.
  *
  * Usage: odbox-bench-delivery [--dsn DSN] [--replica DSN]
  *                             [--mode rounds|drain|scale|fill|fanout|handle|raw|due-sql] [--events N]
  *                             [--handlers H] [--batch B] [--handling-batch B] [--workers W]
  *                             [--eventlog NAME] [--reuse] [--old N] [--repeat R]
- *                             [--handler-ms MS] [--go FILE] [--stop FILE] [--order-by-column]
+ *                             [--handler-ms MS] [--go FILE] [--stop FILE]
  * --reuse keeps the eventlog's rows (its undelivered events are the
  * backlog), e.g. to measure a backlog the planner's statistics do not
  * know of yet. --old (scale; default 1000000) and --repeat (scale: turns
@@ -79,7 +78,7 @@
 typedef struct opts {
     const char *dsn, *replica, *eventlog, *mode, *go, *stop;
     long events, handlers, batch, hbatch, workers, old, repeat, handler_ms;
-    int reuse, qualified;
+    int reuse;
 } opts;
 
 /* What the hook counts while the jobs run. */
@@ -681,10 +680,12 @@ static int mode_handle(side *sd, const opts *o, odbox_error *e)
     return rc;
 }
 
-/* The handling's due read (src/delivery_handling.c, due_sql) for one
- * handler name and the database's now: variant -1 where the due index is
- * partial, else 0 (PENDING) or 1 (FAILED). */
-static char *due_read_sql(const odbox_dialect *d, const char *table, int variant, int qualified)
+/* The handling's due read (src/delivery_claim.c, due_sql) for one
+ * handler name without a limit, none ordered, and the database's now:
+ * variant -1 where the due index is partial, else 0 (PENDING) or 1
+ * (FAILED). The table is aliased n and ORDER BY names its column (the
+ * select list's text cast of next_retry_at has the same name). */
+static char *due_read_sql(const odbox_dialect *d, const char *table, int variant)
 {
     static const char *const cols[] = {"id", "event_id", "handler_name", "namespace", "action_id", "action_name",
                                        "action_params", "started_date", "completion_date", "model_id",
@@ -708,13 +709,13 @@ static char *due_read_sql(const odbox_dialect *d, const char *table, int variant
                               d->timestamp_read_close);
     else
         n += (size_t)snprintf(sql + n, cap - n, ", %s", d->now_sql);
-    n += (size_t)snprintf(sql + n, cap - n, " FROM %s WHERE state IN ('PENDING', 'FAILED')", table);
+    n += (size_t)snprintf(sql + n, cap - n, " FROM %s n WHERE state IN ('PENDING', 'FAILED')", table);
     if (variant >= 0)
         n += (size_t)snprintf(sql + n, cap - n, " AND state = '%s'", states[variant]);
     snprintf(sql + n, cap - n,
              " AND handler_name IN (?) AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= %s) "
-             "ORDER BY %s%snext_retry_at LIMIT ?%s",
-             d->now_sql, qualified ? table : "", qualified ? "." : "", d->claim_suffix ? d->claim_suffix : "");
+             "ORDER BY n.next_retry_at LIMIT ?%s",
+             d->now_sql, d->claim_suffix ? d->claim_suffix : "");
     return sql;
 }
 
@@ -728,14 +729,32 @@ static int mode_due_sql(const opts *o, odbox_error *e)
     char table[160];
     if (!d || odbox_dialect_eventlog_table(d, o->eventlog, "event_notifications", table, sizeof table) != ODBOX_OK)
         return bench_fail(e, ODBOX_EINVAL, "no dialect for this DSN");
+    if (d->delivery_isolation_sql)
+        printf("isolation\t%s\n", d->delivery_isolation_sql);
+    if (d->claim_begin_sql)
+        printf("begin\t%s\n", d->claim_begin_sql);
     for (int v = d->has_partial_indexes ? -1 : 0; v < (d->has_partial_indexes ? 0 : 2); v++) {
-        char *sql = due_read_sql(d, table, v, o->qualified);
+        char *sql = due_read_sql(d, table, v);
         if (!sql)
             return bench_fail(e, ODBOX_ENOMEM, "out of memory");
-        printf("%s\n", sql);
+        printf("due\t%s\n", sql);
         free(sql);
     }
     return ODBOX_OK;
+}
+
+/* A claim's transaction begun as odbox begins it (odbox_delivery_begin in
+ * src/delivery_claim.c): the dialect's isolation for the delivery's
+ * transactions, the begin, then its claim_begin_sql. */
+static int claim_begin(odbox_conn *c, odbox_error *e)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    int rc = d->delivery_isolation_sql ? odbox_conn_exec(c, d->delivery_isolation_sql, e) : ODBOX_OK;
+    if (rc == ODBOX_OK)
+        rc = odbox_conn_begin(c, e);
+    if (rc == ODBOX_OK && d->claim_begin_sql && (rc = odbox_conn_exec(c, d->claim_begin_sql, e)) != ODBOX_OK)
+        odbox_conn_rollback(c, NULL);
+    return rc;
 }
 
 /* A statement cached by its number of ids (the batch's: kept), else
@@ -771,7 +790,7 @@ static int mode_raw(const opts *o, odbox_error *e)
     odbox_stmt *read[2] = {NULL, NULL}, *claim = NULL, *done = NULL;
     char head[512];
     for (int v = 0; v < nvar && rc == ODBOX_OK; v++) {
-        char *sql = due_read_sql(d, table, nvar == 1 ? -1 : v, o->qualified);
+        char *sql = due_read_sql(d, table, nvar == 1 ? -1 : v);
         rc = sql ? odbox_stmt_prepare(c, sql, &read[v], e) : bench_fail(e, ODBOX_ENOMEM, "out of memory");
         free(sql);
     }
@@ -800,7 +819,7 @@ static int mode_raw(const opts *o, odbox_error *e)
         odbox_uuid_v4(token);
         int64_t now = wall_ns() / 1000;
         size_t n = 0;
-        if ((rc = odbox_conn_begin(c, e)) != ODBOX_OK)
+        if ((rc = claim_begin(c, e)) != ODBOX_OK)
             break;
         for (int v = 0; v < nvar && rc == ODBOX_OK; v++) {
             odbox_stmt *s = read[v];
@@ -897,7 +916,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: odbox-bench-delivery [--dsn DSN] [--replica DSN] [--mode rounds|drain|scale|fill] [--events N] [--handlers H] "
                     "[--batch B] [--handling-batch B] [--workers W] [--eventlog NAME] [--reuse] [--old N] "
-                    "[--repeat R] [--handler-ms MS] [--go FILE] [--stop FILE] [--order-by-column]\n");
+                    "[--repeat R] [--handler-ms MS] [--go FILE] [--stop FILE]\n");
 }
 
 int main(int argc, char **argv)
@@ -910,11 +929,6 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--reuse")) {
             o.reuse = 1;
-            i--;
-            continue;
-        }
-        if (!strcmp(a, "--order-by-column")) {
-            o.qualified = 1;
             i--;
             continue;
         }
