@@ -71,19 +71,6 @@ static int g_stop;
 
 /* ---- time ----------------------------------------------------------------- */
 
-static struct timespec mono_after(int ms)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
 static int ts_before(const struct timespec *a, const struct timespec *b)
 {
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
@@ -135,7 +122,7 @@ static void *watchdog_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&g_mu);
-    struct timespec idle_until = mono_after(WATCHDOG_LINGER_MS);
+    struct timespec idle_until = odbox_mono_after(WATCHDOG_LINGER_MS);
     while (!g_stop) {
         hold *first = NULL;
         for (hold *h = g_holds; h; h = h->next)
@@ -160,7 +147,7 @@ static void *watchdog_main(void *arg)
         pthread_mutex_lock(&g_mu);
         g_firing = NULL;
         pthread_cond_broadcast(&g_done_cv);
-        idle_until = mono_after(WATCHDOG_LINGER_MS);
+        idle_until = odbox_mono_after(WATCHDOG_LINGER_MS);
     }
     g_running = 0;
     pthread_mutex_unlock(&g_mu);
@@ -193,7 +180,7 @@ static int register_hold(hold *h, int max_hold_ms, odbox_error *err)
         g_thread_valid = 1;
         g_running = 1;
     }
-    h->deadline = mono_after(max_hold_ms);
+    h->deadline = odbox_mono_after(max_hold_ms);
     h->armed = 1;
     h->prev = NULL;
     h->next = g_holds;

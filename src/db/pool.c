@@ -89,14 +89,7 @@ int odbox_pool_open(const char *dsn, const odbox_pool_config *cfg, odbox_pool **
 
 int odbox_pool_gate_enter(odbox_pool *p, int timeout_ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = odbox_mono_after(timeout_ms);
     pthread_mutex_lock(&p->mu);
     int entered = 1;
     /* a newcomer queues behind the waiters: a thread that commits and
@@ -161,14 +154,7 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
     if (!p || !out)
         return odbox_fail(err, ODBOX_EINVAL, "pool: acquire with NULL pool or out");
     *out = NULL;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += p->acquire_timeout_ms / 1000;
-    deadline.tv_nsec += (long)(p->acquire_timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = odbox_mono_after(p->acquire_timeout_ms);
 
     pthread_mutex_lock(&p->mu);
     for (;;) {

@@ -80,7 +80,7 @@ enum { COUNTERS = 8, ROUNDS = 200 };
 typedef struct counter_arg {
     odbox_pool *pool;
     const char *table;
-    int rounds, hold_ms; /* ROUNDS when 0; hold_ms: a transaction keeps the lock this long */
+    int rounds, hold_ms; /* hold_ms: a transaction keeps the lock this long */
     int failures;
     char message[ODBOX_ERROR_MESSAGE_MAX];
 } counter_arg;
@@ -112,7 +112,7 @@ static int bump(odbox_conn *c, const char *table, int hold_ms, odbox_error *e)
 static void *count_up(void *ud)
 {
     counter_arg *a = ud;
-    for (int i = 0; i < (a->rounds ? a->rounds : ROUNDS); i++) {
+    for (int i = 0; i < a->rounds; i++) {
         odbox_conn *c = NULL;
         odbox_error e = {0};
         int rc = odbox_pool_acquire(a->pool, &c, &e);
@@ -125,23 +125,22 @@ static void *count_up(void *ud)
     return NULL;
 }
 
-/* Threads that read and then write in one transaction (a deferred BEGIN
- * makes the write fail at once with "database is locked" when another
- * connection committed since the read): none fails, no update is lost. */
-START_TEST(threads_read_then_write_in_transactions)
+/* COUNTERS threads of rounds bumps each (hold_ms inside each transaction)
+ * on a pool of dsn: none fails, no update is lost. */
+static void count_in_threads(const char *dsn, const char *name, int rounds, int hold_ms)
 {
     odbox_conn *admin = itest_connect(1);
     char t[64];
-    itest_name(t, sizeof t, "t_counter");
+    itest_name(t, sizeof t, name);
     itest_exec(admin, "CREATE TABLE %s (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)", t);
     itest_exec(admin, "INSERT INTO %s (id, n) VALUES (1, 0)", t);
     odbox_pool *pool = NULL;
     odbox_pool_config cfg = {.size = COUNTERS, .acquire_timeout_ms = 60000};
-    ck_assert_int_eq(odbox_pool_open(itest_dsn(1), &cfg, &pool, NULL), ODBOX_OK);
+    ck_assert_int_eq(odbox_pool_open(dsn, &cfg, &pool, NULL), ODBOX_OK);
     counter_arg args[COUNTERS];
     pthread_t th[COUNTERS];
     for (int i = 0; i < COUNTERS; i++) {
-        args[i] = (counter_arg){.pool = pool, .table = t};
+        args[i] = (counter_arg){.pool = pool, .table = t, .rounds = rounds, .hold_ms = hold_ms};
         ck_assert_int_eq(pthread_create(&th[i], NULL, count_up, &args[i]), 0);
     }
     for (int i = 0; i < COUNTERS; i++) {
@@ -149,10 +148,18 @@ START_TEST(threads_read_then_write_in_transactions)
         ck_assert_msg(args[i].failures == 0, "thread %d: %d failed transactions, the first: %s", i, args[i].failures,
                       args[i].message);
     }
-    ck_assert_int_eq(itest_count(admin, "SELECT n FROM %s", t), COUNTERS * ROUNDS);
+    ck_assert_int_eq(itest_count(admin, "SELECT n FROM %s", t), COUNTERS * rounds);
     odbox_pool_free(&pool);
     itest_exec(admin, "DROP TABLE %s", t);
     odbox_conn_close(&admin);
+}
+
+/* Threads that read and then write in one transaction (a deferred BEGIN
+ * makes the write fail at once with "database is locked" when another
+ * connection committed since the read): none fails, no update is lost. */
+START_TEST(threads_read_then_write_in_transactions)
+{
+    count_in_threads(itest_dsn(1), "t_counter", ROUNDS, 0);
 }
 END_TEST
 
@@ -162,31 +169,9 @@ END_TEST
  * fails (through the busy handler most would), and none is lost. */
 START_TEST(a_pools_transactions_take_turns_beyond_the_busy_timeout)
 {
-    odbox_conn *admin = itest_connect(1);
-    char t[64];
-    itest_name(t, sizeof t, "t_gate");
-    itest_exec(admin, "CREATE TABLE %s (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)", t);
-    itest_exec(admin, "INSERT INTO %s (id, n) VALUES (1, 0)", t);
     char *dsn = itest_dsn_with(1, "Timeout=20");
-    odbox_pool *pool = NULL;
-    odbox_pool_config cfg = {.size = COUNTERS, .acquire_timeout_ms = 60000};
-    ck_assert_int_eq(odbox_pool_open(dsn, &cfg, &pool, NULL), ODBOX_OK);
-    counter_arg args[COUNTERS];
-    pthread_t th[COUNTERS];
-    for (int i = 0; i < COUNTERS; i++) {
-        args[i] = (counter_arg){.pool = pool, .table = t, .rounds = 10, .hold_ms = 5};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, count_up, &args[i]), 0);
-    }
-    for (int i = 0; i < COUNTERS; i++) {
-        pthread_join(th[i], NULL);
-        ck_assert_msg(args[i].failures == 0, "thread %d: %d failed transactions, the first: %s", i, args[i].failures,
-                      args[i].message);
-    }
-    ck_assert_int_eq(itest_count(admin, "SELECT n FROM %s", t), COUNTERS * 10);
-    odbox_pool_free(&pool);
+    count_in_threads(dsn, "t_gate", 10, 5);
     free(dsn);
-    itest_exec(admin, "DROP TABLE %s", t);
-    odbox_conn_close(&admin);
 }
 END_TEST
 
