@@ -166,24 +166,29 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
     return ODBOX_OK;
 }
 
+/* {"ok": true, "name": name, key: n} on stdout. */
+static void print_count_json(const char *name, const char *key, int64_t n)
+{
+    json_object *top = json_object_new_object();
+    json_object_object_add(top, "ok", json_object_new_boolean(1));
+    json_object_object_add(top, "name", json_object_new_string(name));
+    json_object_object_add(top, key, json_object_new_int64(n));
+    cli_print_json(top);
+    json_object_put(top);
+}
+
 static int retire(odbox_registry *r, const char *name, const cli *c, odbox_error *err)
 {
     int64_t n = 0;
     int rc = odbox_subscription_retire(r, name, &n, err);
     if (rc != ODBOX_OK)
         return rc;
-    if (c->json) {
-        json_object *top = json_object_new_object();
-        json_object_object_add(top, "ok", json_object_new_boolean(1));
-        json_object_object_add(top, "name", json_object_new_string(name));
-        json_object_object_add(top, "retired_shards", json_object_new_int64(n));
-        cli_print_json(top);
-        json_object_put(top);
-    } else if (n) {
+    if (c->json)
+        print_count_json(name, "retired_shards", n);
+    else if (n)
         printf("retired subscription '%s' on %lld shard(s)\n", name, (long long)n);
-    } else {
+    else
         printf("subscription '%s' was retired already\n", name);
-    }
     return ODBOX_OK;
 }
 
@@ -193,16 +198,10 @@ static int replay(odbox_registry *r, const char *name, int64_t since, const cli 
     int rc = odbox_subscription_replay(r, name, since, NULL, &n, err);
     if (rc != ODBOX_OK)
         return rc;
-    if (c->json) {
-        json_object *top = json_object_new_object();
-        json_object_object_add(top, "ok", json_object_new_boolean(1));
-        json_object_object_add(top, "name", json_object_new_string(name));
-        json_object_object_add(top, "created", json_object_new_int64(n));
-        cli_print_json(top);
-        json_object_put(top);
-    } else {
+    if (c->json)
+        print_count_json(name, "created", n);
+    else
         printf("replayed %lld notification(s) for subscription '%s'\n", (long long)n, name);
-    }
     return ODBOX_OK;
 }
 
