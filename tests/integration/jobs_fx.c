@@ -183,3 +183,28 @@ int jt_reap(pid_t pid, int extra_ms)
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+int64_t jt_runs_by(jfx *f, const char *runner)
+{
+    return itest_count(f->c, "SELECT COUNT(*) FROM %s WHERE runner = '%s'", f->runs, runner);
+}
+
+int jt_has_run(void *arg)
+{
+    jt_runs_of *r = arg;
+    return jt_runs_by(r->f, r->runner) > 0;
+}
+
+pid_t jt_spawn_holder(jfx *f, int heartbeat_ms, int limit)
+{
+    char hb[16], lim[16];
+    snprintf(hb, sizeof hb, "%d", heartbeat_ms);
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *args[] = {"--dsn", itest_dsn(1), "--job", f->job, "--runner", "holder", "--table", f->runs,
+                          "--mode", "hold", "--poll", "50", "--heartbeat", hb, "--limit", lim,
+                          "--duration", "60000", NULL};
+    pid_t holder = jt_spawn("tests/jobs/jobs-runner", args, NULL);
+    jt_runs_of held = {f, "holder"};
+    ck_assert_msg(jt_wait_for(jt_has_run, &held), "the holder process never ran the job");
+    return holder;
+}

@@ -80,4 +80,17 @@ pid_t jt_spawn(const char *rel, const char *const *args, const char *out_path);
  * after killing it. */
 int jt_reap(pid_t pid, int extra_ms);
 
+/* Rows of f's runs table written by runner; jt_has_run: any (a
+ * condition for jt_wait_for). */
+int64_t jt_runs_by(jfx *f, const char *runner);
+typedef struct jt_runs_of {
+    jfx *f;
+    const char *runner;
+} jt_runs_of;
+int jt_has_run(void *runs_of);
+/* A jobs-runner process "holder" that runs f's job with heartbeat_ms and
+ * a dead window of limit heartbeats, holding each run for a minute;
+ * returned once it has run (asserted). */
+pid_t jt_spawn_holder(jfx *f, int heartbeat_ms, int limit);
+
 #endif

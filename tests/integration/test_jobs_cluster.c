@@ -209,17 +209,6 @@ END_TEST
 
 /* ---- takeover -------------------------------------------------------------------------------- */
 
-typedef struct runs_of {
-    jfx *f;
-    const char *runner;
-} runs_of;
-
-static int has_run(void *arg)
-{
-    runs_of *r = arg;
-    return itest_count(r->f->c, "SELECT COUNT(*) FROM %s WHERE runner = '%s'", r->f->runs, r->runner) > 0;
-}
-
 #define TK_HEARTBEAT_MS 200
 #define TK_LIMIT 5 /* dead window: 1 s */
 
@@ -227,15 +216,7 @@ START_TEST(takeover_after_kill_9)
 {
     jfx f;
     jfx_open(&f);
-    char hb[16], limit[16];
-    snprintf(hb, sizeof hb, "%d", TK_HEARTBEAT_MS);
-    snprintf(limit, sizeof limit, "%d", TK_LIMIT);
-    const char *args[] = {"--dsn", itest_dsn(1), "--job", f.job, "--runner", "holder", "--table", f.runs,
-                          "--mode", "hold", "--poll", "50", "--heartbeat", hb, "--limit", limit,
-                          "--duration", "60000", NULL};
-    pid_t holder = jt_spawn("tests/jobs/jobs-runner", args, NULL);
-    runs_of held = {&f, "holder"};
-    ck_assert_msg(jt_wait_for(has_run, &held), "the holder process never ran the job");
+    pid_t holder = jt_spawn_holder(&f, TK_HEARTBEAT_MS, TK_LIMIT);
     odbox_job_info in = jt_must_row(&f, f.job);
     ck_assert(in.picked);
 
@@ -250,8 +231,8 @@ START_TEST(takeover_after_kill_9)
     jt_start(j);
     int64_t beat0 = jt_must_row(&f, f.job).last_heartbeat_us;
     jt_sleep_ms(TK_HEARTBEAT_MS * TK_LIMIT * 5 / 2);
-    runs_of taken = {&f, "taker"};
-    ck_assert_msg(!has_run(&taken), "taken over while the holder heartbeated");
+    jt_runs_of taken = {&f, "taker"};
+    ck_assert_msg(!jt_has_run(&taken), "taken over while the holder heartbeated");
     in = jt_must_row(&f, f.job);
     ck_assert(in.picked);
     ck_assert_int_gt(in.last_heartbeat_us, beat0); /* the holder's heartbeats arrive */
@@ -260,7 +241,7 @@ START_TEST(takeover_after_kill_9)
     int st;
     waitpid(holder, &st, 0);
     int64_t last_beat = jt_must_row(&f, f.job).last_heartbeat_us;
-    ck_assert_msg(jt_wait_for(has_run, &taken), "never taken over after kill -9");
+    ck_assert_msg(jt_wait_for(jt_has_run, &taken), "never taken over after kill -9");
     int64_t started = itest_count(f.c, "SELECT MIN(started) FROM %s WHERE runner = 'taker'", f.runs);
     /* after the dead window, counted from the holder's last heartbeat */
     ck_assert_int_ge(started, last_beat + (int64_t)TK_HEARTBEAT_MS * TK_LIMIT * 1000);

@@ -48,22 +48,6 @@ static void set_row_time(jfx *f, const char *col, int64_t us)
     odbox_stmt_free(&s);
 }
 
-typedef struct runs_of {
-    jfx *f;
-    const char *runner;
-} runs_of;
-
-static int64_t runs_by(jfx *f, const char *runner)
-{
-    return itest_count(f->c, "SELECT COUNT(*) FROM %s WHERE runner = '%s'", f->runs, runner);
-}
-
-static int has_run(void *arg)
-{
-    runs_of *r = arg;
-    return runs_by(r->f, r->runner) > 0;
-}
-
 typedef struct recorder {
     odbox_pool *pool;
     const char *table;
@@ -88,15 +72,8 @@ static void skewed_poller(int64_t skew_us)
 {
     jfx f;
     jfx_open(&f);
-    char hb[16], limit[16];
-    snprintf(hb, sizeof hb, "%d", SK_HEARTBEAT_MS);
-    snprintf(limit, sizeof limit, "%d", SK_LIMIT);
-    const char *args[] = {"--dsn", itest_dsn(1), "--job", f.job, "--runner", "holder", "--table", f.runs,
-                          "--mode", "hold", "--poll", "50", "--heartbeat", hb, "--limit", limit,
-                          "--duration", "60000", NULL};
-    pid_t holder = jt_spawn("tests/jobs/jobs-runner", args, NULL);
-    runs_of held = {&f, "holder"}, taken = {&f, "taker"};
-    ck_assert_msg(jt_wait_for(has_run, &held), "the holder process never ran the job");
+    pid_t holder = jt_spawn_holder(&f, SK_HEARTBEAT_MS, SK_LIMIT);
+    jt_runs_of taken = {&f, "taker"};
 
     odbox_clock_skew_set(skew_us);
     recorder rec = {f.pool, f.runs, "taker"};
@@ -108,7 +85,7 @@ static void skewed_poller(int64_t skew_us)
     jt_start(j);
     /* three dead windows of a live holder: no takeover */
     jt_sleep_ms(SK_HEARTBEAT_MS * SK_LIMIT * 3);
-    int taken_live = has_run(&taken);
+    int taken_live = jt_has_run(&taken);
     odbox_job_info in = jt_must_row(&f, f.job);
 
     ck_assert_int_eq(kill(holder, SIGKILL), 0);
@@ -116,7 +93,7 @@ static void skewed_poller(int64_t skew_us)
     waitpid(holder, &st, 0);
     int64_t killed = jt_mono_ms();
     int64_t last_beat = jt_must_row(&f, f.job).last_heartbeat_us;
-    int took = jt_wait_for(has_run, &taken);
+    int took = jt_wait_for(jt_has_run, &taken);
     int64_t took_ms = jt_mono_ms() - killed;
     odbox_jobs_free(&j);
     odbox_clock_skew_set(0);
@@ -166,7 +143,7 @@ START_TEST(an_always_due_job_takes_turns_across_processes)
         ck_assert_int_eq(jt_reap(pids[i], FT_RUN_MS), 0);
     int64_t n[3], all = 0;
     for (int i = 0; i < 3; i++)
-        all += n[i] = runs_by(&f, names[i]);
+        all += n[i] = jt_runs_by(&f, names[i]);
     printf("turns (%s): p1 %lld, p2 %lld, p3 %lld runs\n", itest_dialect(), (long long)n[0], (long long)n[1],
            (long long)n[2]);
     ck_assert_int_ge(all, 6);
