@@ -2,7 +2,10 @@
  * which share nothing but the database:
  *
  *   fault-worker setup DSN          migrates the shard, creates fault_calls
- *   fault-worker write DSN COUNT    runs COUNT actions; prints per action
+ *                                   and call_log
+ *   fault-worker write DSN COUNT    runs COUNT actions (0: until SIGTERM;
+ *                                   FAULT_WRITE_PAUSE_MS=N: N ms between
+ *                                   actions); prints per action
  *                                   "<action_id> <outcome> <code>", outcome
  *                                   committed | refused | doubt-committed |
  *                                   doubt-uncommitted; goes on after errors
@@ -11,10 +14,21 @@
  *                                   SIGTERM (the test kill -9s it); with
  *                                   FAULT_HANDLERS=alpha,gamma (say) only
  *                                   those handlers: an older version of the
- *                                   service in a rolling deploy
+ *                                   service in a rolling deploy; with
+ *                                   FAULT_SLEEP_MS=20-50 (say) each call
+ *                                   sleeps a random 20 to 50 ms and logs
+ *                                   its start and end in call_log, and
+ *                                   FAULT_LEASE_MS sets lease_ms (the
+ *                                   handler timeout is half of it)
  *   fault-worker pending DSN        prints what is not finished yet
  *   fault-worker check DSN LOG      checks the end state against the
  *                                   writer's LOG; prints the duplicates
+ *   fault-worker calls DSN KILLS    checks call_log (KILLS: "<pid> <epoch
+ *                                   us>" per kill -9): no (event,
+ *                                   subscription) pair without a SUCCEEDED
+ *                                   row, no two calls of a row overlapping
+ *                                   (a killed process's open call ends at
+ *                                   its kill); prints the repeated calls
  *
  * Every action emits one or two events: FaultA always, FaultB every third
  * action; each type has two handlers. Every 50th action fails in perform
@@ -22,9 +36,11 @@
  * records its call in fault_calls (one row per call, committed before it
  * returns success), so a call whose outcome a crash lost shows twice. */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "odbox/odbox.h"
 
@@ -130,6 +146,12 @@ static int setup(void)
     if ((rc = q("CREATE TABLE fault_calls (handler VARCHAR(64) NOT NULL, event_id VARCHAR(36) NOT NULL)", NULL,
                 NULL, NULL, &e)) != ODBOX_OK)
         return fail("create fault_calls", rc, &e);
+    /* one row per call of the timed handlers: started when the call
+     * began, ended when it returned (NULL: it never returned) */
+    if ((rc = q("CREATE TABLE call_log (notification_id VARCHAR(36) NOT NULL, pid BIGINT NOT NULL, "
+                "seq BIGINT NOT NULL, started BIGINT NOT NULL, ended BIGINT, PRIMARY KEY (pid, seq))",
+                NULL, NULL, NULL, &e)) != ODBOX_OK)
+        return fail("create call_log", rc, &e);
     return 0;
 }
 
@@ -154,8 +176,14 @@ static int perform(odbox_context *ctx, json_object *params, odbox_plan *plan, vo
     return rc;
 }
 
+static volatile sig_atomic_t stop;
+static void on_term(int sig) { (void)sig, stop = 1; }
+
 static int write_actions(int n)
 {
+    signal(SIGTERM, on_term); /* COUNT 0: the test ends the run with SIGTERM */
+    const char *pause_s = getenv("FAULT_WRITE_PAUSE_MS");
+    int pause_ms = pause_s ? atoi(pause_s) : 0;
     odbox_executor *exe = NULL;
     odbox_error e = {0};
     int rc = odbox_executor_open("com.example.faults", reg, NULL, &exe, &e);
@@ -165,7 +193,9 @@ static int write_actions(int n)
         return fail("executor", rc, &e);
     int i;
     const odbox_action action = {"FaultWrite", perform, &i};
-    for (i = 0; i < n; i++) {
+    for (i = 0; (n == 0 || i < n) && !stop; i++) {
+        if (pause_ms > 0 && i > 0)
+            usleep((useconds_t)pause_ms * 1000);
         odbox_result res = {0};
         rc = odbox_execute(exe, &action, NULL, NULL, &res, &e);
         const char *outcome = "committed";
@@ -194,6 +224,8 @@ static int write_actions(int n)
         if (rc != ODBOX_OK && rc != ODBOX_EINVAL && rc != ODBOX_EINDOUBT)
             fprintf(stderr, "fault-worker: action %d: %s: %s\n", i, odbox_errname(rc), e.message);
         odbox_result_clear(&res);
+        if (n == 0)
+            fflush(stdout); /* a line per action as it ends */
     }
     fflush(stdout);
     odbox_executor_free(&exe);
@@ -202,13 +234,45 @@ static int write_actions(int n)
 
 /* ---- the worker ------------------------------------------------------------------------------- */
 
-static volatile sig_atomic_t stop;
-static void on_term(int sig) { (void)sig, stop = 1; }
-
 static int record_call(const odbox_envelope *env, void *user, odbox_error *err)
 {
     return q("INSERT INTO fault_calls (handler, event_id) VALUES (?, ?)", (const char *)user, env->event_id, NULL,
              err);
+}
+
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* FAULT_SLEEP_MS=lo-hi */
+static int sleep_lo, sleep_hi;
+static atomic_long call_seq;
+
+/* A call that takes a while: its start is committed to call_log before
+ * it sleeps, its end after (each on a connection of its own, as a
+ * handler's writes are), so a call cut off by kill -9 shows as started
+ * and never ended. */
+static int timed_call(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    long seq = atomic_fetch_add(&call_seq, 1);
+    long pid = (long)getpid();
+    char sql[256];
+    snprintf(sql, sizeof sql, "INSERT INTO call_log (notification_id, pid, seq, started) VALUES (?, %ld, %ld, %lld)",
+             pid, seq, (long long)wall_us());
+    int rc = q(sql, env->notification_id, NULL, NULL, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    /* a random length, the same for a (process, call) on every run */
+    unsigned long x = (unsigned long)seq * 2654435761UL ^ (unsigned long)pid * 40503UL;
+    usleep((useconds_t)(sleep_lo + (int)(x % (unsigned long)(sleep_hi - sleep_lo + 1))) * 1000);
+    if ((rc = record_call(env, user, err)) != ODBOX_OK)
+        return rc;
+    snprintf(sql, sizeof sql, "UPDATE call_log SET ended = %lld WHERE pid = %ld AND seq = %ld", (long long)wall_us(),
+             pid, seq);
+    return q(sql, NULL, NULL, NULL, err);
 }
 
 /* what the jobs report (a failed round, a takeover), for the test to count */
@@ -229,6 +293,11 @@ static int work(void)
     odbox_jobs *jobs = NULL;
     int rc = odbox_handlers_new(&h, &e);
     const char *only = getenv("FAULT_HANDLERS");
+    const char *sleep_s = getenv("FAULT_SLEEP_MS");
+    if (sleep_s && (sscanf(sleep_s, "%d-%d", &sleep_lo, &sleep_hi) != 2 || sleep_lo < 0 || sleep_hi < sleep_lo)) {
+        fprintf(stderr, "fault-worker: FAULT_SLEEP_MS=%s: want LO-HI (ms)\n", sleep_s);
+        return 2;
+    }
     for (int i = 0; rc == ODBOX_OK && i < HANDLERS; i++) {
         char key[80];
         snprintf(key, sizeof key, ",%s,", HNAME[i]);
@@ -236,12 +305,22 @@ static int work(void)
         snprintf(list, sizeof list, ",%s,", only ? only : "");
         if (only && !strstr(list, key))
             continue;
-        odbox_handler hd = {.name = HNAME[i], .event_type = HTYPE[i], .handle = record_call, .user = (void *)HNAME[i]};
+        odbox_handler hd = {.name = HNAME[i],
+                            .event_type = HTYPE[i],
+                            .handle = sleep_s ? timed_call : record_call,
+                            .user = (void *)HNAME[i]};
         rc = odbox_handlers_add(h, &hd, &e);
     }
     /* the handlers return at once: a killed worker's claims are taken
      * over once their lease (12 s) has passed */
     odbox_delivery_config dc = {.handler_timeout_ms = 10000, .lease_ms = 12000};
+    const char *lease_s = getenv("FAULT_LEASE_MS");
+    if (lease_s && atoi(lease_s) > 0) /* a lease of a few seconds: calls of a killed worker are taken over sooner */
+        dc.lease_ms = atoi(lease_s), dc.handler_timeout_ms = dc.lease_ms / 2;
+    /* calls that take a while: a round claims two per handler thread, so
+     * that it ends well within its lease even on a loaded machine */
+    if (sleep_s)
+        dc.handling_batch = 16, dc.workers = 8;
     if (rc == ODBOX_OK)
         rc = odbox_delivery_open(reg, h, &dc, &d, &e);
     /* short windows: a killed worker's run is taken over after 1 s */
@@ -349,10 +428,168 @@ static int check(const char *log)
     return bad ? 1 : 0;
 }
 
+/* ---- the calls of the timed handlers ------------------------------------------------------- */
+
+typedef struct kill_rec {
+    long pid;
+    int64_t at_us;
+} kill_rec;
+
+typedef struct call_rec {
+    char nid[40];
+    long pid;
+    int64_t started, ended; /* ended: INT64_MAX when open and not killed */
+    int open, killed;
+} call_rec;
+
+static int calls_check(const char *kills_path)
+{
+    kill_rec kills[1024];
+    int nkills = 0;
+    FILE *f = fopen(kills_path, "r");
+    if (!f) {
+        perror(kills_path);
+        return 1;
+    }
+    long kp;
+    long long kat;
+    while (nkills < (int)(sizeof kills / sizeof kills[0]) && fscanf(f, "%ld %lld", &kp, &kat) == 2)
+        kills[nkills++] = (kill_rec){kp, (int64_t)kat};
+    fclose(f);
+
+    const char *ev = evtab("events"), *no = evtab("event_notifications"), *st = evtab("subscription_types");
+    int bad = 0;
+    /* 0 lost: every event of a subscribed type has a SUCCEEDED row per
+     * subscription of its type */
+    int64_t subs = count("SELECT COUNT(*) FROM %s", st, NULL);
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM %s e JOIN %s t ON t.event_type = e.event_type WHERE NOT EXISTS "
+             "(SELECT 1 FROM %s n WHERE n.event_id = e.id AND n.handler_name = t.name AND n.state = 'SUCCEEDED')",
+             ev, st, no);
+    int64_t lost = count("%s", sql, NULL);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s e JOIN %s t ON t.event_type = e.event_type", ev, st);
+    int64_t pairs = count("%s", sql, NULL);
+    if (subs < 0 || lost < 0 || pairs < 0)
+        return 1;
+    printf("(event, subscription) pairs: %lld over %lld subscription types; lost (no SUCCEEDED row): %lld\n",
+           (long long)pairs, (long long)subs, (long long)lost);
+    if (subs != HANDLERS)
+        bad++, fprintf(stderr, "FAIL: %lld subscription types, want %d\n", (long long)subs, HANDLERS);
+    if (lost != 0 || pairs == 0)
+        bad++, fprintf(stderr, "FAIL: %lld (event, subscription) pairs of %lld have no SUCCEEDED row\n",
+                       (long long)lost, (long long)pairs);
+
+    /* the calls, a row's together in the order they started */
+    size_t n = 0, cap = 0;
+    call_rec *v = NULL;
+    odbox_pool *p = odbox_shard_primary(odbox_registry_shard_at(reg, 0));
+    odbox_conn *c = NULL;
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    int rc = odbox_pool_acquire(p, &c, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_prepare(c,
+                                "SELECT notification_id, pid, started, ended FROM call_log "
+                                "ORDER BY notification_id, started",
+                                &s, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, &e);
+    while (rc == ODBOX_OK) {
+        int fr = odbox_stmt_fetch(s, &e);
+        if (fr <= 0) {
+            rc = fr < 0 ? fr : ODBOX_OK;
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 4096;
+            call_rec *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = set_err(&e, ODBOX_ENOMEM, "out of memory");
+                break;
+            }
+            v = nv;
+        }
+        call_rec *r = &v[n];
+        memset(r, 0, sizeof *r);
+        const char *nid = NULL;
+        int64_t pid = 0;
+        int null = 0;
+        if ((rc = odbox_stmt_get_text(s, 1, &nid, NULL, &e)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_int64(s, 2, &pid, NULL, &e)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_int64(s, 3, &r->started, NULL, &e)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_int64(s, 4, &r->ended, &null, &e)) != ODBOX_OK)
+            break;
+        snprintf(r->nid, sizeof r->nid, "%s", nid);
+        r->pid = (long)pid;
+        for (int k = 0; k < nkills; k++)
+            if (kills[k].pid == r->pid)
+                r->killed = 1, r->ended = null ? kills[k].at_us : r->ended;
+        if (null) {
+            r->open = 1;
+            if (!r->killed)
+                r->ended = INT64_MAX;
+        }
+        n++;
+    }
+    odbox_stmt_free(&s);
+    if (c)
+        odbox_pool_release(p, &c);
+    if (rc != ODBOX_OK) {
+        free(v);
+        return fail("call_log", rc, &e);
+    }
+
+    size_t rows = 0, repeated = 0, after_kill = 0, open_killed = 0, open_alive = 0, overlaps = 0,
+           overlaps_closed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].open)
+            v[i].killed ? open_killed++ : open_alive++;
+        if (i == 0 || strcmp(v[i].nid, v[i - 1].nid) != 0) {
+            rows++;
+            continue;
+        }
+        repeated++;
+        /* a call repeated after an earlier call of the row by a process
+         * that was killed (cut off, or its outcome never written) */
+        size_t first = i;
+        while (first > 0 && !strcmp(v[first - 1].nid, v[i].nid))
+            first--;
+        int by_killed = 0;
+        for (size_t j = first; j < i; j++) {
+            by_killed |= v[j].killed;
+            if (v[i].started < v[j].ended && v[j].started < v[i].ended) {
+                overlaps++;
+                overlaps_closed += !v[i].open && !v[j].open;
+                if (overlaps <= 10)
+                    fprintf(stderr,
+                            "FAIL: notification %s: call of pid %ld [%lld, %lld%s] overlaps the call of pid %ld "
+                            "[%lld, %lld%s]\n",
+                            v[i].nid, v[j].pid, (long long)v[j].started, (long long)v[j].ended,
+                            v[j].open ? " (killed)" : "", v[i].pid, (long long)v[i].started, (long long)v[i].ended,
+                            v[i].open ? " (killed)" : "");
+            }
+        }
+        after_kill += by_killed;
+    }
+    free(v);
+    printf("calls: %zu of %zu rows: %zu duplicates (%zu after a call by a killed process, %zu otherwise); "
+           "%zu cut off by a kill -9\n",
+           n, rows, repeated, after_kill, repeated - after_kill, open_killed);
+    printf("overlapping calls of one row: %zu (%zu with both calls ended)\n", overlaps, overlaps_closed);
+    if (overlaps)
+        bad++, fprintf(stderr, "FAIL: %zu pairs of calls of one notification overlap in time\n", overlaps);
+    if (open_alive)
+        bad++, fprintf(stderr, "FAIL: %zu calls of processes never killed have no end\n", open_alive);
+    if (rows == 0)
+        bad++, fprintf(stderr, "FAIL: no calls\n");
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: fault-worker setup|write|work|pending|check DSN [COUNT|LOG]\n");
+        fprintf(stderr, "usage: fault-worker setup|write|work|pending|check|calls DSN [COUNT|LOG|KILLS]\n");
         return 2;
     }
     odbox_error e = {0};
@@ -372,6 +609,8 @@ int main(int argc, char **argv)
         ret = n < 0;
     } else if (!strcmp(argv[1], "check") && argc == 4)
         ret = check(argv[3]);
+    else if (!strcmp(argv[1], "calls") && argc == 4)
+        ret = calls_check(argv[3]);
     odbox_registry_free(&reg);
     return ret;
 }
