@@ -51,6 +51,7 @@ static const odbox_event_type EV_B = {"FaultB"};
 static const char *const HNAME[HANDLERS] = {"alpha", "beta", "gamma", "delta"};
 static const char *const HTYPE[HANDLERS] = {"FaultA", "FaultA", "FaultB", "FaultB"};
 #define REFUSE_EVERY 50
+#define GAMMA_LIMIT 2
 #define BOUND_MS 120000 /* any wait of the tools themselves */
 
 static odbox_registry *reg;
@@ -157,12 +158,22 @@ static int setup(void)
 
 /* ---- the writer ------------------------------------------------------------------------------- */
 
+/* FAULT_MODELS=N: the writer's events go to N models in turn (so that a
+ * model has many events, in order), else each action's to a new one */
+#define MAX_MODELS 64
+static odbox_model *models[MAX_MODELS];
+static int nmodels;
+
 static int perform(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
 {
     (void)ctx, (void)params;
     int i = *(int *)user;
     odbox_model *m = NULL;
-    int rc = odbox_model_new(&PROBE_T, NULL, &m, err);
+    int rc = ODBOX_OK;
+    if (nmodels)
+        rc = (m = odbox_model_copy(models[i % nmodels])) ? ODBOX_OK : set_err(err, ODBOX_ENOMEM, "out of memory");
+    else
+        rc = odbox_model_new(&PROBE_T, NULL, &m, err);
     json_object *payload = json_object_new_object();
     json_object_object_add(payload, "i", json_object_new_int(i));
     if (rc == ODBOX_OK)
@@ -191,6 +202,13 @@ static int write_actions(int n)
         rc = odbox_executor_register_model(exe, &PROBE_T, &e);
     if (rc != ODBOX_OK)
         return fail("executor", rc, &e);
+    const char *models_s = getenv("FAULT_MODELS");
+    nmodels = models_s ? atoi(models_s) : 0;
+    nmodels = nmodels < 0 ? 0 : nmodels > MAX_MODELS ? MAX_MODELS : nmodels;
+    for (int k = 0; k < nmodels && rc == ODBOX_OK; k++)
+        rc = odbox_model_new(&PROBE_T, NULL, &models[k], &e);
+    if (rc != ODBOX_OK)
+        return fail("models", rc, &e);
     int i;
     const odbox_action action = {"FaultWrite", perform, &i};
     for (i = 0; (n == 0 || i < n) && !stop; i++) {
@@ -229,6 +247,8 @@ static int write_actions(int n)
     }
     fflush(stdout);
     odbox_executor_free(&exe);
+    for (int k = 0; k < nmodels; k++)
+        odbox_model_free(&models[k]);
     return 0;
 }
 
@@ -310,6 +330,12 @@ static int work(void)
                             .handle = sleep_s ? timed_call : record_call,
                             .user = (void *)HNAME[i]};
         rc = odbox_handlers_add(h, &hd, &e);
+        /* FAULT_OPTIONS=1: beta is ordered per model, gamma has at most
+         * GAMMA_LIMIT calls in flight across the workers */
+        odbox_handler_options o = {.ordered = !strcmp(HNAME[i], "beta"),
+                                   .max_in_flight = !strcmp(HNAME[i], "gamma") ? GAMMA_LIMIT : 0};
+        if (rc == ODBOX_OK && getenv("FAULT_OPTIONS"))
+            rc = odbox_handlers_set_options(h, HNAME[i], &o, &e);
     }
     /* the handlers return at once: a killed worker's claims are taken
      * over once their lease (12 s) has passed */
@@ -442,6 +468,101 @@ typedef struct call_rec {
     int open, killed;
 } call_rec;
 
+/* With FAULT_OPTIONS: beta's calls of one model never go back to an
+ * older event than one already called (ordered), and gamma never has
+ * more than GAMMA_LIMIT calls running at once across the processes (a
+ * killed process's open call ends at its kill). */
+static int options_check(const kill_rec *kills, int nkills)
+{
+    if (!getenv("FAULT_OPTIONS"))
+        return 0;
+    const char *no = evtab("event_notifications");
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM call_log c1 JOIN %s n1 ON CAST(n1.id AS CHAR(36)) = c1.notification_id "
+             "JOIN %s n2 ON n2.handler_name = n1.handler_name AND n2.model_id = n1.model_id "
+             "JOIN call_log c2 ON c2.notification_id = CAST(n2.id AS CHAR(36)) "
+             "WHERE n1.handler_name = 'beta' AND c2.started > c1.started AND (n2.event_date < n1.event_date "
+             "OR (n2.event_date = n1.event_date AND n2.event_id < n1.event_id))",
+             no, no);
+    int64_t back = count("%s", sql, NULL);
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(DISTINCT n.model_id) FROM call_log c JOIN %s n "
+             "ON CAST(n.id AS CHAR(36)) = c.notification_id WHERE n.handler_name = 'beta'",
+             no);
+    int64_t ordered_models = count("%s", sql, NULL);
+
+    /* gamma's calls as (time, +1 start / -1 end), swept in time order */
+    typedef struct edge {
+        int64_t at;
+        int d;
+    } edge;
+    size_t n = 0, cap = 1024;
+    edge *ev = malloc(cap * sizeof *ev);
+    odbox_pool *p = odbox_shard_primary(odbox_registry_shard_at(reg, 0));
+    odbox_conn *c = NULL;
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    snprintf(sql, sizeof sql,
+             "SELECT c.pid, c.started, c.ended FROM call_log c JOIN %s n ON CAST(n.id AS CHAR(36)) = "
+             "c.notification_id WHERE n.handler_name = 'gamma'",
+             no);
+    int rc = ev ? odbox_pool_acquire(p, &c, &e) : set_err(&e, ODBOX_ENOMEM, "out of memory");
+    if (rc == ODBOX_OK && (rc = odbox_stmt_prepare(c, sql, &s, &e)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, &e);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, &e)) == 1) {
+        int64_t pid = 0, started = 0, ended = 0;
+        int null = 0;
+        if ((rc = odbox_stmt_get_int64(s, 1, &pid, NULL, &e)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_int64(s, 2, &started, NULL, &e)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_int64(s, 3, &ended, &null, &e)) != ODBOX_OK)
+            break;
+        if (null) /* cut off: at its process's kill, else it never ended */
+            ended = INT64_MAX;
+        for (int k = 0; null && k < nkills; k++)
+            if (kills[k].pid == (long)pid)
+                ended = kills[k].at_us;
+        if (n + 2 > cap) {
+            edge *g = realloc(ev, (cap *= 2) * sizeof *ev);
+            if (!g) {
+                rc = set_err(&e, ODBOX_ENOMEM, "out of memory");
+                break;
+            }
+            ev = g;
+        }
+        ev[n++] = (edge){started, 1};
+        ev[n++] = (edge){ended, -1};
+    }
+    rc = rc < 0 ? rc : ODBOX_OK;
+    odbox_stmt_free(&s);
+    if (c)
+        odbox_pool_release(p, &c);
+    /* by time; at one instant an end before a start */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && (ev[j - 1].at > ev[j].at || (ev[j - 1].at == ev[j].at && ev[j - 1].d > ev[j].d));
+             j--) {
+            edge t = ev[j];
+            ev[j] = ev[j - 1];
+            ev[j - 1] = t;
+        }
+    int running = 0, most = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((running += ev[i].d) > most)
+            most = running;
+    free(ev);
+    if (rc != ODBOX_OK)
+        return fail("gamma's calls", rc, &e);
+    printf("options: beta (ordered) over %lld models: %lld calls that went back to an older event; gamma (at most "
+           "%d in flight): %d at most, over %zu calls\n",
+           (long long)ordered_models, (long long)back, GAMMA_LIMIT, most, n / 2);
+    int bad = 0;
+    if (back != 0 || ordered_models <= 0)
+        bad++, fprintf(stderr, "FAIL: beta went back to an older event of a model %lld times\n", (long long)back);
+    if (most > GAMMA_LIMIT || n == 0)
+        bad++, fprintf(stderr, "FAIL: gamma had %d calls in flight, at most %d allowed\n", most, GAMMA_LIMIT);
+    return bad;
+}
+
 static int calls_check(const char *kills_path)
 {
     kill_rec kills[1024];
@@ -573,6 +694,7 @@ static int calls_check(const char *kills_path)
         after_kill += by_killed;
     }
     free(v);
+    bad += options_check(kills, nkills);
     printf("calls: %zu of %zu rows: %zu duplicates (%zu after a call by a killed process, %zu otherwise); "
            "%zu cut off by a kill -9\n",
            n, rows, repeated, after_kill, repeated - after_kill, open_killed);
