@@ -1,7 +1,8 @@
 /* odbox-wallet worker — a job registry on the registry's default shard
- * with the fan-out and handling jobs of one delivery of the wallet's
- * handlers. Several workers may run at once: the jobs run in one process
- * of them at a time, and move to another when that one stops. */
+ * with the fan-out job and the handling of one delivery of the wallet's
+ * handlers. Several workers may run at once: the fan-out runs in one of
+ * them at a time and moves to another when that one stops; every worker
+ * handles, claiming due rows under a lease. */
 #include <string.h>
 #include <time.h>
 #include "wallet.h"
@@ -11,6 +12,10 @@
 #define IDLE_CHECK_MS 250 /* how often the backlog is read with until_idle */
 #define STOP_WAIT_MS 5000 /* running handler calls at the stop */
 #define JOBS_STOP_MS 15000
+/* The wallet's handlers write a row or two: a call past 10 s has hung.
+ * The lease is this + 30 s, so the rows a killed worker had claimed are
+ * due again after 40 s rather than odbox's default 330 s. */
+#define HANDLER_TIMEOUT_MS 10000
 
 static int64_t now_ms(void)
 {
@@ -73,6 +78,7 @@ int wallet_worker_run(odbox_registry *r, const wallet_worker_config *cfg, wallet
         .backoff_cap_ms = cap > 300000 ? 300000 : cap,
         .workers = cfg->workers,
         .stop_wait_ms = STOP_WAIT_MS,
+        .handler_timeout_ms = HANDLER_TIMEOUT_MS,
     };
     if (dc.backoff_cap_ms && dc.backoff_cap_ms < dc.backoff_base_ms)
         dc.backoff_cap_ms = dc.backoff_base_ms;
