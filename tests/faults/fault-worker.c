@@ -288,11 +288,18 @@ static int timed_call(const odbox_envelope *env, void *user, odbox_error *err)
     /* a random length, the same for a (process, call) on every run */
     unsigned long x = (unsigned long)seq * 2654435761UL ^ (unsigned long)pid * 40503UL;
     usleep((useconds_t)(sleep_lo + (int)(x % (unsigned long)(sleep_hi - sleep_lo + 1))) * 1000);
-    if ((rc = record_call(env, user, err)) != ODBOX_OK)
+    /* with FAULT_OPTIONS, beta fails the first call of every 7th action's
+     * event: its model's later events wait for the retry */
+    json_object *iv = NULL;
+    int fail = getenv("FAULT_OPTIONS") && !strcmp((const char *)user, "beta") && env->attempt == 1 &&
+               json_object_object_get_ex(env->payload, "i", &iv) && json_object_get_int(iv) % 7 == 0;
+    if (!fail && (rc = record_call(env, user, err)) != ODBOX_OK)
         return rc;
     snprintf(sql, sizeof sql, "UPDATE call_log SET ended = %lld WHERE pid = %ld AND seq = %ld", (long long)wall_us(),
              pid, seq);
-    return q(sql, NULL, NULL, NULL, err);
+    if ((rc = q(sql, NULL, NULL, NULL, err)) != ODBOX_OK)
+        return rc;
+    return fail ? set_err(err, ODBOX_EINVAL, "a failure of the test, retried") : ODBOX_OK;
 }
 
 /* what the jobs report (a failed round, a takeover), for the test to count */
@@ -346,7 +353,7 @@ static int work(void)
     /* calls that take a while: a round claims two per handler thread, so
      * that it ends well within its lease even on a loaded machine */
     if (sleep_s)
-        dc.handling_batch = 16, dc.workers = 8;
+        dc.handling_batch = 16, dc.workers = 8, dc.backoff_base_ms = 200, dc.backoff_cap_ms = 1000;
     if (rc == ODBOX_OK)
         rc = odbox_delivery_open(reg, h, &dc, &d, &e);
     /* short windows: a killed worker's run is taken over after 1 s */
