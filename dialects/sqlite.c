@@ -167,7 +167,6 @@ const odbox_dialect odbox_dialect_sqlite = {
     .recognizes = recognizes,
     .session_setup = NULL,
     .begin_sql = "BEGIN IMMEDIATE",
-    .single_writer = 1,
     .commit_sql = "COMMIT",
     .rollback_sql = "ROLLBACK",
     .uuid_type = "TEXT",

@@ -271,10 +271,6 @@ typedef struct odbox_dialect {
     const char *replica_lag_sql;
     const char *replica_lag_column;
     int replica_lag_unit_ms;
-    /* One writer per database at a time (SQLite): a pool's transactions
-     * in this process take turns at a gate, woken at each commit, instead
-     * of retrying the write lock in the driver's busy handler (10 ms sleeps). */
-    int single_writer;
     /* The delivery's transactions (fan-out writes, claims). NULL: none.
      * delivery_isolation_sql runs before their begin and sets the next
      * transaction's isolation (MySQL/MariaDB: READ COMMITTED, so that a

@@ -116,18 +116,6 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
     return ODBOX_OK;
 }
 
-/* How long a transaction waits for its pool's writer gate before it goes
- * on without it: the default busy timeout (dialects/sqlite.c). */
-#define GATE_WAIT_MS 10000
-
-static void gate_leave(odbox_conn *c)
-{
-    if (c && c->gated && !c->in_tx) {
-        c->gated = 0;
-        odbox_pool_gate_leave(c->pool);
-    }
-}
-
 static void disconnect(odbox_conn *c)
 {
     if (c->dialect && c->dialect->lock_key_form == ODBOX_LOCK_KEY_NONE)
@@ -148,8 +136,6 @@ void odbox_conn_close(odbox_conn **cp)
     odbox_conn *c = *cp;
     odbox_stmt_detach(c, 0, "odbox_conn_close");
     disconnect(c);
-    c->in_tx = 0;
-    gate_leave(c);
     odbox_free_secret(c->secret);
     free(c);
     *cp = NULL;
@@ -266,8 +252,6 @@ int odbox_conn_begin(odbox_conn *c, odbox_error *err)
     if (c->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "begin: the connection is dead");
     int rc;
-    if (c->pool && c->dialect->single_writer && !c->gated)
-        c->gated = odbox_pool_gate_enter(c->pool, GATE_WAIT_MS);
     if (c->dialect->begin_sql)
         rc = exec_sql(c, c->dialect->begin_sql, 1, err);
     else /* psqlODBC sends nothing now: BEGIN goes with the next statement */
@@ -275,8 +259,6 @@ int odbox_conn_begin(odbox_conn *c, odbox_error *err)
             ;
     if (rc == ODBOX_OK)
         c->in_tx = 1;
-    else
-        gate_leave(c);
     return rc;
 }
 
@@ -346,19 +328,8 @@ static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
     return rc;
 }
 
-int odbox_conn_commit(odbox_conn *c, odbox_error *err)
-{
-    int rc = end_tran(c, SQL_COMMIT, err);
-    gate_leave(c);
-    return rc;
-}
-
-int odbox_conn_rollback(odbox_conn *c, odbox_error *err)
-{
-    int rc = end_tran(c, SQL_ROLLBACK, err);
-    gate_leave(c);
-    return rc;
-}
+int odbox_conn_commit(odbox_conn *c, odbox_error *err) { return end_tran(c, SQL_COMMIT, err); }
+int odbox_conn_rollback(odbox_conn *c, odbox_error *err) { return end_tran(c, SQL_ROLLBACK, err); }
 
 int odbox_conn_query_int64(odbox_conn *c, const char *sql, int64_t *v, odbox_error *err)
 {

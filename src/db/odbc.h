@@ -27,7 +27,6 @@ struct odbox_conn {
      * connection found lost now may be replaced under the caller (see
      * odbox_conn_again). */
     int fresh;
-    int gated;                 /* holds its pool's writer gate (single_writer dialects) */
     /* Every statement of this connection: those callers hold (nheld of
      * them) and the idle cached ones. Closing or releasing the connection
      * detaches the held ones (odbox_stmt_detach). */
@@ -77,12 +76,6 @@ int odbox_conn_again(odbox_conn *c, int rc, int repeatable, odbox_error *err);
  * hand-out. */
 const char *odbox_pool_dsn(const odbox_pool *p);
 uint64_t odbox_pool_note_lost(odbox_pool *p); /* returns the new count */
-/* The writer gate of a single_writer dialect's pool: taken by a
- * transaction's begin (again by the thread that holds it: counted), given
- * back at its end. Enter waits at most timeout_ms and then returns 0: the
- * transaction goes on without it (the driver's busy handler decides). */
-int odbox_pool_gate_enter(odbox_pool *p, int timeout_ms);
-void odbox_pool_gate_leave(odbox_pool *p);
 
 /* The process-wide ODBC environment (ODBC 3), created once. */
 int odbox_odbc_env(SQLHENV *env, odbox_error *err);

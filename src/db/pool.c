@@ -37,10 +37,6 @@ struct odbox_pool {
     int open;                      /* connections open or being opened */
     odbox_conn *idle;
     uint64_t epoch;                /* connections found lost so far */
-    pthread_cond_t gate_cv;        /* the writer gate: signalled when it is free */
-    pthread_t gate_owner;
-    int gate_depth;                /* 0: free */
-    int gate_waiters;
 };
 
 const char *odbox_pool_dsn(const odbox_pool *p) { return p->dsn; }
@@ -77,7 +73,6 @@ int odbox_pool_open(const char *dsn, const odbox_pool_config *cfg, odbox_pool **
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&p->cv, &ca);
-    pthread_cond_init(&p->gate_cv, &ca);
     pthread_condattr_destroy(&ca);
     p->dialect = dialect;
     p->size = cfg && cfg->size ? cfg->size : DEFAULT_SIZE;
@@ -85,36 +80,6 @@ int odbox_pool_open(const char *dsn, const odbox_pool_config *cfg, odbox_pool **
                                                            : DEFAULT_ACQUIRE_TIMEOUT_MS;
     *out = p;
     return ODBOX_OK;
-}
-
-int odbox_pool_gate_enter(odbox_pool *p, int timeout_ms)
-{
-    struct timespec until = odbox_mono_after(timeout_ms);
-    pthread_mutex_lock(&p->mu);
-    int entered = 1;
-    /* a newcomer queues behind the waiters: a thread that commits and
-     * begins again at once does not take the gate from them */
-    if ((p->gate_depth && !pthread_equal(p->gate_owner, pthread_self())) || (!p->gate_depth && p->gate_waiters)) {
-        p->gate_waiters++;
-        do
-            entered = pthread_cond_timedwait(&p->gate_cv, &p->mu, &until) != ETIMEDOUT || !p->gate_depth;
-        while (p->gate_depth && entered);
-        p->gate_waiters--;
-    }
-    if (entered) {
-        p->gate_owner = pthread_self();
-        p->gate_depth++;
-    }
-    pthread_mutex_unlock(&p->mu);
-    return entered;
-}
-
-void odbox_pool_gate_leave(odbox_pool *p)
-{
-    pthread_mutex_lock(&p->mu);
-    if (p->gate_depth > 0 && --p->gate_depth == 0)
-        pthread_cond_signal(&p->gate_cv);
-    pthread_mutex_unlock(&p->mu);
 }
 
 const odbox_dialect *odbox_pool_dialect(odbox_pool *p)
@@ -253,7 +218,6 @@ void odbox_pool_free(odbox_pool **pp)
         odbox_conn_close(&c);
     }
     pthread_cond_destroy(&p->cv);
-    pthread_cond_destroy(&p->gate_cv);
     pthread_mutex_destroy(&p->mu);
     odbox_free_secret(p->dsn);
     free(p);

@@ -80,13 +80,12 @@ enum { COUNTERS = 8, ROUNDS = 200 };
 typedef struct counter_arg {
     odbox_pool *pool;
     const char *table;
-    int rounds, hold_ms; /* hold_ms: a transaction keeps the lock this long */
     int failures;
     char message[ODBOX_ERROR_MESSAGE_MAX];
 } counter_arg;
 
 /* One read-modify-write: reads n, writes n + 1, in one transaction. */
-static int bump(odbox_conn *c, const char *table, int hold_ms, odbox_error *e)
+static int bump(odbox_conn *c, const char *table, odbox_error *e)
 {
     char sel[128], upd[128];
     snprintf(sel, sizeof sel, "SELECT n FROM %s WHERE id = 1", table);
@@ -94,8 +93,6 @@ static int bump(odbox_conn *c, const char *table, int hold_ms, odbox_error *e)
     int64_t n = 0;
     odbox_stmt *s = NULL;
     int rc = odbox_conn_begin(c, e);
-    if (rc == ODBOX_OK && hold_ms)
-        nanosleep(&(struct timespec){0, hold_ms * 1000000L}, NULL);
     if (rc == ODBOX_OK && (rc = odbox_conn_query_int64(c, sel, &n, e)) == ODBOX_OK &&
         (rc = odbox_stmt_prepare(c, upd, &s, e)) == ODBOX_OK && (rc = odbox_stmt_bind_int64(s, 1, n + 1, e)) == ODBOX_OK)
         rc = odbox_stmt_execute(s, e);
@@ -112,12 +109,12 @@ static int bump(odbox_conn *c, const char *table, int hold_ms, odbox_error *e)
 static void *count_up(void *ud)
 {
     counter_arg *a = ud;
-    for (int i = 0; i < a->rounds; i++) {
+    for (int i = 0; i < ROUNDS; i++) {
         odbox_conn *c = NULL;
         odbox_error e = {0};
         int rc = odbox_pool_acquire(a->pool, &c, &e);
         if (rc == ODBOX_OK)
-            rc = bump(c, a->table, a->hold_ms, &e);
+            rc = bump(c, a->table, &e);
         odbox_pool_release(a->pool, &c);
         if (rc != ODBOX_OK && a->failures++ == 0)
             snprintf(a->message, sizeof a->message, "%s: %.400s", odbox_errname(rc), e.message);
@@ -125,22 +122,23 @@ static void *count_up(void *ud)
     return NULL;
 }
 
-/* COUNTERS threads of rounds bumps each (hold_ms inside each transaction)
- * on a pool of dsn: none fails, no update is lost. */
-static void count_in_threads(const char *dsn, const char *name, int rounds, int hold_ms)
+/* Threads that read and then write in one transaction (a deferred BEGIN
+ * makes the write fail at once with "database is locked" when another
+ * connection committed since the read): none fails, no update is lost. */
+START_TEST(threads_read_then_write_in_transactions)
 {
     odbox_conn *admin = itest_connect(1);
     char t[64];
-    itest_name(t, sizeof t, name);
+    itest_name(t, sizeof t, "t_counter");
     itest_exec(admin, "CREATE TABLE %s (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)", t);
     itest_exec(admin, "INSERT INTO %s (id, n) VALUES (1, 0)", t);
     odbox_pool *pool = NULL;
     odbox_pool_config cfg = {.size = COUNTERS, .acquire_timeout_ms = 60000};
-    ck_assert_int_eq(odbox_pool_open(dsn, &cfg, &pool, NULL), ODBOX_OK);
+    ck_assert_int_eq(odbox_pool_open(itest_dsn(1), &cfg, &pool, NULL), ODBOX_OK);
     counter_arg args[COUNTERS];
     pthread_t th[COUNTERS];
     for (int i = 0; i < COUNTERS; i++) {
-        args[i] = (counter_arg){.pool = pool, .table = t, .rounds = rounds, .hold_ms = hold_ms};
+        args[i] = (counter_arg){.pool = pool, .table = t};
         ck_assert_int_eq(pthread_create(&th[i], NULL, count_up, &args[i]), 0);
     }
     for (int i = 0; i < COUNTERS; i++) {
@@ -148,30 +146,10 @@ static void count_in_threads(const char *dsn, const char *name, int rounds, int 
         ck_assert_msg(args[i].failures == 0, "thread %d: %d failed transactions, the first: %s", i, args[i].failures,
                       args[i].message);
     }
-    ck_assert_int_eq(itest_count(admin, "SELECT n FROM %s", t), COUNTERS * rounds);
+    ck_assert_int_eq(itest_count(admin, "SELECT n FROM %s", t), COUNTERS * ROUNDS);
     odbox_pool_free(&pool);
     itest_exec(admin, "DROP TABLE %s", t);
     odbox_conn_close(&admin);
-}
-
-/* Threads that read and then write in one transaction (a deferred BEGIN
- * makes the write fail at once with "database is locked" when another
- * connection committed since the read): none fails, no update is lost. */
-START_TEST(threads_read_then_write_in_transactions)
-{
-    count_in_threads(itest_dsn(1), "t_counter", ROUNDS, 0);
-}
-END_TEST
-
-/* A pool's transactions take turns at its writer gate, not in the
- * driver's busy handler: with a busy timeout of 20 ms and 8 threads whose
- * transactions each hold the write lock 5 ms (a queue of 35 ms), none
- * fails (through the busy handler most would), and none is lost. */
-START_TEST(a_pools_transactions_take_turns_beyond_the_busy_timeout)
-{
-    char *dsn = itest_dsn_with(1, "Timeout=20");
-    count_in_threads(dsn, "t_gate", 10, 5);
-    free(dsn);
 }
 END_TEST
 
@@ -313,7 +291,6 @@ Suite *sqlite_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, begin_takes_the_write_lock_with_a_bounded_wait);
     tcase_add_test(t, threads_read_then_write_in_transactions);
-    tcase_add_test(t, a_pools_transactions_take_turns_beyond_the_busy_timeout);
     tcase_add_test(t, driver_settings_and_overrides);
     tcase_add_test(t, memory_database_is_private_to_its_connection);
     tcase_add_test(t, local_locks_follow_the_file_and_the_connection);
