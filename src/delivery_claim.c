@@ -26,11 +26,6 @@ void odbox_hcall_release(odbox_work *w)
 
 /* ---- reading -------------------------------------------------------------------- */
 
-#define DUE_COLUMNS                                                                                          \
-    "id, event_id, handler_name, namespace, action_id, action_name, action_params, started_date, "          \
-    "completion_date, model_id, model_type, event_type, payload, event_date, attempts, created_date, "        \
-    "next_retry_at"
-
 /* The select list read back: timestamps as the dialect reads them best;
  * prefix qualifies the columns ("" or "u."). */
 static void select_list(odbox_buf *b, const odbox_dialect *d, const char *prefix)
@@ -379,10 +374,8 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
     int64_t db_now = now;
     size_t *limited = calloc(hs->n ? hs->n : 1, sizeof *limited), nlimited = 0;
     odbox_uuid_v4(h->token);
-    if (!limited || !(h->calls = calloc((size_t)batch * (size_t)nvar * (hs->n + 1), sizeof *h->calls))) {
-        free(limited);
+    if (!limited)
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    }
     for (size_t k = 0; k < hs->n; k++) {
         if (!hs->v[k].options.max_in_flight)
             continue;
@@ -392,6 +385,11 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
             at--;
         }
         limited[at] = k;
+    }
+    /* a batch per read: each limited handler's, and the others' */
+    if (!(h->calls = calloc((size_t)batch * (size_t)nvar * (nlimited + 1), sizeof *h->calls))) {
+        free(limited);
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     }
     int rc = odbox_delivery_begin(c, h->dialect->claim_begin_sql, err);
     int reads = 0;

@@ -136,8 +136,8 @@ static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, in
     return *out ? ODBOX_OK : odbox_fail(err, ODBOX_ENOMEM, "events: out of memory");
 }
 
-/* rows[0] is the shard's event number first: the ids follow emission
- * order (ordered handlers break event_date ties with them). */
+/* rows[0] is the shard's event number `first` of the action: the ids
+ * follow emission order (ordered handlers break event_date ties with them). */
 static int bind_events(odbox_stmt *s, int *idx, const run *rn, const staged_event *const *rows, size_t first,
                        size_t n, int64_t completion_us, odbox_error *err)
 {
