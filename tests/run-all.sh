@@ -15,17 +15,26 @@ top=$(pwd)
 
 tests/setup.sh
 
+# The last lines of every server's log (the servers are removed on exit).
+server_logs() {
+    local f
+    for f in "$ODBOX_DB_STATE_DIR"/*/server.log; do
+        echo "--- the last 40 lines of $f"
+        tail -40 "$f"
+    done
+}
+
 run_suites() {
     set -euo pipefail
     local jobs
     jobs=$(nproc)
     echo "=== 1/4 make check (default build: -Wall -Wextra -Werror)"
-    make -C build -j"$jobs" check || { cat build/test-suite.log; exit 1; }
+    make -C build -j"$jobs" check || { cat build/test-suite.log; server_logs; exit 1; }
     echo "=== 2/4 unit tier under valgrind"
     make -C build check-valgrind
     echo "=== 3/4 make check with AddressSanitizer + UndefinedBehaviorSanitizer"
     (tests/configure-dir.sh build-asan --enable-sanitizers && cd build-asan &&
-        make -j"$jobs" >/dev/null && make -j"$jobs" check) || { cat build-asan/test-suite.log; exit 1; }
+        make -j"$jobs" >/dev/null && make -j"$jobs" check) || { cat build-asan/test-suite.log; server_logs; exit 1; }
     # The tarball's own check: it builds, installs (installcheck) and its
     # unit, SQLite, CLI, header and quickstart tests pass from it; every
     # server tier already ran above on these same sources.
@@ -40,7 +49,7 @@ run_suites() {
 }
 DISTCHECK_TESTS="tests/unit/unit tests/integration/sqlite.test tests/cli/cli.test tests/headers/headers.test tests/quickstart/quickstart.test tests/setup/intree.test"
 export DISTCHECK_TESTS
-export -f run_suites
+export -f run_suites server_logs
 # --standby: the replica suite reads a real streaming standby (a second
 # PostgreSQL, started from a pg_basebackup of the first: about a second)
 tests/db/with-servers.sh --standby -- bash -c "cd '$top' && run_suites"

@@ -392,9 +392,16 @@ odb_pgs_setup() {
     chmod 0700 "$PG_DIR" "$PG_SOCKDIR"
     : >"$PG_LOG"
     odb_chown postgres "$PG_DIR"
-    # -c fast: an immediate checkpoint instead of a spread one (seconds)
+    # -c fast: an immediate checkpoint instead of a spread one (seconds).
+    # -C -S: a physical replication slot, so the primary keeps every WAL
+    # segment the standby has not received yet; without one, a standby cut
+    # off by the restarts of the faults tier can find its next segment
+    # recycled and never replay again.
+    odb_pg_psql -d postgres -At -c \
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'odbox_standby'" \
+        >/dev/null
     if ! odb_as_pg "$PG_BINDIR/pg_basebackup" -h "$src_sock" -p "$src_port" -U postgres -D "$PG_DATA" \
-        -R -X stream -c fast --no-sync >"$PG_DIR/basebackup.log" 2>&1; then
+        -R -X stream -C -S odbox_standby -c fast --no-sync >"$PG_DIR/basebackup.log" 2>&1; then
         odb_log_tail "$PG_DIR/basebackup.log"
         odb_die "pg_basebackup failed"
     fi

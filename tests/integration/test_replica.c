@@ -46,8 +46,32 @@ static void replay_resume(odbox_conn *standby)
     itest_exec(standby, "SELECT CASE WHEN pg_is_wal_replay_paused() THEN pg_wal_replay_resume() END");
 }
 
-/* Waits (at most 30 s) until the standby has replayed all the primary
- * wrote so far. */
+/* What the standby says of its replication, for a failure message. */
+static void standby_state(rfx *x, char *buf, size_t n)
+{
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    const char *v = NULL;
+    snprintf(buf, n, "(no answer)");
+    if (odbox_stmt_prepare(x->standby,
+                           "SELECT CONCAT('receiver ', COALESCE((SELECT status || ' received up to ' || "
+                           "CAST(flushed_lsn AS TEXT) FROM pg_stat_wal_receiver), 'not running'), "
+                           "', replayed up to ', CAST(pg_last_wal_replay_lsn() AS TEXT), "
+                           "', replay paused ', CAST(pg_is_wal_replay_paused() AS TEXT), "
+                           "', conflicts ', (SELECT CAST(SUM(confl_lock + confl_snapshot) AS TEXT) "
+                           "FROM pg_stat_database_conflicts))",
+                           &s, &e) == ODBOX_OK &&
+        odbox_stmt_execute(s, &e) == ODBOX_OK && odbox_stmt_fetch(s, &e) == 1 &&
+        odbox_stmt_get_text(s, 1, &v, NULL, &e) == ODBOX_OK && v)
+        snprintf(buf, n, "%s", v);
+    else
+        snprintf(buf, n, "(%s)", e.message);
+    odbox_stmt_free(&s);
+}
+
+/* Waits (at most 60 s: past max_standby_streaming_delay, 30 s by
+ * default, after which replay cancels a standby query in its way) until
+ * the standby has replayed all the primary wrote so far. */
 static void wait_replayed(rfx *x)
 {
     char lsn[64];
@@ -61,12 +85,14 @@ static void wait_replayed(rfx *x)
     ck_assert_int_eq(odbox_stmt_get_text(s, 1, &v, NULL, &e), ODBOX_OK);
     snprintf(lsn, sizeof lsn, "%s", v);
     odbox_stmt_free(&s);
-    for (int i = 0; i < 3000; i++) {
+    for (int i = 0; i < 6000; i++) {
         if (itest_count(x->standby, "SELECT CASE WHEN pg_last_wal_replay_lsn() >= '%s' THEN 1 ELSE 0 END", lsn))
             return;
         usleep(10000);
     }
-    ck_abort_msg("replica: the standby did not replay %s in 30 s", lsn);
+    char state[sizeof((odbox_error *)0)->message + 256];
+    standby_state(x, state, sizeof state);
+    ck_abort_msg("replica: the standby did not replay %s in 60 s: %s", lsn, state);
 }
 
 /* n undelivered events of EV_R on the primary, in one statement. */
