@@ -1,4 +1,5 @@
-/* odbox — the dialect table: the one list a new dialect is added to. */
+/* odbox — the dialect table: the one list a new dialect is added to; and
+ * DSN resolution, which picks a dialect from it. */
 #include <string.h>
 #include "dialects.h"
 
@@ -62,4 +63,58 @@ int odbox_dialect_eventlog_locate(const odbox_dialect *d, const char *eventlog, 
     *container = eventlog;
     memcpy(out, name, strlen(name) + 1);
     return ODBOX_OK;
+}
+
+int odbox_dsn_resolve(const char *text, const odbox_dialect **dialect, char **odbc,
+                      char **secret, odbox_error *err)
+{
+    odbox_dsn *dsn = NULL;
+    const odbox_dialect *d = NULL;
+    int rc = odbox_dsn_parse(text, &dsn, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if (dsn->dialect) {
+        if (!(d = odbox_dialect_find(dsn->dialect))) {
+            rc = odbox_fail(err, ODBOX_EINVAL,
+                            "DSN: unknown dialect '%.64s' (known: postgresql, mysql, mariadb, sqlite)",
+                            dsn->dialect);
+            goto out;
+        }
+    } else if (dsn->scheme) {
+        if (!(d = odbox_dialect_find(dsn->scheme))) {
+            rc = odbox_fail(err, ODBOX_EINVAL,
+                            "DSN: unknown scheme '%.64s' (known: postgresql, postgres, mysql, mariadb, sqlite)",
+                            dsn->scheme);
+            goto out;
+        }
+    }
+    if (d && d->version != ODBOX_DIALECT_VERSION) {
+        rc = odbox_fail(err, ODBOX_EUNSUPPORTED, "dialect %s has method table version %d, need %d",
+                        d->name, d->version, ODBOX_DIALECT_VERSION);
+        goto out;
+    }
+    if (odbc) {
+        if (dsn->raw)
+            rc = (*odbc = odbox_strdup(dsn->raw)) ? ODBOX_OK
+                                                  : odbox_fail(err, ODBOX_ENOMEM, "DSN: out of memory");
+        else
+            rc = d->connection_string(dsn, dsn->driver ? dsn->driver : d->default_driver, odbc, err);
+        if (rc != ODBOX_OK)
+            goto out;
+    }
+    if (secret) {
+        *secret = NULL;
+        if (dsn->password && !(*secret = odbox_strdup(dsn->password))) {
+            if (odbc) {
+                odbox_free_secret(*odbc);
+                *odbc = NULL;
+            }
+            rc = odbox_fail(err, ODBOX_ENOMEM, "DSN: out of memory");
+            goto out;
+        }
+    }
+    *dialect = d;
+out:
+    odbox_dsn_free(&dsn);
+    return rc;
 }

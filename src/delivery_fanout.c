@@ -34,17 +34,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include "delivery_internal.h"
+#include "notifications_internal.h"
 #include "odbox/log.h"
 #include "registry_internal.h"
 #include "odbox/uuid.h"
 
 /* odbox_sql_key operations of this module (apart from internal.h's) */
 enum { SQL_FANOUT_READ = 101, SQL_FANOUT_INSERT, SQL_FANOUT_FLIP, SQL_FANOUT_JOINED };
-
-#define NOTIFICATION_COLUMNS                                                                                     \
-    "id, event_id, handler_name, namespace, action_id, action_name, action_params, started_date, "              \
-    "completion_date, model_id, model_type, event_type, payload, event_date, state, attempts, next_retry_at, " \
-    "created_date, updated_date"
 
 typedef struct nrow {
     char nid[ODBOX_UUID_LEN + 1];
@@ -340,36 +336,6 @@ static void id_list(odbox_buf *b, const odbox_dialect *d, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         odbox_buf_cat(b, i ? ", " : "", d->uuid_param, (char *)NULL);
-}
-
-/* INSERT ... SELECT of notification rows (v.nid, v.eid, v.h) bound as
- * nrows rows, the event's columns copied in, created_date and
- * updated_date bound first; rows that exist (event_id, handler_name) are
- * skipped. where: what the joined event must be (e for the events). */
-char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
-                                     size_t nrows, const char *where)
-{
-    static const char *const cols[] = {"nid", "eid", "h"};
-    static const int types[] = {ODBOX_TYPE_UUID, ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT};
-    char *rows = NULL;
-    if (d->bound_rows_sql(d, "v", cols, types, 3, nrows, &rows, NULL) != ODBOX_OK)
-        return NULL;
-    const char *ts = d->typed_param[ODBOX_TYPE_TIMESTAMP];
-    odbox_buf sel = {0};
-    odbox_buf_cat(&sel,
-                  "SELECT v.nid, e.id, v.h, e.namespace, e.action_id, e.action_name, e.action_params, "
-                  "e.started_date, e.completion_date, e.model_id, e.model_type, e.event_type, e.payload, "
-                  "e.event_date, 'PENDING', 0, COALESCE(e.deliver_after, e.event_date), ",
-                  ts, ", ", ts, " FROM ", rows, " LEFT JOIN ", events, " e ON e.id = v.eid WHERE ", where,
-                  (char *)NULL);
-    free(rows);
-    char *select = odbox_buf_take(&sel);
-    if (!select)
-        return NULL;
-    odbox_buf b = {0};
-    odbox_buf_appendf(&b, d->insert_select_ignore_fmt, notifications, NOTIFICATION_COLUMNS, select, "id");
-    free(select);
-    return odbox_buf_take(&b);
 }
 
 static char *insert_sql(const fround *f, size_t nrows)

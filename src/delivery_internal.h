@@ -224,11 +224,6 @@ void odbox_dmetrics_record(odbox_dmetrics *m, const odbox_dm_outcome *o, size_t 
 void odbox_dmetrics_fanout(odbox_dmetrics *m, size_t delivered, size_t notifications);
 void odbox_dmetrics_round_error(odbox_dmetrics *m);
 
-/* The fan-out's INSERT ... SELECT of notifications for nrows bound
- * (nid, eid, handler) rows; see delivery_fanout.c. */
-char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
-                                     size_t nrows, const char *where);
-
 /* Begins a delivery transaction: the dialect's isolation for it, then
  * first_sql (may be NULL) inside it. */
 int odbox_delivery_begin(odbox_conn *c, const char *first_sql, odbox_error *err);

@@ -223,6 +223,18 @@ const unsigned char odbox_hex_digit[256] = {
 #undef X16
 };
 
+int odbox_name_is_valid(const char *name)
+{
+    if (!name || !*name || strlen(name) >= ODBOX_NAME_MAX)
+        return 0;
+    if (!((*name >= 'a' && *name <= 'z') || *name == '_'))
+        return 0;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+            return 0;
+    return 1;
+}
+
 int odbox_hex_value(int c)
 {
     return c >= 0 && c <= 255 && odbox_hex_digit[c] < 16 ? odbox_hex_digit[c] : -1;

@@ -34,41 +34,6 @@ static void cond_init_mono(pthread_cond_t *cv)
     pthread_condattr_destroy(&ca);
 }
 
-static void job_free(job_rt *j)
-{
-    if (!j)
-        return;
-    odbox_conn_close(&j->conn);
-    pthread_cond_destroy(&j->cv);
-    free(j->name);
-    free(j);
-}
-
-static void registry_destroy(odbox_jobs *r)
-{
-    for (size_t i = 0; i < r->nservices; i++)
-        if (r->services[i].release)
-            r->services[i].release(r->services[i].ud);
-    for (size_t i = 0; i < r->njobs; i++)
-        job_free(r->jobs[i]);
-    free(r->jobs);
-    odbox_conn_close(&r->hb_conn);
-    pthread_cond_destroy(&r->done_cv);
-    pthread_cond_destroy(&r->hb_cv);
-    pthread_mutex_destroy(&r->mu);
-    free(r);
-}
-
-/* Drops one reference; the last one frees r. */
-void odbox_jobs_release(odbox_jobs *r)
-{
-    pthread_mutex_lock(&r->mu);
-    int last = --r->refs == 0;
-    pthread_mutex_unlock(&r->mu);
-    if (last)
-        registry_destroy(r);
-}
-
 static job_rt *find_job(const odbox_jobs *r, const char *name)
 {
     for (size_t i = 0; name && i < r->njobs; i++)

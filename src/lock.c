@@ -35,7 +35,6 @@
 #include "odbox/lock.h"
 
 #define POLL_MS 50                /* a waiter tries the lock this often */
-#define SESSION_WAIT_MS 50        /* one try waits this long at most for a free lock session */
 #define WATCHDOG_LINGER_MS 2000   /* idle watchdog thread exits after this */
 
 typedef struct hold {
@@ -274,15 +273,6 @@ static hold *reenter(const odbox_shard *shard, const char *key)
 }
 
 /* ---- acquiring --------------------------------------------------------------- */
-
-void odbox_lock_pool_config(const odbox_pool_config *shard_pool, odbox_pool_config *out)
-{
-    /* As many lock sessions as the shard has connections: as many keys
-     * can be held at once as before the pools were split. The short wait
-     * makes one try cheap; a waiter's own wait bounds the whole. */
-    out->size = shard_pool ? shard_pool->size : 0;
-    out->acquire_timeout_ms = SESSION_WAIT_MS;
-}
 
 static long ms_since(const struct timespec *t0)
 {

@@ -55,4 +55,10 @@ int odbox_ops_shard_counts(const odbox_shard *s, const odbox_ops_filter *f, odbo
  * handler; v is left empty. */
 void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_notification_stats **out, size_t *n);
 
+/* The INSERT ... SELECT of notifications for nrows bound (nid, eid,
+ * handler) rows: the fan-out's (delivery_fanout.c) and a replay's
+ * (subscriptions.c). */
+char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
+                                     size_t nrows, const char *where);
+
 #endif

@@ -31,18 +31,6 @@ struct odbox_registry {
     size_t default_index;
 };
 
-int odbox_name_is_valid(const char *name)
-{
-    if (!name || !*name || strlen(name) >= ODBOX_NAME_MAX)
-        return 0;
-    if (!((*name >= 'a' && *name <= 'z') || *name == '_'))
-        return 0;
-    for (const char *p = name; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
-            return 0;
-    return 1;
-}
-
 static int id_valid(odbox_shard_id id)
 {
     return id.group >= 0 && id.group <= ODBOX_SHARD_GROUP_MAX && id.member >= 0 &&
@@ -268,6 +256,15 @@ const char *odbox_shard_eventlog(const odbox_shard *s) { return s->eventlog; }
 odbox_pool *odbox_shard_primary(const odbox_shard *s) { return s->primary; }
 odbox_pool *odbox_shard_replica(const odbox_shard *s) { return s->replica ? s->replica : s->primary; }
 odbox_pool *odbox_shard_lock_pool(const odbox_shard *s) { return s->locks; }
+
+void odbox_lock_pool_config(const odbox_pool_config *shard_pool, odbox_pool_config *out)
+{
+    /* As many lock sessions as the shard has connections: as many keys
+     * can be held at once as before the pools were split. The short wait
+     * makes one try cheap; a waiter's own wait bounds the whole. */
+    out->size = shard_pool ? shard_pool->size : 0;
+    out->acquire_timeout_ms = ODBOX_LOCK_SESSION_WAIT_MS;
+}
 int odbox_shard_has_replica(const odbox_shard *s) { return s->replica != NULL; }
 const char *odbox_shard_primary_redacted(const odbox_shard *s) { return s->primary_redacted; }
 

@@ -579,11 +579,6 @@ int odbox_subscription_retire(const odbox_registry *r, const char *name, int64_t
 
 /* ---- replay ---------------------------------------------------------------------- */
 
-#define NOTIFICATION_COLUMNS                                                                                     \
-    "id, event_id, handler_name, namespace, action_id, action_name, action_params, started_date, "              \
-    "completion_date, model_id, model_type, event_type, payload, event_date, state, attempts, next_retry_at, " \
-    "created_date, updated_date"
-
 typedef struct replay {
     odbox_conn *c;
     const odbox_dialect *dl;

@@ -23,8 +23,6 @@
  * watches the stop pipe, so this only bounds each call. */
 #define LISTEN_WAIT_MS 1000
 
-static const char *const signal_names[ODBOX_WAKE_NSIGNALS] = {"events", "notifications"};
-
 typedef struct wshard {
     odbox_wake *w;
     odbox_shard *shard;
@@ -48,38 +46,6 @@ struct odbox_wake {
     int started;
     odbox_notifier *notifier;
 };
-
-const char *odbox_wake_signal_name(odbox_wake_signal sig)
-{
-    return (int)sig >= 0 && sig < ODBOX_WAKE_NSIGNALS ? signal_names[sig] : NULL;
-}
-
-int odbox_wake_channel(const char *eventlog, odbox_wake_signal sig, char out[ODBOX_NAME_MAX], odbox_error *err)
-{
-    const char *name = odbox_wake_signal_name(sig);
-    if (!name)
-        return odbox_fail(err, ODBOX_EINVAL, "wake-up: unknown signal %d", (int)sig);
-    if (!odbox_name_is_valid(eventlog))
-        return odbox_fail(err, ODBOX_EINVAL, "wake-up: eventlog '%.80s' is not a valid name",
-                          eventlog ? eventlog : "(null)");
-    size_t len = strlen(eventlog), tail = 1 + strlen(name);
-    char *p = out;
-    if (len + tail < ODBOX_NAME_MAX) {
-        memcpy(p, eventlog, len);
-        p += len;
-    } else {
-        char hash[65];
-        odbox_sha256_hex(eventlog, len, hash);
-        size_t keep = ODBOX_NAME_MAX - 1 - tail - 9;
-        memcpy(p, eventlog, keep);
-        p[keep] = '_';
-        memcpy(p + keep + 1, hash, 8);
-        p += keep + 9;
-    }
-    *p++ = '_';
-    memcpy(p, name, tail); /* with its NUL */
-    return ODBOX_OK;
-}
 
 /* ---- in-process signals ------------------------------------------------------ */
 
@@ -145,7 +111,7 @@ int odbox_wake_subscribe(odbox_wake *w, odbox_wake_signal sig, odbox_wake_fn fn,
     int rc = odbox_callbacks_add(&w->subs, (int)sig, (odbox_callback_fn)fn, ud);
     if (rc == ODBOX_EINVAL)
         return odbox_fail(err, rc, "wake-up: this callback and user data are subscribed to %s already",
-                          signal_names[sig]);
+                          odbox_wake_signal_name(sig));
     return rc == ODBOX_OK ? rc : odbox_fail(err, rc, "wake-up: out of memory");
 }
 

@@ -5,7 +5,10 @@
  * NOTIFY per flagged channel and then leaves that channel alone for the
  * shard's interval, so a burst of commits costs a few NOTIFYs. A flag set
  * while a NOTIFY is on its way stays set and is sent after the interval:
- * every commit is followed by a NOTIFY sent after it. */
+ * every commit is followed by a NOTIFY sent after it.
+ *
+ * The channel names are made here: wake.c's listeners use them, so this
+ * file does not call wake.c (one-way layers, docs/architecture.md). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -21,6 +24,44 @@
 #define IDLE_WAIT_US 1000000
 /* The private pool's wait for its one connection (only the thread uses it). */
 #define ACQUIRE_TIMEOUT_MS 1000
+
+/* ---- channel names (the listeners of wake.c use them too) ---------------- */
+
+static const char *const signal_names[ODBOX_WAKE_NSIGNALS] = {"events", "notifications"};
+
+const char *odbox_wake_signal_name(odbox_wake_signal sig)
+{
+    return (int)sig >= 0 && sig < ODBOX_WAKE_NSIGNALS ? signal_names[sig] : NULL;
+}
+
+int odbox_wake_channel(const char *eventlog, odbox_wake_signal sig, char out[ODBOX_NAME_MAX], odbox_error *err)
+{
+    const char *name = odbox_wake_signal_name(sig);
+    if (!name)
+        return odbox_fail(err, ODBOX_EINVAL, "wake-up: unknown signal %d", (int)sig);
+    if (!odbox_name_is_valid(eventlog))
+        return odbox_fail(err, ODBOX_EINVAL, "wake-up: eventlog '%.80s' is not a valid name",
+                          eventlog ? eventlog : "(null)");
+    size_t len = strlen(eventlog), tail = 1 + strlen(name);
+    char *p = out;
+    if (len + tail < ODBOX_NAME_MAX) {
+        memcpy(p, eventlog, len);
+        p += len;
+    } else {
+        char hash[65];
+        odbox_sha256_hex(eventlog, len, hash);
+        size_t keep = ODBOX_NAME_MAX - 1 - tail - 9;
+        memcpy(p, eventlog, keep);
+        p[keep] = '_';
+        memcpy(p + keep + 1, hash, 8);
+        p += keep + 9;
+    }
+    *p++ = '_';
+    memcpy(p, name, tail); /* with its NUL */
+    return ODBOX_OK;
+}
+
+/* ---- the notifier thread ---------------------------------------------------- */
 
 enum { UNDECIDED = 0, SENDS, SILENT };
 
