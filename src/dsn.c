@@ -74,46 +74,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "odbox/dsn.h"
-#include "odbox/registry.h"
 #include "dsn_internal.h"
 #include "internal.h"
 
-/* ---- parser context ------------------------------------------------------- */
-
-static int touches(const spanlist *sl, const char *t, size_t off, size_t len)
-{
-    for (size_t i = 0; i < sl->n; i++) {
-        const span *s = &sl->v[i];
-        if (s->len == 0)
-            continue;
-        if (off < s->off + s->len && s->off < off + len)
-            return 1;
-        if (mem_contains(t + off, len, t + s->off, s->len))
-            return 1;
-    }
-    return 0;
-}
-
-const char *odbox_dsn_echo(const ctx *c, size_t off, size_t len, echobuf *b)
-{
-    int hide = c->heur.oom || c->secrets->oom || touches(&c->heur, c->t, off, len) ||
-               touches(c->secrets, c->t, off, len);
-    if (!hide && c->password && c->password[0] &&
-        mem_contains(c->t + off, len, c->password, strlen(c->password)))
-        hide = 1;
-    if (hide)
-        snprintf(b->s, sizeof b->s, "%s", WITHHELD);
-    else if (len > ECHO_MAX)
-        snprintf(b->s, sizeof b->s, "'%.*s...'", ECHO_MAX, c->t + off);
-    else
-        snprintf(b->s, sizeof b->s, "'%.*s'", (int)len, c->t + off);
-    return b->s;
-}
-
-int odbox_dsn_oom(ctx *c)
-{
-    return odbox_fail(c->err, ODBOX_ENOMEM, "DSN: out of memory");
-}
+/* ---- parts: decoding, characters (messages and shared checks: dsn_secrets.c) */
 
 /* Percent-decodes t[off, off+len) into *out. what names the part; secret:
  * nothing of the part may be quoted. */
@@ -357,38 +321,6 @@ static int add_option(ctx *c, odbox_dsn *d, char *key, char *value)
     o[d->noptions].value = value;
     d->noptions++;
     return 0;
-}
-
-/* An eventlog= value (t[off, off+len) as written) must be a name that may
- * reach SQL text. */
-int odbox_dsn_check_eventlog(ctx *c, size_t off, size_t len, const char *value)
-{
-    if (odbox_name_is_valid(value))
-        return 0;
-    echobuf b;
-    return odbox_fail(c->err, ODBOX_EINVAL,
-                      "DSN: eventlog= %s is not a valid name ([a-z_][a-z0-9_]*, at most %d characters)",
-                      odbox_dsn_echo(c, off, len, &b), ODBOX_NAME_MAX - 1);
-}
-
-/* A notify= value must be on or off, a notify_interval_ms= value a whole
- * number of milliseconds 1..ODBOX_NOTIFY_INTERVAL_MAX_MS. */
-int odbox_dsn_check_notify(ctx *c, int interval, size_t off, size_t len, const char *value)
-{
-    echobuf b;
-    if (!interval) {
-        if (odbox_strcaseeq(value, "on") || odbox_strcaseeq(value, "off"))
-            return 0;
-        return odbox_fail(c->err, ODBOX_EINVAL, "DSN: notify= %s must be on or off", odbox_dsn_echo(c, off, len, &b));
-    }
-    long ms = 0;
-    const char *p = value;
-    for (; *p >= '0' && *p <= '9' && ms <= ODBOX_NOTIFY_INTERVAL_MAX_MS; p++)
-        ms = ms * 10 + (*p - '0');
-    if (p > value && !*p && ms >= 1 && ms <= ODBOX_NOTIFY_INTERVAL_MAX_MS)
-        return 0;
-    return odbox_fail(c->err, ODBOX_EINVAL, "DSN: notify_interval_ms= %s must be a whole number of milliseconds 1..%d",
-                      odbox_dsn_echo(c, off, len, &b), ODBOX_NOTIFY_INTERVAL_MAX_MS);
 }
 
 /* The query t[s, e) (after the '?'). */
@@ -699,4 +631,56 @@ void odbox_dsn_free(odbox_dsn **dsn)
     free(d->options);
     free(d);
     *dsn = NULL;
+}
+
+/* ---- redaction: the parser's exact ranges, else the best-effort search -------- */
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->off != y->off)
+        return x->off < y->off ? -1 : 1;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+char *odbox_dsn_redact(const char *text)
+{
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    spanlist sl = {0};
+    odbox_dsn *d = NULL;
+    int rc = odbox_dsn_parse_spans(text, &d, NULL, &sl);
+    if (rc == 0) /* "password=" where the parser saw none, e.g. in a path */
+        odbox_dsn_find_secret_values(&sl, text, n);
+    odbox_dsn_free(&d);
+    if (rc != 0) {
+        /* Unparseable (or out of memory): hide everything that could be a
+         * password, generously. */
+        odbox_dsn_spans_reset(&sl);
+        odbox_dsn_find_secrets(&sl, text, n, 1);
+    }
+    if (sl.oom) {
+        odbox_dsn_spans_reset(&sl);
+        return NULL;
+    }
+    if (sl.n > 1)
+        qsort(sl.v, sl.n, sizeof *sl.v, span_cmp);
+
+    odbox_buf b = {0};
+    size_t pos = 0;
+    for (size_t i = 0; i < sl.n;) {
+        size_t s = sl.v[i].off, e = s + sl.v[i].len;
+        /* merge overlapping and touching spans (this also absorbs an empty
+         * span at the end of the previous one) */
+        for (i++; i < sl.n && sl.v[i].off <= e; i++)
+            if (sl.v[i].off + sl.v[i].len > e)
+                e = sl.v[i].off + sl.v[i].len;
+        odbox_buf_appendn(&b, text + pos, s - pos);
+        odbox_buf_append(&b, "***");
+        pos = e;
+    }
+    odbox_buf_append(&b, text + pos);
+    odbox_dsn_spans_reset(&sl);
+    return odbox_buf_take(&b);
 }

@@ -1,6 +1,8 @@
 /* odbox — DSN parsing's internals, shared by dsn.c (URLs, the entry
- * points), dsn_raw.c (raw ODBC connection strings) and dsn_secrets.c
- * (finding and redacting passwords). The grammar is at the top of dsn.c. */
+ * points, redaction), dsn_raw.c (raw ODBC connection strings) and
+ * dsn_secrets.c (finding passwords, messages that withhold them, shared
+ * value checks). One way: dsn.c uses dsn_raw.c, both use dsn_secrets.c.
+ * The grammar is at the top of dsn.c. */
 #ifndef ODBOX_DSN_INTERNAL_H
 #define ODBOX_DSN_INTERNAL_H
 
@@ -42,7 +44,7 @@ typedef struct echobuf {
 } echobuf;
 
 /* Quotes t[off, off+len) for a message, or withholds it when it could
- * contain the password. */
+ * contain the password (dsn_secrets.c, as are the three below). */
 const char *odbox_dsn_echo(const ctx *c, size_t off, size_t len, echobuf *b);
 int odbox_dsn_oom(ctx *c);
 int odbox_dsn_check_eventlog(ctx *c, size_t off, size_t len, const char *value);
