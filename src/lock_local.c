@@ -8,6 +8,7 @@
 #include <string.h>
 #include "lock_local.h"
 #include "internal.h"
+#include "db/odbc.h"
 #include "odbox/dialect.h"
 
 typedef struct entry {
@@ -65,6 +66,8 @@ int odbox_local_lock_try(odbox_conn *c, const char *key, int *taken, odbox_error
     if (!c || !key || !*key)
         return odbox_fail(err, ODBOX_EINVAL, "lock: connection or key missing");
     pthread_once(&g_once, init_once);
+    /* closing c releases what it still holds (conn.c calls this back) */
+    c->release_local_locks = odbox_local_lock_release_all;
     char *scope = NULL;
     int rc = scope_of(c, &scope, err);
     if (rc != ODBOX_OK)

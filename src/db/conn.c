@@ -4,7 +4,6 @@
 #include <string.h>
 #include "odbc.h"
 #include "dialects.h"
-#include "lock_local.h"
 
 /* Connects run in parallel, so that a server that does not answer holds
  * up no connect to another (each waits at most its login timeout). What
@@ -107,6 +106,7 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
     odbox_conn *c = calloc(1, sizeof *c);
     if (!c)
         return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
+    c->again = odbox_conn_again;
     int rc = connect_dbc(c, dsn_text, err);
     if (rc != ODBOX_OK) {
         odbox_conn_close(&c);
@@ -118,8 +118,8 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
 
 static void disconnect(odbox_conn *c)
 {
-    if (c->dialect && c->dialect->lock_key_form == ODBOX_LOCK_KEY_NONE)
-        odbox_local_lock_release_all(c); /* as a server does when a session ends */
+    if (c->dialect && c->dialect->lock_key_form == ODBOX_LOCK_KEY_NONE && c->release_local_locks)
+        c->release_local_locks(c); /* as a server does when a session ends */
     if (c->dbc == SQL_NULL_HDBC)
         return;
     if (c->in_tx && !c->dead)
@@ -150,7 +150,7 @@ static int reconnect(odbox_conn *c, odbox_error *err)
     c->dead = 1; /* the session is gone: nothing to roll back */
     disconnect(c);
     c->in_tx = 0;
-    int rc = connect_dbc(c, odbox_pool_dsn(c->pool), err);
+    int rc = connect_dbc(c, c->owner->dsn(c->pool), err);
     if (rc == ODBOX_OK && was_in_tx)
         rc = odbox_conn_begin(c, err);
     if (rc != ODBOX_OK)
@@ -166,7 +166,7 @@ int odbox_conn_again(odbox_conn *c, int rc, int repeatable, odbox_error *err)
     c->fresh = 0;
     if (rc != ODBOX_ECONNLOST || !fresh || !repeatable || !c->pool)
         return 0;
-    uint64_t epoch = odbox_pool_note_lost(c->pool);
+    uint64_t epoch = c->owner->note_lost(c->pool);
     odbox_error e2;
     if (reconnect(c, &e2) != ODBOX_OK) {
         odbox_log(ODBOX_LOG_WARN, "pool: a connection was found lost before the server had answered anything on "

@@ -10,6 +10,17 @@
 
 #define ODBOX_STMT_CACHE 16
 
+/* What a connection needs from the pool that hands it out, passed down by
+ * db/pool.c (a layer above: docs/architecture.md) so that conn.c does not
+ * call it: the pool's DSN (with its password), for reconnecting in place;
+ * and a note that one of its connections was found lost, so that its idle
+ * ones opened before are checked before their next hand-out (returns the
+ * new count). */
+typedef struct odbox_conn_owner {
+    const char *(*dsn)(const struct odbox_pool *p);
+    uint64_t (*note_lost)(struct odbox_pool *p);
+} odbox_conn_owner;
+
 struct odbox_conn {
     SQLHDBC dbc;
     const odbox_dialect *dialect;
@@ -21,6 +32,7 @@ struct odbox_conn {
     int64_t idle_since_us;     /* set by the pool */
     struct odbox_conn *next;   /* pool's idle list */
     struct odbox_pool *pool;   /* the pool that hands it out; NULL from odbox_conn_open */
+    const odbox_conn_owner *owner; /* that pool's, set with pool */
     uint64_t epoch;            /* the pool's count of lost connections when this one was last known live */
     /* Handed out by the pool, and the server has answered nothing yet on
      * this hand-out: the session holds nothing of the caller's, so a
@@ -42,6 +54,12 @@ struct odbox_conn {
     struct odbox_stmt *cache[ODBOX_STMT_CACHE];
     int ncache;
     uint64_t cache_clock;
+    /* odbox_conn_again, set at open: the statements (stmt.c, below conn.c)
+     * call it through this, to send again after a reconnect. */
+    int (*again)(struct odbox_conn *c, int rc, int repeatable, odbox_error *err);
+    /* Set by lock_local.c (a layer above) when it takes a lock on this
+     * connection: drops what it still holds when the session ends. */
+    void (*release_local_locks)(const struct odbox_conn *c);
 };
 
 /* Before c disconnects: frees its cached statements and detaches the ones
@@ -70,12 +88,9 @@ int odbox_sql_is_read(const char *sql);
  * unless rc shows nothing reached the driver. */
 int odbox_conn_again(odbox_conn *c, int rc, int repeatable, odbox_error *err);
 
-/* The pool's DSN (with its password), for reconnecting one of its
- * connections; and a note that one of its connections was found lost, so
- * that its idle ones opened before are checked before their next
- * hand-out. */
+/* The pool's DSN (with its password): a session of one's own like the
+ * pool's (connections reach it through their owner). */
 const char *odbox_pool_dsn(const odbox_pool *p);
-uint64_t odbox_pool_note_lost(odbox_pool *p); /* returns the new count */
 
 /* The process-wide ODBC environment (ODBC 3), created once. */
 int odbox_odbc_env(SQLHENV *env, odbox_error *err);

@@ -41,13 +41,16 @@ struct odbox_pool {
 
 const char *odbox_pool_dsn(const odbox_pool *p) { return p->dsn; }
 
-uint64_t odbox_pool_note_lost(odbox_pool *p)
+static uint64_t note_lost(odbox_pool *p)
 {
     pthread_mutex_lock(&p->mu);
     uint64_t epoch = ++p->epoch;
     pthread_mutex_unlock(&p->mu);
     return epoch;
 }
+
+/* What the pool's connections reach it by (conn.c calls no pool.c). */
+static const odbox_conn_owner owner = {odbox_pool_dsn, note_lost};
 
 int odbox_pool_open(const char *dsn, const odbox_pool_config *cfg, odbox_pool **out,
                     odbox_error *err)
@@ -102,6 +105,7 @@ static int usable(odbox_pool *p, odbox_conn *c, uint64_t epoch)
     if (c->dead)
         return 0;
     c->pool = p;
+    c->owner = &owner;
     c->fresh = 1;
     if (c->epoch != epoch || odbox_now_us() - c->idle_since_us >= VALIDATE_AFTER_US) {
         odbox_error e;
@@ -154,6 +158,7 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
             if (!p->dialect)
                 p->dialect = c->dialect;
             c->pool = p;
+            c->owner = &owner;
             c->epoch = p->epoch;
             pthread_mutex_unlock(&p->mu);
             *out = c;

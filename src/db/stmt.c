@@ -74,14 +74,6 @@ static void drop_handle(odbox_stmt *s)
     s->executed = s->cols_known = s->open_cursor = s->have_row = 0;
 }
 
-int odbox_stmt_detached(odbox_error *err, const char *what)
-{
-    return odbox_fail(err, ODBOX_ESTATE,
-                      "%s: the statement was detached: its connection was closed or returned to its pool while "
-                      "the statement was held (free statements before that); only odbox_stmt_free may follow",
-                      what);
-}
-
 void odbox_stmt_detach(odbox_conn *c, int held_only, const char *what)
 {
     odbox_stmt *s = c->stmts;
@@ -225,7 +217,7 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     link_stmt(c, s);
     c->nheld++;
     int rc;
-    while ((rc = make_handle(s, err)) != ODBOX_OK && odbox_conn_again(c, rc, 1, err))
+    while ((rc = make_handle(s, err)) != ODBOX_OK && c->again(c, rc, 1, err))
         ;
     if (rc != ODBOX_OK) {
         stmt_destroy(s);
@@ -398,7 +390,7 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
         return odbox_stmt_detached(err, "execute");
     odbox_conn *c = s->conn;
     int rc;
-    while ((rc = execute_once(s, err)) != ODBOX_OK && odbox_conn_again(c, rc, s->repeatable || c->in_tx, err))
+    while ((rc = execute_once(s, err)) != ODBOX_OK && c->again(c, rc, s->repeatable || c->in_tx, err))
         ;
     if (rc == ODBOX_OK)
         c->fresh = 0;

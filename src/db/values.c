@@ -14,6 +14,16 @@
 #include "stmt.h"
 #include "odbox/uuid.h"
 
+/* The error of any use but free of a statement whose connection went away
+ * (here, below stmt.c, which uses it too). */
+int odbox_stmt_detached(odbox_error *err, const char *what)
+{
+    return odbox_fail(err, ODBOX_ESTATE,
+                      "%s: the statement was detached: its connection was closed or returned to its pool while "
+                      "the statement was held (free statements before that); only odbox_stmt_free may follow",
+                      what);
+}
+
 /* The bind slot of parameter idx (from 1), typed t and marked set. */
 static int slot(odbox_stmt *s, int idx, odbox_type t, bind **out, odbox_error *err)
 {
