@@ -61,19 +61,6 @@
 
 static const char *const job_bases[NJOBS] = {ODBOX_FANOUT_JOB_NAME, ODBOX_HANDLING_JOB_NAME};
 
-int64_t odbox_delivery_now(const odbox_delivery *d) { return d->clock.now_us(d->clock.ud); }
-
-int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts)
-{
-    int shift = attempts - 1 < 0 ? 0 : attempts - 1 > 30 ? 30 : attempts - 1;
-    /* base <= the cap's range: no overflow below 2^30 x base when base
-     * stays under 2^33 us (more than a day), checked at open */
-    int64_t b = c->backoff_base_us;
-    for (int i = 0; i < shift && b < c->backoff_cap_us; i++)
-        b *= 2;
-    return b < c->backoff_cap_us ? b : c->backoff_cap_us;
-}
-
 odbox_dshard *odbox_delivery_shard(odbox_delivery *d, const odbox_shard *s)
 {
     for (size_t i = 0; i < d->nshards; i++)
@@ -415,12 +402,13 @@ static int public_round(odbox_delivery *d, int job, odbox_shard *s, odbox_delive
     odbox_dshard *ds = odbox_delivery_shard(d, s);
     if (!ds)
         return odbox_fail(err, ODBOX_EINVAL, "delivery round: the shard is not of the delivery's registry");
+    odbox_round_ctx x = {.d = d, .ds = ds, .stop = NULL, .clock = d->clock};
     if (job == JOB_FANOUT)
-        return odbox_fanout_round(d, ds, round, err);
+        return odbox_fanout_round(&x, round, err);
     /* this process serves its handlers: recorded (the fan-out's rounds
      * do it themselves) */
     int rc = odbox_subs_beat(d, ds, 0, err);
-    return rc == ODBOX_OK ? odbox_handling_round(d, ds, NULL, round, err) : rc;
+    return rc == ODBOX_OK ? odbox_handling_round(&x, round, err) : rc;
 }
 
 int odbox_delivery_fanout_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round, odbox_error *err)
@@ -467,8 +455,8 @@ static void *shard_main(void *arg)
         odbox_delivery_round rd;
         memset(&rd, 0, sizeof rd);
         odbox_error e = {0};
-        int rc = x->job == JOB_FANOUT ? odbox_fanout_round(d, ds, &rd, &e)
-                                      : odbox_handling_round(d, ds, &x->stop, &rd, &e);
+        odbox_round_ctx rx = {.d = d, .ds = ds, .stop = &x->stop, .clock = d->clock};
+        int rc = x->job == JOB_FANOUT ? odbox_fanout_round(&rx, &rd, &e) : odbox_handling_round(&rx, &rd, &e);
         pthread_mutex_lock(&d->mu);
         int was_failing = ds->failing[x->job];
         ds->failing[x->job] = rc != ODBOX_OK;

@@ -4,7 +4,8 @@
  * Handlers with a concurrency limit are claimed one at a time across the
  * cluster (their subscription's row lock) up to the room their live
  * leases leave; ordered handlers' rows wait for the older rows of their
- * model_id. */
+ * model_id. A call's run (on a worker thread) and release are here too:
+ * the claim makes the calls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,19 @@
 #include "notifications_internal.h"
 #include "registry_internal.h"
 #include "odbox/uuid.h"
+
+/* ---- one call, on a worker thread --------------------------------------------- */
+
+static void hcall_run(odbox_work *w)
+{
+    call *c = (call *)w;
+    odbox_error e = {0};
+    int64_t t0 = odbox_mono_us();
+    int rc = c->fn(&c->env, c->user, &e);
+    c->duration_us = odbox_mono_us() - t0;
+    c->rc = rc == 0 ? 0 : rc < 0 ? rc : ODBOX_EINVAL;
+    snprintf(c->message, sizeof c->message, "%.255s", e.message[0] ? e.message : odbox_strerror(c->rc));
+}
 
 void odbox_hcall_release(odbox_work *w)
 {
@@ -243,7 +257,7 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
         }
         h->calls[h->n++] = cl;
         got++;
-        cl->w.run = odbox_hcall_run;
+        cl->w.run = hcall_run;
         cl->w.release = odbox_hcall_release;
         atomic_init(&cl->w.refs, 1);
         cl->handler = -1;

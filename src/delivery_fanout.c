@@ -54,6 +54,7 @@ typedef struct fevent {
 } fevent;
 
 typedef struct fround {
+    const odbox_round_ctx *x;
     odbox_delivery *d;
     odbox_dshard *ds;
     odbox_delivery_round *rd;
@@ -444,7 +445,7 @@ static chunk next_chunk(const fround *f, size_t e0, size_t r0, int join)
 static int write_round(fround *f, odbox_conn *c, odbox_error *err)
 {
     const odbox_dialect *d = f->dialect;
-    int64_t now = odbox_delivery_now(f->d), changed = 0;
+    int64_t now = odbox_round_now(f->x), changed = 0;
     chunk all = next_chunk(f, 0, 0, d->join_writes_sql != NULL);
     if (d->join_writes_sql && all.e1 == f->nev) {
         /* one statement, in a transaction only when the dialect has
@@ -495,11 +496,13 @@ static int shard_error(const odbox_dshard *ds, int rc, odbox_error *err)
     return odbox_error_prefix(err, rc, "fan-out on shard %d.%d", ds->id.group, ds->id.member);
 }
 
-int odbox_fanout_round(odbox_delivery *d, odbox_dshard *ds, odbox_delivery_round *rd, odbox_error *err)
+int odbox_fanout_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err)
 {
+    odbox_delivery *d = x->d;
+    odbox_dshard *ds = x->ds;
     rd->job = ODBOX_DELIVERY_FANOUT;
     rd->shard = ds->id;
-    fround f = {.d = d, .ds = ds, .rd = rd};
+    fround f = {.x = x, .d = d, .ds = ds, .rd = rd};
     odbox_conn *c = NULL, *rc_conn = NULL;
     odbox_pool *primary = odbox_shard_primary(ds->shard);
     int rc = odbox_shard_check_eventlog(ds->shard, err);

@@ -25,17 +25,17 @@
 #include "notifications_internal.h"
 #include "registry_internal.h"
 
-/* ---- one call, on a worker thread --------------------------------------------- */
+/* ---- backoff ---------------------------------------------------------------------- */
 
-void odbox_hcall_run(odbox_work *w)
+int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts)
 {
-    call *c = (call *)w;
-    odbox_error e = {0};
-    int64_t t0 = odbox_mono_us();
-    int rc = c->fn(&c->env, c->user, &e);
-    c->duration_us = odbox_mono_us() - t0;
-    c->rc = rc == 0 ? 0 : rc < 0 ? rc : ODBOX_EINVAL;
-    snprintf(c->message, sizeof c->message, "%.255s", e.message[0] ? e.message : odbox_strerror(c->rc));
+    int shift = attempts - 1 < 0 ? 0 : attempts - 1 > 30 ? 30 : attempts - 1;
+    /* base <= the cap's range: no overflow below 2^30 x base when base
+     * stays under 2^33 us (more than a day), checked at open */
+    int64_t b = c->backoff_base_us;
+    for (int i = 0; i < shift && b < c->backoff_cap_us; i++)
+        b *= 2;
+    return b < c->backoff_cap_us ? b : c->backoff_cap_us;
 }
 
 /* ---- calling ---------------------------------------------------------------------- */
@@ -329,9 +329,11 @@ static void report(hround *h, int64_t post)
     free(o);
 }
 
-int odbox_handling_round(odbox_delivery *d, odbox_dshard *ds, const atomic_int *stop, odbox_delivery_round *rd,
-                         odbox_error *err)
+int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err)
 {
+    odbox_delivery *d = x->d;
+    odbox_dshard *ds = x->ds;
+    const atomic_int *stop = x->stop;
     rd->job = ODBOX_DELIVERY_HANDLING;
     rd->shard = ds->id;
     hround h = {.d = d, .ds = ds, .rd = rd};
@@ -344,15 +346,15 @@ int odbox_handling_round(odbox_delivery *d, odbox_dshard *ds, const atomic_int *
         h.dialect = odbox_conn_dialect(c);
         odbox_dialect_eventlog_table(h.dialect, odbox_shard_eventlog(ds->shard), "event_notifications", h.table,
                                      sizeof h.table);
-        rc = odbox_handling_claim(&h, c, odbox_delivery_now(d), err);
+        rc = odbox_handling_claim(&h, c, odbox_round_now(x), err);
         rd->read = h.n;
         /* handlers may take long and may use the pool themselves */
         odbox_pool_release(pool, &c);
     }
     if (rc == ODBOX_OK && h.n > 0) {
-        run_calls(&h, odbox_delivery_now(d), stop);
+        run_calls(&h, odbox_round_now(x), stop);
         log_past_lease(&h);
-        int64_t post = odbox_delivery_now(d);
+        int64_t post = odbox_round_now(x);
         classify(&h, post);
         if ((rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK && d->hook &&
             (rc = d->hook(d->hook_ud, ODBOX_DELIVERY_CALLS_DONE, ds->shard, c, rd)) != ODBOX_OK) {

@@ -166,19 +166,33 @@ struct odbox_delivery {
     int beat_started;
 };
 
-int64_t odbox_delivery_now(const odbox_delivery *d);
-
 /* The shard's entry; NULL when s is not the delivery's registry's. */
 odbox_dshard *odbox_delivery_shard(odbox_delivery *d, const odbox_shard *s);
 
-/* Rounds (the public round functions and the job loops): stop (may be
- * NULL) cuts a handling round's waits for calls short. */
-int odbox_fanout_round(odbox_delivery *d, odbox_dshard *ds, odbox_delivery_round *rd, odbox_error *err);
-int odbox_handling_round(odbox_delivery *d, odbox_dshard *ds, const atomic_int *stop, odbox_delivery_round *rd,
-                         odbox_error *err);
+/* ---- rounds --------------------------------------------------------------- */
+
+/* What a round gets from the delivery that runs it (delivery.c: the public
+ * round functions and the job loops), so that the rounds
+ * (delivery_fanout.c, delivery_handling.c, delivery_claim.c) never call
+ * back into delivery.c (one-way layers, docs/architecture.md): the
+ * delivery's shared state (its configuration, handlers, metrics, hook and
+ * wake-ups, and mu for the shard's fields), the shard, the stop flag and
+ * the clock. */
+typedef struct odbox_round_ctx {
+    odbox_delivery *d;
+    odbox_dshard *ds;
+    const atomic_int *stop; /* may be NULL: cuts a handling round's waits for calls short */
+    odbox_clock clock;      /* the delivery's time */
+} odbox_round_ctx;
+
+static inline int64_t odbox_round_now(const odbox_round_ctx *x) { return x->clock.now_us(x->clock.ud); }
+
+int odbox_fanout_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err);
+int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err);
 
 /* The backoff before try attempts + 1 after attempts failures: base x
- * 2^(attempts-1), at most cap (Ekbatan's Backoff, microseconds). */
+ * 2^(attempts-1), at most cap (Ekbatan's Backoff, microseconds;
+ * delivery_handling.c). */
 int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts);
 
 /* ---- subscriptions (subscriptions.c) ------------------------------------------ */

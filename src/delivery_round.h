@@ -51,9 +51,6 @@ typedef struct hround {
     int64_t lease_end_mono_us;      /* when the claim ends, by this process's clock */
 } hround;
 
-/* Runs one call on a worker thread. */
-void odbox_hcall_run(odbox_work *w);
-
 /* Drops a reference to a call (the round's, or an abandoned call's thread's). */
 void odbox_hcall_release(odbox_work *w);
 
