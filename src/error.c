@@ -223,6 +223,8 @@ const unsigned char odbox_hex_digit[256] = {
 #undef X16
 };
 
+/* Public (odbox/registry.h); here, with the other string helpers, since
+ * every layer from the DSN grammar up checks names. */
 int odbox_name_is_valid(const char *name)
 {
     if (!name || !*name || strlen(name) >= ODBOX_NAME_MAX)

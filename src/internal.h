@@ -147,8 +147,9 @@ int odbox_stmt_query_int64(odbox_stmt *s, int64_t *v, odbox_error *err);
 struct odbox_shard;
 odbox_pool *odbox_shard_lock_pool(const struct odbox_shard *s);
 /* That pool's configuration, from the shard's pool configuration
- * (src/registry.c, which opens the pool). */
-#define ODBOX_LOCK_SESSION_WAIT_MS 50 /* one try waits this long at most for a free lock session */
+ * (src/registry.c, which opens the pool): one try waits at most
+ * ODBOX_LOCK_SESSION_WAIT_MS for a free lock session. */
+#define ODBOX_LOCK_SESSION_WAIT_MS 50
 void odbox_lock_pool_config(const odbox_pool_config *shard_pool, odbox_pool_config *out);
 
 #endif

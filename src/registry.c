@@ -256,15 +256,6 @@ const char *odbox_shard_eventlog(const odbox_shard *s) { return s->eventlog; }
 odbox_pool *odbox_shard_primary(const odbox_shard *s) { return s->primary; }
 odbox_pool *odbox_shard_replica(const odbox_shard *s) { return s->replica ? s->replica : s->primary; }
 odbox_pool *odbox_shard_lock_pool(const odbox_shard *s) { return s->locks; }
-
-void odbox_lock_pool_config(const odbox_pool_config *shard_pool, odbox_pool_config *out)
-{
-    /* As many lock sessions as the shard has connections: as many keys
-     * can be held at once as before the pools were split. The short wait
-     * makes one try cheap; a waiter's own wait bounds the whole. */
-    out->size = shard_pool ? shard_pool->size : 0;
-    out->acquire_timeout_ms = ODBOX_LOCK_SESSION_WAIT_MS;
-}
 int odbox_shard_has_replica(const odbox_shard *s) { return s->replica != NULL; }
 const char *odbox_shard_primary_redacted(const odbox_shard *s) { return s->primary_redacted; }
 
@@ -300,3 +291,13 @@ int odbox_shard_set_verified(odbox_shard *s, const void *what, odbox_error *err)
 
 const char *odbox_shard_primary_dsn(const odbox_shard *s) { return s->primary_dsn; }
 int odbox_shard_notify_interval_ms(const odbox_shard *s) { return s->notify_interval_ms; }
+
+/* The keyed-lock sessions' pool (src/lock.c takes its sessions from it). */
+void odbox_lock_pool_config(const odbox_pool_config *shard_pool, odbox_pool_config *out)
+{
+    /* As many lock sessions as the shard has connections: as many keys
+     * can be held at once as before the pools were split. The short wait
+     * makes one try cheap; a waiter's own wait bounds the whole. */
+    out->size = shard_pool ? shard_pool->size : 0;
+    out->acquire_timeout_ms = ODBOX_LOCK_SESSION_WAIT_MS;
+}
