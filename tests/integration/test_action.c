@@ -9,7 +9,7 @@
  * counters; bad input. How a shard is written: test_persist.c; several
  * shards: test_shards.c.
  *
- * Uses the "dummies" fixture defined in test_repo.c. */
+ * Uses the "dummies" fixture of dummies.c. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
