@@ -104,5 +104,6 @@ Suite *collation_suite(void);
 void db_add_bind_tests(TCase *t);                 /* test_db_binds.c */
 void action_add_staging_refusals(TCase *t);       /* test_action_refusals.c */
 void action_add_input_refusals(TCase *t);         /* test_action_refusals.c */
+void handlers_jobs_add_lease_tests(TCase *tc);    /* test_handlers_leases.c */
 
 #endif
