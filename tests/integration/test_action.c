@@ -597,25 +597,16 @@ END_TEST
 
 /* ---- retry rules ---------------------------------------------------------- */
 
-START_TEST(retry_counters_are_per_code)
+/* Each rule of cfg has its own budget: deadlock once and stale twice go
+ * through, a third stale or a second deadlock is the error; a code without
+ * a rule, or no rules at all, is not retried. d is written once. */
+static void retries_within_each_rule_budget(dfx *f, odbox_executor *exe, odbox_model *d)
 {
-    dfx f;
-    dfx_open(&f, 1, 0);
-    odbox_executor *exe = open_exe(&f);
-    odbox_exec_config def;
-    odbox_exec_config_default(&def);
-    ck_assert_int_eq(def.nretries, 1);
-    ck_assert_int_eq(def.retries[0].code, ODBOX_ESTALE);
-    ck_assert_int_eq(def.retries[0].max_retries, 1);
-    ck_assert_int_eq(def.retries[0].delay_ms, 100);
-    ck_assert_int_eq(def.allow_cross_shard, 0);
-
     odbox_exec_config cfg = {.retries = {{ODBOX_ESTALE, 2, 0}, {ODBOX_EDEADLOCK, 1, 0}}, .nretries = 2};
     odbox_result res;
     odbox_error e;
 
     /* deadlock once, stale twice, then through: each rule has its budget */
-    odbox_model *d = dfx_dummy(NULL, "retried", 1);
     script a = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1,
                 .codes = {ODBOX_EDEADLOCK, ODBOX_ESTALE, ODBOX_ESTALE, 0}};
     int rc = execute_script(exe, "Retried", &a, NULL, &cfg, &res, &e);
@@ -630,9 +621,9 @@ START_TEST(retry_counters_are_per_code)
             ck_assert_str_ne(a.action_ids[j], a.action_ids[k]); /* a new action id per attempt */
     }
     ck_assert_str_eq(res.action_id, a.action_ids[3]);
-    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 1);
-    ck_assert_int_eq(dfx_events(&f, 0), 1);
-    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s'", itest_evt(f.ev[0], "events"),
+    ck_assert_int_eq(dfx_rows(f, 0, "dummies"), 1);
+    ck_assert_int_eq(dfx_events(f, 0), 1);
+    ck_assert_int_eq(itest_count(f->c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s'", itest_evt(f->ev[0], "events"),
                                  res.action_id),
                      1);
     odbox_result_clear(&res);
@@ -669,6 +660,14 @@ START_TEST(retry_counters_are_per_code)
     ck_assert_int_eq(h.calls, 1);
     ck_assert_int_eq(res.attempts, 1);
     odbox_result_clear(&res);
+}
+
+/* The defaults (cfg NULL): one stale retry after 100 ms; a rule's delay is
+ * honoured; malformed configurations are refused before perform runs. */
+static void retry_delays_and_bad_configs(odbox_executor *exe)
+{
+    odbox_result res;
+    odbox_error e;
 
     /* defaults (cfg NULL): one stale retry after 100 ms */
     script i = {.codes = {ODBOX_ESTALE, 0}};
@@ -704,6 +703,24 @@ START_TEST(retry_counters_are_per_code)
     ck_assert_int_eq(execute_script(exe, "Bad", &l, NULL, &neg_n, &res, &e), ODBOX_EINVAL);
     ck_assert_int_eq(l.calls, 0);
     odbox_result_clear(&res);
+}
+
+START_TEST(retry_counters_are_per_code)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_exec_config def;
+    odbox_exec_config_default(&def);
+    ck_assert_int_eq(def.nretries, 1);
+    ck_assert_int_eq(def.retries[0].code, ODBOX_ESTALE);
+    ck_assert_int_eq(def.retries[0].max_retries, 1);
+    ck_assert_int_eq(def.retries[0].delay_ms, 100);
+    ck_assert_int_eq(def.allow_cross_shard, 0);
+
+    odbox_model *d = dfx_dummy(NULL, "retried", 1);
+    retries_within_each_rule_budget(&f, exe, d);
+    retry_delays_and_bad_configs(exe);
     ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 1);
     /* only the successful executions left rows */
     ck_assert_int_eq(dfx_events(&f, 0), 3);
