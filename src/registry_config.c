@@ -93,29 +93,14 @@ static int get_pool(json_object *o, const char *path, odbox_pool_config *pool, o
     return ODBOX_OK;
 }
 
-int odbox_registry_parse(const char *text, odbox_registry **out, odbox_error *err)
+/* Parses text (len bytes) as one JSON value, nothing but whitespace after
+ * it; a syntax error says its line. */
+static int parse_json(const char *text, size_t len, json_object **root_out, odbox_error *err)
 {
-    static const char *const top_keys[] = {"default_shard", "pool", "shards", NULL};
-    static const char *const shard_keys[] = {"group", "member", "primary", "replica", "eventlog", "pool", NULL};
-    json_object *root = NULL, *shards;
-    odbox_shard_config *sc = NULL;
-    odbox_registry_config cfg = {0};
-    odbox_pool_config defaults = {0};
-    int rc;
-
-    if (!out)
-        return odbox_fail(err, ODBOX_EINVAL, "config: out is NULL");
-    *out = NULL;
-    if (!text)
-        return odbox_fail(err, ODBOX_EINVAL, "config: no text");
-    size_t len = strlen(text);
-    if (len > CONFIG_MAX_BYTES)
-        return odbox_fail(err, ODBOX_EINVAL, "config: larger than %d bytes", CONFIG_MAX_BYTES);
-
     json_tokener *tok = json_tokener_new();
     if (!tok)
         return odbox_fail(err, ODBOX_ENOMEM, "config: out of memory");
-    root = json_tokener_parse_ex(tok, text, (int)len + 1);
+    json_object *root = json_tokener_parse_ex(tok, text, (int)len + 1);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t offset = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
@@ -135,67 +120,107 @@ int odbox_registry_parse(const char *text, odbox_registry **out, odbox_error *er
         return odbox_fail(err, ODBOX_EINVAL, "config: invalid JSON near line %d: %s", line,
                           jerr == json_tokener_success ? "trailing data" : json_tokener_error_desc(jerr));
     }
+    *root_out = root;
+    return ODBOX_OK;
+}
+
+/* shards[i], the object o, into *sc: its pool starts from defaults. */
+static int parse_shard(json_object *o, size_t i, const odbox_pool_config *defaults, odbox_shard_config *sc,
+                       odbox_error *err)
+{
+    static const char *const shard_keys[] = {"group", "member", "primary", "replica", "eventlog", "pool", NULL};
+    char path[32];
+    int rc;
+    snprintf(path, sizeof path, "shards[%zu]", i);
+    if (!json_object_is_type(o, json_type_object))
+        return odbox_fail(err, ODBOX_EINVAL, "config: %s must be an object", path);
+    sc->pool = *defaults;
+    if ((rc = check_keys(o, path, shard_keys, err)) != ODBOX_OK ||
+        (rc = get_int(o, "group", path, 0, ODBOX_SHARD_GROUP_MAX, &sc->id.group, 1, err)) != ODBOX_OK ||
+        (rc = get_int(o, "member", path, 0, ODBOX_SHARD_MEMBER_MAX, &sc->id.member, 1, err)) != ODBOX_OK ||
+        (rc = get_string(o, "primary", path, &sc->primary_dsn, 1, err)) != ODBOX_OK ||
+        (rc = get_string(o, "replica", path, &sc->replica_dsn, 0, err)) != ODBOX_OK ||
+        (rc = get_string(o, "eventlog", path, &sc->eventlog, 0, err)) != ODBOX_OK ||
+        (rc = get_pool(o, path, &sc->pool, err)) != ODBOX_OK)
+        return rc;
+    if (sc->eventlog && !odbox_name_is_valid(sc->eventlog))
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "config: %s.eventlog: '%.80s' is not a valid name ([a-z_][a-z0-9_]*, at most %d characters)",
+                          path, sc->eventlog, ODBOX_NAME_MAX - 1);
+    return ODBOX_OK;
+}
+
+/* The "shards" array of root into cfg; the array of shard configs it
+ * allocates is *sc_out (the caller frees it, also on failure). */
+static int parse_shards(json_object *root, const odbox_pool_config *defaults, odbox_registry_config *cfg,
+                        odbox_shard_config **sc_out, odbox_error *err)
+{
+    json_object *shards;
+    if (!json_object_object_get_ex(root, "shards", &shards))
+        return odbox_fail(err, ODBOX_EINVAL, "config: \"shards\" is required");
+    if (!json_object_is_type(shards, json_type_array) || json_object_array_length(shards) == 0)
+        return odbox_fail(err, ODBOX_EINVAL, "config: \"shards\" must be a non-empty array");
+    cfg->nshards = json_object_array_length(shards);
+    if (cfg->nshards > CONFIG_MAX_SHARDS)
+        return odbox_fail(err, ODBOX_EINVAL, "config: more than %d shards", CONFIG_MAX_SHARDS);
+    odbox_shard_config *sc = calloc(cfg->nshards, sizeof *sc);
+    if (!sc)
+        return odbox_fail(err, ODBOX_ENOMEM, "config: out of memory");
+    *sc_out = sc;
+    for (size_t i = 0; i < cfg->nshards; i++) {
+        int rc = parse_shard(json_object_array_get_idx(shards, i), i, defaults, &sc[i], err);
+        if (rc != ODBOX_OK)
+            return rc;
+    }
+    cfg->shards = sc;
+    return ODBOX_OK;
+}
+
+/* root's optional "default_shard" ("G.M") into cfg. */
+static int parse_default_shard(json_object *root, odbox_registry_config *cfg, odbox_error *err)
+{
+    json_object *def;
+    if (!json_object_object_get_ex(root, "default_shard", &def))
+        return ODBOX_OK;
+    if (!json_object_is_type(def, json_type_string))
+        return odbox_fail(err, ODBOX_EINVAL, "config: default_shard must be a string such as \"0.0\"");
+    int rc = odbox_shard_id_parse(json_object_get_string(def), &cfg->default_shard, err);
+    if (rc != ODBOX_OK) {
+        odbox_error_prefix(err, rc, "config: default_shard");
+        return rc;
+    }
+    cfg->has_default = 1;
+    return ODBOX_OK;
+}
+
+int odbox_registry_parse(const char *text, odbox_registry **out, odbox_error *err)
+{
+    static const char *const top_keys[] = {"default_shard", "pool", "shards", NULL};
+    json_object *root = NULL;
+    odbox_shard_config *sc = NULL;
+    odbox_registry_config cfg = {0};
+    odbox_pool_config defaults = {0};
+    int rc;
+
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "config: out is NULL");
+    *out = NULL;
+    if (!text)
+        return odbox_fail(err, ODBOX_EINVAL, "config: no text");
+    size_t len = strlen(text);
+    if (len > CONFIG_MAX_BYTES)
+        return odbox_fail(err, ODBOX_EINVAL, "config: larger than %d bytes", CONFIG_MAX_BYTES);
+    if ((rc = parse_json(text, len, &root, err)) != ODBOX_OK)
+        return rc;
     if (!json_object_is_type(root, json_type_object)) {
         rc = odbox_fail(err, ODBOX_EINVAL, "config: the top level must be an object");
         goto out;
     }
     if ((rc = check_keys(root, "(top)", top_keys, err)) != ODBOX_OK ||
-        (rc = get_pool(root, "(top)", &defaults, err)) != ODBOX_OK)
+        (rc = get_pool(root, "(top)", &defaults, err)) != ODBOX_OK ||
+        (rc = parse_shards(root, &defaults, &cfg, &sc, err)) != ODBOX_OK ||
+        (rc = parse_default_shard(root, &cfg, err)) != ODBOX_OK)
         goto out;
-    if (!json_object_object_get_ex(root, "shards", &shards)) {
-        rc = odbox_fail(err, ODBOX_EINVAL, "config: \"shards\" is required");
-        goto out;
-    }
-    if (!json_object_is_type(shards, json_type_array) || json_object_array_length(shards) == 0) {
-        rc = odbox_fail(err, ODBOX_EINVAL, "config: \"shards\" must be a non-empty array");
-        goto out;
-    }
-    cfg.nshards = json_object_array_length(shards);
-    if (cfg.nshards > CONFIG_MAX_SHARDS) {
-        rc = odbox_fail(err, ODBOX_EINVAL, "config: more than %d shards", CONFIG_MAX_SHARDS);
-        goto out;
-    }
-    if (!(sc = calloc(cfg.nshards, sizeof *sc))) {
-        rc = odbox_fail(err, ODBOX_ENOMEM, "config: out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < cfg.nshards; i++) {
-        json_object *o = json_object_array_get_idx(shards, i);
-        char path[32];
-        snprintf(path, sizeof path, "shards[%zu]", i);
-        if (!json_object_is_type(o, json_type_object)) {
-            rc = odbox_fail(err, ODBOX_EINVAL, "config: %s must be an object", path);
-            goto out;
-        }
-        sc[i].pool = defaults;
-        if ((rc = check_keys(o, path, shard_keys, err)) != ODBOX_OK ||
-            (rc = get_int(o, "group", path, 0, ODBOX_SHARD_GROUP_MAX, &sc[i].id.group, 1, err)) != ODBOX_OK ||
-            (rc = get_int(o, "member", path, 0, ODBOX_SHARD_MEMBER_MAX, &sc[i].id.member, 1, err)) != ODBOX_OK ||
-            (rc = get_string(o, "primary", path, &sc[i].primary_dsn, 1, err)) != ODBOX_OK ||
-            (rc = get_string(o, "replica", path, &sc[i].replica_dsn, 0, err)) != ODBOX_OK ||
-            (rc = get_string(o, "eventlog", path, &sc[i].eventlog, 0, err)) != ODBOX_OK ||
-            (rc = get_pool(o, path, &sc[i].pool, err)) != ODBOX_OK)
-            goto out;
-        if (sc[i].eventlog && !odbox_name_is_valid(sc[i].eventlog)) {
-            rc = odbox_fail(err, ODBOX_EINVAL,
-                            "config: %s.eventlog: '%.80s' is not a valid name ([a-z_][a-z0-9_]*, at most %d characters)",
-                            path, sc[i].eventlog, ODBOX_NAME_MAX - 1);
-            goto out;
-        }
-    }
-    json_object *def;
-    if (json_object_object_get_ex(root, "default_shard", &def)) {
-        if (!json_object_is_type(def, json_type_string)) {
-            rc = odbox_fail(err, ODBOX_EINVAL, "config: default_shard must be a string such as \"0.0\"");
-            goto out;
-        }
-        if ((rc = odbox_shard_id_parse(json_object_get_string(def), &cfg.default_shard, err)) != ODBOX_OK) {
-            odbox_error_prefix(err, rc, "config: default_shard");
-            goto out;
-        }
-        cfg.has_default = 1;
-    }
-    cfg.shards = sc;
     if ((rc = odbox_registry_open(&cfg, out, err)) != ODBOX_OK)
         odbox_error_prefix(err, rc, "config");
 out:

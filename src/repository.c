@@ -408,6 +408,113 @@ typedef struct filter {
     size_t nids;
 } filter;
 
+/* The type of column in cs (TEXT when it is not there). */
+static int column_type(const colset *cs, const char *column)
+{
+    int ctype = ODBOX_TYPE_TEXT;
+    if (column) {
+        for (size_t i = 0; i < cs->n; i++)
+            if (!strcmp(cs->names[i], column))
+                ctype = cs->types[i];
+    }
+    return ctype;
+}
+
+/* The text of a read's SELECT (COUNT(*) when counting); NULL when out of
+ * memory. */
+static char *read_sql(const odbox_dialect *d, const odbox_model_type *t, const colset *cs, const filter *f,
+                      int ctype, int with_value, int counting)
+{
+    odbox_buf b = {0};
+    if (counting) {
+        odbox_buf_append(&b, "SELECT COUNT(*)");
+    } else {
+        odbox_buf_append(&b, "SELECT ");
+        append_columns(&b, cs, d, 1);
+    }
+    odbox_buf_append(&b, " FROM ");
+    append_quoted(&b, d, t->table);
+    odbox_buf_append(&b, " WHERE state <> 'DELETED'");
+    if (f->column) {
+        odbox_buf_append(&b, " AND ");
+        append_quoted(&b, d, f->column);
+        odbox_buf_cat(&b, with_value ? " = " : " IS NULL", with_value ? odbox_repo_param_form(d, ctype) : "",
+                      (char *)NULL);
+    }
+    if (f->nids) {
+        odbox_buf_append(&b, " AND id IN (");
+        for (size_t i = 0; i < f->nids; i++)
+            odbox_buf_cat(&b, i ? ", " : "", d->uuid_param, (char *)NULL);
+        odbox_buf_append(&b, ")");
+    }
+    if (!counting)
+        odbox_buf_append(&b, " ORDER BY id");
+    return odbox_buf_take(&b);
+}
+
+/* The read's statement on c, from c's cache when it is there. Reads by id
+ * are the hot ones: found by key. Others build their SQL and are found by
+ * its text (a key marked too long is no key). */
+static int prepare_read(odbox_conn *c, const odbox_model_type *t, const colset *cs, const filter *f, int ctype,
+                        int with_value, int counting, odbox_stmt **s, odbox_error *err)
+{
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, ODBOX_SQL_FIND_IDS, f->nids);
+    if (counting || f->column)
+        key.too_long = 1;
+    else
+        odbox_repo_key_add_type(&key, t);
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, s, err);
+    if (rc == ODBOX_OK && !*s) {
+        char *sql = read_sql(odbox_conn_dialect(c), t, cs, f, ctype, with_value, counting);
+        rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, s, err)
+                 : odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
+        free(sql);
+    }
+    return rc;
+}
+
+/* Binds the filter's value (as the column's type) and ids, in order. */
+static int bind_filter(odbox_stmt *s, const filter *f, int ctype, int with_value, odbox_error *err)
+{
+    int rc = ODBOX_OK, idx = 1;
+    if (with_value) {
+        const odbox_value *v = f->value;
+        switch ((odbox_type)ctype) {
+        case ODBOX_TYPE_TEXT: rc = odbox_stmt_bind_text(s, idx++, v->s, err); break;
+        case ODBOX_TYPE_UUID: rc = odbox_stmt_bind_uuid(s, idx++, v->s, err); break;
+        case ODBOX_TYPE_JSON: rc = odbox_stmt_bind_json(s, idx++, v->s, err); break;
+        case ODBOX_TYPE_INT64: rc = odbox_stmt_bind_int64(s, idx++, v->i, err); break;
+        case ODBOX_TYPE_TIMESTAMP: rc = odbox_stmt_bind_timestamp(s, idx++, v->i, err); break;
+        case ODBOX_TYPE_DOUBLE: rc = odbox_stmt_bind_double(s, idx++, v->d, err); break;
+        case ODBOX_TYPE_BOOL: rc = odbox_stmt_bind_bool(s, idx++, v->b, err); break;
+        }
+    }
+    for (size_t i = 0; i < f->nids && rc == ODBOX_OK; i++)
+        rc = odbox_stmt_bind_valid_uuid(s, idx++, f->ids[i], err);
+    return rc;
+}
+
+/* Executes the bound read and takes its rows: models appended to list,
+ * or the count added to *count. 0, or a negative code. */
+static int run_read(odbox_stmt *s, const odbox_model_type *t, const colset *cs, odbox_models *list, int64_t *count,
+                    odbox_error *err)
+{
+    int rc = odbox_stmt_execute(s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        if (count) {
+            int64_t n = 0;
+            if ((rc = odbox_stmt_get_int64(s, 1, &n, NULL, err)) == ODBOX_OK)
+                *count += n;
+        } else {
+            odbox_model *m = NULL;
+            if ((rc = row_to_model(s, t, cs, &m, err)) == ODBOX_OK)
+                rc = push_model(list, m, err);
+        }
+    }
+    return rc;
+}
+
 /* SELECT (or COUNT when count != NULL) on one shard, appending to list. */
 static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_model_type *t, const filter *f,
                       odbox_models *list, int64_t *count, odbox_error *err)
@@ -422,87 +529,19 @@ static int read_shard(odbox_shard *shard, odbox_read_from from, const odbox_mode
         rc = odbox_pool_acquire(pool, &c, err);
     if (rc != ODBOX_OK)
         return rc;
-    const odbox_dialect *d = odbox_conn_dialect(c);
-    int ctype = ODBOX_TYPE_TEXT;
-    if (f->column) {
-        for (size_t i = 0; i < cs.n; i++)
-            if (!strcmp(cs.names[i], f->column))
-                ctype = cs.types[i];
-    }
+    int ctype = column_type(&cs, f->column);
     int with_value = f->column && f->value && !f->value->is_null;
     if (with_value && (int)f->value->type != ctype && !(ctype == ODBOX_TYPE_UUID && f->value->type == ODBOX_TYPE_TEXT)) {
         odbox_pool_release(pool, &c);
         return odbox_fail(err, ODBOX_EINVAL, "read %s: the value for %s is not of the column's type", t->name,
                           f->column);
     }
-    /* Reads by id are the hot ones: found by key. Others build their SQL
-     * and are found by its text (a key marked too long is no key). */
-    odbox_sql_key key;
-    odbox_sql_key_init(&key, ODBOX_SQL_FIND_IDS, f->nids);
-    if (count || f->column)
-        key.too_long = 1;
-    else
-        odbox_repo_key_add_type(&key, t);
     odbox_stmt *s = NULL;
-    rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
-    if (rc == ODBOX_OK && !s) {
-        odbox_buf b = {0};
-        if (count) {
-            odbox_buf_append(&b, "SELECT COUNT(*)");
-        } else {
-            odbox_buf_append(&b, "SELECT ");
-            append_columns(&b, &cs, d, 1);
-        }
-        odbox_buf_append(&b, " FROM ");
-        append_quoted(&b, d, t->table);
-        odbox_buf_append(&b, " WHERE state <> 'DELETED'");
-        if (f->column) {
-            odbox_buf_append(&b, " AND ");
-            append_quoted(&b, d, f->column);
-            odbox_buf_cat(&b, with_value ? " = " : " IS NULL", with_value ? odbox_repo_param_form(d, ctype) : "",
-                          (char *)NULL);
-        }
-        if (f->nids) {
-            odbox_buf_append(&b, " AND id IN (");
-            for (size_t i = 0; i < f->nids; i++)
-                odbox_buf_cat(&b, i ? ", " : "", d->uuid_param, (char *)NULL);
-            odbox_buf_append(&b, ")");
-        }
-        if (!count)
-            odbox_buf_append(&b, " ORDER BY id");
-        char *sql = odbox_buf_take(&b);
-        rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
-                 : odbox_fail(err, ODBOX_ENOMEM, "read: out of memory");
-        free(sql);
-    }
-    int idx = 1;
-    if (rc == ODBOX_OK && with_value) {
-        const odbox_value *v = f->value;
-        switch ((odbox_type)ctype) {
-        case ODBOX_TYPE_TEXT: rc = odbox_stmt_bind_text(s, idx++, v->s, err); break;
-        case ODBOX_TYPE_UUID: rc = odbox_stmt_bind_uuid(s, idx++, v->s, err); break;
-        case ODBOX_TYPE_JSON: rc = odbox_stmt_bind_json(s, idx++, v->s, err); break;
-        case ODBOX_TYPE_INT64: rc = odbox_stmt_bind_int64(s, idx++, v->i, err); break;
-        case ODBOX_TYPE_TIMESTAMP: rc = odbox_stmt_bind_timestamp(s, idx++, v->i, err); break;
-        case ODBOX_TYPE_DOUBLE: rc = odbox_stmt_bind_double(s, idx++, v->d, err); break;
-        case ODBOX_TYPE_BOOL: rc = odbox_stmt_bind_bool(s, idx++, v->b, err); break;
-        }
-    }
-    for (size_t i = 0; i < f->nids && rc == ODBOX_OK; i++)
-        rc = odbox_stmt_bind_valid_uuid(s, idx++, f->ids[i], err);
+    rc = prepare_read(c, t, &cs, f, ctype, with_value, count != NULL, &s, err);
     if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
-    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
-        if (count) {
-            int64_t n = 0;
-            if ((rc = odbox_stmt_get_int64(s, 1, &n, NULL, err)) == ODBOX_OK)
-                *count += n;
-        } else {
-            odbox_model *m = NULL;
-            if ((rc = row_to_model(s, t, &cs, &m, err)) == ODBOX_OK)
-                rc = push_model(list, m, err);
-        }
-    }
+        rc = bind_filter(s, f, ctype, with_value, err);
+    if (rc == ODBOX_OK)
+        rc = run_read(s, t, &cs, list, count, err);
     odbox_stmt_free(&s);
     odbox_pool_release(pool, &c);
     if (rc < 0) {

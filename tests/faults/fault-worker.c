@@ -570,25 +570,31 @@ static int options_check(const kill_rec *kills, int nkills)
     return bad;
 }
 
-static int calls_check(const char *kills_path)
+/* The kills file (lines "pid at_us"): into kills, at most cap; how many,
+ * or -1 when it cannot be read. */
+static int read_kills(const char *kills_path, kill_rec *kills, int cap)
 {
-    kill_rec kills[1024];
     int nkills = 0;
     FILE *f = fopen(kills_path, "r");
     if (!f) {
         perror(kills_path);
-        return 1;
+        return -1;
     }
     long kp;
     long long kat;
-    while (nkills < (int)(sizeof kills / sizeof kills[0]) && fscanf(f, "%ld %lld", &kp, &kat) == 2)
+    while (nkills < cap && fscanf(f, "%ld %lld", &kp, &kat) == 2)
         kills[nkills++] = (kill_rec){kp, (int64_t)kat};
     fclose(f);
+    return nkills;
+}
 
+/* 0 lost: every event of a subscribed type has a SUCCEEDED row per
+ * subscription of its type. The failures found (said on stderr), or -1
+ * when a count failed. */
+static int lost_check(void)
+{
     const char *ev = evtab("events"), *no = evtab("event_notifications"), *st = evtab("subscription_types");
     int bad = 0;
-    /* 0 lost: every event of a subscribed type has a SUCCEEDED row per
-     * subscription of its type */
     int64_t subs = count("SELECT COUNT(*) FROM %s", st, NULL);
     char sql[1024];
     snprintf(sql, sizeof sql,
@@ -599,7 +605,7 @@ static int calls_check(const char *kills_path)
     snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s e JOIN %s t ON t.event_type = e.event_type", ev, st);
     int64_t pairs = count("%s", sql, NULL);
     if (subs < 0 || lost < 0 || pairs < 0)
-        return 1;
+        return -1;
     printf("(event, subscription) pairs: %lld over %lld subscription types; lost (no SUCCEEDED row): %lld\n",
            (long long)pairs, (long long)subs, (long long)lost);
     if (subs != HANDLERS)
@@ -607,24 +613,54 @@ static int calls_check(const char *kills_path)
     if (lost != 0 || pairs == 0)
         bad++, fprintf(stderr, "FAIL: %lld (event, subscription) pairs of %lld have no SUCCEEDED row\n",
                        (long long)lost, (long long)pairs);
+    return bad;
+}
 
-    /* the calls, a row's together in the order they started */
+/* One call_log row into r: a call of a killed process ends at its kill
+ * when its end was never written; an open call of a live one never ends. */
+static int read_call(odbox_stmt *s, const kill_rec *kills, int nkills, call_rec *r, odbox_error *e)
+{
+    memset(r, 0, sizeof *r);
+    const char *nid = NULL;
+    int64_t pid = 0;
+    int null = 0, rc;
+    if ((rc = odbox_stmt_get_text(s, 1, &nid, NULL, e)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_int64(s, 2, &pid, NULL, e)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_int64(s, 3, &r->started, NULL, e)) != ODBOX_OK ||
+        (rc = odbox_stmt_get_int64(s, 4, &r->ended, &null, e)) != ODBOX_OK)
+        return rc;
+    snprintf(r->nid, sizeof r->nid, "%s", nid);
+    r->pid = (long)pid;
+    for (int k = 0; k < nkills; k++)
+        if (kills[k].pid == r->pid)
+            r->killed = 1, r->ended = null ? kills[k].at_us : r->ended;
+    if (null) {
+        r->open = 1;
+        if (!r->killed)
+            r->ended = INT64_MAX;
+    }
+    return ODBOX_OK;
+}
+
+/* The calls, a row's together in the order they started: *out (n of
+ * them, the caller frees it, also on failure). */
+static int read_calls(const kill_rec *kills, int nkills, call_rec **out, size_t *nout, odbox_error *e)
+{
     size_t n = 0, cap = 0;
     call_rec *v = NULL;
     odbox_pool *p = odbox_shard_primary(odbox_registry_shard_at(reg, 0));
     odbox_conn *c = NULL;
     odbox_stmt *s = NULL;
-    odbox_error e = {0};
-    int rc = odbox_pool_acquire(p, &c, &e);
+    int rc = odbox_pool_acquire(p, &c, e);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_prepare(c,
                                 "SELECT notification_id, pid, started, ended FROM call_log "
                                 "ORDER BY notification_id, started",
-                                &s, &e);
+                                &s, e);
     if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, &e);
+        rc = odbox_stmt_execute(s, e);
     while (rc == ODBOX_OK) {
-        int fr = odbox_stmt_fetch(s, &e);
+        int fr = odbox_stmt_fetch(s, e);
         if (fr <= 0) {
             rc = fr < 0 ? fr : ODBOX_OK;
             break;
@@ -633,51 +669,41 @@ static int calls_check(const char *kills_path)
             cap = cap ? 2 * cap : 4096;
             call_rec *nv = realloc(v, cap * sizeof *v);
             if (!nv) {
-                rc = set_err(&e, ODBOX_ENOMEM, "out of memory");
+                rc = set_err(e, ODBOX_ENOMEM, "out of memory");
                 break;
             }
             v = nv;
         }
-        call_rec *r = &v[n];
-        memset(r, 0, sizeof *r);
-        const char *nid = NULL;
-        int64_t pid = 0;
-        int null = 0;
-        if ((rc = odbox_stmt_get_text(s, 1, &nid, NULL, &e)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_int64(s, 2, &pid, NULL, &e)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_int64(s, 3, &r->started, NULL, &e)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_int64(s, 4, &r->ended, &null, &e)) != ODBOX_OK)
+        if ((rc = read_call(s, kills, nkills, &v[n], e)) != ODBOX_OK)
             break;
-        snprintf(r->nid, sizeof r->nid, "%s", nid);
-        r->pid = (long)pid;
-        for (int k = 0; k < nkills; k++)
-            if (kills[k].pid == r->pid)
-                r->killed = 1, r->ended = null ? kills[k].at_us : r->ended;
-        if (null) {
-            r->open = 1;
-            if (!r->killed)
-                r->ended = INT64_MAX;
-        }
         n++;
     }
     odbox_stmt_free(&s);
     if (c)
         odbox_pool_release(p, &c);
-    if (rc != ODBOX_OK) {
-        free(v);
-        return fail("call_log", rc, &e);
-    }
+    *out = v;
+    *nout = n;
+    return rc;
+}
 
-    size_t rows = 0, repeated = 0, after_kill = 0, open_killed = 0, open_alive = 0, overlaps = 0,
-           overlaps_closed = 0;
+typedef struct call_stats {
+    size_t rows, repeated, after_kill, open_killed, open_alive, overlaps, overlaps_closed;
+} call_stats;
+
+/* Counts the rows, their repeated calls (those after a call by a killed
+ * process apart) and the calls of one row that overlap in time (the first
+ * 10 said on stderr). */
+static void analyse_calls(const call_rec *v, size_t n, call_stats *st)
+{
+    memset(st, 0, sizeof *st);
     for (size_t i = 0; i < n; i++) {
         if (v[i].open)
-            v[i].killed ? open_killed++ : open_alive++;
+            v[i].killed ? st->open_killed++ : st->open_alive++;
         if (i == 0 || strcmp(v[i].nid, v[i - 1].nid) != 0) {
-            rows++;
+            st->rows++;
             continue;
         }
-        repeated++;
+        st->repeated++;
         /* a call repeated after an earlier call of the row by a process
          * that was killed (cut off, or its outcome never written) */
         size_t first = i;
@@ -687,9 +713,9 @@ static int calls_check(const char *kills_path)
         for (size_t j = first; j < i; j++) {
             by_killed |= v[j].killed;
             if (v[i].started < v[j].ended && v[j].started < v[i].ended) {
-                overlaps++;
-                overlaps_closed += !v[i].open && !v[j].open;
-                if (overlaps <= 10)
+                st->overlaps++;
+                st->overlaps_closed += !v[i].open && !v[j].open;
+                if (st->overlaps <= 10)
                     fprintf(stderr,
                             "FAIL: notification %s: call of pid %ld [%lld, %lld%s] overlaps the call of pid %ld "
                             "[%lld, %lld%s]\n",
@@ -698,19 +724,41 @@ static int calls_check(const char *kills_path)
                             v[i].open ? " (killed)" : "");
             }
         }
-        after_kill += by_killed;
+        st->after_kill += by_killed;
     }
+}
+
+static int calls_check(const char *kills_path)
+{
+    kill_rec kills[1024];
+    int nkills = read_kills(kills_path, kills, (int)(sizeof kills / sizeof kills[0]));
+    if (nkills < 0)
+        return 1;
+    int bad = lost_check();
+    if (bad < 0)
+        return 1;
+
+    size_t n = 0;
+    call_rec *v = NULL;
+    odbox_error e = {0};
+    int rc = read_calls(kills, nkills, &v, &n, &e);
+    if (rc != ODBOX_OK) {
+        free(v);
+        return fail("call_log", rc, &e);
+    }
+    call_stats st;
+    analyse_calls(v, n, &st);
     free(v);
     bad += options_check(kills, nkills);
     printf("calls: %zu of %zu rows: %zu duplicates (%zu after a call by a killed process, %zu otherwise); "
            "%zu cut off by a kill -9\n",
-           n, rows, repeated, after_kill, repeated - after_kill, open_killed);
-    printf("overlapping calls of one row: %zu (%zu with both calls ended)\n", overlaps, overlaps_closed);
-    if (overlaps)
-        bad++, fprintf(stderr, "FAIL: %zu pairs of calls of one notification overlap in time\n", overlaps);
-    if (open_alive)
-        bad++, fprintf(stderr, "FAIL: %zu calls of processes never killed have no end\n", open_alive);
-    if (rows == 0)
+           n, st.rows, st.repeated, st.after_kill, st.repeated - st.after_kill, st.open_killed);
+    printf("overlapping calls of one row: %zu (%zu with both calls ended)\n", st.overlaps, st.overlaps_closed);
+    if (st.overlaps)
+        bad++, fprintf(stderr, "FAIL: %zu pairs of calls of one notification overlap in time\n", st.overlaps);
+    if (st.open_alive)
+        bad++, fprintf(stderr, "FAIL: %zu calls of processes never killed have no end\n", st.open_alive);
+    if (st.rows == 0)
         bad++, fprintf(stderr, "FAIL: no calls\n");
     return bad ? 1 : 0;
 }

@@ -166,6 +166,16 @@ void itest_name(char *buf, size_t cap, const char *prefix)
     snprintf(buf, cap, "%s_%ld_%d", prefix, (long)getpid(), ++counter);
 }
 
+void itest_types_table(odbox_conn *c, char *name, size_t cap)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    itest_name(name, cap, "t_types");
+    itest_exec(c,
+               "CREATE TABLE %s (id %s PRIMARY KEY, txt VARCHAR(200), i BIGINT, dbl DOUBLE PRECISION, "
+               "b %s, j %s, ts %s NULL)",
+               name, d->uuid_type, d->bool_type, d->json_type, d->timestamp_type);
+}
+
 void itest_drop_eventlog(odbox_conn *c, const char *name)
 {
     char sql[256];

@@ -39,6 +39,9 @@ void itest_exec(odbox_conn *c, const char *fmt, ...) __attribute__((format(print
 int64_t itest_count(odbox_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A name unique to this process and call, e.g. "t_1234_7". */
 void itest_name(char *buf, size_t cap, const char *prefix);
+/* Creates a table with one column of every odbox type (id, txt, i, dbl,
+ * b, j, ts) on c; its name, unique, into name. */
+void itest_types_table(odbox_conn *c, char *name, size_t cap);
 /* The server's id of c's session, and ending a session from killer's
  * (waits a little: servers end sessions asynchronously). */
 int64_t itest_session_id(odbox_conn *c);
@@ -95,5 +98,12 @@ Suite *replica_suite(void);
 Suite *handlers_names_suite(void);
 Suite *subscriptions_suite(void);
 Suite *collation_suite(void);
+
+/* Suites built from the tests of two files: the second file's tests,
+ * added by the suite's function to its tcase where they are listed. */
+void db_add_bind_tests(TCase *t);                 /* test_db_binds.c */
+void action_add_staging_refusals(TCase *t);       /* test_action_refusals.c */
+void action_add_input_refusals(TCase *t);         /* test_action_refusals.c */
+void handlers_jobs_add_lease_tests(TCase *tc);    /* test_handlers_leases.c */
 
 #endif

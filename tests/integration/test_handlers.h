@@ -109,5 +109,32 @@ odbox_shard *hx_shard(hx *x, int member);
 odbox_delivery_round hx_fanout(hx *x, int member);
 odbox_delivery_round hx_handle(hx *x, int member);
 
+/* A fixture of nshards shards with an executor and a call record for the
+ * delivery as jobs, in real time (test_handlers_jobs.c,
+ * test_handlers_leases.c): jx_run opens a delivery of h (taken) with cfg,
+ * its jobs (which: ODBOX_DELIVERY_FANOUT | ..._HANDLING) on a job registry
+ * of their own polling every poll_ms (jx_run: 200), started; commits of
+ * x->exe attached. Its rounds are counted per job and shard. */
+typedef struct jx {
+    dfx f;
+    odbox_executor *exe;
+    hrec rec;
+    odbox_handlers *h;
+    odbox_delivery *d;
+    odbox_jobs *jobs;
+    atomic_int rounds[2][2]; /* ROUND_DONE per job and shard */
+} jx;
+void jx_open(jx *x, int nshards);
+void jx_run_polling(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which, int poll_ms);
+void jx_run(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which);
+/* Until each job of which has finished a round on every shard. */
+void jx_wait_rounds(jx *x, int which);
+void jx_close(jx *x);
+/* The delivery hook jx_run sets (ud = the jx): counts ROUND_DONE. */
+int jx_count_rounds(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
+                    const odbox_delivery_round *r);
+/* Deletes the rows of the delivery's jobs (named per eventlog,
+ * odbox-event-*) from the job tables. */
+void jx_clear_job_rows(odbox_conn *c);
 
 #endif

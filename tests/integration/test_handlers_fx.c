@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include "jobs_fx.h"
 #include "test_handlers.h"
 
 int64_t mono_ms_now(void)
@@ -400,4 +401,85 @@ odbox_delivery_round hx_handle(hx *x, int member)
     odbox_error e = {0};
     round_ok(odbox_delivery_handling_round(x->d, hx_shard(x, member), &r, &e), &e);
     return r;
+}
+
+/* ---- the delivery as jobs (jx) ------------------------------------------------ */
+
+int jx_count_rounds(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
+                        const odbox_delivery_round *r)
+{
+    (void)s, (void)conn;
+    jx *x = ud;
+    if (at == ODBOX_DELIVERY_ROUND_DONE)
+        atomic_fetch_add(&x->rounds[r->job == ODBOX_DELIVERY_HANDLING][r->shard.member], 1);
+    return 0;
+}
+
+/* The delivery's jobs are named per eventlog (odbox_delivery_job_name),
+ * and each test has an eventlog of its own. */
+void jx_clear_job_rows(odbox_conn *c)
+{
+    itest_exec(c, "DELETE FROM scheduled_tasks WHERE task_name LIKE 'odbox-event-%%'");
+    itest_exec(c, "DELETE FROM odbox_job_state WHERE task_name LIKE 'odbox-event-%%'");
+    itest_exec(c, "DELETE FROM odbox_job_waiters WHERE task_name LIKE 'odbox-event-%%'");
+}
+
+void jx_open(jx *x, int nshards)
+{
+    memset(x, 0, sizeof *x);
+    dfx_open(&x->f, nshards, 0);
+    x->exe = open_exe(&x->f);
+    hrec_init(&x->rec);
+    for (int j = 0; j < 2; j++)
+        for (int s = 0; s < 2; s++)
+            atomic_init(&x->rounds[j][s], 0);
+    jx_clear_job_rows(x->f.c[0]);
+}
+
+/* Delivery of h on x's registry, its jobs (which) on a job registry of
+ * their own, started; commits of x->exe attached. */
+void jx_run_polling(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which, int poll_ms)
+{
+    x->h = h;
+    cfg->hook = jx_count_rounds;
+    cfg->hook_ud = x;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x->f.r, h, cfg, &x->d, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_delivery_attach(x->d, x->exe, &e), ODBOX_OK);
+    odbox_jobs_config jc = {.poll_interval_ms = poll_ms, .shutdown_max_wait_ms = 20000};
+    ck_assert_int_eq(odbox_jobs_open(x->f.r, &jc, &x->jobs, &e), ODBOX_OK);
+    ck_assert_msg(odbox_delivery_add_jobs(x->d, x->jobs, which, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_jobs_start(x->jobs, &e) == ODBOX_OK, "%s", e.message);
+}
+
+void jx_run(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which)
+{
+    jx_run_polling(x, h, cfg, which, 200);
+}
+
+/* Until each job of which has finished a round on every shard: its
+ * execution runs, and what comes next can only come by a wake-up. */
+void jx_wait_rounds(jx *x, int which)
+{
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    for (int j = 0; j < 2; j++)
+        for (int s = 0; s < x->f.nshards; s++)
+            while ((which & (1 << j)) && atomic_load(&x->rounds[j][s]) == 0) {
+                ck_assert_msg(mono_ms_now() < end, "job %d made no round on shard 0.%d", j, s);
+                jt_sleep_ms(5);
+            }
+}
+
+void jx_close(jx *x)
+{
+    odbox_error e = {0};
+    if (x->jobs)
+        ck_assert_msg(odbox_jobs_stop(x->jobs, &e) == ODBOX_OK, "%s", e.message);
+    odbox_delivery_free(&x->d);
+    odbox_jobs_free(&x->jobs);
+    odbox_handlers_free(&x->h);
+    odbox_executor_free(&x->exe);
+    jx_clear_job_rows(x->f.c[0]);
+    dfx_close(&x->f);
+    hrec_destroy(&x->rec);
 }

@@ -6,7 +6,8 @@
  * off; an execution that ends by its length is followed at once; a hung
  * handler is bounded by its timeout in a round and by the stop wait at a
  * stop; the metrics count what happened, and their Prometheus text reads
- * back. */
+ * back. The cut-off and leased claims: test_handlers_leases.c, in this
+ * suite too. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,95 +24,6 @@ static const odbox_event_type EV_B = {"TicketRouted"};
 
 #define LONG_POLL_MS 30000 /* the wake-ups must beat this */
 #define WOKEN_MS 10000     /* what "at once" may take on a loaded machine (measured: milliseconds) */
-
-typedef struct jx {
-    dfx f;
-    odbox_executor *exe;
-    hrec rec;
-    odbox_handlers *h;
-    odbox_delivery *d;
-    odbox_jobs *jobs;
-    atomic_int rounds[2][2]; /* ROUND_DONE per job and shard */
-} jx;
-
-static int count_rounds(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
-                        const odbox_delivery_round *r)
-{
-    (void)s, (void)conn;
-    jx *x = ud;
-    if (at == ODBOX_DELIVERY_ROUND_DONE)
-        atomic_fetch_add(&x->rounds[r->job == ODBOX_DELIVERY_HANDLING][r->shard.member], 1);
-    return 0;
-}
-
-/* The delivery's jobs are named per eventlog (odbox_delivery_job_name),
- * and each test has an eventlog of its own. */
-static void clear_job_rows(odbox_conn *c)
-{
-    itest_exec(c, "DELETE FROM scheduled_tasks WHERE task_name LIKE 'odbox-event-%%'");
-    itest_exec(c, "DELETE FROM odbox_job_state WHERE task_name LIKE 'odbox-event-%%'");
-    itest_exec(c, "DELETE FROM odbox_job_waiters WHERE task_name LIKE 'odbox-event-%%'");
-}
-
-static void jx_open(jx *x, int nshards)
-{
-    memset(x, 0, sizeof *x);
-    dfx_open(&x->f, nshards, 0);
-    x->exe = open_exe(&x->f);
-    hrec_init(&x->rec);
-    for (int j = 0; j < 2; j++)
-        for (int s = 0; s < 2; s++)
-            atomic_init(&x->rounds[j][s], 0);
-    clear_job_rows(x->f.c[0]);
-}
-
-/* Delivery of h on x's registry, its jobs (which) on a job registry of
- * their own, started; commits of x->exe attached. */
-static void jx_run_polling(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which, int poll_ms)
-{
-    x->h = h;
-    cfg->hook = count_rounds;
-    cfg->hook_ud = x;
-    odbox_error e = {0};
-    ck_assert_msg(odbox_delivery_open(x->f.r, h, cfg, &x->d, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(odbox_delivery_attach(x->d, x->exe, &e), ODBOX_OK);
-    odbox_jobs_config jc = {.poll_interval_ms = poll_ms, .shutdown_max_wait_ms = 20000};
-    ck_assert_int_eq(odbox_jobs_open(x->f.r, &jc, &x->jobs, &e), ODBOX_OK);
-    ck_assert_msg(odbox_delivery_add_jobs(x->d, x->jobs, which, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_msg(odbox_jobs_start(x->jobs, &e) == ODBOX_OK, "%s", e.message);
-}
-
-static void jx_run(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which)
-{
-    jx_run_polling(x, h, cfg, which, 200);
-}
-
-/* Until each job of which has finished a round on every shard: its
- * execution runs, and what comes next can only come by a wake-up. */
-static void jx_wait_rounds(jx *x, int which)
-{
-    int64_t end = mono_ms_now() + JT_BOUND_MS;
-    for (int j = 0; j < 2; j++)
-        for (int s = 0; s < x->f.nshards; s++)
-            while ((which & (1 << j)) && atomic_load(&x->rounds[j][s]) == 0) {
-                ck_assert_msg(mono_ms_now() < end, "job %d made no round on shard 0.%d", j, s);
-                jt_sleep_ms(5);
-            }
-}
-
-static void jx_close(jx *x)
-{
-    odbox_error e = {0};
-    if (x->jobs)
-        ck_assert_msg(odbox_jobs_stop(x->jobs, &e) == ODBOX_OK, "%s", e.message);
-    odbox_delivery_free(&x->d);
-    odbox_jobs_free(&x->jobs);
-    odbox_handlers_free(&x->h);
-    odbox_executor_free(&x->exe);
-    clear_job_rows(x->f.c[0]);
-    dfx_close(&x->f);
-    hrec_destroy(&x->rec);
-}
 
 /* Waits for the calls of a handler and returns how long they took. */
 static int64_t await_calls(jx *x, const char *handler, int n, int64_t t0)
@@ -435,7 +347,7 @@ static atomic_int round_end_sleeping;
 static int slow_round_end(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
                           const odbox_delivery_round *r)
 {
-    count_rounds(ud, at, s, conn, r);
+    jx_count_rounds(ud, at, s, conn, r);
     int ms = atomic_load(&round_end_sleep_ms);
     if (at == ODBOX_DELIVERY_ROUND_DONE && r->job == ODBOX_DELIVERY_HANDLING && ms > 0) {
         atomic_fetch_add(&round_end_sleeping, 1);
@@ -493,7 +405,7 @@ START_TEST(freeing_at_once_after_a_stop_that_timed_out_is_safe)
     odbox_jobs_free(&x.jobs);
     odbox_handlers_free(&x.h);
     odbox_executor_free(&x.exe);
-    clear_job_rows(x.f.c[0]);
+    jx_clear_job_rows(x.f.c[0]);
     dfx_close(&x.f);
     /* had the free not waited, the round would go on now on freed memory */
     end = mono_ms_now() + JT_BOUND_MS;
@@ -609,242 +521,13 @@ START_TEST(metrics_count_calls_and_read_back_as_prometheus_text)
 }
 END_TEST
 
-/* ---- the cut-off (issue 19) ------------------------------------------------- */
-
-/* A handler that takes 3 s: calls counted, overlapping calls too. */
-typedef struct slow3 {
-    atomic_int calls, running, most_running, finished;
-} slow3;
-
-static int slow3_handle(const odbox_envelope *env, void *user, odbox_error *err)
-{
-    (void)env, (void)err;
-    slow3 *s = user;
-    atomic_fetch_add(&s->calls, 1);
-    int now = atomic_fetch_add(&s->running, 1) + 1;
-    int most = atomic_load(&s->most_running);
-    while (now > most && !atomic_compare_exchange_weak(&s->most_running, &most, now))
-        ;
-    jt_sleep_ms(3000);
-    atomic_fetch_sub(&s->running, 1);
-    atomic_fetch_add(&s->finished, 1);
-    return 0;
-}
-
-/* With small execution settings (executions of 500 ms, a stop wait of
- * 200 ms), a 3 s call is not cut off at an execution's end and called
- * again: it is called once, and its success is recorded. */
-START_TEST(a_slow_call_is_not_cut_off_by_the_execution_length)
-{
-    jx x;
-    jx_open(&x, 1);
-    static slow3 sl;
-    memset(&sl, 0, sizeof sl);
-    odbox_handlers *h = NULL;
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-    odbox_handler hd = {.name = "slow", .event_type = EV_A.name, .handle = slow3_handle, .user = &sl};
-    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
-    odbox_delivery_config cfg = {.fanout_poll_ms = 100, .handling_poll_ms = 100, .execution_max_ms = 500,
-                                 .stop_wait_ms = 200, .cross_process_wakeup = -1};
-    jx_run(&x, h, &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
-    char a[1][37];
-    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
-    int64_t end = mono_ms_now() + 20000;
-    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 1 && mono_ms_now() < end)
-        jt_sleep_ms(50);
-    jt_sleep_ms(1000); /* a second call, had there been one, shows by now */
-    int64_t succeeded = nrows(&x.f, 0, "state = 'SUCCEEDED'");
-    int calls = atomic_load(&sl.calls), most = atomic_load(&sl.most_running);
-    printf("handlers: a 3 s handler with executions of 500 ms: %d call(s), at most %d at once, %lld SUCCEEDED\n",
-           calls, most, (long long)succeeded);
-    ck_assert_int_eq(calls, 1);
-    ck_assert_int_eq(succeeded, 1);
-    ck_assert_str_eq(nstate(&x.f, 0, a[0], "slow"), "SUCCEEDED");
-    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "slow", "attempts"), 1);
-    jx_close(&x);
-    end = mono_ms_now() + 10000;
-    while (atomic_load(&sl.finished) < calls && mono_ms_now() < end)
-        jt_sleep_ms(20);
-}
-END_TEST
-
-/* ---- leased claims (issue 19) ------------------------------------------------ */
-
-/* A handler whose k-th call (0-based, in call order) waits until gate[k]
- * opens, then returns 0; it records which delivery made each call. */
-typedef struct gated {
-    atomic_int calls, returned;
-    atomic_int gate[4];
-    atomic_int by[2];     /* calls per delivery (user of the second: by + 1) */
-} gated;
-
-typedef struct gated_user {
-    gated *g;
-    int who;
-    int sleep_ms;         /* a call takes this long (no gate then) */
-} gated_user;
-
-static int gated_handle(const odbox_envelope *env, void *user, odbox_error *err)
-{
-    (void)env, (void)err;
-    gated_user *u = user;
-    gated *g = u->g;
-    int k = atomic_fetch_add(&g->calls, 1);
-    atomic_fetch_add(&g->by[u->who], 1);
-    if (u->sleep_ms)
-        jt_sleep_ms(u->sleep_ms);
-    else
-        for (int64_t end = mono_ms_now() + 30000; k < 4 && !atomic_load(&g->gate[k]) && mono_ms_now() < end;)
-            jt_sleep_ms(5);
-    atomic_fetch_add(&g->returned, 1);
-    return 0;
-}
-
-static odbox_handlers *gated_handlers(gated_user *u)
-{
-    odbox_handlers *h = NULL;
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-    odbox_handler hd = {.name = "g", .event_type = EV_A.name, .handle = gated_handle, .user = u};
-    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
-    return h;
-}
-
-typedef struct round_arg {
-    odbox_delivery *d;
-    odbox_shard *s;
-    odbox_delivery_round r;
-    int rc;
-    atomic_int done;
-} round_arg;
-
-static void *round_thread(void *arg)
-{
-    round_arg *a = arg;
-    odbox_error e = {0};
-    a->rc = odbox_delivery_handling_round(a->d, a->s, &a->r, &e);
-    atomic_store(&a->done, 1);
-    return NULL;
-}
-
-static void wait_calls(gated *g, int n)
-{
-    int64_t end = mono_ms_now() + JT_BOUND_MS;
-    while (atomic_load(&g->calls) < n)
-        ck_assert_msg(mono_ms_now() < end, "%d of %d calls", atomic_load(&g->calls), n), jt_sleep_ms(5);
-}
-
-/* A claim whose lease (300 ms, the database's time) has passed is taken
- * by another delivery's round while the first call still runs; the first
- * call's outcome then comes late and writes nothing (its claim is gone),
- * and the second round's outcome is the one recorded. */
-START_TEST(a_late_outcome_after_the_lease_was_lost_writes_nothing)
-{
-    jx x;
-    jx_open(&x, 1);
-    static gated g;
-    memset(&g, 0, sizeof g);
-    gated_user u[2] = {{&g, 0, 0}, {&g, 1, 0}};
-    odbox_handlers *h[2] = {gated_handlers(&u[0]), gated_handlers(&u[1])};
-    odbox_delivery *d[2] = {NULL, NULL};
-    odbox_delivery_config cfg = {.lease_ms = 300, .cross_process_wakeup = -1};
-    odbox_error e = {0};
-    for (int i = 0; i < 2; i++)
-        ck_assert_msg(odbox_delivery_open(x.f.r, h[i], &cfg, &d[i], &e) == ODBOX_OK, "%s", e.message);
-    char a[1][37];
-    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
-    fanout_until_idle(d[0], &x.f, NULL);
-    odbox_shard *s0 = odbox_registry_shard_at(x.f.r, 0);
-    round_arg ra[2] = {{.d = d[0], .s = s0}, {.d = d[1], .s = s0}};
-    pthread_t t[2];
-    atomic_init(&ra[0].done, 0), atomic_init(&ra[1].done, 0);
-    ck_assert_int_eq(pthread_create(&t[0], NULL, round_thread, &ra[0]), 0);
-    wait_calls(&g, 1);
-    /* claimed: another round finds nothing while the lease holds */
-    odbox_delivery_round r;
-    round_ok(odbox_delivery_handling_round(d[1], s0, &r, &e), &e);
-    ck_assert_int_eq(r.read, 0);
-    ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NOT NULL AND lease_until IS NOT NULL"), 1);
-    jt_sleep_ms(600); /* the lease ends: the row is due again */
-    ck_assert_int_eq(pthread_create(&t[1], NULL, round_thread, &ra[1]), 0);
-    wait_calls(&g, 2);
-    atomic_store(&g.gate[0], 1); /* the first call returns, late */
-    pthread_join(t[0], NULL);
-    ck_assert_int_eq(ra[0].rc, ODBOX_OK);
-    ck_assert_int_eq(ra[0].r.stale, 1);
-    ck_assert_str_eq(nstate(&x.f, 0, a[0], "g"), "PENDING");
-    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "g", "attempts"), 0);
-    atomic_store(&g.gate[1], 1);
-    pthread_join(t[1], NULL);
-    ck_assert_int_eq(ra[1].rc, ODBOX_OK);
-    ck_assert_int_eq(ra[1].r.succeeded, 1);
-    ck_assert_int_eq(ra[1].r.stale, 0);
-    ck_assert_str_eq(nstate(&x.f, 0, a[0], "g"), "SUCCEEDED");
-    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "g", "attempts"), 1);
-    ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NULL AND lease_until IS NULL"), 1);
-    ck_assert_int_eq(atomic_load(&g.by[0]), 1);
-    ck_assert_int_eq(atomic_load(&g.by[1]), 1);
-    for (int i = 0; i < 2; i++) {
-        odbox_delivery_free(&d[i]);
-        odbox_handlers_free(&h[i]);
-    }
-    jx_close(&x);
-}
-END_TEST
-
-/* Two deliveries of one eventlog, each with a job registry of its own (as
- * two processes would have), handle one backlog together: every row
- * SUCCEEDED once, each called once, and both handled some. */
-START_TEST(two_deliveries_handle_one_backlog_together)
-{
-    jx x;
-    jx_open(&x, 1);
-    static gated g;
-    memset(&g, 0, sizeof g);
-    gated_user u[2] = {{&g, 0, 5}, {&g, 1, 5}};
-    odbox_handlers *h2 = gated_handlers(&u[1]);
-    odbox_delivery_config cfg = {.handling_batch = 10, .workers = 2, .fanout_poll_ms = 50, .handling_poll_ms = 50,
-                                 .cross_process_wakeup = -1};
-    enum { N = 300 };
-    emit_n(&x.f, x.exe, 0, &EV_A, N, NULL);
-    /* the second: handling only, on a job registry of its own */
-    odbox_delivery *d2 = NULL;
-    odbox_jobs *j2 = NULL;
-    odbox_error e = {0};
-    ck_assert_msg(odbox_delivery_open(x.f.r, h2, &cfg, &d2, &e) == ODBOX_OK, "%s", e.message);
-    odbox_jobs_config jc = {.poll_interval_ms = 200, .shutdown_max_wait_ms = 20000};
-    ck_assert_int_eq(odbox_jobs_open(x.f.r, &jc, &j2, &e), ODBOX_OK);
-    ck_assert_msg(odbox_delivery_add_jobs(d2, j2, ODBOX_DELIVERY_HANDLING, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_msg(odbox_jobs_start(j2, &e) == ODBOX_OK, "%s", e.message);
-    jx_run(&x, gated_handlers(&u[0]), &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
-    int64_t t0 = mono_ms_now(), end = t0 + 60000;
-    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < N && mono_ms_now() < end)
-        jt_sleep_ms(20);
-    int64_t took = mono_ms_now() - t0;
-    ck_assert_int_eq(odbox_jobs_stop(j2, &e), ODBOX_OK);
-    printf("handlers: two deliveries, one backlog of %d: %d + %d calls, all SUCCEEDED in %lld ms\n", N,
-           atomic_load(&g.by[0]), atomic_load(&g.by[1]), (long long)took);
-    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED' AND attempts = 1"), N);
-    ck_assert_int_eq(atomic_load(&g.calls), N);
-    ck_assert_int_gt(atomic_load(&g.by[0]), 0);
-    ck_assert_int_gt(atomic_load(&g.by[1]), 0);
-    odbox_delivery_free(&d2);
-    odbox_jobs_free(&j2);
-    odbox_handlers_free(&h2);
-    jx_close(&x);
-}
-END_TEST
-
 Suite *handlers_jobs_suite(void)
 {
     Suite *s = suite_create("handlers_jobs");
     TCase *tc = tcase_create("handlers_jobs");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, commits_here_are_delivered_without_the_poll_delay);
-    tcase_add_test(tc, a_slow_call_is_not_cut_off_by_the_execution_length);
-    tcase_add_test(tc, a_late_outcome_after_the_lease_was_lost_writes_nothing);
-    tcase_add_test(tc, two_deliveries_handle_one_backlog_together);
+    handlers_jobs_add_lease_tests(tc);
     tcase_add_test(tc, an_execution_that_ends_by_its_length_is_followed_at_once);
     tcase_add_test(tc, attach_and_detach_while_other_threads_commit);
     tcase_add_test(tc, two_eventlogs_in_one_database_both_drain);

@@ -245,55 +245,51 @@ static int remember(parser *p, const char *key)
     return 0;
 }
 
-static int sample_line(parser *p, const char *s)
+/* The labels of a sample, *sp at its '{': past the '}' on return. */
+static int read_labels(parser *p, const char **sp, const char *name, label *l, int *nlp)
 {
-    char name[128];
-    label l[MAXL];
+    const char *s = *sp + 1;
     int nl = 0;
-    if (read_name(&s, name, sizeof name, 1))
-        return fail(p, "bad metric name");
-    if (*s == '{') {
-        s++;
-        while (*s != '}') {
-            if (nl == MAXL)
-                return fail(p, "too many labels");
-            if (read_name(&s, l[nl].name, sizeof l[nl].name, 0) || *s++ != '=' || *s++ != '"' ||
-                read_label_value(&s, l[nl].value, sizeof l[nl].value))
-                return fail(p, "%s: bad label", name);
-            if (!strncmp(l[nl].name, "__", 2))
-                return fail(p, "%s: reserved label name %s", name, l[nl].name);
-            if (!utf8_ok((const unsigned char *)l[nl].value))
-                return fail(p, "%s: label %s is not UTF-8", name, l[nl].name);
-            for (int i = 0; i < nl; i++)
-                if (!strcmp(l[i].name, l[nl].name))
-                    return fail(p, "%s: label %s twice", name, l[nl].name);
-            nl++;
-            if (*s == ',') {
-                s++;
-                if (*s == '}')
-                    return fail(p, "%s: a trailing comma", name);
-            } else if (*s != '}')
-                return fail(p, "%s: labels not closed", name);
-        }
-        s++;
+    while (*s != '}') {
+        if (nl == MAXL)
+            return fail(p, "too many labels");
+        if (read_name(&s, l[nl].name, sizeof l[nl].name, 0) || *s++ != '=' || *s++ != '"' ||
+            read_label_value(&s, l[nl].value, sizeof l[nl].value))
+            return fail(p, "%s: bad label", name);
+        if (!strncmp(l[nl].name, "__", 2))
+            return fail(p, "%s: reserved label name %s", name, l[nl].name);
+        if (!utf8_ok((const unsigned char *)l[nl].value))
+            return fail(p, "%s: label %s is not UTF-8", name, l[nl].name);
+        for (int i = 0; i < nl; i++)
+            if (!strcmp(l[i].name, l[nl].name))
+                return fail(p, "%s: label %s twice", name, l[nl].name);
+        nl++;
+        if (*s == ',') {
+            s++;
+            if (*s == '}')
+                return fail(p, "%s: a trailing comma", name);
+        } else if (*s != '}')
+            return fail(p, "%s: labels not closed", name);
     }
-    if (*s++ != ' ')
-        return fail(p, "%s: no space before the value", name);
-    double v;
-    if (parse_value(s, &v))
-        return fail(p, "%s: bad value '%s' (or a timestamp, which odbox never writes)", name, s);
+    *sp = s + 1;
+    *nlp = nl;
+    return 0;
+}
 
-    /* which family and part */
-    const char *part = "";
-    char fam[128];
-    snprintf(fam, sizeof fam, "%s", name);
+/* Which family (into fam) and part ("", "_bucket", "_sum", "_count") the
+ * sample name of value v is: the current family's, of a part its type
+ * has. */
+static int family_part(parser *p, const char *name, double v, char *fam, size_t cap, const char **part)
+{
+    *part = "";
+    snprintf(fam, cap, "%s", name);
     if (strcmp(p->family, name)) {
         static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
         for (int k = 0; k < 3; k++) {
             size_t nl2 = strlen(name), sl = strlen(suffixes[k]);
             if (nl2 > sl && !strcmp(name + nl2 - sl, suffixes[k]) && !strncmp(name, p->family, nl2 - sl) &&
                 strlen(p->family) == nl2 - sl) {
-                part = suffixes[k];
+                *part = suffixes[k];
                 fam[nl2 - sl] = '\0';
             }
         }
@@ -303,14 +299,68 @@ static int sample_line(parser *p, const char *s)
     if (!p->has_type)
         return fail(p, "%s: sample before TYPE", name);
     int hist = !strcmp(p->type, "histogram"), summ = !strcmp(p->type, "summary");
-    if (!hist && !summ && *part)
-        return fail(p, "%s: a %s family has no %s samples", name, p->type, part);
-    if (hist && !*part)
+    if (!hist && !summ && **part)
+        return fail(p, "%s: a %s family has no %s samples", name, p->type, *part);
+    if (hist && !**part)
         return fail(p, "%s: a histogram's samples are _bucket, _sum and _count", name);
-    if (summ && !strcmp(part, "_bucket"))
+    if (summ && !strcmp(*part, "_bucket"))
         return fail(p, "%s: a summary has no buckets", name);
     if (!strcmp(p->type, "counter") && (v < 0 || isnan(v)))
         return fail(p, "%s: a counter of %g", name, v);
+    return 0;
+}
+
+/* What a part of a histogram or summary says about its series se: a sum,
+ * a count, a bucket (le increasing, counts cumulative) or a quantile. */
+static int series_part(parser *p, series_t *se, const char *name, const char *part, double v, const char *le,
+                       const char *quantile, int summ)
+{
+    if (!strcmp(part, "_sum"))
+        se->has_sum = 1;
+    else if (!strcmp(part, "_count")) {
+        if (v < 0 || isnan(v))
+            return fail(p, "%s: a count of %g", name, v);
+        se->has_count = 1, se->count = v;
+    } else if (!strcmp(part, "_bucket")) {
+        double bound;
+        if (!le || parse_value(le, &bound) || isnan(bound))
+            return fail(p, "%s: a bucket without a valid le", name);
+        if (se->has_inf || bound <= se->last_le)
+            return fail(p, "%s: le %s does not increase", name, le);
+        if (v < se->last_cum || isnan(v))
+            return fail(p, "%s: bucket counts are not cumulative", name);
+        se->last_le = bound, se->last_cum = v;
+        if (isinf(bound))
+            se->has_inf = 1, se->inf_count = v;
+    } else if (summ && !*part) {
+        double q;
+        if (!quantile || parse_value(quantile, &q) || !(q >= 0 && q <= 1))
+            return fail(p, "%s: a summary sample without a quantile in 0..1", name);
+    }
+    return 0;
+}
+
+static int sample_line(parser *p, const char *s)
+{
+    char name[128];
+    label l[MAXL];
+    int nl = 0;
+    if (read_name(&s, name, sizeof name, 1))
+        return fail(p, "bad metric name");
+    if (*s == '{' && read_labels(p, &s, name, l, &nl))
+        return -1;
+    if (*s++ != ' ')
+        return fail(p, "%s: no space before the value", name);
+    double v;
+    if (parse_value(s, &v))
+        return fail(p, "%s: bad value '%s' (or a timestamp, which odbox never writes)", name, s);
+
+    /* which family and part */
+    const char *part = "";
+    char fam[128];
+    if (family_part(p, name, v, fam, sizeof fam, &part))
+        return -1;
+    int hist = !strcmp(p->type, "histogram"), summ = !strcmp(p->type, "summary");
 
     /* the series key: labels sorted, le and quantile set apart */
     const char *le = NULL, *quantile = NULL;
@@ -336,29 +386,7 @@ static int sample_line(parser *p, const char *s)
     series_t *se = series_of(p, key);
     if (!se)
         return fail(p, "out of memory");
-    if (!strcmp(part, "_sum"))
-        se->has_sum = 1;
-    else if (!strcmp(part, "_count")) {
-        if (v < 0 || isnan(v))
-            return fail(p, "%s: a count of %g", name, v);
-        se->has_count = 1, se->count = v;
-    } else if (!strcmp(part, "_bucket")) {
-        double bound;
-        if (!le || parse_value(le, &bound) || isnan(bound))
-            return fail(p, "%s: a bucket without a valid le", name);
-        if (se->has_inf || bound <= se->last_le)
-            return fail(p, "%s: le %s does not increase", name, le);
-        if (v < se->last_cum || isnan(v))
-            return fail(p, "%s: bucket counts are not cumulative", name);
-        se->last_le = bound, se->last_cum = v;
-        if (isinf(bound))
-            se->has_inf = 1, se->inf_count = v;
-    } else if (summ && !*part) {
-        double q;
-        if (!quantile || parse_value(quantile, &q) || !(q >= 0 && q <= 1))
-            return fail(p, "%s: a summary sample without a quantile in 0..1", name);
-    }
-    return 0;
+    return series_part(p, se, name, part, v, le, quantile, summ);
 }
 
 int prom_check(const char *text, size_t *samples, char *msg, size_t cap)

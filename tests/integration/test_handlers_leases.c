@@ -1,0 +1,248 @@
+/* odbox — integration tests of the delivery as jobs, part of the
+ * handlers_jobs suite (test_handlers_jobs.c): the cut-off and leased
+ * claims (issue 19). A call longer than an execution is not cut off and
+ * called again; a claim whose lease has passed is taken by another
+ * delivery, and the first call's late outcome writes nothing; two
+ * deliveries of one eventlog handle one backlog together, each row once. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "jobs_fx.h"
+#include "test_handlers.h"
+
+static const odbox_event_type EV_A = {"TicketOpened"};
+
+/* ---- the cut-off (issue 19) ------------------------------------------------- */
+
+/* A handler that takes 3 s: calls counted, overlapping calls too. */
+typedef struct slow3 {
+    atomic_int calls, running, most_running, finished;
+} slow3;
+
+static int slow3_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)env, (void)err;
+    slow3 *s = user;
+    atomic_fetch_add(&s->calls, 1);
+    int now = atomic_fetch_add(&s->running, 1) + 1;
+    int most = atomic_load(&s->most_running);
+    while (now > most && !atomic_compare_exchange_weak(&s->most_running, &most, now))
+        ;
+    jt_sleep_ms(3000);
+    atomic_fetch_sub(&s->running, 1);
+    atomic_fetch_add(&s->finished, 1);
+    return 0;
+}
+
+/* With small execution settings (executions of 500 ms, a stop wait of
+ * 200 ms), a 3 s call is not cut off at an execution's end and called
+ * again: it is called once, and its success is recorded. */
+START_TEST(a_slow_call_is_not_cut_off_by_the_execution_length)
+{
+    jx x;
+    jx_open(&x, 1);
+    static slow3 sl;
+    memset(&sl, 0, sizeof sl);
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = "slow", .event_type = EV_A.name, .handle = slow3_handle, .user = &sl};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    odbox_delivery_config cfg = {.fanout_poll_ms = 100, .handling_poll_ms = 100, .execution_max_ms = 500,
+                                 .stop_wait_ms = 200, .cross_process_wakeup = -1};
+    jx_run(&x, h, &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
+    int64_t end = mono_ms_now() + 20000;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 1 && mono_ms_now() < end)
+        jt_sleep_ms(50);
+    jt_sleep_ms(1000); /* a second call, had there been one, shows by now */
+    int64_t succeeded = nrows(&x.f, 0, "state = 'SUCCEEDED'");
+    int calls = atomic_load(&sl.calls), most = atomic_load(&sl.most_running);
+    printf("handlers: a 3 s handler with executions of 500 ms: %d call(s), at most %d at once, %lld SUCCEEDED\n",
+           calls, most, (long long)succeeded);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_int_eq(succeeded, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "slow"), "SUCCEEDED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "slow", "attempts"), 1);
+    jx_close(&x);
+    end = mono_ms_now() + 10000;
+    while (atomic_load(&sl.finished) < calls && mono_ms_now() < end)
+        jt_sleep_ms(20);
+}
+END_TEST
+
+/* ---- leased claims (issue 19) ------------------------------------------------ */
+
+/* A handler whose k-th call (0-based, in call order) waits until gate[k]
+ * opens, then returns 0; it records which delivery made each call. */
+typedef struct gated {
+    atomic_int calls, returned;
+    atomic_int gate[4];
+    atomic_int by[2];     /* calls per delivery (user of the second: by + 1) */
+} gated;
+
+typedef struct gated_user {
+    gated *g;
+    int who;
+    int sleep_ms;         /* a call takes this long (no gate then) */
+} gated_user;
+
+static int gated_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)env, (void)err;
+    gated_user *u = user;
+    gated *g = u->g;
+    int k = atomic_fetch_add(&g->calls, 1);
+    atomic_fetch_add(&g->by[u->who], 1);
+    if (u->sleep_ms)
+        jt_sleep_ms(u->sleep_ms);
+    else
+        for (int64_t end = mono_ms_now() + 30000; k < 4 && !atomic_load(&g->gate[k]) && mono_ms_now() < end;)
+            jt_sleep_ms(5);
+    atomic_fetch_add(&g->returned, 1);
+    return 0;
+}
+
+static odbox_handlers *gated_handlers(gated_user *u)
+{
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = "g", .event_type = EV_A.name, .handle = gated_handle, .user = u};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    return h;
+}
+
+typedef struct round_arg {
+    odbox_delivery *d;
+    odbox_shard *s;
+    odbox_delivery_round r;
+    int rc;
+    atomic_int done;
+} round_arg;
+
+static void *round_thread(void *arg)
+{
+    round_arg *a = arg;
+    odbox_error e = {0};
+    a->rc = odbox_delivery_handling_round(a->d, a->s, &a->r, &e);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+static void wait_calls(gated *g, int n)
+{
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (atomic_load(&g->calls) < n)
+        ck_assert_msg(mono_ms_now() < end, "%d of %d calls", atomic_load(&g->calls), n), jt_sleep_ms(5);
+}
+
+/* A claim whose lease (300 ms, the database's time) has passed is taken
+ * by another delivery's round while the first call still runs; the first
+ * call's outcome then comes late and writes nothing (its claim is gone),
+ * and the second round's outcome is the one recorded. */
+START_TEST(a_late_outcome_after_the_lease_was_lost_writes_nothing)
+{
+    jx x;
+    jx_open(&x, 1);
+    static gated g;
+    memset(&g, 0, sizeof g);
+    gated_user u[2] = {{&g, 0, 0}, {&g, 1, 0}};
+    odbox_handlers *h[2] = {gated_handlers(&u[0]), gated_handlers(&u[1])};
+    odbox_delivery *d[2] = {NULL, NULL};
+    odbox_delivery_config cfg = {.lease_ms = 300, .cross_process_wakeup = -1};
+    odbox_error e = {0};
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(odbox_delivery_open(x.f.r, h[i], &cfg, &d[i], &e) == ODBOX_OK, "%s", e.message);
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
+    fanout_until_idle(d[0], &x.f, NULL);
+    odbox_shard *s0 = odbox_registry_shard_at(x.f.r, 0);
+    round_arg ra[2] = {{.d = d[0], .s = s0}, {.d = d[1], .s = s0}};
+    pthread_t t[2];
+    atomic_init(&ra[0].done, 0), atomic_init(&ra[1].done, 0);
+    ck_assert_int_eq(pthread_create(&t[0], NULL, round_thread, &ra[0]), 0);
+    wait_calls(&g, 1);
+    /* claimed: another round finds nothing while the lease holds */
+    odbox_delivery_round r;
+    round_ok(odbox_delivery_handling_round(d[1], s0, &r, &e), &e);
+    ck_assert_int_eq(r.read, 0);
+    ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NOT NULL AND lease_until IS NOT NULL"), 1);
+    jt_sleep_ms(600); /* the lease ends: the row is due again */
+    ck_assert_int_eq(pthread_create(&t[1], NULL, round_thread, &ra[1]), 0);
+    wait_calls(&g, 2);
+    atomic_store(&g.gate[0], 1); /* the first call returns, late */
+    pthread_join(t[0], NULL);
+    ck_assert_int_eq(ra[0].rc, ODBOX_OK);
+    ck_assert_int_eq(ra[0].r.stale, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "g"), "PENDING");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "g", "attempts"), 0);
+    atomic_store(&g.gate[1], 1);
+    pthread_join(t[1], NULL);
+    ck_assert_int_eq(ra[1].rc, ODBOX_OK);
+    ck_assert_int_eq(ra[1].r.succeeded, 1);
+    ck_assert_int_eq(ra[1].r.stale, 0);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "g"), "SUCCEEDED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "g", "attempts"), 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NULL AND lease_until IS NULL"), 1);
+    ck_assert_int_eq(atomic_load(&g.by[0]), 1);
+    ck_assert_int_eq(atomic_load(&g.by[1]), 1);
+    for (int i = 0; i < 2; i++) {
+        odbox_delivery_free(&d[i]);
+        odbox_handlers_free(&h[i]);
+    }
+    jx_close(&x);
+}
+END_TEST
+
+/* Two deliveries of one eventlog, each with a job registry of its own (as
+ * two processes would have), handle one backlog together: every row
+ * SUCCEEDED once, each called once, and both handled some. */
+START_TEST(two_deliveries_handle_one_backlog_together)
+{
+    jx x;
+    jx_open(&x, 1);
+    static gated g;
+    memset(&g, 0, sizeof g);
+    gated_user u[2] = {{&g, 0, 5}, {&g, 1, 5}};
+    odbox_handlers *h2 = gated_handlers(&u[1]);
+    odbox_delivery_config cfg = {.handling_batch = 10, .workers = 2, .fanout_poll_ms = 50, .handling_poll_ms = 50,
+                                 .cross_process_wakeup = -1};
+    enum { N = 300 };
+    emit_n(&x.f, x.exe, 0, &EV_A, N, NULL);
+    /* the second: handling only, on a job registry of its own */
+    odbox_delivery *d2 = NULL;
+    odbox_jobs *j2 = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x.f.r, h2, &cfg, &d2, &e) == ODBOX_OK, "%s", e.message);
+    odbox_jobs_config jc = {.poll_interval_ms = 200, .shutdown_max_wait_ms = 20000};
+    ck_assert_int_eq(odbox_jobs_open(x.f.r, &jc, &j2, &e), ODBOX_OK);
+    ck_assert_msg(odbox_delivery_add_jobs(d2, j2, ODBOX_DELIVERY_HANDLING, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_jobs_start(j2, &e) == ODBOX_OK, "%s", e.message);
+    jx_run(&x, gated_handlers(&u[0]), &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    int64_t t0 = mono_ms_now(), end = t0 + 60000;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < N && mono_ms_now() < end)
+        jt_sleep_ms(20);
+    int64_t took = mono_ms_now() - t0;
+    ck_assert_int_eq(odbox_jobs_stop(j2, &e), ODBOX_OK);
+    printf("handlers: two deliveries, one backlog of %d: %d + %d calls, all SUCCEEDED in %lld ms\n", N,
+           atomic_load(&g.by[0]), atomic_load(&g.by[1]), (long long)took);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED' AND attempts = 1"), N);
+    ck_assert_int_eq(atomic_load(&g.calls), N);
+    ck_assert_int_gt(atomic_load(&g.by[0]), 0);
+    ck_assert_int_gt(atomic_load(&g.by[1]), 0);
+    odbox_delivery_free(&d2);
+    odbox_jobs_free(&j2);
+    odbox_handlers_free(&h2);
+    jx_close(&x);
+}
+END_TEST
+
+/* The handlers_jobs suite's tests, added to its tcase where they were listed. */
+void handlers_jobs_add_lease_tests(TCase *tc)
+{
+    tcase_add_test(tc, a_slow_call_is_not_cut_off_by_the_execution_length);
+    tcase_add_test(tc, a_late_outcome_after_the_lease_was_lost_writes_nothing);
+    tcase_add_test(tc, two_deliveries_handle_one_backlog_together);
+}
