@@ -47,8 +47,8 @@ static int check_table(odbox_conn *c, const odbox_model_type *t, odbox_error *er
     for (size_t i = 0; i < ncommon && rc == ODBOX_OK; i++)
         if (!odbox_catalog_find(cols, n, common_columns[i]))
             rc = odbox_fail(err, ODBOX_EINVAL,
-                            "model type %s: table %s has no column %s, which every %s's table needs (see the "
-                            "README: models and their tables)",
+                            "model type %s: table %s has no column %s, which every %s's table needs (see "
+                            "docs/actions.md)",
                             t->name, t->table, common_columns[i], t->kind == ODBOX_KIND_MODEL ? "model" : "entity");
     for (size_t i = 0; i < t->ncolumns && rc == ODBOX_OK; i++)
         if (!odbox_catalog_find(cols, n, t->columns[i].name))

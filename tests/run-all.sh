@@ -47,7 +47,7 @@ run_suites() {
     grep -E '^(# (TOTAL|PASS|SKIP|FAIL|ERROR)|=+$|odbox-.*archives ready)' build/distcheck.log | tail -12
     echo "=== all test tiers passed"
 }
-DISTCHECK_TESTS="tests/unit/unit tests/integration/sqlite.test tests/cli/cli.test tests/headers/headers.test tests/quickstart/quickstart.test tests/setup/intree.test"
+DISTCHECK_TESTS="tests/unit/unit tests/integration/sqlite.test tests/cli/cli.test tests/headers/headers.test tests/quickstart/quickstart.test tests/setup/intree.test tests/man/man.test"
 export DISTCHECK_TESTS
 export -f run_suites server_logs
 # --standby: the replica suite reads a real streaming standby (a second

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 BUILD_PACKAGES=(gcc g++ make autoconf automake libtool pkg-config unixodbc-dev libjson-c-dev
     uuid-dev check valgrind)
+BUILD_PACKAGES+=(groff-base) # tests/man/man.test lints the manual pages with groff
 BUILD_PACKAGES+=(libpq-dev) # optional for odbox; the wake-up tests need it (PostgreSQL LISTEN)
 missing=()
 for p in "${BUILD_PACKAGES[@]}"; do

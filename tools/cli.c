@@ -9,7 +9,7 @@
 
 const char cli_usage_target[] =
     "  --dsn DSN          one database (URL or ODBC string); default $ODBOX_DSN\n"
-    "  --config FILE      a registry config file (JSON, see README)\n"
+    "  --config FILE      a registry config file (JSON, see docs/registry.md)\n"
     "  --eventlog NAME    with --dsn: the eventlog schema/database (default: the DSN's\n"
     "                     eventlog=, else eventlog)\n"
     "  --dir DIR          also the service's own migrations (DIR/<dialect>/ or DIR)\n"

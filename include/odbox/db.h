@@ -38,7 +38,7 @@ typedef enum odbox_type {
  * dialect and runs its session setup (UTC, ...). Autocommit is on. A URL's
  * connect_timeout= (default 10 s) bounds the connect and the login, and
  * its read_timeout= (default 300 s) how long a read waits on a server
- * that stopped answering (README: DSN formats). Thread-safe: connects
+ * that stopped answering (docs/dsn.md). Thread-safe: connects
  * to different servers run in parallel. */
 int odbox_conn_open(const char *dsn, odbox_conn **out, odbox_error *err);
 

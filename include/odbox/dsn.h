@@ -7,7 +7,7 @@
  * `driver=` overrides the ODBC driver name; `eventlog=` (URL query or raw
  * key, a name as odbox_name_is_valid wants it) names the shard's eventlog
  * container; `notify=off` turns off the shard's cross-process wake-ups
- * (PostgreSQL NOTIFY/LISTEN, see README) and `notify_interval_ms=` spaces
+ * (PostgreSQL NOTIFY/LISTEN, see docs/wakeups.md) and `notify_interval_ms=` spaces
  * its NOTIFYs (at most one per channel per interval, default
  * ODBOX_NOTIFY_INTERVAL_MS). These are odbox's and never reach the driver. Other
  * URL query options are appended to the ODBC connection string as

@@ -54,7 +54,7 @@ int odbox_registry_open(const odbox_registry_config *cfg, odbox_registry **out,
  * eventlog= names (default "eventlog"). */
 int odbox_registry_open_dsn(const char *dsn, odbox_registry **out, odbox_error *err);
 
-/* From a JSON config file (format in README.md) or its text. Errors name
+/* From a JSON config file (format in docs/registry.md) or its text. Errors name
  * the offending key path, e.g. "shards[1].member: 64 is out of range 0..63". */
 int odbox_registry_load(const char *path, odbox_registry **out, odbox_error *err);
 int odbox_registry_parse(const char *json_text, odbox_registry **out, odbox_error *err);
