@@ -54,6 +54,21 @@ const char *odbox_errname(int code);
 /* One-line description of a code; never NULL. */
 const char *odbox_strerror(int code);
 
+/* Lets the compiler check a printf-style format against its arguments. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ODBOX_PRINTF_FORMAT(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#define ODBOX_PRINTF_FORMAT(fmt_index, first_arg)
+#endif
+
+/* Sets err to code and a printf-style message (cut to
+ * ODBOX_ERROR_MESSAGE_MAX - 1 bytes), SQLSTATE and native code cleared,
+ * and returns code: a perform callback, handler or job reports its own
+ * failure with `return odbox_error_set(err, ODBOX_EINVAL, "amount %d", a);`.
+ * NULL err is accepted (code is still returned); NULL fmt leaves the
+ * message empty. Thread-safe (err is the caller's). */
+int odbox_error_set(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF_FORMAT(3, 4);
+
 #ifdef __cplusplus
 }
 #endif
