@@ -59,17 +59,34 @@ void odbox_error_clear(odbox_error *err)
         memset(err, 0, sizeof *err);
 }
 
-int odbox_fail(odbox_error *err, int code, const char *fmt, ...)
+/* The body of odbox_fail and of the public odbox_error_set. */
+static int error_vset(odbox_error *err, int code, const char *fmt, va_list ap)
 {
     if (err) {
-        va_list ap;
         memset(err, 0, sizeof *err);
         err->code = code;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
+        if (fmt)
+            vsnprintf(err->message, sizeof err->message, fmt, ap);
     }
     return code;
+}
+
+int odbox_fail(odbox_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = error_vset(err, code, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int odbox_error_set(odbox_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = error_vset(err, code, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int odbox_error_prefix(odbox_error *err, int code, const char *fmt, ...)

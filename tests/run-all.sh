@@ -36,7 +36,7 @@ run_suites() {
     (tests/configure-dir.sh build-asan --enable-sanitizers && cd build-asan &&
         make -j"$jobs" >/dev/null && make -j"$jobs" check) || { cat build-asan/test-suite.log; server_logs; exit 1; }
     # The tarball's own check: it builds, installs (installcheck) and its
-    # unit, SQLite, CLI, header and quickstart tests pass from it; every
+    # unit, SQLite, CLI, header, ABI and quickstart tests pass from it; every
     # server tier already ran above on these same sources.
     echo "=== 4/4 make distcheck"
     make -C build -j"$jobs" distcheck TESTS="$DISTCHECK_TESTS" >build/distcheck.log 2>&1 || {
@@ -47,7 +47,7 @@ run_suites() {
     grep -E '^(# (TOTAL|PASS|SKIP|FAIL|ERROR)|=+$|odbox-.*archives ready)' build/distcheck.log | tail -12
     echo "=== all test tiers passed"
 }
-DISTCHECK_TESTS="tests/unit/unit tests/integration/sqlite.test tests/cli/cli.test tests/headers/headers.test tests/quickstart/quickstart.test tests/setup/intree.test tests/man/man.test"
+DISTCHECK_TESTS="tests/unit/unit tests/integration/sqlite.test tests/cli/cli.test tests/headers/headers.test tests/abi/abi.test tests/quickstart/quickstart.test tests/setup/intree.test tests/man/man.test tests/layers/layers.test"
 export DISTCHECK_TESTS
 export -f run_suites server_logs
 # --standby: the replica suite reads a real streaming standby (a second

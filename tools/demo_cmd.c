@@ -143,11 +143,11 @@ static int claim_database(demo *d, odbox_error *err)
     if ((rc = table_exists(c, "odbox_demo", &marked, err)) == ODBOX_OK &&
         (rc = table_exists(c, "wallets", &wallets, err)) == ODBOX_OK && !marked) {
         if (d->existing_file)
-            rc = wallet_fail(err, ODBOX_EINVAL, "the file is not an odbox demo database (no odbox_demo table): "
-                                              "not touching it");
+            rc = odbox_error_set(err, ODBOX_EINVAL, "the file is not an odbox demo database (no odbox_demo table): "
+                                                  "not touching it");
         else if (wallets)
-            rc = wallet_fail(err, ODBOX_EINVAL,
-                           "this database has a wallets table that no odbox demo made: not touching it");
+            rc = odbox_error_set(err, ODBOX_EINVAL,
+                                 "this database has a wallets table that no odbox demo made: not touching it");
         else if ((rc = odbox_conn_exec(c, "CREATE TABLE odbox_demo (created_us BIGINT NOT NULL)", err)) ==
                  ODBOX_OK) {
             odbox_stmt *s = NULL;
@@ -256,7 +256,7 @@ static int refused_withdrawal(demo *d, odbox_error *err)
     d->refused_balance_before = v.balance;
     rc = wallet_withdraw(d->exe, d->ids[0], v.balance + 1, NULL, &reply, &ignored);
     if (rc == ODBOX_OK || reply.refusal != WALLET_REFUSED_INSUFFICIENT)
-        return wallet_fail(err, ODBOX_EDB, "the withdrawal above the balance was not refused");
+        return odbox_error_set(err, ODBOX_EDB, "the withdrawal above the balance was not refused");
     d->refused++;
     if ((rc = wallet_find(d->r, d->ids[0], &v, err)) != ODBOX_OK ||
         (rc = count_events(d, &d->refused_events_after, err)) != ODBOX_OK)
@@ -332,7 +332,7 @@ static int wait_idle(demo *d, odbox_error *err)
         if (b.undelivered == 0 && b.pending == 0 && b.failed == 0)
             return ODBOX_OK;
         if (now_us() > deadline)
-            return wallet_fail(err, ODBOX_ETIMEDOUT,
+            return odbox_error_set(err, ODBOX_ETIMEDOUT,
                                    "delivery not done after %d s: %lld undelivered, %lld pending, %lld failed",
                                    DEMO_IDLE_MS / 1000, (long long)b.undelivered, (long long)b.pending,
                                    (long long)b.failed);
@@ -496,7 +496,7 @@ static int run(demo *d, odbox_error *err)
     if (rc == ODBOX_OK)
         rc = claim_database(d, err);
     if (rc == ODBOX_OK && !dir_exists(wm))
-        rc = wallet_fail(err, ODBOX_ENOTFOUND, "wallet migrations not found at %s (set ODBOX_WALLET_MIGRATIONS)",
+        rc = odbox_error_set(err, ODBOX_ENOTFOUND, "wallet migrations not found at %s (set ODBOX_WALLET_MIGRATIONS)",
                              wm);
     if (rc == ODBOX_OK)
         rc = odbox_migrate_registry(d->r, &mo, err);
@@ -507,7 +507,7 @@ static int run(demo *d, odbox_error *err)
     if (rc == ODBOX_OK)
         rc = wallet_handlers_add(handlers, d->r, &faults, &d->hs, err);
     if (rc == ODBOX_OK && !(d->hs.lag_us = calloc(DEMO_MAX_LAGS, sizeof *d->hs.lag_us)))
-        rc = wallet_fail(err, ODBOX_ENOMEM, "out of memory");
+        rc = odbox_error_set(err, ODBOX_ENOMEM, "out of memory");
     d->hs.lag_cap = DEMO_MAX_LAGS;
     if (rc == ODBOX_OK)
         rc = odbox_delivery_open(d->r, handlers, &dc, &delivery, err);

@@ -5,7 +5,6 @@
  * events that describe the change. It never writes; the executor writes the
  * rows (optimistically: WHERE id = ? AND version = ?) and the events in one
  * transaction, and re-runs the action when a row changed in between. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -52,24 +51,11 @@ int wallet_executor_open(odbox_registry *r, const odbox_exec_config *defaults, o
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-int wallet_fail(odbox_error *err, int code, const char *fmt, ...)
-{
-    if (err) {
-        odbox_error_clear(err);
-        err->code = code;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static int param_text(json_object *params, const char *key, const char **out, odbox_error *err)
 {
     json_object *v;
     if (!json_object_object_get_ex(params, key, &v) || !json_object_is_type(v, json_type_string))
-        return wallet_fail(err, ODBOX_EINVAL, "parameter '%s' missing or not a string", key);
+        return odbox_error_set(err, ODBOX_EINVAL, "parameter '%s' missing or not a string", key);
     *out = json_object_get_string(v);
     return ODBOX_OK;
 }
@@ -79,7 +65,7 @@ static int param_amount(json_object *params, int64_t *out, odbox_error *err)
     json_object *v;
     if (!json_object_object_get_ex(params, "amount", &v) || !json_object_is_type(v, json_type_int) ||
         (*out = json_object_get_int64(v)) <= 0)
-        return wallet_fail(err, ODBOX_EINVAL, "parameter 'amount' missing or not a positive integer");
+        return odbox_error_set(err, ODBOX_EINVAL, "parameter 'amount' missing or not a positive integer");
     return ODBOX_OK;
 }
 
@@ -89,7 +75,7 @@ static int load(odbox_context *ctx, const char *id, wallet_reply *reply, odbox_m
     int rc = odbox_repo_find(odbox_context_registry(ctx), &wallet_model_type, id, ODBOX_READ_PRIMARY, out, err);
     if (rc == ODBOX_ENOTFOUND) {
         reply->refusal = WALLET_REFUSED_NOT_FOUND;
-        return wallet_fail(err, rc, "no wallet %s", id);
+        return odbox_error_set(err, rc, "no wallet %s", id);
     }
     return rc;
 }
@@ -188,11 +174,12 @@ static int change_balance(odbox_context *ctx, json_object *params, odbox_plan *p
     int64_t balance = balance_of(m);
     if (sign > 0 && balance > INT64_MAX - amount) {
         reply->refusal = WALLET_REFUSED_OVERFLOW;
-        rc = wallet_fail(err, ODBOX_EINVAL, "balance would overflow: %lld + %lld", (long long)balance,
-                  (long long)amount);
+        rc = odbox_error_set(err, ODBOX_EINVAL, "balance would overflow: %lld + %lld", (long long)balance,
+                             (long long)amount);
     } else if (sign < 0 && balance < amount) {
         reply->refusal = WALLET_REFUSED_INSUFFICIENT;
-        rc = wallet_fail(err, ODBOX_EINVAL, "insufficient balance: %lld < %lld", (long long)balance, (long long)amount);
+        rc = odbox_error_set(err, ODBOX_EINVAL, "insufficient balance: %lld < %lld", (long long)balance,
+                             (long long)amount);
     } else if ((rc = odbox_model_set_int64(m, "balance", sign > 0 ? balance + amount : balance - amount, err)) ==
                    ODBOX_OK &&
                (rc = odbox_plan_update(plan, m, &next, err)) == ODBOX_OK &&
@@ -231,20 +218,20 @@ static int perform_transfer(odbox_context *ctx, json_object *params, odbox_plan 
         (rc = param_amount(params, &amount, err)) != ODBOX_OK)
         return rc;
     if (!strcasecmp(from_id, to_id))
-        return wallet_fail(err, ODBOX_EINVAL, "cannot transfer from a wallet to itself");
+        return odbox_error_set(err, ODBOX_EINVAL, "cannot transfer from a wallet to itself");
     if ((rc = load(ctx, from_id, reply, &from, err)) != ODBOX_OK || (rc = load(ctx, to_id, reply, &to, err)) != ODBOX_OK)
         goto out;
     fb = balance_of(from);
     tb = balance_of(to);
     if (fb < amount) {
         reply->refusal = WALLET_REFUSED_INSUFFICIENT;
-        rc = wallet_fail(err, ODBOX_EINVAL, "insufficient balance: %lld < %lld", (long long)fb, (long long)amount);
+        rc = odbox_error_set(err, ODBOX_EINVAL, "insufficient balance: %lld < %lld", (long long)fb, (long long)amount);
         goto out;
     }
     if (tb > INT64_MAX - amount) {
         reply->refusal = WALLET_REFUSED_OVERFLOW;
-        rc = wallet_fail(err, ODBOX_EINVAL, "balance of %s would overflow: %lld + %lld", to_id, (long long)tb,
-                  (long long)amount);
+        rc = odbox_error_set(err, ODBOX_EINVAL, "balance of %s would overflow: %lld + %lld", to_id, (long long)tb,
+                             (long long)amount);
         goto out;
     }
     if ((rc = odbox_model_set_int64(from, "balance", fb - amount, err)) == ODBOX_OK &&
@@ -343,7 +330,7 @@ int wallet_find(odbox_registry *r, const char *id, wallet_view *out, odbox_error
     odbox_model *m = NULL;
     int rc = odbox_repo_find(r, &wallet_model_type, id, ODBOX_READ_PRIMARY, &m, err);
     if (rc == ODBOX_ENOTFOUND)
-        return wallet_fail(err, rc, "no wallet %s", id);
+        return odbox_error_set(err, rc, "no wallet %s", id);
     if (rc != ODBOX_OK)
         return rc;
     const char *owner = "";

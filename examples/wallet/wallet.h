@@ -67,9 +67,6 @@ int wallet_withdraw(odbox_executor *exe, const char *id, int64_t amount, const o
 int wallet_transfer(odbox_executor *exe, const char *from, const char *to, int64_t amount,
                     const odbox_exec_config *cfg, wallet_reply *reply, odbox_error *err);
 
-/* Sets err (may be NULL) to code and the message; returns code. */
-int wallet_fail(odbox_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
 /* Reads one wallet from its shard's primary (ODBOX_ENOTFOUND when absent). */
 int wallet_find(odbox_registry *r, const char *id, wallet_view *out, odbox_error *err);
 

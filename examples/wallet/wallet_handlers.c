@@ -46,7 +46,7 @@ static int with_conn(wallet_handlers_state *st, odbox_shard_id shard, odbox_conn
 {
     odbox_shard *s = odbox_registry_shard(st->registry, shard);
     if (!s)
-        return wallet_fail(err, ODBOX_ENOTFOUND, "no shard %d.%d in the registry", shard.group, shard.member);
+        return odbox_error_set(err, ODBOX_ENOTFOUND, "no shard %d.%d in the registry", shard.group, shard.member);
     *pool = odbox_shard_primary(s);
     return odbox_pool_acquire(*pool, c, err);
 }
@@ -90,11 +90,12 @@ static int insert_statement_row(odbox_conn *c, const odbox_envelope *env, odbox_
     json_object *amount = NULL, *balance = NULL;
     int k = money_kind(env->event_type);
     if (k < 0)
-        return wallet_fail(err, ODBOX_EINVAL, "statement: event %s is a %s, not a money event", env->event_id,
-                           env->event_type);
+        return odbox_error_set(err, ODBOX_EINVAL, "statement: event %s is a %s, not a money event", env->event_id,
+                               env->event_type);
     if (!env->model_id || !env->payload || !json_object_object_get_ex(env->payload, "amount", &amount) ||
         !json_object_object_get_ex(env->payload, "balance", &balance))
-        return wallet_fail(err, ODBOX_EINVAL, "statement: event %s has no wallet, amount or balance", env->event_id);
+        return odbox_error_set(err, ODBOX_EINVAL, "statement: event %s has no wallet, amount or balance",
+                               env->event_id);
     char sql[256];
     snprintf(sql, sizeof sql, odbox_conn_dialect(c)->insert_ignore_fmt, "wallet_statement",
              "event_id, wallet_id, kind, amount, balance_after, event_us", "(?, ?, ?, ?, ?, ?)", "event_id");
@@ -125,8 +126,8 @@ static int fault(wallet_handlers_state *st, const odbox_envelope *env, int audit
     if (!hit)
         return ODBOX_OK;
     atomic_fetch_add(&st->injected, 1);
-    return wallet_fail(err, ODBOX_EDB, "%s: injected failure after the effect (event %s, attempt %d)",
-                       audit ? "audit" : "statement", env->event_id, env->attempt);
+    return odbox_error_set(err, ODBOX_EDB, "%s: injected failure after the effect (event %s, attempt %d)",
+                           audit ? "audit" : "statement", env->event_id, env->attempt);
 }
 
 static int handle(const odbox_envelope *env, wallet_handlers_state *st, int statement, odbox_error *err)
@@ -169,9 +170,9 @@ int wallet_handlers_add(odbox_handlers *h, odbox_registry *r, const wallet_fault
                         wallet_handlers_state *st, odbox_error *err)
 {
     if (!h || !r || !st)
-        return wallet_fail(err, ODBOX_EINVAL, "wallet handlers: a NULL argument");
+        return odbox_error_set(err, ODBOX_EINVAL, "wallet handlers: a NULL argument");
     if (faults && !(faults->fail_rate >= 0 && faults->fail_rate <= 1))
-        return wallet_fail(err, ODBOX_EINVAL, "wallet handlers: fail rate must be within 0..1");
+        return odbox_error_set(err, ODBOX_EINVAL, "wallet handlers: fail rate must be within 0..1");
     memset(st, 0, sizeof *st);
     st->registry = r;
     if (faults)
@@ -206,7 +207,7 @@ int wallet_events_count(odbox_shard *s, int undelivered_only, int64_t *n, odbox_
         if (rc == ODBOX_OK && (rc = odbox_stmt_execute(st, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(st, err)) == 1)
             rc = odbox_stmt_get_int64(st, 1, n, NULL, err);
         else if (rc == 0)
-            rc = wallet_fail(err, ODBOX_EDB, "COUNT(*) returned no row");
+            rc = odbox_error_set(err, ODBOX_EDB, "COUNT(*) returned no row");
     }
     odbox_stmt_free(&st);
     give_back(pool, &c);

@@ -63,7 +63,7 @@ int wallet_worker_run(odbox_registry *r, const wallet_worker_config *cfg, wallet
 {
     memset(res, 0, sizeof *res);
     if (cfg->until_idle && cfg->timeout_ms <= 0)
-        return wallet_fail(err, ODBOX_EINVAL, "worker: --until-idle needs a positive timeout");
+        return odbox_error_set(err, ODBOX_EINVAL, "worker: --until-idle needs a positive timeout");
     int64_t start = now_ms();
     odbox_handlers *handlers = NULL;
     odbox_delivery *delivery = NULL;

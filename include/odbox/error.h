@@ -1,9 +1,25 @@
-/* odbox — errors.
+/* odbox — errors, and the ownership rule of every public header.
  *
  * Every function that can fail returns int: 0 on success or a negative
  * ODBOX_E* code, and fills an optional odbox_error with the detail. The
  * codes are what a caller acts on (retry, reconnect, report); the SQLSTATE,
- * native code and message are what a human reads. Thread-safe: no globals. */
+ * native code and message are what a human reads. Thread-safe: no globals.
+ *
+ * Ownership, for every public function unless its comment says otherwise:
+ * - Passed in, strings and json_object pointers stay the caller's: odbox
+ *   never frees or puts them, and copies (or serialises) what it keeps
+ *   past the call. The one exception: odbox_plan_set_result takes the
+ *   caller's reference to its result.
+ * - Handed out, a `char *` (returned or stored through `char **`) is
+ *   malloc'd and the caller's: free() it. A `const char *` is borrowed:
+ *   static, or owned by the object it came from and valid while that
+ *   object lives (or as long as the function's comment says).
+ * - A json_object handed to the caller (odbox_result.value) is the
+ *   caller's: json_object_put, or odbox_result_clear. One handed to a
+ *   callback (perform's params, an envelope's action_params and payload)
+ *   is borrowed for the call: json_object_get to keep it.
+ * - Objects and lists handed out are freed by their own odbox_*_free or
+ *   odbox_*_clear, which frees the strings inside them too. */
 #ifndef ODBOX_ERROR_H
 #define ODBOX_ERROR_H
 
@@ -53,6 +69,21 @@ const char *odbox_errname(int code);
 
 /* One-line description of a code; never NULL. */
 const char *odbox_strerror(int code);
+
+/* Lets the compiler check a printf-style format against its arguments. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ODBOX_PRINTF_FORMAT(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#define ODBOX_PRINTF_FORMAT(fmt_index, first_arg)
+#endif
+
+/* Sets err to code and a printf-style message (cut to
+ * ODBOX_ERROR_MESSAGE_MAX - 1 bytes), SQLSTATE and native code cleared,
+ * and returns code: a perform callback, handler or job reports its own
+ * failure with `return odbox_error_set(err, ODBOX_EINVAL, "amount %d", a);`.
+ * NULL err is accepted (code is still returned); NULL fmt leaves the
+ * message empty. Thread-safe (err is the caller's). */
+int odbox_error_set(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF_FORMAT(3, 4);
 
 #ifdef __cplusplus
 }

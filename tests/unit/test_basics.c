@@ -1,6 +1,7 @@
 /* odbox — unit tests: errors, SHA-256, SQL splitting and placeholders,
  * names and shard ids, the dialect table, multi-row SQL, migration file
  * names and versions. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "odbox/odbox.h"
@@ -45,6 +46,38 @@ START_TEST(error_fail_and_prefix)
     odbox_error_clear(&e);
     ck_assert_int_eq(e.code, 0);
     ck_assert_str_eq(e.message, "");
+}
+END_TEST
+
+/* odbox_error_set: the public way for a perform callback or handler to
+ * report its own failure; it replaces whatever err held before. */
+START_TEST(error_set_public)
+{
+    odbox_error e;
+    memset(&e, 0, sizeof e);
+    e.code = ODBOX_EDEADLOCK;
+    memcpy(e.sqlstate, "40001", 6);
+    e.native = 1213;
+    snprintf(e.message, sizeof e.message, "an older message");
+    ck_assert_int_eq(odbox_error_set(&e, ODBOX_EINVAL, "amount %d < %s", -5, "0"), ODBOX_EINVAL);
+    ck_assert_int_eq(e.code, ODBOX_EINVAL);
+    ck_assert_str_eq(e.message, "amount -5 < 0");
+    ck_assert_str_eq(e.sqlstate, "");
+    ck_assert_int_eq(e.native, 0);
+    /* NULL err: only the code comes back */
+    ck_assert_int_eq(odbox_error_set(NULL, ODBOX_ENOTFOUND, "no wallet %s", "w1"), ODBOX_ENOTFOUND);
+    /* NULL fmt: an empty message */
+    ck_assert_int_eq(odbox_error_set(&e, ODBOX_EDB, NULL), ODBOX_EDB);
+    ck_assert_int_eq(e.code, ODBOX_EDB);
+    ck_assert_str_eq(e.message, "");
+    /* a message longer than the buffer is cut, NUL-terminated */
+    char long_text[3 * ODBOX_ERROR_MESSAGE_MAX];
+    memset(long_text, 'x', sizeof long_text - 1);
+    long_text[sizeof long_text - 1] = '\0';
+    ck_assert_int_eq(odbox_error_set(&e, ODBOX_EIO, "read: %s", long_text), ODBOX_EIO);
+    ck_assert_uint_eq(strlen(e.message), ODBOX_ERROR_MESSAGE_MAX - 1);
+    ck_assert_int_eq(strncmp(e.message, "read: xxx", 9), 0);
+    ck_assert_int_eq(e.message[ODBOX_ERROR_MESSAGE_MAX - 2], 'x');
 }
 END_TEST
 
@@ -434,6 +467,7 @@ Suite *basics_suite(void)
     TCase *t = tcase_create("core");
     tcase_add_test(t, error_names_are_distinct);
     tcase_add_test(t, error_fail_and_prefix);
+    tcase_add_test(t, error_set_public);
     tcase_add_test(t, sha256_known_vectors);
     tcase_add_test(t, split_statements);
     tcase_add_test(t, split_rejects_unterminated);
