@@ -180,6 +180,17 @@ int odbox_executor_remove_commit_listener(odbox_executor *exe, odbox_commit_fn f
     return exe ? odbox_callbacks_remove(&exe->listeners, 0, (odbox_callback_fn)fn, ud) : ODBOX_EINVAL;
 }
 
+const char *odbox_executor_ns(const odbox_executor *exe) { return exe->ns; }
+odbox_registry *odbox_executor_registry(const odbox_executor *exe) { return exe->registry; }
+
+void odbox_executor_hook(odbox_executor *exe, odbox_hook_fn *hook, void **ud)
+{
+    pthread_rwlock_rdlock(&exe->mu);
+    *hook = exe->hook;
+    *ud = exe->hook_ud;
+    pthread_rwlock_unlock(&exe->mu);
+}
+
 /* After shard s committed: the commit listeners, then a NOTIFY for other
  * processes when it wrote events (the sentinel row is nothing to deliver). */
 static void committed(odbox_executor *exe, const odbox_plan *p, odbox_shard *s)
@@ -187,6 +198,11 @@ static void committed(odbox_executor *exe, const odbox_plan *p, odbox_shard *s)
     size_t nevents = 0;
     for (size_t k = 0; k < p->nevents; k++)
         nevents += p->events[k].shard == s;
+    odbox_executor_committed(exe, s, nevents);
+}
+
+void odbox_executor_committed(odbox_executor *exe, odbox_shard *s, size_t nevents)
+{
     odbox_shard_id id = odbox_shard_get_id(s);
     size_t n;
     const odbox_callback *cb = odbox_callbacks_begin(&exe->listeners, &n);
@@ -285,8 +301,10 @@ static void plan_free(odbox_plan *p)
 {
     for (size_t i = 0; i < p->n; i++)
         odbox_model_free(&p->items[i].m);
-    for (size_t i = 0; i < p->nevents; i++)
+    for (size_t i = 0; i < p->nevents; i++) {
         free(p->events[i].payload);
+        free(p->events[i].model_id);
+    }
     free(p->items);
     free(p->events);
     if (p->result)
@@ -366,13 +384,17 @@ int odbox_plan_emit_after(odbox_plan *p, const odbox_model *m, const odbox_event
         p->evcap = cap;
     }
     staged_event *ev = &p->events[p->nevents];
-    memcpy(ev->model_id, m->id, sizeof ev->model_id);
     ev->model_type = m->type->name;
     ev->et = et;
     ev->deliver_after_us = deliver_after_us;
     ev->shard = odbox_registry_shard_for_id(p->exe->registry, m->id);
-    if (!(ev->payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN))))
+    ev->model_id = strdup(m->id);
+    ev->payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN));
+    if (!ev->model_id || !ev->payload) {
+        free(ev->model_id);
+        free(ev->payload);
         return odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory");
+    }
     p->nevents++;
     return ODBOX_OK;
 }
@@ -481,7 +503,7 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
 
 /* [A-Za-z_][A-Za-z0-9_.]*, as action.h says (Ekbatan uses the class name;
  * dots let a service prefix its module). */
-static int action_name_valid(const char *s)
+int odbox_action_name_valid(const char *s)
 {
     if (!s || !*s || strlen(s) > NAME_MAX_LEN)
         return 0;
@@ -508,7 +530,7 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
         memset(res, 0, sizeof *res);
     if (!exe || !action)
         return odbox_fail(err, ODBOX_EINVAL, "execute: executor or action is NULL");
-    if (!action_name_valid(action->name))
+    if (!odbox_action_name_valid(action->name))
         return odbox_fail(err, ODBOX_EINVAL, "execute: action name '%.80s' must be an identifier (dots allowed, at most %d)",
                           action->name ? action->name : "(null)", NAME_MAX_LEN);
     if (!action->perform)

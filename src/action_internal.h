@@ -16,7 +16,7 @@ typedef struct staged {
 } staged;
 
 typedef struct staged_event {
-    char model_id[37];
+    char *model_id;             /* its own copy */
     const char *model_type;
     const odbox_event_type *et;
     char *payload;
@@ -62,5 +62,20 @@ int odbox_executor_remove_commit_listener(odbox_executor *exe, odbox_commit_fn f
 /* Writes the plan's rows and events that belong to shard, all or
  * nothing, and commits them. */
 int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err);
+
+/* Writes n event rows (a NULL row is the sentinel) on c, in the caller's
+ * transaction: the executor's events INSERT, for own transactions (tx.c).
+ * rn's plan and hook are not used. */
+int odbox_persist_events(const run *rn, odbox_conn *c, odbox_shard *shard, const staged_event *const *rows, size_t n,
+                         int64_t completion_us, odbox_error *err);
+
+/* What an own transaction (tx.c) takes from its executor: the namespace,
+ * the registry, the test hook, an action name's check, and the wake-up
+ * after a commit (the commit listeners, then a NOTIFY when nevents > 0). */
+const char *odbox_executor_ns(const odbox_executor *exe);
+odbox_registry *odbox_executor_registry(const odbox_executor *exe);
+void odbox_executor_hook(odbox_executor *exe, odbox_hook_fn *hook, void **ud);
+int odbox_action_name_valid(const char *name);
+void odbox_executor_committed(odbox_executor *exe, odbox_shard *s, size_t nevents);
 
 #endif

@@ -198,6 +198,13 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, const 
     return rc;
 }
 
+int odbox_persist_events(const run *rn, odbox_conn *c, odbox_shard *shard, const staged_event *const *rows, size_t n,
+                         int64_t completion_us, odbox_error *err)
+{
+    part ev = {ODBOX_SQL_EVENTS, NULL, NULL, (const staged_event **)rows, n};
+    return write_events(rn, c, shard, &ev, completion_us, err);
+}
+
 /* ---- the transaction ------------------------------------------------------ */
 
 static int call_hook(const run *rn, odbox_hook_point at, odbox_shard *shard, odbox_conn *c, odbox_error *err)

@@ -15,6 +15,7 @@
 #include "lock.h"
 #include "model.h"
 #include "action.h"
+#include "tx.h"
 #include "clock.h"
 #include "jobs.h"
 #include "notifications.h"

@@ -33,6 +33,7 @@ static const struct {
     {"sqlite", "wrong_password_is_connect_error_without_password", "SQLite has no user or password"},
     {"sqlite", "server_gone_mid_transaction", "SQLite has no server session for another connection to end"},
     {"sqlite", "commit_on_a_lost_connection_is_in_doubt", "SQLite has no server session for another connection to end"},
+    {"sqlite", "commit_on_a_lost_connection_is_in_doubt_tx", "SQLite has no server session for another connection to end"},
     {"sqlite", "pool_replaces_dead_connections", "SQLite has no server session for another connection to end"},
     {"sqlite", "insert_and_find_round_trip/lost_under_a_write",
      "SQLite has no server session for another connection to end"},

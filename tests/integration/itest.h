@@ -98,6 +98,7 @@ Suite *replica_suite(void);
 Suite *handlers_names_suite(void);
 Suite *subscriptions_suite(void);
 Suite *collation_suite(void);
+Suite *owntx_suite(void);
 
 /* Suites built from the tests of two files: the second file's tests,
  * added by the suite's function to its tcase where they are listed. */

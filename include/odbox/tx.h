@@ -1,0 +1,93 @@
+/* odbox — events in your own transaction.
+ *
+ * For services that have their own tables, their own SQL and their own
+ * transaction code: begin a transaction on a shard, run your statements
+ * on its connection (odbox_stmt_*, odbox/db.h), add events, commit. Your
+ * rows and the events land together or not at all. The events are the
+ * rows an action writes (odbox/action.h): the same columns, one
+ * multi-row INSERT at commit, a sentinel row when the transaction added
+ * no event (so that odbox_action_committed can answer for it), the same
+ * wake-up of this process's delivery and of other processes after the
+ * commit, the same in-doubt rule.
+ *
+ *     odbox_tx *tx;
+ *     odbox_tx_begin(exe, shard, NULL, &tx, &err);
+ *     ... odbox_stmt_prepare(odbox_tx_conn(tx), "UPDATE ...", &s, &err) ...
+ *     odbox_tx_emit(tx, "Order", "42", &ORDER_PAID, payload, &err);
+ *     odbox_tx_commit(&tx, &err);      (or odbox_tx_rollback(&tx))
+ *
+ * Use an action when the change is a plan of models (odbox reads, checks
+ * versions, retries stale ones); use a transaction of your own when you
+ * already have the SQL.
+ *
+ * Thread model: a transaction belongs to one thread; several threads may
+ * each run their own on one executor. */
+#ifndef ODBOX_TX_H
+#define ODBOX_TX_H
+
+#include <json-c/json.h>
+#include "action.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct odbox_tx odbox_tx;
+
+/* Written to every event row of the transaction; NULL or zeroed: the
+ * defaults. */
+typedef struct odbox_tx_config {
+    const char *action_name;     /* action_name: [A-Za-z_][A-Za-z0-9_.]*, <= 255; NULL: "Transaction" */
+    const char *action_id;       /* a UUID of your choosing; NULL: a new random UUID */
+    json_object *params;         /* action_params, a JSON object (borrowed); NULL: {} */
+    const char *idempotency_key; /* reserved: not yet supported, must be NULL (ODBOX_EUNSUPPORTED) */
+} odbox_tx_config;
+
+/* Takes a connection from the primary pool of shard (registered in the
+ * executor's registry) and begins a transaction on it; the namespace is
+ * the executor's. ODBOX_EINVAL (NULL exe or out, a bad config),
+ * ODBOX_ENOTFOUND (no such shard), ODBOX_EOWNER (the shard's eventlog
+ * belongs to another application), ODBOX_EUNSUPPORTED (an idempotency
+ * key), pool and database errors. *out is NULL on failure. */
+int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_config *cfg, odbox_tx **out,
+                   odbox_error *err);
+
+/* The transaction's connection, for your own statements; valid until the
+ * commit or rollback. Do not begin, commit or roll back on it yourself.
+ * After one of your statements failed, roll back: PostgreSQL has then
+ * aborted the transaction (a commit fails and writes nothing), while the
+ * other databases would commit the statements that succeeded. */
+odbox_conn *odbox_tx_conn(odbox_tx *tx);
+
+/* The action_id written to the transaction's event rows (36 characters):
+ * the one to give odbox_action_committed. NULL for a NULL tx. */
+const char *odbox_tx_action_id(const odbox_tx *tx);
+
+/* The shard the transaction runs on. */
+odbox_shard_id odbox_tx_shard(const odbox_tx *tx);
+
+/* Adds an event on the model (model_type: [A-Za-z_][A-Za-z0-9_]*, model_id:
+ * 1 to 255 bytes of text, e.g. your row's key) of type et with payload, a
+ * JSON object (copied). It is written at commit. Registers et with the
+ * executor as odbox_plan_emit does. ODBOX_EINVAL for a NULL or bad
+ * argument; the transaction is unchanged. */
+int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,
+                  json_object *payload, odbox_error *err);
+
+/* Writes the events (or the sentinel row), commits, runs the executor's
+ * commit listeners and wakes other processes' delivery, returns the
+ * connection to its pool, frees the transaction and sets *tx to NULL,
+ * whatever the outcome. On failure nothing was written (it was rolled
+ * back), except ODBOX_EINDOUBT: the connection was lost after the COMMIT
+ * was sent; odbox_action_committed with odbox_tx_action_id (read it
+ * before committing) tells. ODBOX_EINVAL for a NULL tx or *tx. */
+int odbox_tx_commit(odbox_tx **tx, odbox_error *err);
+
+/* Rolls back, returns the connection, frees and sets *tx to NULL.
+ * Nothing is written. NULL or *tx NULL: nothing to do. */
+void odbox_tx_rollback(odbox_tx **tx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

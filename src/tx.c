@@ -1,0 +1,227 @@
+/* odbox — events in the caller's own transaction (odbox/tx.h).
+ *
+ * A connection from the shard's primary pool, in a transaction the caller
+ * fills with its own statements. Events are staged here and written at
+ * commit by the executor's own events INSERT (persist.c), with the
+ * sentinel row when there are none: every committed transaction leaves a
+ * row with its action_id, which is what odbox_action_committed reads. The
+ * executor's hook points EVENTS_WRITTEN and COMMITTED sit where they sit
+ * in an action's transaction, and a commit wakes delivery as an action's
+ * does. */
+#include <stdlib.h>
+#include <string.h>
+#include "action_internal.h"
+#include "registry_internal.h"
+#include "odbox/tx.h"
+#include "odbox/uuid.h"
+
+#define MODEL_ID_MAX 255 /* events.model_id VARCHAR(255) */
+#define DEFAULT_ACTION_NAME "Transaction"
+
+struct odbox_tx {
+    odbox_executor *exe;
+    odbox_shard *shard;
+    odbox_pool *pool;
+    odbox_conn *conn;
+    odbox_action action; /* its name only: what the events writer reads */
+    char *action_name;
+    char *params_json;
+    char action_id[ODBOX_UUID_LEN + 1];
+    int64_t started_us;
+    staged_event *events;
+    size_t nevents, cap;
+};
+
+static void tx_free(odbox_tx *tx)
+{
+    if (tx->conn)
+        odbox_pool_release(tx->pool, &tx->conn); /* rolls back an open transaction */
+    for (size_t i = 0; i < tx->nevents; i++) {
+        free(tx->events[i].model_id);
+        free((char *)tx->events[i].model_type);
+        free(tx->events[i].payload);
+    }
+    free(tx->events);
+    free(tx->action_name);
+    free(tx->params_json);
+    free(tx);
+}
+
+static int check_config(const odbox_tx_config *cfg, odbox_error *err)
+{
+    if (cfg->idempotency_key)
+        return odbox_fail(err, ODBOX_EUNSUPPORTED, "tx begin: idempotency keys are not supported yet on own "
+                                                   "transactions; idempotency_key must be NULL");
+    if (cfg->action_name && !odbox_action_name_valid(cfg->action_name))
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "tx begin: action name '%.80s' must be an identifier (dots allowed, at most 255)",
+                          cfg->action_name);
+    if (cfg->action_id && !odbox_uuid_is_valid(cfg->action_id))
+        return odbox_fail(err, ODBOX_EINVAL, "tx begin: action_id '%.40s' is not a UUID", cfg->action_id);
+    if (cfg->params && !json_object_is_type(cfg->params, json_type_object))
+        return odbox_fail(err, ODBOX_EINVAL, "tx begin: params must be a JSON object");
+    return ODBOX_OK;
+}
+
+int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_config *cfg, odbox_tx **out,
+                   odbox_error *err)
+{
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "tx begin: out is NULL");
+    *out = NULL;
+    if (!exe)
+        return odbox_fail(err, ODBOX_EINVAL, "tx begin: executor is NULL");
+    odbox_tx_config none = {0};
+    if (!cfg)
+        cfg = &none;
+    int rc = check_config(cfg, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_shard *s = odbox_registry_shard(odbox_executor_registry(exe), shard);
+    if (!s)
+        return odbox_fail(err, ODBOX_ENOTFOUND, "tx begin: no shard %d.%d is registered", shard.group,
+                          shard.member);
+    if ((rc = odbox_shard_check_eventlog(s, err)) != ODBOX_OK)
+        return rc;
+    odbox_tx *tx = calloc(1, sizeof *tx);
+    if (!tx)
+        return odbox_fail(err, ODBOX_ENOMEM, "tx begin: out of memory");
+    tx->exe = exe;
+    tx->shard = s;
+    tx->pool = odbox_shard_primary(s);
+    tx->action_name = strdup(cfg->action_name ? cfg->action_name : DEFAULT_ACTION_NAME);
+    tx->params_json = strdup(cfg->params ? json_object_to_json_string_ext(cfg->params, JSON_C_TO_STRING_PLAIN) : "{}");
+    if (!tx->action_name || !tx->params_json) {
+        tx_free(tx);
+        return odbox_fail(err, ODBOX_ENOMEM, "tx begin: out of memory");
+    }
+    tx->action.name = tx->action_name;
+    if (cfg->action_id)
+        memcpy(tx->action_id, cfg->action_id, sizeof tx->action_id);
+    else
+        odbox_uuid_v4(tx->action_id);
+    tx->started_us = odbox_now_us();
+    if ((rc = odbox_pool_acquire(tx->pool, &tx->conn, err)) == ODBOX_OK)
+        rc = odbox_conn_begin(tx->conn, err);
+    if (rc != ODBOX_OK) {
+        tx_free(tx);
+        return odbox_error_prefix(err, rc, "tx begin on shard %d.%d", shard.group, shard.member);
+    }
+    *out = tx;
+    return ODBOX_OK;
+}
+
+odbox_conn *odbox_tx_conn(odbox_tx *tx) { return tx ? tx->conn : NULL; }
+const char *odbox_tx_action_id(const odbox_tx *tx) { return tx ? tx->action_id : NULL; }
+
+odbox_shard_id odbox_tx_shard(const odbox_tx *tx)
+{
+    return tx ? odbox_shard_get_id(tx->shard) : (odbox_shard_id){0, 0};
+}
+
+static int check_emit(const odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,
+                      json_object *payload, odbox_error *err)
+{
+    if (!tx || !model_type || !model_id || !et || !payload)
+        return odbox_fail(err, ODBOX_EINVAL, "tx emit: %s is NULL",
+                          !tx ? "tx" : !model_type ? "model_type" : !model_id ? "model_id" : !et ? "event type"
+                                                                                                 : "payload");
+    if (!odbox_is_type_name(model_type, ODBOX_TYPE_NAME_MAX))
+        return odbox_fail(err, ODBOX_EINVAL, "tx emit: model type '%.80s' must match [A-Za-z_][A-Za-z0-9_]* (at most %d)",
+                          model_type, ODBOX_TYPE_NAME_MAX);
+    size_t idlen = strlen(model_id);
+    if (idlen == 0 || idlen > MODEL_ID_MAX)
+        return odbox_fail(err, ODBOX_EINVAL, "tx emit: model id must be 1 to %d bytes (got %zu)", MODEL_ID_MAX, idlen);
+    if (!json_object_is_type(payload, json_type_object))
+        return odbox_fail(err, ODBOX_EINVAL, "tx emit %s: the payload must be a JSON object", et->name ? et->name : "");
+    return ODBOX_OK;
+}
+
+int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,
+                  json_object *payload, odbox_error *err)
+{
+    int rc = check_emit(tx, model_type, model_id, et, payload, err);
+    if (rc != ODBOX_OK || (rc = odbox_executor_register_event(tx->exe, et, err)) != ODBOX_OK)
+        return rc;
+    if (tx->nevents == tx->cap) {
+        size_t cap = tx->cap ? tx->cap * 2 : 4;
+        staged_event *g = realloc(tx->events, cap * sizeof *g);
+        if (!g)
+            return odbox_fail(err, ODBOX_ENOMEM, "tx emit: out of memory");
+        tx->events = g;
+        tx->cap = cap;
+    }
+    staged_event ev = {.et = et, .shard = tx->shard};
+    ev.model_id = strdup(model_id);
+    ev.model_type = strdup(model_type);
+    ev.payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN));
+    if (!ev.model_id || !ev.model_type || !ev.payload) {
+        free(ev.model_id);
+        free((char *)ev.model_type);
+        free(ev.payload);
+        return odbox_fail(err, ODBOX_ENOMEM, "tx emit: out of memory");
+    }
+    tx->events[tx->nevents++] = ev;
+    return ODBOX_OK;
+}
+
+/* The events (or the sentinel row), the hook's EVENTS_WRITTEN, COMMIT. */
+static int write_and_commit(odbox_tx *tx, odbox_hook_fn hook, void *hook_ud, odbox_error *err)
+{
+    const staged_event *sentinel = NULL;
+    const staged_event **rows = tx->nevents ? malloc(tx->nevents * sizeof *rows) : &sentinel;
+    if (!rows)
+        return odbox_fail(err, ODBOX_ENOMEM, "tx commit: out of memory");
+    for (size_t i = 0; i < tx->nevents; i++)
+        rows[i] = &tx->events[i];
+    run rn = {odbox_executor_ns(tx->exe), &tx->action, tx->params_json, tx->action_id, tx->started_us, NULL, NULL, NULL};
+    size_t n = tx->nevents ? tx->nevents : 1;
+    int rc = odbox_persist_events(&rn, tx->conn, tx->shard, rows, n, odbox_now_us(), err);
+    if (rows != &sentinel)
+        free(rows);
+    odbox_shard_id id = odbox_shard_get_id(tx->shard);
+    if (rc == ODBOX_OK && hook && (rc = hook(hook_ud, ODBOX_HOOK_EVENTS_WRITTEN, id, tx->conn)) != ODBOX_OK)
+        rc = odbox_fail(err, rc < 0 ? rc : ODBOX_EDB, "hook failed the transaction at point %d",
+                        (int)ODBOX_HOOK_EVENTS_WRITTEN);
+    if (rc == ODBOX_OK)
+        rc = odbox_conn_commit(tx->conn, err); /* a lost connection here: ODBOX_EINDOUBT */
+    return rc;
+}
+
+int odbox_tx_commit(odbox_tx **txp, odbox_error *err)
+{
+    if (!txp || !*txp)
+        return odbox_fail(err, ODBOX_EINVAL, "tx commit: the transaction is NULL (committed or rolled back already?)");
+    odbox_tx *tx = *txp;
+    *txp = NULL;
+    odbox_hook_fn hook;
+    void *hook_ud;
+    odbox_executor_hook(tx->exe, &hook, &hook_ud);
+    odbox_shard_id id = odbox_shard_get_id(tx->shard);
+    int rc = write_and_commit(tx, hook, hook_ud, err);
+    if (rc == ODBOX_OK) {
+        if (hook)
+            hook(hook_ud, ODBOX_HOOK_COMMITTED, id, tx->conn);
+        odbox_pool_release(tx->pool, &tx->conn);
+        odbox_executor_committed(tx->exe, tx->shard, tx->nevents);
+    } else {
+        odbox_error_prefix(err, rc, "%stransaction %s (action_id %s) on shard %d.%d",
+                           rc == ODBOX_EINDOUBT ? "" : "rolled back: ", tx->action_name, tx->action_id, id.group,
+                           id.member);
+    }
+    tx_free(tx); /* a failed commit's transaction is rolled back by the pool */
+    return rc;
+}
+
+void odbox_tx_rollback(odbox_tx **txp)
+{
+    if (!txp || !*txp)
+        return;
+    odbox_tx *tx = *txp;
+    *txp = NULL;
+    if (odbox_conn_in_transaction(tx->conn)) {
+        odbox_error e;
+        odbox_conn_rollback(tx->conn, &e);
+    }
+    tx_free(tx);
+}

@@ -1,0 +1,422 @@
+/* odbox — integration tests of events in the caller's own transaction
+ * (odbox/tx.h), on every dialect: the caller's rows and the events land
+ * together on commit, and neither on a rollback, after a failed statement
+ * (rolled back), or when the process dies before its commit (kill -9 of a
+ * real process); a commit whose connection is lost is in doubt and
+ * odbox_action_committed answers; bad input is refused and writes
+ * nothing. Every check counts rows. */
+#include "config.h"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include "action_internal.h"
+#include "actions.h"
+#include "jobs_fx.h"
+#include "odbox/tx.h"
+
+static const odbox_event_type PAID = {"OwnTxPaid"};
+
+typedef struct ofx {
+    dfx f;
+    char table[64];
+    odbox_executor *exe;
+    int commits;
+    size_t nevents;
+} ofx;
+
+static void on_commit(void *ud, odbox_shard_id shard, size_t nevents)
+{
+    ofx *o = ud;
+    (void)shard;
+    o->commits++;
+    o->nevents += nevents;
+}
+
+static void ofx_open(ofx *o)
+{
+    memset(o, 0, sizeof *o);
+    dfx_open(&o->f, 1, 0);
+    itest_name(o->table, sizeof o->table, "owntx");
+    itest_exec(o->f.c[0], "CREATE TABLE %s (id VARCHAR(100) PRIMARY KEY, amount BIGINT NOT NULL)", o->table);
+    o->exe = open_exe(&o->f);
+    odbox_error e;
+    ck_assert_int_eq(odbox_executor_add_commit_listener(o->exe, on_commit, o, &e), ODBOX_OK);
+}
+
+static void ofx_close(ofx *o)
+{
+    odbox_executor_free(&o->exe);
+    itest_exec(o->f.c[0], "DROP TABLE %s", o->table);
+    dfx_close(&o->f);
+}
+
+static int64_t rows(ofx *o) { return dfx_rows(&o->f, 0, o->table); }
+static int64_t events(ofx *o) { return dfx_events(&o->f, 0); }
+
+static int committed(ofx *o, const char *action_id)
+{
+    int yes = -1;
+    odbox_error e;
+    int rc = odbox_action_committed(o->f.r, (odbox_shard_id){0, 0}, action_id, &yes, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    return yes;
+}
+
+static odbox_tx *begin(ofx *o, const odbox_tx_config *cfg)
+{
+    odbox_tx *tx = NULL;
+    odbox_error e;
+    int rc = odbox_tx_begin(o->exe, (odbox_shard_id){0, 0}, cfg, &tx, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_ptr_nonnull(tx);
+    return tx;
+}
+
+/* The caller's own statement: returns its code, *affected its row count. */
+static int run_sql(odbox_tx *tx, const char *sql, const char *id, int64_t amount, int64_t *affected)
+{
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    int rc = odbox_stmt_prepare(odbox_tx_conn(tx), sql, &s, &e);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_int64(s, 1, amount, &e)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, id, &e)) == ODBOX_OK && (rc = odbox_stmt_execute(s, &e)) == ODBOX_OK &&
+        affected)
+        *affected = odbox_stmt_rows_affected(s);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
+static void insert_row(ofx *o, odbox_tx *tx, const char *id, int64_t amount)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql, "INSERT INTO %s (amount, id) VALUES (?, ?)", o->table);
+    int64_t n = -1;
+    ck_assert_int_eq(run_sql(tx, sql, id, amount, &n), ODBOX_OK);
+    ck_assert_int_eq(n, 1);
+}
+
+static void emit(odbox_tx *tx, const char *id, const char *payload_json)
+{
+    json_object *p = json_tokener_parse(payload_json);
+    odbox_error e;
+    int rc = odbox_tx_emit(tx, "Order", id, &PAID, p, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    json_object_put(p);
+}
+
+START_TEST(rows_and_events_land_together_on_commit)
+{
+    ofx o;
+    ofx_open(&o);
+    json_object *params = json_tokener_parse("{\"request\":\"r-1\"}");
+    odbox_tx_config cfg = {.action_name = "orders.Pay", .params = params};
+    int64_t t0 = dfx_now_us();
+    odbox_tx *tx = begin(&o, &cfg);
+    char action_id[37];
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    ck_assert(odbox_uuid_is_valid(action_id));
+    insert_row(&o, tx, "o-1", 10);
+    insert_row(&o, tx, "o-2", 20);
+    /* an UPDATE and a read inside the transaction: its own rows are seen */
+    char sql[160];
+    snprintf(sql, sizeof sql, "UPDATE %s SET amount = amount + ? WHERE id = ?", o.table);
+    int64_t n = -1;
+    ck_assert_int_eq(run_sql(tx, sql, "o-1", 5, &n), ODBOX_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(itest_count(odbox_tx_conn(tx), "SELECT SUM(amount) FROM %s", o.table), 35);
+    emit(tx, "o-1", "{\"amount\":15}");
+    emit(tx, "o-2", "{\"amount\":20}");
+    /* nothing visible outside before the commit */
+    ck_assert_int_eq(events(&o), 0);
+    odbox_error e;
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_ptr_null(tx);
+    int64_t t1 = dfx_now_us();
+    ck_assert_int_eq(rows(&o), 2);
+    ck_assert_int_eq(events(&o), 2);
+    evrow r[4];
+    ck_assert_int_eq(read_events(&o.f, 0, r, 4), 2);
+    check_rows(r, 2, action_id, "orders.Pay", "{\"request\":\"r-1\"}", t0, t1);
+    ck_assert_str_eq(r[0].model_type, "Order");
+    ck_assert_str_eq(r[0].model_id, "o-1");
+    ck_assert_str_eq(r[0].event_type, "OwnTxPaid");
+    ck_assert(dfx_json_same(r[0].payload, "{\"amount\":15}"));
+    ck_assert_str_eq(r[1].model_id, "o-2");
+    ck_assert_int_eq(committed(&o, action_id), 1);
+    /* the wake-up after commit: the executor's listeners, with the count */
+    ck_assert_int_eq(o.commits, 1);
+    ck_assert_uint_eq(o.nevents, 2);
+
+    /* no event: the sentinel row, so that the commit can be asked about;
+     * a caller's action id is used as given */
+    odbox_tx_config mine = {.action_id = "0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6b"};
+    tx = begin(&o, &mine);
+    ck_assert_str_eq(odbox_tx_action_id(tx), mine.action_id);
+    insert_row(&o, tx, "o-3", 30);
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(rows(&o), 3);
+    ck_assert_int_eq(events(&o), 3);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND event_type IS NULL "
+                                           "AND model_id IS NULL AND action_name = 'Transaction'",
+                                 itest_evt(o.f.ev[0], "events"), mine.action_id),
+                     1);
+    ck_assert_int_eq(committed(&o, mine.action_id), 1);
+    ck_assert_int_eq(o.commits, 2);
+    ck_assert_uint_eq(o.nevents, 2);
+    json_object_put(params);
+    ofx_close(&o);
+}
+END_TEST
+
+START_TEST(rollback_and_failed_statement_write_nothing)
+{
+    ofx o;
+    ofx_open(&o);
+    odbox_tx *tx = begin(&o, NULL);
+    char action_id[37];
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    insert_row(&o, tx, "r-1", 1);
+    emit(tx, "r-1", "{}");
+    odbox_tx_rollback(&tx);
+    ck_assert_ptr_null(tx);
+    ck_assert_int_eq(rows(&o), 0);
+    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(committed(&o, action_id), 0);
+
+    /* a statement fails (a duplicate key) after one succeeded: the
+     * caller rolls back, nothing lands */
+    tx = begin(&o, NULL);
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    insert_row(&o, tx, "dup", 1);
+    emit(tx, "dup", "{}");
+    char sql[160];
+    snprintf(sql, sizeof sql, "INSERT INTO %s (amount, id) VALUES (?, ?)", o.table);
+    ck_assert_int_eq(run_sql(tx, sql, "dup", 2, NULL), ODBOX_EUNIQUE);
+    odbox_tx_rollback(&tx);
+    ck_assert_int_eq(rows(&o), 0);
+    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(committed(&o, action_id), 0);
+
+    /* the hook fails the transaction after its events were written:
+     * rolled back, nothing lands, no wake-up */
+    hookrec h = {.fail_at = ODBOX_HOOK_EVENTS_WRITTEN, .fail_group = -1, .fail_member = -1, .fail_code = ODBOX_EDB};
+    odbox_executor_set_hook(o.exe, record_hook, &h);
+    tx = begin(&o, NULL);
+    insert_row(&o, tx, "h-1", 1);
+    emit(tx, "h-1", "{}");
+    odbox_error e;
+    ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_EDB);
+    ck_assert_ptr_null(tx);
+    ck_assert_msg(strstr(e.message, "rolled back"), "message: %s", e.message);
+    odbox_executor_set_hook(o.exe, NULL, NULL);
+    ck_assert_int_eq(rows(&o), 0);
+    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(o.commits, 0);
+    ofx_close(&o);
+}
+END_TEST
+
+/* The test's ready line: "ready <action_id>" in the worker's output file,
+ * within the jobs fixture's bound. */
+typedef struct ready {
+    const char *path;
+    char action_id[64];
+} ready;
+
+static int is_ready(void *arg)
+{
+    ready *r = arg;
+    FILE *fp = fopen(r->path, "r");
+    int ok = fp && fscanf(fp, "ready %63s", r->action_id) == 1;
+    if (fp)
+        fclose(fp);
+    return ok;
+}
+
+static pid_t spawn_worker(ofx *o, const char *mode, const char *out)
+{
+    char extra[128];
+    snprintf(extra, sizeof extra, "eventlog=%s", o->f.ev[0]);
+    char *dsn = itest_dsn_with(1, extra);
+    const char *args[] = {dsn, o->table, mode, "3", NULL};
+    pid_t pid = jt_spawn("tests/integration/owntx-worker", args, out);
+    free(dsn);
+    return pid;
+}
+
+START_TEST(killed_before_commit_nothing_lands)
+{
+    ofx o;
+    ofx_open(&o);
+    char out[128];
+    snprintf(out, sizeof out, "/tmp/owntx-worker-%ld.out", (long)getpid());
+    ready r = {out, ""};
+    unlink(out);
+    pid_t pid = spawn_worker(&o, "hold", out);
+    ck_assert_msg(jt_wait_for(is_ready, &r), "the worker never wrote its rows (see %s)", out);
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    ck_assert_int_eq(rows(&o), 0);
+    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(committed(&o, r.action_id), 0);
+
+    /* the same worker left to commit: its 3 rows and 3 events land */
+    unlink(out);
+    pid = spawn_worker(&o, "commit", out);
+    ck_assert_int_eq(jt_reap(pid, 0), 0);
+    ck_assert(is_ready(&r));
+    ck_assert_int_eq(rows(&o), 3);
+    ck_assert_int_eq(events(&o), 3);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND action_name = "
+                                           "'OwnTxWorker' AND event_type = 'OwnTxWorked'",
+                                 itest_evt(o.f.ev[0], "events"), r.action_id),
+                     3);
+    ck_assert_int_eq(committed(&o, r.action_id), 1);
+    unlink(out);
+    ofx_close(&o);
+}
+END_TEST
+
+static int kill_before_commit(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
+{
+    (void)shard;
+    if (at == ODBOX_HOOK_EVENTS_WRITTEN)
+        itest_kill_session(((dfx *)ud)->c[0], itest_session_id(conn));
+    return 0;
+}
+
+/* The session ends between the events and the COMMIT: the COMMIT meets a
+ * lost connection, in doubt; odbox_action_committed says it did not
+ * commit, and says so the other way for the next transaction, which
+ * does. */
+START_TEST(commit_on_a_lost_connection_is_in_doubt_tx)
+{
+    ofx o;
+    ofx_open(&o);
+    odbox_executor_set_hook(o.exe, kill_before_commit, &o.f);
+    odbox_tx *tx = begin(&o, NULL);
+    char action_id[37];
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    insert_row(&o, tx, "lost", 1);
+    emit(tx, "lost", "{}");
+    odbox_error e;
+    int rc = odbox_tx_commit(&tx, &e);
+    ck_assert_msg(rc == ODBOX_EINDOUBT && e.code == ODBOX_EINDOUBT, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_ptr_null(tx);
+    ck_assert_msg(strstr(e.message, "IN DOUBT") && strstr(e.message, action_id), "message: %s", e.message);
+    ck_assert_int_eq(committed(&o, action_id), 0);
+    ck_assert_int_eq(rows(&o), 0);
+    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(o.commits, 0);
+
+    odbox_executor_set_hook(o.exe, NULL, NULL);
+    tx = begin(&o, NULL);
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    insert_row(&o, tx, "landed", 1);
+    emit(tx, "landed", "{}");
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(committed(&o, action_id), 1);
+    ck_assert_int_eq(rows(&o), 1);
+    ck_assert_int_eq(events(&o), 1);
+    ofx_close(&o);
+}
+END_TEST
+
+static void refused_begin(ofx *o, odbox_executor *exe, odbox_shard_id id, const odbox_tx_config *cfg, int want,
+                          const char *words)
+{
+    odbox_tx *tx = (odbox_tx *)o; /* any non-NULL: begin sets it NULL */
+    odbox_error e;
+    int rc = odbox_tx_begin(exe, id, cfg, &tx, &e);
+    ck_assert_msg(rc == want, "%s, want %s: %s", odbox_errname(rc), odbox_errname(want), e.message);
+    ck_assert_ptr_null(tx);
+    ck_assert_msg(strstr(e.message, words), "message '%s' lacks '%s'", e.message, words);
+}
+
+static void refused_emit(odbox_tx *tx, const char *type, const char *id, const odbox_event_type *et,
+                         json_object *payload, const char *words)
+{
+    odbox_error e;
+    int rc = odbox_tx_emit(tx, type, id, et, payload, &e);
+    ck_assert_msg(rc == ODBOX_EINVAL, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_msg(strstr(e.message, words), "message '%s' lacks '%s'", e.message, words);
+}
+
+START_TEST(bad_input_is_refused_and_writes_nothing)
+{
+    ofx o;
+    ofx_open(&o);
+    odbox_shard_id s0 = {0, 0};
+    odbox_error e;
+    ck_assert_int_eq(odbox_tx_begin(o.exe, s0, NULL, NULL, &e), ODBOX_EINVAL);
+    refused_begin(&o, NULL, s0, NULL, ODBOX_EINVAL, "executor is NULL");
+    refused_begin(&o, o.exe, (odbox_shard_id){9, 9}, NULL, ODBOX_ENOTFOUND, "no shard 9.9");
+    odbox_tx_config bad_name = {.action_name = "no spaces"};
+    refused_begin(&o, o.exe, s0, &bad_name, ODBOX_EINVAL, "action name");
+    odbox_tx_config bad_id = {.action_id = "not-a-uuid"};
+    refused_begin(&o, o.exe, s0, &bad_id, ODBOX_EINVAL, "not a UUID");
+    json_object *arr = json_object_new_array();
+    odbox_tx_config bad_params = {.params = arr};
+    refused_begin(&o, o.exe, s0, &bad_params, ODBOX_EINVAL, "JSON object");
+    odbox_tx_config key = {.idempotency_key = "request-1"};
+    refused_begin(&o, o.exe, s0, &key, ODBOX_EUNSUPPORTED, "not supported yet");
+
+    odbox_tx *tx = begin(&o, NULL);
+    insert_row(&o, tx, "b-1", 1);
+    json_object *obj = json_object_new_object();
+    static const odbox_event_type EMPTY = {""}, SPACED = {"bad name"};
+    refused_emit(NULL, "Order", "b-1", &PAID, obj, "tx is NULL");
+    refused_emit(tx, NULL, "b-1", &PAID, obj, "model_type is NULL");
+    refused_emit(tx, "Order", NULL, &PAID, obj, "model_id is NULL");
+    refused_emit(tx, "Order", "b-1", NULL, obj, "event type is NULL");
+    refused_emit(tx, "Order", "b-1", &PAID, NULL, "payload is NULL");
+    refused_emit(tx, "Order", "b-1", &PAID, arr, "JSON object");
+    refused_emit(tx, "Order", "b-1", &EMPTY, obj, "event type name");
+    refused_emit(tx, "Order", "b-1", &SPACED, obj, "event type name");
+    refused_emit(tx, "Or der", "b-1", &PAID, obj, "model type");
+    refused_emit(tx, "Order", "", &PAID, obj, "1 to 255 bytes");
+    char longid[300];
+    memset(longid, 'x', 256);
+    longid[256] = 0;
+    refused_emit(tx, "Order", longid, &PAID, obj, "1 to 255 bytes");
+    ck_assert_ptr_nonnull(odbox_tx_conn(tx));
+    odbox_tx_rollback(&tx);
+    ck_assert_int_eq(rows(&o), 0);
+    ck_assert_int_eq(events(&o), 0);
+
+    /* a transaction after its commit or rollback: the pointer is NULL */
+    tx = begin(&o, NULL);
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "NULL"), "message: %s", e.message);
+    ck_assert_int_eq(odbox_tx_commit(NULL, &e), ODBOX_EINVAL);
+    refused_emit(tx, "Order", "b-1", &PAID, obj, "tx is NULL");
+    odbox_tx_rollback(&tx);
+    odbox_tx_rollback(NULL);
+    ck_assert_ptr_null(odbox_tx_conn(tx));
+    ck_assert_ptr_null(odbox_tx_action_id(tx));
+    ck_assert_int_eq(events(&o), 1); /* the empty commit's sentinel, only */
+    ck_assert_int_eq(rows(&o), 0);
+    json_object_put(obj);
+    json_object_put(arr);
+    ofx_close(&o);
+}
+END_TEST
+
+Suite *owntx_suite(void)
+{
+    Suite *s = suite_create("owntx");
+    TCase *t = tcase_create("owntx");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, rows_and_events_land_together_on_commit);
+    tcase_add_test(t, rollback_and_failed_statement_write_nothing);
+    tcase_add_test(t, killed_before_commit_nothing_lands);
+    tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt_tx);
+    tcase_add_test(t, bad_input_is_refused_and_writes_nothing);
+    suite_add_tcase(s, t);
+    return s;
+}
