@@ -49,6 +49,7 @@
 #include <odbox/migrate.h>
 #include <odbox/model.h>
 #include <odbox/registry.h>
+#include <odbox/tx.h>
 #include "bench_util.h"
 
 /* What every event row carries besides the per-action values; the raw
@@ -99,6 +100,9 @@ static odbox_executor *g_exe;
 static pthread_barrier_t g_ready, g_go;
 static uint64_t g_start_ns, g_deadline_ns; /* written before g_go */
 static atomic_int g_stop;
+static int g_owntx;                        /* --owntx */
+static char g_own_update[256];             /* --owntx: the caller's own UPDATE */
+
 
 static void wallet_id_of(int k, char out[40])
 {
@@ -138,6 +142,28 @@ static int perform_deposit(odbox_context *ctx, json_object *params, odbox_plan *
     return rc;
 }
 
+/* --owntx: a deposit as a service with its own SQL writes it (odbox/tx.h):
+ * BEGIN, its own UPDATE ... SET balance = balance + 1 (no read, no
+ * version), one event, COMMIT: what the raw client's transaction holds
+ * too, plus the events INSERT. */
+static int own_deposit(worker *w, json_object *params, odbox_error *err)
+{
+    odbox_tx *tx = NULL;
+    odbox_tx_config cfg = {.action_name = ACTION_NAME, .params = params};
+    odbox_stmt *s = NULL;
+    int rc = odbox_tx_begin(g_exe, (odbox_shard_id){0, 0}, &cfg, &tx, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_prepare(odbox_tx_conn(tx), g_own_update, &s, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_int64(s, 1, DEPOSIT_AMOUNT, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_uuid(s, 2, w->wallet_id, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && odbox_stmt_rows_affected(s) != 1)
+        rc = fail_msg(err, ODBOX_ENOTFOUND, "own deposit: no such wallet");
+    odbox_stmt_free(&s);
+    if (rc == ODBOX_OK && (rc = odbox_tx_emit(tx, MODEL_TYPE_NAME, w->wallet_id, &g_deposited, w->payload, err)) == ODBOX_OK)
+        rc = odbox_tx_commit(&tx, err);
+    odbox_tx_rollback(&tx);
+    return rc;
+}
+
 static void *run_worker(void *arg)
 {
     worker *w = arg;
@@ -153,8 +179,11 @@ static void *run_worker(void *arg)
             json_object_object_add(params, "amount", json_object_new_int64(DEPOSIT_AMOUNT));
         }
         odbox_result res;
-        int rc = params ? odbox_execute(g_exe, &w->action, params, NULL, &res, &w->err)
-                        : fail_msg(&w->err, ODBOX_ENOMEM, "out of memory");
+        if (params)
+            memset(&res, 0, sizeof res);
+        int rc = !params  ? fail_msg(&w->err, ODBOX_ENOMEM, "out of memory")
+                 : g_owntx ? own_deposit(w, params, &w->err)
+                           : odbox_execute(g_exe, &w->action, params, NULL, &res, &w->err);
         uint64_t t1 = now_ns();
         json_object_put(params);
         if (params) {
@@ -257,7 +286,7 @@ static void usage(const char *msg)
     if (msg)
         fprintf(stderr, "odbox-bench-deposit: %s\n", msg);
     fprintf(stderr,
-            "usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json]\n"
+            "usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx]\n"
             "                           [--table NAME] [--eventlog NAME] [--payload JSON]\n"
             "       odbox-bench-deposit [--dsn DSN] --setup --clients N [--table NAME] [--eventlog NAME]\n"
             "       odbox-bench-deposit [--dsn DSN | --dialect NAME] --print-sql [--clients N]\n"
@@ -352,6 +381,8 @@ int main(int argc, char **argv)
             json = 1;
         } else if (!strcmp(a, "--print-sql")) {
             print_sql = 1;
+        } else if (!strcmp(a, "--owntx")) {
+            g_owntx = 1;
         } else if (!strcmp(a, "--setup")) {
             do_setup = 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -463,6 +494,8 @@ int main(int argc, char **argv)
     }
 
     odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(g_registry));
+    snprintf(g_own_update, sizeof g_own_update, "UPDATE %s SET balance = balance + ? WHERE id = %s", table,
+             odbox_pool_dialect(pool)->uuid_param);
     if (odbox_executor_open(NAMESPACE, g_registry, NULL, &g_exe, &err) != ODBOX_OK ||
         odbox_executor_register_model(g_exe, &g_wallet_type, &err) != ODBOX_OK ||
         odbox_executor_register_event(g_exe, &g_deposited, &err) != ODBOX_OK) {
@@ -623,7 +656,10 @@ int main(int argc, char **argv)
         sqls q;
         build_sql(odbox_pool_dialect(pool), table, eventlog, &q);
         printf("odbox-bench-deposit: %s (%s dialect)\n", server, dname);
-        printf("per action:       %s\n", q.select);
+        if (g_owntx)
+            printf("per transaction:  (odbox_tx, the caller's own SQL) %s\n", g_own_update);
+        else
+            printf("per action:       %s\n", q.select);
         printf("                  then in one transaction:\n");
         printf("                  %s\n", q.update);
         printf("                  %s\n", q.insert);
