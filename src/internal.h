@@ -128,6 +128,11 @@ char *odbox_sql_insert_source(int rows, const char *const *forms, int ncols, int
 int odbox_stmt_prepare_keyed(odbox_conn *c, const char *sql, const odbox_sql_key *k, odbox_stmt **out,
                              odbox_error *err);
 
+/* 1 when a statement failed on c since odbox_conn_begin opened its
+ * transaction: what PostgreSQL has then aborted (and psqlODBC rolled
+ * back), and what an own transaction (tx.c) may therefore only roll back. */
+int odbox_conn_tx_failed(const odbox_conn *c);
+
 /* A UUIDv7 of unix_ms whose 12-bit counter is seq (carrying into the
  * millisecond past 4095): the event ids of one action, in emission order. */
 void odbox_uuid_v7_seq(int64_t unix_ms, size_t seq, char out[37]);

@@ -168,6 +168,9 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
 /* The events (or the sentinel row), the hook's EVENTS_WRITTEN, COMMIT. */
 static int write_and_commit(odbox_tx *tx, odbox_hook_fn hook, void *hook_ud, odbox_error *err)
 {
+    if (odbox_conn_tx_failed(tx->conn))
+        return odbox_fail(err, ODBOX_ESTATE, "tx commit: a statement failed in this transaction, which can only be "
+                                             "rolled back (PostgreSQL has aborted it already)");
     const staged_event *sentinel = NULL;
     const staged_event **rows = tx->nevents ? malloc(tx->nevents * sizeof *rows) : &sentinel;
     if (!rows)

@@ -54,9 +54,10 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
 
 /* The transaction's connection, for your own statements; valid until the
  * commit or rollback. Do not begin, commit or roll back on it yourself.
- * After one of your statements failed, roll back: PostgreSQL has then
- * aborted the transaction (a commit fails and writes nothing), while the
- * other databases would commit the statements that succeeded. */
+ * A statement that fails on the server spoils the transaction on every
+ * database: odbox_tx_commit then refuses (ODBOX_ESTATE), rolls back and
+ * writes nothing (PostgreSQL aborts the transaction at the error; the
+ * others would otherwise commit the statements that succeeded). */
 odbox_conn *odbox_tx_conn(odbox_tx *tx);
 
 /* The action_id written to the transaction's event rows (36 characters):
@@ -78,7 +79,7 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
  * commit listeners and wakes other processes' delivery, returns the
  * connection to its pool, frees the transaction and sets *tx to NULL,
  * whatever the outcome. On failure nothing was written (it was rolled
- * back), except ODBOX_EINDOUBT: the connection was lost after the COMMIT
+ * back; ODBOX_ESTATE: one of your statements had failed), except ODBOX_EINDOUBT: the connection was lost after the COMMIT
  * was sent; odbox_action_committed with odbox_tx_action_id (read it
  * before committing) tells. ODBOX_EINVAL for a NULL tx or *tx. */
 int odbox_tx_commit(odbox_tx **tx, odbox_error *err);

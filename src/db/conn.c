@@ -259,8 +259,11 @@ int odbox_conn_begin(odbox_conn *c, odbox_error *err)
             ;
     if (rc == ODBOX_OK)
         c->in_tx = 1;
+    c->tx_failed = 0;
     return rc;
 }
+
+int odbox_conn_tx_failed(const odbox_conn *c) { return c && c->in_tx && c->tx_failed; }
 
 /* Ends the transaction and restores autocommit. A connection whose
  * rollback or autocommit restore failed is marked dead: re-enabling

@@ -120,6 +120,8 @@ int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *con
     if (first && rc != SQL_INVALID_HANDLE)
         snprintf(e->message + used, sizeof e->message - used, "failed without diagnostics");
 
+    if (conn && conn->in_tx)
+        conn->tx_failed = 1;
     if (conn) {
         SQLUINTEGER dead = SQL_CD_FALSE;
         if (code == ODBOX_ECONNLOST)

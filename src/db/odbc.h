@@ -27,6 +27,7 @@ struct odbox_conn {
     char server_name[64];
     char server_version[64];
     int in_tx;
+    int tx_failed;             /* a statement failed in the open transaction (begin clears it) */
     int dead;
     char *secret;              /* password, scrubbed from driver messages */
     int64_t idle_since_us;     /* set by the pool */

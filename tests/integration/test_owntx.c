@@ -199,6 +199,26 @@ START_TEST(rollback_and_failed_statement_write_nothing)
     ck_assert_int_eq(events(&o), 0);
     ck_assert_int_eq(committed(&o, action_id), 0);
 
+    /* a commit after a failed statement is refused on every database
+     * (PostgreSQL has aborted the transaction, and psqlODBC rolled it
+     * back, so that later statements would run in a new one): rolled
+     * back, nothing lands, not even the events added after the failure */
+    tx = begin(&o, NULL);
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    insert_row(&o, tx, "dup", 1);
+    ck_assert_int_eq(run_sql(tx, sql, "dup", 2, NULL), ODBOX_EUNIQUE);
+    insert_row(&o, tx, "after", 3); /* a statement after the failure: whatever it did, it does not land */
+    emit(tx, "dup", "{}");
+    odbox_error e2;
+    int rc = odbox_tx_commit(&tx, &e2);
+    ck_assert_msg(rc == ODBOX_ESTATE, "%s: %s", odbox_errname(rc), e2.message);
+    ck_assert_ptr_null(tx);
+    ck_assert_msg(strstr(e2.message, "rolled back") && strstr(e2.message, "a statement failed"), "message: %s",
+                  e2.message);
+    ck_assert_int_eq(rows(&o), 0);
+    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(committed(&o, action_id), 0);
+
     /* the hook fails the transaction after its events were written:
      * rolled back, nothing lands, no wake-up */
     hookrec h = {.fail_at = ODBOX_HOOK_EVENTS_WRITTEN, .fail_group = -1, .fail_member = -1, .fail_code = ODBOX_EDB};
