@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "actions.h"
 #include "wake.h"
+#include "odbox/tx.h"
 #ifdef HAVE_LIBPQ
 #include <libpq-fe.h>
 #include <poll.h>
@@ -318,6 +319,36 @@ START_TEST(nothing_is_sent_for_what_did_not_commit_events)
     odbox_model_free(&d);
     odbox_model_free(&d2);
     odbox_model_free(&v1);
+    odbox_executor_free(&exe);
+    heard_close(&h);
+}
+END_TEST
+
+/* An own transaction (odbox/tx.h) wakes other processes as an action
+ * does: a NOTIFY after a commit with events; none for a rollback, a
+ * refused commit or a commit without events (its sentinel). */
+START_TEST(an_own_transaction_notifies_after_its_commit)
+{
+    heard h;
+    heard_open(&h, 1);
+    odbox_executor *exe = open_exe(&h.f);
+    json_object *payload = json_object_new_object();
+    odbox_tx *tx = NULL;
+    odbox_error e;
+    const odbox_shard_id s0 = {0, 0};
+    ck_assert_int_eq(odbox_tx_begin(exe, s0, NULL, &tx, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_tx_emit(tx, "Order", "rolled-back", &EV_CREATED, payload, &e), ODBOX_OK);
+    odbox_tx_rollback(&tx);
+    ck_assert_int_eq(odbox_tx_begin(exe, s0, NULL, &tx, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_OK);
+    ck_assert_int_eq(plain_count(h.pg, SILENCE_MS, 0, NULL), 0);
+    ck_assert_int_eq(odbox_tx_begin(exe, s0, NULL, &tx, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_tx_emit(tx, "Order", "committed", &EV_CREATED, payload, &e), ODBOX_OK);
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(plain_count(h.pg, ARRIVES_MS, 1, NULL), 1);
+    ck_assert_int_eq(itest_count(h.f.c[0], "SELECT COUNT(*) FROM %s.events WHERE event_type IS NOT NULL", h.f.ev[0]),
+                     1);
+    json_object_put(payload);
     odbox_executor_free(&exe);
     heard_close(&h);
 }
@@ -666,6 +697,7 @@ Suite *wake_suite(void)
         tcase_add_test(t, a_commit_in_another_process_wakes_the_listener);
         tcase_add_test(t, notify_follows_the_commit_from_a_session_of_its_own);
         tcase_add_test(t, nothing_is_sent_for_what_did_not_commit_events);
+        tcase_add_test(t, an_own_transaction_notifies_after_its_commit);
         tcase_add_test(t, a_burst_of_commits_sends_few_notifies);
         tcase_add_test(t, notify_off_sends_nothing_and_listens_to_nothing);
         tcase_add_test(t, listen_off_starts_no_session);
