@@ -7,8 +7,10 @@
  *
  *     cc orders.c $(pkg-config --cflags --libs odbox) -o orders
  *     ODBOX_DSN=postgresql://user:pass@localhost/app ./orders
+ *     ./orders sqlite:///tmp/orders.db
  *
- * ODBOX_CONFIG=FILE names a registry config file instead of ODBOX_DSN.
+ * The DSN is the argument, else ODBOX_DSN; ODBOX_CONFIG=FILE names a
+ * registry config file instead.
  * Prints each step, then the counts of orders and paid orders. */
 #include <odbox/odbox.h>
 #include <stdio.h>
@@ -115,13 +117,15 @@ static int count(odbox_registry *r, const char *sql, int64_t *n, odbox_error *er
     return rc;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    const char *config = getenv("ODBOX_CONFIG"), *dsn = getenv("ODBOX_DSN");
-    if (!config && !dsn) {
-        fprintf(stderr, "orders: set ODBOX_DSN (or ODBOX_CONFIG)\n");
+    const char *config = getenv("ODBOX_CONFIG"), *dsn = argc > 1 ? argv[1] : getenv("ODBOX_DSN");
+    if (argc > 2 || (!config && !dsn)) {
+        fprintf(stderr, "usage: orders [DSN]   (or set ODBOX_DSN, or ODBOX_CONFIG)\n");
         return 2;
     }
+    if (argc > 1)
+        config = NULL;
     odbox_registry *registry = NULL;
     odbox_executor *exe = NULL;
     odbox_error err = {0};
