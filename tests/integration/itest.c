@@ -34,6 +34,8 @@ static const struct {
     {"sqlite", "server_gone_mid_transaction", "SQLite has no server session for another connection to end"},
     {"sqlite", "commit_on_a_lost_connection_is_in_doubt", "SQLite has no server session for another connection to end"},
     {"sqlite", "commit_on_a_lost_connection_is_in_doubt_tx", "SQLite has no server session for another connection to end"},
+    {"sqlite", "a_session_lost_while_idle_is_replaced_under_the_transaction",
+     "SQLite has no server session for another connection to end"},
     {"sqlite", "pool_replaces_dead_connections", "SQLite has no server session for another connection to end"},
     {"sqlite", "insert_and_find_round_trip/lost_under_a_write",
      "SQLite has no server session for another connection to end"},

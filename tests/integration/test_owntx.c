@@ -346,6 +346,35 @@ START_TEST(commit_on_a_lost_connection_is_in_doubt_tx)
 }
 END_TEST
 
+/* A pooled session that died while idle is found lost at the
+ * transaction's first statement, before the server answered anything on
+ * this hand-out: the pool replaces it under the transaction, which begins
+ * again and goes on; that lost statement does not spoil it. */
+START_TEST(a_session_lost_while_idle_is_replaced_under_the_transaction)
+{
+    ofx o;
+    ofx_open(&o);
+    odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
+    odbox_conn *c = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
+    int64_t id = itest_session_id(c);
+    odbox_pool_release(pool, &c);
+    itest_kill_session(o.f.c[0], id); /* well within the pool's 1 s without a ping */
+    odbox_tx *tx = begin(&o, NULL);
+    char action_id[37];
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    ck_assert_int_ne(itest_session_id(odbox_tx_conn(tx)), id);
+    insert_row(&o, tx, "replaced", 1);
+    emit(tx, "replaced", "{}");
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(rows(&o), 1);
+    ck_assert_int_eq(events(&o), 1);
+    ck_assert_int_eq(committed(&o, action_id), 1);
+    ofx_close(&o);
+}
+END_TEST
+
 static void refused_begin(ofx *o, odbox_executor *exe, odbox_shard_id id, const odbox_tx_config *cfg, int want,
                           const char *words)
 {
@@ -436,6 +465,7 @@ Suite *owntx_suite(void)
     tcase_add_test(t, rollback_and_failed_statement_write_nothing);
     tcase_add_test(t, killed_before_commit_nothing_lands);
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt_tx);
+    tcase_add_test(t, a_session_lost_while_idle_is_replaced_under_the_transaction);
     tcase_add_test(t, bad_input_is_refused_and_writes_nothing);
     suite_add_tcase(s, t);
     return s;
