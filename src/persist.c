@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "action_internal.h"
+#include "idempotency.h"
 #include "odbox/dialect.h"
 #include "odbox/uuid.h"
 
@@ -220,6 +221,9 @@ static int write_in_transaction(const run *rn, odbox_conn *c, odbox_shard *shard
         return rc;
     int64_t completion = odbox_now_us();
     const part *ev = &w->parts[w->nparts - 1];
+    if (rn->key) /* first: a concurrent holder of the key makes this wait here */
+        rc = odbox_idem_claim(c, odbox_shard_eventlog(shard), rn->ns, rn->key, rn->params_sha256, rn->action_id,
+                              rn->result_json, completion, rn->key_taken, err);
     for (size_t i = 0; i + 1 < w->nparts && rc == ODBOX_OK; i++) {
         const part *p = &w->parts[i];
         rc = p->op == ODBOX_SQL_INSERT ? odbox_repo_insert(c, p->t, p->models, p->n, err)
@@ -255,7 +259,7 @@ typedef struct item {
  * SELECT. Unguarded: a statement per part. */
 static size_t plan_items(const odbox_dialect *d, const run *rn, const shard_writes *w, item *items, int *guarded)
 {
-    if (!d->join_writes_sql || rn->hook || w->updated_rows > 1)
+    if (!d->join_writes_sql || rn->hook || rn->key || w->updated_rows > 1)
         return 0;
     size_t params = 0, inserted = 0;
     for (size_t i = 0; i < w->nparts; i++) {

@@ -1,0 +1,120 @@
+/* odbox — idempotency keys (see idempotency.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "idempotency.h"
+#include "odbox/dialect.h"
+#include "odbox/registry.h"
+
+#define COLUMNS "namespace, idem_key, params_sha256, action_id, result, created_date"
+
+int odbox_idem_key_check(const char *what, const char *key, odbox_error *err)
+{
+    if (!key || !*key)
+        return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key is empty", what);
+    size_t n = strlen(key);
+    if (n > ODBOX_IDEM_KEY_MAX)
+        return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key is %zu bytes (at most %d)", what, n,
+                          ODBOX_IDEM_KEY_MAX);
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key has a control character (byte %d)", what,
+                              (int)(p - (const unsigned char *)key));
+    return ODBOX_OK;
+}
+
+void odbox_idem_params_sha256(const char *params_json, char out[65])
+{
+    odbox_sha256_hex(params_json, strlen(params_json), out);
+}
+
+void odbox_idem_outcome_clear(odbox_idem_outcome *o)
+{
+    if (!o)
+        return;
+    free(o->result);
+    memset(o, 0, sizeof *o);
+}
+
+static void table_name(odbox_conn *c, const char *eventlog, char *out, size_t cap)
+{
+    odbox_dialect_eventlog_table(odbox_conn_dialect(c), eventlog, "idempotency_keys", out, cap);
+}
+
+static int copy_text(odbox_stmt *s, int col, char *out, size_t cap, odbox_error *err)
+{
+    const char *v = NULL;
+    int is_null = 0;
+    int rc = odbox_stmt_get_text(s, col, &v, &is_null, err);
+    if (rc == ODBOX_OK && (is_null || strlen(v) >= cap))
+        rc = odbox_fail(err, ODBOX_EDB, "idempotency key: a stored row has a bad column %d", col);
+    if (rc == ODBOX_OK)
+        memcpy(out, v, strlen(v) + 1);
+    return rc;
+}
+
+int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const char *key, odbox_idem_outcome *out,
+                    int *found, odbox_error *err)
+{
+    memset(out, 0, sizeof *out);
+    *found = 0;
+    char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
+    table_name(c, eventlog, table, sizeof table);
+    snprintf(sql, sizeof sql, "SELECT action_id, params_sha256, result FROM %s WHERE namespace = ? AND idem_key = ?",
+             table);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, ns, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, key, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK)
+        rc = odbox_stmt_fetch(s, err);
+    if (rc == 1) {
+        const char *res = NULL;
+        int is_null = 0;
+        if ((rc = copy_text(s, 0, out->action_id, sizeof out->action_id, err)) == ODBOX_OK &&
+            (rc = copy_text(s, 1, out->params_sha256, sizeof out->params_sha256, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_get_text(s, 2, &res, &is_null, err)) == ODBOX_OK && !is_null &&
+            !(out->result = strdup(res)))
+            rc = odbox_fail(err, ODBOX_ENOMEM, "idempotency key: out of memory");
+        *found = rc == ODBOX_OK;
+    }
+    odbox_stmt_free(&s);
+    if (rc != ODBOX_OK) {
+        odbox_idem_outcome_clear(out);
+        odbox_error_prefix(err, rc, "reading idempotency key (is migration V11 applied?)");
+    }
+    return rc;
+}
+
+int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const char *key, const char *params_sha256,
+                     const char *action_id, const char *result_json, int64_t now_us, int *taken, odbox_error *err)
+{
+    *taken = 0;
+    char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
+    table_name(c, eventlog, table, sizeof table);
+    snprintf(sql, sizeof sql, "INSERT INTO %s (" COLUMNS ") VALUES (?, ?, ?, ?, ?, ?)", table);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, ns, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, key, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 3, params_sha256, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 4, action_id, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 5, result_json, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_timestamp(s, 6, now_us, err)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_stmt_free(&s);
+    if (rc == ODBOX_EUNIQUE)
+        *taken = 1;
+    else if (rc != ODBOX_OK)
+        odbox_error_prefix(err, rc, "claiming idempotency key (is migration V11 applied?)");
+    return rc;
+}
+
+int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *params_sha256, odbox_error *err)
+{
+    if (!strcmp(o->params_sha256, params_sha256))
+        return ODBOX_OK;
+    return odbox_fail(err, ODBOX_EUNIQUE,
+                      "idempotency key '%.80s' was used with other parameters (by action_id %s; parameters are "
+                      "compared by the SHA-256 of their JSON text): refused, nothing written",
+                      key, o->action_id);
+}
