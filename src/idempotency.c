@@ -6,7 +6,7 @@
 #include "odbox/dialect.h"
 #include "odbox/registry.h"
 
-#define COLUMNS "namespace, idem_key, params_sha256, action_id, result, created_date"
+#define COLUMNS "id, namespace, idem_key, params_sha256, result, created_date"
 
 int odbox_idem_key_check(const char *what, const char *key, odbox_error *err)
 {
@@ -60,7 +60,7 @@ int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const c
     *found = 0;
     char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
     table_name(c, eventlog, table, sizeof table);
-    snprintf(sql, sizeof sql, "SELECT action_id, params_sha256, result FROM %s WHERE namespace = ? AND idem_key = ?",
+    snprintf(sql, sizeof sql, "SELECT id, params_sha256, result FROM %s WHERE namespace = ? AND idem_key = ?",
              table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare(c, sql, &s, err);
@@ -70,9 +70,9 @@ int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const c
     if (rc == 1) {
         const char *res = NULL;
         int is_null = 0;
-        if ((rc = copy_text(s, 0, out->action_id, sizeof out->action_id, err)) == ODBOX_OK &&
-            (rc = copy_text(s, 1, out->params_sha256, sizeof out->params_sha256, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_get_text(s, 2, &res, &is_null, err)) == ODBOX_OK && !is_null &&
+        if ((rc = copy_text(s, 1, out->action_id, sizeof out->action_id, err)) == ODBOX_OK &&
+            (rc = copy_text(s, 2, out->params_sha256, sizeof out->params_sha256, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_get_text(s, 3, &res, &is_null, err)) == ODBOX_OK && !is_null &&
             !(out->result = strdup(res)))
             rc = odbox_fail(err, ODBOX_ENOMEM, "idempotency key: out of memory");
         *found = rc == ODBOX_OK;
@@ -94,10 +94,10 @@ int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const 
     snprintf(sql, sizeof sql, "INSERT INTO %s (" COLUMNS ") VALUES (?, ?, ?, ?, ?, ?)", table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare(c, sql, &s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, ns, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 2, key, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 3, params_sha256, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 4, action_id, err)) == ODBOX_OK &&
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, action_id, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, ns, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 3, key, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 4, params_sha256, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_text(s, 5, result_json, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_timestamp(s, 6, now_us, err)) == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
