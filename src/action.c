@@ -592,11 +592,17 @@ static int attempt_once(odbox_executor *exe, const odbox_action *action, json_ob
         }
     }
     plan_free(&plan);
-    if (k->taken) { /* another execution committed the key first */
+    /* A unique conflict at the claim, or (PostgreSQL's one statement) a
+     * version gone stale under a concurrent execution of the same key:
+     * when the key is now there, its outcome is the answer. */
+    if (k->key && (k->taken || rc == ODBOX_ESTALE)) {
+        odbox_error first = *err;
+        int was = rc;
         k->taken = 0;
-        if ((rc = replay(exe, k->key, k->sha, res, &found, err)) == ODBOX_OK && !found)
-            rc = odbox_fail(err, ODBOX_EUNIQUE, "idempotency key '%.80s' was taken by a concurrent execution "
-                                                "whose row is gone (purged?)", k->key);
+        if ((rc = replay(exe, k->key, k->sha, res, &found, err)) == ODBOX_OK && !found) {
+            *err = first;
+            rc = was;
+        }
     }
     return rc;
 }

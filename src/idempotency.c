@@ -85,21 +85,48 @@ int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const c
     return rc;
 }
 
+int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int select_form, char **out,
+                         odbox_error *err)
+{
+    static const char *const forms[ODBOX_IDEM_CLAIM_PARAMS] = {"?", "?", "?", "?", "?", "?"};
+    char table[ODBOX_NAME_MAX * 2 + 32];
+    odbox_dialect_eventlog_table(d, eventlog, "idempotency_keys", table, sizeof table);
+    char *source = odbox_sql_insert_source(1, forms, ODBOX_IDEM_CLAIM_PARAMS, select_form);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "INSERT INTO ", table, " (" COLUMNS ") ", source ? source : "", (char *)NULL);
+    b.oom |= !source;
+    free(source);
+    *out = odbox_buf_take(&b);
+    return *out ? ODBOX_OK : odbox_fail(err, ODBOX_ENOMEM, "idempotency key: out of memory");
+}
+
+int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *key, const char *params_sha256,
+                          const char *action_id, const char *result_json, int64_t now_us, odbox_error *err)
+{
+    int rc;
+    if ((rc = odbox_stmt_bind_text(s, (*idx)++, action_id, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_text(s, (*idx)++, ns, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_text(s, (*idx)++, key, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_text(s, (*idx)++, params_sha256, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_text(s, (*idx)++, result_json, err)) != ODBOX_OK)
+        return rc;
+    return odbox_stmt_bind_timestamp(s, (*idx)++, now_us, err);
+}
+
 int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const char *key, const char *params_sha256,
                      const char *action_id, const char *result_json, int64_t now_us, int *taken, odbox_error *err)
 {
     *taken = 0;
-    char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
-    table_name(c, eventlog, table, sizeof table);
-    snprintf(sql, sizeof sql, "INSERT INTO %s (" COLUMNS ") VALUES (?, ?, ?, ?, ?, ?)", table);
+    char *sql = NULL;
     odbox_stmt *s = NULL;
-    int rc = odbox_stmt_prepare(c, sql, &s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, action_id, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 2, ns, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 3, key, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 4, params_sha256, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 5, result_json, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_timestamp(s, 6, now_us, err)) == ODBOX_OK)
+    int idx = 1;
+    int rc = odbox_idem_claim_sql(odbox_conn_dialect(c), eventlog, 0, &sql, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_prepare(c, sql, &s, err);
+    free(sql);
+    if (rc == ODBOX_OK &&
+        (rc = odbox_idem_claim_bind(s, &idx, ns, key, params_sha256, action_id, result_json, now_us, err)) ==
+            ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     odbox_stmt_free(&s);
     if (rc == ODBOX_EUNIQUE)

@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 #include "internal.h"
+#include "odbox/dialect.h"
 
 #define ODBOX_IDEM_KEY_MAX 255
 
@@ -47,6 +48,17 @@ int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const c
  * back and reads the winner's outcome. result_json may be NULL. */
 int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const char *key, const char *params_sha256,
                      const char *action_id, const char *result_json, int64_t now_us, int *taken, odbox_error *err);
+
+/* The claim as a part of another statement (PostgreSQL's joined write):
+ * its INSERT (*out malloc'd; select_form: INSERT ... SELECT ?, ... that a
+ * WHERE can follow), and its ODBOX_IDEM_CLAIM_PARAMS parameters bound
+ * from *idx on. A unique violation of the joined statement may be the
+ * key's or a domain row's: odbox_idem_find tells. */
+#define ODBOX_IDEM_CLAIM_PARAMS 6
+int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int select_form, char **out,
+                         odbox_error *err);
+int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *key, const char *params_sha256,
+                          const char *action_id, const char *result_json, int64_t now_us, odbox_error *err);
 
 /* ODBOX_OK when the stored outcome was made with params_sha256, else
  * ODBOX_EUNIQUE with a message naming the key and the first action id. */

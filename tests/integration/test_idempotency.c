@@ -3,7 +3,8 @@
  * equal results; the same key with other params is refused and writes
  * nothing; a perform that refuses leaves the key unspent; a purge past
  * the keys' window forgets a key, which then executes again; a keyed
- * action off the default shard is refused. Every check counts rows. */
+ * action off the default shard is refused; a domain row's unique conflict
+ * beside the key is that conflict. Every check counts rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,17 +32,18 @@ static int64_t dummies(dfx *f, const char *name)
 
 typedef struct outcome {
     char code[32], action_id[64], result[256];
-    int replayed;
+    int replayed, attempts;
 } outcome;
 
-START_TEST(eight_processes_one_key_one_commit)
+/* Starts CALLERS idem-caller processes with key on f's shard 0.0 (on
+ * dummy update_id, or adding dummies named name), lets them go together,
+ * and asserts one commit and equal results: returns the commit's
+ * action_id in o[0]; *at_claim gets how many met the key after perform
+ * ran (the database decided), the others found it before. */
+static void run_callers(dfx *f, const char *key, const char *name, const char *update_id, outcome *o, int *at_claim)
 {
-    dfx f;
-    dfx_open(&f, 1, 0);
-    char extra[128], barrier[] = "/tmp/odbox-idem-barrier-XXXXXX", name[64], key[80];
-    snprintf(extra, sizeof extra, "eventlog=%s", f.ev[0]);
-    itest_name(name, sizeof name, "idem");
-    snprintf(key, sizeof key, "req-%s", name);
+    char extra[128], barrier[] = "/tmp/odbox-idem-barrier-XXXXXX";
+    snprintf(extra, sizeof extra, "eventlog=%s", f->ev[0]);
     int fd = mkstemp(barrier);
     ck_assert_int_ge(fd, 0);
     close(fd);
@@ -53,8 +55,8 @@ START_TEST(eight_processes_one_key_one_commit)
         char cmd[4096];
         /* each perform pauses 300 ms: all eight read the key as free and
          * reach the claim, where the unique key decides */
-        snprintf(cmd, sizeof cmd, "'%s/tests/integration/idem-caller' '%s' '%s' '%s' 7 '%s' 300",
-                 build ? build : ".", dsn, key, name, barrier);
+        snprintf(cmd, sizeof cmd, "'%s/tests/integration/idem-caller' '%s' '%s' '%s' 7 '%s' 300 %s",
+                 build ? build : ".", dsn, key, name, barrier, update_id ? update_id : "");
         ck_assert_ptr_nonnull(p[k] = popen(cmd, "r"));
     }
     free(dsn);
@@ -62,24 +64,40 @@ START_TEST(eight_processes_one_key_one_commit)
     fd = open(barrier, O_CREAT | O_WRONLY, 0600);
     ck_assert_int_ge(fd, 0);
     close(fd);
-    outcome o[CALLERS];
     int replayed = 0;
+    *at_claim = 0;
     for (int k = 0; k < CALLERS; k++) {
         memset(&o[k], 0, sizeof o[k]);
-        ck_assert_int_eq(fscanf(p[k], "%31s %63s %d %255s", o[k].code, o[k].action_id, &o[k].replayed, o[k].result),
-                         4);
+        ck_assert_int_eq(fscanf(p[k], "%31s %63s %d %d %255s", o[k].code, o[k].action_id, &o[k].replayed,
+                                &o[k].attempts, o[k].result),
+                         5);
         ck_assert_int_eq(pclose(p[k]), 0);
         ck_assert_str_eq(o[k].code, "ODBOX_OK");
         replayed += o[k].replayed;
+        *at_claim += o[k].replayed && o[k].attempts > 0;
     }
     unlink(barrier);
     for (int k = 1; k < CALLERS; k++) {
         ck_assert_str_eq(o[k].action_id, o[0].action_id);
         ck_assert_str_eq(o[k].result, o[0].result);
     }
-    printf("eight_processes_one_key_one_commit (%s): 1 commit, %d replayed, action_id %s\n", itest_dialect(),
-           replayed, o[0].action_id);
+    printf("%s (%s): 1 commit, %d replayed (%d met the key after perform ran), action_id %s\n",
+           update_id ? "eight processes, one key, one UPDATE" : "eight processes, one key, one INSERT",
+           itest_dialect(), replayed, *at_claim, o[0].action_id);
     ck_assert_int_eq(replayed, CALLERS - 1);
+}
+
+START_TEST(eight_processes_one_key_one_commit)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    char name[64], key[80];
+    itest_name(name, sizeof name, "idem");
+    snprintf(key, sizeof key, "req-%s", name);
+    outcome o[CALLERS];
+    int at_claim = 0;
+    run_callers(&f, key, name, NULL, o, &at_claim);
+    ck_assert_int_ge(at_claim, 1); /* the race reached the database */
     /* exactly one commit: one domain row, one event, one key */
     char where[128];
     snprintf(where, sizeof where, "action_id = '%s'", o[0].action_id);
@@ -87,6 +105,28 @@ START_TEST(eight_processes_one_key_one_commit)
     ck_assert_int_eq(dfx_events(&f, 0), 1);
     ck_assert_int_eq(count_where(&f, itest_evt(f.ev[0], "events"), where), 1);
     ck_assert_int_eq(keys(&f), 1);
+    dfx_close(&f);
+}
+END_TEST
+
+/* The same with an optimistic UPDATE of one row: on PostgreSQL the
+ * one-statement write, where a caller may meet the winner's row version
+ * before its key. */
+START_TEST(eight_processes_one_key_one_update)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_model *seed = dfx_dummy(NULL, "upd", 100);
+    dfx_insert(&f, 0, &seed, 1);
+    outcome o[CALLERS];
+    int at_claim = 0;
+    run_callers(&f, "req-update", "upd", odbox_model_id(seed), o, &at_claim);
+    ck_assert_int_ge(at_claim, 1);
+    ck_assert_ptr_nonnull(strstr(o[0].result, "\"amount\":107"));
+    ck_assert_int_eq(amount_of(&f, odbox_model_id(seed)), 107);
+    ck_assert_int_eq(dfx_events(&f, 0), 1);
+    ck_assert_int_eq(keys(&f), 1);
+    odbox_model_free(&seed);
     dfx_close(&f);
 }
 END_TEST
@@ -254,6 +294,44 @@ START_TEST(a_purge_past_the_window_forgets_the_key)
 }
 END_TEST
 
+static int add_seeded(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx, (void)params;
+    odbox_model *m = dfx_dummy(odbox_model_id(user), "again", 1);
+    json_object *payload = json_object_new_object();
+    int rc = odbox_plan_add(plan, m, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_plan_emit(plan, m, &EV_CREATED, payload, err);
+    json_object_put(payload);
+    odbox_model_free(&m);
+    return rc;
+}
+
+/* A domain row's unique conflict beside the key (on PostgreSQL in the
+ * same statement as the key's INSERT) is that conflict, and spends no key. */
+START_TEST(a_domain_conflict_beside_the_key_spends_nothing)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_model *seed = dfx_dummy(NULL, "seed", 1);
+    dfx_insert(&f, 0, &seed, 1);
+    odbox_action a = {.name = "AddSeeded", .perform = add_seeded, .user = seed};
+    odbox_result res;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_execute_keyed(exe, &a, NULL, "k-conflict", NULL, &res, &e), ODBOX_EUNIQUE);
+    ck_assert_msg(!strstr(e.message, "other parameters"), "%s", e.message);
+    ck_assert_int_eq(res.replayed, 0);
+    ck_assert_int_eq(keys(&f), 0);
+    ck_assert_int_eq(dfx_events(&f, 0), 0);
+    ck_assert_int_eq(dummies(&f, "again"), 0);
+    odbox_result_clear(&res);
+    odbox_model_free(&seed);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
 static int on_shard_one(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
 {
     (void)ctx, (void)params, (void)user;
@@ -288,10 +366,12 @@ Suite *idempotency_suite(void)
     TCase *t = tcase_create("keys");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, eight_processes_one_key_one_commit);
+    tcase_add_test(t, eight_processes_one_key_one_update);
     tcase_add_test(t, same_key_other_params_is_refused);
     tcase_add_test(t, a_refused_perform_does_not_spend_the_key);
     tcase_add_test(t, a_purge_past_the_window_forgets_the_key);
     tcase_add_test(t, a_keyed_action_off_the_default_shard_is_refused);
+    tcase_add_test(t, a_domain_conflict_beside_the_key_spends_nothing);
     suite_add_tcase(s, t);
     return s;
 }
