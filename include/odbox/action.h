@@ -190,10 +190,12 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
  * the first commits). The same key with other params is ODBOX_EUNIQUE,
  * nothing written: params are "the same" when their JSON text, as json-c
  * writes it (JSON_C_TO_STRING_PLAIN), has the same SHA-256; so key order
- * matters. A keyed action writes only on the registry's default shard,
- * where keys are kept (else ODBOX_ECROSSSHARD, nothing written). Where
- * the shard is written in one statement (see above), the key's INSERT is
- * a part of it, made to depend on the UPDATE as the other rows are. Keys
+ * matters. After ODBOX_EINDOUBT the same call again is safe: it returns
+ * the first outcome if that committed, else runs. A keyed action writes
+ * only on the registry's default shard, where keys are kept (else
+ * ODBOX_ECROSSSHARD, nothing written). Where the shard is written in one
+ * statement (see above), the key's INSERT is a part of it, made to depend
+ * on the UPDATE as the other rows are. Keys
  * are kept until odbox_purge_run removes them (keys_older_than_us,
  * default 7 days). Needs migration V11. Thread-safe as odbox_execute. */
 int odbox_execute_keyed(odbox_executor *exe, const odbox_action *action, json_object *params, const char *key,
