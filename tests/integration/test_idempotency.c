@@ -4,7 +4,9 @@
  * nothing; a perform that refuses leaves the key unspent; a purge past
  * the keys' window forgets a key, which then executes again; a keyed
  * action off the default shard is refused; a domain row's unique conflict
- * beside the key is that conflict. Every check counts rows. */
+ * beside the key is that conflict; after ODBOX_EINDOUBT the same call
+ * again runs (it had not committed) or replays (it had). Every check
+ * counts rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +334,87 @@ START_TEST(a_domain_conflict_beside_the_key_spends_nothing)
 }
 END_TEST
 
+/* ---- in doubt: the same call again ------------------------------------------ */
+
+static int kill_before_commit(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
+{
+    (void)shard;
+    if (at == ODBOX_HOOK_EVENTS_WRITTEN)
+        itest_kill_session(((dfx *)ud)->c[0], itest_session_id(conn));
+    return 0;
+}
+
+/* The session ends before its COMMIT: in doubt, and it did not commit, so
+ * the key is unspent and the same call again runs. */
+START_TEST(a_keyed_call_again_after_a_lost_commit_runs)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_executor_set_hook(exe, kill_before_commit, &f);
+    maker mk = {0};
+    odbox_result r1, r2;
+    odbox_error e = {0};
+    ck_assert_int_eq(run_keyed(exe, &mk, "k-lost", "{\"name\":\"l\",\"amount\":1}", &r1, &e), ODBOX_EINDOUBT);
+    int yes = -1;
+    ck_assert_int_eq(odbox_action_committed(f.r, (odbox_shard_id){0, 0}, r1.action_id, &yes, &e), ODBOX_OK);
+    ck_assert_int_eq(yes, 0);
+    ck_assert_int_eq(keys(&f), 0);
+    odbox_executor_set_hook(exe, NULL, NULL);
+    ck_assert_msg(run_keyed(exe, &mk, "k-lost", "{\"name\":\"l\",\"amount\":1}", &r2, &e) == ODBOX_OK, "%s",
+                  e.message);
+    ck_assert_int_eq(r2.replayed, 0);
+    ck_assert_int_eq(mk.calls, 2);
+    ck_assert_int_eq(dummies(&f, "l"), 1);
+    ck_assert_int_eq(dfx_events(&f, 0), 1);
+    ck_assert_int_eq(keys(&f), 1);
+    odbox_result_clear(&r1);
+    odbox_result_clear(&r2);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+/* A one-statement write (PostgreSQL) whose row count is not the one sent
+ * (a trigger drops the event row): in doubt, but it committed, key and
+ * all, so the same call again returns its outcome. */
+START_TEST(a_keyed_call_again_after_a_commit_in_doubt_replays)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    if (!odbox_conn_dialect(f.c[0])->join_writes_sql) {
+        printf("SKIPPED on %s: a_keyed_call_again_after_a_commit_in_doubt_replays: a transaction's COMMIT "
+               "that commits always says so here (no one-statement write)\n", itest_dialect());
+        dfx_close(&f);
+        return;
+    }
+    itest_exec(f.c[0],
+               "CREATE FUNCTION %s.drop_created() RETURNS trigger LANGUAGE plpgsql AS "
+               "$$BEGIN IF NEW.event_type = 'DummyCreated' THEN RETURN NULL; END IF; RETURN NEW; END$$",
+               f.ev[0]);
+    itest_exec(f.c[0], "CREATE TRIGGER drop_created BEFORE INSERT ON %s.events FOR EACH ROW EXECUTE FUNCTION "
+               "%s.drop_created()", f.ev[0], f.ev[0]);
+    odbox_executor *exe = open_exe(&f);
+    maker mk = {0};
+    odbox_result r1, r2;
+    odbox_error e = {0};
+    ck_assert_int_eq(run_keyed(exe, &mk, "k-doubt", "{\"name\":\"dbt\",\"amount\":1}", &r1, &e), ODBOX_EINDOUBT);
+    ck_assert_int_eq(keys(&f), 1);
+    ck_assert_int_eq(dummies(&f, "dbt"), 1);
+    ck_assert_msg(run_keyed(exe, &mk, "k-doubt", "{\"name\":\"dbt\",\"amount\":1}", &r2, &e) == ODBOX_OK, "%s",
+                  e.message);
+    ck_assert_int_eq(r2.replayed, 1);
+    ck_assert_str_eq(r2.action_id, r1.action_id);
+    ck_assert_int_eq(mk.calls, 1);
+    ck_assert_int_eq(dummies(&f, "dbt"), 1);
+    ck_assert_int_eq(keys(&f), 1);
+    odbox_result_clear(&r1);
+    odbox_result_clear(&r2);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
 static int on_shard_one(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
 {
     (void)ctx, (void)params, (void)user;
@@ -372,6 +455,8 @@ Suite *idempotency_suite(void)
     tcase_add_test(t, a_purge_past_the_window_forgets_the_key);
     tcase_add_test(t, a_keyed_action_off_the_default_shard_is_refused);
     tcase_add_test(t, a_domain_conflict_beside_the_key_spends_nothing);
+    tcase_add_test(t, a_keyed_call_again_after_a_lost_commit_runs);
+    tcase_add_test(t, a_keyed_call_again_after_a_commit_in_doubt_replays);
     suite_add_tcase(s, t);
     return s;
 }
