@@ -58,12 +58,18 @@ int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const c
 {
     memset(out, 0, sizeof *out);
     *found = 0;
-    char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
-    table_name(c, eventlog, table, sizeof table);
-    snprintf(sql, sizeof sql, "SELECT id, params_sha256, result FROM %s WHERE namespace = ? AND idem_key = ?",
-             table);
+    odbox_sql_key k;
+    odbox_sql_key_init(&k, ODBOX_SQL_IDEM_FIND, 1);
+    odbox_sql_key_add(&k, 0, eventlog);
     odbox_stmt *s = NULL;
-    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &k, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
+        table_name(c, eventlog, table, sizeof table);
+        snprintf(sql, sizeof sql, "SELECT id, params_sha256, result FROM %s WHERE namespace = ? AND idem_key = ?",
+                 table);
+        rc = odbox_stmt_prepare_keyed(c, sql, &k, &s, err);
+    }
     if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, ns, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_text(s, 2, key, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK)
         rc = odbox_stmt_fetch(s, err);
@@ -117,13 +123,18 @@ int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const 
                      const char *action_id, const char *result_json, int64_t now_us, int *taken, odbox_error *err)
 {
     *taken = 0;
-    char *sql = NULL;
+    odbox_sql_key k;
+    odbox_sql_key_init(&k, ODBOX_SQL_IDEM_CLAIM, 1);
+    odbox_sql_key_add(&k, 0, eventlog);
     odbox_stmt *s = NULL;
     int idx = 1;
-    int rc = odbox_idem_claim_sql(odbox_conn_dialect(c), eventlog, 0, &sql, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_prepare(c, sql, &s, err);
-    free(sql);
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &k, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char *sql = NULL;
+        if ((rc = odbox_idem_claim_sql(odbox_conn_dialect(c), eventlog, 0, &sql, err)) == ODBOX_OK)
+            rc = odbox_stmt_prepare_keyed(c, sql, &k, &s, err);
+        free(sql);
+    }
     if (rc == ODBOX_OK &&
         (rc = odbox_idem_claim_bind(s, &idx, ns, key, params_sha256, action_id, result_json, now_us, err)) ==
             ODBOX_OK)

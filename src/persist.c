@@ -33,7 +33,7 @@
 
 /* The idempotency key's INSERT as a part (idempotency.h), beside
  * ODBOX_SQL_INSERT, _UPDATE and _EVENTS. */
-#define PART_KEY (ODBOX_SQL_JOINED + 1)
+#define PART_KEY ODBOX_SQL_IDEM_CLAIM
 
 /* One statement's worth of a shard's writes: rows of one model type to
  * insert or update, or event rows. */
