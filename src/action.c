@@ -527,10 +527,11 @@ static int replay(odbox_executor *exe, const char *key, const char *sha, odbox_r
     if (rc != ODBOX_OK || !*found)
         return rc;
     if ((rc = odbox_idem_match(&o, key, sha, err)) == ODBOX_OK && res) {
-        int attempts = res->attempts;
+        odbox_result kept = *res; /* this call's attempts and retries */
         memset(res, 0, sizeof *res);
         memcpy(res->action_id, o.action_id, sizeof res->action_id);
-        res->attempts = attempts;
+        res->attempts = kept.attempts;
+        memcpy(res->retries, kept.retries, sizeof res->retries);
         res->committed[0] = odbox_shard_get_id(shard);
         res->ncommitted = 1;
         res->replayed = 1;
