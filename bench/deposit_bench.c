@@ -15,11 +15,17 @@
  * action over the measured window, and the retries the executor took
  * (none are expected: the wallets are disjoint).
  *
+ * --keys runs every deposit with its own idempotency key (as each request
+ * would carry one; odbox_execute_keyed): one SELECT of the key before
+ * perform and the key's INSERT in the transaction (on PostgreSQL, one
+ * more item of the one statement). Compare a run with and one without,
+ * on the same server, for the cost of a key.
+ *
  * bench/deposit.sh runs pgbench (PostgreSQL) and mariadb-slap (MariaDB)
  * with the same statements (from --print-sql) on the same server in the
  * same run and prints the ratios.
  *
- * Usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json]
+ * Usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx | --keys]
  *                            [--table NAME] [--eventlog NAME] [--payload JSON]
  *        odbox-bench-deposit [--dsn DSN] --setup --clients N [--table NAME] [--eventlog NAME]
  *        odbox-bench-deposit [--dsn DSN | --dialect NAME] --print-sql [--clients N] [...]
@@ -39,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -102,7 +109,7 @@ static uint64_t g_start_ns, g_deadline_ns; /* written before g_go */
 static atomic_int g_stop;
 static int g_owntx;                        /* --owntx */
 static char g_own_update[256];             /* --owntx: the caller's own UPDATE */
-
+static int g_keys;                         /* --keys: a new idempotency key per deposit */
 
 static void wallet_id_of(int k, char out[40])
 {
@@ -181,8 +188,12 @@ static void *run_worker(void *arg)
         odbox_result res;
         if (params)
             memset(&res, 0, sizeof res);
+        char key[96];
+        snprintf(key, sizeof key, "bench-%ld-%llx-%d-%llu", (long)getpid(), (unsigned long long)g_start_ns, w->id,
+                 (unsigned long long)w->count);
         int rc = !params  ? fail_msg(&w->err, ODBOX_ENOMEM, "out of memory")
                  : g_owntx ? own_deposit(w, params, &w->err)
+                 : g_keys  ? odbox_execute_keyed(g_exe, &w->action, params, key, NULL, &res, &w->err)
                            : odbox_execute(g_exe, &w->action, params, NULL, &res, &w->err);
         uint64_t t1 = now_ns();
         json_object_put(params);
@@ -286,7 +297,7 @@ static void usage(const char *msg)
     if (msg)
         fprintf(stderr, "odbox-bench-deposit: %s\n", msg);
     fprintf(stderr,
-            "usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx]\n"
+            "usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx | --keys]\n"
             "                           [--table NAME] [--eventlog NAME] [--payload JSON]\n"
             "       odbox-bench-deposit [--dsn DSN] --setup --clients N [--table NAME] [--eventlog NAME]\n"
             "       odbox-bench-deposit [--dsn DSN | --dialect NAME] --print-sql [--clients N]\n"
@@ -385,6 +396,8 @@ int main(int argc, char **argv)
             g_owntx = 1;
         } else if (!strcmp(a, "--setup")) {
             do_setup = 1;
+        } else if (!strcmp(a, "--keys")) {
+            g_keys = 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(NULL);
         } else if (!v) {
@@ -638,6 +651,7 @@ int main(int argc, char **argv)
         json_string(stdout, table);
         printf(",\"eventlog\":");
         json_string(stdout, eventlog);
+        printf(",\"keys\":%s", g_keys ? "true" : "false");
         printf(",\"clients\":%ld,\"threads\":%ld,\"pool_size\":%ld,\"events_per_action\":1,"
                "\"seconds\":%.3f,\"actions\":%" PRIu64 ",\"errors\":0,\"retries\":%" PRIu64 ",\"tps\":%.3f,"
                "\"actions_per_client\":[",
@@ -663,6 +677,8 @@ int main(int argc, char **argv)
         printf("                  then in one transaction:\n");
         printf("                  %s\n", q.update);
         printf("                  %s\n", q.insert);
+        if (g_keys)
+            printf("idempotency keys: one per deposit (a SELECT before perform, an INSERT with the writes)\n");
         printf("clients:          %ld (threads %ld, pool size %ld), one wallet each, 1 event per action\n", clients,
                clients, clients);
         printf("duration:         %.3f s\n", elapsed);

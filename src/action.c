@@ -6,6 +6,7 @@
 #include <time.h>
 #include "action_internal.h"
 #include "callbacks.h"
+#include "idempotency.h"
 #include "registry_internal.h"
 #include "wake.h"
 #include "odbox/uuid.h"
@@ -450,6 +451,12 @@ static int persist(const run *rn, const odbox_exec_config *cfg, odbox_result *re
                         "(allow_cross_shard commits each shard separately, without atomicity across them)",
                         rn->action->name, ns, a, b);
     }
+    odbox_shard *home = odbox_registry_default_shard(p->exe->registry);
+    if (rc == ODBOX_OK && rn->key && (ns > 1 || shards[0] != home))
+        rc = odbox_fail(err, ODBOX_ECROSSSHARD,
+                        "action %s has an idempotency key and writes on %s: a keyed action writes only on the "
+                        "default shard, where its key is kept; refused before any write",
+                        rn->action->name, ns > 1 ? "several shards" : "another shard than the default");
     /* Before any shard commits: each eventlog is this application's and
      * each table has its type's columns (checked once per shard). */
     for (size_t i = 0; i < ns && rc == ODBOX_OK; i++) {
@@ -523,8 +530,108 @@ static void sleep_ms(int ms)
         ;
 }
 
-int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *params,
-                  const odbox_exec_config *cfg, odbox_result *res, odbox_error *err)
+/* A key's stored outcome, read on the default shard (where keys are
+ * kept): *found 0, or 1 and either res filled as the first execution left
+ * it (replayed) or ODBOX_EUNIQUE for other parameters. */
+static int replay(odbox_executor *exe, const char *key, const char *sha, odbox_result *res, int *found,
+                  odbox_error *err)
+{
+    odbox_shard *shard = odbox_registry_default_shard(exe->registry);
+    odbox_pool *pool = odbox_shard_primary(shard);
+    odbox_conn *c = NULL;
+    odbox_idem_outcome o;
+    *found = 0;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    rc = odbox_idem_find(c, odbox_shard_eventlog(shard), exe->ns, key, &o, found, err);
+    odbox_pool_release(pool, &c);
+    if (rc != ODBOX_OK || !*found)
+        return rc;
+    if ((rc = odbox_idem_match(&o, key, sha, err)) == ODBOX_OK && res) {
+        odbox_result kept = *res; /* this call's attempts and retries */
+        memset(res, 0, sizeof *res);
+        memcpy(res->action_id, o.action_id, sizeof res->action_id);
+        res->attempts = kept.attempts;
+        memcpy(res->retries, kept.retries, sizeof res->retries);
+        res->committed[0] = odbox_shard_get_id(shard);
+        res->ncommitted = 1;
+        res->replayed = 1;
+        if (o.result && !(res->value = json_tokener_parse(o.result)))
+            rc = odbox_fail(err, ODBOX_EDB, "idempotency key '%.80s': the stored result is not JSON", key);
+    }
+    odbox_idem_outcome_clear(&o);
+    return rc;
+}
+
+typedef struct keyed {
+    const char *key;  /* NULL: none */
+    char sha[65];
+    int taken;
+} keyed;
+
+/* One attempt: perform, then persist; fills res. With a key, a stored
+ * outcome is returned first (perform does not run), and a key taken by a
+ * concurrent execution at the claim is answered from its outcome. */
+static int attempt_once(odbox_executor *exe, const odbox_action *action, json_object *prm, const char *params_json,
+                        const odbox_exec_config *cfg, int attempt, const int *retries, keyed *k, odbox_result *res,
+                        odbox_error *err)
+{
+    odbox_context ctx = {.exe = exe, .attempt = attempt};
+    odbox_uuid_v4(ctx.action_id);
+    odbox_plan plan = {.exe = exe};
+    pthread_rwlock_rdlock(&exe->mu);
+    run rn = {exe->ns, action, params_json, ctx.action_id, odbox_now_us(), &plan, exe->hook, exe->hook_ud,
+              k->key, k->sha, NULL, &k->taken};
+    pthread_rwlock_unlock(&exe->mu);
+    odbox_result attempt_res = {0};
+    odbox_error_clear(err);
+    int found = 0, rc = ODBOX_OK;
+    if (k->key && ((rc = replay(exe, k->key, k->sha, res, &found, err)) != ODBOX_OK || found))
+        return rc;
+    rc = action->perform(&ctx, prm, &plan, action->user, err);
+    if (rc > 0 || (rc < 0 && err && err->code == 0))
+        rc = odbox_fail(err, rc < 0 ? rc : ODBOX_EINVAL, "action %s failed (%s) without a message", action->name,
+                        odbox_errname(rc < 0 ? rc : ODBOX_EINVAL));
+    char *result_json = NULL;
+    if (rc == ODBOX_OK && k->key && plan.result &&
+        !(result_json = strdup(json_object_to_json_string_ext(plan.result, JSON_C_TO_STRING_PLAIN))))
+        rc = odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+    rn.result_json = result_json;
+    if (rc == ODBOX_OK)
+        rc = persist(&rn, cfg, &attempt_res, err);
+    free(result_json);
+    if (res) {
+        memcpy(res->action_id, ctx.action_id, sizeof res->action_id);
+        res->attempts = attempt + 1;
+        memcpy(res->committed, attempt_res.committed, sizeof res->committed);
+        res->ncommitted = attempt_res.ncommitted;
+        res->failed_shard = attempt_res.failed_shard;
+        res->has_failed_shard = attempt_res.has_failed_shard;
+        memcpy(res->retries, retries, sizeof res->retries);
+        if (rc == ODBOX_OK) {
+            res->value = plan.result;
+            plan.result = NULL;
+        }
+    }
+    plan_free(&plan);
+    /* A unique conflict at the claim, or (PostgreSQL's one statement) a
+     * version gone stale under a concurrent execution of the same key:
+     * when the key is now there, its outcome is the answer. */
+    if (k->key && (k->taken || rc == ODBOX_ESTALE)) {
+        odbox_error first = *err;
+        int was = rc;
+        k->taken = 0;
+        if ((rc = replay(exe, k->key, k->sha, res, &found, err)) == ODBOX_OK && !found) {
+            *err = first;
+            rc = was;
+        }
+    }
+    return rc;
+}
+
+static int execute(odbox_executor *exe, const odbox_action *action, json_object *params, const char *key,
+                   const odbox_exec_config *cfg, odbox_result *res, odbox_error *err)
 {
     if (res)
         memset(res, 0, sizeof *res);
@@ -557,41 +664,14 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
     odbox_error local;
     if (!err)
         err = &local; /* perform reports through it */
-
-    pthread_rwlock_rdlock(&exe->mu);
-    odbox_hook_fn hook = exe->hook;
-    void *hook_ud = exe->hook_ud;
-    pthread_rwlock_unlock(&exe->mu);
+    keyed k = {.key = key};
+    if (key)
+        odbox_idem_params_sha256(params_json, k.sha);
 
     int retries[ODBOX_MAX_RETRY_RULES] = {0};
     for (int attempt = 0;; attempt++) {
-        odbox_context ctx = {.exe = exe, .attempt = attempt};
-        odbox_uuid_v4(ctx.action_id);
-        odbox_plan plan = {.exe = exe};
-        run rn = {exe->ns, action, params_json, ctx.action_id, odbox_now_us(), &plan, hook, hook_ud};
-        odbox_result attempt_res = {0};
-        odbox_error_clear(err);
-        rc = action->perform(&ctx, prm, &plan, action->user, err);
-        if (rc > 0 || (rc < 0 && err && err->code == 0))
-            rc = odbox_fail(err, rc < 0 ? rc : ODBOX_EINVAL, "action %s failed (%s) without a message",
-                            action->name, odbox_errname(rc < 0 ? rc : ODBOX_EINVAL));
-        if (rc == ODBOX_OK)
-            rc = persist(&rn, cfg, &attempt_res, err);
-        if (res) {
-            memcpy(res->action_id, ctx.action_id, sizeof res->action_id);
-            res->attempts = attempt + 1;
-            memcpy(res->committed, attempt_res.committed, sizeof res->committed);
-            res->ncommitted = attempt_res.ncommitted;
-            res->failed_shard = attempt_res.failed_shard;
-            res->has_failed_shard = attempt_res.has_failed_shard;
-            memcpy(res->retries, retries, sizeof retries);
-            if (rc == ODBOX_OK) {
-                res->value = plan.result;
-                plan.result = NULL;
-            }
-        }
-        plan_free(&plan);
-        if (rc == ODBOX_OK || rc == ODBOX_EINDOUBT || attempt_res.ncommitted > 0)
+        rc = attempt_once(exe, action, prm, params_json, cfg, attempt, retries, &k, res, err);
+        if (rc == ODBOX_OK || rc == ODBOX_EINDOUBT || (res && res->ncommitted > 0))
             break;
         int rule = -1;
         for (int i = 0; i < cfg->nretries && rule < 0; i++)
@@ -612,4 +692,19 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
         json_object_put(own);
     free(params_json);
     return rc;
+}
+
+int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *params,
+                  const odbox_exec_config *cfg, odbox_result *res, odbox_error *err)
+{
+    return execute(exe, action, params, NULL, cfg, res, err);
+}
+
+int odbox_execute_keyed(odbox_executor *exe, const odbox_action *action, json_object *params, const char *key,
+                        const odbox_exec_config *cfg, odbox_result *res, odbox_error *err)
+{
+    if (res)
+        memset(res, 0, sizeof *res);
+    int rc = odbox_idem_key_check("execute", key, err);
+    return rc == ODBOX_OK ? execute(exe, action, params, key, cfg, res, err) : rc;
 }

@@ -43,6 +43,13 @@ typedef struct run {
     odbox_plan *plan;
     odbox_hook_fn hook;
     void *hook_ud;
+    /* an idempotency key (idempotency.h), or NULL: claimed first in the
+     * shard's transaction, with the params' hash and the result JSON;
+     * *key_taken is set when another execution holds it */
+    const char *key;
+    const char *params_sha256;
+    const char *result_json;
+    int *key_taken;
 } run;
 
 /* Commit listeners: fn(ud, shard, nevents) runs after a shard's commit

@@ -107,7 +107,10 @@ typedef struct odbox_sql_key {
     int too_long; /* then it is no key: use the SQL text */
 } odbox_sql_key;
 
-enum { ODBOX_SQL_FIND_IDS = 1, ODBOX_SQL_INSERT, ODBOX_SQL_UPDATE, ODBOX_SQL_EVENTS, ODBOX_SQL_JOINED };
+enum {
+    ODBOX_SQL_FIND_IDS = 1, ODBOX_SQL_INSERT, ODBOX_SQL_UPDATE, ODBOX_SQL_EVENTS, ODBOX_SQL_JOINED,
+    ODBOX_SQL_IDEM_FIND, ODBOX_SQL_IDEM_CLAIM /* idempotency.c */
+};
 
 void odbox_sql_key_init(odbox_sql_key *k, int op, size_t count);
 /* Adds a part: a small tag (a type, a kind) and a name (may be NULL). */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "action_internal.h"
+#include "idempotency.h"
 #include "odbox/dialect.h"
 #include "odbox/uuid.h"
 
@@ -30,10 +31,14 @@
  * more inserted rows take a transaction. */
 #define MAX_GUARDED_ITEMS 32
 
+/* The idempotency key's INSERT as a part (idempotency.h), beside
+ * ODBOX_SQL_INSERT, _UPDATE and _EVENTS. */
+#define PART_KEY ODBOX_SQL_IDEM_CLAIM
+
 /* One statement's worth of a shard's writes: rows of one model type to
  * insert or update, or event rows. */
 typedef struct part {
-    int op;                          /* ODBOX_SQL_INSERT, _UPDATE or _EVENTS */
+    int op;                          /* ODBOX_SQL_INSERT, _UPDATE, _EVENTS or PART_KEY */
     const odbox_model_type *t;       /* NULL for events */
     odbox_model **models;            /* the plan's copies */
     const staged_event **events;     /* a NULL entry is the sentinel */
@@ -46,6 +51,7 @@ typedef struct shard_writes {
     part *parts;
     size_t nparts;
     size_t updated_rows;
+    part key; /* n 1 when the run has an idempotency key, else 0 */
     odbox_model **models;
     const staged_event **events;
 } shard_writes;
@@ -96,6 +102,7 @@ static int collect(const run *rn, odbox_shard *shard, shard_writes *w, odbox_err
     if (ne == 0)
         w->events[ne++] = NULL; /* the sentinel: model and event columns NULL */
     w->parts[w->nparts++] = (part){ODBOX_SQL_EVENTS, NULL, NULL, w->events, ne};
+    w->key = (part){PART_KEY, NULL, NULL, NULL, rn->key ? 1 : 0};
     return ODBOX_OK;
 }
 
@@ -227,6 +234,9 @@ static int write_in_transaction(const run *rn, odbox_conn *c, odbox_shard *shard
         return rc;
     int64_t completion = odbox_now_us();
     const part *ev = &w->parts[w->nparts - 1];
+    if (rn->key) /* first: a concurrent holder of the key makes this wait here */
+        rc = odbox_idem_claim(c, odbox_shard_eventlog(shard), rn->ns, rn->key, rn->params_sha256, rn->action_id,
+                              rn->result_json, completion, rn->key_taken, err);
     for (size_t i = 0; i + 1 < w->nparts && rc == ODBOX_OK; i++) {
         const part *p = &w->parts[i];
         rc = p->op == ODBOX_SQL_INSERT ? odbox_repo_insert(c, p->t, p->models, p->n, err)
@@ -264,7 +274,7 @@ static size_t plan_items(const odbox_dialect *d, const run *rn, const shard_writ
 {
     if (!d->join_writes_sql || rn->hook || w->updated_rows > 1)
         return 0;
-    size_t params = 0, inserted = 0;
+    size_t params = ODBOX_IDEM_CLAIM_PARAMS * w->key.n, inserted = w->key.n;
     for (size_t i = 0; i < w->nparts; i++) {
         const part *p = &w->parts[i];
         size_t per = EVENT_PARAMS;
@@ -279,6 +289,8 @@ static size_t plan_items(const odbox_dialect *d, const run *rn, const shard_writ
         return 0;
     size_t n = 0;
     if (!*guarded) {
+        if (w->key.n)
+            items[n++] = (item){&w->key, 0, 1};
         for (size_t i = 0; i < w->nparts; i++)
             items[n++] = (item){&w->parts[i], 0, w->parts[i].n};
         return n;
@@ -286,6 +298,8 @@ static size_t plan_items(const odbox_dialect *d, const run *rn, const shard_writ
     for (size_t i = 0; i < w->nparts; i++)
         if (w->parts[i].op == ODBOX_SQL_UPDATE)
             items[n++] = (item){&w->parts[i], 0, 1};
+    if (w->key.n) /* depends on the UPDATE too: a stale version spends no key */
+        items[n++] = (item){&w->key, 0, 1};
     for (size_t i = 0; i < w->nparts; i++)
         for (size_t r = 0; w->parts[i].op == ODBOX_SQL_INSERT && r < w->parts[i].n; r++)
             items[n++] = (item){&w->parts[i], r, 1};
@@ -322,9 +336,13 @@ static int joined_sql(const odbox_dialect *d, odbox_shard *shard, const item *it
     for (size_t i = 0; i < n && rc == ODBOX_OK; i++) {
         const part *p = items[i].p;
         int select_form = guarded && p->op != ODBOX_SQL_UPDATE;
-        rc = p->op == ODBOX_SQL_EVENTS
-                 ? events_sql(d, odbox_shard_eventlog(shard), items[i].n, select_form, &stmts[i], err)
-                 : odbox_repo_write_sql(d, p->t, p->op, items[i].n, select_form, &stmts[i], err);
+        const char *eventlog = odbox_shard_eventlog(shard);
+        if (p->op == ODBOX_SQL_EVENTS)
+            rc = events_sql(d, eventlog, items[i].n, select_form, &stmts[i], err);
+        else if (p->op == PART_KEY)
+            rc = odbox_idem_claim_sql(d, eventlog, select_form, &stmts[i], err);
+        else
+            rc = odbox_repo_write_sql(d, p->t, p->op, items[i].n, select_form, &stmts[i], err);
     }
     if (rc == ODBOX_OK)
         rc = d->join_writes_sql(d, (const char *const *)stmts, n, guarded, out, err);
@@ -356,6 +374,11 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
             rc = bind_events(s, &idx, rn, p->events + items[i].first, items[i].first, items[i].n, completion, err);
             continue;
         }
+        if (p->op == PART_KEY) {
+            rc = odbox_idem_claim_bind(s, &idx, rn->ns, rn->key, rn->params_sha256, rn->action_id, rn->result_json,
+                                       completion, err);
+            continue;
+        }
         odbox_model **m = p->models + items[i].first;
         if (p->op == ODBOX_SQL_UPDATE && p->t->kind == ODBOX_KIND_MODEL)
             for (size_t r = 0; r < items[i].n; r++)
@@ -364,6 +387,8 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
     }
     if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) != ODBOX_OK)
         rc = odbox_commit_failed(rc, err); /* autocommit: the statement was the commit */
+    if (rc == ODBOX_EUNIQUE && rn->key)
+        *rn->key_taken = 1; /* or a domain row's conflict: the executor reads the key to tell */
     if (rc == ODBOX_OK) {
         /* the count of the last statement, the events INSERT: all its
          * rows, or none when the guarded UPDATE matched no row. Any other
@@ -430,7 +455,7 @@ int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err)
     odbox_conn *c = NULL;
     item *items = NULL;
     if ((rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK) {
-        size_t rows = 0;
+        size_t rows = w.key.n;
         for (size_t i = 0; i < w.nparts; i++)
             rows += w.parts[i].n;
         int guarded = 0;

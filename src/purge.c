@@ -40,6 +40,9 @@ static int options_ok(const odbox_purge_options *o, odbox_error *err)
     if (o->older_than_us <= 0 || o->older_than_us > MAX_DURATION_US)
         return odbox_fail(err, ODBOX_EINVAL, "purge: older_than_us %lld is not in 1 us .. 100 years",
                           (long long)o->older_than_us);
+    if (o->keys_older_than_us < 0 || o->keys_older_than_us > MAX_DURATION_US)
+        return odbox_fail(err, ODBOX_EINVAL, "purge: keys_older_than_us %lld is not in 0 (7 days) .. 100 years",
+                          (long long)o->keys_older_than_us);
     if (o->batch_size < 0 || o->batch_size > MAX_BATCH)
         return odbox_fail(err, ODBOX_EINVAL, "purge: a batch of %d rows (1..%d, 0: %d)", o->batch_size, MAX_BATCH,
                           DEFAULT_BATCH);
@@ -62,7 +65,7 @@ static int stopping(const purge_stop *st) { return st && st->now(st->ud); }
  * both to order them. The guard is what a row must still be when it is
  * deleted: one requeued meanwhile stays. An undelivered event with a
  * type is never touched. */
-enum { NOTIFICATIONS, EVENTS, SENTINELS };
+enum { NOTIFICATIONS, EVENTS, SENTINELS, KEYS };
 
 static const struct pass {
     int what;
@@ -83,6 +86,9 @@ static const struct pass {
      * IS NULL */
     {SENTINELS, "delivered = FALSE AND event_type IS NULL AND event_date < ?", "",
      "delivered = FALSE AND event_type IS NULL"},
+    /* idempotency keys (V11): idempotency_keys_created; a key is written
+     * once and never changed */
+    {KEYS, "created_date < ?", " ORDER BY created_date", "1 = 1"},
 };
 
 /* DELETEs of at most batch rows of pass p (cutoff bound first) until one
@@ -112,22 +118,26 @@ static int delete_batches(odbox_conn *c, const char *table, const struct pass *p
     return rc;
 }
 
-static int purge_shard(const odbox_shard *sh, int64_t cutoff, int batch, const purge_stop *st, odbox_purge_result *res,
-                       odbox_error *err)
+static int purge_shard(const odbox_shard *sh, int64_t cutoff, int64_t keys_cutoff, int batch, const purge_stop *st,
+                       odbox_purge_result *res, odbox_error *err)
 {
     odbox_conn *c = NULL;
-    char notifications[ODBOX_NAME_MAX * 2 + 32], events[ODBOX_NAME_MAX * 2 + 32];
+    char notifications[ODBOX_NAME_MAX * 2 + 32], events[ODBOX_NAME_MAX * 2 + 32], keys[ODBOX_NAME_MAX * 2 + 32];
     int rc = odbox_ops_connect(sh, "event_notifications", &c, notifications, sizeof notifications, err);
     if (rc != ODBOX_OK)
         return rc;
     odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "events", events, sizeof events);
+    odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "idempotency_keys", keys,
+                                 sizeof keys);
     for (size_t i = 0; rc == ODBOX_OK && i < sizeof passes / sizeof passes[0] && !(i && stopping(st)); i++) {
         const struct pass *p = &passes[i];
         int64_t *removed = p->what == NOTIFICATIONS ? &res->notifications
                            : p->what == EVENTS      ? &res->events
+                           : p->what == KEYS        ? &res->keys
                                                     : &res->sentinels;
-        rc = delete_batches(c, p->what == NOTIFICATIONS ? notifications : events, p, cutoff, batch, st, removed,
-                            &res->batches, err);
+        const char *table = p->what == NOTIFICATIONS ? notifications : p->what == KEYS ? keys : events;
+        rc = delete_batches(c, table, p, p->what == KEYS ? keys_cutoff : cutoff, batch, st, removed, &res->batches,
+                            err);
     }
     odbox_ops_release(sh, &c);
     return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
@@ -145,7 +155,8 @@ static int purge(const odbox_registry *r, const odbox_purge_options *o, int64_t 
     for (; done < ns && rc == ODBOX_OK && !stopping(st); done++) {
         const odbox_shard *sh = odbox_ops_shard_at(r, o->shard, done);
         res[done].shard = odbox_shard_get_id(sh);
-        rc = purge_shard(sh, now - o->older_than_us, batch, st, &res[done], err);
+        int64_t keys = o->keys_older_than_us ? o->keys_older_than_us : ODBOX_PURGE_KEYS_DEFAULT_US;
+        rc = purge_shard(sh, now - o->older_than_us, now - keys, batch, st, &res[done], err);
     }
     *results = res;
     *n = done;
@@ -196,10 +207,10 @@ static int run_job(odbox_job_context *ctx, void *user, odbox_error *err)
     int rc = purge(pj->r, &pj->o, odbox_job_context_now_us(ctx), &st, &res, &n, err);
     for (size_t i = 0; i < n; i++)
         odbox_log(ODBOX_LOG_INFO,
-                  "purge: shard %d.%d: removed %lld notification(s), %lld event(s) and %lld sentinel row(s) "
-                  "in %lld batch(es)",
+                  "purge: shard %d.%d: removed %lld notification(s), %lld event(s), %lld sentinel row(s) and "
+                  "%lld idempotency key(s) in %lld batch(es)",
                   res[i].shard.group, res[i].shard.member, (long long)res[i].notifications, (long long)res[i].events,
-                  (long long)res[i].sentinels, (long long)res[i].batches);
+                  (long long)res[i].sentinels, (long long)res[i].keys, (long long)res[i].batches);
     if (rc == ODBOX_OK && job_stopping(ctx))
         odbox_log(ODBOX_LOG_INFO, "purge: stopped early (shutdown or a late heartbeat); the next run goes on");
     odbox_purge_results_free(&res);

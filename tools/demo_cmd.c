@@ -204,7 +204,7 @@ static int run_actions(demo *d, odbox_error *err)
             return rc;
         count(d, rc, &reply);
         snprintf(d->ids[i], sizeof d->ids[i], "%s", reply.wallet.id);
-        if ((rc = wallet_deposit(d->exe, d->ids[i], 1000, NULL, &reply, err)) != ODBOX_OK)
+        if ((rc = wallet_deposit(d->exe, d->ids[i], 1000, NULL, NULL, &reply, err)) != ODBOX_OK)
             return rc;
         count(d, rc, &reply);
         d->balance[i] = 1000;
@@ -218,11 +218,11 @@ static int run_actions(demo *d, odbox_error *err)
         if (kind == 2 && d->balance[a] < amount)
             kind = 0;
         if (kind == 0)
-            rc = wallet_deposit(d->exe, d->ids[a], amount, NULL, &reply, err);
+            rc = wallet_deposit(d->exe, d->ids[a], amount, NULL, NULL, &reply, err);
         else if (kind == 1)
-            rc = wallet_withdraw(d->exe, d->ids[a], amount, NULL, &reply, err);
+            rc = wallet_withdraw(d->exe, d->ids[a], amount, NULL, NULL, &reply, err);
         else
-            rc = wallet_transfer(d->exe, d->ids[a], d->ids[b], amount, NULL, &reply, err);
+            rc = wallet_transfer(d->exe, d->ids[a], d->ids[b], amount, NULL, NULL, &reply, err);
         if (rc != ODBOX_OK)
             return rc;
         count(d, rc, &reply);
@@ -254,7 +254,7 @@ static int refused_withdrawal(demo *d, odbox_error *err)
         (rc = count_events(d, &d->refused_events_before, err)) != ODBOX_OK)
         return rc;
     d->refused_balance_before = v.balance;
-    rc = wallet_withdraw(d->exe, d->ids[0], v.balance + 1, NULL, &reply, &ignored);
+    rc = wallet_withdraw(d->exe, d->ids[0], v.balance + 1, NULL, NULL, &reply, &ignored);
     if (rc == ODBOX_OK || reply.refusal != WALLET_REFUSED_INSUFFICIENT)
         return odbox_error_set(err, ODBOX_EDB, "the withdrawal above the balance was not refused");
     d->refused++;
@@ -281,7 +281,7 @@ static void *race(void *arg)
     racer *x = arg;
     wallet_reply reply;
     pthread_barrier_wait(x->go);
-    x->rc = wallet_deposit(x->d->exe, x->d->ids[1], 5, x->cfg, &reply, &x->err);
+    x->rc = wallet_deposit(x->d->exe, x->d->ids[1], 5, NULL, x->cfg, &reply, &x->err);
     x->attempts = reply.attempts;
     return NULL;
 }

@@ -5,16 +5,19 @@
 
 const char usage_purge[] =
     "usage: odbox purge (--dsn DSN | --config FILE) --older-than DURATION [--batch N]\n"
-    "                   [--shard G.M] [--json]\n"
+    "                   [--keys-older-than DURATION] [--shard G.M] [--json]\n"
     "\n"
     "Deletes, on each shard, what the outbox is done with and is older than\n"
     "DURATION (30d, 12h, 90m, 3600s): finished notifications (SUCCEEDED, EXPIRED;\n"
     "by updated_date), delivered events and sentinel rows (an action's row without\n"
-    "events; by event_date). Never an undelivered event with a type, never a\n"
+    "events; by event_date), and idempotency keys older than the keys' window (by\n"
+    "created_date: such a key executes again). Never an undelivered event with a type, never a\n"
     "PENDING or FAILED notification. Each DELETE removes at most N rows and is its\n"
     "own transaction. Prints what it removed per shard and table.\n"
     "\n"
     "  --older-than DURATION  required: what is older than now - DURATION goes\n"
+    "  --keys-older-than DURATION  idempotency keys older than now - DURATION go\n"
+    "                         (default 7d, whatever --older-than says)\n"
     "  --batch N              rows per DELETE, 1..100000 (default 1000)\n"
     "  --shard G.M            one shard (default: every shard of the registry)\n"
     "\n"
@@ -31,6 +34,7 @@ static void report(const odbox_purge_result *res, size_t n, const cli *c, int ok
             json_object_object_add(o, "notifications", json_object_new_int64(res[i].notifications));
             json_object_object_add(o, "events", json_object_new_int64(res[i].events));
             json_object_object_add(o, "sentinels", json_object_new_int64(res[i].sentinels));
+            json_object_object_add(o, "keys", json_object_new_int64(res[i].keys));
             json_object_object_add(o, "batches", json_object_new_int64(res[i].batches));
             json_object_array_add(arr, o);
         }
@@ -42,15 +46,16 @@ static void report(const odbox_purge_result *res, size_t n, const cli *c, int ok
         return;
     }
     for (size_t i = 0; i < n; i++)
-        printf("shard %d.%d: removed %lld notification(s), %lld event(s), %lld sentinel row(s) in %lld batch(es)\n",
+        printf("shard %d.%d: removed %lld notification(s), %lld event(s), %lld sentinel row(s), %lld idempotency "
+               "key(s) in %lld batch(es)\n",
                res[i].shard.group, res[i].shard.member, (long long)res[i].notifications, (long long)res[i].events,
-               (long long)res[i].sentinels, (long long)res[i].batches);
+               (long long)res[i].sentinels, (long long)res[i].keys, (long long)res[i].batches);
 }
 
 int cmd_purge(int argc, char **argv)
 {
-    const char *older = NULL, *batch = NULL;
-    const ops_opt opts[] = {{"older-than", &older}, {"batch", &batch}, {NULL, NULL}};
+    const char *older = NULL, *batch = NULL, *keys = NULL;
+    const ops_opt opts[] = {{"older-than", &older}, {"batch", &batch}, {"keys-older-than", &keys}, {NULL, NULL}};
     cli c;
     odbox_registry *r = NULL;
     odbox_shard *shard = NULL;
@@ -64,6 +69,8 @@ int cmd_purge(int argc, char **argv)
         fprintf(stderr, "odbox: purge wants --older-than DURATION (e.g. 30d)\n"), u = EXIT_USAGE;
     else if (odbox_duration_parse(older, &o.older_than_us, &err) != ODBOX_OK)
         fprintf(stderr, "odbox: --older-than: %s\n", err.message), u = EXIT_USAGE;
+    else if (keys && odbox_duration_parse(keys, &o.keys_older_than_us, &err) != ODBOX_OK)
+        fprintf(stderr, "odbox: --keys-older-than: %s\n", err.message), u = EXIT_USAGE;
     else if (batch)
         u = ops_number("batch", batch, 100000, &b);
     odbox_purge_result *res = NULL;

@@ -76,7 +76,12 @@ static const char usage_retries[] =
     "  --retries N        re-run the action up to N times when a wallet changed\n"
     "                     concurrently (100 ms apart; default 1)\n";
 
-enum { OPT_RETRIES = 1, OPT_SHARD = 2, OPT_CROSS = 4, OPT_MIGRATIONS = 8, OPT_WORKER = 16 };
+static const char usage_key[] =
+    "  --key K            an idempotency key (1..255 bytes, e.g. a request id): a\n"
+    "                     second call with K prints the first one's result and\n"
+    "                     writes nothing; K with other values: exit 2\n";
+
+enum { OPT_RETRIES = 1, OPT_SHARD = 2, OPT_CROSS = 4, OPT_MIGRATIONS = 8, OPT_WORKER = 16, OPT_KEY = 32 };
 
 typedef struct opts {
     const char *dsn;
@@ -84,6 +89,7 @@ typedef struct opts {
     const char *eventlog;
     const char *migrations;
     const char *shard;
+    const char *key; /* --key: idempotency key, NULL: none */
     int retries; /* -1: executor default */
     int allow_cross_shard;
     int json;
@@ -143,7 +149,7 @@ static int exit_code(int rc)
 {
     switch (rc) {
     case ODBOX_OK: return 0;
-    case ODBOX_EINVAL: return EXIT_USAGE;
+    case ODBOX_EINVAL: case ODBOX_EUNIQUE: return EXIT_USAGE; /* EUNIQUE: --key used with other values */
     case ODBOX_ECONNECT: case ODBOX_ECONNLOST: return EXIT_CONNECT;
     case ODBOX_ESTALE: return EXIT_STALE;
     case ODBOX_ECROSSSHARD: return EXIT_CROSS_SHARD;
@@ -221,6 +227,8 @@ static void print_help(const command *c, FILE *f)
     fputs(usage_common, f);
     if (c->allowed & OPT_RETRIES)
         fputs(usage_retries, f);
+    if (c->allowed & OPT_KEY)
+        fputs(usage_key, f);
 }
 
 typedef struct option_def {
@@ -235,7 +243,7 @@ static const option_def option_defs[] = {
     {"shard", 1, OPT_SHARD}, {"allow-cross-shard", 0, OPT_CROSS}, {"migrations", 1, OPT_MIGRATIONS},
     {"for", 1, OPT_WORKER}, {"until-idle", 0, OPT_WORKER}, {"timeout", 1, OPT_WORKER},
     {"fail-rate", 1, OPT_WORKER}, {"backoff-ms", 1, OPT_WORKER}, {"poll-ms", 1, OPT_WORKER},
-    {"heartbeat-ms", 1, OPT_WORKER}, {"workers", 1, OPT_WORKER},
+    {"heartbeat-ms", 1, OPT_WORKER}, {"workers", 1, OPT_WORKER}, {"key", 1, OPT_KEY},
 };
 
 /* Options may come anywhere; "--" ends them. A lone "-5" is an argument
@@ -295,6 +303,7 @@ static int parse(const command *c, int argc, char **argv, opts *o)
         else if (!strcmp(d->name, "poll-ms")) o->poll_ms = value;
         else if (!strcmp(d->name, "heartbeat-ms")) o->heartbeat_ms = value;
         else if (!strcmp(d->name, "workers")) o->workers = value;
+        else if (!strcmp(d->name, "key")) o->key = value;
         else if (!strcmp(d->name, "retries")) {
             int64_t n = 0;
             if (strcmp(value, "0") && (parse_amount(value, &n) || n > 1000))
@@ -392,6 +401,7 @@ static int print_result(const opts *o, const wallet_reply *reply, int transfer)
         json_object_object_add(j, "ok", json_object_new_boolean(1));
         json_object_object_add(j, "action_id", json_object_new_string(reply->action_id));
         json_object_object_add(j, "attempts", json_object_new_int(reply->attempts));
+        json_object_object_add(j, "replayed", json_object_new_boolean(reply->replayed));
         if (transfer) {
             json_object_object_add(j, "from", view_json(&reply->wallet));
             json_object_object_add(j, "to", view_json(&reply->other));
@@ -517,8 +527,8 @@ static int act_money(const opts *o, odbox_executor *exe, const odbox_exec_config
     parse_id(o->args[0], id);
     parse_amount(o->args[1], &amount);
     wallet_reply reply;
-    int rc = deposit ? wallet_deposit(exe, id, amount, cfg, &reply, err)
-                     : wallet_withdraw(exe, id, amount, cfg, &reply, err);
+    int rc = deposit ? wallet_deposit(exe, id, amount, o->key, cfg, &reply, err)
+                     : wallet_withdraw(exe, id, amount, o->key, cfg, &reply, err);
     snprintf(what, sizeof what, "wallet %s", id);
     return rc == ODBOX_OK ? print_result(o, &reply, 0) : action_failed(o, &reply, err, what);
 }
@@ -557,7 +567,7 @@ static int act_transfer(const opts *o, odbox_registry *r, odbox_executor *exe, c
     parse_id(o->args[1], to);
     parse_amount(o->args[2], &amount);
     wallet_reply reply;
-    if (wallet_transfer(exe, from, to, amount, cfg, &reply, err) == ODBOX_OK)
+    if (wallet_transfer(exe, from, to, amount, o->key, cfg, &reply, err) == ODBOX_OK)
         return print_result(o, &reply, 1);
     return action_failed(o, &reply, err, "a wallet of the transfer");
 }
@@ -707,18 +717,18 @@ static const command commands[] = {
     {"deposit", "deposit ID AMOUNT [options]",
      "Adds AMOUNT to the balance (event WalletMoneyDepositedEvent); prints the\n"
      "new balance and version.\n",
-     2, OPT_RETRIES, cmd_deposit},
+     2, OPT_RETRIES | OPT_KEY, cmd_deposit},
     {"withdraw", "withdraw ID AMOUNT [options]",
      "Takes AMOUNT from the balance (event WalletMoneyWithdrawnEvent); refused with\n"
      "exit code 5 when the balance is smaller.\n",
-     2, OPT_RETRIES, cmd_withdraw},
+     2, OPT_RETRIES | OPT_KEY, cmd_withdraw},
     {"transfer", "transfer FROM TO AMOUNT [--allow-cross-shard] [options]",
      "Moves AMOUNT from FROM to TO (events WalletTransferSentEvent on FROM,\n"
      "WalletTransferReceivedEvent on TO), both in one action.\n"
      "  --allow-cross-shard  allow wallets on different shards (one transaction\n"
      "                     per shard: not atomic across them; exit 8 if only\n"
      "                     some committed)\n",
-     3, OPT_RETRIES | OPT_CROSS, cmd_transfer},
+     3, OPT_RETRIES | OPT_CROSS | OPT_KEY, cmd_transfer},
     {"show", "show ID [options]", "Prints the wallet's balance and version.\n", 1, 0, cmd_show},
     {"worker", "worker [--until-idle [--timeout S] | --for S] [--fail-rate P] [options]",
      "Runs the fan-out and handling jobs with two handlers until SIGINT or SIGTERM\n"

@@ -259,17 +259,19 @@ static const odbox_action transfer_action = {.name = "WalletTransferAction", .pe
 /* ---- running them ------------------------------------------------------------- */
 
 /* Runs proto with reply as its user data; takes params. */
-static int run(odbox_executor *exe, const odbox_action *proto, json_object *params, const odbox_exec_config *cfg,
-               wallet_reply *reply, odbox_error *err)
+static int run(odbox_executor *exe, const odbox_action *proto, json_object *params, const char *key,
+               const odbox_exec_config *cfg, wallet_reply *reply, odbox_error *err)
 {
     odbox_action a = *proto;
     odbox_result res;
     memset(reply, 0, sizeof *reply);
     memset(&res, 0, sizeof res);
     a.user = reply;
-    int rc = odbox_execute(exe, &a, params, cfg, &res, err);
+    int rc = key ? odbox_execute_keyed(exe, &a, params, key, cfg, &res, err)
+                 : odbox_execute(exe, &a, params, cfg, &res, err);
     snprintf(reply->action_id, sizeof reply->action_id, "%s", res.action_id);
     reply->attempts = res.attempts;
+    reply->replayed = res.replayed;
     if (rc == ODBOX_OK && res.value) {
         json_object *from, *to;
         if (json_object_object_get_ex(res.value, "from", &from) && json_object_object_get_ex(res.value, "to", &to)) {
@@ -292,7 +294,7 @@ int wallet_open(odbox_executor *exe, const char *owner, odbox_shard_id shard, co
     json_object *p = json_object_new_object();
     json_object_object_add(p, "owner", json_object_new_string(owner));
     json_object_object_add(p, "shard", json_object_new_string(text));
-    return run(exe, &open_action, p, cfg, reply, err);
+    return run(exe, &open_action, p, NULL, cfg, reply, err);
 }
 
 static json_object *money_params(const char *id, int64_t amount)
@@ -303,26 +305,26 @@ static json_object *money_params(const char *id, int64_t amount)
     return p;
 }
 
-int wallet_deposit(odbox_executor *exe, const char *id, int64_t amount, const odbox_exec_config *cfg,
+int wallet_deposit(odbox_executor *exe, const char *id, int64_t amount, const char *key, const odbox_exec_config *cfg,
                    wallet_reply *reply, odbox_error *err)
 {
-    return run(exe, &deposit_action, money_params(id, amount), cfg, reply, err);
+    return run(exe, &deposit_action, money_params(id, amount), key, cfg, reply, err);
 }
 
-int wallet_withdraw(odbox_executor *exe, const char *id, int64_t amount, const odbox_exec_config *cfg,
-                    wallet_reply *reply, odbox_error *err)
+int wallet_withdraw(odbox_executor *exe, const char *id, int64_t amount, const char *key,
+                    const odbox_exec_config *cfg, wallet_reply *reply, odbox_error *err)
 {
-    return run(exe, &withdraw_action, money_params(id, amount), cfg, reply, err);
+    return run(exe, &withdraw_action, money_params(id, amount), key, cfg, reply, err);
 }
 
-int wallet_transfer(odbox_executor *exe, const char *from, const char *to, int64_t amount,
+int wallet_transfer(odbox_executor *exe, const char *from, const char *to, int64_t amount, const char *key,
                     const odbox_exec_config *cfg, wallet_reply *reply, odbox_error *err)
 {
     json_object *p = json_object_new_object();
     json_object_object_add(p, "from", json_object_new_string(from));
     json_object_object_add(p, "to", json_object_new_string(to));
     json_object_object_add(p, "amount", json_object_new_int64(amount));
-    return run(exe, &transfer_action, p, cfg, reply, err);
+    return run(exe, &transfer_action, p, key, cfg, reply, err);
 }
 
 int wallet_find(odbox_registry *r, const char *id, wallet_view *out, odbox_error *err)

@@ -50,6 +50,7 @@ typedef struct wallet_reply {
     wallet_refusal refusal;
     char action_id[ODBOX_UUID_LEN + 1];
     int attempts;
+    int replayed; /* the key had executed: its first outcome, nothing written */
 } wallet_reply;
 
 /* An executor in WALLET_NAMESPACE with the wallet model and event types
@@ -57,14 +58,16 @@ typedef struct wallet_reply {
 int wallet_executor_open(odbox_registry *r, const odbox_exec_config *defaults, odbox_executor **out,
                          odbox_error *err);
 
-/* The actions. cfg may be NULL (the executor's defaults). */
+/* The actions. cfg may be NULL (the executor's defaults). key (deposit,
+ * withdraw, transfer; NULL: none) is an idempotency key: a second call
+ * with it returns the first one's reply (odbox_execute_keyed). */
 int wallet_open(odbox_executor *exe, const char *owner, odbox_shard_id shard, const odbox_exec_config *cfg,
                 wallet_reply *reply, odbox_error *err);
-int wallet_deposit(odbox_executor *exe, const char *id, int64_t amount, const odbox_exec_config *cfg,
+int wallet_deposit(odbox_executor *exe, const char *id, int64_t amount, const char *key, const odbox_exec_config *cfg,
                    wallet_reply *reply, odbox_error *err);
-int wallet_withdraw(odbox_executor *exe, const char *id, int64_t amount, const odbox_exec_config *cfg,
-                    wallet_reply *reply, odbox_error *err);
-int wallet_transfer(odbox_executor *exe, const char *from, const char *to, int64_t amount,
+int wallet_withdraw(odbox_executor *exe, const char *id, int64_t amount, const char *key,
+                    const odbox_exec_config *cfg, wallet_reply *reply, odbox_error *err);
+int wallet_transfer(odbox_executor *exe, const char *from, const char *to, int64_t amount, const char *key,
                     const odbox_exec_config *cfg, wallet_reply *reply, odbox_error *err);
 
 /* Reads one wallet from its shard's primary (ODBOX_ENOTFOUND when absent). */

@@ -125,6 +125,9 @@ typedef struct odbox_result {
     int ncommitted;
     odbox_shard_id failed_shard;
     int has_failed_shard;
+    /* odbox_execute_keyed: 1 when the key had executed already and res
+     * is that execution's outcome (action_id, value), perform not run */
+    int replayed;
 } odbox_result;
 
 /* Releases res->value and zeroes res. */
@@ -173,6 +176,30 @@ void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud);
  * retried once a shard has, or may have, committed. */
 int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *params,
                   const odbox_exec_config *cfg, odbox_result *res, odbox_error *err);
+
+/* As odbox_execute, once per idempotency key within the executor's
+ * namespace. key: 1..255 bytes, no control characters (else
+ * ODBOX_EINVAL), e.g. an HTTP request id. The key is written with the
+ * action's rows and events, first in their transaction, and spent only if
+ * they commit (a perform that fails, a stale version, a rollback leave it
+ * unspent). A key that has executed: perform does not run, nothing is
+ * written, and ODBOX_OK returns the first execution's outcome in res
+ * (its action_id, its result JSON in value, the default shard committed,
+ * replayed = 1); also when the two calls run at the same moment in
+ * different processes (the second waits on the key's unique index until
+ * the first commits). The same key with other params is ODBOX_EUNIQUE,
+ * nothing written: params are "the same" when their JSON text, as json-c
+ * writes it (JSON_C_TO_STRING_PLAIN), has the same SHA-256; so key order
+ * matters. After ODBOX_EINDOUBT the same call again is safe: it returns
+ * the first outcome if that committed, else runs. A keyed action writes
+ * only on the registry's default shard, where keys are kept (else
+ * ODBOX_ECROSSSHARD, nothing written). Where the shard is written in one
+ * statement (see above), the key's INSERT is a part of it, made to depend
+ * on the UPDATE as the other rows are. Keys
+ * are kept until odbox_purge_run removes them (keys_older_than_us,
+ * default 7 days). Needs migration V11. Thread-safe as odbox_execute. */
+int odbox_execute_keyed(odbox_executor *exe, const odbox_action *action, json_object *params, const char *key,
+                        const odbox_exec_config *cfg, odbox_result *res, odbox_error *err);
 
 /* Sets *committed to 1 when the execution action_id committed on shard,
  * else 0: every execution that commits leaves at least one row (an event

@@ -148,7 +148,12 @@ typedef struct odbox_purge_options {
     int batch_size;           /* rows per DELETE, 1..100000; 0: 1000 */
     const odbox_shard *shard; /* NULL: every shard */
     const odbox_clock *clock; /* NULL: the system clock (the purge job uses its registry's) */
+    /* idempotency keys (odbox_execute_keyed) older than now - this go,
+     * by created_date; 0: ODBOX_PURGE_KEYS_DEFAULT_US (7 days) */
+    int64_t keys_older_than_us;
 } odbox_purge_options;
+
+#define ODBOX_PURGE_KEYS_DEFAULT_US (INT64_C(7) * 86400 * 1000000)
 
 /* What a purge removed from one shard. */
 typedef struct odbox_purge_result {
@@ -157,13 +162,15 @@ typedef struct odbox_purge_result {
     int64_t events;        /* delivered events, by event_date */
     int64_t sentinels;     /* sentinel rows (event_type NULL), by event_date */
     int64_t batches;       /* DELETE statements run */
+    int64_t keys;          /* idempotency keys, by created_date */
 } odbox_purge_result;
 
 /* Deletes, from each shard, the finished notifications (SUCCEEDED and
  * EXPIRED) whose updated_date, the delivered events whose event_date,
  * and the sentinel rows (event_type NULL: never delivered, as no handler
  * takes them, so they would pile up forever) whose event_date is older
- * than now - o->older_than_us. Never an undelivered event with a type
+ * than now - o->older_than_us, and the idempotency keys older than now -
+ * o->keys_older_than_us (a key forgotten so executes again). Never an undelivered event with a type
  * (it waits for a handler, or for one to appear and backfill it), never
  * a PENDING or FAILED notification. Each DELETE removes at most
  * batch_size rows, oldest first, and is its own transaction, so no lock

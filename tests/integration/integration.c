@@ -23,7 +23,7 @@ int main(void)
     }
     Suite *(*const suites[])(void) = {db_suite, migrate_suite, schema_suite, lock_suite, repo_suite, action_suite,
                                         persist_suite, shards_suite, owner_suite, tables_suite,
-                                        writers_suite, sqlite_suite, jobs_suite, jobs_cluster_suite, jobs_faults_suite, conn_suite,
+                                        writers_suite, idempotency_suite, sqlite_suite, jobs_suite, jobs_cluster_suite, jobs_faults_suite, conn_suite,
                                         commit_listeners_suite, wake_suite, notifications_suite, purge_suite,
                                         handlers_suite, handlers_names_suite, subscriptions_suite, handlers_jobs_suite, handlers_order_suite,
                                         handlers_overlap_suite, replica_suite, collation_suite, owntx_suite};

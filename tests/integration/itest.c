@@ -42,6 +42,8 @@ static const struct {
     {"sqlite", "connection_lost_while_idle", "SQLite has no server session for another connection to end"},
     {"sqlite", "commit_lost_is_in_doubt_and_never_retried",
      "SQLite has no server session for another connection to end"},
+    {"sqlite", "a_keyed_call_again_after_a_lost_commit_runs",
+     "SQLite has no server session for another connection to end"},
     {"sqlite", "eventlog_of_another_application_refused",
      "an eventlog's tables sit in its application's file, which no other application opens as its own "
      "(eventlog_belongs_to_its_file shows a copy and another file)"},

@@ -78,6 +78,7 @@ Suite *shards_suite(void);
 Suite *owner_suite(void);
 Suite *tables_suite(void);
 Suite *writers_suite(void);
+Suite *idempotency_suite(void);
 Suite *sqlite_suite(void);
 Suite *jobs_suite(void);
 Suite *jobs_cluster_suite(void);

@@ -401,14 +401,14 @@ START_TEST(changed_file_realigned)
 END_TEST
 
 typedef struct seen_versions {
-    char v[16][ODBOX_MIGRATION_VERSION_MAX];
+    char v[32][ODBOX_MIGRATION_VERSION_MAX];
     int n;
 } seen_versions;
 
 static void record_applying(void *ud, const odbox_migrate_event *ev)
 {
     seen_versions *s = ud;
-    if (ev->phase == ODBOX_MIGRATE_APPLYING && s->n < 16)
+    if (ev->phase == ODBOX_MIGRATE_APPLYING && s->n < 32)
         snprintf(s->v[s->n++], sizeof s->v[0], "%s", ev->version);
 }
 

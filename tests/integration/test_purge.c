@@ -55,9 +55,10 @@ START_TEST(purge_removes_only_what_is_done)
     odbox_error e = {0};
     ck_assert_msg(odbox_purge_run(f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_uint_eq(n, 2);
-    /* a batch for each finished state, delivered events and sentinels */
-    assert_result(&res[0], 0, 2, 1, 1, 4);
-    assert_result(&res[1], 1, 1, 2, 0, 4);
+    /* a batch for each finished state, delivered events, sentinels and
+     * idempotency keys */
+    assert_result(&res[0], 0, 2, 1, 1, 5);
+    assert_result(&res[1], 1, 1, 2, 0, 5);
     odbox_purge_results_free(&res);
     ck_assert_ptr_null(res);
 
@@ -73,15 +74,15 @@ START_TEST(purge_removes_only_what_is_done)
 
     /* again: nothing left to remove */
     ck_assert_int_eq(odbox_purge_run(f.r, &o, &res, &n, &e), ODBOX_OK);
-    assert_result(&res[0], 0, 0, 0, 0, 4);
-    assert_result(&res[1], 1, 0, 0, 0, 4);
+    assert_result(&res[0], 0, 0, 0, 0, 5);
+    assert_result(&res[1], 1, 0, 0, 0, 5);
     odbox_purge_results_free(&res);
     /* a day later, on shard 0.0 only: the one at the cutoff goes now */
     odbox_manual_clock_advance(m, DAY);
     o.shard = ofx_shard(&f, 0);
     ck_assert_int_eq(odbox_purge_run(f.r, &o, &res, &n, &e), ODBOX_OK);
     ck_assert_uint_eq(n, 1);
-    assert_result(&res[0], 0, 1, 1, 0, 4);
+    assert_result(&res[0], 0, 1, 1, 0, 5);
     odbox_purge_results_free(&res);
     ck_assert_int_eq(ofx_count(&f, 0, "events", "delivered = FALSE AND event_type IS NOT NULL"), 2);
     odbox_manual_clock_free(&m);
@@ -108,8 +109,8 @@ START_TEST(purge_in_batches)
     ck_assert_msg(odbox_purge_run(f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_uint_eq(n, 1);
     /* notifications 3 SUCCEEDED and 4 EXPIRED (a batch each), events
-     * 10 + 10 + 5, sentinels 10 + 10 + 0 */
-    assert_result(&res[0], 0, 7, 25, 20, 1 + 1 + 3 + 3);
+     * 10 + 10 + 5, sentinels 10 + 10 + 0, no idempotency keys (one) */
+    assert_result(&res[0], 0, 7, 25, 20, 1 + 1 + 3 + 3 + 1);
     odbox_purge_results_free(&res);
     ck_assert_int_eq(ofx_count(&f, 0, "events", "1 = 1"), 0);
     ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "1 = 1"), 0);

@@ -1,6 +1,6 @@
 /* odbox — unit tests: errors, SHA-256, SQL splitting and placeholders,
  * names and shard ids, the dialect table, multi-row SQL, migration file
- * names and versions. */
+ * names and versions, idempotency keys' input checks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 #include "sqlsplit.h"
 #include "dialects.h"
 #include "migrate_internal.h"
+#include "idempotency.h"
 #include "unit.h"
 
 START_TEST(error_names_are_distinct)
@@ -461,6 +462,58 @@ START_TEST(pool_rejects_bad_input_without_connecting)
 }
 END_TEST
 
+static int never_performed(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx, (void)params, (void)plan, (void)err;
+    (*(int *)user)++;
+    return ODBOX_OK;
+}
+
+/* Bad keys are refused before anything runs or connects. */
+START_TEST(idempotency_keys_refuse_bad_input)
+{
+    odbox_registry *r = NULL;
+    odbox_executor *exe = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_registry_open_dsn("postgresql://u@127.0.0.1:1/db", &r, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_executor_open("com.example.unit", r, NULL, &exe, &e), ODBOX_OK);
+    int calls = 0;
+    odbox_action a = {.name = "Never", .perform = never_performed, .user = &calls};
+    char long_key[300];
+    memset(long_key, 'k', sizeof long_key);
+    long_key[256] = '\0';
+    odbox_result res = {.attempts = 9};
+    ck_assert_int_eq(odbox_execute_keyed(exe, &a, NULL, long_key, NULL, &res, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "256 bytes (at most 255)"), "%s", e.message);
+    ck_assert_int_eq(res.attempts, 0);
+    ck_assert_int_eq(odbox_execute_keyed(exe, &a, NULL, "", NULL, &res, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "empty"), "%s", e.message);
+    ck_assert_int_eq(odbox_execute_keyed(exe, &a, NULL, NULL, NULL, &res, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_execute_keyed(exe, &a, NULL, "a\nb", NULL, &res, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "control character (byte 1)"), "%s", e.message);
+    ck_assert_int_eq(odbox_execute_keyed(NULL, &a, NULL, "ok", NULL, &res, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(calls, 0);
+    /* 255 bytes and any printable byte are a key */
+    long_key[255] = '\0';
+    ck_assert_int_eq(odbox_idem_key_check("t", long_key, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_idem_key_check("t", "req 7/\xc3\xa9", &e), ODBOX_OK);
+    /* "the same params": the same JSON text, so key order matters */
+    char h1[65], h2[65], h3[65];
+    odbox_idem_params_sha256("{\"a\":1,\"b\":2}", h1);
+    odbox_idem_params_sha256("{\"a\":1,\"b\":2}", h2);
+    odbox_idem_params_sha256("{\"b\":2,\"a\":1}", h3);
+    ck_assert_str_eq(h1, h2);
+    ck_assert_str_ne(h1, h3);
+    odbox_idem_outcome o = {.action_id = "0191e5a4-1111-7000-8000-000000000001"};
+    memcpy(o.params_sha256, h1, sizeof h1);
+    ck_assert_int_eq(odbox_idem_match(&o, "k", h2, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_idem_match(&o, "k", h3, &e), ODBOX_EUNIQUE);
+    ck_assert_msg(strstr(e.message, "'k' was used with other parameters"), "%s", e.message);
+    odbox_executor_free(&exe);
+    odbox_registry_free(&r);
+}
+END_TEST
+
 Suite *basics_suite(void)
 {
     Suite *s = suite_create("basics");
@@ -481,6 +534,7 @@ Suite *basics_suite(void)
     tcase_add_test(t, joined_writes_sql);
     tcase_add_test(t, sql_keys_tell_parts_apart);
     tcase_add_test(t, pool_rejects_bad_input_without_connecting);
+    tcase_add_test(t, idempotency_keys_refuse_bad_input);
     suite_add_tcase(s, t);
     return s;
 }

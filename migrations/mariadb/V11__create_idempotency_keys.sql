@@ -1,0 +1,23 @@
+-- Idempotency keys (docs/actions.md, Idempotency keys): a key executes
+-- once per namespace. The row is written in the transaction of the rows
+-- and events it stands for, first, so the unique (namespace, idem_key)
+-- makes a concurrent second caller wait for the first one and then fail
+-- on it. id is the action_id of the execution that spent the key (the
+-- id of the row: purge deletes by it), params_sha256 the SHA-256 (hex)
+-- of the params JSON text, result the result JSON of the action (NULL:
+-- none), created_date the UTC time of the writer: odbox purge removes
+-- rows older than its window.
+-- The key is compared byte by byte (VARBINARY), the namespace as odbox
+-- compares it (utf8mb4_bin).
+CREATE TABLE ${eventlog}.idempotency_keys (
+    id            CHAR(36)     CHARACTER SET ascii NOT NULL PRIMARY KEY,
+    namespace     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    idem_key      VARBINARY(255) NOT NULL,
+    params_sha256 CHAR(64)     CHARACTER SET ascii NOT NULL,
+    result        MEDIUMTEXT,
+    created_date  DATETIME(6)  NOT NULL,
+    UNIQUE (namespace, idem_key)
+);
+
+-- Purge: created_date < cutoff, oldest first.
+CREATE INDEX idempotency_keys_created ON ${eventlog}.idempotency_keys (created_date);

@@ -1,0 +1,158 @@
+/* odbox — idempotency keys (see idempotency.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "idempotency.h"
+#include "odbox/dialect.h"
+#include "odbox/registry.h"
+
+#define COLUMNS "id, namespace, idem_key, params_sha256, result, created_date"
+
+int odbox_idem_key_check(const char *what, const char *key, odbox_error *err)
+{
+    if (!key || !*key)
+        return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key is empty", what);
+    size_t n = strlen(key);
+    if (n > ODBOX_IDEM_KEY_MAX)
+        return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key is %zu bytes (at most %d)", what, n,
+                          ODBOX_IDEM_KEY_MAX);
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key has a control character (byte %d)", what,
+                              (int)(p - (const unsigned char *)key));
+    return ODBOX_OK;
+}
+
+void odbox_idem_params_sha256(const char *params_json, char out[65])
+{
+    odbox_sha256_hex(params_json, strlen(params_json), out);
+}
+
+void odbox_idem_outcome_clear(odbox_idem_outcome *o)
+{
+    if (!o)
+        return;
+    free(o->result);
+    memset(o, 0, sizeof *o);
+}
+
+static void table_name(odbox_conn *c, const char *eventlog, char *out, size_t cap)
+{
+    odbox_dialect_eventlog_table(odbox_conn_dialect(c), eventlog, "idempotency_keys", out, cap);
+}
+
+static int copy_text(odbox_stmt *s, int col, char *out, size_t cap, odbox_error *err)
+{
+    const char *v = NULL;
+    int is_null = 0;
+    int rc = odbox_stmt_get_text(s, col, &v, &is_null, err);
+    if (rc == ODBOX_OK && (is_null || strlen(v) >= cap))
+        rc = odbox_fail(err, ODBOX_EDB, "idempotency key: a stored row has a bad column %d", col);
+    if (rc == ODBOX_OK)
+        memcpy(out, v, strlen(v) + 1);
+    return rc;
+}
+
+int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const char *key, odbox_idem_outcome *out,
+                    int *found, odbox_error *err)
+{
+    memset(out, 0, sizeof *out);
+    *found = 0;
+    odbox_sql_key k;
+    odbox_sql_key_init(&k, ODBOX_SQL_IDEM_FIND, 1);
+    odbox_sql_key_add(&k, 0, eventlog);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &k, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
+        table_name(c, eventlog, table, sizeof table);
+        snprintf(sql, sizeof sql, "SELECT id, params_sha256, result FROM %s WHERE namespace = ? AND idem_key = ?",
+                 table);
+        rc = odbox_stmt_prepare_keyed(c, sql, &k, &s, err);
+    }
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, ns, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, key, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK)
+        rc = odbox_stmt_fetch(s, err);
+    if (rc == 1) {
+        const char *res = NULL;
+        int is_null = 0;
+        if ((rc = copy_text(s, 1, out->action_id, sizeof out->action_id, err)) == ODBOX_OK &&
+            (rc = copy_text(s, 2, out->params_sha256, sizeof out->params_sha256, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_get_text(s, 3, &res, &is_null, err)) == ODBOX_OK && !is_null &&
+            !(out->result = strdup(res)))
+            rc = odbox_fail(err, ODBOX_ENOMEM, "idempotency key: out of memory");
+        *found = rc == ODBOX_OK;
+    }
+    odbox_stmt_free(&s);
+    if (rc != ODBOX_OK) {
+        odbox_idem_outcome_clear(out);
+        odbox_error_prefix(err, rc, "reading idempotency key (is migration V11 applied?)");
+    }
+    return rc;
+}
+
+int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int select_form, char **out,
+                         odbox_error *err)
+{
+    static const char *const forms[ODBOX_IDEM_CLAIM_PARAMS] = {"?", "?", "?", "?", "?", "?"};
+    char table[ODBOX_NAME_MAX * 2 + 32];
+    odbox_dialect_eventlog_table(d, eventlog, "idempotency_keys", table, sizeof table);
+    char *source = odbox_sql_insert_source(1, forms, ODBOX_IDEM_CLAIM_PARAMS, select_form);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "INSERT INTO ", table, " (" COLUMNS ") ", source ? source : "", (char *)NULL);
+    b.oom |= !source;
+    free(source);
+    *out = odbox_buf_take(&b);
+    return *out ? ODBOX_OK : odbox_fail(err, ODBOX_ENOMEM, "idempotency key: out of memory");
+}
+
+int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *key, const char *params_sha256,
+                          const char *action_id, const char *result_json, int64_t now_us, odbox_error *err)
+{
+    int rc;
+    if ((rc = odbox_stmt_bind_text(s, (*idx)++, action_id, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_text(s, (*idx)++, ns, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_text(s, (*idx)++, key, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_text(s, (*idx)++, params_sha256, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_text(s, (*idx)++, result_json, err)) != ODBOX_OK)
+        return rc;
+    return odbox_stmt_bind_timestamp(s, (*idx)++, now_us, err);
+}
+
+int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const char *key, const char *params_sha256,
+                     const char *action_id, const char *result_json, int64_t now_us, int *taken, odbox_error *err)
+{
+    *taken = 0;
+    odbox_sql_key k;
+    odbox_sql_key_init(&k, ODBOX_SQL_IDEM_CLAIM, 1);
+    odbox_sql_key_add(&k, 0, eventlog);
+    odbox_stmt *s = NULL;
+    int idx = 1;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &k, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char *sql = NULL;
+        if ((rc = odbox_idem_claim_sql(odbox_conn_dialect(c), eventlog, 0, &sql, err)) == ODBOX_OK)
+            rc = odbox_stmt_prepare_keyed(c, sql, &k, &s, err);
+        free(sql);
+    }
+    if (rc == ODBOX_OK &&
+        (rc = odbox_idem_claim_bind(s, &idx, ns, key, params_sha256, action_id, result_json, now_us, err)) ==
+            ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    odbox_stmt_free(&s);
+    if (rc == ODBOX_EUNIQUE)
+        *taken = 1;
+    else if (rc != ODBOX_OK)
+        odbox_error_prefix(err, rc, "claiming idempotency key (is migration V11 applied?)");
+    return rc;
+}
+
+int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *params_sha256, odbox_error *err)
+{
+    if (!strcmp(o->params_sha256, params_sha256))
+        return ODBOX_OK;
+    return odbox_fail(err, ODBOX_EUNIQUE,
+                      "idempotency key '%.80s' was used with other parameters (by action_id %s; parameters are "
+                      "compared by the SHA-256 of their JSON text): refused, nothing written",
+                      key, o->action_id);
+}

@@ -1,0 +1,67 @@
+/* odbox — idempotency keys: "this key executes once per namespace".
+ *
+ * A key row in <eventlog>.idempotency_keys (migration V11), written in the
+ * same transaction as the rows and events it stands for, so the key is
+ * spent exactly when they commit. The unique (namespace, idem_key) decides
+ * between concurrent callers: a second INSERT waits on the first one's
+ * uncommitted row (PostgreSQL, MySQL/MariaDB; SQLite serialises writers)
+ * and fails with ODBOX_EUNIQUE once it commits, or goes through if it
+ * rolls back. Any writer that owns a transaction (the executor's persist,
+ * an own-transaction API) uses it so:
+ *   before its work:  odbox_idem_find (a plain read, no transaction):
+ *                     found -> odbox_idem_match, and return the stored outcome
+ *   first statement of the transaction: odbox_idem_claim
+ *                     taken -> roll back, odbox_idem_find + odbox_idem_match
+ * Not installed. */
+#ifndef ODBOX_IDEMPOTENCY_H
+#define ODBOX_IDEMPOTENCY_H
+
+#include <stdint.h>
+#include "internal.h"
+#include "odbox/dialect.h"
+
+#define ODBOX_IDEM_KEY_MAX 255
+
+/* ODBOX_EINVAL unless key is 1..255 bytes without control characters
+ * (bytes below 0x20, and 0x7f). what names the caller in the message. */
+int odbox_idem_key_check(const char *what, const char *key, odbox_error *err);
+
+/* "Same parameters": the SHA-256 (hex) of the params JSON as odbox writes
+ * it (json-c, JSON_C_TO_STRING_PLAIN): so key order and spacing matter. */
+void odbox_idem_params_sha256(const char *params_json, char out[65]);
+
+typedef struct odbox_idem_outcome {
+    char action_id[37];
+    char params_sha256[65];
+    char *result; /* the result JSON, or NULL: none (malloc'd) */
+} odbox_idem_outcome;
+
+void odbox_idem_outcome_clear(odbox_idem_outcome *o);
+
+/* Reads (ns, key) on c: *found 1 and *out filled, or 0. Outside or inside
+ * a transaction. */
+int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const char *key, odbox_idem_outcome *out,
+                    int *found, odbox_error *err);
+
+/* Inserts the key row in c's open transaction (created_date now_us).
+ * *taken 1 (and ODBOX_EUNIQUE) when (ns, key) exists: the caller rolls
+ * back and reads the winner's outcome. result_json may be NULL. */
+int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const char *key, const char *params_sha256,
+                     const char *action_id, const char *result_json, int64_t now_us, int *taken, odbox_error *err);
+
+/* The claim as a part of another statement (PostgreSQL's joined write):
+ * its INSERT (*out malloc'd; select_form: INSERT ... SELECT ?, ... that a
+ * WHERE can follow), and its ODBOX_IDEM_CLAIM_PARAMS parameters bound
+ * from *idx on. A unique violation of the joined statement may be the
+ * key's or a domain row's: odbox_idem_find tells. */
+#define ODBOX_IDEM_CLAIM_PARAMS 6
+int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int select_form, char **out,
+                         odbox_error *err);
+int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *key, const char *params_sha256,
+                          const char *action_id, const char *result_json, int64_t now_us, odbox_error *err);
+
+/* ODBOX_OK when the stored outcome was made with params_sha256, else
+ * ODBOX_EUNIQUE with a message naming the key and the first action id. */
+int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *params_sha256, odbox_error *err);
+
+#endif
