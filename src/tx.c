@@ -177,7 +177,11 @@ static int write_and_commit(odbox_tx *tx, odbox_hook_fn hook, void *hook_ud, odb
         return odbox_fail(err, ODBOX_ENOMEM, "tx commit: out of memory");
     for (size_t i = 0; i < tx->nevents; i++)
         rows[i] = &tx->events[i];
-    run rn = {odbox_executor_ns(tx->exe), &tx->action, tx->params_json, tx->action_id, tx->started_us, NULL, NULL, NULL};
+    run rn = {.ns = odbox_executor_ns(tx->exe),
+              .action = &tx->action,
+              .params_json = tx->params_json,
+              .action_id = tx->action_id,
+              .started_us = tx->started_us}; /* no key: a tx with one is refused at begin */
     size_t n = tx->nevents ? tx->nevents : 1;
     int rc = odbox_persist_events(&rn, tx->conn, tx->shard, rows, n, odbox_now_us(), err);
     if (rows != &sentinel)
