@@ -40,6 +40,8 @@
 #define DEFAULT_HANDLER_TIMEOUT_MS 300000
 #define DEFAULT_STOP_WAIT_MS 5000
 #define DEFAULT_EXECUTION_MAX_MS 60000
+/* how soon a round that lost a deadlock runs again (poll_ms when shorter) */
+#define DEADLOCK_RETRY_MS 20
 #define DEFAULT_REPLICA_MAX_LAG_MS 1000
 #define DEFAULT_SUBSCRIPTION_LIVE_MS 30000
 /* The default lease: handler_timeout_ms plus this, for the round's
@@ -457,6 +459,10 @@ static void *shard_main(void *arg)
         odbox_error e = {0};
         odbox_round_ctx rx = {.d = d, .ds = ds, .stop = &x->stop, .clock = d->clock};
         int rc = x->job == JOB_FANOUT ? odbox_fanout_round(&rx, &rd, &e) : odbox_handling_round(&rx, &rd, &e);
+        /* a round that lost a deadlock was rolled back whole: again soon */
+        int64_t wait_ms = d->cfg.poll_ms[x->job];
+        if (rc == ODBOX_EDEADLOCK && wait_ms > DEADLOCK_RETRY_MS)
+            wait_ms = DEADLOCK_RETRY_MS;
         pthread_mutex_lock(&d->mu);
         int was_failing = ds->failing[x->job];
         ds->failing[x->job] = rc != ODBOX_OK;
@@ -465,15 +471,15 @@ static void *shard_main(void *arg)
             odbox_dmetrics_round_error(d->metrics);
             /* one line per streak of failures, and one when it ends */
             if (!was_failing)
-                odbox_log(ODBOX_LOG_WARN, "delivery: %s round failed: %s; retrying every %d ms", d->job_name[x->job],
-                          e.message, d->cfg.poll_ms[x->job]);
+                odbox_log(ODBOX_LOG_WARN, "delivery: %s round failed: %s; retrying in %lld ms", d->job_name[x->job],
+                          e.message, (long long)wait_ms);
         } else if (was_failing) {
             odbox_log(ODBOX_LOG_INFO, "delivery: %s rounds on shard %d.%d work again", d->job_name[x->job],
                       ds->id.group, ds->id.member);
         }
         if (rc == ODBOX_OK && found_work(x->job, &rd))
             continue;
-        struct timespec until = odbox_mono_after(d->cfg.poll_ms[x->job]);
+        struct timespec until = odbox_mono_after(wait_ms);
         pthread_mutex_lock(&d->mu);
         while (!atomic_load(&x->stop) && !ds->pending[x->job] && !odbox_mono_passed(&until))
             pthread_cond_timedwait(&d->cv, &d->mu, &until);

@@ -25,6 +25,9 @@
 #include "notifications_internal.h"
 #include "registry_internal.h"
 
+/* an outcome UPDATE that loses a deadlock is run this many times at most */
+#define OUTCOME_TRIES 5
+
 /* ---- backoff ---------------------------------------------------------------------- */
 
 int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts)
@@ -150,6 +153,24 @@ static char *outcome_sql(const hround *h, int bucket, size_t n, int same_attempt
     return odbox_buf_take(&b);
 }
 
+/* Runs an outcome UPDATE. One that loses a deadlock (MariaDB: against a
+ * fan-out's INSERT into the same indexes) is run again, a few times,
+ * after a short nap: it runs alone (autocommit), so the deadlock rolled
+ * back nothing else, and giving up would leave its rows claimed until
+ * the lease ends (minutes). Inside a caller's transaction (a hook) the
+ * whole transaction is gone, so it is not repeated. */
+static int execute_outcome(hround *h, odbox_conn *conn, odbox_stmt *s, odbox_error *err)
+{
+    for (int attempt = 1;; attempt++) {
+        int rc = odbox_stmt_execute(s, err);
+        h->rd->statements++;
+        if (rc != ODBOX_EDEADLOCK || attempt == OUTCOME_TRIES || odbox_conn_in_transaction(conn))
+            return rc;
+        struct timespec nap = {0, attempt * 10 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+}
+
 /* One UPDATE for rows[0..n-1] of a bucket; *changed gets its row count. */
 static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, size_t n, int64_t post,
                         int64_t *changed, odbox_error *err)
@@ -184,8 +205,7 @@ static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, si
     if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_text(s, idx++, h->token, err);
     if (rc == ODBOX_OK) {
-        rc = odbox_stmt_execute(s, err);
-        h->rd->statements++;
+        rc = execute_outcome(h, conn, s, err);
         h->rd->updates += bucket != B_RELEASE;
     }
     if (rc == ODBOX_OK)

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <unistd.h>
 #include "test_handlers.h"
 
 static const odbox_event_type EV_A = {"OrderPlaced"};
@@ -629,6 +631,83 @@ START_TEST(outcomes_lost_with_their_connection_are_delivered_again)
 }
 END_TEST
 
+/* ---- an outcome UPDATE that loses a deadlock ------------------------------------------ */
+
+/* PostgreSQL: another session holds the row the outcome UPDATE waits for,
+ * then asks for the table in SHARE mode, which the UPDATE holds in ROW
+ * EXCLUSIVE mode. The UPDATE, waiting longer, is the one deadlock_timeout
+ * aborts. */
+typedef struct dl_probe {
+    hx *x;
+    const char *event;
+    odbox_conn *other, *watch;
+    pthread_t thread;
+    int started;
+} dl_probe;
+
+static void *dl_close_the_cycle(void *arg)
+{
+    dl_probe *p = arg;
+    for (int i = 0; i < 1000 && !itest_count(p->watch, "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type "
+                                                       "= 'Lock' AND query LIKE 'UPDATE %%event_notifications%%'");
+         i++)
+        usleep(10000); /* at most 10 s for the UPDATE to wait */
+    itest_exec(p->other, "LOCK TABLE %s.event_notifications IN SHARE MODE", p->x->f.ev[0]);
+    odbox_error e = {0};
+    odbox_conn_rollback(p->other, &e);
+    return NULL;
+}
+
+static int dl_hook(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
+                   const odbox_delivery_round *round)
+{
+    dl_probe *p = ud;
+    (void)s;
+    (void)conn;
+    if (at != ODBOX_DELIVERY_CALLS_DONE || round->job != ODBOX_DELIVERY_HANDLING || p->started)
+        return 0;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_conn_begin(p->other, &e), ODBOX_OK);
+    itest_exec(p->other, "UPDATE %s.event_notifications SET attempts = attempts WHERE event_id = '%s'", p->x->f.ev[0],
+               p->event);
+    ck_assert_int_eq(pthread_create(&p->thread, NULL, dl_close_the_cycle, p), 0);
+    p->started = 1;
+    return 0;
+}
+
+/* The outcome UPDATE that lost the deadlock ran alone, so it is run
+ * again: the row ends SUCCEEDED in this round rather than claimed until
+ * its lease ends (without the repeat the round failed with
+ * ODBOX_EDEADLOCK). */
+START_TEST(an_outcome_update_that_loses_a_deadlock_runs_again)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh ok;
+    hbeh_init(&ok, &x.rec, NULL);
+    char a[1][37];
+    dl_probe probe = {.x = &x, .event = a[0], .other = itest_connect(1), .watch = itest_connect(1)};
+    odbox_delivery_config cfg = {.hook = dl_hook, .hook_ud = &probe};
+    hx_deliver(&x, handlers_of(1, (const char *[]){"ok"}, (const char *[]){EV_A.name}, (hbeh *[]){&ok}), &cfg);
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, a);
+    hx_fanout(&x, 0);
+    odbox_delivery_round r;
+    odbox_error e = {0};
+    int rc = odbox_delivery_handling_round(x.d, hx_shard(&x, 0), &r, &e);
+    ck_assert(probe.started);
+    pthread_join(probe.thread, NULL);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(r.succeeded, 1);
+    /* the claim's read and UPDATE, and the outcome UPDATE twice */
+    ck_assert_int_eq(r.statements, 4);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "ok"), "SUCCEEDED");
+    ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NOT NULL"), 0);
+    odbox_conn_close(&probe.other);
+    odbox_conn_close(&probe.watch);
+    hx_close(&x);
+}
+END_TEST
+
 Suite *handlers_suite(void)
 {
     Suite *s = suite_create("handlers");
@@ -644,6 +723,7 @@ Suite *handlers_suite(void)
     tcase_add_test(tc, a_row_changed_meanwhile_keeps_the_newer_outcome);
     tcase_add_test(tc, outcomes_lost_before_their_write_are_delivered_again);
     tcase_add_test(tc, outcomes_lost_with_their_connection_are_delivered_again);
+    tcase_add_test(tc, an_outcome_update_that_loses_a_deadlock_runs_again);
     suite_add_tcase(s, tc);
     return s;
 }
