@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "action_internal.h"
+#include "idempotency.h"
 #include "registry_internal.h"
 #include "odbox/tx.h"
 #include "odbox/uuid.h"
@@ -30,6 +31,9 @@ struct odbox_tx {
     int64_t started_us;
     staged_event *events;
     size_t nevents, cap;
+    char *key;      /* the idempotency key, or NULL */
+    char sha[65];   /* the params' hash, with a key */
+    int replayed;   /* the key executed before: no connection, nothing to write */
 };
 
 static void tx_free(odbox_tx *tx)
@@ -44,14 +48,14 @@ static void tx_free(odbox_tx *tx)
     free(tx->events);
     free(tx->action_name);
     free(tx->params_json);
+    free(tx->key);
     free(tx);
 }
 
 static int check_config(const odbox_tx_config *cfg, odbox_error *err)
 {
-    if (cfg->idempotency_key)
-        return odbox_fail(err, ODBOX_EUNSUPPORTED, "tx begin: idempotency keys are not supported yet on own "
-                                                   "transactions; idempotency_key must be NULL");
+    if (cfg->idempotency_key && odbox_idem_key_check("tx begin", cfg->idempotency_key, err) != ODBOX_OK)
+        return ODBOX_EINVAL;
     if (cfg->action_name && !odbox_action_name_valid(cfg->action_name))
         return odbox_fail(err, ODBOX_EINVAL,
                           "tx begin: action name '%.80s' must be an identifier (dots allowed, at most 255)",
@@ -61,6 +65,59 @@ static int check_config(const odbox_tx_config *cfg, odbox_error *err)
     if (cfg->params && !json_object_is_type(cfg->params, json_type_object))
         return odbox_fail(err, ODBOX_EINVAL, "tx begin: params must be a JSON object");
     return ODBOX_OK;
+}
+
+/* With a key, found (before BEGIN) or taken (at the claim, by a
+ * transaction that committed meanwhile): tx becomes the replay of the
+ * first transaction, with its action id and no connection; other params
+ * are ODBOX_EUNIQUE. Called with tx->conn NULL. */
+static int replay_key(odbox_tx *tx, int *found, odbox_error *err)
+{
+    odbox_idem_outcome o;
+    *found = 0;
+    int rc = odbox_pool_acquire(tx->pool, &tx->conn, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_idem_find(tx->conn, odbox_shard_eventlog(tx->shard), odbox_executor_ns(tx->exe), tx->key, &o,
+                             found, err);
+    if (rc == ODBOX_OK && *found) {
+        if ((rc = odbox_idem_match(&o, tx->key, tx->sha, err)) == ODBOX_OK) {
+            memcpy(tx->action_id, o.action_id, sizeof tx->action_id);
+            tx->replayed = 1;
+        }
+        odbox_idem_outcome_clear(&o);
+    }
+    if (tx->conn && (rc != ODBOX_OK || *found))
+        odbox_pool_release(tx->pool, &tx->conn);
+    return rc;
+}
+
+/* A keyed begin, as a keyed action's (idempotency.h): the key's stored
+ * outcome first; else BEGIN and the key row as the first statement, so
+ * that the key is spent exactly when the transaction commits. Keys are
+ * kept on the default shard, as for actions. */
+static int keyed_begin(odbox_tx *tx, odbox_error *err)
+{
+    if (tx->shard != odbox_registry_default_shard(odbox_executor_registry(tx->exe)))
+        return odbox_fail(err, ODBOX_ECROSSSHARD, "tx begin: a transaction with an idempotency key runs only on the "
+                                                  "default shard, where its key is kept");
+    odbox_idem_params_sha256(tx->params_json, tx->sha);
+    int found = 0, taken = 0;
+    int rc = replay_key(tx, &found, err);
+    if (rc != ODBOX_OK || found)
+        return rc;
+    if ((rc = odbox_conn_begin(tx->conn, err)) == ODBOX_OK)
+        rc = odbox_idem_claim(tx->conn, odbox_shard_eventlog(tx->shard), odbox_executor_ns(tx->exe), tx->key, tx->sha,
+                              tx->action_id, NULL, tx->started_us, &taken, err);
+    if (rc == ODBOX_OK || !taken)
+        return rc;
+    odbox_error ignored;
+    odbox_conn_rollback(tx->conn, &ignored);
+    odbox_pool_release(tx->pool, &tx->conn);
+    if ((rc = replay_key(tx, &found, err)) == ODBOX_OK && !found) /* the winner's row went again: rare, retryable */
+        rc = odbox_fail(err, ODBOX_EDEADLOCK, "tx begin: idempotency key '%.80s' was taken and then released "
+                                              "by a concurrent transaction; begin again",
+                        tx->key);
+    return rc;
 }
 
 int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_config *cfg, odbox_tx **out,
@@ -101,7 +158,10 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
     else
         odbox_uuid_v4(tx->action_id);
     tx->started_us = odbox_now_us();
-    if ((rc = odbox_pool_acquire(tx->pool, &tx->conn, err)) == ODBOX_OK)
+    if (cfg->idempotency_key)
+        rc = (tx->key = strdup(cfg->idempotency_key)) ? keyed_begin(tx, err)
+                                                      : odbox_fail(err, ODBOX_ENOMEM, "tx begin: out of memory");
+    else if ((rc = odbox_pool_acquire(tx->pool, &tx->conn, err)) == ODBOX_OK)
         rc = odbox_conn_begin(tx->conn, err);
     if (rc != ODBOX_OK) {
         tx_free(tx);
@@ -113,6 +173,7 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
 
 odbox_conn *odbox_tx_conn(odbox_tx *tx) { return tx ? tx->conn : NULL; }
 const char *odbox_tx_action_id(const odbox_tx *tx) { return tx ? tx->action_id : NULL; }
+int odbox_tx_replayed(const odbox_tx *tx) { return tx ? tx->replayed : 0; }
 
 odbox_shard_id odbox_tx_shard(const odbox_tx *tx)
 {
@@ -141,6 +202,9 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
                   json_object *payload, odbox_error *err)
 {
     int rc = check_emit(tx, model_type, model_id, et, payload, err);
+    if (rc == ODBOX_OK && tx->replayed)
+        return odbox_fail(err, ODBOX_ESTATE, "tx emit: the transaction replays idempotency key '%.80s', which "
+                                             "executed before: it writes nothing", tx->key);
     if (rc != ODBOX_OK || (rc = odbox_executor_register_event(tx->exe, et, err)) != ODBOX_OK)
         return rc;
     if (tx->nevents == tx->cap) {
@@ -181,7 +245,7 @@ static int write_and_commit(odbox_tx *tx, odbox_hook_fn hook, void *hook_ud, odb
               .action = &tx->action,
               .params_json = tx->params_json,
               .action_id = tx->action_id,
-              .started_us = tx->started_us}; /* no key: a tx with one is refused at begin */
+              .started_us = tx->started_us}; /* a key was claimed at begin */
     size_t n = tx->nevents ? tx->nevents : 1;
     int rc = odbox_persist_events(&rn, tx->conn, tx->shard, rows, n, odbox_now_us(), err);
     if (rows != &sentinel)
@@ -201,6 +265,10 @@ int odbox_tx_commit(odbox_tx **txp, odbox_error *err)
         return odbox_fail(err, ODBOX_EINVAL, "tx commit: the transaction is NULL (committed or rolled back already?)");
     odbox_tx *tx = *txp;
     *txp = NULL;
+    if (tx->replayed) { /* the first transaction committed: nothing to write */
+        tx_free(tx);
+        return ODBOX_OK;
+    }
     odbox_hook_fn hook;
     void *hook_ud;
     odbox_executor_hook(tx->exe, &hook, &hook_ud);
@@ -226,7 +294,7 @@ void odbox_tx_rollback(odbox_tx **txp)
         return;
     odbox_tx *tx = *txp;
     *txp = NULL;
-    if (odbox_conn_in_transaction(tx->conn)) {
+    if (tx->conn && odbox_conn_in_transaction(tx->conn)) {
         odbox_error e;
         odbox_conn_rollback(tx->conn, &e);
     }

@@ -40,15 +40,16 @@ typedef struct odbox_tx_config {
     const char *action_name;     /* action_name: [A-Za-z_][A-Za-z0-9_.]*, <= 255; NULL: "Transaction" */
     const char *action_id;       /* a UUID of your choosing; NULL: a new random UUID */
     json_object *params;         /* action_params, a JSON object (borrowed); NULL: {} */
-    const char *idempotency_key; /* reserved: not yet supported, must be NULL (ODBOX_EUNSUPPORTED) */
+    const char *idempotency_key; /* NULL, or 1..255 bytes: see odbox_tx_replayed */
 } odbox_tx_config;
 
 /* Takes a connection from the primary pool of shard (registered in the
  * executor's registry) and begins a transaction on it; the namespace is
  * the executor's. ODBOX_EINVAL (NULL exe or out, a bad config),
  * ODBOX_ENOTFOUND (no such shard), ODBOX_EOWNER (the shard's eventlog
- * belongs to another application), ODBOX_EUNSUPPORTED (an idempotency
- * key), pool and database errors. *out is NULL on failure. */
+ * belongs to another application), ODBOX_EUNIQUE (an idempotency key
+ * used with other params), ODBOX_ECROSSSHARD (a key off the default
+ * shard), pool and database errors. *out is NULL on failure. */
 int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_config *cfg, odbox_tx **out,
                    odbox_error *err);
 
@@ -63,6 +64,20 @@ odbox_conn *odbox_tx_conn(odbox_tx *tx);
 /* The action_id written to the transaction's event rows (36 characters):
  * the one to give odbox_action_committed. NULL for a NULL tx. */
 const char *odbox_tx_action_id(const odbox_tx *tx);
+
+/* 1 when the transaction's idempotency key executed before (in this
+ * namespace, with the same params: the SHA-256 of their plain json-c
+ * text, so key order matters): odbox_tx_begin then returned ODBOX_OK
+ * with a transaction that replays the first one. Its action id is the
+ * first one's, it has no connection (odbox_tx_conn is NULL: run none of
+ * your statements), odbox_tx_emit refuses (ODBOX_ESTATE), and commit or
+ * rollback only free it. The key row is written as the transaction's
+ * first statement, so it is spent exactly when the transaction commits:
+ * a rollback or a failed commit leaves it unspent. A concurrent begin
+ * with the same key waits for the first transaction and then replays it.
+ * The same key with other params is ODBOX_EUNIQUE at begin; a key runs
+ * only on the default shard (ODBOX_ECROSSSHARD). 0 without a key. */
+int odbox_tx_replayed(const odbox_tx *tx);
 
 /* The shard the transaction runs on. */
 odbox_shard_id odbox_tx_shard(const odbox_tx *tx);

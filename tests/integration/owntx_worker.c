@@ -4,12 +4,19 @@
  *     ready <action_id>
  * and then, per MODE, commits ("commit": prints "committed", exits 0) or
  * waits up to 60 s for the test to kill it (-9) before its commit ("hold").
+ * "keyed" waits (at most 10 s) until BARRIER exists, so that every worker
+ * starts at once, begins with idempotency key KEY and prints
+ *     replayed <action_id>
+ * when the key executed before; else it writes, waits 300 ms (the others
+ * reach the key's claim meanwhile) and commits: "committed <action_id>".
  * Exits 1 on any failure, with the message on stderr.
  *
- * Usage: owntx-worker DSN TABLE MODE N */
+ * Usage: owntx-worker DSN TABLE hold|commit N
+ *        owntx-worker DSN TABLE keyed N KEY BARRIER */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "odbox/odbox.h"
 
@@ -35,10 +42,43 @@ static int write_rows(odbox_tx *tx, const char *table, int n, odbox_error *e)
     return rc;
 }
 
+static void nap_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static int keyed(odbox_executor *exe, const char *table, int n, const char *key, const char *barrier, odbox_error *e)
+{
+    for (int i = 0; i < 1000 && access(barrier, F_OK) != 0; i++)
+        nap_ms(10);
+    json_object *params = json_object_new_object();
+    json_object_object_add(params, "rows", json_object_new_int(n));
+    odbox_tx_config cfg = {.action_name = "OwnTxWorker", .params = params, .idempotency_key = key};
+    odbox_tx *tx = NULL;
+    int rc = odbox_tx_begin(exe, (odbox_shard_id){0, 0}, &cfg, &tx, e);
+    json_object_put(params);
+    if (rc == ODBOX_OK && odbox_tx_replayed(tx)) {
+        printf("replayed %s\n", odbox_tx_action_id(tx));
+        return odbox_tx_commit(&tx, e);
+    }
+    if (rc == ODBOX_OK && (rc = write_rows(tx, table, n, e)) == ODBOX_OK) {
+        char id[40];
+        snprintf(id, sizeof id, "%s", odbox_tx_action_id(tx));
+        nap_ms(300);
+        if ((rc = odbox_tx_commit(&tx, e)) == ODBOX_OK)
+            printf("committed %s\n", id);
+    }
+    odbox_tx_rollback(&tx);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 5 || (strcmp(argv[3], "hold") && strcmp(argv[3], "commit"))) {
-        fprintf(stderr, "usage: owntx-worker DSN TABLE hold|commit N\n");
+    int is_keyed = argc == 7 && !strcmp(argv[3], "keyed");
+    if (!is_keyed && (argc != 5 || (strcmp(argv[3], "hold") && strcmp(argv[3], "commit")))) {
+        fprintf(stderr, "usage: owntx-worker DSN TABLE hold|commit N\n"
+                        "       owntx-worker DSN TABLE keyed N KEY BARRIER\n");
         return 2;
     }
     odbox_registry *r = NULL;
@@ -49,9 +89,11 @@ int main(int argc, char **argv)
     if (rc == ODBOX_OK)
         rc = odbox_executor_open("com.example.owntx_worker", r, NULL, &exe, &e);
     odbox_tx_config cfg = {.action_name = "OwnTxWorker"};
-    if (rc == ODBOX_OK)
+    if (rc == ODBOX_OK && is_keyed)
+        rc = keyed(exe, argv[2], atoi(argv[4]), argv[5], argv[6], &e);
+    else if (rc == ODBOX_OK)
         rc = odbox_tx_begin(exe, (odbox_shard_id){0, 0}, &cfg, &tx, &e);
-    if (rc == ODBOX_OK && (rc = write_rows(tx, argv[2], atoi(argv[4]), &e)) == ODBOX_OK) {
+    if (rc == ODBOX_OK && !is_keyed && (rc = write_rows(tx, argv[2], atoi(argv[4]), &e)) == ODBOX_OK) {
         printf("ready %s\n", odbox_tx_action_id(tx));
         fflush(stdout);
         if (!strcmp(argv[3], "hold")) {

@@ -301,6 +301,52 @@ START_TEST(killed_before_commit_nothing_lands)
 }
 END_TEST
 
+/* Eight processes begin one key at once: one commits (its rows, its
+ * event, its key row), seven replay it, all with its action id. */
+#define KEYED_WORKERS 8
+START_TEST(eight_processes_one_key_one_transaction)
+{
+    ofx o;
+    ofx_open(&o);
+    char extra[128], barrier[64], key[80];
+    snprintf(extra, sizeof extra, "eventlog=%s", o.f.ev[0]);
+    snprintf(barrier, sizeof barrier, "/tmp/odbox-owntx-barrier-%ld", (long)getpid());
+    snprintf(key, sizeof key, "req-%s", o.table);
+    unlink(barrier);
+    char *dsn = itest_dsn_with(1, extra);
+    const char *build = getenv("ODBOX_BUILDDIR");
+    FILE *p[KEYED_WORKERS];
+    for (int k = 0; k < KEYED_WORKERS; k++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "'%s/tests/integration/owntx-worker' '%s' '%s' keyed 1 '%s' '%s'",
+                 build ? build : ".", dsn, o.table, key, barrier);
+        ck_assert_ptr_nonnull(p[k] = popen(cmd, "r"));
+    }
+    free(dsn);
+    usleep(300000); /* let them connect, then start them together */
+    FILE *b = fopen(barrier, "w");
+    ck_assert_ptr_nonnull(b);
+    fclose(b);
+    char what[KEYED_WORKERS][16], id[KEYED_WORKERS][40];
+    int commits = 0;
+    for (int k = 0; k < KEYED_WORKERS; k++) {
+        ck_assert_int_eq(fscanf(p[k], "%15s %39s", what[k], id[k]), 2);
+        ck_assert_int_eq(pclose(p[k]), 0);
+        commits += !strcmp(what[k], "committed");
+        ck_assert_str_eq(id[k], id[0]);
+    }
+    unlink(barrier);
+    ck_assert_int_eq(commits, 1);
+    ck_assert_int_eq(rows(&o), 1);
+    ck_assert_int_eq(events(&o), 1);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE idem_key = '%s'",
+                                 itest_evt(o.f.ev[0], "idempotency_keys"), key),
+                     1);
+    ck_assert_int_eq(committed(&o, id[0]), 1);
+    ofx_close(&o);
+}
+END_TEST
+
 static int kill_before_commit(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
 {
     (void)shard;
@@ -395,6 +441,64 @@ static void refused_emit(odbox_tx *tx, const char *type, const char *id, const o
     ck_assert_msg(strstr(e.message, words), "message '%s' lacks '%s'", e.message, words);
 }
 
+/* A keyed transaction: committed once; a second begin with the key
+ * replays it (the first action id, no connection, nothing written);
+ * other params are refused; a rolled-back key stays unspent. */
+START_TEST(a_keyed_transaction_commits_once_and_replays)
+{
+    ofx o;
+    ofx_open(&o);
+    json_object *params = json_tokener_parse("{\"order\": \"k-1\"}");
+    odbox_tx_config cfg = {.action_name = "PayOrder", .params = params, .idempotency_key = "request-k-1"};
+    odbox_tx *tx = begin(&o, &cfg);
+    ck_assert_int_eq(odbox_tx_replayed(tx), 0);
+    char first[37];
+    snprintf(first, sizeof first, "%s", odbox_tx_action_id(tx));
+    insert_row(&o, tx, "k-1", 10);
+    emit(tx, "k-1", "{\"amount\": 10}");
+    odbox_error e;
+    ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_OK);
+    ck_assert_int_eq(rows(&o), 1);
+    ck_assert_int_eq(events(&o), 1);
+
+    tx = begin(&o, &cfg); /* the retried request */
+    ck_assert_int_eq(odbox_tx_replayed(tx), 1);
+    ck_assert_str_eq(odbox_tx_action_id(tx), first);
+    ck_assert_ptr_null(odbox_tx_conn(tx));
+    json_object *p = json_object_new_object();
+    ck_assert_int_eq(odbox_tx_emit(tx, "Order", "k-1", &PAID, p, &e), ODBOX_ESTATE);
+    json_object_put(p);
+    ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_OK);
+    ck_assert_ptr_null(tx);
+    ck_assert_int_eq(rows(&o), 1);
+    ck_assert_int_eq(events(&o), 1);
+    ck_assert_int_eq(o.commits, 1);
+
+    json_object *other = json_tokener_parse("{\"order\": \"k-2\"}");
+    odbox_tx_config changed = {.params = other, .idempotency_key = "request-k-1"};
+    refused_begin(&o, o.exe, (odbox_shard_id){0, 0}, &changed, ODBOX_EUNIQUE, first);
+    ck_assert_int_eq(events(&o), 1);
+
+    odbox_tx_config fresh = {.params = other, .idempotency_key = "request-k-2"};
+    tx = begin(&o, &fresh);
+    insert_row(&o, tx, "k-2", 20);
+    odbox_tx_rollback(&tx); /* the key stays unspent */
+    tx = begin(&o, &fresh);
+    ck_assert_int_eq(odbox_tx_replayed(tx), 0);
+    insert_row(&o, tx, "k-2", 20);
+    emit(tx, "k-2", "{\"amount\": 20}");
+    ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_OK);
+    ck_assert_int_eq(rows(&o), 2);
+    ck_assert_int_eq(events(&o), 2);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE idem_key LIKE 'request-k-%%'",
+                                 itest_evt(o.f.ev[0], "idempotency_keys")),
+                     2);
+    json_object_put(params);
+    json_object_put(other);
+    ofx_close(&o);
+}
+END_TEST
+
 START_TEST(bad_input_is_refused_and_writes_nothing)
 {
     ofx o;
@@ -411,8 +515,13 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     json_object *arr = json_object_new_array();
     odbox_tx_config bad_params = {.params = arr};
     refused_begin(&o, o.exe, s0, &bad_params, ODBOX_EINVAL, "JSON object");
-    odbox_tx_config key = {.idempotency_key = "request-1"};
-    refused_begin(&o, o.exe, s0, &key, ODBOX_EUNSUPPORTED, "not supported yet");
+    odbox_tx_config empty_key = {.idempotency_key = ""};
+    refused_begin(&o, o.exe, s0, &empty_key, ODBOX_EINVAL, "key");
+    char long_key[300];
+    memset(long_key, 'k', sizeof long_key - 1);
+    long_key[sizeof long_key - 1] = '\0';
+    odbox_tx_config too_long = {.idempotency_key = long_key};
+    refused_begin(&o, o.exe, s0, &too_long, ODBOX_EINVAL, "key");
 
     odbox_tx *tx = begin(&o, NULL);
     insert_row(&o, tx, "b-1", 1);
@@ -467,6 +576,8 @@ Suite *owntx_suite(void)
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt_tx);
     tcase_add_test(t, a_session_lost_while_idle_is_replaced_under_the_transaction);
     tcase_add_test(t, bad_input_is_refused_and_writes_nothing);
+    tcase_add_test(t, a_keyed_transaction_commits_once_and_replays);
+    tcase_add_test(t, eight_processes_one_key_one_transaction);
     suite_add_tcase(s, t);
     return s;
 }
