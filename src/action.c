@@ -537,18 +537,11 @@ static int replay(odbox_executor *exe, const char *key, const char *sha, odbox_r
                   odbox_error *err)
 {
     odbox_shard *shard = odbox_registry_default_shard(exe->registry);
-    odbox_pool *pool = odbox_shard_primary(shard);
-    odbox_conn *c = NULL;
     odbox_idem_outcome o;
-    *found = 0;
-    int rc = odbox_pool_acquire(pool, &c, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    rc = odbox_idem_find(c, odbox_shard_eventlog(shard), exe->ns, key, &o, found, err);
-    odbox_pool_release(pool, &c);
+    int rc = odbox_idem_lookup(shard, exe->ns, key, sha, &o, found, err);
     if (rc != ODBOX_OK || !*found)
         return rc;
-    if ((rc = odbox_idem_match(&o, key, sha, err)) == ODBOX_OK && res) {
+    if (res) {
         odbox_result kept = *res; /* this call's attempts and retries */
         memset(res, 0, sizeof *res);
         memcpy(res->action_id, o.action_id, sizeof res->action_id);

@@ -156,3 +156,20 @@ int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *p
                       "compared by the SHA-256 of their JSON text): refused, nothing written",
                       key, o->action_id);
 }
+
+int odbox_idem_lookup(odbox_shard *shard, const char *ns, const char *key, const char *params_sha256,
+                      odbox_idem_outcome *out, int *found, odbox_error *err)
+{
+    odbox_pool *pool = odbox_shard_primary(shard);
+    odbox_conn *c = NULL;
+    memset(out, 0, sizeof *out);
+    *found = 0;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    rc = odbox_idem_find(c, odbox_shard_eventlog(shard), ns, key, out, found, err);
+    odbox_pool_release(pool, &c);
+    if (rc == ODBOX_OK && *found && (rc = odbox_idem_match(out, key, params_sha256, err)) != ODBOX_OK)
+        odbox_idem_outcome_clear(out);
+    return rc;
+}

@@ -8,10 +8,10 @@
  * and fails with ODBOX_EUNIQUE once it commits, or goes through if it
  * rolls back. Any writer that owns a transaction (the executor's persist,
  * an own-transaction API) uses it so:
- *   before its work:  odbox_idem_find (a plain read, no transaction):
- *                     found -> odbox_idem_match, and return the stored outcome
+ *   before its work:  odbox_idem_lookup (a plain read, no transaction):
+ *                     found -> return the stored outcome
  *   first statement of the transaction: odbox_idem_claim
- *                     taken -> roll back, odbox_idem_find + odbox_idem_match
+ *                     taken -> roll back, odbox_idem_lookup
  * Not installed. */
 #ifndef ODBOX_IDEMPOTENCY_H
 #define ODBOX_IDEMPOTENCY_H
@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include "internal.h"
 #include "odbox/dialect.h"
+#include "odbox/registry.h"
 
 #define ODBOX_IDEM_KEY_MAX 255
 
@@ -63,5 +64,12 @@ int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *k
 /* ODBOX_OK when the stored outcome was made with params_sha256, else
  * ODBOX_EUNIQUE with a message naming the key and the first action id. */
 int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *params_sha256, odbox_error *err);
+
+/* odbox_idem_find on a connection of shard's primary pool, then
+ * odbox_idem_match: *found 0, or 1 with *out filled (the caller clears
+ * it) when the stored outcome was made with params_sha256; ODBOX_EUNIQUE
+ * (out cleared) for other params. Keys are kept on the default shard. */
+int odbox_idem_lookup(odbox_shard *shard, const char *ns, const char *key, const char *params_sha256,
+                      odbox_idem_outcome *out, int *found, odbox_error *err);
 
 #endif

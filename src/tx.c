@@ -70,24 +70,16 @@ static int check_config(const odbox_tx_config *cfg, odbox_error *err)
 /* With a key, found (before BEGIN) or taken (at the claim, by a
  * transaction that committed meanwhile): tx becomes the replay of the
  * first transaction, with its action id and no connection; other params
- * are ODBOX_EUNIQUE. Called with tx->conn NULL. */
+ * are ODBOX_EUNIQUE. */
 static int replay_key(odbox_tx *tx, int *found, odbox_error *err)
 {
     odbox_idem_outcome o;
-    *found = 0;
-    int rc = odbox_pool_acquire(tx->pool, &tx->conn, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_idem_find(tx->conn, odbox_shard_eventlog(tx->shard), odbox_executor_ns(tx->exe), tx->key, &o,
-                             found, err);
+    int rc = odbox_idem_lookup(tx->shard, odbox_executor_ns(tx->exe), tx->key, tx->sha, &o, found, err);
     if (rc == ODBOX_OK && *found) {
-        if ((rc = odbox_idem_match(&o, tx->key, tx->sha, err)) == ODBOX_OK) {
-            memcpy(tx->action_id, o.action_id, sizeof tx->action_id);
-            tx->replayed = 1;
-        }
+        memcpy(tx->action_id, o.action_id, sizeof tx->action_id);
+        tx->replayed = 1;
         odbox_idem_outcome_clear(&o);
     }
-    if (tx->conn && (rc != ODBOX_OK || *found))
-        odbox_pool_release(tx->pool, &tx->conn);
     return rc;
 }
 
@@ -105,7 +97,8 @@ static int keyed_begin(odbox_tx *tx, odbox_error *err)
     int rc = replay_key(tx, &found, err);
     if (rc != ODBOX_OK || found)
         return rc;
-    if ((rc = odbox_conn_begin(tx->conn, err)) == ODBOX_OK)
+    if ((rc = odbox_pool_acquire(tx->pool, &tx->conn, err)) == ODBOX_OK &&
+        (rc = odbox_conn_begin(tx->conn, err)) == ODBOX_OK)
         rc = odbox_idem_claim(tx->conn, odbox_shard_eventlog(tx->shard), odbox_executor_ns(tx->exe), tx->key, tx->sha,
                               tx->action_id, NULL, tx->started_us, &taken, err);
     if (rc == ODBOX_OK || !taken)
