@@ -47,7 +47,8 @@
  *
  * Usage: odbox-bench-delivery [--dsn DSN] [--replica DSN]
  *                             [--mode rounds|drain|scale|fill|fanout|handle|raw|due-sql] [--events N]
- *                             [--handlers H] [--batch B] [--handling-batch B] [--workers W]
+ *                             [--handlers H] [--batch B] [--handling-batch B] [--handling-loops L]
+ *                             [--workers W]
  *                             [--eventlog NAME] [--reuse] [--old N] [--repeat R]
  *                             [--handler-ms MS] [--go FILE] [--stop FILE]
  * --reuse keeps the eventlog's rows (its undelivered events are the
@@ -77,7 +78,7 @@
 
 typedef struct opts {
     const char *dsn, *replica, *eventlog, *mode, *go, *stop;
-    long events, handlers, batch, hbatch, workers, old, repeat, handler_ms;
+    long events, handlers, batch, hbatch, workers, old, repeat, handler_ms, loops;
     int reuse;
 } opts;
 
@@ -245,7 +246,8 @@ static int side_open(side *sd, const opts *o, const char *eventlog, odbox_error 
         rc = odbox_handlers_add(sd->h, &hd, e);
     }
     odbox_delivery_config cfg = {.fanout_batch = (int)o->batch, .handling_batch = (int)o->hbatch,
-                                 .workers = (int)o->workers, .cross_process_wakeup = -1, .hook = count_round,
+                                 .workers = (int)o->workers, .handling_loops = (int)o->loops,
+                                 .cross_process_wakeup = -1, .hook = count_round,
                                  .hook_ud = &sd->n};
     if (rc == ODBOX_OK)
         rc = odbox_delivery_open(sd->r, sd->h, &cfg, &sd->d, e);
@@ -914,9 +916,9 @@ static int mode_raw(const opts *o, odbox_error *e)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: odbox-bench-delivery [--dsn DSN] [--replica DSN] [--mode rounds|drain|scale|fill] [--events N] [--handlers H] "
-                    "[--batch B] [--handling-batch B] [--workers W] [--eventlog NAME] [--reuse] [--old N] "
-                    "[--repeat R] [--handler-ms MS] [--go FILE] [--stop FILE]\n");
+    fprintf(stderr, "usage: odbox-bench-delivery [--dsn DSN] [--replica DSN] [--mode rounds|drain|scale|fill] "
+                    "[--events N] [--handlers H] [--batch B] [--handling-batch B] [--handling-loops L] [--workers W] "
+                    "[--eventlog NAME] [--reuse] [--old N] [--repeat R] [--handler-ms MS] [--go FILE] [--stop FILE]\n");
 }
 
 int main(int argc, char **argv)
@@ -952,6 +954,8 @@ int main(int argc, char **argv)
             o.batch = parse_long(argv[0], a, v, 1, 10000);
         else if (!strcmp(a, "--handling-batch"))
             o.hbatch = parse_long(argv[0], a, v, 1, 10000);
+        else if (!strcmp(a, "--handling-loops"))
+            o.loops = parse_long(argv[0], a, v, 1, 64);
         else if (!strcmp(a, "--workers"))
             o.workers = parse_long(argv[0], a, v, 1, 1024);
         else if (!strcmp(a, "--eventlog"))
@@ -1010,8 +1014,9 @@ int main(int argc, char **argv)
                    10 * (o.batch ? o.batch : 200));
         else
             printf("%ld events %s in %.1f s; ", o.reuse ? 0 : o.events, o.reuse ? "(reused)" : "written", fill_s);
-        printf("%ld handler(s), fan-out batch %ld, handling batch %ld, workers %ld\n", o.handlers,
-               o.batch ? o.batch : 200, o.hbatch ? o.hbatch : 100, o.workers ? o.workers : 8);
+        printf("%ld handler(s), fan-out batch %ld, handling batch %ld, handling loops %ld, workers %ld\n",
+               o.handlers, o.batch ? o.batch : 200, o.hbatch ? o.hbatch : 100, o.loops ? o.loops : 2,
+               o.workers ? o.workers : 8);
         fflush(stdout);
     }
     if (rc == ODBOX_OK)

@@ -1,5 +1,5 @@
 /* odbox — the delivery: its configuration, the fan-out job's executions
- * and the handling loops (one thread per shard each, looping rounds), the
+ * and the handling loops (handling_loops threads per shard, looping rounds), the
  * wake-ups that start a round early, and the public round functions (see
  * odbox/handlers.h).
  *
@@ -7,9 +7,11 @@
  * (stop, heartbeat health, the execution's length) while one thread per
  * shard runs rounds. The handling loops run under a supervisor thread of
  * their own, started and stopped through the job registry (a service of
- * it, not a job: every process handles), with no end by length. Wake-ups come from committers, listeners and fan-out
- * rounds, through odbox_wake: they set the shard's pending flag and wake
- * the shard's thread.
+ * it, not a job: every process handles), with no end by length. Wake-ups
+ * come from committers, listeners and fan-out rounds, through odbox_wake:
+ * they set the shard's pending flag and wake the shard's threads; one
+ * loop takes the flag, and a handling round whose claim filled its batch
+ * sets it again, for another loop.
  *
  * Freeing: the job registry may give up on an execution (odbox_jobs_stop's
  * bound) that then still runs and uses the delivery, the handlers and the
@@ -37,6 +39,8 @@
 #define DEFAULT_BACKOFF_CAP_MS 300000
 #define DEFAULT_RETENTION_MS (7 * INT64_C(86400000))
 #define DEFAULT_WORKERS 8
+#define DEFAULT_HANDLING_LOOPS 2
+#define MAX_HANDLING_LOOPS 64
 #define DEFAULT_HANDLER_TIMEOUT_MS 300000
 #define DEFAULT_STOP_WAIT_MS 5000
 #define DEFAULT_EXECUTION_MAX_MS 60000
@@ -84,7 +88,7 @@ static int cfg_int(const char *what, int64_t v, int64_t dflt, int64_t max, int64
 
 static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *err)
 {
-    int64_t v[14] = {0};
+    int64_t v[15] = {0};
     const int64_t day_ms = 86400000, year_ms = 366 * day_ms;
     int rc;
     if ((rc = cfg_int("fanout_batch", c->fanout_batch, DEFAULT_FANOUT_BATCH, MAX_BATCH, &v[0], err)) ||
@@ -103,7 +107,8 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
                       err)) ||
         (rc = cfg_int("subscription_live_ms", c->subscription_live_ms, DEFAULT_SUBSCRIPTION_LIVE_MS, day_ms, &v[12],
                       err)) ||
-        (rc = cfg_int("lease_ms", c->lease_ms, v[8] + DEFAULT_LEASE_MARGIN_MS, 2 * day_ms, &v[13], err)))
+        (rc = cfg_int("lease_ms", c->lease_ms, v[8] + DEFAULT_LEASE_MARGIN_MS, 2 * day_ms, &v[13], err)) ||
+        (rc = cfg_int("handling_loops", c->handling_loops, DEFAULT_HANDLING_LOOPS, MAX_HANDLING_LOOPS, &v[14], err)))
         return rc;
     if (c->cross_process_wakeup != 0 && c->cross_process_wakeup != -1)
         return odbox_fail(err, ODBOX_EINVAL, "delivery: cross_process_wakeup is 0 (on) or -1 (off), not %d",
@@ -125,6 +130,7 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
         .replica_max_lag_ms = (int)v[11],
         .live_ms = v[12] < 3 ? 3 : (int)v[12],
         .lease_us = v[13] * 1000,
+        .loops = (int)v[14],
     };
     return ODBOX_OK;
 }
@@ -444,6 +450,17 @@ static int found_work(int job, const odbox_delivery_round *rd)
     return rd->succeeded + rd->failed + rd->expired_preflight + rd->expired_postfailure > 0;
 }
 
+/* A handling round whose claim filled its batch: more rows may be due, so
+ * another loop of the shard claims the next batch while this one calls. */
+static void claimed_full(const odbox_round_ctx *rx)
+{
+    odbox_delivery *d = rx->d;
+    pthread_mutex_lock(&d->mu);
+    rx->ds->pending[JOB_HANDLING] = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
 static void *shard_main(void *arg)
 {
     shard_loop *sl = arg;
@@ -457,7 +474,7 @@ static void *shard_main(void *arg)
         odbox_delivery_round rd;
         memset(&rd, 0, sizeof rd);
         odbox_error e = {0};
-        odbox_round_ctx rx = {.d = d, .ds = ds, .stop = &x->stop, .clock = d->clock};
+        odbox_round_ctx rx = {.d = d, .ds = ds, .stop = &x->stop, .clock = d->clock, .claimed_full = claimed_full};
         int rc = x->job == JOB_FANOUT ? odbox_fanout_round(&rx, &rd, &e) : odbox_handling_round(&rx, &rd, &e);
         /* a round that lost a deadlock was rolled back whole: again soon */
         int64_t wait_ms = d->cfg.poll_ms[x->job];
@@ -629,22 +646,28 @@ static odbox_delivery *svc_delivery(struct hservice *sv)
     return d;
 }
 
+/* The handling of every shard: handling_loops threads per shard, each
+ * looping rounds. Claims are leased, so loops of one process share a
+ * backlog as processes do; a wake-up starts one of them, and a round
+ * that claimed a full batch starts another. */
 static void *handling_main(void *arg)
 {
     execution *x = arg;
     odbox_delivery *d = x->d;
-    shard_loop *loops = calloc(d->nshards, sizeof *loops);
-    for (size_t i = 0; loops && i < d->nshards; i++) {
-        loops[i] = (shard_loop){x, &d->shards[i], 0, 0};
+    size_t n = d->nshards * (size_t)d->cfg.loops;
+    shard_loop *loops = calloc(n, sizeof *loops);
+    for (size_t i = 0; loops && i < n; i++) {
+        odbox_dshard *ds = &d->shards[i / (size_t)d->cfg.loops];
+        loops[i] = (shard_loop){x, ds, 0, 0};
         if (pthread_create(&loops[i].thread, NULL, shard_main, &loops[i]) != 0)
-            odbox_log(ODBOX_LOG_ERROR, "delivery: cannot start the handling thread of shard %d.%d; it is not handled "
-                                       "here", d->shards[i].id.group, d->shards[i].id.member);
+            odbox_log(ODBOX_LOG_ERROR, "delivery: cannot start a handling thread of shard %d.%d", ds->id.group,
+                      ds->id.member);
         else
             loops[i].started = 1;
     }
     if (!loops)
         odbox_log(ODBOX_LOG_ERROR, "delivery: out of memory: no handling in this process");
-    for (size_t i = 0; loops && i < d->nshards; i++)
+    for (size_t i = 0; loops && i < n; i++)
         if (loops[i].started)
             pthread_join(loops[i].thread, NULL);
     free(loops);

@@ -368,6 +368,8 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
                                      sizeof h.table);
         rc = odbox_handling_claim(&h, c, odbox_round_now(x), err);
         rd->read = h.n;
+        if (rc == ODBOX_OK && x->claimed_full && h.n >= (size_t)d->cfg.batch[JOB_HANDLING])
+            x->claimed_full(x);
         /* handlers may take long and may use the pool themselves */
         odbox_pool_release(pool, &c);
     }

@@ -126,6 +126,7 @@ typedef struct odbox_dcfg {
     int replica_max_lag_ms;
     int live_ms;          /* subscription_live_ms */
     int64_t lease_us;
+    int loops;            /* handling_loops */
 } odbox_dcfg;
 
 typedef struct odbox_dmetrics odbox_dmetrics;
@@ -183,6 +184,9 @@ typedef struct odbox_round_ctx {
     odbox_dshard *ds;
     const atomic_int *stop; /* may be NULL: cuts a handling round's waits for calls short */
     odbox_clock clock;      /* the delivery's time */
+    /* may be NULL: called by a handling round whose claim filled its
+     * batch, before its calls run */
+    void (*claimed_full)(const struct odbox_round_ctx *x);
 } odbox_round_ctx;
 
 static inline int64_t odbox_round_now(const odbox_round_ctx *x) { return x->clock.now_us(x->clock.ud); }

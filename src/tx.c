@@ -67,10 +67,9 @@ static int check_config(const odbox_tx_config *cfg, odbox_error *err)
     return ODBOX_OK;
 }
 
-/* With a key, found (before BEGIN) or taken (at the claim, by a
- * transaction that committed meanwhile): tx becomes the replay of the
- * first transaction, with its action id and no connection; other params
- * are ODBOX_EUNIQUE. */
+/* With a key taken at the claim: tx becomes the replay of the first
+ * transaction, with its action id and no connection; other params are
+ * ODBOX_EUNIQUE. */
 static int replay_key(odbox_tx *tx, int *found, odbox_error *err)
 {
     odbox_idem_outcome o;
@@ -83,10 +82,14 @@ static int replay_key(odbox_tx *tx, int *found, odbox_error *err)
     return rc;
 }
 
-/* A keyed begin, as a keyed action's (idempotency.h): the key's stored
- * outcome first; else BEGIN and the key row as the first statement, so
- * that the key is spent exactly when the transaction commits. Keys are
- * kept on the default shard, as for actions. */
+/* A keyed begin: BEGIN and the key row as the first statement, so that
+ * the key is spent exactly when the transaction commits and costs one
+ * statement, in the transaction. A key taken already (its transaction
+ * committed, or commits while this INSERT waits for it: the database
+ * decides) makes this the replay of the first transaction. Unlike a
+ * keyed action's, no read comes first: there is no perform to keep from
+ * running, only the caller's statements after begin. Keys are kept on the
+ * default shard, as for actions. */
 static int keyed_begin(odbox_tx *tx, odbox_error *err)
 {
     if (tx->shard != odbox_registry_default_shard(odbox_executor_registry(tx->exe)))
@@ -94,11 +97,8 @@ static int keyed_begin(odbox_tx *tx, odbox_error *err)
                                                   "default shard, where its key is kept");
     odbox_idem_params_sha256(tx->params_json, tx->sha);
     int found = 0, taken = 0;
-    int rc = replay_key(tx, &found, err);
-    if (rc != ODBOX_OK || found)
-        return rc;
-    if ((rc = odbox_pool_acquire(tx->pool, &tx->conn, err)) == ODBOX_OK &&
-        (rc = odbox_conn_begin(tx->conn, err)) == ODBOX_OK)
+    int rc = odbox_pool_acquire(tx->pool, &tx->conn, err);
+    if (rc == ODBOX_OK && (rc = odbox_conn_begin(tx->conn, err)) == ODBOX_OK)
         rc = odbox_idem_claim(tx->conn, odbox_shard_eventlog(tx->shard), odbox_executor_ns(tx->exe), tx->key, tx->sha,
                               tx->action_id, NULL, tx->started_us, &taken, err);
     if (rc == ODBOX_OK || !taken)

@@ -382,11 +382,15 @@ static int summary(demo *d, double seconds, odbox_error *err)
         by_state[3] += st[i].expired;
     }
     odbox_notification_stats_free(&st, n);
-    size_t nlag = atomic_load(&d->hs.nlag);
+    size_t nlag = atomic_load(&d->hs.nlag), nstart = atomic_load(&d->hs.nstart);
     if (nlag > d->hs.lag_cap)
         nlag = d->hs.lag_cap;
+    if (nstart > d->hs.lag_cap)
+        nstart = d->hs.lag_cap;
     qsort(d->hs.lag_us, nlag, sizeof *d->hs.lag_us, cmp_i64);
+    qsort(d->hs.start_lag_us, nstart, sizeof *d->hs.start_lag_us, cmp_i64);
     double p50 = quantile_ms(d->hs.lag_us, nlag, 0.50), p99 = quantile_ms(d->hs.lag_us, nlag, 0.99);
+    double s50 = quantile_ms(d->hs.start_lag_us, nstart, 0.50), s99 = quantile_ms(d->hs.start_lag_us, nstart, 0.99);
     long calls = (long)atomic_load(&d->hs.calls), retries = (long)atomic_load(&d->hs.injected);
     const char *shown = odbox_shard_primary_redacted(odbox_registry_default_shard(d->r));
     static const char *const cmds[] = {"status", "notifications", "jobs"};
@@ -417,6 +421,11 @@ static int summary(demo *d, double seconds, odbox_error *err)
         json_object_object_add(lat, "p99", json_object_new_double_s(p99, ms_text(p99, b99, sizeof b99)));
         json_object_object_add(lat, "samples", json_object_new_int64((int64_t)nlag));
         json_object_object_add(j, "latency_ms", lat);
+        json_object *sl = json_object_new_object();
+        json_object_object_add(sl, "p50", json_object_new_double_s(s50, ms_text(s50, b50, sizeof b50)));
+        json_object_object_add(sl, "p99", json_object_new_double_s(s99, ms_text(s99, b99, sizeof b99)));
+        json_object_object_add(sl, "samples", json_object_new_int64((int64_t)nstart));
+        json_object_object_add(j, "start_latency_ms", sl);
         json_object_object_add(j, "seconds", json_object_new_double_s(seconds, ms_text(seconds, bs, sizeof bs)));
         for (size_t i = 0; i < 3; i++) {
             char line[PATH_MAX + 64];
@@ -443,6 +452,7 @@ static int summary(demo *d, double seconds, odbox_error *err)
            (long long)by_state[0], (long long)by_state[1], (long long)by_state[3]);
     printf("  handler calls:  %ld, of which %ld failed on purpose (audit) and were retried after a backoff\n", calls,
            retries);
+    printf("  commit to handler start:   p50 %.1f ms, p99 %.1f ms (%zu first calls)\n", s50, s99, nstart);
     printf("  commit to handler success: p50 %.1f ms, p99 %.1f ms (%zu successes)\n", p50, p99, nlag);
     printf("\nlook further:\n");
     for (size_t i = 0; i < 3; i++)
@@ -506,7 +516,8 @@ static int run(demo *d, odbox_error *err)
         rc = odbox_handlers_new(&handlers, err);
     if (rc == ODBOX_OK)
         rc = wallet_handlers_add(handlers, d->r, &faults, &d->hs, err);
-    if (rc == ODBOX_OK && !(d->hs.lag_us = calloc(DEMO_MAX_LAGS, sizeof *d->hs.lag_us)))
+    if (rc == ODBOX_OK && (!(d->hs.lag_us = calloc(DEMO_MAX_LAGS, sizeof *d->hs.lag_us)) ||
+                           !(d->hs.start_lag_us = calloc(DEMO_MAX_LAGS, sizeof *d->hs.start_lag_us))))
         rc = odbox_error_set(err, ODBOX_ENOMEM, "out of memory");
     d->hs.lag_cap = DEMO_MAX_LAGS;
     if (rc == ODBOX_OK)
@@ -544,6 +555,7 @@ static int run(demo *d, odbox_error *err)
     odbox_handlers_free(&handlers);
     odbox_executor_free(&d->exe);
     free(d->hs.lag_us);
+    free(d->hs.start_lag_us);
     odbox_registry_free(&d->r);
     return rc;
 }

@@ -130,10 +130,22 @@ static int fault(wallet_handlers_state *st, const odbox_envelope *env, int audit
                            audit ? "audit" : "statement", env->event_id, env->attempt);
 }
 
+/* now - the action's completion, into the first lag_cap slots of v */
+static void record_lag(const wallet_handlers_state *st, const odbox_envelope *env, int64_t *v, atomic_size_t *n)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    size_t i = atomic_fetch_add(n, 1);
+    if (i < st->lag_cap)
+        v[i] = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - env->completion_us;
+}
+
 static int handle(const odbox_envelope *env, wallet_handlers_state *st, int statement, odbox_error *err)
 {
     odbox_conn *c = NULL;
     odbox_pool *pool = NULL;
+    if (st->start_lag_us && env->attempt == 1)
+        record_lag(st, env, st->start_lag_us, &st->nstart);
     atomic_fetch_add(&st->calls, 1);
     int rc = with_conn(st, env->shard, &c, &pool, err);
     if (rc == ODBOX_OK && statement)
@@ -146,13 +158,8 @@ static int handle(const odbox_envelope *env, wallet_handlers_state *st, int stat
         atomic_fetch_add(&st->errors, 1);
         return rc;
     }
-    if ((rc = fault(st, env, !statement, err)) == ODBOX_OK && st->lag_us) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        size_t i = atomic_fetch_add(&st->nlag, 1);
-        if (i < st->lag_cap)
-            st->lag_us[i] = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - env->completion_us;
-    }
+    if ((rc = fault(st, env, !statement, err)) == ODBOX_OK && st->lag_us)
+        record_lag(st, env, st->lag_us, &st->nlag);
     return rc;
 }
 

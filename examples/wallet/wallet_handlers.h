@@ -42,6 +42,10 @@ struct wallet_handlers_state {
     int64_t *lag_us;
     size_t lag_cap;
     atomic_size_t nlag;
+    /* The same for each first call as it starts (commit to handler start,
+     * before the handler's own statements), when set. */
+    int64_t *start_lag_us;
+    atomic_size_t nstart;
 };
 
 /* Sets up st (faults may be NULL: none) and adds the handlers to h. st must

@@ -283,6 +283,11 @@ typedef struct odbox_dialect {
      * wait for the WAL flush: a fan-out lost in a server crash is done
      * again, and any later durable commit flushes it). NULL: none. */
     const char *fanout_begin_sql;
+    /* Statements a new session runs after session_setup that depend on
+     * the ODBC connection string it was opened with (odbc). Fills out
+     * with the i-th (i = 0, 1, ...) and answers 1, or 0 when there are
+     * no more. NULL: none. */
+    int (*session_sql)(const char *odbc, size_t i, char *out, size_t cap);
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

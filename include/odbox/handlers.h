@@ -251,6 +251,12 @@ typedef struct odbox_delivery_config {
      * handler_timeout_ms lets a slow call's row be called again while the
      * call still runs. */
     int lease_ms;
+    /* Handling loops per shard in this process, each claiming and
+     * calling its own batch (up to handling_batch rows) on the shared
+     * worker threads: while one calls and writes its outcomes, another
+     * claims. A wake-up starts one loop; a round that claimed a full
+     * batch starts another. 0: 2 */
+    int handling_loops;
 } odbox_delivery_config;
 
 typedef struct odbox_delivery odbox_delivery;
@@ -266,7 +272,7 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
  * ODBOX_DELIVERY_FANOUT and ODBOX_DELIVERY_HANDLING) to jobs, before
  * odbox_jobs_start. The fan-out is a job, due again 1 ms after an
  * execution ends, so that the next one follows at once. The handling is
- * no job: its loops (one thread per shard) start with odbox_jobs_start in
+ * no job: its loops (handling_loops threads per shard) start with odbox_jobs_start in
  * every process that adds it, and stop with odbox_jobs_stop (running
  * calls get stop_wait_ms; the rows of calls cut off are given back). ODBOX_EINVAL for a bad mask, and
  * for a stop_wait_ms above half of jobs' shutdown_max_wait_ms (the rest

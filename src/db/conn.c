@@ -34,6 +34,41 @@ static void get_info_text(SQLHDBC dbc, SQLUSMALLINT what, char *buf, size_t cap)
     buf[cap - 1] = '\0';
 }
 
+/* Reads what the driver can do, finds the dialect (a raw string's from
+ * the server's answers) and runs its session statements; odbc is the
+ * connection string the session was opened with. */
+static int setup_session(odbox_conn *c, const odbox_dialect *dialect, const char *odbc, odbox_error *err)
+{
+    int rc;
+    SQLUSMALLINT commit_cb = SQL_CB_DELETE, rollback_cb = SQL_CB_DELETE;
+    SQLGetInfo(c->dbc, SQL_CURSOR_COMMIT_BEHAVIOR, &commit_cb, sizeof commit_cb, NULL);
+    SQLGetInfo(c->dbc, SQL_CURSOR_ROLLBACK_BEHAVIOR, &rollback_cb, sizeof rollback_cb, NULL);
+    c->cache_ok = commit_cb != SQL_CB_DELETE && rollback_cb != SQL_CB_DELETE;
+    SQLUINTEGER getdata = 0;
+    SQLGetInfo(c->dbc, SQL_GETDATA_EXTENSIONS, &getdata, sizeof getdata, NULL);
+    c->bind_columns = (getdata & (SQL_GD_BOUND | SQL_GD_ANY_COLUMN)) == (SQL_GD_BOUND | SQL_GD_ANY_COLUMN);
+    get_info_text(c->dbc, SQL_DBMS_NAME, c->server_name, sizeof c->server_name);
+    get_info_text(c->dbc, SQL_DBMS_VER, c->server_version, sizeof c->server_version);
+    const odbox_dialect *found = dialect ? dialect : odbox_dialect_detect(c->server_name, c->server_version);
+    if (!found)
+        return odbox_fail(err, ODBOX_EUNSUPPORTED,
+                          "connect: server '%s' version '%s' matches no odbox dialect (set dialect= in the DSN)",
+                          c->server_name, c->server_version);
+    if (c->dialect && c->dialect != found)
+        return odbox_fail(err, ODBOX_EUNSUPPORTED, "connect: the server is %s now, and was %s", found->name,
+                          c->dialect->name);
+    c->dialect = found;
+    for (const char *const *q = found->session_setup; q && *q; q++) {
+        if ((rc = odbox_conn_exec(c, *q, err)) != ODBOX_OK)
+            return odbox_error_prefix(err, rc, "connect: session setup");
+    }
+    char sql[128];
+    for (size_t i = 0; found->session_sql && found->session_sql(odbc, i, sql, sizeof sql); i++)
+        if ((rc = odbox_conn_exec(c, sql, err)) != ODBOX_OK)
+            return odbox_error_prefix(err, rc, "connect: session setup");
+    return ODBOX_OK;
+}
+
 /* Connects c (no ODBC connection yet) to dsn_text and sets the session
  * up. A dialect c already has (a reconnect) must be the server's. */
 static int connect_dbc(odbox_conn *c, const char *dsn_text, odbox_error *err)
@@ -63,8 +98,8 @@ static int connect_dbc(odbox_conn *c, const char *dsn_text, odbox_error *err)
     SQLRETURN r = SQLDriverConnect(c->dbc, NULL, (SQLCHAR *)odbc, SQL_NTS, NULL, 0, NULL, SQL_DRIVER_NOPROMPT);
     if (raw)
         pthread_mutex_unlock(&raw_connect_mu);
-    odbox_free_secret(odbc);
     if (!ODBOX_SQL_OK(r)) {
+        odbox_free_secret(odbc);
         odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "connect");
         if (err)
             err->code = ODBOX_ECONNECT;
@@ -73,29 +108,9 @@ static int connect_dbc(odbox_conn *c, const char *dsn_text, odbox_error *err)
         return ODBOX_ECONNECT;
     }
     c->dead = 0;
-    SQLUSMALLINT commit_cb = SQL_CB_DELETE, rollback_cb = SQL_CB_DELETE;
-    SQLGetInfo(c->dbc, SQL_CURSOR_COMMIT_BEHAVIOR, &commit_cb, sizeof commit_cb, NULL);
-    SQLGetInfo(c->dbc, SQL_CURSOR_ROLLBACK_BEHAVIOR, &rollback_cb, sizeof rollback_cb, NULL);
-    c->cache_ok = commit_cb != SQL_CB_DELETE && rollback_cb != SQL_CB_DELETE;
-    SQLUINTEGER getdata = 0;
-    SQLGetInfo(c->dbc, SQL_GETDATA_EXTENSIONS, &getdata, sizeof getdata, NULL);
-    c->bind_columns = (getdata & (SQL_GD_BOUND | SQL_GD_ANY_COLUMN)) == (SQL_GD_BOUND | SQL_GD_ANY_COLUMN);
-    get_info_text(c->dbc, SQL_DBMS_NAME, c->server_name, sizeof c->server_name);
-    get_info_text(c->dbc, SQL_DBMS_VER, c->server_version, sizeof c->server_version);
-    const odbox_dialect *found = dialect ? dialect : odbox_dialect_detect(c->server_name, c->server_version);
-    if (!found)
-        return odbox_fail(err, ODBOX_EUNSUPPORTED,
-                          "connect: server '%s' version '%s' matches no odbox dialect (set dialect= in the DSN)",
-                          c->server_name, c->server_version);
-    if (c->dialect && c->dialect != found)
-        return odbox_fail(err, ODBOX_EUNSUPPORTED, "connect: the server is %s now, and was %s", found->name,
-                          c->dialect->name);
-    c->dialect = found;
-    for (const char *const *q = found->session_setup; q && *q; q++) {
-        if ((rc = odbox_conn_exec(c, *q, err)) != ODBOX_OK)
-            return odbox_error_prefix(err, rc, "connect: session setup");
-    }
-    return ODBOX_OK;
+    rc = setup_session(c, dialect, odbc, err);
+    odbox_free_secret(odbc);
+    return rc;
 }
 
 int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)

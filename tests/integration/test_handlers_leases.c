@@ -3,7 +3,8 @@
  * claims (issue 19). A call longer than an execution is not cut off and
  * called again; a claim whose lease has passed is taken by another
  * delivery, and the first call's late outcome writes nothing; two
- * deliveries of one eventlog handle one backlog together, each row once. */
+ * deliveries of one eventlog handle one backlog together, each row once;
+ * two handling loops of one delivery overlap. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,9 +15,11 @@ static const odbox_event_type EV_A = {"TicketOpened"};
 
 /* ---- the cut-off (issue 19) ------------------------------------------------- */
 
-/* A handler that takes 3 s: calls counted, overlapping calls too. */
+/* A handler that takes 3 s (or sleep_ms): calls counted, overlapping
+ * calls too. */
 typedef struct slow3 {
     atomic_int calls, running, most_running, finished;
+    int sleep_ms;         /* 0: 3000 */
 } slow3;
 
 static int slow3_handle(const odbox_envelope *env, void *user, odbox_error *err)
@@ -28,7 +31,7 @@ static int slow3_handle(const odbox_envelope *env, void *user, odbox_error *err)
     int most = atomic_load(&s->most_running);
     while (now > most && !atomic_compare_exchange_weak(&s->most_running, &most, now))
         ;
-    jt_sleep_ms(3000);
+    jt_sleep_ms(s->sleep_ms ? s->sleep_ms : 3000);
     atomic_fetch_sub(&s->running, 1);
     atomic_fetch_add(&s->finished, 1);
     return 0;
@@ -239,10 +242,49 @@ START_TEST(two_deliveries_handle_one_backlog_together)
 }
 END_TEST
 
+/* The handling loops of one process overlap on a backlog: with batches of
+ * 4 and 8 worker threads, one loop has at most 4 calls in flight (it
+ * waits for its batch), two loops more (the second claims while the
+ * first calls); every row is called once either way. */
+START_TEST(two_handling_loops_overlap_and_call_each_row_once)
+{
+    enum { N = 32, BATCH = 4 };
+    int most[2] = {0};
+    for (int loops = 1; loops <= 2; loops++) {
+        jx x;
+        jx_open(&x, 1);
+        static slow3 sl;
+        memset(&sl, 0, sizeof sl);
+        odbox_handlers *h = NULL;
+        odbox_error e = {0};
+        ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+        odbox_handler hd = {.name = "slow", .event_type = EV_A.name, .handle = slow3_handle, .user = &sl};
+        ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+        sl.sleep_ms = 100;
+        emit_n(&x.f, x.exe, 0, &EV_A, N, NULL);
+        odbox_delivery_config cfg = {.handling_batch = BATCH, .workers = 8, .handling_loops = loops,
+                                     .fanout_poll_ms = 50, .handling_poll_ms = 50, .cross_process_wakeup = -1};
+        jx_run(&x, h, &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+        int64_t end = mono_ms_now() + 30000;
+        while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < N && mono_ms_now() < end)
+            jt_sleep_ms(20);
+        most[loops - 1] = atomic_load(&sl.most_running);
+        printf("handlers: %d handling loop(s), batches of %d: %d calls, at most %d at once\n", loops, BATCH,
+               atomic_load(&sl.calls), most[loops - 1]);
+        ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED' AND attempts = 1"), N);
+        ck_assert_int_eq(atomic_load(&sl.calls), N);
+        jx_close(&x);
+    }
+    ck_assert_int_le(most[0], BATCH);
+    ck_assert_int_gt(most[1], BATCH);
+}
+END_TEST
+
 /* The handlers_jobs suite's tests, added to its tcase where they were listed. */
 void handlers_jobs_add_lease_tests(TCase *tc)
 {
     tcase_add_test(tc, a_slow_call_is_not_cut_off_by_the_execution_length);
     tcase_add_test(tc, a_late_outcome_after_the_lease_was_lost_writes_nothing);
     tcase_add_test(tc, two_deliveries_handle_one_backlog_together);
+    tcase_add_test(tc, two_handling_loops_overlap_and_call_each_row_once);
 }

@@ -144,6 +144,37 @@ START_TEST(sqlite_batch_update_sql)
 }
 END_TEST
 
+/* Every session takes SQLite's busy handler with the connection string's
+ * Timeout (the driver's 100 s without one); a value that is no number
+ * gets no statement (the driver reads it as it will). */
+START_TEST(sqlite_sessions_wait_with_the_strings_timeout)
+{
+    const odbox_dialect *d = &odbox_dialect_sqlite;
+    char sql[128];
+    ck_assert_ptr_nonnull(d->session_sql);
+    ck_assert_int_eq(d->session_sql("Driver={SQLite3};Database=/x.db;Timeout=300;JournalMode=WAL;", 0, sql,
+                                    sizeof sql), 1);
+    ck_assert_str_eq(sql, "PRAGMA busy_timeout = 300");
+    ck_assert_int_eq(d->session_sql("Driver={SQLite3};Database=/x.db;Timeout=300;", 1, sql, sizeof sql), 0);
+    ck_assert_int_eq(d->session_sql("Driver={SQLite3};Database=/x.db;timeout=25", 0, sql, sizeof sql), 1);
+    ck_assert_str_eq(sql, "PRAGMA busy_timeout = 25");
+    ck_assert_int_eq(d->session_sql("Driver={SQLite3};Database=/x.db", 0, sql, sizeof sql), 1);
+    ck_assert_str_eq(sql, "PRAGMA busy_timeout = 100000");
+    ck_assert_int_eq(d->session_sql("Database=/x.db;Timeout=3s;", 0, sql, sizeof sql), 0);
+    ck_assert_int_eq(d->session_sql("Database=/x.db;Timeout=-1;", 0, sql, sizeof sql), 0);
+    /* the string odbox makes from a URL carries the default */
+    char *odbc = NULL;
+    odbox_dsn *dsn = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_dsn_parse("sqlite:///tmp/x.db", &dsn, &e), ODBOX_OK);
+    ck_assert_int_eq(d->connection_string(dsn, "SQLite3", &odbc, &e), ODBOX_OK);
+    ck_assert_int_eq(d->session_sql(odbc, 0, sql, sizeof sql), 1);
+    ck_assert_str_eq(sql, "PRAGMA busy_timeout = 10000");
+    free(odbc);
+    odbox_dsn_free(&dsn);
+}
+END_TEST
+
 Suite *dialect_sqlite_suite(void)
 {
     Suite *s = suite_create("dialect_sqlite");
@@ -153,6 +184,7 @@ Suite *dialect_sqlite_suite(void)
     tcase_add_test(t, eventlog_table_names);
     tcase_add_test(t, eventlog_table_locations);
     tcase_add_test(t, sqlite_batch_update_sql);
+    tcase_add_test(t, sqlite_sessions_wait_with_the_strings_timeout);
     suite_add_tcase(s, t);
     return s;
 }

@@ -117,6 +117,7 @@ START_TEST(delivery_refuses_bad_input)
         {.retention_ms = -1},        {.workers = -2},             {.workers = 5000},
         {.handler_timeout_ms = -1},  {.stop_wait_ms = -1},        {.execution_max_ms = -1},
         {.cross_process_wakeup = 1}, {.replica_max_lag_ms = -1},  {.replica_max_lag_ms = 86400001},
+        {.handling_loops = -1},      {.handling_loops = 65},
         {.backoff_base_ms = 60000, .backoff_cap_ms = 1000},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
