@@ -190,8 +190,14 @@ const odbox_dialect odbox_dialect_postgresql = {
      * index, read in order, is the plan. A claim is committed without
      * waiting for the WAL flush: one lost in a server crash leaves its
      * rows due again, which at-least-once allows, and a call starts a
-     * flush earlier */
-    .claim_begin_sql = "SELECT set_config('enable_sort', 'off', true), set_config('synchronous_commit', 'off', true)",
+     * flush earlier. Plans are made for the rows at hand (no generic
+     * plan, cached while the table was small: on a fresh eventlog the
+     * claim's UPDATE by 100 ids scanned the whole table, 12 ms a round) */
+    .claim_begin_sql = "SELECT set_config('enable_sort', 'off', true), set_config('synchronous_commit', 'off', true), "
+                       "set_config('plan_cache_mode', 'force_custom_plan', true)",
+    /* the outcomes' UPDATEs by id, for the same reason (durable: no
+     * synchronous_commit change) */
+    .outcome_begin_sql = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
     .lock_key_form = ODBOX_LOCK_KEY_INT64,
     .lock_try_sql = "SELECT CASE WHEN pg_try_advisory_lock(?) THEN 1 ELSE 0 END",
     .lock_release_sql = "SELECT CASE WHEN pg_advisory_unlock(?) THEN 1 ELSE 0 END",
@@ -218,7 +224,8 @@ const odbox_dialect odbox_dialect_postgresql = {
     .map_error = map_error,
     /* pg_notify takes the channel as a value (bound), where NOTIFY wants
      * an identifier in the text */
-    .fanout_begin_sql = "SELECT set_config('synchronous_commit', 'off', true)",
+    .fanout_begin_sql = "SELECT set_config('synchronous_commit', 'off', true), "
+                        "set_config('plan_cache_mode', 'force_custom_plan', true)",
     /* a wake-up is a hint: its commit need not wait for the WAL flush */
     .notify_sql = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(?, ?)",
 #ifdef HAVE_LIBPQ

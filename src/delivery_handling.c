@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 #include "delivery_round.h"
+#include "internal.h"
 #include "notifications_internal.h"
 #include "registry_internal.h"
 
@@ -153,12 +154,20 @@ static char *outcome_sql(const hround *h, int bucket, size_t n, int same_attempt
     return odbox_buf_take(&b);
 }
 
+/* A nap before trying again after a lost deadlock: 10, 20, 30 ms... */
+static void deadlock_nap(int attempt)
+{
+    struct timespec nap = {0, attempt * 10 * 1000000L};
+    nanosleep(&nap, NULL);
+}
+
 /* Runs an outcome UPDATE. One that loses a deadlock (MariaDB: against a
  * fan-out's INSERT into the same indexes) is run again, a few times,
  * after a short nap: it runs alone (autocommit), so the deadlock rolled
  * back nothing else, and giving up would leave its rows claimed until
- * the lease ends (minutes). Inside a caller's transaction (a hook) the
- * whole transaction is gone, so it is not repeated. */
+ * the lease ends (minutes). Inside a transaction (the outcomes' own, see
+ * write_all, or a hook's) the whole transaction is gone, so it is not
+ * repeated here. */
 static int execute_outcome(hround *h, odbox_conn *conn, odbox_stmt *s, odbox_error *err)
 {
     for (int attempt = 1;; attempt++) {
@@ -166,8 +175,7 @@ static int execute_outcome(hround *h, odbox_conn *conn, odbox_stmt *s, odbox_err
         h->rd->statements++;
         if (rc != ODBOX_EDEADLOCK || attempt == OUTCOME_TRIES || odbox_conn_in_transaction(conn))
             return rc;
-        struct timespec nap = {0, attempt * 10 * 1000000L};
-        nanosleep(&nap, NULL);
+        deadlock_nap(attempt);
     }
 }
 
@@ -286,6 +294,38 @@ static int write_outcomes(hround *h, odbox_conn *conn, int64_t post, odbox_error
     return rc;
 }
 
+/* The outcomes, in one transaction begun with the dialect's
+ * outcome_begin_sql where it has one (PostgreSQL: plans made for the
+ * rows at hand, so that a table whose statistics, or none, predate its
+ * backlog is still updated by id rather than scanned whole by a plan
+ * cached while it was small). A transaction that loses a deadlock runs
+ * again whole, as a lone UPDATE does (execute_outcome). Inside a hook's
+ * transaction, or without outcome_begin_sql, the UPDATEs run as they
+ * are. */
+static int write_all(hround *h, odbox_conn *conn, int64_t post, odbox_error *err)
+{
+    const char *begin = h->dialect->outcome_begin_sql;
+    if (!begin || odbox_conn_in_transaction(conn))
+        return write_outcomes(h, conn, post, err);
+    odbox_delivery_round before = *h->rd;
+    for (int attempt = 1;; attempt++) {
+        int rc = odbox_delivery_begin(conn, begin, err);
+        if (rc == ODBOX_OK)
+            rc = write_outcomes(h, conn, post, err);
+        if (rc == ODBOX_OK)
+            rc = odbox_commit_failed(odbox_conn_commit(conn, err), err);
+        else if (odbox_conn_in_transaction(conn))
+            odbox_conn_rollback(conn, NULL);
+        if (rc != ODBOX_EDEADLOCK || attempt == OUTCOME_TRIES)
+            return rc;
+        /* what the rolled-back try counted is undone; its statements ran */
+        size_t statements = h->rd->statements;
+        *h->rd = before;
+        h->rd->statements = statements;
+        deadlock_nap(attempt);
+    }
+}
+
 /* Calls that ran past the round's claim: another round may have claimed
  * and called their rows meanwhile; their outcomes are written only where
  * the row is still this round's. */
@@ -388,7 +428,7 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
             release_claims(&h, c, &ignored);
         }
         if (rc == ODBOX_OK)
-            rc = write_outcomes(&h, c, post, err);
+            rc = write_all(&h, c, post, err);
         if (rc == ODBOX_OK)
             report(&h, post);
         else

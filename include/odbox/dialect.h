@@ -283,6 +283,9 @@ typedef struct odbox_dialect {
      * wait for the WAL flush: a fan-out lost in a server crash is done
      * again, and any later durable commit flushes it). NULL: none. */
     const char *fanout_begin_sql;
+    /* Runs first in the transaction that writes a handling round's
+     * outcomes. NULL: no transaction, each outcome UPDATE on its own. */
+    const char *outcome_begin_sql;
     /* Statements a new session runs after session_setup that depend on
      * the ODBC connection string it was opened with (odbc). Fills out
      * with the i-th (i = 0, 1, ...) and answers 1, or 0 when there are
