@@ -20,6 +20,7 @@
 #include "jobs.h"
 #include "notifications.h"
 #include "handlers.h"
+#include "relay.h"
 
 #ifdef __cplusplus
 extern "C" {

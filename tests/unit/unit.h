@@ -14,5 +14,6 @@ Suite *drivers_suite(void);
 Suite *wake_suite(void);
 Suite *ops_suite(void);
 Suite *handlers_suite(void);
+Suite *relay_suite(void);
 
 #endif

@@ -1,0 +1,90 @@
+/* odbox — relays: subscriptions whose call publishes the event to a
+ * broker (NATS JetStream, RabbitMQ, Kafka) and succeeds only once the
+ * broker has confirmed it. A relay is a handler like any other: a durable
+ * name and event types, its own notifications, retries, backoff, expiry,
+ * metrics and rows in `odbox handlers`; only its call is odbox's.
+ *
+ * The message body is the event as JSON, schema version 1 (docs/relays.md):
+ *   {"schema_version": 1, "id": <event id>, "aggregatetype": <model type>,
+ *    "aggregateid": <model id>, "type": <event type>, "payload": {...},
+ *    "namespace": ..., "action_id": ..., "action_name": ...,
+ *    "event_date": "2026-01-01T00:00:00.000000Z"}
+ * id, aggregatetype, aggregateid, type and payload are the names
+ * Debezium's outbox event router reads, so a consumer of a Debezium setup
+ * reads these messages too. A model type or id the event has none of is
+ * JSON null; so is a payload the row has none of. */
+#ifndef ODBOX_RELAY_H
+#define ODBOX_RELAY_H
+
+#include "handlers.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ODBOX_RELAY_SCHEMA_VERSION 1
+
+/* The message body of env's event, as above: *out is malloc'd JSON text
+ * (free it), *len its length. */
+int odbox_relay_body(const odbox_envelope *env, char **out, size_t *len, odbox_error *err);
+
+/* Templates name where a message goes (a subject, a routing key, a topic):
+ * text with placeholders {namespace}, {action_name}, {action_id},
+ * {model_type}, {model_id}, {event_type}, {event_id} and {handler}; "{{"
+ * and "}}" stand for "{" and "}". A placeholder whose value the event
+ * lacks (no model) expands to "". check: ODBOX_EINVAL for an unknown
+ * placeholder or an unpaired brace, naming it. expand: *out malloc'd. */
+int odbox_relay_template_check(const char *tmpl, odbox_error *err);
+int odbox_relay_expand(const char *tmpl, const odbox_envelope *env, char **out, odbox_error *err);
+
+/* A broker's side of a relay (versioned, as odbox's other method tables). */
+#define ODBOX_RELAY_OPS_VERSION 1
+typedef struct odbox_relay_ops {
+    int version;        /* ODBOX_RELAY_OPS_VERSION */
+    const char *kind;   /* "nats", "rabbitmq", "kafka" */
+    /* Publishes body (len bytes) for env and returns 0 once the broker
+     * has confirmed it; a negative ODBOX_E* code with err set otherwise
+     * (the row is retried with backoff). Called on the delivery's worker
+     * threads, several at once. */
+    int (*publish)(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err);
+    /* Closes the broker connection; NULL-safe on broker. */
+    void (*close)(void *broker);
+} odbox_relay_ops;
+
+typedef struct odbox_relay_config {
+    const char *name;                /* the subscription's durable name (an odbox_handler name) */
+    const char *const *event_types;  /* NULL-terminated, at least one */
+    const char *const *former_names; /* may be NULL */
+    /* Per model_id order: at most one unconfirmed message per model_id
+     * (odbox_handler_options.ordered). */
+    int ordered;
+    int max_in_flight;               /* odbox_handler_options.max_in_flight; 0: none */
+} odbox_relay_config;
+
+typedef struct odbox_relay odbox_relay;
+
+/* Adds a relay to h: a handler named cfg->name whose call publishes the
+ * event's body through ops (broker: the ops' own state). The relay takes
+ * broker: odbox_relay_free closes it, as does a failed add. *out is the
+ * relay (free it after every delivery using h is freed). ODBOX_EINVAL for
+ * bad arguments (as odbox_handlers_add), ODBOX_ESTATE once a delivery uses
+ * h; *out is then NULL, except when the handler was added and its options
+ * were refused (not expected: they are checked first), when *out is set
+ * and is the caller's to free. */
+int odbox_relay_add(odbox_handlers *h, const odbox_relay_config *cfg, const odbox_relay_ops *ops, void *broker,
+                    odbox_relay **out, odbox_error *err);
+
+/* Messages the relay published and the broker confirmed, and publishes
+ * that failed, since it was added. */
+int64_t odbox_relay_published(const odbox_relay *r);
+int64_t odbox_relay_failed(const odbox_relay *r);
+
+/* Closes the broker and frees. After every delivery using the relay's
+ * handlers is freed. NULL-safe; sets *r = NULL. */
+void odbox_relay_free(odbox_relay **r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
