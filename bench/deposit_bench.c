@@ -18,14 +18,16 @@
  * --keys runs every deposit with its own idempotency key (as each request
  * would carry one; odbox_execute_keyed): one SELECT of the key before
  * perform and the key's INSERT in the transaction (on PostgreSQL, one
- * more item of the one statement). Compare a run with and one without,
+ * more item of the one statement). With --owntx, every transaction
+ * carries its own key (odbox_tx_config.idempotency_key): the key's INSERT
+ * as its first statement, no read. Compare a run with and one without,
  * on the same server, for the cost of a key.
  *
  * bench/deposit.sh runs pgbench (PostgreSQL) and mariadb-slap (MariaDB)
  * with the same statements (from --print-sql) on the same server in the
  * same run and prints the ratios.
  *
- * Usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx | --keys]
+ * Usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx] [--keys]
  *                            [--table NAME] [--eventlog NAME] [--payload JSON]
  *        odbox-bench-deposit [--dsn DSN] --setup --clients N [--table NAME] [--eventlog NAME]
  *        odbox-bench-deposit [--dsn DSN | --dialect NAME] --print-sql [--clients N] [...]
@@ -153,10 +155,10 @@ static int perform_deposit(odbox_context *ctx, json_object *params, odbox_plan *
  * BEGIN, its own UPDATE ... SET balance = balance + 1 (no read, no
  * version), one event, COMMIT: what the raw client's transaction holds
  * too, plus the events INSERT. */
-static int own_deposit(worker *w, json_object *params, odbox_error *err)
+static int own_deposit(worker *w, json_object *params, const char *key, odbox_error *err)
 {
     odbox_tx *tx = NULL;
-    odbox_tx_config cfg = {.action_name = ACTION_NAME, .params = params};
+    odbox_tx_config cfg = {.action_name = ACTION_NAME, .params = params, .idempotency_key = key};
     odbox_stmt *s = NULL;
     int rc = odbox_tx_begin(g_exe, (odbox_shard_id){0, 0}, &cfg, &tx, err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_prepare(odbox_tx_conn(tx), g_own_update, &s, err)) == ODBOX_OK &&
@@ -192,7 +194,7 @@ static void *run_worker(void *arg)
         snprintf(key, sizeof key, "bench-%ld-%llx-%d-%llu", (long)getpid(), (unsigned long long)g_start_ns, w->id,
                  (unsigned long long)w->count);
         int rc = !params  ? fail_msg(&w->err, ODBOX_ENOMEM, "out of memory")
-                 : g_owntx ? own_deposit(w, params, &w->err)
+                 : g_owntx ? own_deposit(w, params, g_keys ? key : NULL, &w->err)
                  : g_keys  ? odbox_execute_keyed(g_exe, &w->action, params, key, NULL, &res, &w->err)
                            : odbox_execute(g_exe, &w->action, params, NULL, &res, &w->err);
         uint64_t t1 = now_ns();
@@ -297,7 +299,7 @@ static void usage(const char *msg)
     if (msg)
         fprintf(stderr, "odbox-bench-deposit: %s\n", msg);
     fprintf(stderr,
-            "usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx | --keys]\n"
+            "usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx] [--keys]\n"
             "                           [--table NAME] [--eventlog NAME] [--payload JSON]\n"
             "       odbox-bench-deposit [--dsn DSN] --setup --clients N [--table NAME] [--eventlog NAME]\n"
             "       odbox-bench-deposit [--dsn DSN | --dialect NAME] --print-sql [--clients N]\n"
@@ -678,7 +680,8 @@ int main(int argc, char **argv)
         printf("                  %s\n", q.update);
         printf("                  %s\n", q.insert);
         if (g_keys)
-            printf("idempotency keys: one per deposit (a SELECT before perform, an INSERT with the writes)\n");
+            printf("idempotency keys: one per deposit (%s)\n",
+                   g_owntx ? "the transaction's first statement, an INSERT" : "a SELECT before perform, an INSERT with the writes");
         printf("clients:          %ld (threads %ld, pool size %ld), one wallet each, 1 event per action\n", clients,
                clients, clients);
         printf("duration:         %.3f s\n", elapsed);

@@ -22,6 +22,22 @@ typedef struct slow3 {
     int sleep_ms;         /* 0: 3000 */
 } slow3;
 
+static int slow3_handle(const odbox_envelope *env, void *user, odbox_error *err);
+
+/* Handlers of one handler, "slow", on EV_A, calling s (reset, sleeping
+ * sleep_ms). */
+static odbox_handlers *slow_handlers(slow3 *s, int sleep_ms)
+{
+    memset(s, 0, sizeof *s);
+    s->sleep_ms = sleep_ms;
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = "slow", .event_type = EV_A.name, .handle = slow3_handle, .user = s};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    return h;
+}
+
 static int slow3_handle(const odbox_envelope *env, void *user, odbox_error *err)
 {
     (void)env, (void)err;
@@ -45,12 +61,7 @@ START_TEST(a_slow_call_is_not_cut_off_by_the_execution_length)
     jx x;
     jx_open(&x, 1);
     static slow3 sl;
-    memset(&sl, 0, sizeof sl);
-    odbox_handlers *h = NULL;
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-    odbox_handler hd = {.name = "slow", .event_type = EV_A.name, .handle = slow3_handle, .user = &sl};
-    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    odbox_handlers *h = slow_handlers(&sl, 0);
     odbox_delivery_config cfg = {.fanout_poll_ms = 100, .handling_poll_ms = 100, .execution_max_ms = 500,
                                  .stop_wait_ms = 200, .cross_process_wakeup = -1};
     jx_run(&x, h, &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
@@ -254,13 +265,7 @@ START_TEST(two_handling_loops_overlap_and_call_each_row_once)
         jx x;
         jx_open(&x, 1);
         static slow3 sl;
-        memset(&sl, 0, sizeof sl);
-        odbox_handlers *h = NULL;
-        odbox_error e = {0};
-        ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-        odbox_handler hd = {.name = "slow", .event_type = EV_A.name, .handle = slow3_handle, .user = &sl};
-        ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
-        sl.sleep_ms = 100;
+        odbox_handlers *h = slow_handlers(&sl, 100);
         emit_n(&x.f, x.exe, 0, &EV_A, N, NULL);
         odbox_delivery_config cfg = {.handling_batch = BATCH, .workers = 8, .handling_loops = loops,
                                      .fanout_poll_ms = 50, .handling_poll_ms = 50, .cross_process_wakeup = -1};
