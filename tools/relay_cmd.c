@@ -306,6 +306,13 @@ static int wait_for_end(odbox_registry *r, odbox_delivery *d, const relay_opts *
     return ODBOX_OK;
 }
 
+static void log_to_stderr(void *ud, odbox_log_level level, const char *message)
+{
+    (void)ud;
+    static const char *const names[] = {"debug", "info", "warning", "error"};
+    fprintf(stderr, "odbox relay: %s: %s\n", names[level < 0 || level > 3 ? 3 : level], message);
+}
+
 static void install_signals(void)
 {
     struct sigaction sa;
@@ -413,6 +420,7 @@ int cmd_relay(int argc, char **argv)
     int rc = es ? odbox_registry_load(o.c.config, &r, &err) : odbox_error_set(&err, ODBOX_ENOMEM, "relay: out of memory");
     if (rc == ODBOX_OK) {
         install_signals();
+        odbox_log_set(log_to_stderr, NULL, ODBOX_LOG_WARN);
         rc = run(r, relays, es, n, &o, &err);
     }
     odbox_registry_free(&r);
