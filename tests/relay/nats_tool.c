@@ -2,9 +2,10 @@
  *   nats-tool create URL STREAM SUBJECT   a file stream on SUBJECT (a
  *                                         wildcard is fine), 2 min dedup window
  *   nats-tool count URL STREAM            reads every message of STREAM and
- *       prints "messages N distinct D duplicates X disorder V": distinct
+ *       prints "messages N distinct D duplicates X disorder V bytes B": distinct
  *       Nats-Msg-Id values, messages beyond one per id, and messages whose
- *       payload.seq is below an earlier one of the same aggregateid
+ *       payload.seq is below an earlier one of the same aggregateid; B is
+ *       the mean body size
  *   nats-tool publish URL SUBJECT N SIZE THREADS   N messages of SIZE bytes
  *       with JetStream, each waiting for its ack, on THREADS threads;
  *       prints "published N in MS ms: R msg/s" (the raw baseline)
@@ -50,7 +51,7 @@ static int count(jsCtx *js, const char *stream)
     uint64_t first = si->State.FirstSeq, last = si->State.LastSeq, n = si->State.Msgs;
     jsStreamInfo_Destroy(si);
     json_object *ids = json_object_new_object(), *seqs = json_object_new_object();
-    long long messages = 0, dups = 0, disorder = 0;
+    long long messages = 0, dups = 0, disorder = 0, bytes = 0;
     for (uint64_t q = first; n && q <= last; q++) {
         natsMsg *m = NULL;
         if ((s = js_GetMsg(&m, js, stream, q, NULL, &j)) != NATS_OK)
@@ -58,6 +59,7 @@ static int count(jsCtx *js, const char *stream)
         const char *id = NULL;
         natsMsgHeader_Get(m, "Nats-Msg-Id", &id);
         messages++;
+        bytes += natsMsg_GetDataLength(m);
         json_object *v;
         if (id && json_object_object_get_ex(ids, id, &v))
             dups++;
@@ -75,8 +77,8 @@ static int count(jsCtx *js, const char *stream)
         json_object_put(body);
         natsMsg_Destroy(m);
     }
-    printf("messages %lld distinct %d duplicates %lld disorder %lld\n", messages, json_object_object_length(ids),
-           dups, disorder);
+    printf("messages %lld distinct %d duplicates %lld disorder %lld bytes %lld\n", messages,
+           json_object_object_length(ids), dups, disorder, messages ? bytes / messages : 0);
     json_object_put(ids);
     json_object_put(seqs);
     return 0;
