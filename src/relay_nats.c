@@ -3,11 +3,16 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "internal.h"
 #include "odbox/relay_nats.h"
 
 #define NATS_DEFAULT_URL "nats://127.0.0.1:4222"
 #define NATS_DEFAULT_TIMEOUT_MS 10000
+/* After a failed connect, publishes fail with its error this long rather
+ * than each trying again: with a server that does not answer, the workers
+ * would otherwise wait for the lock one connect timeout after another. */
+#define NATS_CONNECT_RETRY_MS 1000
 
 /* Settings as open_json reads them; the strings are json's until copied. */
 static int settings_from_json(json_object *s, odbox_relay_nats_config *c, odbox_error *err)
@@ -74,7 +79,16 @@ typedef struct nats_broker {
     pthread_mutex_t mu; /* guards connecting; publishes share nc and js (libnats allows it) */
     natsConnection *nc;
     jsCtx *js;
+    int64_t failed_ms;  /* when the last connect failed (monotonic); 0: none */
+    odbox_error failed; /* ... and why */
 } nats_broker;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* A subject NATS would refuse or read as a pattern: the row's error. */
 static int check_subject(const char *s, odbox_error *err)
@@ -134,40 +148,55 @@ static natsStatus make_options(const nats_broker *b, natsOptions **o)
     return s;
 }
 
-/* Connects b once (under b->mu) and checks its stream. */
+/* Connects b and checks its stream (under b->mu); on failure b has no
+ * connection left. */
+static int connect_once(nats_broker *b, odbox_error *err)
+{
+    natsOptions *o = NULL;
+    jsOptions jo;
+    jsErrCode jerr = 0;
+    int rc = ODBOX_OK;
+    natsStatus s = make_options(b, &o);
+    if (s == NATS_OK)
+        s = natsConnection_Connect(&b->nc, o);
+    if (s == NATS_OK)
+        s = jsOptions_Init(&jo);
+    if (s == NATS_OK) {
+        jo.Wait = b->timeout_ms;
+        s = natsConnection_JetStream(&b->js, b->nc, &jo);
+    }
+    natsOptions_Destroy(o);
+    if (s != NATS_OK) {
+        rc = nats_fail(err, s, jerr, "cannot connect to", b->url);
+    } else if (b->stream) {
+        jsStreamInfo *si = NULL;
+        s = js_GetStreamInfo(&si, b->js, b->stream, NULL, &jerr);
+        jsStreamInfo_Destroy(si);
+        if (s != NATS_OK)
+            rc = nats_fail(err, s, jerr, "stream", b->stream);
+    }
+    if (rc != ODBOX_OK) {
+        jsCtx_Destroy(b->js);
+        natsConnection_Destroy(b->nc);
+        b->js = NULL;
+        b->nc = NULL;
+    }
+    return rc;
+}
+
+/* Connects b once; a failed connect answers for NATS_CONNECT_RETRY_MS. */
 static int ensure_connected(nats_broker *b, odbox_error *err)
 {
     int rc = ODBOX_OK;
     pthread_mutex_lock(&b->mu);
-    if (!b->js) {
-        natsOptions *o = NULL;
-        jsOptions jo;
-        jsErrCode jerr = 0;
-        natsStatus s = make_options(b, &o);
-        if (s == NATS_OK)
-            s = natsConnection_Connect(&b->nc, o);
-        if (s == NATS_OK)
-            s = jsOptions_Init(&jo);
-        if (s == NATS_OK) {
-            jo.Wait = b->timeout_ms;
-            s = natsConnection_JetStream(&b->js, b->nc, &jo);
-        }
-        natsOptions_Destroy(o);
-        if (s == NATS_OK && b->stream) {
-            jsStreamInfo *si = NULL;
-            s = js_GetStreamInfo(&si, b->js, b->stream, NULL, &jerr);
-            jsStreamInfo_Destroy(si);
-            if (s != NATS_OK)
-                rc = nats_fail(err, s, jerr, "stream", b->stream);
-        } else if (s != NATS_OK) {
-            rc = nats_fail(err, s, jerr, "cannot connect to", b->url);
-        }
-        if (rc != ODBOX_OK) {
-            jsCtx_Destroy(b->js);
-            natsConnection_Destroy(b->nc);
-            b->js = NULL;
-            b->nc = NULL;
-        }
+    if (!b->js && b->failed_ms && mono_ms() - b->failed_ms < NATS_CONNECT_RETRY_MS) {
+        rc = b->failed.code;
+        if (err)
+            *err = b->failed;
+    } else if (!b->js && (rc = connect_once(b, &b->failed)) != ODBOX_OK) {
+        b->failed_ms = mono_ms();
+        if (err)
+            *err = b->failed;
     }
     pthread_mutex_unlock(&b->mu);
     return rc;

@@ -61,6 +61,10 @@ START_TEST(nats_bad_subjects_fail_their_row_and_a_dead_server_fails_in_time)
     env.model_type = "Order";
     ck_assert_int_eq(odbox_relay_nats_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
     ck_assert_ptr_nonnull(strstr(e.message, "cannot connect to nats://127.0.0.1:1"));
+    /* within a second the same answer, without connecting again */
+    odbox_error e2 = {0};
+    ck_assert_int_eq(odbox_relay_nats_ops.publish(b, &env, "{}", 2, &e2), ODBOX_ECONNECT);
+    ck_assert_str_eq(e2.message, e.message);
     odbox_relay_nats_ops.close(b);
 }
 END_TEST
