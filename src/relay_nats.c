@@ -225,6 +225,9 @@ static int nats_publish(void *broker, const odbox_envelope *env, const char *bod
         if (b->stream)
             po.ExpectStream = b->stream;
         natsStatus s = js_Publish(&ack, b->js, subject, body, (int)len, &po, &jerr);
+        if (s == NATS_OK && ack && ack->Duplicate) /* a redelivery the stream dropped: worth seeing, not a fault */
+            odbox_log(ODBOX_LOG_INFO, "relay %s: event %s was in stream %s already (a redelivery, dropped)",
+                      env->handler_name ? env->handler_name : "?", env->event_id, ack->Stream ? ack->Stream : "?");
         jsPubAck_Destroy(ack);
         if (s != NATS_OK)
             rc = nats_fail(err, s, jerr, "publish to", subject);

@@ -12,7 +12,7 @@
 
 const char usage_relay[] =
     "usage: odbox relay --config FILE [--until-idle] [--timeout-ms N] [--workers N]\n"
-    "                   [--poll-ms N] [--backoff-ms N] [--lease-ms N] [--json]\n"
+    "                   [--poll-ms N] [--backoff-ms N] [--lease-ms N] [--verbose] [--json]\n"
     "\n"
     "Publishes the events of the relays in FILE's \"relays\" array to their brokers:\n"
     "  \"relays\": [{\"name\": \"to-nats\", \"kind\": \"nats\", \"event_types\": [\"Deposited\"],\n"
@@ -28,6 +28,7 @@ const char usage_relay[] =
     "  --backoff-ms N  a failed row waits N x 2^(attempts-1), at most 300000 (default 30000)\n"
     "  --lease-ms N    a claimed row is claimed again after N ms when its process died\n"
     "                  (default: the longest relay timeout + 35000)\n"
+    "  --verbose       also the library's info lines (e.g. a redelivery the broker dropped)\n"
     "\n"
     "Exit codes: 0 stopped or idle; 1 runtime error; 2 usage, an unknown kind, a\n"
     "kind this odbox was built without or bad settings (naming the relay); 4\n"
@@ -56,7 +57,7 @@ static const relay_kind kinds[] = {
 
 typedef struct relay_opts {
     cli c;
-    int until_idle, timeout_ms, workers, poll_ms, lease_ms;
+    int until_idle, timeout_ms, workers, poll_ms, lease_ms, verbose;
     int64_t backoff_ms;
 } relay_opts;
 
@@ -106,7 +107,8 @@ static int parse_args(int argc, char **argv, relay_opts *o)
         {"timeout-ms", required_argument, 0, 't'}, {"workers", required_argument, 0, 'w'},
         {"poll-ms", required_argument, 0, 'p'},  {"backoff-ms", required_argument, 0, 'b'},
         {"lease-ms", required_argument, 0, 'l'}, {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"verbose", no_argument, 0, 'v'},        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
     o->timeout_ms = 600000;
@@ -119,6 +121,7 @@ static int parse_args(int argc, char **argv, relay_opts *o)
         case 'c': o->c.config = optarg; break;
         case 'u': o->until_idle = 1; break;
         case 'j': o->c.json = 1; break;
+        case 'v': o->verbose = 1; break;
         case 't': rc = parse_ms("--timeout-ms", optarg, 1, 86400000, &v), o->timeout_ms = (int)v; break;
         case 'w': rc = parse_ms("--workers", optarg, 1, 1024, &v), o->workers = (int)v; break;
         case 'p': rc = parse_ms("--poll-ms", optarg, 1, 3600000, &v), o->poll_ms = (int)v; break;
@@ -420,7 +423,7 @@ int cmd_relay(int argc, char **argv)
     int rc = es ? odbox_registry_load(o.c.config, &r, &err) : odbox_error_set(&err, ODBOX_ENOMEM, "relay: out of memory");
     if (rc == ODBOX_OK) {
         install_signals();
-        odbox_log_set(log_to_stderr, NULL, ODBOX_LOG_WARN);
+        odbox_log_set(log_to_stderr, NULL, o.verbose ? ODBOX_LOG_INFO : ODBOX_LOG_WARN);
         rc = run(r, relays, es, n, &o, &err);
     }
     odbox_registry_free(&r);
