@@ -195,7 +195,8 @@ static int parse_default_shard(json_object *root, odbox_registry_config *cfg, od
 
 int odbox_registry_parse(const char *text, odbox_registry **out, odbox_error *err)
 {
-    static const char *const top_keys[] = {"default_shard", "pool", "shards", NULL};
+    /* "relays": read by `odbox relay` (tools/relay_cmd.c), one file for both */
+    static const char *const top_keys[] = {"default_shard", "pool", "shards", "relays", NULL};
     json_object *root = NULL;
     odbox_shard_config *sc = NULL;
     odbox_registry_config cfg = {0};

@@ -75,5 +75,7 @@ int cmd_handlers(int argc, char **argv);
 extern const char usage_handlers[];
 int cmd_demo(int argc, char **argv);
 extern const char usage_demo[];
+int cmd_relay(int argc, char **argv);
+extern const char usage_relay[];
 
 #endif

@@ -21,6 +21,7 @@ static const char usage_main[] =
     "  handlers  subscriptions: types, live processes, backlog, lag; retire, replay\n"
     "  metrics   the notifications' metrics in the Prometheus text format\n"
     "  purge     delete delivered events and finished notifications older than an age\n"
+    "  relay     publish events to brokers (NATS JetStream): the config's \"relays\"\n"
     "  version   print the version\n"
     "  demo      the whole outbox in a few seconds, on SQLite (`odbox demo --help`)\n"
     "  help      this text; `odbox <command> --help` for a command's options\n"
@@ -51,6 +52,8 @@ int main(int argc, char **argv)
             printf("%s%s", usage_metrics, cli_usage_target);
         else if (argc > 2 && !strcmp(argv[2], "demo"))
             fputs(usage_demo, stdout);
+        else if (argc > 2 && !strcmp(argv[2], "relay"))
+            fputs(usage_relay, stdout);
         else if (argc > 2 && !strcmp(argv[2], "purge"))
             printf("%s%s", usage_purge, cli_usage_target);
         else
@@ -81,6 +84,8 @@ int main(int argc, char **argv)
         return cmd_purge(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo"))
         return cmd_demo(argc - 1, argv + 1);
+    if (!strcmp(cmd, "relay"))
+        return cmd_relay(argc - 1, argv + 1);
     fprintf(stderr, "odbox: unknown command '%s'\n%s", cmd, usage_main);
     return EXIT_USAGE;
 }

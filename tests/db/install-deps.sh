@@ -11,6 +11,9 @@ set -euo pipefail
 
 PACKAGES=(postgresql mariadb-server mariadb-client odbc-postgresql odbc-mariadb
     libsqliteodbc unixodbc)
+
+# the NATS server tests/relay/nats.test starts (with JetStream, on a free port)
+PACKAGES+=(nats-server)
 # ODBC driver names the tests use, with the template each package ships.
 DRIVERS=("PostgreSQL ANSI:/usr/share/psqlodbc/odbcinst.ini.template"
     "MariaDB Unicode:/usr/share/odbc-mariadb/odbcinst.ini.template"

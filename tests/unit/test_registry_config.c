@@ -18,7 +18,8 @@ START_TEST(config_two_shards)
         "    { \"group\": 0, \"member\": 0, \"primary\": \"" PG "\" },\n"
         "    { \"group\": 0, \"member\": 1, \"primary\": \"mariadb://u:p@h2/app\",\n"
         "      \"replica\": \"mariadb://u:p@h2r/app\", \"eventlog\": \"eventlog_b\",\n"
-        "      \"pool\": { \"size\": 2 } } ] }";
+        "      \"pool\": { \"size\": 2 } } ],\n"
+        "  \"relays\": [ { \"name\": \"read by odbox relay, not here\" } ] }";
     odbox_registry *r = NULL;
     odbox_error e;
     ck_assert_int_eq(odbox_registry_parse(json, &r, &e), ODBOX_OK);

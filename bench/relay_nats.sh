@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# bench/relay_nats.sh - events/s from the outbox into NATS JetStream through
+# `odbox relay` (1 and 4 relay processes), next to a raw libnats loop doing
+# the same publishes (js_Publish with Nats-Msg-Id, each waiting for its
+# PubAck, on as many threads as the relays have workers) into the same kind
+# of stream with the same message size, and the ratio (goal 0.8).
+#
+# The relay's figure: BENCH_EVENTS events committed first (not timed), then
+# from the start of the relay processes until every notification is
+# SUCCEEDED in PostgreSQL (polled every 100 ms): fan-out, claim, publish,
+# ack and the outcome written, start-up included.
+#
+# Usage: bench/relay_nats.sh
+# Environment:
+#   ODBOX_BUILDDIR   build directory (default: <repo>/build)
+#   BENCH_EVENTS     events per run (default 20000)
+#   BENCH_WORKERS    publishing threads per relay process (default 8)
+# Without ODBOX_TEST_PG_DSN it re-runs itself under tests/db/with-servers.sh
+# --only pg. Needs nats-server and a build with libnats. Benchmarks are not
+# timed tests: the ratio is reported, never a failure.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRCDIR=$(cd "$HERE/.." && pwd)
+BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
+N=${BENCH_EVENTS:-20000}
+WORKERS=${BENCH_WORKERS:-8}
+GOAL=0.8
+
+if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
+    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
+    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
+    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_nats.sh" "$@"
+fi
+command -v nats-server >/dev/null || die "nats-server not found (tests/db/install-deps.sh installs it)"
+make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/nats-tool >/dev/null ||
+    die "build failed (configure with libnats-dev installed)"
+O=$BUILDDIR/odbox W=$BUILDDIR/tests/relay/relay-writer T=$BUILDDIR/tests/relay/nats-tool
+[[ -x $T ]] || die "odbox was built without NATS (install libnats-dev, configure --with-nats)"
+
+tmp=$(mktemp -d /tmp/odbox-bench-nats.XXXXXX)
+base=${ODBOX_TEST_PG_DSN%%\?*}
+nats_pid='' dbs=()
+cleanup() {
+    [[ -z $nats_pid ]] || { kill "$nats_pid" 2>/dev/null; wait "$nats_pid" 2>/dev/null || true; }
+    for db in "${dbs[@]}"; do
+        PGPASSWORD=$ODBOX_PG_PASSWORD "${ODBOX_PG_BINDIR:+$ODBOX_PG_BINDIR/}psql" -X -q -h "$ODBOX_PG_HOST" \
+            -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" -d "${base##*/}" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+psql_on() { # db sql
+    PGPASSWORD=$ODBOX_PG_PASSWORD PGOPTIONS='-c client_min_messages=warning' \
+        "${ODBOX_PG_BINDIR:+$ODBOX_PG_BINDIR/}psql" -X -q -At -v ON_ERROR_STOP=1 -h "$ODBOX_PG_HOST" \
+        -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" -d "$1" -c "$2"
+}
+now_ms() { date +%s%3N; }
+
+for try in 1 2 3 4 5; do
+    port=$((25000 + ($$ * 13 + try * 211) % 6000))
+    nats-server -js -a 127.0.0.1 -p "$port" -sd "$tmp/js" >"$tmp/nats.log" 2>&1 &
+    nats_pid=$!
+    for _ in $(seq 50); do grep -q "Server is ready" "$tmp/nats.log" && break; sleep 0.1; done
+    grep -q "Server is ready" "$tmp/nats.log" && break
+    kill "$nats_pid" 2>/dev/null || true
+    nats_pid=''
+done
+[[ -n $nats_pid ]] || die "nats-server did not start: $(cat "$tmp/nats.log")"
+url="nats://127.0.0.1:$port"
+
+# relay_run PROCS: events/s of PROCS relay processes; sets rate and size
+relay_run() {
+    local procs=$1 db="relay_bench_$$_$1" pids=()
+    dbs+=("$db")
+    psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" && psql_on "${base##*/}" "CREATE DATABASE $db"
+    local dsn="${base%/*}/$db"
+    "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
+    "$T" create "$url" "R$procs" "r$procs.>" >/dev/null
+    cat >"$tmp/r$procs.json" <<EOF
+{"shards": [{"group": 0, "member": 0, "primary": "$dsn"}],
+ "relays": [{"name": "bench", "kind": "nats", "event_types": ["RelayProbed"],
+             "settings": {"url": "$url", "subject": "r$procs.{model_type}.{event_type}", "stream": "R$procs"}}]}
+EOF
+    "$W" "$dsn" "$N" 100 100
+    local t0 t1 done_rows=0
+    t0=$(now_ms)
+    for _ in $(seq "$procs"); do
+        "$O" relay --config "$tmp/r$procs.json" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
+        pids+=($!)
+    done
+    while ((done_rows < N)); do
+        sleep 0.1
+        done_rows=$(psql_on "$db" "SELECT count(*) FROM eventlog.event_notifications WHERE state = 'SUCCEEDED'")
+        (($(now_ms) - t0 < 600000)) || die "relay x$procs: $done_rows of $N after 600 s"
+    done
+    t1=$(now_ms)
+    kill "${pids[@]}"
+    wait "${pids[@]}" || die "relay x$procs: not a clean stop"
+    read -r _ msgs _ _ _ dups _ _ _ size <<<"$("$T" count "$url" "R$procs")"
+    [[ $msgs == "$N" && $dups == 0 ]] || die "relay x$procs: stream has $msgs messages, $dups duplicates"
+    rate=$((N * 1000 / (t1 - t0)))
+}
+
+# raw_run THREADS SIZE: js_Publish + ack loop; sets raw
+raw_run() {
+    "$T" create "$url" "RAW$1" "raw$1.>" >/dev/null
+    local out
+    out=$("$T" publish "$url" "raw$1.x" "$N" "$2" "$1")
+    raw=$(sed -n 's/.*: \([0-9]*\) msg\/s/\1/p' <<<"$out")
+}
+
+say "== odbox relay -> NATS JetStream vs raw libnats (js_Publish + PubAck), $N events"
+say "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); nats-server $(nats-server --version | awk '{print $NF}'), file storage"
+say "PostgreSQL: $base (throwaway, tests/db defaults); relay: $WORKERS workers/process, poll 100 ms, batch defaults"
+for procs in 1 4; do
+    relay_run "$procs"
+    raw_run $((WORKERS * procs)) "$size"
+    ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
+    say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s | raw libnats, $((WORKERS * procs)) threads, $size-byte messages: $raw msg/s | ratio $ratio (goal $GOAL)"
+done

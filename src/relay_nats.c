@@ -1,0 +1,306 @@
+/* odbox — the NATS JetStream relay (see odbox/relay_nats.h). */
+#include "config.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "internal.h"
+#include "odbox/relay_nats.h"
+
+#define NATS_DEFAULT_URL "nats://127.0.0.1:4222"
+#define NATS_DEFAULT_TIMEOUT_MS 10000
+/* After a failed connect, publishes fail with its error this long rather
+ * than each trying again: with a server that does not answer, the workers
+ * would otherwise wait for the lock one connect timeout after another. */
+#define NATS_CONNECT_RETRY_MS 1000
+
+/* Settings as open_json reads them; the strings are json's until copied. */
+static int settings_from_json(json_object *s, odbox_relay_nats_config *c, odbox_error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (!s || !json_object_is_type(s, json_type_object))
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay settings: not a JSON object");
+    json_object_object_foreach(s, key, val)
+    {
+        const char **dst = !strcmp(key, "url")       ? &c->url
+                           : !strcmp(key, "subject") ? &c->subject
+                           : !strcmp(key, "stream")  ? &c->stream
+                                                     : NULL;
+        if (dst) {
+            if (!json_object_is_type(val, json_type_string))
+                return odbox_fail(err, ODBOX_EINVAL, "nats relay settings: \"%s\" is not a string", key);
+            *dst = json_object_get_string(val);
+        } else if (!strcmp(key, "timeout_ms")) {
+            if (!json_object_is_type(val, json_type_int))
+                return odbox_fail(err, ODBOX_EINVAL, "nats relay settings: \"timeout_ms\" is not an integer");
+            int64_t v = json_object_get_int64(val);
+            if (v < 0 || v > 3600000)
+                return odbox_fail(err, ODBOX_EINVAL, "nats relay settings: timeout_ms %lld not in 0..3600000",
+                                  (long long)v);
+            c->timeout_ms = (int)v;
+        } else {
+            return odbox_fail(err, ODBOX_EINVAL,
+                              "nats relay settings: unknown key \"%.64s\" (known: url, subject, stream, timeout_ms)",
+                              key);
+        }
+    }
+    if (!c->subject)
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay settings: \"subject\" is required");
+    return ODBOX_OK;
+}
+
+static int check_config(const odbox_relay_nats_config *cfg, odbox_error *err)
+{
+    if (!cfg || !cfg->subject)
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay: config or subject is NULL");
+    if (cfg->timeout_ms < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay: timeout_ms %d is negative", cfg->timeout_ms);
+    if (cfg->url && !*cfg->url)
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay: url is empty");
+    int rc = odbox_relay_template_check(cfg->subject, err);
+    return rc == ODBOX_OK ? rc : odbox_error_prefix(err, rc, "nats relay: subject");
+}
+
+int odbox_relay_nats_open_json(json_object *settings, void **broker, odbox_error *err)
+{
+    if (broker)
+        *broker = NULL;
+    odbox_relay_nats_config c;
+    int rc = settings_from_json(settings, &c, err);
+    return rc == ODBOX_OK ? odbox_relay_nats_open(&c, broker, err) : rc;
+}
+
+#ifdef HAVE_LIBNATS
+#include <nats/nats.h>
+
+typedef struct nats_broker {
+    char *url, *subject, *stream;
+    int timeout_ms;
+    pthread_mutex_t mu; /* guards connecting; publishes share nc and js (libnats allows it) */
+    natsConnection *nc;
+    jsCtx *js;
+    int64_t failed_ms;  /* when the last connect failed (monotonic); 0: none */
+    odbox_error failed; /* ... and why */
+} nats_broker;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A subject NATS would refuse or read as a pattern: the row's error. */
+static int check_subject(const char *s, odbox_error *err)
+{
+    const char *why = NULL;
+    size_t n = strlen(s);
+    if (!n)
+        why = "it is empty";
+    else if (s[0] == '.' || s[n - 1] == '.' || strstr(s, ".."))
+        why = "it has an empty token";
+    else if (strpbrk(s, " \t\r\n"))
+        why = "it has white space";
+    else if (strpbrk(s, "*>"))
+        why = "it has a wildcard (* or >)";
+    if (!why)
+        return ODBOX_OK;
+    return odbox_fail(err, ODBOX_EINVAL, "nats relay: subject '%.200s' is not a subject to publish to: %s", s, why);
+}
+
+static int nats_code(natsStatus s)
+{
+    switch (s) {
+    case NATS_TIMEOUT:
+        return ODBOX_ETIMEDOUT;
+    case NATS_NO_SERVER:
+        return ODBOX_ECONNECT;
+    case NATS_CONNECTION_CLOSED:
+    case NATS_CONNECTION_DISCONNECTED:
+    case NATS_STALE_CONNECTION:
+        return ODBOX_ECONNLOST;
+    case NATS_NO_MEMORY:
+        return ODBOX_ENOMEM;
+    default:
+        return ODBOX_EIO;
+    }
+}
+
+static int nats_fail(odbox_error *err, natsStatus s, jsErrCode jerr, const char *what, const char *arg)
+{
+    return odbox_fail(err, nats_code(s), "nats relay: %s %.200s: %s (status %d, JetStream error %d)", what, arg,
+                      natsStatus_GetText(s), (int)s, (int)jerr);
+}
+
+static natsStatus make_options(const nats_broker *b, natsOptions **o)
+{
+    natsStatus s = natsOptions_Create(o);
+    if (s == NATS_OK)
+        s = natsOptions_SetURL(*o, b->url); /* a comma-separated list too */
+    if (s == NATS_OK)
+        s = natsOptions_SetTimeout(*o, b->timeout_ms);
+    /* once connected, reconnect forever; a publish meanwhile waits at most
+     * timeout_ms for its ack, so no wait is unbounded */
+    if (s == NATS_OK)
+        s = natsOptions_SetMaxReconnect(*o, -1);
+    if (s == NATS_OK)
+        s = natsOptions_SetReconnectWait(*o, 500);
+    return s;
+}
+
+/* Connects b and checks its stream (under b->mu); on failure b has no
+ * connection left. */
+static int connect_once(nats_broker *b, odbox_error *err)
+{
+    natsOptions *o = NULL;
+    jsOptions jo;
+    jsErrCode jerr = 0;
+    int rc = ODBOX_OK;
+    natsStatus s = make_options(b, &o);
+    if (s == NATS_OK)
+        s = natsConnection_Connect(&b->nc, o);
+    if (s == NATS_OK)
+        s = jsOptions_Init(&jo);
+    if (s == NATS_OK) {
+        jo.Wait = b->timeout_ms;
+        s = natsConnection_JetStream(&b->js, b->nc, &jo);
+    }
+    natsOptions_Destroy(o);
+    if (s != NATS_OK) {
+        rc = nats_fail(err, s, jerr, "cannot connect to", b->url);
+    } else if (b->stream) {
+        jsStreamInfo *si = NULL;
+        s = js_GetStreamInfo(&si, b->js, b->stream, NULL, &jerr);
+        jsStreamInfo_Destroy(si);
+        if (s != NATS_OK)
+            rc = nats_fail(err, s, jerr, "stream", b->stream);
+    }
+    if (rc != ODBOX_OK) {
+        jsCtx_Destroy(b->js);
+        natsConnection_Destroy(b->nc);
+        b->js = NULL;
+        b->nc = NULL;
+    }
+    return rc;
+}
+
+/* Connects b once; a failed connect answers for NATS_CONNECT_RETRY_MS. */
+static int ensure_connected(nats_broker *b, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    pthread_mutex_lock(&b->mu);
+    if (!b->js && b->failed_ms && mono_ms() - b->failed_ms < NATS_CONNECT_RETRY_MS) {
+        rc = b->failed.code;
+        if (err)
+            *err = b->failed;
+    } else if (!b->js && (rc = connect_once(b, &b->failed)) != ODBOX_OK) {
+        b->failed_ms = mono_ms();
+        if (err)
+            *err = b->failed;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+static int nats_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
+{
+    nats_broker *b = broker;
+    if (!b || !env || !body)
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay: publish without broker, event or body");
+    if (len > INT32_MAX)
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay: a body of %zu bytes", len);
+    char *subject = NULL;
+    int rc = odbox_relay_expand(b->subject, env, &subject, err);
+    if (rc == ODBOX_OK)
+        rc = check_subject(subject, err);
+    if (rc == ODBOX_OK)
+        rc = ensure_connected(b, err);
+    if (rc == ODBOX_OK) {
+        jsPubOptions po;
+        jsPubAck *ack = NULL;
+        jsErrCode jerr = 0;
+        jsPubOptions_Init(&po);
+        po.MsgId = env->event_id;
+        po.MaxWait = b->timeout_ms;
+        if (b->stream)
+            po.ExpectStream = b->stream;
+        natsStatus s = js_Publish(&ack, b->js, subject, body, (int)len, &po, &jerr);
+        if (s == NATS_OK && ack && ack->Duplicate) /* a redelivery the stream dropped: worth seeing, not a fault */
+            odbox_log(ODBOX_LOG_INFO, "relay %s: event %s was in stream %s already (a redelivery, dropped)",
+                      env->handler_name ? env->handler_name : "?", env->event_id, ack->Stream ? ack->Stream : "?");
+        jsPubAck_Destroy(ack);
+        if (s != NATS_OK)
+            rc = nats_fail(err, s, jerr, "publish to", subject);
+    }
+    free(subject);
+    return rc;
+}
+
+static void nats_close(void *broker)
+{
+    nats_broker *b = broker;
+    if (!b)
+        return;
+    jsCtx_Destroy(b->js);
+    if (b->nc)
+        natsConnection_Close(b->nc);
+    natsConnection_Destroy(b->nc);
+    pthread_mutex_destroy(&b->mu);
+    free(b->url);
+    free(b->subject);
+    free(b->stream);
+    free(b);
+}
+
+int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odbox_error *err)
+{
+    if (broker)
+        *broker = NULL;
+    if (!broker)
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay: broker is NULL");
+    int rc = check_config(cfg, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    nats_broker *b = calloc(1, sizeof *b);
+    if (!b || pthread_mutex_init(&b->mu, NULL)) {
+        free(b);
+        return odbox_fail(err, ODBOX_ENOMEM, "nats relay: out of memory");
+    }
+    b->url = strdup(cfg->url ? cfg->url : NATS_DEFAULT_URL);
+    b->subject = strdup(cfg->subject);
+    b->stream = cfg->stream ? strdup(cfg->stream) : NULL;
+    b->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : NATS_DEFAULT_TIMEOUT_MS;
+    if (!b->url || !b->subject || (cfg->stream && !b->stream)) {
+        nats_close(b);
+        return odbox_fail(err, ODBOX_ENOMEM, "nats relay: out of memory");
+    }
+    *broker = b;
+    return ODBOX_OK;
+}
+
+#else /* !HAVE_LIBNATS */
+
+#define NATS_MISSING "nats relay: odbox was built without NATS (install the Debian package libnats-dev and run " \
+                     "configure --with-nats)"
+
+static int nats_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
+{
+    return odbox_fail(err, ODBOX_EUNSUPPORTED, NATS_MISSING);
+}
+
+static void nats_close(void *broker)
+{
+}
+
+int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odbox_error *err)
+{
+    if (broker)
+        *broker = NULL;
+    int rc = check_config(cfg, err);
+    return rc == ODBOX_OK ? odbox_fail(err, ODBOX_EUNSUPPORTED, NATS_MISSING) : rc;
+}
+
+#endif
+
+const odbox_relay_ops odbox_relay_nats_ops = {
+    .version = ODBOX_RELAY_OPS_VERSION, .kind = "nats", .publish = nats_publish, .close = nats_close};

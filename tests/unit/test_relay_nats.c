@@ -1,0 +1,80 @@
+/* odbox — unit tests of the NATS relay that need no server: settings,
+ * subjects refused per row before any connection, an unreachable server
+ * failing within the timeout, and the build without libnats. */
+#include <string.h>
+#include <json-c/json.h>
+#include "odbox/odbox.h"
+#include "unit.h"
+
+static int open_text(const char *json, void **broker, odbox_error *err)
+{
+    json_object *o = json_tokener_parse(json);
+    int rc = odbox_relay_nats_open_json(o, broker, err);
+    json_object_put(o);
+    return rc;
+}
+
+START_TEST(nats_settings_are_checked_and_unknown_keys_named)
+{
+    odbox_error e = {0};
+    void *b = (void *)&e;
+    ck_assert_int_eq(open_text("{\"subject\": \"a.b\", \"urll\": \"x\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(b);
+    ck_assert_ptr_nonnull(strstr(e.message, "unknown key \"urll\""));
+    ck_assert_int_eq(open_text("{\"url\": \"nats://127.0.0.1:1\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "\"subject\" is required"));
+    ck_assert_int_eq(open_text("{\"subject\": 3}", &b, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(open_text("{\"subject\": \"a\", \"timeout_ms\": \"10\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(open_text("{\"subject\": \"a\", \"timeout_ms\": -1}", &b, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(open_text("[]", &b, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(open_text("{\"subject\": \"a.{nope}\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "unknown placeholder {nope}"));
+    ck_assert_int_eq(odbox_relay_nats_open(NULL, &b, &e), ODBOX_EINVAL);
+    odbox_relay_nats_ops.close(NULL);
+    ck_assert_str_eq(odbox_relay_nats_ops.kind, "nats");
+}
+END_TEST
+
+START_TEST(nats_bad_subjects_fail_their_row_and_a_dead_server_fails_in_time)
+{
+    odbox_error e = {0};
+    void *b = NULL;
+    odbox_relay_nats_config c = {.url = "nats://127.0.0.1:1", .subject = "ev.{model_type}.{event_type}",
+                                 .timeout_ms = 500};
+    int rc = odbox_relay_nats_open(&c, &b, &e);
+    if (rc == ODBOX_EUNSUPPORTED) { /* built without libnats: says how to get it */
+        ck_assert_ptr_nonnull(strstr(e.message, "libnats-dev"));
+        ck_assert_ptr_nonnull(strstr(e.message, "--with-nats"));
+        ck_assert_ptr_null(b);
+        return;
+    }
+    ck_assert_int_eq(rc, ODBOX_OK);
+    odbox_envelope env = {.event_id = "7f1c2d3e-0000-4000-8000-000000000001", .event_type = "Placed",
+                          .model_type = "Order"};
+    static const char *const bad[][2] = {{NULL, "empty token"}, {"a b", "white space"}, {"a*", "wildcard"},
+                                         {"a>", "wildcard"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        env.model_type = bad[i][0];
+        ck_assert_int_eq(odbox_relay_nats_ops.publish(b, &env, "{}", 2, &e), ODBOX_EINVAL);
+        ck_assert_ptr_nonnull(strstr(e.message, bad[i][1]));
+    }
+    env.model_type = "Order";
+    ck_assert_int_eq(odbox_relay_nats_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
+    ck_assert_ptr_nonnull(strstr(e.message, "cannot connect to nats://127.0.0.1:1"));
+    /* within a second the same answer, without connecting again */
+    odbox_error e2 = {0};
+    ck_assert_int_eq(odbox_relay_nats_ops.publish(b, &env, "{}", 2, &e2), ODBOX_ECONNECT);
+    ck_assert_str_eq(e2.message, e.message);
+    odbox_relay_nats_ops.close(b);
+}
+END_TEST
+
+Suite *relay_nats_suite(void)
+{
+    Suite *s = suite_create("relay_nats");
+    TCase *t = tcase_create("relay_nats");
+    tcase_add_test(t, nats_settings_are_checked_and_unknown_keys_named);
+    tcase_add_test(t, nats_bad_subjects_fail_their_row_and_a_dead_server_fails_in_time);
+    suite_add_tcase(s, t);
+    return s;
+}

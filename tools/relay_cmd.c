@@ -1,0 +1,435 @@
+/* odbox — `odbox relay --config FILE`: runs the relays of the config
+ * file's "relays" array (odbox/relay.h) as one delivery on a job
+ * registry, until SIGTERM/SIGINT or, with --until-idle, until none of
+ * their notifications is due. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cli.h"
+
+const char usage_relay[] =
+    "usage: odbox relay --config FILE [--until-idle] [--timeout-ms N] [--workers N]\n"
+    "                   [--poll-ms N] [--backoff-ms N] [--lease-ms N] [--verbose] [--json]\n"
+    "\n"
+    "Publishes the events of the relays in FILE's \"relays\" array to their brokers:\n"
+    "  \"relays\": [{\"name\": \"to-nats\", \"kind\": \"nats\", \"event_types\": [\"Deposited\"],\n"
+    "              \"ordered\": false, \"max_in_flight\": 0,\n"
+    "              \"settings\": {\"url\": \"nats://127.0.0.1:4222\",\n"
+    "                           \"subject\": \"events.{model_type}.{event_type}\"}}]\n"
+    "(kinds: nats; docs/relays.md). A relay is a handler: its rows show in\n"
+    "`odbox handlers` and `odbox notifications`. Runs until SIGTERM or SIGINT, or\n"
+    "with --until-idle until no row of its relays is PENDING or FAILED and due\n"
+    "(at most --timeout-ms, default 600000).\n"
+    "  --workers N     publishing threads (default 8)\n"
+    "  --poll-ms N     fan-out and handling poll (default 1000)\n"
+    "  --backoff-ms N  a failed row waits N x 2^(attempts-1), at most 300000 (default 30000)\n"
+    "  --lease-ms N    a claimed row is claimed again after N ms when its process died\n"
+    "                  (default: the longest relay timeout + 35000)\n"
+    "  --verbose       also the library's info lines (e.g. a redelivery the broker dropped)\n"
+    "\n"
+    "Exit codes: 0 stopped or idle; 1 runtime error; 2 usage, an unknown kind, a\n"
+    "kind this odbox was built without or bad settings (naming the relay); 4\n"
+    "cannot connect; 5 --until-idle timed out.\n"
+    "\n";
+
+#define CHECK_MS 100
+#define IDLE_CHECK_MS 250
+#define STOP_WAIT_MS 5000
+#define JOBS_STOP_MS 15000
+#define RELAY_TIMEOUT_DEFAULT_MS 10000
+
+/* The brokers this odbox knows; one built without its library answers
+ * ODBOX_EUNSUPPORTED from open_json. */
+typedef struct relay_kind {
+    const char *kind;
+    int (*open_json)(json_object *settings, void **broker, odbox_error *err);
+    const odbox_relay_ops *ops;
+} relay_kind;
+
+static const relay_kind kinds[] = {
+    {"nats", odbox_relay_nats_open_json, &odbox_relay_nats_ops},
+    /* {"rabbitmq", odbox_relay_rabbitmq_open_json, &odbox_relay_rabbitmq_ops}, */
+    /* {"kafka", odbox_relay_kafka_open_json, &odbox_relay_kafka_ops}, */
+};
+
+typedef struct relay_opts {
+    cli c;
+    int until_idle, timeout_ms, workers, poll_ms, lease_ms, verbose;
+    int64_t backoff_ms;
+} relay_opts;
+
+typedef struct relay_entry {
+    odbox_relay_config cfg;
+    const char **types; /* cfg.event_types, NULL-terminated; the strings are the JSON's */
+    odbox_relay *relay;
+} relay_entry;
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL); /* a signal ends it early: the loop looks again */
+}
+
+static int parse_ms(const char *name, const char *text, long min, long max, long *out)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || v < min || v > max) {
+        fprintf(stderr, "odbox relay: %s wants an integer %ld..%ld\n", name, min, max);
+        return EXIT_USAGE;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, relay_opts *o)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'},   {"until-idle", no_argument, 0, 'u'},
+        {"timeout-ms", required_argument, 0, 't'}, {"workers", required_argument, 0, 'w'},
+        {"poll-ms", required_argument, 0, 'p'},  {"backoff-ms", required_argument, 0, 'b'},
+        {"lease-ms", required_argument, 0, 'l'}, {"json", no_argument, 0, 'j'},
+        {"verbose", no_argument, 0, 'v'},        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    memset(o, 0, sizeof *o);
+    o->timeout_ms = 600000;
+    int ch, rc = 0;
+    long v = 0;
+    optind = 1;
+    opterr = 0;
+    while (!rc && (ch = getopt_long(argc, argv, "hj", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': o->c.config = optarg; break;
+        case 'u': o->until_idle = 1; break;
+        case 'j': o->c.json = 1; break;
+        case 'v': o->verbose = 1; break;
+        case 't': rc = parse_ms("--timeout-ms", optarg, 1, 86400000, &v), o->timeout_ms = (int)v; break;
+        case 'w': rc = parse_ms("--workers", optarg, 1, 1024, &v), o->workers = (int)v; break;
+        case 'p': rc = parse_ms("--poll-ms", optarg, 1, 3600000, &v), o->poll_ms = (int)v; break;
+        case 'b': rc = parse_ms("--backoff-ms", optarg, 1, 300000, &v), o->backoff_ms = v; break;
+        case 'l': rc = parse_ms("--lease-ms", optarg, 1, 86400000, &v), o->lease_ms = (int)v; break;
+        case 'h': fputs(usage_relay, stdout); exit(0);
+        default:
+            fprintf(stderr, "odbox relay: unknown or incomplete option '%s'\n%s", argv[optind - 1], usage_relay);
+            return EXIT_USAGE;
+        }
+    }
+    if (!rc && (optind < argc || !o->c.config)) {
+        fprintf(stderr, "odbox relay: %s\n%s", optind < argc ? "unexpected argument" : "--config FILE is required",
+                usage_relay);
+        rc = EXIT_USAGE;
+    }
+    return rc;
+}
+
+/* ---- the "relays" array ------------------------------------------------------------ */
+
+static int bad(const char *name, const char *why, odbox_error *err)
+{
+    return odbox_error_set(err, ODBOX_EINVAL, "relay %.80s: %s", name, why);
+}
+
+static int parse_types(json_object *a, relay_entry *e, const char *name, odbox_error *err)
+{
+    size_t n = a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+    if (!n)
+        return bad(name, "\"event_types\" is not a non-empty array of strings", err);
+    if (!(e->types = calloc(n + 1, sizeof *e->types)))
+        return odbox_error_set(err, ODBOX_ENOMEM, "relay %.80s: out of memory", name);
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = json_object_array_get_idx(a, i);
+        if (!json_object_is_type(t, json_type_string) || !json_object_get_string_len(t))
+            return bad(name, "\"event_types\" has an entry that is not a non-empty string", err);
+        e->types[i] = json_object_get_string(t);
+    }
+    e->cfg.event_types = e->types;
+    return ODBOX_OK;
+}
+
+/* One relay object into e (its JSON settings into *settings, its kind into *k). */
+static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **settings, const relay_kind **k,
+                       odbox_error *err)
+{
+    char idx[32];
+    snprintf(idx, sizeof idx, "#%zu", i + 1);
+    json_object *v;
+    if (!json_object_is_type(o, json_type_object))
+        return bad(idx, "not a JSON object", err);
+    const char *name = json_object_object_get_ex(o, "name", &v) && json_object_is_type(v, json_type_string)
+                           ? json_object_get_string(v)
+                           : NULL;
+    if (!name || !*name)
+        return bad(idx, "\"name\" is not a non-empty string", err);
+    e->cfg.name = name;
+    json_object_object_foreach(o, key, val)
+    {
+        (void)val;
+        static const char *const known[] = {"name", "kind", "event_types", "ordered", "max_in_flight", "settings"};
+        int ok = 0;
+        for (size_t j = 0; j < sizeof known / sizeof *known; j++)
+            ok |= !strcmp(key, known[j]);
+        if (!ok)
+            return odbox_error_set(err, ODBOX_EINVAL,
+                                   "relay %.80s: unknown key \"%.64s\" (known: name, kind, event_types, ordered, "
+                                   "max_in_flight, settings)",
+                                   name, key);
+    }
+    const char *kind = json_object_object_get_ex(o, "kind", &v) ? json_object_get_string(v) : NULL;
+    *k = NULL;
+    for (size_t j = 0; kind && j < sizeof kinds / sizeof *kinds; j++)
+        if (!strcmp(kind, kinds[j].kind))
+            *k = &kinds[j];
+    if (!*k)
+        return odbox_error_set(err, ODBOX_EINVAL, "relay %.80s: unknown kind \"%.64s\" (known: nats)", name,
+                               kind ? kind : "");
+    if (json_object_object_get_ex(o, "ordered", &v)) {
+        if (!json_object_is_type(v, json_type_boolean))
+            return bad(name, "\"ordered\" is not true or false", err);
+        e->cfg.ordered = json_object_get_boolean(v);
+    }
+    if (json_object_object_get_ex(o, "max_in_flight", &v)) {
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+            json_object_get_int64(v) > 1000000)
+            return bad(name, "\"max_in_flight\" is not an integer 0..1000000", err);
+        e->cfg.max_in_flight = (int)json_object_get_int64(v);
+    }
+    if (!json_object_object_get_ex(o, "settings", settings) || !json_object_is_type(*settings, json_type_object))
+        return bad(name, "\"settings\" is not a JSON object", err);
+    json_object_object_get_ex(o, "event_types", &v);
+    return parse_types(json_object_object_get_ex(o, "event_types", &v) ? v : NULL, e, name, err);
+}
+
+/* The longest "timeout_ms" of the relays' settings: calls get that and some. */
+static int longest_timeout(json_object *relays)
+{
+    int longest = RELAY_TIMEOUT_DEFAULT_MS;
+    for (size_t i = 0; i < json_object_array_length(relays); i++) {
+        json_object *s, *t;
+        if (json_object_object_get_ex(json_object_array_get_idx(relays, i), "settings", &s) &&
+            json_object_object_get_ex(s, "timeout_ms", &t) && json_object_get_int(t) > longest)
+            longest = json_object_get_int(t);
+    }
+    return longest;
+}
+
+/* err's message behind "relay NAME: ", with code. */
+static int name_it(odbox_error *err, int code, const char *name)
+{
+    char msg[sizeof err->message];
+    snprintf(msg, sizeof msg, "%s", err->message);
+    return odbox_error_set(err, code, "relay %.80s: %s", name, msg);
+}
+
+/* Opens each relay's broker and adds it to h. */
+static int add_relays(json_object *relays, relay_entry *es, odbox_handlers *h, odbox_error *err)
+{
+    for (size_t i = 0; i < json_object_array_length(relays); i++) {
+        json_object *settings = NULL;
+        const relay_kind *k = NULL;
+        void *broker = NULL;
+        int rc = parse_relay(json_object_array_get_idx(relays, i), i, &es[i], &settings, &k, err);
+        if (rc == ODBOX_OK && (rc = k->open_json(settings, &broker, err)) != ODBOX_OK)
+            return name_it(err, rc == ODBOX_EUNSUPPORTED ? ODBOX_EINVAL : rc, es[i].cfg.name);
+        if (rc == ODBOX_OK && (rc = odbox_relay_add(h, &es[i].cfg, k->ops, broker, &es[i].relay, err)) != ODBOX_OK)
+            return name_it(err, rc, es[i].cfg.name);
+        if (rc != ODBOX_OK)
+            return rc;
+    }
+    return ODBOX_OK;
+}
+
+/* ---- running ------------------------------------------------------------------------ */
+
+/* 1 when a fan-out round on every shard found nothing and no row of the
+ * relays is due; 0 when not; a negative code when a read failed. */
+static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es, size_t n, odbox_error *err)
+{
+    int rc = ODBOX_OK, idle = 1;
+    for (size_t i = 0; rc == ODBOX_OK && i < odbox_registry_shard_count(r); i++) {
+        odbox_delivery_round round = {0};
+        rc = odbox_delivery_fanout_round(d, odbox_registry_shard_at(r, i), &round, err);
+        if (round.delivered || round.notifications)
+            idle = 0;
+    }
+    for (size_t i = 0; rc == ODBOX_OK && idle && i < n; i++) {
+        odbox_notification_filter f = {.handler = es[i].cfg.name};
+        odbox_notification_stats *st = NULL;
+        size_t ns = 0;
+        rc = odbox_notifications_count(r, &f, &st, &ns, err);
+        for (size_t j = 0; rc == ODBOX_OK && j < ns; j++)
+            if (st[j].due)
+                idle = 0;
+        odbox_notification_stats_free(&st, ns);
+    }
+    return rc == ODBOX_OK ? idle : rc;
+}
+
+/* Until a signal, or idle twice in a row (a round of another process may
+ * have held rows the first look missed). */
+static int wait_for_end(odbox_registry *r, odbox_delivery *d, const relay_opts *o, const relay_entry *es, size_t n,
+                        int *idle, odbox_error *err)
+{
+    int64_t start = now_ms(), next_check = start;
+    int streak = 0;
+    while (!stop_requested) {
+        int64_t t = now_ms();
+        if (o->until_idle && t >= next_check) {
+            int rc = idle_now(r, d, es, n, err);
+            streak = rc == 1 ? streak + 1 : 0;
+            if (streak >= 2) {
+                *idle = 1;
+                return ODBOX_OK;
+            }
+            if (t - start >= o->timeout_ms)
+                return rc < 0 ? rc
+                              : odbox_error_set(err, ODBOX_ETIMEDOUT, "relay: not idle after %d ms", o->timeout_ms);
+            next_check = t + IDLE_CHECK_MS;
+        }
+        sleep_ms(CHECK_MS);
+    }
+    return ODBOX_OK;
+}
+
+static void log_to_stderr(void *ud, odbox_log_level level, const char *message)
+{
+    (void)ud;
+    static const char *const names[] = {"debug", "info", "warning", "error"};
+    fprintf(stderr, "odbox relay: %s: %s\n", names[level < 0 || level > 3 ? 3 : level], message);
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+static void report(const relay_opts *o, const relay_entry *es, size_t n, int idle, int64_t elapsed_ms)
+{
+    json_object *doc = json_object_new_object(), *arr = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "name", json_object_new_string(es[i].cfg.name));
+        json_object_object_add(e, "published", json_object_new_int64(odbox_relay_published(es[i].relay)));
+        json_object_object_add(e, "failed", json_object_new_int64(odbox_relay_failed(es[i].relay)));
+        json_object_array_add(arr, e);
+        if (!o->c.json)
+            printf("relay %s: %lld published, %lld failed\n", es[i].cfg.name,
+                   (long long)odbox_relay_published(es[i].relay), (long long)odbox_relay_failed(es[i].relay));
+    }
+    json_object_object_add(doc, "ok", json_object_new_boolean(1));
+    json_object_object_add(doc, "idle", json_object_new_boolean(idle));
+    json_object_object_add(doc, "elapsed_ms", json_object_new_int64(elapsed_ms));
+    json_object_object_add(doc, "relays", arr);
+    if (o->c.json)
+        cli_print_json(doc);
+    json_object_put(doc);
+}
+
+static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n, const relay_opts *o,
+               odbox_error *err)
+{
+    int64_t start = now_ms();
+    int timeout = longest_timeout(relays), idle = 0;
+    odbox_handlers *h = NULL;
+    odbox_delivery *d = NULL;
+    odbox_jobs *jobs = NULL;
+    odbox_delivery_config dc = {
+        .fanout_poll_ms = o->poll_ms,
+        .handling_poll_ms = o->poll_ms,
+        .backoff_base_ms = o->backoff_ms,
+        .workers = o->workers,
+        .stop_wait_ms = STOP_WAIT_MS,
+        /* a publish waits at most its timeout: past that and some, it hung */
+        .handler_timeout_ms = timeout + 5000,
+        .lease_ms = o->lease_ms,
+    };
+    odbox_jobs_config jc = {.poll_interval_ms = o->poll_ms, .shutdown_max_wait_ms = JOBS_STOP_MS};
+    int rc = odbox_handlers_new(&h, err);
+    if (rc == ODBOX_OK)
+        rc = add_relays(relays, es, h, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_delivery_open(r, h, &dc, &d, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_jobs_open(r, &jc, &jobs, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_jobs_start(jobs, err);
+    if (rc == ODBOX_OK)
+        rc = wait_for_end(r, d, o, es, n, &idle, err);
+    if (jobs) {
+        odbox_error stop_err = {0};
+        int src = odbox_jobs_stop(jobs, &stop_err);
+        if (rc == ODBOX_OK && src != ODBOX_OK) {
+            rc = src;
+            *err = stop_err;
+        }
+    }
+    odbox_delivery_free(&d);
+    odbox_jobs_free(&jobs);
+    if (rc == ODBOX_OK)
+        report(o, es, n, idle, now_ms() - start);
+    for (size_t i = 0; i < n; i++)
+        odbox_relay_free(&es[i].relay);
+    odbox_handlers_free(&h);
+    return rc;
+}
+
+int cmd_relay(int argc, char **argv)
+{
+    relay_opts o;
+    int u = parse_args(argc, argv, &o);
+    if (u)
+        return u;
+    odbox_error err = {0};
+    json_object *root = json_object_from_file(o.c.config), *relays = NULL;
+    if (!root) {
+        odbox_error_set(&err, ODBOX_EINVAL, "relay: cannot read %.200s as JSON: %s", o.c.config,
+                        json_util_get_last_err());
+        return cli_fail(&o.c, &err);
+    }
+    if (!json_object_object_get_ex(root, "relays", &relays) || !json_object_is_type(relays, json_type_array) ||
+        !json_object_array_length(relays)) {
+        json_object_put(root);
+        odbox_error_set(&err, ODBOX_EINVAL, "relay: %.200s has no \"relays\" array with a relay", o.c.config);
+        return cli_fail(&o.c, &err);
+    }
+    size_t n = json_object_array_length(relays);
+    relay_entry *es = calloc(n, sizeof *es);
+    odbox_registry *r = NULL;
+    int rc = es ? odbox_registry_load(o.c.config, &r, &err) : odbox_error_set(&err, ODBOX_ENOMEM, "relay: out of memory");
+    if (rc == ODBOX_OK) {
+        install_signals();
+        odbox_log_set(log_to_stderr, NULL, o.verbose ? ODBOX_LOG_INFO : ODBOX_LOG_WARN);
+        rc = run(r, relays, es, n, &o, &err);
+    }
+    odbox_registry_free(&r);
+    for (size_t i = 0; es && i < n; i++)
+        free(es[i].types);
+    free(es);
+    json_object_put(root);
+    return rc == ODBOX_OK ? 0 : cli_fail(&o.c, &err);
+}
