@@ -65,4 +65,28 @@ void kfx_msgs_free(kmsg *m, size_t n);
 int32_t kfx_murmur2(const void *data, size_t len);
 int kfx_java_partition(const char *key, int partitions);
 
+/* ---- kafka_relay.c: a relay over a fresh kfx on the mock cluster ---- */
+extern rd_kafka_mock_cluster_t *g_mock;
+extern const char *g_boot;
+
+typedef struct rig {
+    kfx f;
+    char handler[64], topic[128];
+    odbox_handlers *h;
+    odbox_relay *relay;
+    odbox_delivery *d;
+} rig;
+
+/* A relay on the event type of a fresh kfx, to topic odbox.<event type>
+ * (created with KFX_PARTITIONS partitions), delivered by `workers` threads. */
+void rig_open(rig *g, const char *tag, const char *servers, int timeout_ms, int ordered, int workers);
+void rig_close(rig *g);
+/* The length of a body the relay published last. */
+size_t kfx_body_len(void);
+/* The most publishes at once since the last call. */
+int kfx_max_inflight(void);
+
+/* kafka_bench.c */
+void kafka_bench(int n);
+
 #endif

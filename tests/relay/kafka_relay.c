@@ -8,22 +8,35 @@
 #include "kafka_fx.h"
 
 static const char *g_dsn;
-static rd_kafka_mock_cluster_t *g_mock;
-static const char *g_boot;
+rd_kafka_mock_cluster_t *g_mock;
+const char *g_boot;
 
 /* ops that count publishes and keep each body by event id, around the
  * Kafka relay's */
 static atomic_long g_attempts;
+static atomic_size_t g_body_len;
+static atomic_int g_inflight, g_max_inflight;
+
+int kfx_max_inflight(void)
+{
+    return atomic_exchange(&g_max_inflight, 0);
+}
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static json_object *g_bodies;
 
 static int rec_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
 {
     atomic_fetch_add(&g_attempts, 1);
+    atomic_store(&g_body_len, len);
     pthread_mutex_lock(&g_mu);
     json_object_object_add(g_bodies, env->event_id, json_object_new_string_len(body, (int)len));
     pthread_mutex_unlock(&g_mu);
-    return odbox_relay_kafka_ops.publish(broker, env, body, len, err);
+    int c = atomic_fetch_add(&g_inflight, 1) + 1, m = atomic_load(&g_max_inflight);
+    while (c > m && !atomic_compare_exchange_weak(&g_max_inflight, &m, c))
+        ;
+    int rc = odbox_relay_kafka_ops.publish(broker, env, body, len, err);
+    atomic_fetch_sub(&g_inflight, 1);
+    return rc;
 }
 
 static void rec_close(void *broker)
@@ -33,17 +46,12 @@ static void rec_close(void *broker)
 
 static const odbox_relay_ops rec_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", rec_publish, rec_close};
 
-typedef struct rig {
-    kfx f;
-    char handler[64], topic[128];
-    odbox_handlers *h;
-    odbox_relay *relay;
-    odbox_delivery *d;
-} rig;
+size_t kfx_body_len(void)
+{
+    return atomic_load(&g_body_len);
+}
 
-/* A relay on the event type of a fresh kfx, to topic odbox.<event type>
- * (created with KFX_PARTITIONS partitions). */
-static void rig_open(rig *g, const char *tag, const char *servers, int timeout_ms, int ordered)
+void rig_open(rig *g, const char *tag, const char *servers, int timeout_ms, int ordered, int workers)
 {
     odbox_error e = {0};
     kfx_open(&g->f, g_dsn, tag);
@@ -58,13 +66,13 @@ static void rig_open(rig *g, const char *tag, const char *servers, int timeout_m
     const char *types[] = {g->f.event_name, NULL};
     odbox_relay_config rc = {.name = g->handler, .event_types = types, .ordered = ordered};
     KOK(odbox_relay_add(g->h, &rc, &rec_ops, broker, &g->relay, &e), e);
-    odbox_delivery_config dc = {.workers = 8, .backoff_base_ms = 1000, .backoff_cap_ms = 2000,
+    odbox_delivery_config dc = {.workers = workers, .backoff_base_ms = 1000, .backoff_cap_ms = 2000,
                                 .cross_process_wakeup = -1, .handling_batch = 200};
     KOK(odbox_delivery_open(g->f.reg, g->h, &dc, &g->d, &e), e);
     atomic_store(&g_attempts, 0);
 }
 
-static void rig_close(rig *g)
+void rig_close(rig *g)
 {
     odbox_delivery_free(&g->d);
     odbox_handlers_free(&g->h);
@@ -78,7 +86,7 @@ static void check_all_arrive(void)
 {
     enum { N = 2000, KEYS = 200 };
     rig g;
-    rig_open(&g, "All", g_boot, 10000, 0);
+    rig_open(&g, "All", g_boot, 10000, 0, 8);
     kfx_write(&g.f, N, KEYS);
     long ok = kfx_drain(&g.f, g.d, 60000);
     KCHECK(ok == N, "succeeded %ld of %d", ok, N);
@@ -151,7 +159,7 @@ static void check_broker_down(void)
 {
     enum { N = 50 };
     rig g;
-    rig_open(&g, "Down", g_boot, 1500, 0);
+    rig_open(&g, "Down", g_boot, 1500, 0, 8);
     set_brokers(0);
     kfx_write(&g.f, N, 10);
     odbox_error e = {0};
@@ -192,7 +200,7 @@ static void check_broker_down(void)
 static void check_errors(void)
 {
     rig g;
-    rig_open(&g, "Unreach", "127.0.0.1:1", 1000, 0);
+    rig_open(&g, "Unreach", "127.0.0.1:1", 1000, 0, 8);
     kfx_write(&g.f, 5, 5);
     odbox_error e = {0};
     odbox_delivery_round fr = {0}, hr = {0};
@@ -229,7 +237,7 @@ static void check_ordered(void)
 {
     enum { N = 300, KEYS = 10 };
     rig g;
-    rig_open(&g, "Order", g_boot, 10000, 1);
+    rig_open(&g, "Order", g_boot, 10000, 1, 8);
     kfx_write(&g.f, N, KEYS);
     long ok = 0;
     for (int i = 0; i < 100 && ok < N; i++)
@@ -257,7 +265,7 @@ static void check_ordered(void)
     rig_close(&g);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     g_dsn = getenv("ODBOX_TEST_PG_DSN");
     if (!g_dsn || !*g_dsn) {
@@ -275,11 +283,15 @@ int main(void)
     g_boot = rd_kafka_mock_cluster_bootstraps(g_mock);
     printf("mock cluster: %s\n", g_boot);
     g_bodies = json_object_new_object();
-    check_murmur2();
-    check_all_arrive();
-    check_ordered();
-    check_errors();
-    check_broker_down();
+    if (argc == 3 && !strcmp(argv[1], "bench")) {
+        kafka_bench(atoi(argv[2]));
+    } else {
+        check_murmur2();
+        check_all_arrive();
+        check_ordered();
+        check_errors();
+        check_broker_down();
+    }
     json_object_put(g_bodies);
     rd_kafka_mock_cluster_destroy(g_mock);
     rd_kafka_destroy(host);
