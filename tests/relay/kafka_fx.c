@@ -25,12 +25,18 @@ static int perform(odbox_context *ctx, json_object *params, odbox_plan *plan, vo
     return rc;
 }
 
+int kfx_run_id(void)
+{
+    const char *run = getenv("KAFKA_TEST_RUN");
+    return run && *run ? atoi(run) : (int)getpid();
+}
+
 void kfx_open(kfx *f, const char *dsn, const char *tag)
 {
     memset(f, 0, sizeof *f);
     odbox_error e = {0};
-    snprintf(f->model_name, sizeof f->model_name, "%sModel%d", tag, (int)getpid());
-    snprintf(f->event_name, sizeof f->event_name, "%sEvt%d", tag, (int)getpid());
+    snprintf(f->model_name, sizeof f->model_name, "%sModel%d", tag, kfx_run_id());
+    snprintf(f->event_name, sizeof f->event_name, "%sEvt%d", tag, kfx_run_id());
     f->model.name = f->model_name;
     f->model.table = "kafka_probes"; /* never written: the events only name it */
     f->model.kind = ODBOX_KIND_MODEL;
@@ -48,6 +54,8 @@ void kfx_close(kfx *f)
     odbox_registry_free(&f->reg);
 }
 
+int g_write_pause_us;
+
 void kfx_write(kfx *f, int n, int keys)
 {
     for (int i = 0; i < n; i++) {
@@ -60,6 +68,8 @@ void kfx_write(kfx *f, int n, int keys)
         int rc = odbox_execute(f->exe, &action, NULL, NULL, &res, &e);
         odbox_result_clear(&res);
         KOK(rc, e);
+        if (g_write_pause_us)
+            usleep((useconds_t)g_write_pause_us);
     }
 }
 

@@ -35,6 +35,9 @@ typedef struct kfx {
     odbox_event_type event;
 } kfx;
 
+/* Names of a run: $KAFKA_TEST_RUN (processes of one test share it), or
+ * the pid. */
+int kfx_run_id(void);
 /* Opens the registry on dsn (migrated) and an executor whose events are
  * of type <tag>Evt<pid> on models of type <tag>Model<pid>. */
 void kfx_open(kfx *f, const char *dsn, const char *tag);
@@ -42,6 +45,8 @@ void kfx_close(kfx *f);
 /* n actions, one event each: action i's model id is the UUID ending in i % keys, its
  * payload {"seq": i / keys} (so a key's seq counts up in commit order). */
 void kfx_write(kfx *f, int n, int keys);
+/* kfx_write's pause after each action (0: none). */
+extern int g_write_pause_us;
 /* Fan-out and handling rounds until a handling round reads nothing, or
  * max_ms; the handling rounds' successes. */
 long kfx_drain(kfx *f, odbox_delivery *d, int max_ms);
@@ -81,6 +86,8 @@ typedef struct rig {
  * (created with KFX_PARTITIONS partitions), delivered by `workers` threads. */
 void rig_open(rig *g, const char *tag, const char *servers, int timeout_ms, int ordered, int workers);
 void rig_close(rig *g);
+/* The delivery's lease_ms for rig_open (0: the default). */
+extern int g_lease_ms;
 /* The length of a body the relay published last. */
 size_t kfx_body_len(void);
 /* The most publishes at once since the last call. */
@@ -88,5 +95,7 @@ int kfx_max_inflight(void);
 
 /* kafka_bench.c */
 void kafka_bench(int n);
+/* kafka_kill.c: the processes of the kill -9 check (kafka.test) */
+int kafka_kill_main(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ const char *g_boot;
 
 /* ops that count publishes and keep each body by event id, around the
  * Kafka relay's */
+int g_lease_ms;
 static atomic_long g_attempts;
 static atomic_size_t g_body_len;
 static atomic_int g_inflight, g_max_inflight;
@@ -55,9 +56,10 @@ void rig_open(rig *g, const char *tag, const char *servers, int timeout_ms, int 
 {
     odbox_error e = {0};
     kfx_open(&g->f, g_dsn, tag);
-    snprintf(g->handler, sizeof g->handler, "kafka_%s_%d", tag, (int)getpid());
+    snprintf(g->handler, sizeof g->handler, "kafka_%s_%d", tag, kfx_run_id());
     snprintf(g->topic, sizeof g->topic, "odbox.%s", g->f.event_name);
-    rd_kafka_mock_topic_create(g_mock, g->topic, KFX_PARTITIONS, 3);
+    if (g_mock)
+        rd_kafka_mock_topic_create(g_mock, g->topic, KFX_PARTITIONS, 3);
     odbox_relay_kafka_config kc = {.bootstrap_servers = servers, .topic = "odbox.{event_type}",
                                    .timeout_ms = timeout_ms};
     void *broker = NULL;
@@ -67,7 +69,7 @@ void rig_open(rig *g, const char *tag, const char *servers, int timeout_ms, int 
     odbox_relay_config rc = {.name = g->handler, .event_types = types, .ordered = ordered};
     KOK(odbox_relay_add(g->h, &rc, &rec_ops, broker, &g->relay, &e), e);
     odbox_delivery_config dc = {.workers = workers, .backoff_base_ms = 1000, .backoff_cap_ms = 2000,
-                                .cross_process_wakeup = -1, .handling_batch = 200};
+                                .cross_process_wakeup = -1, .handling_batch = 200, .lease_ms = g_lease_ms};
     KOK(odbox_delivery_open(g->f.reg, g->h, &dc, &g->d, &e), e);
     atomic_store(&g_attempts, 0);
 }
@@ -273,6 +275,12 @@ int main(int argc, char **argv)
         return 77;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    g_bodies = json_object_new_object();
+    if (argc >= 2 && strcmp(argv[1], "bench")) {
+        int rc = kafka_kill_main(argc, argv);
+        json_object_put(g_bodies);
+        return rc;
+    }
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "log_level", "2", errstr, sizeof errstr);
@@ -282,7 +290,6 @@ int main(int argc, char **argv)
     KCHECK(g_mock, "mock cluster");
     g_boot = rd_kafka_mock_cluster_bootstraps(g_mock);
     printf("mock cluster: %s\n", g_boot);
-    g_bodies = json_object_new_object();
     if (argc == 3 && !strcmp(argv[1], "bench")) {
         kafka_bench(atoi(argv[2]));
     } else {
