@@ -25,7 +25,8 @@ typedef struct odbox_relay_kafka_config {
     const char *bootstrap_servers; /* "host:port,host:port" */
     const char *topic;             /* a template, e.g. "{model_type}" */
     /* Extra librdkafka settings: NULL-terminated name, value, name, value...;
-     * may be NULL. enable.idempotence, acks and partitioner are odbox's. */
+     * may be NULL. bootstrap.servers, enable.idempotence, acks,
+     * partitioner and the message timeouts are odbox's: refused here. */
     const char *const *properties;
     int timeout_ms; /* a publish waits at most this for Kafka's acknowledgement; 0: 10000 */
 } odbox_relay_kafka_config;
