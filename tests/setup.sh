@@ -14,6 +14,9 @@ BUILD_PACKAGES+=(libpq-dev) # optional for odbox; the wake-up tests need it (Pos
 
 # optional for odbox: the NATS JetStream relay (configure --with-nats); tests/relay/nats.test needs it
 BUILD_PACKAGES+=(libnats-dev)
+# optional: the Kafka relay (configure --with-kafka); its tests use the mock
+# cluster librdkafka ships, so Kafka needs no server package
+BUILD_PACKAGES+=(librdkafka-dev)
 missing=()
 for p in "${BUILD_PACKAGES[@]}"; do
     [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true) == installed ]] || missing+=("$p")

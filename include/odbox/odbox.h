@@ -22,6 +22,7 @@
 #include "handlers.h"
 #include "relay.h"
 #include "relay_nats.h"
+#include "relay_kafka.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,5 +16,6 @@ Suite *ops_suite(void);
 Suite *handlers_suite(void);
 Suite *relay_suite(void);
 Suite *relay_nats_suite(void);
+Suite *relay_kafka_suite(void);
 
 #endif

@@ -1,0 +1,326 @@
+/* odbox — the Kafka relay's producer (built with librdkafka; see
+ * src/relay_kafka.c for the settings and odbox/relay_kafka.h). */
+#include "config.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <librdkafka/rdkafka.h>
+#include "internal.h"
+#include "odbox/relay_kafka.h"
+
+enum { KAFKA_DEFAULT_TIMEOUT_MS = 10000, KAFKA_REPORT_GRACE_MS = 2000, KAFKA_POLL_MS = 100 };
+
+typedef struct kafka_broker {
+    rd_kafka_t *rk;
+    char *topic;       /* the template */
+    char *servers;     /* for error messages */
+    int timeout_ms;
+    pthread_t poller;
+    atomic_int stop;
+    pthread_mutex_t mu; /* guards the waiters and last_error */
+    pthread_cond_t cv;  /* a delivery report arrived */
+    char last_error[256];
+} kafka_broker;
+
+/* One publish's delivery report. Both the publisher and the report hold it
+ * (refs), since a publish that timed out leaves before its report comes. */
+typedef struct kafka_waiter {
+    int refs, done;
+    rd_kafka_resp_err_t err;
+} kafka_waiter;
+
+static void waiter_release(kafka_waiter *w) /* under mu */
+{
+    if (--w->refs == 0)
+        free(w);
+}
+
+static void on_report(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    kafka_broker *b = opaque;
+    kafka_waiter *w = m->_private;
+    if (!w)
+        return;
+    pthread_mutex_lock(&b->mu);
+    w->done = 1;
+    w->err = m->err;
+    waiter_release(w);
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Connection errors are kept for the message of a publish that then times
+ * out: "Local: Message timed out" alone does not say the cluster is away. */
+static void on_error(rd_kafka_t *rk, int code, const char *reason, void *opaque)
+{
+    (void)rk;
+    kafka_broker *b = opaque;
+    pthread_mutex_lock(&b->mu);
+    snprintf(b->last_error, sizeof b->last_error, "%s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)code), reason);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* The library prints nothing: librdkafka's log lines go to odbox's log. */
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    odbox_log(level <= 3 ? ODBOX_LOG_WARN : level <= 6 ? ODBOX_LOG_INFO : ODBOX_LOG_DEBUG, "kafka relay: %s: %s",
+              fac, buf);
+}
+
+static void *poll_loop(void *arg)
+{
+    kafka_broker *b = arg;
+    while (!atomic_load(&b->stop))
+        rd_kafka_poll(b->rk, KAFKA_POLL_MS);
+    return NULL;
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, odbox_error *err)
+{
+    char errstr[512];
+    if (rd_kafka_conf_set(conf, name, value, errstr, sizeof errstr) != RD_KAFKA_CONF_OK)
+        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: setting %.80s: %s", name, errstr);
+    return ODBOX_OK;
+}
+
+/* The guarantees are odbox's: a property that would change them is refused. */
+static int user_properties(rd_kafka_conf_t *conf, const char *const *props, odbox_error *err)
+{
+    static const char *const ours[] = {"enable.idempotence", "acks", "request.required.acks", "partitioner",
+                                       "bootstrap.servers", "message.timeout.ms", "delivery.timeout.ms"};
+    for (size_t i = 0; props && props[i]; i += 2) {
+        if (!props[i + 1])
+            return odbox_fail(err, ODBOX_EINVAL, "kafka relay: property %.80s has no value", props[i]);
+        for (size_t k = 0; k < sizeof ours / sizeof ours[0]; k++)
+            if (!strcmp(props[i], ours[k]))
+                return odbox_fail(err, ODBOX_EINVAL,
+                                  "kafka relay: property %s is odbox's (bootstrap_servers, timeout_ms, "
+                                  "idempotence, acks=all, murmur2_random)",
+                                  props[i]);
+        int rc = conf_set(conf, props[i], props[i + 1], err);
+        if (rc != ODBOX_OK)
+            return rc;
+    }
+    return ODBOX_OK;
+}
+
+static int make_conf(kafka_broker *b, const odbox_relay_kafka_config *cfg, rd_kafka_conf_t **out, odbox_error *err)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (!conf)
+        return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
+    char timeout[24];
+    snprintf(timeout, sizeof timeout, "%d", b->timeout_ms);
+    int rc = user_properties(conf, cfg->properties, err);
+    const char *const fixed[] = {"bootstrap.servers", cfg->bootstrap_servers, "enable.idempotence", "true",
+                                 "acks", "all", "partitioner", "murmur2_random", "message.timeout.ms", timeout,
+                                 NULL};
+    for (size_t i = 0; rc == ODBOX_OK && fixed[i]; i += 2)
+        rc = conf_set(conf, fixed[i], fixed[i + 1], err);
+    if (rc != ODBOX_OK) {
+        rd_kafka_conf_destroy(conf);
+        return rc;
+    }
+    rd_kafka_conf_set_opaque(conf, b);
+    rd_kafka_conf_set_dr_msg_cb(conf, on_report);
+    rd_kafka_conf_set_error_cb(conf, on_error);
+    rd_kafka_conf_set_log_cb(conf, on_log);
+    *out = conf;
+    return ODBOX_OK;
+}
+
+static void broker_free(kafka_broker *b)
+{
+    free(b->topic);
+    free(b->servers);
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+static kafka_broker *broker_new(const odbox_relay_kafka_config *cfg)
+{
+    kafka_broker *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&b->mu, NULL);
+    atomic_init(&b->stop, 0);
+    b->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : KAFKA_DEFAULT_TIMEOUT_MS;
+    b->topic = odbox_strdup(cfg->topic);
+    b->servers = odbox_strdup(cfg->bootstrap_servers);
+    if (!b->topic || !b->servers) {
+        broker_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+int odbox_relay_kafka_open(const odbox_relay_kafka_config *cfg, void **broker, odbox_error *err)
+{
+    if (broker)
+        *broker = NULL;
+    if (!cfg || !broker)
+        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: config or broker is NULL");
+    if (!cfg->bootstrap_servers || !*cfg->bootstrap_servers)
+        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: no bootstrap_servers");
+    if (!cfg->topic || !*cfg->topic)
+        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: no topic");
+    if (cfg->timeout_ms < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: timeout_ms %d is negative", cfg->timeout_ms);
+    int rc = odbox_relay_template_check(cfg->topic, err);
+    if (rc != ODBOX_OK)
+        return odbox_error_prefix(err, rc, "kafka relay: topic");
+    kafka_broker *b = broker_new(cfg);
+    if (!b)
+        return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
+    rd_kafka_conf_t *conf = NULL;
+    if ((rc = make_conf(b, cfg, &conf, err)) != ODBOX_OK) {
+        broker_free(b);
+        return rc;
+    }
+    char errstr[512];
+    if (!(b->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr))) {
+        rd_kafka_conf_destroy(conf);
+        broker_free(b);
+        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: %s", errstr);
+    }
+    if (pthread_create(&b->poller, NULL, poll_loop, b) != 0) {
+        rd_kafka_destroy(b->rk);
+        broker_free(b);
+        return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: cannot start the poll thread");
+    }
+    *broker = b;
+    return ODBOX_OK;
+}
+
+/* Kafka's legal topic names: [A-Za-z0-9._-]{1,249}. */
+static int topic_ok(const char *t)
+{
+    size_t n = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+    return n > 0 && n <= 249 && !t[n] && strcmp(t, ".") && strcmp(t, "..");
+}
+
+static rd_kafka_headers_t *event_headers(const odbox_envelope *env)
+{
+    rd_kafka_headers_t *h = rd_kafka_headers_new(3);
+    rd_kafka_header_add(h, "id", -1, env->event_id, -1);
+    rd_kafka_header_add(h, "type", -1, env->event_type, -1);
+    if (env->action_id)
+        rd_kafka_header_add(h, "action_id", -1, env->action_id, -1);
+    return h;
+}
+
+/* Hands the message to the producer; a full local queue is waited out
+ * until deadline (it drains as the cluster acknowledges). */
+static rd_kafka_resp_err_t produce(kafka_broker *b, const char *topic, const odbox_envelope *env, const char *body,
+                                   size_t len, kafka_waiter *w, const struct timespec *deadline)
+{
+    for (;;) {
+        rd_kafka_headers_t *h = event_headers(env);
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            b->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(env->model_id, env->model_id ? strlen(env->model_id) : 0),
+            RD_KAFKA_V_VALUE((void *)body, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
+            RD_KAFKA_V_OPAQUE(w), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return e;
+        rd_kafka_headers_destroy(h); /* not taken on failure */
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || odbox_mono_passed(deadline))
+            return e;
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+}
+
+/* Waits for w's report until deadline; the report's error, or -1 when
+ * none came. */
+static int await_report(kafka_broker *b, kafka_waiter *w, const struct timespec *deadline)
+{
+    pthread_mutex_lock(&b->mu);
+    while (!w->done && pthread_cond_timedwait(&b->cv, &b->mu, deadline) == 0)
+        ;
+    int e = w->done ? (int)w->err : -1;
+    waiter_release(w);
+    pthread_mutex_unlock(&b->mu);
+    return e;
+}
+
+static int report_failed(kafka_broker *b, const char *topic, int e, odbox_error *err)
+{
+    char last[256];
+    pthread_mutex_lock(&b->mu);
+    snprintf(last, sizeof last, "%s", b->last_error[0] ? b->last_error : "none");
+    pthread_mutex_unlock(&b->mu);
+    if (e < 0 || e == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
+        return odbox_fail(err, ODBOX_ETIMEDOUT,
+                          "kafka relay: topic %.200s at %.200s: not acknowledged within %d ms (last error: %s)",
+                          topic, b->servers, b->timeout_ms, last);
+    return odbox_fail(err, ODBOX_ECONNLOST, "kafka relay: topic %.200s at %.200s: %s (%s)", topic, b->servers,
+                      rd_kafka_err2str((rd_kafka_resp_err_t)e), rd_kafka_err2name((rd_kafka_resp_err_t)e));
+}
+
+static int kafka_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
+{
+    kafka_broker *b = broker;
+    char fatal[256];
+    if (!b || !env || !env->event_id || !env->event_type || (!body && len))
+        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: publish: a NULL argument");
+    if (rd_kafka_fatal_error(b->rk, fatal, sizeof fatal))
+        return odbox_fail(err, ODBOX_ECONNLOST, "kafka relay: the producer stopped on a fatal error (%s): restart",
+                          fatal);
+    char *topic = NULL;
+    int rc = odbox_relay_expand(b->topic, env, &topic, err);
+    if (rc != ODBOX_OK)
+        return odbox_error_prefix(err, rc, "kafka relay");
+    if (!topic_ok(topic)) {
+        rc = odbox_fail(err, ODBOX_EINVAL,
+                        "kafka relay: topic template '%.200s' gives '%.200s' for event %s: not a Kafka topic name "
+                        "([A-Za-z0-9._-], 1 to 249 characters)",
+                        b->topic, topic, env->event_id);
+        free(topic);
+        return rc;
+    }
+    kafka_waiter *w = calloc(1, sizeof *w);
+    if (!w) {
+        free(topic);
+        return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
+    }
+    w->refs = 2;
+    struct timespec deadline = odbox_mono_after(b->timeout_ms + KAFKA_REPORT_GRACE_MS);
+    rd_kafka_resp_err_t e = produce(b, topic, env, body, len, w, &deadline);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        free(w);
+        rc = odbox_fail(err, e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? ODBOX_ETIMEDOUT : ODBOX_EINVAL,
+                        "kafka relay: topic %.200s: produce: %s", topic, rd_kafka_err2str(e));
+    } else {
+        int r = await_report(b, w, &deadline);
+        rc = r == 0 ? ODBOX_OK : report_failed(b, topic, r, err);
+    }
+    free(topic);
+    return rc;
+}
+
+static void kafka_close(void *broker)
+{
+    kafka_broker *b = broker;
+    if (!b)
+        return;
+    /* the poll thread serves the flush's reports too, so it stops after */
+    rd_kafka_flush(b->rk, b->timeout_ms);
+    atomic_store(&b->stop, 1);
+    pthread_join(b->poller, NULL);
+    /* what could not be delivered is purged: its reports free the waiters */
+    rd_kafka_purge(b->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_poll(b->rk, 0);
+    rd_kafka_destroy(b->rk);
+    broker_free(b);
+}
+
+const odbox_relay_ops odbox_relay_kafka_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", kafka_publish, kafka_close};

@@ -1,0 +1,307 @@
+/* odbox — the Kafka relay against librdkafka's mock cluster, with the
+ * outbox on PostgreSQL (ODBOX_TEST_PG_DSN). Run by tests/relay/kafka.test;
+ * prints one line per check, exits 1 on the first failure. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+#include "kafka_fx.h"
+
+static const char *g_dsn;
+rd_kafka_mock_cluster_t *g_mock;
+const char *g_boot;
+
+/* ops that count publishes and keep each body by event id, around the
+ * Kafka relay's */
+int g_lease_ms;
+static atomic_long g_attempts;
+static atomic_size_t g_body_len;
+static atomic_int g_inflight, g_max_inflight;
+
+int kfx_max_inflight(void)
+{
+    return atomic_exchange(&g_max_inflight, 0);
+}
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static json_object *g_bodies;
+
+static int rec_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
+{
+    atomic_fetch_add(&g_attempts, 1);
+    atomic_store(&g_body_len, len);
+    pthread_mutex_lock(&g_mu);
+    json_object_object_add(g_bodies, env->event_id, json_object_new_string_len(body, (int)len));
+    pthread_mutex_unlock(&g_mu);
+    int c = atomic_fetch_add(&g_inflight, 1) + 1, m = atomic_load(&g_max_inflight);
+    while (c > m && !atomic_compare_exchange_weak(&g_max_inflight, &m, c))
+        ;
+    int rc = odbox_relay_kafka_ops.publish(broker, env, body, len, err);
+    atomic_fetch_sub(&g_inflight, 1);
+    return rc;
+}
+
+static void rec_close(void *broker)
+{
+    odbox_relay_kafka_ops.close(broker);
+}
+
+static const odbox_relay_ops rec_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", rec_publish, rec_close};
+
+size_t kfx_body_len(void)
+{
+    return atomic_load(&g_body_len);
+}
+
+void rig_open(rig *g, const char *tag, const char *servers, int timeout_ms, int ordered, int workers)
+{
+    odbox_error e = {0};
+    kfx_open(&g->f, g_dsn, tag);
+    snprintf(g->handler, sizeof g->handler, "kafka_%s_%d", tag, kfx_run_id());
+    snprintf(g->topic, sizeof g->topic, "odbox.%s", g->f.event_name);
+    if (g_mock)
+        rd_kafka_mock_topic_create(g_mock, g->topic, KFX_PARTITIONS, 3);
+    odbox_relay_kafka_config kc = {.bootstrap_servers = servers, .topic = "odbox.{event_type}",
+                                   .timeout_ms = timeout_ms};
+    void *broker = NULL;
+    KOK(odbox_relay_kafka_open(&kc, &broker, &e), e);
+    KOK(odbox_handlers_new(&g->h, &e), e);
+    const char *types[] = {g->f.event_name, NULL};
+    odbox_relay_config rc = {.name = g->handler, .event_types = types, .ordered = ordered};
+    KOK(odbox_relay_add(g->h, &rc, &rec_ops, broker, &g->relay, &e), e);
+    odbox_delivery_config dc = {.workers = workers, .backoff_base_ms = 1000, .backoff_cap_ms = 2000,
+                                .cross_process_wakeup = -1, .handling_batch = 200, .lease_ms = g_lease_ms};
+    KOK(odbox_delivery_open(g->f.reg, g->h, &dc, &g->d, &e), e);
+    atomic_store(&g_attempts, 0);
+}
+
+void rig_close(rig *g)
+{
+    odbox_delivery_free(&g->d);
+    odbox_handlers_free(&g->h);
+    odbox_relay_free(&g->relay);
+    kfx_close(&g->f);
+}
+
+/* Every event arrives once at least; body, key, headers and partition as
+ * documented. */
+static void check_all_arrive(void)
+{
+    enum { N = 2000, KEYS = 200 };
+    rig g;
+    rig_open(&g, "All", g_boot, 10000, 0, 8);
+    kfx_write(&g.f, N, KEYS);
+    long ok = kfx_drain(&g.f, g.d, 60000);
+    KCHECK(ok == N, "succeeded %ld of %d", ok, N);
+    KCHECK(kfx_count(&g.f, g.handler, "SUCCEEDED") == N, "rows SUCCEEDED");
+    kmsg *m = NULL;
+    size_t n = kfx_consume(g_boot, g.topic, N, 30000, &m);
+    json_object *seen = json_object_new_object();
+    size_t dups = 0;
+    for (size_t i = 0; i < n; i++) {
+        KCHECK(m[i].h_id && m[i].h_type && m[i].h_action && m[i].key, "message %zu lacks a header or its key", i);
+        if (json_object_object_get_ex(seen, m[i].h_id, NULL))
+            dups++;
+        json_object_object_add(seen, m[i].h_id, NULL);
+        json_object *body = NULL;
+        KCHECK(json_object_object_get_ex(g_bodies, m[i].h_id, &body), "an event never published: %s", m[i].h_id);
+        KCHECK(!strcmp(json_object_get_string(body), m[i].value), "body differs from odbox_relay_body's");
+        KCHECK(!strcmp(m[i].h_type, g.f.event_name), "type header %s", m[i].h_type);
+        json_object *parsed = json_tokener_parse(m[i].value), *v = NULL;
+        KCHECK(json_object_object_get_ex(parsed, "aggregateid", &v) && !strcmp(json_object_get_string(v), m[i].key),
+               "key is not the model id");
+        KCHECK(json_object_object_get_ex(parsed, "action_id", &v) && !strcmp(json_object_get_string(v), m[i].h_action),
+               "action_id header");
+        json_object_put(parsed);
+        KCHECK(m[i].partition == kfx_java_partition(m[i].key, KFX_PARTITIONS), "key %s in partition %d, Java: %d",
+               m[i].key, m[i].partition, kfx_java_partition(m[i].key, KFX_PARTITIONS));
+    }
+    size_t unique = (size_t)json_object_object_length(seen);
+    printf("ok all_arrive: %d events, %zu messages, %zu distinct, %zu duplicates, %ld rows SUCCEEDED\n", N, n, unique,
+           dups, ok);
+    KCHECK(unique == N, "%zu of %d events arrived", unique, N);
+    json_object_put(seen);
+    kfx_msgs_free(m, n);
+    rig_close(&g);
+}
+
+/* Java's murmur2 (Kafka's UtilsTest vectors) and its partitions of a few
+ * keys, as librdkafka's murmur2_random put them. */
+static void check_murmur2(void)
+{
+    static const struct {
+        const char *s;
+        int32_t h;
+    } v[] = {{"21", -973932308},
+             {"foobar", -790332482},
+             {"a-little-bit-long-string", -985981536},
+             {"a-little-bit-longer-string", -1486304829},
+             {"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
+             {"abc", 479470107}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        KCHECK(kfx_murmur2(v[i].s, strlen(v[i].s)) == v[i].h, "murmur2(%s) = %d, Java: %d", v[i].s,
+               kfx_murmur2(v[i].s, strlen(v[i].s)), v[i].h);
+    printf("ok murmur2: Java's vectors; partitions of key-0..key-4 of 6:");
+    for (int k = 0; k < 5; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "key-%d", k);
+        printf(" %d", kfx_java_partition(key, KFX_PARTITIONS));
+    }
+    printf(" (every keyed message of all_arrive checked)\n");
+}
+
+static void set_brokers(int up)
+{
+    for (int32_t id = 1; id <= 3; id++)
+        up ? rd_kafka_mock_broker_set_up(g_mock, id) : rd_kafka_mock_broker_set_down(g_mock, id);
+}
+
+/* Brokers down: rows stay due, retried with backoff only; all arrive once
+ * they are back. */
+static void check_broker_down(void)
+{
+    enum { N = 16, WINDOW_S = 8 };
+    rig g;
+    rig_open(&g, "Down", g_boot, 1000, 0, 8);
+    set_brokers(0);
+    kfx_write(&g.f, N, 10);
+    odbox_error e = {0};
+    long t0 = (long)time(NULL), rounds = 0, ok = 0;
+    while ((long)time(NULL) - t0 < WINDOW_S) {
+        odbox_delivery_round fr = {0}, hr = {0};
+        KOK(odbox_delivery_fanout_round(g.d, g.f.shard, &fr, &e), e);
+        KOK(odbox_delivery_handling_round(g.d, g.f.shard, &hr, &e), e);
+        ok += (long)hr.succeeded;
+        rounds++;
+        usleep(50000);
+    }
+    long attempts = atomic_load(&g_attempts);
+    KCHECK(ok == 0 && kfx_count(&g.f, g.handler, "SUCCEEDED") == 0, "SUCCEEDED while the brokers were down");
+    /* calls of 1-3 s, then 1 s and 2 s of backoff: at most 4 tries each
+     * in WINDOW_S (a loop without backoff: one every 50 ms round) */
+    KCHECK(attempts >= N && attempts <= 4 * N, "%ld publishes in %d s for %d rows", attempts, WINDOW_S, N);
+    set_brokers(1);
+    long after = 0, t1 = (long)time(NULL);
+    while (after < N && (long)time(NULL) - t1 < 40) {
+        after += kfx_drain(&g.f, g.d, 5000);
+        usleep(200000);
+    }
+    kmsg *m = NULL;
+    size_t n = kfx_consume(g_boot, g.topic, N, 20000, &m);
+    json_object *seen = json_object_new_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_object_add(seen, m[i].h_id, NULL);
+    printf("ok broker_down: %ld publishes in %d s (%ld rounds) for %d rows, none SUCCEEDED; after set_up: %ld "
+           "SUCCEEDED, %zu messages, %d distinct\n",
+           attempts, WINDOW_S, rounds, N, after, n, json_object_object_length(seen));
+    KCHECK(after == N && json_object_object_length(seen) == N, "after the brokers came back");
+    json_object_put(seen);
+    kfx_msgs_free(m, n);
+    rig_close(&g);
+}
+
+/* An unreachable cluster and bad topics: clear errors, nothing SUCCEEDED. */
+static void check_errors(void)
+{
+    rig g;
+    rig_open(&g, "Unreach", "127.0.0.1:1", 1000, 0, 8);
+    kfx_write(&g.f, 5, 5);
+    odbox_error e = {0};
+    odbox_delivery_round fr = {0}, hr = {0};
+    KOK(odbox_delivery_fanout_round(g.d, g.f.shard, &fr, &e), e);
+    KOK(odbox_delivery_handling_round(g.d, g.f.shard, &hr, &e), e);
+    KCHECK(hr.failed == 5 && hr.succeeded == 0, "unreachable: %zu failed, %zu succeeded", hr.failed, hr.succeeded);
+    KCHECK(kfx_count(&g.f, g.handler, "SUCCEEDED") == 0, "SUCCEEDED on an unreachable cluster");
+    rig_close(&g);
+    /* the error a publish gives */
+    void *b = NULL;
+    odbox_relay_kafka_config kc = {.bootstrap_servers = "127.0.0.1:1", .topic = "t", .timeout_ms = 1000};
+    KOK(odbox_relay_kafka_open(&kc, &b, &e), e);
+    odbox_envelope env = {.event_id = "e1", .event_type = "T", .model_id = "m1"};
+    int rc = odbox_relay_kafka_ops.publish(b, &env, "{}", 2, &e);
+    KCHECK(rc == ODBOX_ETIMEDOUT && strstr(e.message, "127.0.0.1:1") && strstr(e.message, "not acknowledged"),
+           "unreachable: %s: %s", odbox_errname(rc), e.message);
+    printf("ok unreachable: 5 rows FAILED, none SUCCEEDED; the error: %s\n", e.message);
+    odbox_relay_kafka_ops.close(b);
+    kc.topic = "odbox.{nope}";
+    rc = odbox_relay_kafka_open(&kc, &b, &e);
+    KCHECK(rc == ODBOX_EINVAL && strstr(e.message, "{nope}"), "bad template: %s", e.message);
+    printf("ok bad_template: %s\n", e.message);
+    kc.topic = "bad topic {event_type}";
+    kc.bootstrap_servers = g_boot;
+    KOK(odbox_relay_kafka_open(&kc, &b, &e), e);
+    rc = odbox_relay_kafka_ops.publish(b, &env, "{}", 2, &e);
+    KCHECK(rc == ODBOX_EINVAL && strstr(e.message, "not a Kafka topic name"), "bad topic: %s", e.message);
+    printf("ok bad_topic: %s\n", e.message);
+    odbox_relay_kafka_ops.close(b);
+}
+
+/* An ordered relay: per key, the consumer sees seq 0, 1, 2... */
+static void check_ordered(void)
+{
+    enum { N = 300, KEYS = 10 };
+    rig g;
+    rig_open(&g, "Order", g_boot, 10000, 1, 8);
+    kfx_write(&g.f, N, KEYS);
+    long ok = 0;
+    for (int i = 0; i < 100 && ok < N; i++)
+        ok += kfx_drain(&g.f, g.d, 20000);
+    KCHECK(ok == N, "ordered: %ld of %d SUCCEEDED", ok, N);
+    kmsg *m = NULL;
+    size_t n = kfx_consume(g_boot, g.topic, N, 20000, &m);
+    int last[KEYS];
+    memset(last, -1, sizeof last);
+    size_t repeats = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *p = json_tokener_parse(m[i].value), *pl = NULL, *s = NULL;
+        json_object_object_get_ex(p, "payload", &pl);
+        json_object_object_get_ex(pl, "seq", &s);
+        int seq = json_object_get_int(s), k = atoi(m[i].key + 24);
+        json_object_put(p);
+        KCHECK(seq >= last[k], "key %s: seq %d after %d", m[i].key, seq, last[k]);
+        repeats += seq == last[k];
+        last[k] = seq;
+    }
+    for (int k = 0; k < KEYS; k++)
+        KCHECK(last[k] == N / KEYS - 1, "key %d ends at %d", k, last[k]);
+    printf("ok ordered: %d events on %d keys, %zu messages, in order per key (%zu repeats)\n", N, KEYS, n, repeats);
+    kfx_msgs_free(m, n);
+    rig_close(&g);
+}
+
+int main(int argc, char **argv)
+{
+    g_dsn = getenv("ODBOX_TEST_PG_DSN");
+    if (!g_dsn || !*g_dsn) {
+        fprintf(stderr, "kafka-relay: ODBOX_TEST_PG_DSN is not set\n");
+        return 77;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    g_bodies = json_object_new_object();
+    if (argc >= 2 && strcmp(argv[1], "bench")) {
+        int rc = kafka_kill_main(argc, argv);
+        json_object_put(g_bodies);
+        return rc;
+    }
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "log_level", "2", errstr, sizeof errstr);
+    rd_kafka_t *host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    KCHECK(host, "%s", errstr);
+    g_mock = rd_kafka_mock_cluster_new(host, 3);
+    KCHECK(g_mock, "mock cluster");
+    g_boot = rd_kafka_mock_cluster_bootstraps(g_mock);
+    printf("mock cluster: %s\n", g_boot);
+    if (argc == 3 && !strcmp(argv[1], "bench")) {
+        kafka_bench(atoi(argv[2]));
+    } else {
+        check_murmur2();
+        check_all_arrive();
+        check_ordered();
+        check_errors();
+        check_broker_down();
+    }
+    json_object_put(g_bodies);
+    rd_kafka_mock_cluster_destroy(g_mock);
+    rd_kafka_destroy(host);
+    return 0;
+}

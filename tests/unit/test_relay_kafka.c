@@ -1,0 +1,81 @@
+/* odbox — unit tests of the Kafka relay's settings: what open_json and
+ * open refuse before any connection (the relay against a cluster is
+ * tests/relay/kafka.test). */
+#include "config.h"
+#include <string.h>
+#include <json-c/json.h>
+#include "odbox/odbox.h"
+#include "unit.h"
+
+#ifdef HAVE_KAFKA
+#define ODBOX_HAVE_KAFKA_OR_UNSUPPORTED ODBOX_EINVAL
+#else
+#define ODBOX_HAVE_KAFKA_OR_UNSUPPORTED ODBOX_EUNSUPPORTED
+#endif
+
+/* open_json(text) fails with code and a message containing needle. */
+static void refused(const char *text, int code, const char *needle)
+{
+    json_object *s = text ? json_tokener_parse(text) : NULL;
+    ck_assert_msg(!text || s, "bad JSON in the test: %s", text);
+    void *b = (void *)1;
+    odbox_error e = {0};
+    int rc = odbox_relay_kafka_open_json(s, &b, &e);
+    ck_assert_msg(rc == code, "%s: %s (%s), want %s", text ? text : "NULL", odbox_errname(rc), e.message,
+                  odbox_errname(code));
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strstr(e.message, needle), "%s: '%s' lacks '%s'", text ? text : "NULL", e.message, needle);
+    json_object_put(s);
+}
+
+START_TEST(kafka_settings_are_refused_by_name)
+{
+    refused(NULL, ODBOX_EINVAL, "not a JSON object");
+    refused("[1]", ODBOX_EINVAL, "not a JSON object");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"brokers\": \"x\"}", ODBOX_EINVAL,
+            "unknown key \"brokers\"");
+    refused("{\"bootstrap_servers\": 9092, \"topic\": \"t\"}", ODBOX_EINVAL, "\"bootstrap_servers\" is not a string");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": [\"t\"]}", ODBOX_EINVAL, "\"topic\" is not a string");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"timeout_ms\": \"5\"}", ODBOX_EINVAL,
+            "\"timeout_ms\"");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"timeout_ms\": -1}", ODBOX_EINVAL,
+            "\"timeout_ms\"");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": [\"a\"]}", ODBOX_EINVAL,
+            "\"properties\" is not an object");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"linger.ms\": 5}}",
+            ODBOX_EINVAL, "property \"linger.ms\" is not a string");
+#ifdef HAVE_KAFKA
+    refused("{\"topic\": \"t\"}", ODBOX_EINVAL, "no bootstrap_servers");
+    refused("{\"bootstrap_servers\": \"h:9092\"}", ODBOX_EINVAL, "no topic");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"events.{nope}\"}", ODBOX_EINVAL, "{nope}");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"acks\": \"1\"}}", ODBOX_EINVAL,
+            "property acks is odbox's");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"no.such.setting\": \"1\"}}",
+            ODBOX_EINVAL, "no.such.setting");
+#else
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\"}", ODBOX_EUNSUPPORTED, "librdkafka-dev");
+#endif
+}
+END_TEST
+
+START_TEST(kafka_ops_are_versioned_and_close_is_null_safe)
+{
+    ck_assert_int_eq(odbox_relay_kafka_ops.version, ODBOX_RELAY_OPS_VERSION);
+    ck_assert_str_eq(odbox_relay_kafka_ops.kind, "kafka");
+    odbox_relay_kafka_ops.close(NULL);
+    odbox_error e = {0};
+    void *b = (void *)1;
+    ck_assert_int_eq(odbox_relay_kafka_open(NULL, &b, &e), ODBOX_HAVE_KAFKA_OR_UNSUPPORTED);
+    ck_assert_ptr_null(b);
+}
+END_TEST
+
+Suite *relay_kafka_suite(void)
+{
+    Suite *s = suite_create("relay_kafka");
+    TCase *t = tcase_create("relay_kafka");
+    tcase_add_test(t, kafka_settings_are_refused_by_name);
+    tcase_add_test(t, kafka_ops_are_versioned_and_close_is_null_safe);
+    suite_add_tcase(s, t);
+    return s;
+}
