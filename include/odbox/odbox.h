@@ -21,6 +21,7 @@
 #include "notifications.h"
 #include "handlers.h"
 #include "relay.h"
+#include "relay_rabbitmq.h"
 
 #ifdef __cplusplus
 extern "C" {
