@@ -11,6 +11,7 @@ BUILD_PACKAGES=(gcc g++ make autoconf automake libtool pkg-config unixodbc-dev l
     uuid-dev check valgrind)
 BUILD_PACKAGES+=(groff-base) # tests/man/man.test lints the manual pages with groff
 BUILD_PACKAGES+=(libpq-dev) # optional for odbox; the wake-up tests need it (PostgreSQL LISTEN)
+BUILD_PACKAGES+=(librabbitmq-dev) # optional: the RabbitMQ relay (configure --with-rabbitmq)
 missing=()
 for p in "${BUILD_PACKAGES[@]}"; do
     [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true) == installed ]] || missing+=("$p")

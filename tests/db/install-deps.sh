@@ -11,6 +11,8 @@ set -euo pipefail
 
 PACKAGES=(postgresql mariadb-server mariadb-client odbc-postgresql odbc-mariadb
     libsqliteodbc unixodbc)
+# the RabbitMQ relay's tests start a private node (tests/relay/rabbitmq-server.sh)
+PACKAGES+=(rabbitmq-server)
 # ODBC driver names the tests use, with the template each package ships.
 DRIVERS=("PostgreSQL ANSI:/usr/share/psqlodbc/odbcinst.ini.template"
     "MariaDB Unicode:/usr/share/odbc-mariadb/odbcinst.ini.template"

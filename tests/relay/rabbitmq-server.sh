@@ -81,6 +81,8 @@ stop() {
     pid=$(cat "$dir/server.pid" 2>/dev/null || true)
     # the script's process group: the beam, epmd and their helpers
     [[ -n $pid ]] && kill -9 -- "-$pid" 2>/dev/null || true
+    # the node's epmd daemonised out of that group: it serves our port only
+    epmd -kill >/dev/null 2>&1 || true
     rm -rf "$dir"
 }
 
