@@ -15,5 +15,6 @@ Suite *wake_suite(void);
 Suite *ops_suite(void);
 Suite *handlers_suite(void);
 Suite *relay_suite(void);
+Suite *relay_rabbitmq_suite(void);
 
 #endif
