@@ -11,6 +11,9 @@
  *               started ($RABBIT_START_CMD): everything arrives
  *     bad       an exchange that does not exist, then an unreachable
  *               broker: clear errors, nothing SUCCEEDED
+ *     write     N events, 50 ms between actions (PER_ACTION each)
+ *     work      a relay process until SIGTERM (the test kill -9s it)
+ *     verify    drains what write wrote: all SUCCEEDED, all arrived
  *     bench     deliver, then a raw librabbitmq loop publishing the same
  *               messages with confirms on THREADS connections; the ratio
  *
@@ -19,6 +22,7 @@
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +79,9 @@ static int perform(odbox_context *ctx, json_object *params, odbox_plan *plan, vo
     return rc;
 }
 
-static void write_events(int n)
+/* pause_ms between actions: a writer's run that relay processes are
+ * killed during */
+static void write_events(int n, int pause_ms)
 {
     odbox_executor *exe = NULL;
     odbox_error e = {0};
@@ -87,6 +93,8 @@ static void write_events(int n)
     int base = 0;
     const odbox_action action = {"RabbitWrite", perform, &base};
     for (; base < n && rc == ODBOX_OK; base += PER_ACTION) {
+        if (pause_ms)
+            usleep((useconds_t)pause_ms * 1000);
         odbox_result res = {0};
         rc = odbox_execute(exe, &action, NULL, NULL, &res, &e);
         odbox_result_clear(&res);
@@ -228,6 +236,9 @@ static void start(run *r, const char *exchange, const char *broker_url, int orde
     /* short backoff: the down mode counts attempts over a few seconds */
     odbox_delivery_config dc = {.workers = workers, .backoff_base_ms = 200, .backoff_cap_ms = 1000,
                                 .fanout_poll_ms = 100, .handling_poll_ms = 100};
+    /* a killed relay process's claims are taken over after 3 s */
+    if (getenv("RABBIT_LEASE_MS"))
+        dc.lease_ms = atoi(getenv("RABBIT_LEASE_MS")), dc.handler_timeout_ms = dc.lease_ms / 2;
     odbox_jobs_config jc = {.poll_interval_ms = 100, .heartbeat_interval_ms = 200, .shutdown_max_wait_ms = 20000};
     int rc = odbox_handlers_new(&r->h, &e);
     if (rc == ODBOX_OK)
@@ -286,10 +297,12 @@ static double drain(int n, double t0)
 
 /* ---- the modes ------------------------------------------------------------------------------------- */
 
-static double deliver(int n, int ordered, int workers)
+static double deliver(int n, int ordered, int workers, int fresh)
 {
-    declare();
-    write_events(n);
+    if (fresh) {
+        declare();
+        write_events(n, 0);
+    }
     run r = {0};
     double t0 = now_s();
     start(&r, EXCHANGE, url, ordered, workers);
@@ -311,7 +324,7 @@ static double deliver(int n, int ordered, int workers)
 static void down(int n)
 {
     declare();
-    write_events(n);
+    write_events(n, 0);
     if (system(getenv("RABBIT_STOP_CMD")) != 0)
         CHECK(0, "RABBIT_STOP_CMD failed");
     run r = {0};
@@ -333,6 +346,23 @@ static void down(int n)
            t.distinct, t.dups, secs);
     CHECK(ok == n && t.distinct == n, "after the restart: %lld SUCCEEDED, %d of %d arrived", (long long)ok,
           t.distinct, n);
+}
+
+static volatile sig_atomic_t stopping;
+static void on_term(int sig)
+{
+    (void)sig, stopping = 1;
+}
+
+/* a relay process until SIGTERM (the test kill -9s it) */
+static void work(void)
+{
+    signal(SIGTERM, on_term);
+    run r = {0};
+    start(&r, EXCHANGE, url, 0, 4);
+    while (!stopping)
+        usleep(50 * 1000);
+    stop(&r);
 }
 
 static char last_log[1024];
@@ -362,7 +392,7 @@ static void bad(int n)
 {
     odbox_log_set(log_line, NULL, ODBOX_LOG_WARN);
     declare();
-    write_events(n);
+    write_events(n, 0);
     /* the server closes the channel: the connection is replaced, the next
      * publish fails the same way (failed > 1 with one connection each) */
     bad_one("bad_exchange", "no-such-exchange", url, "NOT_FOUND");
@@ -452,15 +482,22 @@ int main(int argc, char **argv)
     if (rc != ODBOX_OK)
         die("registry", rc, &e);
     if (!strcmp(argv[1], "deliver"))
-        deliver(n, 0, threads);
+        deliver(n, 0, threads, 1);
     else if (!strcmp(argv[1], "ordered"))
-        deliver(n, 1, threads);
+        deliver(n, 1, threads, 1);
     else if (!strcmp(argv[1], "down"))
         down(n);
+    else if (!strcmp(argv[1], "write")) { /* N events, 50 ms between actions */
+        declare();
+        write_events(n, 50);
+    } else if (!strcmp(argv[1], "work"))
+        work();
+    else if (!strcmp(argv[1], "verify")) /* drains what write wrote, counts what arrived */
+        deliver(n, 0, threads, 0);
     else if (!strcmp(argv[1], "bad"))
         bad(n);
     else if (!strcmp(argv[1], "bench")) {
-        double relay = deliver(n, 0, threads);
+        double relay = deliver(n, 0, threads, 1);
         double rawr = raw(n, threads);
         printf("bench threads=%d relay=%.0f/s raw=%.0f/s ratio=%.2f\n", threads, relay, rawr, relay / rawr);
     } else {
