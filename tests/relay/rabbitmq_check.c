@@ -225,6 +225,17 @@ typedef struct {
     odbox_jobs *jobs;
 } run;
 
+/* RABBIT_NOOP=1: a broker that confirms at once, for the delivery's own
+ * ceiling beside the benchmark */
+static int noop_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
+{
+    return ODBOX_OK;
+}
+static void noop_close(void *broker)
+{
+}
+static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_publish, noop_close};
+
 static void start(run *r, const char *exchange, const char *broker_url, int ordered, int workers)
 {
     odbox_error e = {0};
@@ -236,15 +247,21 @@ static void start(run *r, const char *exchange, const char *broker_url, int orde
     /* short backoff: the down mode counts attempts over a few seconds */
     odbox_delivery_config dc = {.workers = workers, .backoff_base_ms = 200, .backoff_cap_ms = 1000,
                                 .fanout_poll_ms = 100, .handling_poll_ms = 100};
+    /* the benchmark's knobs (docs/relays.md) */
+    if (getenv("RABBIT_BATCH"))
+        dc.handling_batch = atoi(getenv("RABBIT_BATCH"));
+    if (getenv("RABBIT_LOOPS"))
+        dc.handling_loops = atoi(getenv("RABBIT_LOOPS"));
     /* a killed relay process's claims are taken over after 3 s */
     if (getenv("RABBIT_LEASE_MS"))
         dc.lease_ms = atoi(getenv("RABBIT_LEASE_MS")), dc.handler_timeout_ms = dc.lease_ms / 2;
     odbox_jobs_config jc = {.poll_interval_ms = 100, .heartbeat_interval_ms = 200, .shutdown_max_wait_ms = 20000};
     int rc = odbox_handlers_new(&r->h, &e);
-    if (rc == ODBOX_OK)
+    if (rc == ODBOX_OK && !getenv("RABBIT_NOOP"))
         rc = odbox_relay_rabbitmq_open(&rc_cfg, &broker, &e);
     if (rc == ODBOX_OK)
-        rc = odbox_relay_add(r->h, &cfg, &odbox_relay_rabbitmq_ops, broker, &r->relay, &e);
+        rc = odbox_relay_add(r->h, &cfg, getenv("RABBIT_NOOP") ? &noop_ops : &odbox_relay_rabbitmq_ops, broker,
+                             &r->relay, &e);
     if (rc == ODBOX_OK)
         rc = odbox_delivery_open(reg, r->h, &dc, &r->d, &e);
     if (rc == ODBOX_OK)
