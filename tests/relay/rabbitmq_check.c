@@ -177,7 +177,12 @@ static tally consume(int n)
             break;
         t.arrived++;
         amqp_basic_properties_t *p = &env.message.properties;
-        json_object *body = json_tokener_parse(env.message.body.bytes ? (const char *)env.message.body.bytes : "");
+        /* the body is not NUL-terminated */
+        json_tokener *tok = json_tokener_new();
+        json_object *body = env.message.body.bytes ? json_tokener_parse_ex(tok, env.message.body.bytes,
+                                                                           (int)env.message.body.len)
+                                                   : NULL;
+        json_tokener_free(tok);
         json_object *payload = NULL, *seq = NULL, *id = NULL;
         int s = -1;
         if (body && json_object_object_get_ex(body, "payload", &payload) &&
