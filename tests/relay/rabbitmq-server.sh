@@ -81,8 +81,13 @@ stop() {
     pid=$(cat "$dir/server.pid" 2>/dev/null || true)
     # the script's process group: the beam, epmd and their helpers
     [[ -n $pid ]] && kill -9 -- "-$pid" 2>/dev/null || true
-    # the node's epmd daemonised out of that group: it serves our port only
-    epmd -kill >/dev/null 2>&1 || true
+    # the node's epmd daemonised out of that group: it serves our port
+    # only, and refuses to die until it has seen the node go (bounded)
+    local i
+    for i in $(seq 50); do
+        epmd -kill >/dev/null 2>&1 && break
+        sleep 0.1
+    done
     rm -rf "$dir"
 }
 
