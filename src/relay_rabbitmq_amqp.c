@@ -127,11 +127,11 @@ static int acquire(rbroker *b, rconn **out, odbox_error *err)
     while (!b->idle && b->total >= b->max && w != ETIMEDOUT)
         w = pthread_cond_timedwait(&b->freed, &b->mu, &until);
     rconn *c = b->idle;
+    int open_new = 0;
     if (c)
         b->idle = c->next;
     else if (b->total < b->max)
-        b->total++; /* ours to open, outside the lock */
-    int open_new = !c && w != ETIMEDOUT;
+        b->total++, open_new = 1; /* ours to open, outside the lock */
     pthread_mutex_unlock(&b->mu);
     if (c) {
         *out = c;

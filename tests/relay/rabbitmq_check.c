@@ -246,7 +246,9 @@ static void start(run *r, const char *exchange, const char *broker_url, int orde
     odbox_error e = {0};
     void *broker = NULL;
     odbox_relay_rabbitmq_config rc_cfg = {.url = broker_url, .exchange = exchange,
-                                          .routing_key = "{model_type}.{event_type}", .timeout_ms = 3000};
+                                          .routing_key = "{model_type}.{event_type}", .timeout_ms = 3000,
+                                          /* RABBIT_MAX_CONN=1: workers wait their turn for the connection */
+                                          .max_connections = getenv("RABBIT_MAX_CONN") ? atoi(getenv("RABBIT_MAX_CONN")) : 0};
     const char *types[] = {EV.name, NULL};
     odbox_relay_config cfg = {.name = RELAY, .event_types = types, .ordered = ordered};
     /* short backoff: the down mode counts attempts over a few seconds */
