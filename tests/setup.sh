@@ -17,6 +17,7 @@ BUILD_PACKAGES+=(libnats-dev)
 # optional: the Kafka relay (configure --with-kafka); its tests use the mock
 # cluster librdkafka ships, so Kafka needs no server package
 BUILD_PACKAGES+=(librdkafka-dev)
+BUILD_PACKAGES+=(librabbitmq-dev) # optional: the RabbitMQ relay (configure --with-rabbitmq)
 missing=()
 for p in "${BUILD_PACKAGES[@]}"; do
     [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true) == installed ]] || missing+=("$p")

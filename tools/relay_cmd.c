@@ -19,7 +19,7 @@ const char usage_relay[] =
     "              \"ordered\": false, \"max_in_flight\": 0,\n"
     "              \"settings\": {\"url\": \"nats://127.0.0.1:4222\",\n"
     "                           \"subject\": \"events.{model_type}.{event_type}\"}}]\n"
-    "(kinds: nats, kafka; docs/relays.md). A relay is a handler: its rows show in\n"
+    "(kinds: nats, rabbitmq, kafka; docs/relays.md). A relay is a handler: its rows show in\n"
     "`odbox handlers` and `odbox notifications`. Runs until SIGTERM or SIGINT, or\n"
     "with --until-idle until no row of its relays is PENDING or FAILED and due\n"
     "(at most --timeout-ms, default 600000).\n"
@@ -51,7 +51,7 @@ typedef struct relay_kind {
 
 static const relay_kind kinds[] = {
     {"nats", odbox_relay_nats_open_json, &odbox_relay_nats_ops},
-    /* {"rabbitmq", odbox_relay_rabbitmq_open_json, &odbox_relay_rabbitmq_ops}, */
+    {"rabbitmq", odbox_relay_rabbitmq_open_json, &odbox_relay_rabbitmq_ops},
     {"kafka", odbox_relay_kafka_open_json, &odbox_relay_kafka_ops},
 };
 
@@ -199,7 +199,7 @@ static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **s
         if (!strcmp(kind, kinds[j].kind))
             *k = &kinds[j];
     if (!*k)
-        return odbox_error_set(err, ODBOX_EINVAL, "relay %.80s: unknown kind \"%.64s\" (known: nats, kafka)", name,
+        return odbox_error_set(err, ODBOX_EINVAL, "relay %.80s: unknown kind \"%.64s\" (known: nats, rabbitmq, kafka)", name,
                                kind ? kind : "");
     if (json_object_object_get_ex(o, "ordered", &v)) {
         if (!json_object_is_type(v, json_type_boolean))

@@ -23,6 +23,7 @@
 #include "relay.h"
 #include "relay_nats.h"
 #include "relay_kafka.h"
+#include "relay_rabbitmq.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -14,6 +14,8 @@ PACKAGES=(postgresql mariadb-server mariadb-client odbc-postgresql odbc-mariadb
 
 # the NATS server tests/relay/nats.test starts (with JetStream, on a free port)
 PACKAGES+=(nats-server)
+# the RabbitMQ relay's tests start a private node (tests/relay/rabbitmq-server.sh)
+PACKAGES+=(rabbitmq-server)
 # ODBC driver names the tests use, with the template each package ships.
 DRIVERS=("PostgreSQL ANSI:/usr/share/psqlodbc/odbcinst.ini.template"
     "MariaDB Unicode:/usr/share/odbc-mariadb/odbcinst.ini.template"

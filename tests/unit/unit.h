@@ -17,5 +17,6 @@ Suite *handlers_suite(void);
 Suite *relay_suite(void);
 Suite *relay_nats_suite(void);
 Suite *relay_kafka_suite(void);
+Suite *relay_rabbitmq_suite(void);
 
 #endif

@@ -1,0 +1,43 @@
+/* odbox — the RabbitMQ relay (odbox/relay.h): publishes each event to an
+ * exchange with publisher confirms and persistent messages (delivery mode
+ * 2), message_id = the event id, content_type application/json, type =
+ * the event type. Present in every build; without librabbitmq (configure
+ * --without-rabbitmq, or librabbitmq-dev missing) open and open_json
+ * return ODBOX_EUNSUPPORTED. See odbox_relay_rabbitmq(3), docs/relays.md. */
+#ifndef ODBOX_RELAY_RABBITMQ_H
+#define ODBOX_RELAY_RABBITMQ_H
+
+#include <json-c/json.h>
+#include "relay.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct odbox_relay_rabbitmq_config {
+    const char *url;          /* amqp://user:pass@host:port/vhost; NULL: amqp://guest:guest@localhost:5672/ */
+    const char *exchange;     /* template (odbox_relay_template_check); "" is the default exchange */
+    const char *routing_key;  /* template, e.g. "{model_type}.{event_type}" */
+    int max_connections;      /* connections publishing at once; 0: 8 */
+    int timeout_ms;           /* connect, login and each confirm; 0: 10000 */
+} odbox_relay_rabbitmq_config;
+
+/* Checks cfg and makes *broker (for odbox_relay_add with
+ * odbox_relay_rabbitmq_ops). Connects lazily: the first publish opens a
+ * connection, so a broker that is down makes publishes fail (and rows
+ * retry), not the open. ODBOX_EINVAL for a bad url or template. */
+int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **broker, odbox_error *err);
+
+/* The same from a JSON object {"url", "exchange", "routing_key",
+ * "max_connections", "timeout_ms"} (the "settings" of a relay in a config
+ * file); an unknown key or a value of the wrong type is ODBOX_EINVAL,
+ * naming it. */
+int odbox_relay_rabbitmq_open_json(json_object *settings, void **broker, odbox_error *err);
+
+extern const odbox_relay_ops odbox_relay_rabbitmq_ops;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

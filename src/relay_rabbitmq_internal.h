@@ -1,0 +1,21 @@
+/* odbox — the RabbitMQ relay's parts: settings (relay_rabbitmq_settings.c),
+ * open_json and the build without librabbitmq (relay_rabbitmq.c), and
+ * publishing with librabbitmq (relay_rabbitmq_amqp.c). */
+#ifndef ODBOX_RELAY_RABBITMQ_INTERNAL_H
+#define ODBOX_RELAY_RABBITMQ_INTERNAL_H
+
+#include "odbox/relay_rabbitmq.h"
+
+#define ODBOX_RABBITMQ_DEFAULT_URL "amqp://guest:guest@localhost:5672/"
+#define ODBOX_RABBITMQ_DEFAULT_TIMEOUT_MS 10000
+#define ODBOX_RABBITMQ_DEFAULT_MAX_CONNECTIONS 8
+
+/* cfg from a relay's JSON settings (strings point into settings);
+ * ODBOX_EINVAL for an unknown key or a wrong type, naming it. */
+int odbox_relay_rabbitmq_parse(json_object *settings, odbox_relay_rabbitmq_config *cfg, odbox_error *err);
+
+/* Checks cfg's templates and numbers (in every build, so a config file is
+ * judged the same with or without librabbitmq). */
+int odbox_relay_rabbitmq_check(const odbox_relay_rabbitmq_config *cfg, odbox_error *err);
+
+#endif

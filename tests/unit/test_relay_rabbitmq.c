@@ -1,0 +1,94 @@
+/* odbox — unit tests of the RabbitMQ relay's settings (no server): what
+ * open and open_json refuse, and a lazy open whose publish cannot connect. */
+#include "config.h"
+#include <string.h>
+#include <json-c/json.h>
+#include "odbox/odbox.h"
+#include "unit.h"
+
+/* open_json of text: the code, the message in e */
+static int open_text(const char *text, void **broker, odbox_error *e)
+{
+    json_object *o = json_tokener_parse(text);
+    int rc = odbox_relay_rabbitmq_open_json(o, broker, e);
+    json_object_put(o);
+    return rc;
+}
+
+START_TEST(open_json_refuses_unknown_keys_and_wrong_types_naming_them)
+{
+    odbox_error e = {0};
+    void *b = (void *)&e;
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"exchang\": \"y\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strstr(e.message, "unknown key \"exchang\""), "%s", e.message);
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"url\": 5}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "\"url\" must be a string"), "%s", e.message);
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"timeout_ms\": \"10s\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "\"timeout_ms\" must be an integer"), "%s", e.message);
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"max_connections\": -1}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "\"max_connections\" -1 is out of range"), "%s", e.message);
+    ck_assert_int_eq(open_text("[1]", &b, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_relay_rabbitmq_open_json(NULL, &b, &e), ODBOX_EINVAL);
+    /* no routing key; a template with an unknown placeholder */
+    ck_assert_int_eq(open_text("{\"exchange\": \"events\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "no routing_key"), "%s", e.message);
+    ck_assert_int_eq(open_text("{\"routing_key\": \"{model}.x\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "routing_key") && strstr(e.message, "unknown placeholder {model}"), "%s",
+                  e.message);
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"exchange\": \"ev{\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "exchange"), "%s", e.message);
+    ck_assert_ptr_null(b);
+}
+END_TEST
+
+#ifdef HAVE_RABBITMQ
+START_TEST(open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach)
+{
+    odbox_error e = {0};
+    void *b = NULL;
+    ck_assert_int_eq(open_text("{\"url\": \"http://nope\", \"routing_key\": \"x\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "bad url"), "%s", e.message);
+    ck_assert_int_eq(open_text("{\"url\": \"amqp://guest:guest@127.0.0.1:1/\", \"exchange\": \"ev\", "
+                               "\"routing_key\": \"{model_type}.{event_type}\", \"timeout_ms\": 2000, "
+                               "\"max_connections\": 2}",
+                               &b, &e),
+                     ODBOX_OK);
+    ck_assert_ptr_nonnull(b);
+    odbox_envelope env = {.event_id = "7f1c2d3e-0000-4000-8000-000000000001", .event_type = "OrderPlaced",
+                          .model_type = "Order"};
+    ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
+    ck_assert_msg(strstr(e.message, "cannot connect to 127.0.0.1:1"), "%s", e.message);
+    /* the failed connection was given back: a second publish tries again */
+    ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
+    ck_assert_str_eq(odbox_relay_rabbitmq_ops.kind, "rabbitmq");
+    odbox_relay_rabbitmq_ops.close(b);
+    odbox_relay_rabbitmq_ops.close(NULL);
+}
+END_TEST
+#else
+START_TEST(without_librabbitmq_open_names_the_package)
+{
+    odbox_error e = {0};
+    void *b = NULL;
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\"}", &b, &e), ODBOX_EUNSUPPORTED);
+    ck_assert_msg(strstr(e.message, "librabbitmq-dev") && strstr(e.message, "--with-rabbitmq"), "%s", e.message);
+    ck_assert_ptr_null(b);
+    odbox_relay_rabbitmq_ops.close(NULL);
+}
+END_TEST
+#endif
+
+Suite *relay_rabbitmq_suite(void)
+{
+    Suite *s = suite_create("relay_rabbitmq");
+    TCase *t = tcase_create("relay_rabbitmq");
+    tcase_add_test(t, open_json_refuses_unknown_keys_and_wrong_types_naming_them);
+#ifdef HAVE_RABBITMQ
+    tcase_add_test(t, open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach);
+#else
+    tcase_add_test(t, without_librabbitmq_open_names_the_package);
+#endif
+    suite_add_tcase(s, t);
+    return s;
+}
