@@ -115,7 +115,12 @@ static int make_conf(kafka_broker *b, const odbox_relay_kafka_config *cfg, rd_ka
         return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
     char timeout[24];
     snprintf(timeout, sizeof timeout, "%d", b->timeout_ms);
-    int rc = user_properties(conf, cfg->properties, err);
+    /* each publish waits for its own delivery report, so a linger (the
+     * default 5 ms, to fill batches) only adds to every call: none, unless
+     * the properties set one */
+    int rc = conf_set(conf, "linger.ms", "0", err);
+    if (rc == ODBOX_OK)
+        rc = user_properties(conf, cfg->properties, err);
     const char *const fixed[] = {"bootstrap.servers", cfg->bootstrap_servers, "enable.idempotence", "true",
                                  "acks", "all", "partitioner", "murmur2_random", "message.timeout.ms", timeout,
                                  NULL};

@@ -89,7 +89,7 @@ static double raw_run(const char *boot, const char *topic, int n, int threads, s
     pthread_cond_init(&r.cv, NULL);
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     const char *kv[] = {"bootstrap.servers", boot, "enable.idempotence", "true", "acks", "all", "partitioner",
-                        "murmur2_random", NULL};
+                        "murmur2_random", "linger.ms", "0", NULL}; /* as the relay's producer */
     for (int i = 0; kv[i]; i += 2)
         KCHECK(rd_kafka_conf_set(c, kv[i], kv[i + 1], errstr, sizeof errstr) == RD_KAFKA_CONF_OK, "%s", errstr);
     rd_kafka_conf_set_opaque(c, &r);
