@@ -523,13 +523,6 @@ int odbox_action_name_valid(const char *s)
     return 1;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
 /* A key's stored outcome, read on the default shard (where keys are
  * kept): *found 0, or 1 and either res filled as the first execution left
  * it (replayed) or ODBOX_EUNIQUE for other parameters. */
@@ -679,7 +672,7 @@ static int execute(odbox_executor *exe, const odbox_action *action, json_object 
                   cfg->retries[rule].max_retries, odbox_errname(rc), cfg->retries[rule].delay_ms,
                   err ? err->message : "");
         if (cfg->retries[rule].delay_ms > 0)
-            sleep_ms(cfg->retries[rule].delay_ms);
+            odbox_sleep_ms(cfg->retries[rule].delay_ms);
     }
     if (own)
         json_object_put(own);

@@ -85,6 +85,13 @@ struct timespec odbox_mono_after(int64_t ms)
     return t;
 }
 
+void odbox_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 int odbox_mono_passed(const struct timespec *deadline)
 {
     struct timespec now;

@@ -154,13 +154,6 @@ static char *outcome_sql(const hround *h, int bucket, size_t n, int same_attempt
     return odbox_buf_take(&b);
 }
 
-/* A nap before trying again after a lost deadlock: 10, 20, 30 ms... */
-static void deadlock_nap(int attempt)
-{
-    struct timespec nap = {0, attempt * 10 * 1000000L};
-    nanosleep(&nap, NULL);
-}
-
 /* Runs an outcome UPDATE. One that loses a deadlock (MariaDB: against a
  * fan-out's INSERT into the same indexes) is run again, a few times,
  * after a short nap: it runs alone (autocommit), so the deadlock rolled
@@ -175,7 +168,7 @@ static int execute_outcome(hround *h, odbox_conn *conn, odbox_stmt *s, odbox_err
         h->rd->statements++;
         if (rc != ODBOX_EDEADLOCK || attempt == OUTCOME_TRIES || odbox_conn_in_transaction(conn))
             return rc;
-        deadlock_nap(attempt);
+        odbox_sleep_ms(attempt * 10); /* 10, 20, 30 ms... */
     }
 }
 
@@ -322,7 +315,7 @@ static int write_all(hround *h, odbox_conn *conn, int64_t post, odbox_error *err
         size_t statements = h->rd->statements;
         *h->rd = before;
         h->rd->statements = statements;
-        deadlock_nap(attempt);
+        odbox_sleep_ms(attempt * 10); /* 10, 20, 30 ms... */
     }
 }
 

@@ -88,6 +88,9 @@ int64_t odbox_mono_us(void);
  * to that clock), and whether it has passed (src/clock.c). */
 struct timespec odbox_mono_after(int64_t ms);
 int odbox_mono_passed(const struct timespec *deadline);
+/* Sleeps ms milliseconds, all of them (a signal does not cut it short;
+ * src/clock.c): the naps between tries of a poll or a retry. */
+void odbox_sleep_ms(int64_t ms);
 
 /* SHA-256 of data as 64 lower-case hex characters + NUL. */
 void odbox_sha256_hex(const void *data, size_t len, char out[65]);

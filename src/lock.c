@@ -327,8 +327,7 @@ static int take(hold *h, int wait_ms, odbox_error *err)
                               waited);
         }
         long nap_ms = wait_ms < 0 || wait_ms - waited > POLL_MS ? POLL_MS : wait_ms - waited;
-        struct timespec nap = {0, nap_ms * 1000000L};
-        nanosleep(&nap, NULL);
+        odbox_sleep_ms(nap_ms);
     }
 }
 

@@ -240,7 +240,7 @@ static rd_kafka_resp_err_t produce(kafka_broker *b, const char *topic, const odb
         rd_kafka_headers_destroy(h); /* not taken on failure */
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || odbox_mono_passed(deadline))
             return e;
-        nanosleep(&(struct timespec){0, 2000000}, NULL);
+        odbox_sleep_ms(2);
     }
 }
 

@@ -78,8 +78,7 @@ int odbox_conn_lock(odbox_conn *c, const char *key, int wait_ms, odbox_error *er
         if (elapsed >= wait_ms)
             return odbox_fail(err, ODBOX_ETIMEDOUT, "lock '%.64s' is held by another session; waited %d ms",
                               key, wait_ms);
-        struct timespec nap = {0, POLL_INTERVAL_MS * 1000000L};
-        nanosleep(&nap, NULL);
+        odbox_sleep_ms(POLL_INTERVAL_MS);
     }
 }
 
