@@ -258,6 +258,14 @@ void many_wait(many *m)
 
 /* ---- hooks --------------------------------------------------------------- */
 
+int kill_before_commit(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
+{
+    (void)shard;
+    if (at == ODBOX_HOOK_EVENTS_WRITTEN)
+        itest_kill_session(((dfx *)ud)->c[0], itest_session_id(conn));
+    return 0;
+}
+
 int record_hook(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
 {
     hookrec *h = ud;

@@ -111,4 +111,9 @@ typedef struct hookrec {
 
 int record_hook(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn);
 
+/* An executor hook (ud: the dfx) that ends the writing session, from the
+ * dfx's shard 0.0 connection, once the events are written and before the
+ * COMMIT is sent: the COMMIT meets a lost connection. */
+int kill_before_commit(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn);
+
 #endif

@@ -229,6 +229,25 @@ int64_t itest_session_id(odbox_conn *c)
     return itest_count(c, "%s", odbox_conn_dialect(c)->session_id_sql);
 }
 
+void itest_barrier_name(char *out, size_t cap, const char *what)
+{
+    snprintf(out, cap, "/tmp/odbox-%s-barrier-XXXXXX", what);
+    int fd = mkstemp(out);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    unlink(out); /* the processes wait until it exists again */
+}
+
+void itest_start_together(FILE **p, int n, const char *cmd, const char *barrier)
+{
+    for (int k = 0; k < n; k++)
+        ck_assert_ptr_nonnull(p[k] = popen(cmd, "r"));
+    usleep(300000); /* let them connect, then start them together */
+    FILE *b = fopen(barrier, "w");
+    ck_assert_ptr_nonnull(b);
+    fclose(b);
+}
+
 void itest_kill_session(odbox_conn *killer, int64_t id)
 {
     char sql[128];

@@ -6,6 +6,7 @@
 
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "odbox/odbox.h"
 
 /* The number of odbox's own migrations for the dialect under test (the
@@ -46,6 +47,14 @@ void itest_types_table(odbox_conn *c, char *name, size_t cap);
  * (waits a little: servers end sessions asynchronously). */
 int64_t itest_session_id(odbox_conn *c);
 void itest_kill_session(odbox_conn *killer, int64_t id);
+
+/* Processes that start together: itest_barrier_name gives a fresh path
+ * that does not exist (out: at least 64 bytes); itest_start_together runs
+ * n copies of the shell command cmd (which waits, bounded, until that
+ * file exists) with their output in p[], gives them 300 ms to connect and
+ * creates the file. The caller pcloses them and unlinks the file. */
+void itest_barrier_name(char *out, size_t cap, const char *what);
+void itest_start_together(FILE **p, int n, const char *cmd, const char *barrier);
 /* Drops an eventlog container (schema or database) of that name; SQLite
  * has none (its tables go with the test's temporary files). */
 void itest_drop_eventlog(odbox_conn *c, const char *name);

@@ -675,10 +675,10 @@ static int dl_hook(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn
     return 0;
 }
 
-/* The outcome UPDATE that lost the deadlock ran alone, so it is run
- * again: the row ends SUCCEEDED in this round rather than claimed until
- * its lease ends (without the repeat the round failed with
- * ODBOX_EDEADLOCK). */
+/* The outcomes' transaction (PostgreSQL: outcome_begin_sql) that lost
+ * the deadlock held nothing else, so it is run again whole: the row ends
+ * SUCCEEDED in this round rather than claimed until its lease ends
+ * (without the repeat the round failed with ODBOX_EDEADLOCK). */
 START_TEST(an_outcome_update_that_loses_a_deadlock_runs_again)
 {
     hx x;

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 #include "actions.h"
 
@@ -44,28 +43,18 @@ typedef struct outcome {
  * ran (the database decided), the others found it before. */
 static void run_callers(dfx *f, const char *key, const char *name, const char *update_id, outcome *o, int *at_claim)
 {
-    char extra[128], barrier[] = "/tmp/odbox-idem-barrier-XXXXXX";
+    char extra[128], barrier[64], cmd[4096];
     snprintf(extra, sizeof extra, "eventlog=%s", f->ev[0]);
-    int fd = mkstemp(barrier);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    unlink(barrier); /* the callers wait until it exists again */
+    itest_barrier_name(barrier, sizeof barrier, "idem");
     char *dsn = itest_dsn_with(1, extra);
     const char *build = getenv("ODBOX_BUILDDIR");
-    FILE *p[CALLERS];
-    for (int k = 0; k < CALLERS; k++) {
-        char cmd[4096];
-        /* each perform pauses 300 ms: all eight read the key as free and
-         * reach the claim, where the unique key decides */
-        snprintf(cmd, sizeof cmd, "'%s/tests/integration/idem-caller' '%s' '%s' '%s' 7 '%s' 300 %s",
-                 build ? build : ".", dsn, key, name, barrier, update_id ? update_id : "");
-        ck_assert_ptr_nonnull(p[k] = popen(cmd, "r"));
-    }
+    /* each perform pauses 300 ms: all eight read the key as free and
+     * reach the claim, where the unique key decides */
+    snprintf(cmd, sizeof cmd, "'%s/tests/integration/idem-caller' '%s' '%s' '%s' 7 '%s' 300 %s",
+             build ? build : ".", dsn, key, name, barrier, update_id ? update_id : "");
     free(dsn);
-    usleep(300000); /* let them connect, then start them together */
-    fd = open(barrier, O_CREAT | O_WRONLY, 0600);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    FILE *p[CALLERS];
+    itest_start_together(p, CALLERS, cmd, barrier);
     int replayed = 0;
     *at_claim = 0;
     for (int k = 0; k < CALLERS; k++) {
@@ -335,14 +324,6 @@ START_TEST(a_domain_conflict_beside_the_key_spends_nothing)
 END_TEST
 
 /* ---- in doubt: the same call again ------------------------------------------ */
-
-static int kill_before_commit(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
-{
-    (void)shard;
-    if (at == ODBOX_HOOK_EVENTS_WRITTEN)
-        itest_kill_session(((dfx *)ud)->c[0], itest_session_id(conn));
-    return 0;
-}
 
 /* The session ends before its COMMIT: in doubt, and it did not commit, so
  * the key is unspent and the same call again runs. */

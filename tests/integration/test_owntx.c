@@ -64,6 +64,15 @@ static int committed(ofx *o, const char *action_id)
     return yes;
 }
 
+/* Neither the caller's rows nor the events landed, and the transaction
+ * action_id did not commit. */
+static void nothing_landed(ofx *o, const char *action_id)
+{
+    ck_assert_int_eq(rows(o), 0);
+    ck_assert_int_eq(events(o), 0);
+    ck_assert_int_eq(committed(o, action_id), 0);
+}
+
 static odbox_tx *begin(ofx *o, const odbox_tx_config *cfg)
 {
     odbox_tx *tx = NULL;
@@ -181,9 +190,7 @@ START_TEST(rollback_and_failed_statement_write_nothing)
     emit(tx, "r-1", "{}");
     odbox_tx_rollback(&tx);
     ck_assert_ptr_null(tx);
-    ck_assert_int_eq(rows(&o), 0);
-    ck_assert_int_eq(events(&o), 0);
-    ck_assert_int_eq(committed(&o, action_id), 0);
+    nothing_landed(&o, action_id);
 
     /* a statement fails (a duplicate key) after one succeeded: the
      * caller rolls back, nothing lands */
@@ -195,9 +202,7 @@ START_TEST(rollback_and_failed_statement_write_nothing)
     snprintf(sql, sizeof sql, "INSERT INTO %s (amount, id) VALUES (?, ?)", o.table);
     ck_assert_int_eq(run_sql(tx, sql, "dup", 2, NULL), ODBOX_EUNIQUE);
     odbox_tx_rollback(&tx);
-    ck_assert_int_eq(rows(&o), 0);
-    ck_assert_int_eq(events(&o), 0);
-    ck_assert_int_eq(committed(&o, action_id), 0);
+    nothing_landed(&o, action_id);
 
     /* a commit after a failed statement is refused on every database
      * (PostgreSQL has aborted the transaction, and psqlODBC rolled it
@@ -215,9 +220,7 @@ START_TEST(rollback_and_failed_statement_write_nothing)
     ck_assert_ptr_null(tx);
     ck_assert_msg(strstr(e2.message, "rolled back") && strstr(e2.message, "a statement failed"), "message: %s",
                   e2.message);
-    ck_assert_int_eq(rows(&o), 0);
-    ck_assert_int_eq(events(&o), 0);
-    ck_assert_int_eq(committed(&o, action_id), 0);
+    nothing_landed(&o, action_id);
 
     /* the hook fails the transaction after its events were written:
      * rolled back, nothing lands, no wake-up */
@@ -280,9 +283,7 @@ START_TEST(killed_before_commit_nothing_lands)
     int st = 0;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    ck_assert_int_eq(rows(&o), 0);
-    ck_assert_int_eq(events(&o), 0);
-    ck_assert_int_eq(committed(&o, r.action_id), 0);
+    nothing_landed(&o, r.action_id);
 
     /* the same worker left to commit: its 3 rows and 3 events land */
     unlink(out);
@@ -308,25 +309,17 @@ START_TEST(eight_processes_one_key_one_transaction)
 {
     ofx o;
     ofx_open(&o);
-    char extra[128], barrier[64], key[80];
+    char extra[128], barrier[64], key[80], cmd[4096];
     snprintf(extra, sizeof extra, "eventlog=%s", o.f.ev[0]);
-    snprintf(barrier, sizeof barrier, "/tmp/odbox-owntx-barrier-%ld", (long)getpid());
+    itest_barrier_name(barrier, sizeof barrier, "owntx");
     snprintf(key, sizeof key, "req-%s", o.table);
-    unlink(barrier);
     char *dsn = itest_dsn_with(1, extra);
     const char *build = getenv("ODBOX_BUILDDIR");
-    FILE *p[KEYED_WORKERS];
-    for (int k = 0; k < KEYED_WORKERS; k++) {
-        char cmd[4096];
-        snprintf(cmd, sizeof cmd, "'%s/tests/integration/owntx-worker' '%s' '%s' keyed 1 '%s' '%s'",
-                 build ? build : ".", dsn, o.table, key, barrier);
-        ck_assert_ptr_nonnull(p[k] = popen(cmd, "r"));
-    }
+    snprintf(cmd, sizeof cmd, "'%s/tests/integration/owntx-worker' '%s' '%s' keyed 1 '%s' '%s'",
+             build ? build : ".", dsn, o.table, key, barrier);
     free(dsn);
-    usleep(300000); /* let them connect, then start them together */
-    FILE *b = fopen(barrier, "w");
-    ck_assert_ptr_nonnull(b);
-    fclose(b);
+    FILE *p[KEYED_WORKERS];
+    itest_start_together(p, KEYED_WORKERS, cmd, barrier);
     char what[KEYED_WORKERS][16], id[KEYED_WORKERS][40];
     int commits = 0;
     for (int k = 0; k < KEYED_WORKERS; k++) {
@@ -346,14 +339,6 @@ START_TEST(eight_processes_one_key_one_transaction)
     ofx_close(&o);
 }
 END_TEST
-
-static int kill_before_commit(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
-{
-    (void)shard;
-    if (at == ODBOX_HOOK_EVENTS_WRITTEN)
-        itest_kill_session(((dfx *)ud)->c[0], itest_session_id(conn));
-    return 0;
-}
 
 /* The session ends between the events and the COMMIT: the COMMIT meets a
  * lost connection, in doubt; odbox_action_committed says it did not

@@ -260,15 +260,6 @@ END_TEST
 
 /* ---- connections lost at the commit --------------------------------------- */
 
-/* Ends the shard's session just before its COMMIT is sent. */
-static int kill_before_commit(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
-{
-    (void)shard;
-    if (at == ODBOX_HOOK_EVENTS_WRITTEN)
-        itest_kill_session(((dfx *)ud)->c[0], itest_session_id(conn));
-    return 0;
-}
-
 /* The default rules and 3 retries for ODBOX_ECONNLOST (rule 1). */
 static void retry_lost_connections(odbox_exec_config *cfg)
 {
