@@ -198,9 +198,13 @@ static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **s
     for (size_t j = 0; kind && j < sizeof kinds / sizeof *kinds; j++)
         if (!strcmp(kind, kinds[j].kind))
             *k = &kinds[j];
-    if (!*k)
-        return odbox_error_set(err, ODBOX_EINVAL, "relay %.80s: unknown kind \"%.64s\" (known: nats, rabbitmq, kafka)", name,
-                               kind ? kind : "");
+    if (!*k) {
+        char known[64] = "";
+        for (size_t j = 0; j < sizeof kinds / sizeof *kinds; j++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "", kinds[j].kind);
+        return odbox_error_set(err, ODBOX_EINVAL, "relay %.80s: unknown kind \"%.64s\" (known: %s)", name,
+                               kind ? kind : "", known);
+    }
     if (json_object_object_get_ex(o, "ordered", &v)) {
         if (!json_object_is_type(v, json_type_boolean))
             return bad(name, "\"ordered\" is not true or false", err);
@@ -214,7 +218,6 @@ static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **s
     }
     if (!json_object_object_get_ex(o, "settings", settings) || !json_object_is_type(*settings, json_type_object))
         return bad(name, "\"settings\" is not a JSON object", err);
-    json_object_object_get_ex(o, "event_types", &v);
     return parse_types(json_object_object_get_ex(o, "event_types", &v) ? v : NULL, e, name, err);
 }
 
@@ -420,7 +423,8 @@ int cmd_relay(int argc, char **argv)
     size_t n = json_object_array_length(relays);
     relay_entry *es = calloc(n, sizeof *es);
     odbox_registry *r = NULL;
-    int rc = es ? odbox_registry_load(o.c.config, &r, &err) : odbox_error_set(&err, ODBOX_ENOMEM, "relay: out of memory");
+    int rc = es ? odbox_registry_load(o.c.config, &r, &err)
+                : odbox_error_set(&err, ODBOX_ENOMEM, "relay: out of memory");
     if (rc == ODBOX_OK) {
         install_signals();
         odbox_log_set(log_to_stderr, NULL, o.verbose ? ODBOX_LOG_INFO : ODBOX_LOG_WARN);
