@@ -46,6 +46,11 @@
 #define DEFAULT_EXECUTION_MAX_MS 60000
 /* how soon a round that lost a deadlock runs again (poll_ms when shorter) */
 #define DEADLOCK_RETRY_MS 20
+/* A round that failed otherwise (a lock wait, a lost connection) runs again
+ * after this, doubled per failure in a row up to poll_ms: one failure costs
+ * a blink, not a whole poll interval, and a server that stays down is not
+ * hammered. */
+#define FAILED_RETRY_MS 100
 #define DEFAULT_REPLICA_MAX_LAG_MS 1000
 #define DEFAULT_SUBSCRIPTION_LIVE_MS 30000
 /* The default lease: handler_timeout_ms plus this, for the round's
@@ -461,12 +466,24 @@ static void claimed_full(const odbox_round_ctx *rx)
     pthread_mutex_unlock(&d->mu);
 }
 
+/* How long a loop waits before its next round when no wake-up comes. */
+static int64_t retry_after(int64_t poll_ms, int rc, int streak)
+{
+    int64_t ms = poll_ms;
+    if (rc == ODBOX_EDEADLOCK) /* rolled back whole: again soon */
+        ms = DEADLOCK_RETRY_MS;
+    else if (rc != ODBOX_OK)
+        ms = (int64_t)FAILED_RETRY_MS << (streak < 16 ? streak - 1 : 15);
+    return ms < poll_ms ? ms : poll_ms;
+}
+
 static void *shard_main(void *arg)
 {
     shard_loop *sl = arg;
     execution *x = sl->x;
     odbox_delivery *d = x->d;
     odbox_dshard *ds = sl->ds;
+    int streak = 0; /* this loop's failed rounds in a row */
     while (!atomic_load(&x->stop)) {
         pthread_mutex_lock(&d->mu);
         ds->pending[x->job] = 0;
@@ -476,10 +493,8 @@ static void *shard_main(void *arg)
         odbox_error e = {0};
         odbox_round_ctx rx = {.d = d, .ds = ds, .stop = &x->stop, .clock = d->clock, .claimed_full = claimed_full};
         int rc = x->job == JOB_FANOUT ? odbox_fanout_round(&rx, &rd, &e) : odbox_handling_round(&rx, &rd, &e);
-        /* a round that lost a deadlock was rolled back whole: again soon */
-        int64_t wait_ms = d->cfg.poll_ms[x->job];
-        if (rc == ODBOX_EDEADLOCK && wait_ms > DEADLOCK_RETRY_MS)
-            wait_ms = DEADLOCK_RETRY_MS;
+        streak = rc == ODBOX_OK ? 0 : streak + 1;
+        int64_t wait_ms = retry_after(d->cfg.poll_ms[x->job], rc, streak);
         pthread_mutex_lock(&d->mu);
         int was_failing = ds->failing[x->job];
         ds->failing[x->job] = rc != ODBOX_OK;

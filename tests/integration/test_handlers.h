@@ -123,6 +123,10 @@ typedef struct jx {
     odbox_delivery *d;
     odbox_jobs *jobs;
     atomic_int rounds[2][2]; /* ROUND_DONE per job and shard */
+    atomic_int fail_rounds;  /* this many handling rounds fail at CALLS_DONE */
+    /* the delivery's warnings since jx_open, for a failing test to print */
+    pthread_mutex_t log_mu;
+    char warnings[2048];
 } jx;
 void jx_open(jx *x, int nshards);
 void jx_run_polling(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which, int poll_ms);
@@ -130,11 +134,14 @@ void jx_run(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which);
 /* Until each job of which has finished a round on every shard. */
 void jx_wait_rounds(jx *x, int which);
 void jx_close(jx *x);
-/* The delivery hook jx_run sets (ud = the jx): counts ROUND_DONE. */
+/* The delivery hook jx_run sets (ud = the jx): counts ROUND_DONE, and
+ * fails the next fail_rounds handling rounds at CALLS_DONE (rows due again). */
 int jx_count_rounds(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
                     const odbox_delivery_round *r);
 /* Deletes the rows of the delivery's jobs (named per eventlog,
  * odbox-event-*) from the job tables. */
 void jx_clear_job_rows(odbox_conn *c);
+/* The warnings logged since jx_open (empty: none). */
+const char *jx_warnings(jx *x);
 
 #endif

@@ -412,7 +412,25 @@ int jx_count_rounds(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_con
     jx *x = ud;
     if (at == ODBOX_DELIVERY_ROUND_DONE)
         atomic_fetch_add(&x->rounds[r->job == ODBOX_DELIVERY_HANDLING][r->shard.member], 1);
+    if (at == ODBOX_DELIVERY_CALLS_DONE && atomic_load(&x->fail_rounds) > 0 &&
+        atomic_fetch_sub(&x->fail_rounds, 1) > 0)
+        return ODBOX_EDB;
     return 0;
+}
+
+static void jx_log(void *ud, odbox_log_level level, const char *message)
+{
+    (void)level;
+    jx *x = ud;
+    pthread_mutex_lock(&x->log_mu);
+    size_t n = strlen(x->warnings);
+    snprintf(x->warnings + n, sizeof x->warnings - n, "%s\n", message);
+    pthread_mutex_unlock(&x->log_mu);
+}
+
+const char *jx_warnings(jx *x)
+{
+    return x->warnings;
 }
 
 /* The delivery's jobs are named per eventlog (odbox_delivery_job_name),
@@ -433,6 +451,9 @@ void jx_open(jx *x, int nshards)
     for (int j = 0; j < 2; j++)
         for (int s = 0; s < 2; s++)
             atomic_init(&x->rounds[j][s], 0);
+    atomic_init(&x->fail_rounds, 0);
+    pthread_mutex_init(&x->log_mu, NULL);
+    odbox_log_set(jx_log, x, ODBOX_LOG_WARN);
     jx_clear_job_rows(x->f.c[0]);
 }
 
@@ -482,4 +503,6 @@ void jx_close(jx *x)
     jx_clear_job_rows(x->f.c[0]);
     dfx_close(&x->f);
     hrec_destroy(&x->rec);
+    odbox_log_set(NULL, NULL, ODBOX_LOG_WARN);
+    pthread_mutex_destroy(&x->log_mu);
 }

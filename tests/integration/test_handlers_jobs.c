@@ -28,8 +28,8 @@ static const odbox_event_type EV_B = {"TicketRouted"};
 /* Waits for the calls of a handler and returns how long they took. */
 static int64_t await_calls(jx *x, const char *handler, int n, int64_t t0)
 {
-    ck_assert_msg(hrec_wait(&x->rec, handler, n, WOKEN_MS), "%s: %d of %d calls within %d ms", handler,
-                  hrec_count(&x->rec, handler), n, WOKEN_MS);
+    ck_assert_msg(hrec_wait(&x->rec, handler, n, WOKEN_MS), "%s: %d of %d calls within %d ms; warnings: %s", handler,
+                  hrec_count(&x->rec, handler), n, WOKEN_MS, jx_warnings(x));
     return mono_ms_now() - t0;
 }
 
@@ -62,6 +62,36 @@ START_TEST(commits_here_are_delivered_without_the_poll_delay)
     int64_t end = mono_ms_now() + WOKEN_MS;
     while (nrows(&x.f, 0, "state = 'SUCCEEDED'") + nrows(&x.f, 1, "state = 'SUCCEEDED'") < 4)
         ck_assert_msg(mono_ms_now() < end, "outcomes not written"), jt_sleep_ms(5);
+    jx_close(&x);
+}
+END_TEST
+
+/* A round that fails (here: scripted at CALLS_DONE, as a lost connection
+ * or a lock wait would) runs again soon, not after the 30 s poll: no
+ * wake-up comes for rows that are already due. */
+START_TEST(a_failed_round_runs_again_without_the_poll_delay)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh h;
+    hbeh_init(&h, &x.rec, NULL);
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .cross_process_wakeup = -1};
+    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
+           ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    jx_wait_rounds(&x, 3);
+    atomic_store(&x.fail_rounds, 2);
+    int64_t t0 = mono_ms_now();
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+    /* two failed rounds (their calls are re-deliveries), then the one that writes */
+    int64_t took = await_calls(&x, "h", 3, t0);
+    int64_t end = mono_ms_now() + WOKEN_MS;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 1)
+        ck_assert_msg(mono_ms_now() < end, "outcome not written"), jt_sleep_ms(5);
+    printf("handlers: two failed rounds, then the third call after %lld ms (poll delay %d ms)\n", (long long)took,
+           LONG_POLL_MS);
+    ck_assert_ptr_nonnull(strstr(jx_warnings(&x), "round failed"));
+    ck_assert_int_eq(atomic_load(&x.fail_rounds), 0);
     jx_close(&x);
 }
 END_TEST
@@ -528,6 +558,7 @@ Suite *handlers_jobs_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, commits_here_are_delivered_without_the_poll_delay);
     handlers_jobs_add_lease_tests(tc);
+    tcase_add_test(tc, a_failed_round_runs_again_without_the_poll_delay);
     tcase_add_test(tc, an_execution_that_ends_by_its_length_is_followed_at_once);
     tcase_add_test(tc, attach_and_detach_while_other_threads_commit);
     tcase_add_test(tc, two_eventlogs_in_one_database_both_drain);
