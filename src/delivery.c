@@ -233,8 +233,10 @@ static void delivery_destroy(odbox_delivery *d)
     for (size_t i = 0; i < d->ntypes; i++)
         free(d->types[i].handlers);
     free(d->types);
-    for (size_t i = 0; d->shards && i < d->nshards; i++)
+    for (size_t i = 0; d->shards && i < d->nshards; i++) {
         free(d->shards[i].replica_wait);
+        free(d->shards[i].error_noted_us);
+    }
     free(d->shards);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
@@ -286,6 +288,8 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
     for (size_t i = 0; rc == ODBOX_OK && i < d->nshards; i++) {
         d->shards[i].shard = odbox_registry_shard_at(registry, i);
         d->shards[i].id = odbox_shard_get_id(d->shards[i].shard);
+        if (!(d->shards[i].error_noted_us = calloc(handlers->n, sizeof *d->shards[i].error_noted_us)))
+            rc = odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
     }
     for (int k = 0; rc == ODBOX_OK && k < NJOBS; k++)
         rc = odbox_job_name_for(job_bases[k], registry, d->job_name[k], sizeof d->job_name[k], err);

@@ -382,6 +382,18 @@ static void report(hround *h, int64_t post)
     free(o);
 }
 
+/* The failed calls' messages, as their subscriptions' last errors. */
+static void note_errors(hround *h, odbox_conn *conn)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        call *c = h->calls[i];
+        if (c->bucket != B_RETRY && c->bucket != B_POSTFAILURE)
+            continue;
+        int called = c->skip == CALL && c->w.state == ODBOX_WORK_DONE;
+        odbox_subs_note_error(h->d, h->ds, conn, c->handler, called ? c->message : c->why);
+    }
+}
+
 int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err)
 {
     odbox_delivery *d = x->d;
@@ -422,9 +434,10 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
         }
         if (rc == ODBOX_OK)
             rc = write_all(&h, c, post, err);
-        if (rc == ODBOX_OK)
+        if (rc == ODBOX_OK) {
             report(&h, post);
-        else
+            note_errors(&h, c);
+        } else
             rd->unwritten = h.n;
     }
     if (d->hook)

@@ -110,6 +110,9 @@ typedef struct odbox_dshard {
      * of the last heartbeat begun (0: none); warned: retired ones logged. */
     int subs_registered, subs_warned;
     int64_t subs_beat_us;
+    /* per handler: the monotonic time its last error was recorded on this
+     * shard (subscription_errors.c) */
+    _Atomic int64_t *error_noted_us;
 } odbox_dshard;
 
 typedef struct odbox_djob {
@@ -222,6 +225,11 @@ void odbox_subs_process_id(odbox_delivery *d);
  * after closing is set. */
 int odbox_subs_start_beat(odbox_delivery *d, odbox_error *err);
 void odbox_subs_stop_beat(odbox_delivery *d);
+
+/* Records message as the last error of handler (an index into d's
+ * handlers) on ds's eventlog, on c, unless one was recorded there less
+ * than a second ago. Best effort: a failure is logged, not returned. */
+void odbox_subs_note_error(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, int handler, const char *message);
 
 /* ---- in-process metrics ------------------------------------------------------ */
 

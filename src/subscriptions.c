@@ -396,6 +396,7 @@ void odbox_subscriptions_free(odbox_subscription **p, size_t n)
         for (size_t k = 0; k < s->nprocesses; k++)
             free(s->processes[k]);
         free(s->processes);
+        free(s->last_error);
     }
     free(*p);
     *p = NULL;
@@ -455,6 +456,8 @@ static int list_shard(const odbox_shard *sh, int64_t live_us, odbox_subscription
     odbox_ops_ts_col(&b, dl, "created_date");
     odbox_buf_append(&b, ", ");
     odbox_ops_ts_col(&b, dl, "retired_date");
+    odbox_buf_append(&b, ", last_error, ");
+    odbox_ops_ts_col(&b, dl, "last_error_date");
     odbox_buf_cat(&b, " FROM ", subs, " ORDER BY name", (char *)NULL);
     odbox_stmt *s = NULL;
     rc = run(c, odbox_buf_take(&b), NULL, 0, &s, err);
@@ -471,17 +474,22 @@ static int list_shard(const odbox_shard *sh, int64_t live_us, odbox_subscription
         odbox_subscription *e = &(*v)[*n];
         memset(e, 0, sizeof *e);
         e->shard = odbox_shard_get_id(sh);
-        const char *name = NULL, *former = NULL;
-        int nn = 0, nf = 0, nc = 0, nr = 0;
+        const char *name = NULL, *former = NULL, *last = NULL;
+        int nn = 0, nf = 0, nc = 0, nr = 0, nl = 0, nd = 0;
         if ((rc = odbox_stmt_get_text(s, 1, &name, &nn, err)) != ODBOX_OK ||
             (rc = odbox_stmt_get_text(s, 2, &former, &nf, err)) != ODBOX_OK ||
             (rc = odbox_stmt_get_timestamp(s, 3, &e->created_us, &nc, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_timestamp(s, 4, &e->retired_us, &nr, err)) != ODBOX_OK)
+            (rc = odbox_stmt_get_timestamp(s, 4, &e->retired_us, &nr, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 5, &last, &nl, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_timestamp(s, 6, &e->last_error_us, &nd, err)) != ODBOX_OK)
             break;
         if (nr)
             e->retired_us = 0;
+        if (nd)
+            e->last_error_us = 0;
         (*n)++;
-        if (!(e->name = strdup(nn ? "" : name)) || (!nf && !(e->former_names = strdup(former))))
+        if (!(e->name = strdup(nn ? "" : name)) || (!nf && !(e->former_names = strdup(former))) ||
+            (!nl && !(e->last_error = strdup(last))))
             rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     }
     odbox_stmt_free(&s);

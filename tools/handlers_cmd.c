@@ -128,6 +128,11 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
             json_object_object_add(o, "oldest_due_age_s", json_object_new_double(s->oldest_due_age_us / 1e6));
             json_object_object_add(o, "lag_p50_s", json_object_new_double(s->lag_p50_us / 1e6));
             json_object_object_add(o, "lag_p99_s", json_object_new_double(s->lag_p99_us / 1e6));
+            json_object_object_add(o, "last_error", v[i].last_error ? json_object_new_string(v[i].last_error) : NULL);
+            json_object_object_add(o, "last_error_at",
+                                   v[i].last_error_us ? json_object_new_string(cli_format_time(v[i].last_error_us, 1,
+                                                                                               t, sizeof t))
+                                                      : NULL);
             json_object_array_add(arr, o);
         }
         json_object_object_add(top, "ok", json_object_new_boolean(1));
@@ -159,6 +164,11 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
             for (size_t k = 0; k < v[i].nprocesses; k++)
                 printf("%s%s", k ? "," : "", v[i].processes[k]);
             putchar('\n');
+            if (v[i].last_error) {
+                char at[40];
+                printf("       last error at %s UTC: %s\n", cli_format_time(v[i].last_error_us, 0, at, sizeof at),
+                       v[i].last_error);
+            }
         }
     }
     odbox_notification_stats_free(&st, nst);

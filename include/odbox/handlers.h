@@ -348,6 +348,11 @@ typedef struct odbox_subscription {
     int64_t retired_us;    /* 0: not retired */
     char **processes;      /* the live processes serving it ("host:pid:suffix") */
     size_t nprocesses;
+    /* The message of the latest failed call a process recorded (a handler's
+     * error, a relay's broker error, a timeout), at most once a second per
+     * subscription and process; NULL: none yet. A later success leaves it. */
+    char *last_error;
+    int64_t last_error_us; /* when (database time, UTC us); 0: none */
 } odbox_subscription;
 
 /* The subscriptions of every shard (shard NULL) or one, by shard and

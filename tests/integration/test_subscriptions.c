@@ -129,6 +129,71 @@ START_TEST(a_subscription_outlives_its_process)
 }
 END_TEST
 
+/* The last error of subscription name on shard member (at: when, 0: none). */
+static char *last_error_of(hx *x, int member, const char *name, int64_t *at)
+{
+    odbox_subscription *s = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, member), 0, &s, &n, &e) == ODBOX_OK, "%s",
+                  e.message);
+    char *msg = NULL;
+    *at = -1;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s[i].name, name)) {
+            msg = s[i].last_error ? strdup(s[i].last_error) : NULL;
+            *at = s[i].last_error_us;
+        }
+    odbox_subscriptions_free(&s, n);
+    ck_assert_int_ge(*at, 0);
+    return msg;
+}
+
+/* A failed call names its subscription's last error (odbox handlers shows
+ * it): a relay's broker that is down is visible without the logs. */
+START_TEST(a_failed_call_is_its_subscriptions_last_error)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh ok, bad;
+    hbeh_init(&ok, &x.rec, NULL), hbeh_init(&bad, &x.rec, NULL);
+    bad.fail_always = 1;
+    hx_deliver(&x, handlers_of(2, (const char *[]){"ok", "bad"}, (const char *[]){EV_A.name, EV_A.name},
+                               (hbeh *[]){&ok, &bad}),
+               NULL);
+    emit_n(&x.f, x.exe, 0, &EV_A, 3, NULL);
+    fanout_until_idle(x.d, &x.f, NULL);
+    int64_t t0 = dfx_now_us();
+    odbox_delivery_round r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.failed, 3);
+    int64_t at = 0;
+    char *msg = last_error_of(&x, 0, "bad", &at);
+    ck_assert_ptr_nonnull(msg);
+    ck_assert_msg(strstr(msg, "scripted failure"), "last error: %s", msg);
+    /* the database's time; the test's clock may differ by the servers' skew */
+    ck_assert_int_gt(at, t0 - 60 * INT64_C(1000000));
+    ck_assert_int_lt(at, t0 + 60 * INT64_C(1000000));
+    free(msg);
+    ck_assert_ptr_null(last_error_of(&x, 0, "ok", &at));
+    ck_assert_int_eq(at, 0);
+    /* at most once a second per subscription: the rows' retries a moment
+     * later leave what an operator wrote there; a second later they write */
+    itest_exec(x.f.c[0], "UPDATE %s SET last_error = 'seen' WHERE name = 'bad'", itest_evt(x.f.ev[0], "subscriptions"));
+    odbox_manual_clock_advance(x.clk, 3600 * INT64_C(1000000));
+    ck_assert_int_eq(hx_handle(&x, 0).failed, 3);
+    msg = last_error_of(&x, 0, "bad", &at);
+    ck_assert_str_eq(msg, "seen");
+    free(msg);
+    usleep(1100 * 1000);
+    odbox_manual_clock_advance(x.clk, 3600 * INT64_C(1000000));
+    ck_assert_int_eq(hx_handle(&x, 0).failed, 3);
+    msg = last_error_of(&x, 0, "bad", &at);
+    ck_assert_msg(strstr(msg, "scripted failure"), "last error: %s", msg);
+    free(msg);
+    hx_close(&x);
+}
+END_TEST
+
 START_TEST(a_retired_subscription_gets_no_new_rows)
 {
     hx x;
@@ -280,6 +345,7 @@ Suite *subscriptions_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_rolling_deploy_reaches_every_subscription);
     tcase_add_test(tc, a_subscription_outlives_its_process);
+    tcase_add_test(tc, a_failed_call_is_its_subscriptions_last_error);
     tcase_add_test(tc, a_retired_subscription_gets_no_new_rows);
     tcase_add_test(tc, a_replay_writes_the_retained_events_once);
     tcase_add_test(tc, an_existing_installation_keeps_working);
