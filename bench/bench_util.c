@@ -1,6 +1,9 @@
 /* odbox benchmarks — shared helpers (see bench_util.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 #include <time.h>
 #include "bench_util.h"
@@ -40,6 +43,44 @@ void cpu_seconds(double *user, double *sys)
         return;
     *user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
     *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Fields 14..17 (utime, stime, cutime, cstime) of /proc/PID/stat in
+ * ticks, and its parent; -1 when unreadable. */
+static int proc_times(const char *pid, long long t[4], long *ppid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command may hold spaces and parens */
+    if (!p || sscanf(p + 1, " %*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld %lld %lld", ppid, &t[0], &t[1],
+                     &t[2], &t[3]) != 5)
+        return -1;
+    return 0;
+}
+
+double server_cpu_seconds(void)
+{
+    const char *pid = getenv("ODBOX_BENCH_SERVER_PID");
+    long long t[4], total = 0;
+    long ppid, server;
+    if (!pid || !*pid || proc_times(pid, t, &ppid) != 0)
+        return -1;
+    server = atol(pid);
+    total = t[0] + t[1] + t[2] + t[3];
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && proc_times(e->d_name, t, &ppid) == 0 && ppid == server)
+            total += t[0] + t[1];
+    if (d)
+        closedir(d);
+    return (double)total / (double)sysconf(_SC_CLK_TCK);
 }
 
 long parse_long(const char *prog, const char *what, const char *v, long lo, long hi)

@@ -23,6 +23,14 @@ uint64_t now_ns(void);
 /* CPU this process used so far, all threads: user and system seconds. */
 void cpu_seconds(double *user, double *sys);
 
+/* CPU the database server used so far, user and system seconds: the
+ * process ODBOX_BENCH_SERVER_PID names (with what its exited children
+ * used) and its live children (PostgreSQL's backends); -1 when the
+ * variable is unset or /proc cannot be read. A benchmark prints the
+ * difference per event: where a drain's time goes, on a machine whose
+ * cores the server and the client share. */
+double server_cpu_seconds(void);
+
 /* v as an integer in lo..hi, else a message naming prog and what, exit 2. */
 long parse_long(const char *prog, const char *what, const char *v, long lo, long hi);
 

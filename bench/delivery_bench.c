@@ -344,7 +344,7 @@ static int mode_drain(side *sd, const opts *o, odbox_error *e)
     int rc = odbox_jobs_open(sd->r, &jc, &jobs, e);
     if (rc == ODBOX_OK)
         rc = odbox_delivery_add_jobs(sd->d, jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, e);
-    double u0, s0, u1, s1;
+    double u0, s0, u1, s1, server0 = server_cpu_seconds();
     cpu_seconds(&u0, &s0);
     uint64_t start = now_ns(), fanout_done = 0;
     if (rc == ODBOX_OK)
@@ -360,7 +360,7 @@ static int mode_drain(side *sd, const opts *o, odbox_error *e)
         }
         nanosleep(&(struct timespec){0, 2000000}, NULL);
     }
-    double secs = (double)(now_ns() - start) / 1e9;
+    double secs = (double)(now_ns() - start) / 1e9, server1 = server_cpu_seconds();
     cpu_seconds(&u1, &s1);
     odbox_error se = {0};
     if (jobs && odbox_jobs_stop(jobs, &se) != ODBOX_OK && rc == ODBOX_OK) {
@@ -377,6 +377,14 @@ static int mode_drain(side *sd, const opts *o, odbox_error *e)
            fanout_done ? (double)(fanout_done - start) / 1e9 : secs, (double)o->events / secs,
            atomic_load(&sd->n.rounds[0]), atomic_load(&sd->n.rounds[1]), (double)st / (double)o->events,
            100 * (u1 - u0 + s1 - s0) / secs);
+    /* CPU per event: on a machine of C cores the drain cannot pass
+     * C / (server + client) events per second */
+    if (server0 >= 0 && server1 >= 0)
+        printf("  CPU per event: server %.0f us, this process %.0f us (ODBOX_BENCH_SERVER_PID %s and its children); "
+               "on %ld cores at most %.0f events/s\n",
+               (server1 - server0) * 1e6 / (double)o->events, (u1 - u0 + s1 - s0) * 1e6 / (double)o->events,
+               getenv("ODBOX_BENCH_SERVER_PID"), sysconf(_SC_NPROCESSORS_ONLN),
+               (double)sysconf(_SC_NPROCESSORS_ONLN) * (double)o->events / (server1 - server0 + u1 - u0 + s1 - s0));
     return ODBOX_OK;
 }
 

@@ -287,18 +287,20 @@ static int write_outcomes(hround *h, odbox_conn *conn, int64_t post, odbox_error
     return rc;
 }
 
-/* The outcomes, in one transaction begun with the dialect's
- * outcome_begin_sql where it has one (PostgreSQL: plans made for the
- * rows at hand, so that a table whose statistics, or none, predate its
+/* The outcomes, in one transaction where the dialect has something to
+ * begin it with: outcome_begin_sql (PostgreSQL: plans made for the rows
+ * at hand, so that a table whose statistics, or none, predate its
  * backlog is still updated by id rather than scanned whole by a plan
- * cached while it was small). A transaction that loses a deadlock runs
+ * cached while it was small), or the delivery's isolation (MySQL,
+ * MariaDB: READ COMMITTED; a lone UPDATE would run under the session's
+ * REPEATABLE READ, whose next-key locks on the rows it scans deadlocked
+ * with the fan-out's INSERTs). A transaction that loses a deadlock runs
  * again whole, as a lone UPDATE does (execute_outcome). Inside a hook's
- * transaction, or without outcome_begin_sql, the UPDATEs run as they
- * are. */
+ * transaction, or with neither, the UPDATEs run as they are. */
 static int write_all(hround *h, odbox_conn *conn, int64_t post, odbox_error *err)
 {
     const char *begin = h->dialect->outcome_begin_sql;
-    if (!begin || odbox_conn_in_transaction(conn))
+    if ((!begin && !h->dialect->delivery_isolation_sql) || odbox_conn_in_transaction(conn))
         return write_outcomes(h, conn, post, err);
     odbox_delivery_round before = *h->rd;
     for (int attempt = 1;; attempt++) {
