@@ -518,9 +518,11 @@ START_TEST(one_update_per_bucket)
      * with the state: MySQL, MariaDB) and its UPDATE */
     ck_assert_int_eq(r.statements, 5 + (itest_is("pg") || itest_is("sqlite") ? 2 : 3));
     ck_assert(itest_is("sqlite") || probe.at_calls_done >= 0); /* the server counted */
+    /* PostgreSQL's trigger counts the notifications' UPDATEs; MySQL's
+     * Com_update every one, the subscription's last error (bad's) too */
     if (probe.at_calls_done >= 0)
-        ck_assert_msg(probe.at_round_done - probe.at_calls_done == 5, "the server counted %lld UPDATEs",
-                      (long long)(probe.at_round_done - probe.at_calls_done));
+        ck_assert_msg(probe.at_round_done - probe.at_calls_done == 5 + !itest_is("pg"),
+                      "the server counted %lld UPDATEs", (long long)(probe.at_round_done - probe.at_calls_done));
     ck_assert_str_eq(nstate(&x.f, 0, a[0], "ok"), "SUCCEEDED");
     ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "ok", "attempts"), 1);
     ck_assert_str_eq(nstate(&x.f, 0, a[1], "ok"), "SUCCEEDED");
