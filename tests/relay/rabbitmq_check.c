@@ -248,7 +248,10 @@ static void start(run *r, const char *exchange, const char *broker_url, int orde
     odbox_relay_rabbitmq_config rc_cfg = {.url = broker_url, .exchange = exchange,
                                           .routing_key = "{model_type}.{event_type}", .timeout_ms = 3000,
                                           /* RABBIT_MAX_CONN=1: workers wait their turn for the connection */
-                                          .max_connections = getenv("RABBIT_MAX_CONN") ? atoi(getenv("RABBIT_MAX_CONN")) : 0};
+                                          .max_connections = getenv("RABBIT_MAX_CONN") ? atoi(getenv("RABBIT_MAX_CONN")) : 0,
+                                          /* RABBIT_WINDOW: unconfirmed publishes per connection */
+                                          .max_in_flight_per_connection =
+                                              getenv("RABBIT_WINDOW") ? atoi(getenv("RABBIT_WINDOW")) : 0};
     const char *types[] = {EV.name, NULL};
     odbox_relay_config cfg = {.name = RELAY, .event_types = types, .ordered = ordered};
     /* short backoff: the down mode counts attempts over a few seconds */
