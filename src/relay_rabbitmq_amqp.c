@@ -31,18 +31,20 @@
  * another call on the connection) at least this often. */
 #define READ_SLICE_MS 20
 
-/* A publish waiting for its confirm (on the publisher's stack). */
+/* A publish waiting for its confirm (on the publisher's stack). Its own
+ * condition variable: the reader wakes the waiters it settled and the
+ * one that reads next, not every thread on the connection. */
 typedef struct waiter {
     uint64_t tag;
     int done, rc;
     char why[300];
+    pthread_cond_t cv; /* settled, or the reader's role is free */
     struct waiter *next;
 } waiter;
 
 typedef struct rconn {
     amqp_connection_state_t st;
     pthread_mutex_t mu;  /* every librabbitmq call on st, and the fields below */
-    pthread_cond_t cv;   /* a waiter settled, the reader's role free, or broken */
     uint64_t tag;        /* the delivery tag of the last publish on the channel */
     waiter *waiting;     /* unsettled publishes */
     int reading;         /* a waiter is the reader */
@@ -91,7 +93,6 @@ static void conn_free(rconn *c)
     if (c->st)
         amqp_destroy_connection(c->st);
     pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
     free(c);
 }
 
@@ -100,12 +101,7 @@ static rconn *conn_new(void)
     rconn *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
     if (!(c->st = amqp_new_connection())) {
         conn_free(c);
         return NULL;
@@ -160,6 +156,7 @@ static void settle(rconn *c, uint64_t tag, int multiple, int rc, const char *why
             w->done = 1, w->rc = rc;
             snprintf(w->why, sizeof w->why, "%s", why);
             *p = w->next;
+            pthread_cond_signal(&w->cv);
         } else
             p = &w->next;
     }
@@ -176,7 +173,6 @@ static void conn_break(rconn *c, int rc, const char *fmt, ...)
     c->broken = 1;
     while (c->waiting)
         settle(c, c->waiting->tag, 0, rc, why);
-    pthread_cond_broadcast(&c->cv);
 }
 
 /* What one frame read from the server means for the waiters. */
@@ -228,12 +224,14 @@ static void read_frames(rconn *c, int slice_ms)
 }
 
 /* Waits (c->mu held) until w is settled: as the reader when nobody is,
- * else asleep until the reader wakes it. No confirm by the deadline
- * breaks the connection: its confirms no longer come. */
+ * else asleep until the reader settles it or hands it the role. No
+ * confirm by the deadline breaks the connection: its confirms no longer
+ * come. */
 static void await_confirm(const rbroker *b, rconn *c, waiter *w)
 {
     struct timespec deadline = odbox_mono_after(b->timeout_ms);
     int64_t end_us = odbox_mono_us() + (int64_t)b->timeout_ms * 1000;
+    int was_reader = 0;
     while (!w->done) {
         int64_t left_ms = (end_us - odbox_mono_us()) / 1000;
         if (left_ms <= 0) {
@@ -241,14 +239,16 @@ static void await_confirm(const rbroker *b, rconn *c, waiter *w)
             break;
         }
         if (c->reading) {
-            pthread_cond_timedwait(&c->cv, &c->mu, &deadline);
+            pthread_cond_timedwait(&w->cv, &c->mu, &deadline);
             continue;
         }
-        c->reading = 1;
+        c->reading = was_reader = 1;
         read_frames(c, left_ms < READ_SLICE_MS ? (int)left_ms : READ_SLICE_MS);
         c->reading = 0;
-        pthread_cond_broadcast(&c->cv);
     }
+    /* the role to a publish still waiting (settled ones left the list) */
+    if (was_reader && c->waiting)
+        pthread_cond_signal(&c->waiting->cv);
 }
 
 /* Publishes on c and waits for the confirm; 0 once acked. */
@@ -264,6 +264,11 @@ static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, a
         .type = amqp_cstring_bytes(env->event_type),
     };
     waiter w = {0};
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&c->mu);
     if (c->broken)
         w.done = 1, w.rc = ODBOX_ECONNLOST, snprintf(w.why, sizeof w.why, "the connection broke");
@@ -279,6 +284,7 @@ static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, a
     if (!w.done)
         await_confirm(b, c, &w);
     pthread_mutex_unlock(&c->mu);
+    pthread_cond_destroy(&w.cv);
     return w.rc == ODBOX_OK ? ODBOX_OK : odbox_fail(err, w.rc, "rabbitmq relay: %s", w.why);
 }
 
