@@ -274,9 +274,11 @@ static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, a
         w.done = 1, w.rc = ODBOX_ECONNLOST, snprintf(w.why, sizeof w.why, "the connection broke");
     else {
         int st = amqp_basic_publish(c->st, CHANNEL, exchange, rk, 0, 0, &props, body);
-        if (st != AMQP_STATUS_OK)
+        if (st != AMQP_STATUS_OK) { /* w is not waiting: conn_break does not settle it */
             conn_break(c, ODBOX_ECONNLOST, "publish: %s", amqp_error_string2(st));
-        else {
+            w.done = 1, w.rc = ODBOX_ECONNLOST;
+            snprintf(w.why, sizeof w.why, "publish: %s", amqp_error_string2(st));
+        } else {
             w.tag = ++c->tag;
             w.next = c->waiting, c->waiting = &w;
         }
