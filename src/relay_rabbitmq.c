@@ -1,12 +1,8 @@
 /* odbox — the RabbitMQ relay (see odbox/relay_rabbitmq.h): with
- * librabbitmq, a pool of connections that publish with confirms.
- *
- * A librabbitmq connection is not thread-safe and a confirm is read from
- * the connection that published, so each publish holds one connection of
- * its own from open to confirm: a pool of up to max_connections, opened on
- * demand, idle ones reused, a broken one (closed by the server, timed out)
- * closed and replaced by the next publish that needs one (this file: open_json
- * and the build without librabbitmq; relay_rabbitmq_settings.c: parsing and
+ * librabbitmq, a pool of up to max_connections connections publishing
+ * with confirms, each carrying up to max_in_flight_per_connection
+ * unconfirmed publishes of several threads (this file: open_json and the
+ * build without librabbitmq; relay_rabbitmq_settings.c: parsing and
  * checks; relay_rabbitmq_amqp.c: the pool and the publishing). */
 #include "config.h"
 #include <stdlib.h>

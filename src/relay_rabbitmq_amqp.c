@@ -1,48 +1,70 @@
 /* odbox — the RabbitMQ relay's publishing side (librabbitmq): a pool of
- * connections, one per publish in flight (see relay_rabbitmq.c), each on
- * channel 1 in confirm mode. */
+ * connections, each on channel 1 in confirm mode and each carrying up to
+ * `window` unconfirmed publishes from several worker threads.
+ *
+ * librabbitmq's connection state is not thread-safe, so every librabbitmq
+ * call on a connection is made under its mutex. A publish takes the mutex,
+ * sends basic.publish, records its delivery tag and waits for that tag's
+ * confirm. One waiter at a time is the connection's reader (leader and
+ * followers): it polls the socket WITHOUT the mutex (so that others keep
+ * publishing), then reads the frames under it, settles the waiters whose
+ * tags a basic.ack or basic.nack names (`multiple` included) and wakes
+ * them; the others sleep on the condition variable. A connection that
+ * broke (lost, closed by the server, no confirm within timeout_ms) fails
+ * every publish waiting on it with the cause, leaves the pool at once and
+ * is destroyed by the last publish still using it. */
 #include "config.h"
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "internal.h"
 #include "relay_rabbitmq_internal.h"
 
 #define CHANNEL 1
+/* The reader's poll slice: it re-checks librabbitmq's buffers (filled by
+ * another call on the connection) at least this often. */
+#define READ_SLICE_MS 20
+
+/* A publish waiting for its confirm (on the publisher's stack). Its own
+ * condition variable: the reader wakes the waiters it settled and the
+ * one that reads next, not every thread on the connection. */
+typedef struct waiter {
+    uint64_t tag;
+    int done, rc;
+    char why[300];
+    pthread_cond_t cv; /* settled, or the reader's role is free */
+    struct waiter *next;
+} waiter;
 
 typedef struct rconn {
     amqp_connection_state_t st;
-    uint64_t tag; /* the delivery tag of the last publish on the channel */
-    struct rconn *next;
+    pthread_mutex_t mu;  /* every librabbitmq call on st, and the fields below */
+    uint64_t tag;        /* the delivery tag of the last publish on the channel */
+    waiter *waiting;     /* unsettled publishes */
+    int reading;         /* a waiter is the reader */
+    int broken;
+    int users;           /* publishes holding it: under the broker's mutex */
+    int retired;         /* out of the pool: under the broker's mutex */
 } rconn;
 
 typedef struct rbroker {
     char *url;                        /* amqp_parse_url's buffer: info points into it */
     struct amqp_connection_info info;
     char *exchange, *routing_key;
-    int max, timeout_ms;
+    int max, window, timeout_ms;
     pthread_mutex_t mu;
-    pthread_cond_t freed; /* a connection went back to the pool or was closed */
-    rconn *idle;
-    int total; /* open connections, idle or publishing */
+    pthread_cond_t freed; /* a publish left a connection, or one closed */
+    rconn **conns;        /* max slots, NULL when free */
+    int opening;          /* slots reserved by publishes opening a connection */
 } rbroker;
 
-static struct timeval ms_tv(int64_t ms)
-{
-    return (struct timeval){.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+/* ---- one connection ------------------------------------------------------------------ */
 
 /* A failed RPC reply as text into buf. */
 static const char *reply_text(amqp_rpc_reply_t r, char *buf, size_t cap)
@@ -62,29 +84,42 @@ static const char *reply_text(amqp_rpc_reply_t r, char *buf, size_t cap)
     return buf;
 }
 
-static void conn_close(rconn *c)
+static void conn_free(rconn *c)
 {
     if (!c)
         return;
     /* no goodbye handshake: the connection may be the broken one, and a
      * dead peer would hold us for the rpc timeout */
-    amqp_destroy_connection(c->st);
+    if (c->st)
+        amqp_destroy_connection(c->st);
+    pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+static rconn *conn_new(void)
+{
+    rconn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    pthread_mutex_init(&c->mu, NULL);
+    if (!(c->st = amqp_new_connection())) {
+        conn_free(c);
+        return NULL;
+    }
+    return c;
 }
 
 static int conn_open(const rbroker *b, rconn **out, odbox_error *err)
 {
     char why[256];
-    rconn *c = calloc(1, sizeof *c);
-    if (!c || !(c->st = amqp_new_connection())) {
-        free(c);
+    rconn *c = conn_new();
+    if (!c)
         return odbox_fail(err, ODBOX_ENOMEM, "rabbitmq relay: out of memory");
-    }
-    struct timeval tv = ms_tv(b->timeout_ms);
+    struct timeval tv = {.tv_sec = b->timeout_ms / 1000, .tv_usec = (b->timeout_ms % 1000) * 1000};
     amqp_socket_t *sock = amqp_tcp_socket_new(c->st);
     int st = sock ? amqp_socket_open_noblock(sock, b->info.host, b->info.port, &tv) : AMQP_STATUS_NO_MEMORY;
     if (st != AMQP_STATUS_OK) {
-        conn_close(c);
+        conn_free(c);
         return odbox_fail(err, ODBOX_ECONNECT, "rabbitmq relay: cannot connect to %.100s:%d: %s", b->info.host,
                           b->info.port, amqp_error_string2(st));
     }
@@ -104,7 +139,7 @@ static int conn_open(const rbroker *b, rconn **out, odbox_error *err)
         r = amqp_get_rpc_reply(c->st);
     }
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-        conn_close(c);
+        conn_free(c);
         return odbox_fail(err, ODBOX_ECONNECT, "rabbitmq relay: %.100s:%d vhost %.80s: %s: %s", b->info.host,
                           b->info.port, b->info.vhost, step, reply_text(r, why, sizeof why));
     }
@@ -112,95 +147,113 @@ static int conn_open(const rbroker *b, rconn **out, odbox_error *err)
     return ODBOX_OK;
 }
 
-/* An idle connection, or a new one while fewer than max are open; waits
- * (bounded by timeout_ms) for one to come back otherwise. */
-static int acquire(rbroker *b, rconn **out, odbox_error *err)
+/* Settles the waiters tag names (and those below it when multiple). */
+static void settle(rconn *c, uint64_t tag, int multiple, int rc, const char *why)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += b->timeout_ms / 1000;
-    until.tv_nsec += (long)(b->timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L)
-        until.tv_sec++, until.tv_nsec -= 1000000000L;
-    pthread_mutex_lock(&b->mu);
-    int w = 0;
-    while (!b->idle && b->total >= b->max && w != ETIMEDOUT)
-        w = pthread_cond_timedwait(&b->freed, &b->mu, &until);
-    rconn *c = b->idle;
-    int open_new = 0;
-    if (c)
-        b->idle = c->next;
-    else if (b->total < b->max)
-        b->total++, open_new = 1; /* ours to open, outside the lock */
-    pthread_mutex_unlock(&b->mu);
-    if (c) {
-        *out = c;
-        return ODBOX_OK;
+    for (waiter **p = &c->waiting; *p;) {
+        waiter *w = *p;
+        if (w->tag == tag || (multiple && w->tag < tag)) {
+            w->done = 1, w->rc = rc;
+            snprintf(w->why, sizeof w->why, "%s", why);
+            *p = w->next;
+            pthread_cond_signal(&w->cv);
+        } else
+            p = &w->next;
     }
-    if (!open_new)
-        return odbox_fail(err, ODBOX_ETIMEDOUT, "rabbitmq relay: all %d connections busy for %d ms", b->max,
-                          b->timeout_ms);
-    int rc = conn_open(b, out, err);
-    if (rc != ODBOX_OK) {
-        pthread_mutex_lock(&b->mu);
-        b->total--;
-        pthread_cond_signal(&b->freed);
-        pthread_mutex_unlock(&b->mu);
-    }
-    return rc;
 }
 
-/* Back to the pool, or closed when broken (the next publish opens another). */
-static void release(rbroker *b, rconn *c, int broken)
+/* Marks c broken and fails every publish waiting on it (c->mu held). */
+static void conn_break(rconn *c, int rc, const char *fmt, ...)
 {
-    if (broken)
-        conn_close(c);
-    pthread_mutex_lock(&b->mu);
-    if (broken)
-        b->total--;
-    else
-        c->next = b->idle, b->idle = c;
-    pthread_cond_signal(&b->freed);
-    pthread_mutex_unlock(&b->mu);
+    char why[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    c->broken = 1;
+    while (c->waiting)
+        settle(c, c->waiting->tag, 0, rc, why);
 }
 
-/* Waits for the broker's ack or nack of c's last publish. *broken when the
- * connection cannot be used again (closed channel, timeout, lost). */
-static int wait_confirm(rbroker *b, rconn *c, int *broken, odbox_error *err)
+/* What one frame read from the server means for the waiters. */
+static void on_frame(rconn *c, const amqp_frame_t *f)
 {
-    int64_t deadline = now_ms() + b->timeout_ms;
-    for (;;) {
-        int64_t left = deadline - now_ms();
+    if (f->frame_type != AMQP_FRAME_METHOD)
+        return;
+    const amqp_method_t *m = &f->payload.method;
+    if (m->id == AMQP_BASIC_ACK_METHOD) {
+        const amqp_basic_ack_t *a = m->decoded;
+        settle(c, a->delivery_tag, a->multiple, ODBOX_OK, "");
+    } else if (m->id == AMQP_BASIC_NACK_METHOD) {
+        const amqp_basic_nack_t *n = m->decoded;
+        settle(c, n->delivery_tag, n->multiple, ODBOX_EIO, "the broker refused the message (basic.nack)");
+    } else if (m->id == AMQP_CHANNEL_CLOSE_METHOD || m->id == AMQP_CONNECTION_CLOSE_METHOD) {
+        char why[256];
+        amqp_rpc_reply_t r = {.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION, .reply = *m};
+        conn_break(c, ODBOX_EIO, "%s", reply_text(r, why, sizeof why));
+    }
+}
+
+/* The reader's turn (c->mu held, released while polling): the frames
+ * librabbitmq has buffered, else those that arrive within slice_ms. */
+static void read_frames(rconn *c, int slice_ms)
+{
+    while (!c->broken) {
+        if (!amqp_frames_enqueued(c->st) && !amqp_data_in_buffer(c->st)) {
+            struct pollfd p = {.fd = amqp_get_sockfd(c->st), .events = POLLIN};
+            pthread_mutex_unlock(&c->mu);
+            int n = poll(&p, 1, slice_ms);
+            pthread_mutex_lock(&c->mu);
+            if (n <= 0 || c->broken)
+                break;
+            slice_ms = 0; /* once read, only what is there already */
+        }
         amqp_frame_t f;
-        struct timeval tv = ms_tv(left > 0 ? left : 0);
-        int st = left > 0 ? amqp_simple_wait_frame_noblock(c->st, &f, &tv) : AMQP_STATUS_TIMEOUT;
+        struct timeval now = {0, 0};
+        int st = amqp_simple_wait_frame_noblock(c->st, &f, &now);
+        if (st == AMQP_STATUS_TIMEOUT) /* a part of a frame: the rest comes later */
+            break;
         if (st != AMQP_STATUS_OK) {
-            *broken = 1;
-            return odbox_fail(err, st == AMQP_STATUS_TIMEOUT ? ODBOX_ETIMEDOUT : ODBOX_ECONNLOST,
-                              "rabbitmq relay: no confirm within %d ms: %s", b->timeout_ms, amqp_error_string2(st));
+            conn_break(c, ODBOX_ECONNLOST, "connection lost: %s", amqp_error_string2(st));
+            break;
         }
-        if (f.frame_type != AMQP_FRAME_METHOD)
-            continue;
-        amqp_method_t *m = &f.payload.method;
-        if (m->id == AMQP_BASIC_ACK_METHOD) {
-            amqp_basic_ack_t *a = m->decoded;
-            if (a->delivery_tag == c->tag || (a->multiple && a->delivery_tag >= c->tag))
-                return ODBOX_OK;
-        } else if (m->id == AMQP_BASIC_NACK_METHOD) {
-            amqp_basic_nack_t *n = m->decoded;
-            if (n->delivery_tag == c->tag || (n->multiple && n->delivery_tag >= c->tag))
-                return odbox_fail(err, ODBOX_EIO, "rabbitmq relay: the broker refused the message (basic.nack)");
-        } else if (m->id == AMQP_CHANNEL_CLOSE_METHOD || m->id == AMQP_CONNECTION_CLOSE_METHOD) {
-            char why[256];
-            amqp_rpc_reply_t r = {.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION, .reply = *m};
-            *broken = 1;
-            return odbox_fail(err, ODBOX_EIO, "rabbitmq relay: %s", reply_text(r, why, sizeof why));
-        }
+        on_frame(c, &f);
     }
+    if (!c->broken)
+        amqp_maybe_release_buffers(c->st);
 }
 
-static int publish_on(rbroker *b, rconn *c, const odbox_envelope *env, const char *exchange, const char *rk,
-                      const char *body, size_t len, int *broken, odbox_error *err)
+/* Waits (c->mu held) until w is settled: as the reader when nobody is,
+ * else asleep until the reader settles it or hands it the role. No
+ * confirm by the deadline breaks the connection: its confirms no longer
+ * come. */
+static void await_confirm(const rbroker *b, rconn *c, waiter *w)
+{
+    struct timespec deadline = odbox_mono_after(b->timeout_ms);
+    int64_t end_us = odbox_mono_us() + (int64_t)b->timeout_ms * 1000;
+    int was_reader = 0;
+    while (!w->done) {
+        int64_t left_ms = (end_us - odbox_mono_us()) / 1000;
+        if (left_ms <= 0) {
+            conn_break(c, ODBOX_ETIMEDOUT, "no confirm within %d ms", b->timeout_ms);
+            break;
+        }
+        if (c->reading) {
+            pthread_cond_timedwait(&w->cv, &c->mu, &deadline);
+            continue;
+        }
+        c->reading = was_reader = 1;
+        read_frames(c, left_ms < READ_SLICE_MS ? (int)left_ms : READ_SLICE_MS);
+        c->reading = 0;
+    }
+    /* the role to a publish still waiting (settled ones left the list) */
+    if (was_reader && c->waiting)
+        pthread_cond_signal(&c->waiting->cv);
+}
+
+/* Publishes on c and waits for the confirm; 0 once acked. */
+static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, amqp_bytes_t exchange,
+                        amqp_bytes_t rk, amqp_bytes_t body, odbox_error *err)
 {
     amqp_basic_properties_t props = {
         ._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
@@ -210,18 +263,131 @@ static int publish_on(rbroker *b, rconn *c, const odbox_envelope *env, const cha
         .message_id = amqp_cstring_bytes(env->event_id),
         .type = amqp_cstring_bytes(env->event_type),
     };
-    amqp_bytes_t msg = {.len = len, .bytes = (void *)body};
-    int st = amqp_basic_publish(c->st, CHANNEL, amqp_cstring_bytes(exchange), amqp_cstring_bytes(rk), 0, 0, &props,
-                                msg);
-    if (st != AMQP_STATUS_OK) {
-        *broken = 1;
-        return odbox_fail(err, ODBOX_ECONNLOST, "rabbitmq relay: publish to exchange '%.100s': %s", exchange,
-                          amqp_error_string2(st));
+    waiter w = {0};
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_lock(&c->mu);
+    if (c->broken)
+        w.done = 1, w.rc = ODBOX_ECONNLOST, snprintf(w.why, sizeof w.why, "the connection broke");
+    else {
+        int st = amqp_basic_publish(c->st, CHANNEL, exchange, rk, 0, 0, &props, body);
+        if (st != AMQP_STATUS_OK) { /* w is not waiting: conn_break does not settle it */
+            conn_break(c, ODBOX_ECONNLOST, "publish: %s", amqp_error_string2(st));
+            w.done = 1, w.rc = ODBOX_ECONNLOST;
+            snprintf(w.why, sizeof w.why, "publish: %s", amqp_error_string2(st));
+        } else {
+            w.tag = ++c->tag;
+            w.next = c->waiting, c->waiting = &w;
+        }
     }
-    c->tag++;
-    int rc = wait_confirm(b, c, broken, err);
-    amqp_maybe_release_buffers(c->st);
-    return rc == ODBOX_OK ? rc : odbox_error_prefix(err, rc, "exchange '%.100s', routing key '%.100s'", exchange, rk);
+    if (!w.done)
+        await_confirm(b, c, &w);
+    pthread_mutex_unlock(&c->mu);
+    pthread_cond_destroy(&w.cv);
+    return w.rc == ODBOX_OK ? ODBOX_OK : odbox_fail(err, w.rc, "rabbitmq relay: %s", w.why);
+}
+
+/* ---- the pool ------------------------------------------------------------------------- */
+
+/* The open connection with the fewest publishes in flight below the
+ * window, or NULL (b->mu held). */
+static rconn *least_busy(const rbroker *b)
+{
+    rconn *best = NULL;
+    for (int i = 0; i < b->max; i++) {
+        rconn *c = b->conns[i];
+        if (c && c->users < b->window && (!best || c->users < best->users))
+            best = c;
+    }
+    return best;
+}
+
+static int open_slots(const rbroker *b)
+{
+    int n = b->opening;
+    for (int i = 0; i < b->max; i++)
+        n += b->conns[i] != NULL;
+    return n;
+}
+
+/* A new connection into a free slot (its reservation made by acquire). */
+static int add_conn(rbroker *b, rconn **out, odbox_error *err)
+{
+    rconn *c = NULL;
+    int rc = conn_open(b, &c, err);
+    pthread_mutex_lock(&b->mu);
+    b->opening--;
+    if (rc == ODBOX_OK) {
+        for (int i = 0; i < b->max; i++)
+            if (!b->conns[i]) {
+                b->conns[i] = c;
+                break;
+            }
+        c->users = 1;
+        *out = c;
+    }
+    pthread_cond_broadcast(&b->freed);
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+/* A connection to publish on: the least busy one below the window; a new
+ * one when all are full and fewer than max are open; else waits (bounded
+ * by timeout_ms) for a place. */
+static int acquire(rbroker *b, rconn **out, odbox_error *err)
+{
+    struct timespec deadline = odbox_mono_after(b->timeout_ms);
+    pthread_mutex_lock(&b->mu);
+    rconn *c = NULL;
+    int w = 0, open_new = 0;
+    for (;;) {
+        if ((c = least_busy(b)) != NULL) {
+            c->users++;
+            break;
+        }
+        if (open_slots(b) < b->max) {
+            b->opening++, open_new = 1; /* ours to open, outside the lock */
+            break;
+        }
+        if (w == ETIMEDOUT)
+            break;
+        w = pthread_cond_timedwait(&b->freed, &b->mu, &deadline);
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (c) {
+        *out = c;
+        return ODBOX_OK;
+    }
+    if (!open_new)
+        return odbox_fail(err, ODBOX_ETIMEDOUT,
+                          "rabbitmq relay: %d connections with %d publishes in flight each, none free for %d ms",
+                          b->max, b->window, b->timeout_ms);
+    return add_conn(b, out, err);
+}
+
+/* Leaves c; a broken c leaves the pool at once (new publishes open
+ * another) and is destroyed by its last user. */
+static void release(rbroker *b, rconn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int broken = c->broken;
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&b->mu);
+    c->users--;
+    if (broken && !c->retired) {
+        c->retired = 1;
+        for (int i = 0; i < b->max; i++)
+            if (b->conns[i] == c)
+                b->conns[i] = NULL;
+    }
+    int destroy = c->retired && c->users == 0;
+    pthread_cond_broadcast(&b->freed);
+    pthread_mutex_unlock(&b->mu);
+    if (destroy)
+        conn_free(c);
 }
 
 static int rabbit_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
@@ -231,41 +397,70 @@ static int rabbit_publish(void *broker, const odbox_envelope *env, const char *b
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: broker, envelope or body is NULL");
     char *exchange = NULL, *rk = NULL;
     rconn *c = NULL;
-    int broken = 0;
     int rc = odbox_relay_expand(b->exchange, env, &exchange, err);
     if (rc == ODBOX_OK)
         rc = odbox_relay_expand(b->routing_key, env, &rk, err);
     if (rc == ODBOX_OK)
         rc = acquire(b, &c, err);
     if (rc == ODBOX_OK) {
-        rc = publish_on(b, c, env, exchange, rk, body, len, &broken, err);
-        release(b, c, broken);
+        amqp_bytes_t msg = {.len = len, .bytes = (void *)body};
+        rc = conn_publish(b, c, env, amqp_cstring_bytes(exchange), amqp_cstring_bytes(rk), msg, err);
+        release(b, c);
+        if (rc != ODBOX_OK)
+            odbox_error_prefix(err, rc, "exchange '%.100s', routing key '%.100s'", exchange, rk);
     }
     free(exchange);
     free(rk);
     return rc;
 }
 
-static void rabbit_close(void *broker)
+static void broker_free(rbroker *b)
 {
-    rbroker *b = broker;
     if (!b)
         return;
-    while (b->idle) {
-        rconn *c = b->idle;
-        b->idle = c->next;
-        conn_close(c);
-    }
-    pthread_mutex_destroy(&b->mu);
-    pthread_cond_destroy(&b->freed);
+    if (b->conns)
+        for (int i = 0; i < b->max; i++)
+            conn_free(b->conns[i]);
+    free(b->conns);
     free(b->url);
     free(b->exchange);
     free(b->routing_key);
     free(b);
 }
 
+/* After the delivery is freed: no publish uses a connection any more. */
+static void rabbit_close(void *broker)
+{
+    rbroker *b = broker;
+    if (!b)
+        return;
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->freed);
+    broker_free(b);
+}
+
 const odbox_relay_ops odbox_relay_rabbitmq_ops = {ODBOX_RELAY_OPS_VERSION, "rabbitmq", rabbit_publish,
                                                   rabbit_close};
+
+static rbroker *broker_new(const odbox_relay_rabbitmq_config *cfg)
+{
+    rbroker *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : ODBOX_RABBITMQ_DEFAULT_TIMEOUT_MS;
+    b->max = cfg->max_connections ? cfg->max_connections : ODBOX_RABBITMQ_DEFAULT_MAX_CONNECTIONS;
+    b->window = cfg->max_in_flight_per_connection ? cfg->max_in_flight_per_connection
+                                                  : ODBOX_RABBITMQ_DEFAULT_IN_FLIGHT;
+    b->url = strdup(cfg->url ? cfg->url : ODBOX_RABBITMQ_DEFAULT_URL);
+    b->exchange = strdup(cfg->exchange ? cfg->exchange : "");
+    b->routing_key = strdup(cfg->routing_key);
+    b->conns = calloc((size_t)b->max, sizeof *b->conns);
+    if (!b->url || !b->exchange || !b->routing_key || !b->conns) {
+        broker_free(b);
+        return NULL;
+    }
+    return b;
+}
 
 int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **broker, odbox_error *err)
 {
@@ -276,29 +471,22 @@ int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **bro
     int rc = odbox_relay_rabbitmq_check(cfg, err);
     if (rc != ODBOX_OK)
         return rc;
-    rbroker *b = calloc(1, sizeof *b);
-    const char *url = cfg->url ? cfg->url : ODBOX_RABBITMQ_DEFAULT_URL;
-    if (b) {
-        b->url = strdup(url);
-        b->exchange = strdup(cfg->exchange ? cfg->exchange : "");
-        b->routing_key = strdup(cfg->routing_key);
-    }
-    if (!b || !b->url || !b->exchange || !b->routing_key) {
-        if (b)
-            free(b->url), free(b->exchange), free(b->routing_key), free(b);
+    rbroker *b = broker_new(cfg);
+    if (!b)
         return odbox_fail(err, ODBOX_ENOMEM, "rabbitmq relay: out of memory");
-    }
     amqp_default_connection_info(&b->info);
     if (amqp_parse_url(b->url, &b->info) != AMQP_STATUS_OK) {
-        free(b->url), free(b->exchange), free(b->routing_key), free(b);
+        broker_free(b);
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: bad url (want amqp://user:pass@host:port/vhost)");
     }
     if (!*b->info.vhost) /* amqp://host/ names the default vhost, as amqp://host does */
         b->info.vhost = (char *)"/";
-    b->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : ODBOX_RABBITMQ_DEFAULT_TIMEOUT_MS;
-    b->max = cfg->max_connections ? cfg->max_connections : ODBOX_RABBITMQ_DEFAULT_MAX_CONNECTIONS;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&b->mu, NULL);
-    pthread_cond_init(&b->freed, NULL);
+    pthread_cond_init(&b->freed, &ca);
+    pthread_condattr_destroy(&ca);
     *broker = b;
     return ODBOX_OK;
 }

@@ -9,6 +9,10 @@
 #define ODBOX_RABBITMQ_DEFAULT_URL "amqp://guest:guest@localhost:5672/"
 #define ODBOX_RABBITMQ_DEFAULT_TIMEOUT_MS 10000
 #define ODBOX_RABBITMQ_DEFAULT_MAX_CONNECTIONS 8
+#define ODBOX_RABBITMQ_DEFAULT_IN_FLIGHT 16
+/* bounds of max_connections and max_in_flight_per_connection */
+#define ODBOX_RABBITMQ_MAX_CONNECTIONS 1024
+#define ODBOX_RABBITMQ_MAX_IN_FLIGHT 65535
 
 /* cfg from a relay's JSON settings (strings point into settings);
  * ODBOX_EINVAL for an unknown key or a wrong type, naming it. */

@@ -44,10 +44,12 @@ int odbox_relay_rabbitmq_parse(json_object *settings, odbox_relay_rabbitmq_confi
             rc = json_int(v, key, &cfg->max_connections, err);
         else if (!strcmp(key, "timeout_ms"))
             rc = json_int(v, key, &cfg->timeout_ms, err);
+        else if (!strcmp(key, "max_in_flight_per_connection"))
+            rc = json_int(v, key, &cfg->max_in_flight_per_connection, err);
         else
             rc = odbox_fail(err, ODBOX_EINVAL,
                             "rabbitmq relay settings: unknown key \"%.80s\" (known: url, exchange, routing_key, "
-                            "max_connections, timeout_ms)",
+                            "max_connections, max_in_flight_per_connection, timeout_ms)",
                             key);
     }
     return rc;
@@ -62,9 +64,14 @@ int odbox_relay_rabbitmq_check(const odbox_relay_rabbitmq_config *cfg, odbox_err
         return odbox_error_prefix(err, rc, "rabbitmq relay: exchange");
     if ((rc = odbox_relay_template_check(cfg->routing_key, err)) != ODBOX_OK)
         return odbox_error_prefix(err, rc, "rabbitmq relay: routing_key");
-    if (cfg->timeout_ms < 0 || cfg->max_connections < 0)
-        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: timeout_ms %d or max_connections %d is negative",
-                          cfg->timeout_ms, cfg->max_connections);
+    if (cfg->timeout_ms < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: timeout_ms %d is negative", cfg->timeout_ms);
+    if (cfg->max_connections < 0 || cfg->max_connections > ODBOX_RABBITMQ_MAX_CONNECTIONS)
+        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: max_connections %d is out of range (0..%d)",
+                          cfg->max_connections, ODBOX_RABBITMQ_MAX_CONNECTIONS);
+    if (cfg->max_in_flight_per_connection < 0 || cfg->max_in_flight_per_connection > ODBOX_RABBITMQ_MAX_IN_FLIGHT)
+        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: max_in_flight_per_connection %d is out of range (0..%d)",
+                          cfg->max_in_flight_per_connection, ODBOX_RABBITMQ_MAX_IN_FLIGHT);
     return ODBOX_OK;
 }
 

@@ -18,8 +18,11 @@ typedef struct odbox_relay_rabbitmq_config {
     const char *url;          /* amqp://user:pass@host:port/vhost; NULL: amqp://guest:guest@localhost:5672/ */
     const char *exchange;     /* template (odbox_relay_template_check); "" is the default exchange */
     const char *routing_key;  /* template, e.g. "{model_type}.{event_type}" */
-    int max_connections;      /* connections publishing at once; 0: 8 */
+    int max_connections;      /* connections at most, opened as needed; 0: 8 */
     int timeout_ms;           /* connect, login and each confirm; 0: 10000 */
+    /* unconfirmed publishes one connection carries at once (from several
+     * threads); a new connection opens when all are full; 0: 16 */
+    int max_in_flight_per_connection;
 } odbox_relay_rabbitmq_config;
 
 /* Checks cfg and makes *broker (for odbox_relay_add with
@@ -29,7 +32,7 @@ typedef struct odbox_relay_rabbitmq_config {
 int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **broker, odbox_error *err);
 
 /* The same from a JSON object {"url", "exchange", "routing_key",
- * "max_connections", "timeout_ms"} (the "settings" of a relay in a config
+ * "max_connections", "timeout_ms", "max_in_flight_per_connection"} (the "settings" of a relay in a config
  * file); an unknown key or a value of the wrong type is ODBOX_EINVAL,
  * naming it. */
 int odbox_relay_rabbitmq_open_json(json_object *settings, void **broker, odbox_error *err);

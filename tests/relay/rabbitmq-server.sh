@@ -6,8 +6,9 @@
 #   tests/relay/rabbitmq-server.sh start   prints shell exports:
 #       ODBOX_RABBIT_URL ODBOX_RABBIT_NODE ODBOX_RABBIT_DIR ODBOX_RABBIT_PORT
 #       ODBOX_RABBIT_EPMD_PORT ODBOX_RABBIT_START_S (seconds to start)
-#   tests/relay/rabbitmq-server.sh stop-app|start-app|stop DIR
-#       (the node's state dir, ODBOX_RABBIT_DIR)
+#   tests/relay/rabbitmq-server.sh stop-app|start-app|restart|stop DIR
+#       (the node's state dir, ODBOX_RABBIT_DIR; restart: the whole node
+#       stopped, then started on the same data and ports)
 # Every wait is bounded (RABBIT_START_TIMEOUT, default 60 s).
 set -euo pipefail
 # the bare scripts, not /usr/sbin wrappers that switch to the rabbitmq user (who cannot read our mktemp dir)
@@ -31,6 +32,44 @@ ctl() {
     timeout "$TIMEOUT" rabbitmqctl -n "$RABBITMQ_NODENAME" "$@"
 }
 
+# launch DIR: starts the node of DIR (its env, its data) and waits until it is up
+launch() {
+    local dir=$1
+    # shellcheck disable=SC1091
+    source "$dir/env"
+    setsid rabbitmq-server >>"$dir/log/stdout" 2>&1 </dev/null &
+    echo $! >"$dir/server.pid"
+    # await_startup fails at once while the node is not yet registered: ask again until the deadline
+    local deadline=$((SECONDS + TIMEOUT))
+    while ((SECONDS < deadline)); do
+        if timeout "$TIMEOUT" rabbitmqctl -n "$RABBITMQ_NODENAME" await_startup --timeout "$TIMEOUT" >/dev/null 2>&1; then
+            return 0
+        fi
+        kill -0 "$(cat "$dir/server.pid")" 2>/dev/null || break
+        sleep 0.5
+    done
+    log "the node did not start within ${TIMEOUT}s; its log:"
+    tail -20 "$dir/log/stdout" >&2 || true
+    return 1
+}
+
+# restart DIR: the whole node stopped (rabbitmqctl stop: the Erlang VM
+# exits), then started again on the same data directory and ports
+restart() {
+    local dir=$1 pid i
+    pid=$(cat "$dir/server.pid")
+    ctl "$dir" stop >/dev/null
+    for i in $(seq $((TIMEOUT * 10))); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "the node did not stop within ${TIMEOUT}s"
+        return 1
+    fi
+    launch "$dir"
+}
+
 start() {
     command -v rabbitmq-server >/dev/null || { log "rabbitmq-server not installed (apt-get install rabbitmq-server)"; exit 77; }
     local dir port dist epmd node t0
@@ -48,27 +87,8 @@ export RABBITMQ_NODENAME=$node RABBITMQ_NODE_PORT=$port RABBITMQ_DIST_PORT=$dist
 export RABBITMQ_MNESIA_BASE=$dir/mnesia RABBITMQ_LOG_BASE=$dir/log RABBITMQ_CONFIG_FILE=$dir/rabbitmq.conf
 export RABBITMQ_ENABLED_PLUGINS_FILE=$dir/enabled_plugins HOME=$dir/home
 ENV
-    # shellcheck disable=SC1091
-    source "$dir/env"
     t0=$(date +%s.%N)
-    setsid rabbitmq-server >"$dir/log/stdout" 2>&1 </dev/null &
-    echo $! >"$dir/server.pid"
-    # await_startup fails at once while the node is not yet registered: ask again until the deadline
-    local deadline=$((SECONDS + TIMEOUT)) up=0
-    while ((SECONDS < deadline)); do
-        if timeout "$TIMEOUT" rabbitmqctl -n "$node" await_startup --timeout "$TIMEOUT" >/dev/null 2>&1; then
-            up=1
-            break
-        fi
-        kill -0 "$(cat "$dir/server.pid")" 2>/dev/null || break
-        sleep 0.5
-    done
-    if ((!up)); then
-        log "the node did not start within ${TIMEOUT}s; its log:"
-        tail -20 "$dir/log/stdout" >&2 || true
-        stop "$dir"
-        exit 1
-    fi
+    launch "$dir" || { stop "$dir"; exit 1; }
     echo "export ODBOX_RABBIT_URL=amqp://guest:guest@127.0.0.1:$port/ ODBOX_RABBIT_NODE=$node ODBOX_RABBIT_DIR=$dir"
     echo "export ODBOX_RABBIT_PORT=$port ODBOX_RABBIT_EPMD_PORT=$epmd"
     echo "export ODBOX_RABBIT_START_S=$(echo "$(date +%s.%N) - $t0" | bc)"
@@ -94,6 +114,7 @@ stop() {
 case ${1:-} in
     start) start ;;
     stop) stop "$2" ;;
+    restart) restart "$2" ;;
     stop-app) ctl "$2" stop_app >/dev/null ;;
     start-app) ctl "$2" start_app >/dev/null ;;
     *)

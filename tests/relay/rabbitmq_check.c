@@ -15,7 +15,15 @@
  *     work      a relay process until SIGTERM (the test kill -9s it)
  *     verify    drains what write wrote: all SUCCEEDED, all arrived
  *     bench     deliver, then a raw librabbitmq loop publishing the same
- *               messages with confirms on THREADS connections; the ratio
+ *               messages with confirms on one connection with THREADS
+ *               unconfirmed (the relay's workers share one); the ratio
+ *
+ *   rabbitmq-check declare|count|raw - URL N [CONNECTIONS WINDOW]
+ *     (no database: bench/relay_rabbitmq.sh)
+ *     declare   the exchange and the queue, purged
+ *     count     reads the queue: N distinct events with their properties
+ *     raw       N messages on CONNECTIONS connections (threads), each
+ *               with up to WINDOW unconfirmed; msg/s
  *
  * Prints "key=value" lines the script checks; exit 0 when the mode's
  * checks hold. Every wait is bounded. */
@@ -183,16 +191,18 @@ static tally consume(int n)
                                                                            (int)env.message.body.len)
                                                    : NULL;
         json_tokener_free(tok);
-        json_object *payload = NULL, *seq = NULL, *id = NULL;
+        json_object *payload = NULL, *seq = NULL, *id = NULL, *ty = NULL;
         int s = -1;
         if (body && json_object_object_get_ex(body, "payload", &payload) &&
             json_object_object_get_ex(payload, "seq", &seq))
             s = json_object_get_int(seq);
         json_object_object_get_ex(body, "id", &id);
+        json_object_object_get_ex(body, "type", &ty);
         int props_ok = (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && (p->_flags & AMQP_BASIC_DELIVERY_MODE_FLAG) &&
                        p->delivery_mode == 2 && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG) &&
                        p->content_type.len == 16 && !memcmp(p->content_type.bytes, "application/json", 16) &&
-                       (p->_flags & AMQP_BASIC_TYPE_FLAG) && p->type.len == strlen(EV.name) && id &&
+                       (p->_flags & AMQP_BASIC_TYPE_FLAG) && ty && p->type.len == strlen(json_object_get_string(ty)) &&
+                       !memcmp(p->type.bytes, json_object_get_string(ty), p->type.len) && id &&
                        p->message_id.len == strlen(json_object_get_string(id)) &&
                        !memcmp(p->message_id.bytes, json_object_get_string(id), p->message_id.len);
         if (!props_ok || s < 0 || s >= n)
@@ -248,7 +258,10 @@ static void start(run *r, const char *exchange, const char *broker_url, int orde
     odbox_relay_rabbitmq_config rc_cfg = {.url = broker_url, .exchange = exchange,
                                           .routing_key = "{model_type}.{event_type}", .timeout_ms = 3000,
                                           /* RABBIT_MAX_CONN=1: workers wait their turn for the connection */
-                                          .max_connections = getenv("RABBIT_MAX_CONN") ? atoi(getenv("RABBIT_MAX_CONN")) : 0};
+                                          .max_connections = getenv("RABBIT_MAX_CONN") ? atoi(getenv("RABBIT_MAX_CONN")) : 0,
+                                          /* RABBIT_WINDOW: unconfirmed publishes per connection */
+                                          .max_in_flight_per_connection =
+                                              getenv("RABBIT_WINDOW") ? atoi(getenv("RABBIT_WINDOW")) : 0};
     const char *types[] = {EV.name, NULL};
     odbox_relay_config cfg = {.name = RELAY, .event_types = types, .ordered = ordered};
     /* short backoff: the down mode counts attempts over a few seconds */
@@ -423,13 +436,33 @@ static void bad(int n)
     bad_one("unreachable", EXCHANGE, "amqp://guest:guest@127.0.0.1:1/", "cannot connect");
 }
 
-/* ---- the raw publisher: the same messages, confirms, one connection per thread ---------------- */
+/* ---- the raw publisher: the same messages with confirms, a window per connection ----------- */
 
 typedef struct {
-    int n;
-    double secs;
+    int n, window;
 } raw_arg;
 
+/* Reads confirms until fewer than window are unconfirmed (or none with
+ * window 0); *acked counts the tags settled so far (acks come in order). */
+static void raw_confirms(amqp_connection_state_t st, int sent, int *acked, int window)
+{
+    while (sent - *acked > window) {
+        amqp_frame_t f;
+        struct timeval tv = {10, 0};
+        if (amqp_simple_wait_frame_noblock(st, &f, &tv) != AMQP_STATUS_OK) {
+            fprintf(stderr, "rabbitmq-check: raw: no confirm\n");
+            exit(1);
+        }
+        if (f.frame_type == AMQP_FRAME_METHOD && f.payload.method.id == AMQP_BASIC_ACK_METHOD) {
+            amqp_basic_ack_t *a = f.payload.method.decoded;
+            *acked = a->multiple ? (int)a->delivery_tag : *acked + 1;
+        }
+        amqp_maybe_release_buffers(st);
+    }
+}
+
+/* One connection: publishes while fewer than window are unconfirmed, as
+ * window relay workers sharing a connection do. */
 static void *raw_thread(void *p)
 {
     raw_arg *a = p;
@@ -437,6 +470,7 @@ static void *raw_thread(void *p)
     amqp_confirm_select(st, 1);
     amqp_get_rpc_reply(st);
     char body[512];
+    int acked = 0;
     for (int i = 0; i < a->n; i++) {
         char id[40];
         snprintf(id, sizeof id, "raw-%p-%d", (void *)a, i);
@@ -454,49 +488,64 @@ static void *raw_thread(void *p)
                                          .type = amqp_cstring_bytes("RabbitSent")};
         amqp_basic_publish(st, 1, amqp_cstring_bytes(EXCHANGE), amqp_cstring_bytes("RabbitProbe.RabbitSent"), 0, 0,
                            &props, (amqp_bytes_t){(size_t)len, body});
-        for (;;) { /* this message's ack, as the relay waits for it */
-            amqp_frame_t f;
-            struct timeval tv = {10, 0};
-            if (amqp_simple_wait_frame_noblock(st, &f, &tv) != AMQP_STATUS_OK) {
-                fprintf(stderr, "rabbitmq-check: raw: no confirm\n");
-                exit(1);
-            }
-            if (f.frame_type == AMQP_FRAME_METHOD && f.payload.method.id == AMQP_BASIC_ACK_METHOD)
-                break;
-        }
-        amqp_maybe_release_buffers(st);
+        raw_confirms(st, i + 1, &acked, a->window - 1);
     }
+    raw_confirms(st, a->n, &acked, 0);
     close_amqp(st);
     return NULL;
 }
 
-static double raw(int n, int threads)
+/* n messages on conns connections, window unconfirmed on each: msg/s */
+static double raw(int n, int conns, int window)
 {
     declare();
     pthread_t th[16];
     raw_arg a[16];
     double t0 = now_s();
-    for (int i = 0; i < threads; i++) {
-        a[i].n = n / threads;
+    for (int i = 0; i < conns; i++) {
+        a[i] = (raw_arg){n / conns, window};
         pthread_create(&th[i], NULL, raw_thread, &a[i]);
     }
-    for (int i = 0; i < threads; i++)
+    for (int i = 0; i < conns; i++)
         pthread_join(th[i], NULL);
     double secs = now_s() - t0;
     tally t = consume(0);
     (void)t;
-    return n / secs;
+    return n / conns * conns / secs;
+}
+
+/* The modes that need no database (bench/relay_rabbitmq.sh): the
+ * exchange and queue declared and purged; the queue counted; the raw
+ * publisher. */
+static int broker_only(const char *mode, int n, int conns, int window)
+{
+    if (!strcmp(mode, "declare"))
+        declare();
+    else if (!strcmp(mode, "count")) {
+        tally t = consume(n);
+        printf("arrived=%d distinct=%d duplicates=%d props_bad=%d\n", t.arrived, t.distinct, t.dups, t.props_bad);
+        return t.distinct == n && t.props_bad == 0 ? 0 : 1;
+    } else if (!strcmp(mode, "raw"))
+        printf("raw: %d messages, %d connections, %d unconfirmed each: %.0f msg/s\n", n, conns, window,
+               raw(n, conns, window));
+    else
+        return -1;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: rabbitmq-check deliver|ordered|down|bad|bench DSN URL N [THREADS]\n");
+        fprintf(stderr, "usage: rabbitmq-check deliver|ordered|down|bad|bench DSN URL N [THREADS]\n"
+                        "       rabbitmq-check declare|count|raw - URL N [CONNECTIONS WINDOW]\n");
         return 2;
     }
     url = argv[3];
     int n = atoi(argv[4]), threads = argc > 5 ? atoi(argv[5]) : 4;
     threads = threads < 1 ? 1 : threads > 16 ? 16 : threads;
+    int rc0 = broker_only(argv[1], n, threads, argc > 6 ? atoi(argv[6]) : 1);
+    if (rc0 >= 0)
+        return rc0;
     n = n < PER_ACTION ? PER_ACTION : n / PER_ACTION * PER_ACTION;
     odbox_error e = {0};
     int rc = odbox_registry_open_dsn(argv[2], &reg, &e);
@@ -522,7 +571,7 @@ int main(int argc, char **argv)
         bad(n);
     else if (!strcmp(argv[1], "bench")) {
         double relay = deliver(n, 0, threads, 1);
-        double rawr = raw(n, threads);
+        double rawr = raw(n, 1, threads); /* the relay's workers share one connection */
         printf("bench threads=%d relay=%.0f/s raw=%.0f/s ratio=%.2f\n", threads, relay, rawr, relay / rawr);
     } else {
         fprintf(stderr, "rabbitmq-check: unknown mode %s\n", argv[1]);

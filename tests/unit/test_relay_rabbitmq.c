@@ -28,6 +28,12 @@ START_TEST(open_json_refuses_unknown_keys_and_wrong_types_naming_them)
     ck_assert_msg(strstr(e.message, "\"timeout_ms\" must be an integer"), "%s", e.message);
     ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"max_connections\": -1}", &b, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "\"max_connections\" -1 is out of range"), "%s", e.message);
+    /* a window of unconfirmed publishes per connection, bounded */
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"max_in_flight_per_connection\": 70000}", &b, &e),
+                     ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "max_in_flight_per_connection 70000 is out of range"), "%s", e.message);
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"max_connections\": 5000}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "max_connections 5000 is out of range"), "%s", e.message);
     ck_assert_int_eq(open_text("[1]", &b, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_relay_rabbitmq_open_json(NULL, &b, &e), ODBOX_EINVAL);
     /* no routing key; a template with an unknown placeholder */
@@ -51,7 +57,7 @@ START_TEST(open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach)
     ck_assert_msg(strstr(e.message, "bad url"), "%s", e.message);
     ck_assert_int_eq(open_text("{\"url\": \"amqp://guest:guest@127.0.0.1:1/\", \"exchange\": \"ev\", "
                                "\"routing_key\": \"{model_type}.{event_type}\", \"timeout_ms\": 2000, "
-                               "\"max_connections\": 2}",
+                               "\"max_connections\": 2, \"max_in_flight_per_connection\": 4}",
                                &b, &e),
                      ODBOX_OK);
     ck_assert_ptr_nonnull(b);

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# bench/relay_rabbitmq.sh - events/s from the outbox into RabbitMQ through
+# `odbox relay` (1 and 4 relay processes), next to a raw librabbitmq loop
+# publishing the same kind of messages (persistent, same properties, a
+# body of the relay's size) with publisher confirms and the SAME window of
+# unconfirmed messages: a relay process of W workers has at most W
+# publishes in flight, all on one connection (W <= the relay's
+# max_in_flight_per_connection, 16 by default), so the raw loop runs one
+# connection per relay process, each keeping up to W unconfirmed. Both
+# publish to the same topic exchange, bound to one durable queue.
+#
+# The relay's figure: BENCH_EVENTS events committed first (not timed), then
+# from the start of the relay processes until every notification is
+# SUCCEEDED in PostgreSQL (polled every 100 ms): fan-out, claim, publish,
+# confirm and the outcome written, start-up included. The queue is then
+# read back: every event once.
+#
+# Usage: bench/relay_rabbitmq.sh
+# Environment:
+#   ODBOX_BUILDDIR   build directory (default: <repo>/build)
+#   BENCH_EVENTS     events per run (default 20000)
+#   BENCH_WORKERS    publishing threads per relay process (default 16)
+#   BENCH_PROCS      relay process counts (default "1 4")
+# Without ODBOX_TEST_PG_DSN it re-runs itself under tests/db/with-servers.sh
+# --only pg. Starts a private RabbitMQ node (tests/relay/rabbitmq-server.sh)
+# and stops it at the end. Benchmarks are not timed tests: the ratio is
+# reported, never a failure.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRCDIR=$(cd "$HERE/.." && pwd)
+BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
+N=${BENCH_EVENTS:-20000}
+WORKERS=${BENCH_WORKERS:-16}
+PROCS=${BENCH_PROCS:-1 4}
+GOAL=0.8
+
+if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
+    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
+    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
+    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_rabbitmq.sh" "$@"
+fi
+((WORKERS <= 16)) || die "BENCH_WORKERS $WORKERS: at most 16 (one connection per relay process)"
+make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/rabbitmq-check >/dev/null ||
+    die "build failed (configure with librabbitmq-dev installed)"
+O=$BUILDDIR/odbox W=$BUILDDIR/tests/relay/relay-writer C=$BUILDDIR/tests/relay/rabbitmq-check
+[[ -x $C ]] || die "odbox was built without RabbitMQ (install librabbitmq-dev, configure --with-rabbitmq)"
+S=$SRCDIR/tests/relay/rabbitmq-server.sh
+
+tmp=$(mktemp -d /tmp/odbox-bench-rabbit.XXXXXX)
+base=${ODBOX_TEST_PG_DSN%%\?*}
+rabbit_dir='' dbs=() pids=()
+cleanup() {
+    ((${#pids[@]} == 0)) || kill -9 "${pids[@]}" 2>/dev/null || true
+    [[ -z $rabbit_dir ]] || "$S" stop "$rabbit_dir"
+    for db in "${dbs[@]}"; do
+        psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+psql_on() { # db sql
+    PGPASSWORD=$ODBOX_PG_PASSWORD PGOPTIONS='-c client_min_messages=warning' \
+        "${ODBOX_PG_BINDIR:+$ODBOX_PG_BINDIR/}psql" -X -q -At -v ON_ERROR_STOP=1 -h "$ODBOX_PG_HOST" \
+        -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" -d "$1" -c "$2"
+}
+now_ms() { date +%s%3N; }
+
+"$S" start >"$tmp/env" 2>"$tmp/start.err" || die "rabbitmq-server did not start: $(cat "$tmp/start.err")"
+# shellcheck disable=SC1091
+source "$tmp/env"
+rabbit_dir=$ODBOX_RABBIT_DIR
+url=$ODBOX_RABBIT_URL
+
+# relay_run PROCS: events/s of PROCS relay processes; sets rate
+relay_run() {
+    local procs=$1 db="rabbit_bench_$$_$1"
+    dbs+=("$db")
+    psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" && psql_on "${base##*/}" "CREATE DATABASE $db"
+    local dsn="${base%/*}/$db"
+    "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
+    "$C" declare - "$url" "$N" >/dev/null
+    cat >"$tmp/r$procs.json" <<EOF
+{"shards": [{"group": 0, "member": 0, "primary": "$dsn"}],
+ "relays": [{"name": "bench", "kind": "rabbitmq", "event_types": ["RelayProbed"],
+             "settings": {"url": "$url", "exchange": "odbox-test", "routing_key": "{model_type}.{event_type}"}}]}
+EOF
+    "$W" "$dsn" "$N" 100 100
+    local t0 t1 done_rows=0
+    t0=$(now_ms)
+    pids=()
+    for _ in $(seq "$procs"); do
+        "$O" relay --config "$tmp/r$procs.json" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
+        pids+=($!)
+    done
+    while ((done_rows < N)); do
+        sleep 0.1
+        done_rows=$(psql_on "$db" "SELECT count(*) FROM eventlog.event_notifications WHERE state = 'SUCCEEDED'")
+        (($(now_ms) - t0 < 600000)) || die "relay x$procs: $done_rows of $N after 600 s"
+    done
+    t1=$(now_ms)
+    kill "${pids[@]}"
+    wait "${pids[@]}" || die "relay x$procs: not a clean stop"
+    pids=()
+    "$C" count - "$url" "$N" >"$tmp/count" || die "relay x$procs: the queue: $(cat "$tmp/count")"
+    rate=$((N * 1000 / (t1 - t0)))
+}
+
+say "== odbox relay -> RabbitMQ vs a raw librabbitmq loop (persistent messages, publisher confirms), $N events"
+say "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
+say "RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?'), a private node; a topic exchange bound to one durable queue"
+say "PostgreSQL: $base (throwaway, tests/db defaults); relay: $WORKERS workers/process (one connection each, up to $WORKERS unconfirmed), poll 100 ms, writer batches of 100, handling batch defaults"
+for procs in $PROCS; do
+    relay_run "$procs"
+    raw=$("$C" raw - "$url" "$N" "$procs" "$WORKERS" | sed -n 's/.*: \([0-9]*\) msg\/s/\1/p')
+    ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
+    say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s | raw librabbitmq, $procs connection(s) x $WORKERS unconfirmed: $raw msg/s | ratio $ratio (goal $GOAL)"
+done
