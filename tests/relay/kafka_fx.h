@@ -80,6 +80,7 @@ typedef struct rig {
     odbox_handlers *h;
     odbox_relay *relay;
     odbox_delivery *d;
+    void *broker; /* the Kafka relay's, owned by relay */
 } rig;
 
 /* A relay on the event type of a fresh kfx, to topic odbox.<event type>
