@@ -1,7 +1,7 @@
 /* odbox — the processes of kafka.test's kill -9 check, sharing names
  * through $KAFKA_TEST_RUN:
- *   kafka-relay mock TOPIC        a mock cluster (3 brokers, TOPIC with 6
- *                                 partitions): prints its bootstrap
+ *   kafka-relay mock TOPIC...     a mock cluster (3 brokers, each TOPIC
+ *                                 with 6 partitions): prints its bootstrap
  *                                 servers, stays up until killed
  *   kafka-relay worker BOOT TAG   a relay process: the delivery's jobs
  *                                 with the relay, until killed
@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include "kafka_fx.h"
 
-static int mock_main(const char *topic)
+static int mock_main(int ntopics, char **topics)
 {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -24,7 +24,8 @@ static int mock_main(const char *topic)
     KCHECK(host, "%s", errstr);
     rd_kafka_mock_cluster_t *mock = rd_kafka_mock_cluster_new(host, 3);
     KCHECK(mock, "mock cluster");
-    rd_kafka_mock_topic_create(mock, topic, KFX_PARTITIONS, 3);
+    for (int i = 0; i < ntopics; i++)
+        rd_kafka_mock_topic_create(mock, topics[i], KFX_PARTITIONS, 3);
     printf("%s\n", rd_kafka_mock_cluster_bootstraps(mock));
     fflush(stdout);
     for (;;)
@@ -73,8 +74,8 @@ static int count_main(const char *boot, const char *tag, int n)
 
 int kafka_kill_main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[1], "mock"))
-        return mock_main(argv[2]);
+    if (argc >= 3 && !strcmp(argv[1], "mock"))
+        return mock_main(argc - 2, argv + 2);
     if (argc == 4 && !strcmp(argv[1], "worker"))
         return worker_main(argv[2], argv[3]);
     if (argc == 5 && !strcmp(argv[1], "write")) {
@@ -87,6 +88,6 @@ int kafka_kill_main(int argc, char **argv)
     }
     if (argc == 5 && !strcmp(argv[1], "count"))
         return count_main(argv[2], argv[3], atoi(argv[4]));
-    fprintf(stderr, "usage: kafka-relay [bench N | mock TOPIC | worker BOOT TAG | write TAG N PAUSE_MS | count BOOT TAG N]\n");
+    fprintf(stderr, "usage: kafka-relay [bench N | mock TOPIC... | worker BOOT TAG | write TAG N PAUSE_MS | count BOOT TAG N]\n");
     return 2;
 }
