@@ -11,7 +11,7 @@
 #include "odbox/relay_kafka.h"
 #include "relay_kafka_internal.h"
 
-enum { KAFKA_DEFAULT_TIMEOUT_MS = 10000, KAFKA_REPORT_GRACE_MS = 2000, KAFKA_POLL_MS = 100 };
+enum { KAFKA_DEFAULT_TIMEOUT_MS = 10000, KAFKA_REPORT_GRACE_MS = 2000, KAFKA_POLL_MS = 100, KAFKA_WARM_MAX = 256 };
 
 /* One librdkafka producer and its poll thread. A fatal error (idempotence
  * broken) makes every later produce fail, so the broker replaces it. */
@@ -19,6 +19,9 @@ typedef struct kafka_producer {
     rd_kafka_t *rk;
     pthread_t poller;
     atomic_int stop;
+    pthread_mutex_t warm_mu; /* guards warm */
+    char *warm[KAFKA_WARM_MAX]; /* topics whose metadata it has */
+    size_t nwarm;
 } kafka_producer;
 
 typedef struct kafka_broker {
@@ -201,13 +204,16 @@ static int producer_start(kafka_broker *b, kafka_producer **out, odbox_error *er
     }
     char errstr[512];
     atomic_init(&p->stop, 0);
+    pthread_mutex_init(&p->warm_mu, NULL);
     if (!(p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr))) {
         rd_kafka_conf_destroy(conf);
+        pthread_mutex_destroy(&p->warm_mu);
         free(p);
         return odbox_fail(err, ODBOX_EINVAL, "kafka relay: %s", errstr);
     }
     if (pthread_create(&p->poller, NULL, poll_loop, p) != 0) {
         rd_kafka_destroy(p->rk);
+        pthread_mutex_destroy(&p->warm_mu);
         free(p);
         return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: cannot start the poll thread");
     }
@@ -229,6 +235,9 @@ static void producer_stop(kafka_producer *p, int flush_ms)
     rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     rd_kafka_poll(p->rk, 0);
     rd_kafka_destroy(p->rk);
+    for (size_t i = 0; i < p->nwarm; i++)
+        free(p->warm[i]);
+    pthread_mutex_destroy(&p->warm_mu);
     free(p);
 }
 
@@ -344,6 +353,43 @@ static rd_kafka_headers_t *event_headers(const odbox_envelope *env)
     return h;
 }
 
+static int warm_known(kafka_producer *p, const char *topic) /* under warm_mu */
+{
+    for (size_t i = 0; i < p->nwarm; i++)
+        if (!strcmp(p->warm[i], topic))
+            return 1;
+    return p->nwarm == KAFKA_WARM_MAX; /* full: no more warming */
+}
+
+/* librdkafka holds the first messages to a topic it has no metadata for
+ * until its once-a-second topic scan (0.7-1 s on the mock cluster, where a
+ * producer that had waited idle then took 1 s for its first report), so
+ * the first publish to each topic of a producer asks for the topic's
+ * metadata first. A failure is not remembered: the produce then reports. */
+static void topic_warm(kafka_producer *p, const char *topic, int wait_ms)
+{
+    pthread_mutex_lock(&p->warm_mu);
+    int known = warm_known(p, topic);
+    pthread_mutex_unlock(&p->warm_mu);
+    rd_kafka_topic_t *t = known ? NULL : rd_kafka_topic_new(p->rk, topic, NULL);
+    if (!t)
+        return;
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 0, t, &md, wait_ms);
+    rd_kafka_topic_destroy(t);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    rd_kafka_metadata_destroy(md);
+    char *copy = odbox_strdup(topic);
+    pthread_mutex_lock(&p->warm_mu);
+    if (copy && !warm_known(p, topic)) {
+        p->warm[p->nwarm++] = copy;
+        copy = NULL;
+    }
+    pthread_mutex_unlock(&p->warm_mu);
+    free(copy);
+}
+
 /* Hands the message to the producer; a full local queue is waited out
  * until deadline (it drains as the cluster acknowledges). */
 static rd_kafka_resp_err_t produce(rd_kafka_t *rk, const char *topic, const odbox_envelope *env, const char *body,
@@ -413,6 +459,7 @@ static int publish_on(kafka_broker *b, kafka_producer *p, const char *topic, con
     if (!w)
         return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
     w->refs = 2;
+    topic_warm(p, topic, b->timeout_ms / 2);
     rd_kafka_resp_err_t e = produce(p->rk, topic, env, body, len, w, deadline);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         free(w);
