@@ -9,7 +9,14 @@
  *                                 PAUSE_MS apart)
  *   kafka-relay count BOOT TAG N  waits until N rows SUCCEEDED (60 s),
  *                                 consumes the topic, prints what
- *                                 arrived; exit 0 when every event did */
+ *                                 arrived; exit 0 when every event did
+ * and for bench/relay_kafka.sh:
+ *   kafka-relay raw BOOT TOPIC N THREADS BYTES  a raw producer's N messages
+ *                                 (kfx_raw_run); prints msgs/s
+ *   kafka-relay consume BOOT TOPIC N  the topic's messages, distinct event
+ *                                 ids and bytes per body; exit 0 when N
+ *                                 distinct arrived
+ *   kafka-relay ceiling DSN NAME WORKERS POLL_MS  kafka_ceiling_main */
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -72,8 +79,33 @@ static int count_main(const char *boot, const char *tag, int n)
     return ok == n && distinct == n ? 0 : 1;
 }
 
+static int consume_main(const char *boot, const char *topic, int n)
+{
+    kmsg *m = NULL;
+    size_t got = kfx_consume(boot, topic, (size_t)n, 30000, &m), bytes = 0;
+    json_object *seen = json_object_new_object();
+    for (size_t i = 0; i < got; i++) {
+        json_object_object_add(seen, m[i].h_id ? m[i].h_id : "", NULL);
+        bytes += m[i].value ? strlen(m[i].value) : 0;
+    }
+    int distinct = json_object_object_length(seen);
+    printf("consume: %zu messages, %d distinct, %zu bytes per body\n", got, distinct, got ? bytes / got : 0);
+    json_object_put(seen);
+    kfx_msgs_free(m, got);
+    return distinct == n ? 0 : 1;
+}
+
 int kafka_kill_main(int argc, char **argv)
 {
+    if (argc == 7 && !strcmp(argv[1], "raw")) {
+        double rate = kfx_raw_run(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), (size_t)atol(argv[6]));
+        printf("raw: %.0f msgs/s\n", rate);
+        return 0;
+    }
+    if (argc == 6 && !strcmp(argv[1], "ceiling"))
+        return kafka_ceiling_main(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
+    if (argc == 5 && !strcmp(argv[1], "consume"))
+        return consume_main(argv[2], argv[3], atoi(argv[4]));
     if (argc >= 3 && !strcmp(argv[1], "mock"))
         return mock_main(argc - 2, argv + 2);
     if (argc == 4 && !strcmp(argv[1], "worker"))
@@ -88,6 +120,7 @@ int kafka_kill_main(int argc, char **argv)
     }
     if (argc == 5 && !strcmp(argv[1], "count"))
         return count_main(argv[2], argv[3], atoi(argv[4]));
-    fprintf(stderr, "usage: kafka-relay [bench N | mock TOPIC... | worker BOOT TAG | write TAG N PAUSE_MS | count BOOT TAG N]\n");
+    fprintf(stderr, "usage: kafka-relay [bench N | mock TOPIC... | worker BOOT TAG | write TAG N PAUSE_MS | count BOOT "
+                    "TAG N | raw BOOT TOPIC N THREADS BYTES | consume BOOT TOPIC N | ceiling DSN NAME WORKERS POLL_MS]\n");
     return 2;
 }
