@@ -2,7 +2,8 @@
  * through $KAFKA_TEST_RUN:
  *   kafka-relay mock TOPIC...     a mock cluster (3 brokers, each TOPIC
  *                                 with 6 partitions): prints its bootstrap
- *                                 servers, stays up until killed
+ *                                 servers, stays up until killed; SIGUSR1
+ *                                 takes its brokers down for 3 s
  *   kafka-relay worker BOOT TAG   a relay process: the delivery's jobs
  *                                 with the relay, until killed
  *   kafka-relay write TAG N PAUSE_MS  N events (an action each,
@@ -17,6 +18,7 @@
  *                                 ids and bytes per body; exit 0 when N
  *                                 distinct arrived
  *   kafka-relay ceiling DSN NAME WORKERS POLL_MS  kafka_ceiling_main */
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,10 +35,25 @@ static int mock_main(int ntopics, char **topics)
     KCHECK(mock, "mock cluster");
     for (int i = 0; i < ntopics; i++)
         rd_kafka_mock_topic_create(mock, topics[i], KFX_PARTITIONS, 3);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     printf("%s\n", rd_kafka_mock_cluster_bootstraps(mock));
     fflush(stdout);
-    for (;;)
-        pause(); /* the test kills it */
+    for (;;) { /* the test kills it */
+        int sig = 0;
+        sigwait(&set, &sig);
+        /* what a restart of every broker looks like to the clients; the
+         * partitions' logs stay, as a restarted broker's would */
+        for (int32_t id = 1; id <= 3; id++)
+            rd_kafka_mock_broker_set_down(mock, id);
+        fprintf(stderr, "mock: brokers down\n");
+        sleep(3);
+        for (int32_t id = 1; id <= 3; id++)
+            rd_kafka_mock_broker_set_up(mock, id);
+        fprintf(stderr, "mock: brokers up\n");
+    }
 }
 
 static int worker_main(const char *boot, const char *tag)
