@@ -9,18 +9,32 @@
 #include <librdkafka/rdkafka.h>
 #include "internal.h"
 #include "odbox/relay_kafka.h"
+#include "relay_kafka_internal.h"
 
-enum { KAFKA_DEFAULT_TIMEOUT_MS = 10000, KAFKA_REPORT_GRACE_MS = 2000, KAFKA_POLL_MS = 100 };
+enum { KAFKA_DEFAULT_TIMEOUT_MS = 10000, KAFKA_REPORT_GRACE_MS = 2000, KAFKA_POLL_MS = 100, KAFKA_WARM_MAX = 256 };
 
-typedef struct kafka_broker {
+/* One librdkafka producer and its poll thread. A fatal error (idempotence
+ * broken) makes every later produce fail, so the broker replaces it. */
+typedef struct kafka_producer {
     rd_kafka_t *rk;
-    char *topic;       /* the template */
-    char *servers;     /* for error messages */
-    int timeout_ms;
     pthread_t poller;
     atomic_int stop;
-    pthread_mutex_t mu; /* guards the waiters and last_error */
-    pthread_cond_t cv;  /* a delivery report arrived */
+    pthread_mutex_t warm_mu; /* guards warm */
+    char *warm[KAFKA_WARM_MAX]; /* topics whose metadata it has */
+    size_t nwarm;
+} kafka_producer;
+
+typedef struct kafka_broker {
+    kafka_producer *p;     /* NULL between a replacement's stop and start */
+    rd_kafka_conf_t *conf; /* each producer gets a copy */
+    char *topic;           /* the template */
+    char *servers;         /* for error messages */
+    int timeout_ms;
+    pthread_mutex_t mu;  /* guards the waiters, last_error, p, users, replacing */
+    pthread_cond_t cv;   /* a delivery report arrived */
+    pthread_cond_t gate; /* users fell to 0, or a replacement ended */
+    int users;           /* publishes using p */
+    int replacing;
     char last_error[256];
 } kafka_broker;
 
@@ -58,8 +72,15 @@ static void on_error(rd_kafka_t *rk, int code, const char *reason, void *opaque)
 {
     (void)rk;
     kafka_broker *b = opaque;
+    char fatal[200] = "";
+    if (code == RD_KAFKA_RESP_ERR__FATAL) {
+        rd_kafka_resp_err_t why = rd_kafka_fatal_error(rk, fatal, sizeof fatal);
+        odbox_log(ODBOX_LOG_WARN, "kafka relay: fatal producer error %s: %s: the producer is replaced",
+                  rd_kafka_err2name(why), fatal);
+    }
     pthread_mutex_lock(&b->mu);
-    snprintf(b->last_error, sizeof b->last_error, "%s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)code), reason);
+    snprintf(b->last_error, sizeof b->last_error, "%s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)code),
+             fatal[0] ? fatal : reason);
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -73,9 +94,9 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
 
 static void *poll_loop(void *arg)
 {
-    kafka_broker *b = arg;
-    while (!atomic_load(&b->stop))
-        rd_kafka_poll(b->rk, KAFKA_POLL_MS);
+    kafka_producer *p = arg;
+    while (!atomic_load(&p->stop))
+        rd_kafka_poll(p->rk, KAFKA_POLL_MS);
     return NULL;
 }
 
@@ -140,8 +161,11 @@ static int make_conf(kafka_broker *b, const odbox_relay_kafka_config *cfg, rd_ka
 
 static void broker_free(kafka_broker *b)
 {
+    if (b->conf)
+        rd_kafka_conf_destroy(b->conf);
     free(b->topic);
     free(b->servers);
+    pthread_cond_destroy(&b->gate);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -156,9 +180,9 @@ static kafka_broker *broker_new(const odbox_relay_kafka_config *cfg)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&b->cv, &ca);
+    pthread_cond_init(&b->gate, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&b->mu, NULL);
-    atomic_init(&b->stop, 0);
     b->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : KAFKA_DEFAULT_TIMEOUT_MS;
     b->topic = odbox_strdup(cfg->topic);
     b->servers = odbox_strdup(cfg->bootstrap_servers);
@@ -167,6 +191,54 @@ static kafka_broker *broker_new(const odbox_relay_kafka_config *cfg)
         return NULL;
     }
     return b;
+}
+
+static int producer_start(kafka_broker *b, kafka_producer **out, odbox_error *err)
+{
+    *out = NULL;
+    kafka_producer *p = calloc(1, sizeof *p);
+    rd_kafka_conf_t *conf = p ? rd_kafka_conf_dup(b->conf) : NULL;
+    if (!conf) {
+        free(p);
+        return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
+    }
+    char errstr[512];
+    atomic_init(&p->stop, 0);
+    pthread_mutex_init(&p->warm_mu, NULL);
+    if (!(p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr))) {
+        rd_kafka_conf_destroy(conf);
+        pthread_mutex_destroy(&p->warm_mu);
+        free(p);
+        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: %s", errstr);
+    }
+    if (pthread_create(&p->poller, NULL, poll_loop, p) != 0) {
+        rd_kafka_destroy(p->rk);
+        pthread_mutex_destroy(&p->warm_mu);
+        free(p);
+        return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: cannot start the poll thread");
+    }
+    *out = p;
+    return ODBOX_OK;
+}
+
+/* Flushes for at most flush_ms, then destroys p. No publish may use p. */
+static void producer_stop(kafka_producer *p, int flush_ms)
+{
+    if (!p)
+        return;
+    /* the poll thread serves the flush's reports too, so it stops after */
+    if (flush_ms > 0)
+        rd_kafka_flush(p->rk, flush_ms);
+    atomic_store(&p->stop, 1);
+    pthread_join(p->poller, NULL);
+    /* what could not be delivered is purged: its reports free the waiters */
+    rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_poll(p->rk, 0);
+    rd_kafka_destroy(p->rk);
+    for (size_t i = 0; i < p->nwarm; i++)
+        free(p->warm[i]);
+    pthread_mutex_destroy(&p->warm_mu);
+    free(p);
 }
 
 int odbox_relay_kafka_open(const odbox_relay_kafka_config *cfg, void **broker, odbox_error *err)
@@ -187,24 +259,81 @@ int odbox_relay_kafka_open(const odbox_relay_kafka_config *cfg, void **broker, o
     kafka_broker *b = broker_new(cfg);
     if (!b)
         return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
-    rd_kafka_conf_t *conf = NULL;
-    if ((rc = make_conf(b, cfg, &conf, err)) != ODBOX_OK) {
+    if ((rc = make_conf(b, cfg, &b->conf, err)) == ODBOX_OK)
+        rc = producer_start(b, &b->p, err);
+    if (rc != ODBOX_OK) {
         broker_free(b);
         return rc;
     }
-    char errstr[512];
-    if (!(b->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr))) {
-        rd_kafka_conf_destroy(conf);
-        broker_free(b);
-        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: %s", errstr);
-    }
-    if (pthread_create(&b->poller, NULL, poll_loop, b) != 0) {
-        rd_kafka_destroy(b->rk);
-        broker_free(b);
-        return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: cannot start the poll thread");
-    }
     *broker = b;
     return ODBOX_OK;
+}
+
+/* The producer a publish uses until gate_leave: waits (until deadline)
+ * while it is being replaced. *p is NULL when a replacement failed. */
+static int gate_enter(kafka_broker *b, const struct timespec *deadline, kafka_producer **p, odbox_error *err)
+{
+    pthread_mutex_lock(&b->mu);
+    while (b->replacing && pthread_cond_timedwait(&b->gate, &b->mu, deadline) == 0)
+        ;
+    int busy = b->replacing;
+    *p = busy ? NULL : b->p;
+    if (!busy)
+        b->users++;
+    pthread_mutex_unlock(&b->mu);
+    if (busy)
+        return odbox_fail(err, ODBOX_ETIMEDOUT,
+                          "kafka relay: the producer (replaced after a fatal error) was not back within %d ms",
+                          b->timeout_ms + KAFKA_REPORT_GRACE_MS);
+    return ODBOX_OK;
+}
+
+static void gate_leave(kafka_broker *b)
+{
+    pthread_mutex_lock(&b->mu);
+    if (--b->users == 0 && b->replacing)
+        pthread_cond_broadcast(&b->gate);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Replaces old (NULL: none) by a new producer once no publish uses it;
+ * a no-op when another thread replaced it already. Publishes in flight end
+ * by their own deadlines, so the wait for them is bounded by the same. */
+static void producer_replace(kafka_broker *b, kafka_producer *old)
+{
+    struct timespec deadline = odbox_mono_after(b->timeout_ms + KAFKA_REPORT_GRACE_MS);
+    pthread_mutex_lock(&b->mu);
+    if (b->p != old || b->replacing) {
+        pthread_mutex_unlock(&b->mu);
+        return;
+    }
+    b->replacing = 1;
+    while (b->users > 0 && pthread_cond_timedwait(&b->gate, &b->mu, &deadline) == 0)
+        ;
+    int in_use = b->users > 0;
+    if (!in_use)
+        b->p = NULL;
+    else
+        b->replacing = 0; /* the next publish that meets the fatal error tries again */
+    pthread_mutex_unlock(&b->mu);
+    if (in_use) {
+        pthread_cond_broadcast(&b->gate);
+        odbox_log(ODBOX_LOG_WARN, "kafka relay: the producer is still in use after %d ms: not replaced yet",
+                  b->timeout_ms + KAFKA_REPORT_GRACE_MS);
+        return;
+    }
+    producer_stop(old, 0); /* its messages failed already: no flush */
+    kafka_producer *p = NULL;
+    odbox_error e = {0};
+    if (producer_start(b, &p, &e) == ODBOX_OK)
+        odbox_log(ODBOX_LOG_INFO, "kafka relay: a new producer for %s", b->servers);
+    else
+        odbox_log(ODBOX_LOG_ERROR, "kafka relay: no new producer: %s", e.message);
+    pthread_mutex_lock(&b->mu);
+    b->p = p;
+    b->replacing = 0;
+    pthread_cond_broadcast(&b->gate);
+    pthread_mutex_unlock(&b->mu);
 }
 
 /* Kafka's legal topic names: [A-Za-z0-9._-]{1,249}. */
@@ -224,15 +353,52 @@ static rd_kafka_headers_t *event_headers(const odbox_envelope *env)
     return h;
 }
 
+static int warm_known(kafka_producer *p, const char *topic) /* under warm_mu */
+{
+    for (size_t i = 0; i < p->nwarm; i++)
+        if (!strcmp(p->warm[i], topic))
+            return 1;
+    return p->nwarm == KAFKA_WARM_MAX; /* full: no more warming */
+}
+
+/* librdkafka holds the first messages to a topic it has no metadata for
+ * until its once-a-second topic scan (0.7-1 s on the mock cluster, where a
+ * producer that had waited idle then took 1 s for its first report), so
+ * the first publish to each topic of a producer asks for the topic's
+ * metadata first. A failure is not remembered: the produce then reports. */
+static void topic_warm(kafka_producer *p, const char *topic, int wait_ms)
+{
+    pthread_mutex_lock(&p->warm_mu);
+    int known = warm_known(p, topic);
+    pthread_mutex_unlock(&p->warm_mu);
+    rd_kafka_topic_t *t = known ? NULL : rd_kafka_topic_new(p->rk, topic, NULL);
+    if (!t)
+        return;
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 0, t, &md, wait_ms);
+    rd_kafka_topic_destroy(t);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    rd_kafka_metadata_destroy(md);
+    char *copy = odbox_strdup(topic);
+    pthread_mutex_lock(&p->warm_mu);
+    if (copy && !warm_known(p, topic)) {
+        p->warm[p->nwarm++] = copy;
+        copy = NULL;
+    }
+    pthread_mutex_unlock(&p->warm_mu);
+    free(copy);
+}
+
 /* Hands the message to the producer; a full local queue is waited out
  * until deadline (it drains as the cluster acknowledges). */
-static rd_kafka_resp_err_t produce(kafka_broker *b, const char *topic, const odbox_envelope *env, const char *body,
+static rd_kafka_resp_err_t produce(rd_kafka_t *rk, const char *topic, const odbox_envelope *env, const char *body,
                                    size_t len, kafka_waiter *w, const struct timespec *deadline)
 {
     for (;;) {
         rd_kafka_headers_t *h = event_headers(env);
         rd_kafka_resp_err_t e = rd_kafka_producev(
-            b->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(env->model_id, env->model_id ? strlen(env->model_id) : 0),
+            rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(env->model_id, env->model_id ? strlen(env->model_id) : 0),
             RD_KAFKA_V_VALUE((void *)body, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
             RD_KAFKA_V_OPAQUE(w), RD_KAFKA_V_END);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -271,15 +437,44 @@ static int report_failed(kafka_broker *b, const char *topic, int e, odbox_error 
                       rd_kafka_err2str((rd_kafka_resp_err_t)e), rd_kafka_err2name((rd_kafka_resp_err_t)e));
 }
 
+/* When p stopped on a fatal error: the publish's error names it. */
+static int fatal_failed(kafka_broker *b, kafka_producer *p, const char *topic, odbox_error *err)
+{
+    char why[256];
+    rd_kafka_resp_err_t e = rd_kafka_fatal_error(p->rk, why, sizeof why);
+    if (!e)
+        return 0;
+    odbox_fail(err, ODBOX_ECONNLOST,
+               "kafka relay: topic %.200s at %.200s: the producer stopped on a fatal error (%s: %s); it is "
+               "replaced and the event retried",
+               topic, b->servers, rd_kafka_err2name(e), why);
+    return 1;
+}
+
+/* Produces on p and waits for the delivery report. */
+static int publish_on(kafka_broker *b, kafka_producer *p, const char *topic, const odbox_envelope *env,
+                      const char *body, size_t len, const struct timespec *deadline, odbox_error *err)
+{
+    kafka_waiter *w = calloc(1, sizeof *w);
+    if (!w)
+        return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
+    w->refs = 2;
+    topic_warm(p, topic, b->timeout_ms / 2);
+    rd_kafka_resp_err_t e = produce(p->rk, topic, env, body, len, w, deadline);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        free(w);
+        return odbox_fail(err, e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? ODBOX_ETIMEDOUT : ODBOX_EINVAL,
+                          "kafka relay: topic %.200s: produce: %s", topic, rd_kafka_err2str(e));
+    }
+    int r = await_report(b, w, deadline);
+    return r == 0 ? ODBOX_OK : report_failed(b, topic, r, err);
+}
+
 static int kafka_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
 {
     kafka_broker *b = broker;
-    char fatal[256];
     if (!b || !env || !env->event_id || !env->event_type || (!body && len))
         return odbox_fail(err, ODBOX_EINVAL, "kafka relay: publish: a NULL argument");
-    if (rd_kafka_fatal_error(b->rk, fatal, sizeof fatal))
-        return odbox_fail(err, ODBOX_ECONNLOST, "kafka relay: the producer stopped on a fatal error (%s): restart",
-                          fatal);
     char *topic = NULL;
     int rc = odbox_relay_expand(b->topic, env, &topic, err);
     if (rc != ODBOX_OK)
@@ -292,22 +487,25 @@ static int kafka_publish(void *broker, const odbox_envelope *env, const char *bo
         free(topic);
         return rc;
     }
-    kafka_waiter *w = calloc(1, sizeof *w);
-    if (!w) {
-        free(topic);
-        return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
-    }
-    w->refs = 2;
     struct timespec deadline = odbox_mono_after(b->timeout_ms + KAFKA_REPORT_GRACE_MS);
-    rd_kafka_resp_err_t e = produce(b, topic, env, body, len, w, &deadline);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        free(w);
-        rc = odbox_fail(err, e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? ODBOX_ETIMEDOUT : ODBOX_EINVAL,
-                        "kafka relay: topic %.200s: produce: %s", topic, rd_kafka_err2str(e));
-    } else {
-        int r = await_report(b, w, &deadline);
-        rc = r == 0 ? ODBOX_OK : report_failed(b, topic, r, err);
+    kafka_producer *p = NULL;
+    if ((rc = gate_enter(b, &deadline, &p, err)) != ODBOX_OK) {
+        free(topic);
+        return rc;
     }
+    int fatal = 0;
+    if (!p) {
+        rc = odbox_fail(err, ODBOX_ECONNLOST,
+                        "kafka relay: no producer (its replacement after a fatal error failed, see the log): "
+                        "another is started");
+    } else if ((fatal = fatal_failed(b, p, topic, err))) {
+        rc = ODBOX_ECONNLOST;
+    } else if ((rc = publish_on(b, p, topic, env, body, len, &deadline, err)) != ODBOX_OK) {
+        fatal = fatal_failed(b, p, topic, err);
+    }
+    gate_leave(b);
+    if (fatal || !p)
+        producer_replace(b, p);
     free(topic);
     return rc;
 }
@@ -317,15 +515,23 @@ static void kafka_close(void *broker)
     kafka_broker *b = broker;
     if (!b)
         return;
-    /* the poll thread serves the flush's reports too, so it stops after */
-    rd_kafka_flush(b->rk, b->timeout_ms);
-    atomic_store(&b->stop, 1);
-    pthread_join(b->poller, NULL);
-    /* what could not be delivered is purged: its reports free the waiters */
-    rd_kafka_purge(b->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    rd_kafka_poll(b->rk, 0);
-    rd_kafka_destroy(b->rk);
+    producer_stop(b->p, b->timeout_ms);
     broker_free(b);
+}
+
+/* Tests only (src/relay_kafka_internal.h): librdkafka's own fabricated
+ * fatal error on the current producer. */
+int odbox_relay_kafka_test_fatal(void *broker, const char *reason)
+{
+    kafka_broker *b = broker;
+    struct timespec deadline = odbox_mono_after(b->timeout_ms);
+    kafka_producer *p = NULL;
+    if (gate_enter(b, &deadline, &p, NULL) != ODBOX_OK)
+        return ODBOX_ETIMEDOUT;
+    rd_kafka_resp_err_t e = p ? rd_kafka_test_fatal_error(p->rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
+                              : RD_KAFKA_RESP_ERR__STATE;
+    gate_leave(b);
+    return e ? ODBOX_EINVAL : ODBOX_OK;
 }
 
 const odbox_relay_ops odbox_relay_kafka_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", kafka_publish, kafka_close};

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # tests/docker/run-tests.sh - run the integration tests against PostgreSQL 16,
-# MySQL 8.4 and MariaDB 11 in Docker (tests/docker/compose.yml).
+# MySQL 8.4 and MariaDB 11, and the Kafka relay's against a Kafka 3.9 broker,
+# in Docker (tests/docker/compose.yml).
 #
 # Usage: tests/docker/run-tests.sh [CMD [ARGS...]]    (default: make check,
 #        run in the repository's top directory)
 #
 # Starts the containers and waits until they are healthy (docker compose
 # up -d --wait), exports the ODBOX_TEST_* DSNs pointing at them (the MySQL
-# dialect at the real MySQL 8.4 container), runs CMD and always removes the
+# dialect at the real MySQL 8.4 container) and ODBOX_TEST_KAFKA_BOOTSTRAP
+# (tests/relay/kafka.test then runs its checks against that broker instead
+# of librdkafka's mock cluster), runs CMD and always removes the
 # containers and their volumes (docker compose down -v) on exit. The exit
-# status is CMD's. The host ports are fixed (55432, 53306, 53307), so only one
+# status is CMD's. The host ports are fixed (55432, 53306, 53307, 59092), so only one
 # run per machine at a time. ODBOX_DB_STATE_DIR is not set: fault tests that
 # need tests/db/restart-server.sh skip here.
 # shellcheck disable=SC2317 # functions below are invoked from traps
@@ -67,7 +70,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-log "starting postgres:16, mysql:8.4, mariadb:11"
+log "starting postgres:16, mysql:8.4, mariadb:11, apache/kafka:3.9.0"
 if ! "${COMPOSE[@]}" up -d --wait; then
     "${COMPOSE[@]}" ps >&2 || true
     "${COMPOSE[@]}" logs --tail 40 >&2 || true
@@ -86,6 +89,7 @@ export ODBOX_TEST_MARIADB_DSN2="mariadb://odbox:$pw@127.0.0.1:53307/odbox_test2"
 export ODBOX_PG_HOST=127.0.0.1 ODBOX_PG_PORT=55432 ODBOX_PG_USER=odbox ODBOX_PG_PASSWORD=$pw
 export ODBOX_MYSQL_HOST=127.0.0.1 ODBOX_MYSQL_PORT=53306 ODBOX_MYSQL_USER=odbox ODBOX_MYSQL_PASSWORD=$pw
 export ODBOX_MARIADB_HOST=127.0.0.1 ODBOX_MARIADB_PORT=53307 ODBOX_MARIADB_USER=odbox ODBOX_MARIADB_PASSWORD=$pw
+export ODBOX_TEST_KAFKA_BOOTSTRAP=127.0.0.1:59092
 # Only meaningful for tests/db servers (local binaries, data dirs, restart).
 unset ODBOX_DB_STATE_DIR ODBOX_PG_BINDIR ODBOX_PG_DATADIR ODBOX_PG_SOCKDIR \
     ODBOX_MARIADB_SOCKET ODBOX_MARIADB_DATADIR

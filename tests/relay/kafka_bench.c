@@ -4,6 +4,7 @@
  * (acks=all, idempotent, one message per thread in flight, each waiting
  * for its delivery report) with as many threads, and their ratio. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -81,7 +82,7 @@ static void *raw_thread(void *arg)
 }
 
 /* n messages with `threads` producing threads; messages/s. */
-static double raw_run(const char *boot, const char *topic, int n, int threads, size_t body_len)
+double kfx_raw_run(const char *boot, const char *topic, int n, int threads, size_t body_len)
 {
     char errstr[512];
     raw r = {.topic = topic, .body_len = body_len, .per_thread = n / threads};
@@ -164,9 +165,64 @@ void kafka_bench(int n)
         char topic[64];
         snprintf(topic, sizeof topic, "bench.raw.%d", threads[i]);
         rd_kafka_mock_topic_create(g_mock, topic, KFX_PARTITIONS, 3);
-        double raw_rate = raw_run(g_boot, topic, n, threads[i], body_len);
+        double raw_rate = kfx_raw_run(g_boot, topic, n, threads[i], body_len);
         printf("bench: %d events, %d thread(s): relay %.0f events/s (outbox to acknowledged), raw librdkafka "
                "%.0f msgs/s (%zu-byte bodies), ratio %.2f\n",
                n, threads[i], relay, raw_rate, body_len, relay / raw_rate);
     }
+}
+
+/* ---- kafka-relay ceiling DSN NAME WORKERS POLL_MS (bench/relay_kafka.sh) ----
+ * The delivery as `odbox relay` runs it (same delivery and jobs settings)
+ * with a relay NAME on RelayProbed events whose broker confirms at once:
+ * what the outbox side alone drains, the ceiling of any relay. Runs until
+ * SIGTERM. */
+static int noop_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
+{
+    (void)broker, (void)env, (void)body, (void)len, (void)err;
+    return ODBOX_OK;
+}
+
+static void noop_close(void *broker)
+{
+    (void)broker;
+}
+
+static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_publish, noop_close};
+
+int kafka_ceiling_main(const char *dsn, const char *name, int workers, int poll_ms)
+{
+    odbox_error e = {0};
+    odbox_registry *reg = NULL;
+    odbox_handlers *h = NULL;
+    odbox_relay *relay = NULL;
+    odbox_delivery *d = NULL;
+    odbox_jobs *jobs = NULL;
+    KOK(odbox_registry_open_dsn(dsn, &reg, &e), e);
+    KOK(odbox_handlers_new(&h, &e), e);
+    const char *types[] = {"RelayProbed", NULL};
+    odbox_relay_config rc = {.name = name, .event_types = types};
+    static int broker;
+    KOK(odbox_relay_add(h, &rc, &noop_ops, &broker, &relay, &e), e);
+    /* as tools/relay_cmd.c with a 10 s relay timeout */
+    odbox_delivery_config dc = {.fanout_poll_ms = poll_ms, .handling_poll_ms = poll_ms, .workers = workers,
+                                .stop_wait_ms = 5000, .handler_timeout_ms = 15000};
+    odbox_jobs_config jc = {.poll_interval_ms = poll_ms, .shutdown_max_wait_ms = 15000};
+    KOK(odbox_delivery_open(reg, h, &dc, &d, &e), e);
+    KOK(odbox_jobs_open(reg, &jc, &jobs, &e), e);
+    KOK(odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, &e), e);
+    KOK(odbox_jobs_start(jobs, &e), e);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    int sig = 0;
+    sigwait(&set, &sig);
+    odbox_jobs_stop(jobs, &e);
+    odbox_delivery_free(&d);
+    odbox_jobs_free(&jobs);
+    odbox_relay_free(&relay);
+    odbox_handlers_free(&h);
+    odbox_registry_free(&reg);
+    return 0;
 }

@@ -70,7 +70,9 @@ void kfx_msgs_free(kmsg *m, size_t n);
 int32_t kfx_murmur2(const void *data, size_t len);
 int kfx_java_partition(const char *key, int partitions);
 
-/* ---- kafka_relay.c: a relay over a fresh kfx on the mock cluster ---- */
+/* ---- kafka_relay.c: a relay over a fresh kfx on the mock cluster, or
+ * on the broker of $ODBOX_TEST_KAFKA_BOOTSTRAP (g_mock NULL: its topics
+ * are created on first use, with the broker's default partitions) ---- */
 extern rd_kafka_mock_cluster_t *g_mock;
 extern const char *g_boot;
 
@@ -80,6 +82,7 @@ typedef struct rig {
     odbox_handlers *h;
     odbox_relay *relay;
     odbox_delivery *d;
+    void *broker; /* the Kafka relay's, owned by relay */
 } rig;
 
 /* A relay on the event type of a fresh kfx, to topic odbox.<event type>
@@ -95,6 +98,13 @@ int kfx_max_inflight(void);
 
 /* kafka_bench.c */
 void kafka_bench(int n);
+/* A raw librdkafka producer as the relay's (acks=all, idempotent, linger 0)
+ * producing n messages of body_len bytes to topic on `threads` threads,
+ * each waiting for its message's delivery report; messages/s. */
+double kfx_raw_run(const char *boot, const char *topic, int n, int threads, size_t body_len);
+/* kafka-relay ceiling: the delivery of `odbox relay` with a broker that
+ * confirms at once, until SIGTERM */
+int kafka_ceiling_main(const char *dsn, const char *name, int workers, int poll_ms);
 /* kafka_kill.c: the processes of the kill -9 check (kafka.test) */
 int kafka_kill_main(int argc, char **argv);
 

@@ -1,21 +1,30 @@
 /* odbox — the processes of kafka.test's kill -9 check, sharing names
  * through $KAFKA_TEST_RUN:
- *   kafka-relay mock TOPIC        a mock cluster (3 brokers, TOPIC with 6
- *                                 partitions): prints its bootstrap
- *                                 servers, stays up until killed
+ *   kafka-relay mock TOPIC...     a mock cluster (3 brokers, each TOPIC
+ *                                 with 6 partitions): prints its bootstrap
+ *                                 servers, stays up until killed; SIGUSR1
+ *                                 takes its brokers down for 3 s
  *   kafka-relay worker BOOT TAG   a relay process: the delivery's jobs
  *                                 with the relay, until killed
  *   kafka-relay write TAG N PAUSE_MS  N events (an action each,
  *                                 PAUSE_MS apart)
  *   kafka-relay count BOOT TAG N  waits until N rows SUCCEEDED (60 s),
  *                                 consumes the topic, prints what
- *                                 arrived; exit 0 when every event did */
+ *                                 arrived; exit 0 when every event did
+ * and for bench/relay_kafka.sh:
+ *   kafka-relay raw BOOT TOPIC N THREADS BYTES  a raw producer's N messages
+ *                                 (kfx_raw_run); prints msgs/s
+ *   kafka-relay consume BOOT TOPIC N  the topic's messages, distinct event
+ *                                 ids and bytes per body; exit 0 when N
+ *                                 distinct arrived
+ *   kafka-relay ceiling DSN NAME WORKERS POLL_MS  kafka_ceiling_main */
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 #include "kafka_fx.h"
 
-static int mock_main(const char *topic)
+static int mock_main(int ntopics, char **topics)
 {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -24,11 +33,27 @@ static int mock_main(const char *topic)
     KCHECK(host, "%s", errstr);
     rd_kafka_mock_cluster_t *mock = rd_kafka_mock_cluster_new(host, 3);
     KCHECK(mock, "mock cluster");
-    rd_kafka_mock_topic_create(mock, topic, KFX_PARTITIONS, 3);
+    for (int i = 0; i < ntopics; i++)
+        rd_kafka_mock_topic_create(mock, topics[i], KFX_PARTITIONS, 3);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     printf("%s\n", rd_kafka_mock_cluster_bootstraps(mock));
     fflush(stdout);
-    for (;;)
-        pause(); /* the test kills it */
+    for (;;) { /* the test kills it */
+        int sig = 0;
+        sigwait(&set, &sig);
+        /* what a restart of every broker looks like to the clients; the
+         * partitions' logs stay, as a restarted broker's would */
+        for (int32_t id = 1; id <= 3; id++)
+            rd_kafka_mock_broker_set_down(mock, id);
+        fprintf(stderr, "mock: brokers down\n");
+        sleep(3);
+        for (int32_t id = 1; id <= 3; id++)
+            rd_kafka_mock_broker_set_up(mock, id);
+        fprintf(stderr, "mock: brokers up\n");
+    }
 }
 
 static int worker_main(const char *boot, const char *tag)
@@ -71,10 +96,35 @@ static int count_main(const char *boot, const char *tag, int n)
     return ok == n && distinct == n ? 0 : 1;
 }
 
+static int consume_main(const char *boot, const char *topic, int n)
+{
+    kmsg *m = NULL;
+    size_t got = kfx_consume(boot, topic, (size_t)n, 30000, &m), bytes = 0;
+    json_object *seen = json_object_new_object();
+    for (size_t i = 0; i < got; i++) {
+        json_object_object_add(seen, m[i].h_id ? m[i].h_id : "", NULL);
+        bytes += m[i].value ? strlen(m[i].value) : 0;
+    }
+    int distinct = json_object_object_length(seen);
+    printf("consume: %zu messages, %d distinct, %zu bytes per body\n", got, distinct, got ? bytes / got : 0);
+    json_object_put(seen);
+    kfx_msgs_free(m, got);
+    return distinct == n ? 0 : 1;
+}
+
 int kafka_kill_main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[1], "mock"))
-        return mock_main(argv[2]);
+    if (argc == 7 && !strcmp(argv[1], "raw")) {
+        double rate = kfx_raw_run(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), (size_t)atol(argv[6]));
+        printf("raw: %.0f msgs/s\n", rate);
+        return 0;
+    }
+    if (argc == 6 && !strcmp(argv[1], "ceiling"))
+        return kafka_ceiling_main(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
+    if (argc == 5 && !strcmp(argv[1], "consume"))
+        return consume_main(argv[2], argv[3], atoi(argv[4]));
+    if (argc >= 3 && !strcmp(argv[1], "mock"))
+        return mock_main(argc - 2, argv + 2);
     if (argc == 4 && !strcmp(argv[1], "worker"))
         return worker_main(argv[2], argv[3]);
     if (argc == 5 && !strcmp(argv[1], "write")) {
@@ -87,6 +137,7 @@ int kafka_kill_main(int argc, char **argv)
     }
     if (argc == 5 && !strcmp(argv[1], "count"))
         return count_main(argv[2], argv[3], atoi(argv[4]));
-    fprintf(stderr, "usage: kafka-relay [bench N | mock TOPIC | worker BOOT TAG | write TAG N PAUSE_MS | count BOOT TAG N]\n");
+    fprintf(stderr, "usage: kafka-relay [bench N | mock TOPIC... | worker BOOT TAG | write TAG N PAUSE_MS | count BOOT "
+                    "TAG N | raw BOOT TOPIC N THREADS BYTES | consume BOOT TOPIC N | ceiling DSN NAME WORKERS POLL_MS]\n");
     return 2;
 }

@@ -4,8 +4,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "kafka_fx.h"
+#include "relay_kafka_internal.h"
 
 static const char *g_dsn;
 rd_kafka_mock_cluster_t *g_mock;
@@ -24,6 +26,7 @@ int kfx_max_inflight(void)
 }
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static json_object *g_bodies;
+static char g_fatal_error[512]; /* a publish's error that names a fatal error */
 
 static int rec_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
 {
@@ -37,6 +40,11 @@ static int rec_publish(void *broker, const odbox_envelope *env, const char *body
         ;
     int rc = odbox_relay_kafka_ops.publish(broker, env, body, len, err);
     atomic_fetch_sub(&g_inflight, 1);
+    if (rc != ODBOX_OK && err && strstr(err->message, "fatal error")) {
+        pthread_mutex_lock(&g_mu);
+        snprintf(g_fatal_error, sizeof g_fatal_error, "%s", err->message);
+        pthread_mutex_unlock(&g_mu);
+    }
     return rc;
 }
 
@@ -64,6 +72,7 @@ void rig_open(rig *g, const char *tag, const char *servers, int timeout_ms, int 
                                    .timeout_ms = timeout_ms};
     void *broker = NULL;
     KOK(odbox_relay_kafka_open(&kc, &broker, &e), e);
+    g->broker = broker;
     KOK(odbox_handlers_new(&g->h, &e), e);
     const char *types[] = {g->f.event_name, NULL};
     odbox_relay_config rc = {.name = g->handler, .event_types = types, .ordered = ordered};
@@ -268,6 +277,80 @@ static void check_ordered(void)
     rig_close(&g);
 }
 
+/* the log lines that name the fabricated fatal error */
+static atomic_int g_fatal_logged, g_replaced;
+
+static void fatal_log(void *ud, odbox_log_level level, const char *message)
+{
+    (void)ud;
+    if (level >= ODBOX_LOG_WARN && strstr(message, "fatal") && strstr(message, "odbox-test-fatal"))
+        atomic_fetch_add(&g_fatal_logged, 1);
+    if (strstr(message, "kafka relay: a new producer"))
+        atomic_fetch_add(&g_replaced, 1);
+}
+
+typedef struct fatal_arg {
+    rig *g;
+    long after;
+    int rc;
+} fatal_arg;
+
+static void *raise_fatal(void *arg)
+{
+    fatal_arg *a = arg;
+    while (atomic_load(&g_attempts) < a->after)
+        usleep(1000);
+    a->rc = odbox_relay_kafka_test_fatal(a->g->broker, "odbox-test-fatal");
+    return NULL;
+}
+
+/* A fatal producer error during a delivery run: the relay replaces its
+ * producer, the publishes it failed are retried, every event arrives. */
+static void check_fatal(void)
+{
+    enum { N = 1000, KEYS = 100 };
+    rig g;
+    rig_open(&g, "Fatal", g_boot, 10000, 0, 8);
+    kfx_write(&g.f, N, KEYS);
+    odbox_log_set(fatal_log, NULL, ODBOX_LOG_INFO);
+    fatal_arg a = {&g, N / 3, -1};
+    pthread_t th;
+    KCHECK(pthread_create(&th, NULL, raise_fatal, &a) == 0, "thread");
+    odbox_error e = {0};
+    long ok = 0, failed = 0;
+    for (time_t t0 = time(NULL); ok < N && time(NULL) - t0 < 40;) {
+        odbox_delivery_round fr = {0}, hr = {0};
+        KOK(odbox_delivery_fanout_round(g.d, g.f.shard, &fr, &e), e);
+        KOK(odbox_delivery_handling_round(g.d, g.f.shard, &hr, &e), e);
+        ok += (long)hr.succeeded;
+        failed += (long)hr.failed;
+        if (!hr.read)
+            usleep(100000); /* the failed rows' backoff (1-2 s) */
+    }
+    pthread_join(th, NULL);
+    odbox_log_set(NULL, NULL, ODBOX_LOG_WARN);
+    KCHECK(a.rc == ODBOX_OK, "rd_kafka_test_fatal_error was not raised");
+    kmsg *m = NULL;
+    size_t n = kfx_consume(g_boot, g.topic, N, 30000, &m);
+    json_object *seen = json_object_new_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_object_add(seen, m[i].h_id, NULL);
+    int distinct = json_object_object_length(seen);
+    printf("ok fatal: a fatal error after %ld publishes; %ld publishes failed and were retried, %ld rows SUCCEEDED, "
+           "%zu messages, %d distinct of %d, %d log lines name it, %d producer replaced; a publish's error: %s\n",
+           a.after, failed, ok, n, distinct, N, atomic_load(&g_fatal_logged), atomic_load(&g_replaced),
+           g_fatal_error);
+    KCHECK(ok == N && kfx_count(&g.f, g.handler, "SUCCEEDED") == N, "%ld of %d SUCCEEDED", ok, N);
+    KCHECK(distinct == N, "%d of %d events arrived", distinct, N);
+    KCHECK(failed > 0, "no publish failed on the fatal error");
+    KCHECK(atomic_load(&g_fatal_logged) > 0, "no log line names the fatal error");
+    KCHECK(atomic_load(&g_replaced) == 1, "%d producers replaced", atomic_load(&g_replaced));
+    KCHECK(strstr(g_fatal_error, "odbox-test-fatal"), "no publish failed naming the fatal error");
+    json_object_put(seen);
+    kfx_msgs_free(m, n);
+    rig_close(&g);
+}
+
 int main(int argc, char **argv)
 {
     g_dsn = getenv("ODBOX_TEST_PG_DSN");
@@ -281,6 +364,19 @@ int main(int argc, char **argv)
         int rc = kafka_kill_main(argc, argv);
         json_object_put(g_bodies);
         return rc;
+    }
+    /* a real broker (tests/docker): the checks that need no mock cluster */
+    const char *real = getenv("ODBOX_TEST_KAFKA_BOOTSTRAP");
+    if (real && *real && argc == 1) {
+        g_boot = real;
+        printf("kafka broker: %s (ODBOX_TEST_KAFKA_BOOTSTRAP)\n", g_boot);
+        check_murmur2();
+        check_all_arrive();
+        check_ordered();
+        check_fatal();
+        check_errors();
+        json_object_put(g_bodies);
+        return 0;
     }
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -297,6 +393,7 @@ int main(int argc, char **argv)
         check_murmur2();
         check_all_arrive();
         check_ordered();
+        check_fatal();
         check_errors();
         check_broker_down();
     }

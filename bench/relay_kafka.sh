@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# bench/relay_kafka.sh - events/s from the outbox into Kafka through
+# `odbox relay` (1 and 4 relay processes), next to a raw librdkafka
+# producer doing the same produces with the same confirms (acks=all,
+# idempotent, linger.ms 0, each message waiting for its own delivery
+# report) with as many in flight (1 and 4 processes of BENCH_WORKERS
+# threads, one producer per process, as the relays have), the same message
+# size and keys, and the ratio (goal 0.8).
+#
+# The cluster is librdkafka's mock cluster (3 brokers, 6 partitions per
+# topic), hosted by a process of its own (kafka-relay mock), so neither
+# side shares a process with it. Relay and raw rounds alternate, BENCH_ROUNDS
+# times each; the figures are the medians, with every round's pair printed,
+# since a shared machine's load moves single runs by a factor of 3 or more.
+#
+# The relay's figure: BENCH_EVENTS events committed first (not timed) into
+# an eventlog of the round's own, then from the start of the relay
+# processes until every notification is SUCCEEDED in PostgreSQL (polled
+# every 100 ms): fan-out, claim, produce, delivery report and the outcome
+# written, start-up included. The raw figure: from the start of its
+# processes to their end (start-up and connection included too). The
+# ceiling: the same drain by as many processes of `kafka-relay ceiling`,
+# the delivery with `odbox relay`'s settings and a broker that confirms at
+# once: what the outbox side alone allows, so relay/ceiling says how much
+# of a drain's time the Kafka publishes take.
+#
+# Usage: bench/relay_kafka.sh
+# Environment:
+#   ODBOX_BUILDDIR   build directory (default: <repo>/build)
+#   BENCH_EVENTS     events per round (default 10000; a multiple of 4 x BENCH_WORKERS)
+#   BENCH_WORKERS    publishing threads per relay process (default 8, at most 16)
+#   BENCH_ROUNDS     rounds of each kind (default 5)
+# Without ODBOX_TEST_PG_DSN it re-runs itself under tests/db/with-servers.sh
+# --only pg. Needs a build with librdkafka. Benchmarks are not timed tests:
+# the ratio is reported, never a failure.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRCDIR=$(cd "$HERE/.." && pwd)
+BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
+N=${BENCH_EVENTS:-10000}
+WORKERS=${BENCH_WORKERS:-8}
+ROUNDS=${BENCH_ROUNDS:-5}
+GOAL=0.8
+
+if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
+    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
+    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
+    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_kafka.sh" "$@"
+fi
+((WORKERS >= 1 && WORKERS <= 16)) || die "BENCH_WORKERS must be 1..16"
+make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/kafka-relay >/dev/null ||
+    die "build failed (configure with librdkafka-dev installed)"
+O=$BUILDDIR/odbox W=$BUILDDIR/tests/relay/relay-writer K=$BUILDDIR/tests/relay/kafka-relay
+[[ -x $K ]] || die "odbox was built without Kafka (install librdkafka-dev, configure --with-kafka)"
+
+tmp=$(mktemp -d /tmp/odbox-bench-kafka.XXXXXX)
+base=${ODBOX_TEST_PG_DSN%%\?*}
+PGDB=${base##*/}
+PSQL=${ODBOX_PG_BINDIR:+$ODBOX_PG_BINDIR/}psql
+mock_pid='' logs=()
+cleanup() {
+    [[ -z $mock_pid ]] || { kill "$mock_pid" 2>/dev/null; wait "$mock_pid" 2>/dev/null || true; }
+    for s in "${logs[@]}"; do
+        pgsql "DROP SCHEMA IF EXISTS $s CASCADE; DELETE FROM scheduled_tasks WHERE task_name LIKE '%@$s'" \
+            >/dev/null 2>&1 || true
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+now_ms() { date +%s%3N; }
+median() { tr ' ' '\n' <<<"$*" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+topics=()
+for r in $(seq "$ROUNDS"); do for p in 1 4; do topics+=("kb.r${r}p$p" "kb.raw.r${r}p$p"); done; done
+"$K" mock "${topics[@]}" >"$tmp/mock" 2>"$tmp/mock.err" &
+mock_pid=$!
+for _ in $(seq 100); do [[ -s $tmp/mock ]] && break; sleep 0.1; done
+boot=$(head -1 "$tmp/mock")
+[[ -n $boot ]] || die "the mock cluster did not start: $(cat "$tmp/mock.err")"
+
+# fresh_eventlog NAME: a migrated eventlog NAME holding N events; its DSN in dsn
+fresh_eventlog() {
+    logs+=("$1")
+    dsn="$base?eventlog=$1"
+    "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
+    "$W" "$dsn" "$N" 100 200
+}
+
+# drained EVENTLOG T0 WHAT: waits until N rows of EVENTLOG are SUCCEEDED; sets t1
+drained() {
+    local done_rows=0
+    while ((done_rows < N)); do
+        sleep 0.1
+        done_rows=$(pgsql "SELECT count(*) FROM $1.event_notifications WHERE state = 'SUCCEEDED'")
+        (($(now_ms) - $2 < 600000)) || die "$3: $done_rows of $N after 600 s"
+    done
+    t1=$(now_ms)
+}
+
+# relay_run ROUND PROCS: events/s of PROCS relay processes; sets rate, size
+relay_run() {
+    local name="r$1p$2" log="kb_$$_r$1p$2" pids=() dsn
+    fresh_eventlog "$log"
+    cat >"$tmp/$name.json" <<EOF
+{"shards": [{"group": 0, "member": 0, "primary": "$dsn"}],
+ "relays": [{"name": "$name", "kind": "kafka", "event_types": ["RelayProbed"],
+             "settings": {"bootstrap_servers": "$boot", "topic": "kb.{handler}"}}]}
+EOF
+    local t0 t1
+    t0=$(now_ms)
+    for _ in $(seq "$2"); do
+        "$O" relay --config "$tmp/$name.json" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
+        pids+=($!)
+    done
+    drained "$log" "$t0" "relay x$2"
+    kill "${pids[@]}"
+    wait "${pids[@]}" || die "relay x$2: not a clean stop"
+    local out
+    out=$("$K" consume "$boot" "kb.$name" "$N") || die "relay x$2: $out"
+    size=$(sed -n 's/.* \([0-9]*\) bytes per body/\1/p' <<<"$out")
+    rate=$((N * 1000 / (t1 - t0)))
+}
+
+# ceiling_run ROUND PROCS: events/s of PROCS kafka-relay ceiling processes; sets ceil
+ceiling_run() {
+    local log="kb_$$_c$1p$2" pids=() dsn t0 t1
+    fresh_eventlog "$log"
+    t0=$(now_ms)
+    for _ in $(seq "$2"); do
+        "$K" ceiling "$dsn" "c$1p$2" "$WORKERS" 100 >>"$tmp/ceiling.log" 2>&1 &
+        pids+=($!)
+    done
+    drained "$log" "$t0" "ceiling x$2"
+    kill "${pids[@]}"
+    wait "${pids[@]}" || die "ceiling x$2: not a clean stop"
+    ceil=$((N * 1000 / (t1 - t0)))
+}
+
+# raw_run ROUND PROCS SIZE: PROCS raw producer processes of WORKERS threads,
+# N messages in all; sets raw
+raw_run() {
+    local pids=() t0 t1
+    t0=$(now_ms)
+    for _ in $(seq "$2"); do
+        "$K" raw "$boot" "kb.raw.r$1p$2" $((N / $2)) "$WORKERS" "$3" >>"$tmp/raw.log" 2>&1 &
+        pids+=($!)
+    done
+    wait "${pids[@]}" || die "raw x$2 failed: $(tail -3 "$tmp/raw.log")"
+    t1=$(now_ms)
+    raw=$((N * 1000 / (t1 - t0)))
+}
+
+say "== odbox relay -> Kafka (librdkafka mock cluster) vs a raw librdkafka producer with the same confirms"
+say "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
+say "librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?'), mock cluster of 3 brokers in its own process, 6 partitions, acks=all, idempotent, linger.ms 0"
+say "PostgreSQL: $base (throwaway, tests/db defaults); $N events per round (committed 100 per action, 200 model ids); $ROUNDS rounds"
+say "relay: odbox relay --workers $WORKERS per process, poll 100 ms, handling batch default; raw: $WORKERS threads per process, one message each in flight"
+for procs in 1 4; do
+    rates=() raws=() ceils=()
+    for r in $(seq "$ROUNDS"); do
+        relay_run "$r" "$procs"
+        raw_run "$r" "$procs" "$size"
+        ceiling_run "$r" "$procs"
+        rates+=("$rate") raws+=("$raw") ceils+=("$ceil")
+        say "  round $r, x$procs: relay $rate events/s, raw $raw msgs/s ($size-byte bodies), ceiling $ceil events/s"
+    done
+    rm_relay=$(median "${rates[@]}") rm_raw=$(median "${raws[@]}") rm_ceil=$(median "${ceils[@]}")
+    ratio=$(awk -v a="$rm_relay" -v b="$rm_raw" 'BEGIN { printf "%.2f", a / b }')
+    of_ceil=$(awk -v a="$rm_relay" -v b="$rm_ceil" 'BEGIN { printf "%.2f", a / b }')
+    say "relay x$procs ($((WORKERS * procs)) workers): median $rm_relay events/s (${rates[*]}) | raw librdkafka, $procs process(es) x $WORKERS threads: median $rm_raw msgs/s (${raws[*]}) | ratio $ratio (goal $GOAL)"
+    say "  the same drain with a broker that confirms at once: median $rm_ceil events/s (${ceils[*]}); relay/ceiling $of_ceil"
+done
+say "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
