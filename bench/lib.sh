@@ -101,6 +101,43 @@ fsync_report() { # dir method label
     done <<<"$lines"
 }
 
+now_ms() { date +%s%3N; }
+
+# psql_on DB SQL: SQL's rows on database DB of the tests/db PostgreSQL.
+psql_on() {
+    PGPASSWORD=$ODBOX_PG_PASSWORD PGOPTIONS='-c client_min_messages=warning' \
+        "${ODBOX_PG_BINDIR:+$ODBOX_PG_BINDIR/}psql" -X -q -At -v ON_ERROR_STOP=1 -h "$ODBOX_PG_HOST" \
+        -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" -d "$1" -c "$2"
+}
+
+# relay_timed CONFIG PROCS WHAT COUNT...: the relay benchmarks' timing.
+# Starts PROCS `$O relay --config CONFIG` processes of WORKERS workers,
+# polls the command COUNT... every 100 ms until it prints N or more (the
+# SUCCEEDED rows; WHAT names the run in a failure after 600 s), then stops
+# them with SIGTERM (a clean stop, else die). Sets relay_ms: from their
+# start to the poll that saw N. relay_pids holds them while they run, for
+# a script's exit trap (kill_relays).
+relay_pids=()
+kill_relays() { ((${#relay_pids[@]} == 0)) || kill -9 "${relay_pids[@]}" 2>/dev/null || true; }
+relay_timed() {
+    local cfg=$1 procs=$2 what=$3 t0 done_rows=0
+    shift 3
+    t0=$(now_ms)
+    for _ in $(seq "$procs"); do
+        "$O" relay --config "$cfg" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
+        relay_pids+=($!)
+    done
+    while ((done_rows < N)); do
+        sleep 0.1
+        done_rows=$("$@")
+        (($(now_ms) - t0 < 600000)) || die "$what: $done_rows of $N after 600 s"
+    done
+    relay_ms=$(($(now_ms) - t0))
+    kill "${relay_pids[@]}"
+    wait "${relay_pids[@]}" || die "$what: not a clean stop"
+    relay_pids=()
+}
+
 # A number from a benchmark program's one-line JSON (its keys are unique).
 json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" "$2"; }
 

@@ -62,6 +62,7 @@ PGDB=${base##*/}
 PSQL=${ODBOX_PG_BINDIR:+$ODBOX_PG_BINDIR/}psql
 mock_pid='' logs=()
 cleanup() {
+    kill_relays
     [[ -z $mock_pid ]] || { kill "$mock_pid" 2>/dev/null; wait "$mock_pid" 2>/dev/null || true; }
     for s in "${logs[@]}"; do
         pgsql "DROP SCHEMA IF EXISTS $s CASCADE; DELETE FROM scheduled_tasks WHERE task_name LIKE '%@$s'" \
@@ -70,7 +71,6 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-now_ms() { date +%s%3N; }
 median() { tr ' ' '\n' <<<"$*" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 topics=()
@@ -102,26 +102,19 @@ drained() {
 
 # relay_run ROUND PROCS: events/s of PROCS relay processes; sets rate, size
 relay_run() {
-    local name="r$1p$2" log="kb_$$_r$1p$2" pids=() dsn
+    local name="r$1p$2" log="kb_$$_r$1p$2" dsn
     fresh_eventlog "$log"
     cat >"$tmp/$name.json" <<EOF
 {"shards": [{"group": 0, "member": 0, "primary": "$dsn"}],
  "relays": [{"name": "$name", "kind": "kafka", "event_types": ["RelayProbed"],
              "settings": {"bootstrap_servers": "$boot", "topic": "kb.{handler}"}}]}
 EOF
-    local t0 t1
-    t0=$(now_ms)
-    for _ in $(seq "$2"); do
-        "$O" relay --config "$tmp/$name.json" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
-        pids+=($!)
-    done
-    drained "$log" "$t0" "relay x$2"
-    kill "${pids[@]}"
-    wait "${pids[@]}" || die "relay x$2: not a clean stop"
+    relay_timed "$tmp/$name.json" "$2" "relay x$2" \
+        pgsql "SELECT count(*) FROM $log.event_notifications WHERE state = 'SUCCEEDED'"
     local out
     out=$("$K" consume "$boot" "kb.$name" "$N") || die "relay x$2: $out"
     size=$(sed -n 's/.* \([0-9]*\) bytes per body/\1/p' <<<"$out")
-    rate=$((N * 1000 / (t1 - t0)))
+    rate=$((N * 1000 / relay_ms))
 }
 
 # ceiling_run ROUND PROCS: events/s of PROCS kafka-relay ceiling processes; sets ceil

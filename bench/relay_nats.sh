@@ -44,21 +44,14 @@ tmp=$(mktemp -d /tmp/odbox-bench-nats.XXXXXX)
 base=${ODBOX_TEST_PG_DSN%%\?*}
 nats_pid='' dbs=()
 cleanup() {
+    kill_relays
     [[ -z $nats_pid ]] || { kill "$nats_pid" 2>/dev/null; wait "$nats_pid" 2>/dev/null || true; }
     for db in "${dbs[@]}"; do
-        PGPASSWORD=$ODBOX_PG_PASSWORD "${ODBOX_PG_BINDIR:+$ODBOX_PG_BINDIR/}psql" -X -q -h "$ODBOX_PG_HOST" \
-            -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" -d "${base##*/}" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+        psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
     done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-
-psql_on() { # db sql
-    PGPASSWORD=$ODBOX_PG_PASSWORD PGOPTIONS='-c client_min_messages=warning' \
-        "${ODBOX_PG_BINDIR:+$ODBOX_PG_BINDIR/}psql" -X -q -At -v ON_ERROR_STOP=1 -h "$ODBOX_PG_HOST" \
-        -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" -d "$1" -c "$2"
-}
-now_ms() { date +%s%3N; }
 
 for try in 1 2 3 4 5; do
     port=$((25000 + ($$ * 13 + try * 211) % 6000))
@@ -74,7 +67,7 @@ url="nats://127.0.0.1:$port"
 
 # relay_run PROCS: events/s of PROCS relay processes; sets rate and size
 relay_run() {
-    local procs=$1 db="relay_bench_$$_$1" pids=()
+    local procs=$1 db="relay_bench_$$_$1"
     dbs+=("$db")
     psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" && psql_on "${base##*/}" "CREATE DATABASE $db"
     local dsn="${base%/*}/$db"
@@ -86,23 +79,11 @@ relay_run() {
              "settings": {"url": "$url", "subject": "r$procs.{model_type}.{event_type}", "stream": "R$procs"}}]}
 EOF
     "$W" "$dsn" "$N" 100 100
-    local t0 t1 done_rows=0
-    t0=$(now_ms)
-    for _ in $(seq "$procs"); do
-        "$O" relay --config "$tmp/r$procs.json" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
-        pids+=($!)
-    done
-    while ((done_rows < N)); do
-        sleep 0.1
-        done_rows=$(psql_on "$db" "SELECT count(*) FROM eventlog.event_notifications WHERE state = 'SUCCEEDED'")
-        (($(now_ms) - t0 < 600000)) || die "relay x$procs: $done_rows of $N after 600 s"
-    done
-    t1=$(now_ms)
-    kill "${pids[@]}"
-    wait "${pids[@]}" || die "relay x$procs: not a clean stop"
+    relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" \
+        psql_on "$db" "SELECT count(*) FROM eventlog.event_notifications WHERE state = 'SUCCEEDED'"
     read -r _ msgs _ _ _ dups _ _ _ size <<<"$("$T" count "$url" "R$procs")"
     [[ $msgs == "$N" && $dups == 0 ]] || die "relay x$procs: stream has $msgs messages, $dups duplicates"
-    rate=$((N * 1000 / (t1 - t0)))
+    rate=$((N * 1000 / relay_ms))
 }
 
 # raw_run THREADS SIZE: js_Publish + ack loop; sets raw

@@ -51,9 +51,9 @@ S=$SRCDIR/tests/relay/rabbitmq-server.sh
 
 tmp=$(mktemp -d /tmp/odbox-bench-rabbit.XXXXXX)
 base=${ODBOX_TEST_PG_DSN%%\?*}
-rabbit_dir='' dbs=() pids=()
+rabbit_dir='' dbs=()
 cleanup() {
-    ((${#pids[@]} == 0)) || kill -9 "${pids[@]}" 2>/dev/null || true
+    kill_relays
     [[ -z $rabbit_dir ]] || "$S" stop "$rabbit_dir"
     for db in "${dbs[@]}"; do
         psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
@@ -62,12 +62,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-psql_on() { # db sql
-    PGPASSWORD=$ODBOX_PG_PASSWORD PGOPTIONS='-c client_min_messages=warning' \
-        "${ODBOX_PG_BINDIR:+$ODBOX_PG_BINDIR/}psql" -X -q -At -v ON_ERROR_STOP=1 -h "$ODBOX_PG_HOST" \
-        -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" -d "$1" -c "$2"
-}
-now_ms() { date +%s%3N; }
 
 "$S" start >"$tmp/env" 2>"$tmp/start.err" || die "rabbitmq-server did not start: $(cat "$tmp/start.err")"
 # shellcheck disable=SC1091
@@ -89,24 +83,10 @@ relay_run() {
              "settings": {"url": "$url", "exchange": "odbox-test", "routing_key": "{model_type}.{event_type}"}}]}
 EOF
     "$W" "$dsn" "$N" 100 100
-    local t0 t1 done_rows=0
-    t0=$(now_ms)
-    pids=()
-    for _ in $(seq "$procs"); do
-        "$O" relay --config "$tmp/r$procs.json" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
-        pids+=($!)
-    done
-    while ((done_rows < N)); do
-        sleep 0.1
-        done_rows=$(psql_on "$db" "SELECT count(*) FROM eventlog.event_notifications WHERE state = 'SUCCEEDED'")
-        (($(now_ms) - t0 < 600000)) || die "relay x$procs: $done_rows of $N after 600 s"
-    done
-    t1=$(now_ms)
-    kill "${pids[@]}"
-    wait "${pids[@]}" || die "relay x$procs: not a clean stop"
-    pids=()
+    relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" \
+        psql_on "$db" "SELECT count(*) FROM eventlog.event_notifications WHERE state = 'SUCCEEDED'"
     "$C" count - "$url" "$N" >"$tmp/count" || die "relay x$procs: the queue: $(cat "$tmp/count")"
-    rate=$((N * 1000 / (t1 - t0)))
+    rate=$((N * 1000 / relay_ms))
 }
 
 say "== odbox relay -> RabbitMQ vs a raw librabbitmq loop (persistent messages, publisher confirms), $N events"
