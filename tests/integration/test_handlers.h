@@ -127,6 +127,7 @@ typedef struct jx {
     /* the delivery's warnings since jx_open, for a failing test to print */
     pthread_mutex_t log_mu;
     char warnings[2048];
+    char described[1024];
 } jx;
 void jx_open(jx *x, int nshards);
 void jx_run_polling(jx *x, odbox_handlers *h, odbox_delivery_config *cfg, int which, int poll_ms);
@@ -143,5 +144,7 @@ int jx_count_rounds(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_con
 void jx_clear_job_rows(odbox_conn *c);
 /* The warnings logged since jx_open (empty: none). */
 const char *jx_warnings(jx *x);
+/* The rows of every shard and the rounds run, for a failed wait to say. */
+const char *jx_describe(jx *x);
 
 #endif

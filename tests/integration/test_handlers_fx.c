@@ -433,6 +433,27 @@ const char *jx_warnings(jx *x)
     return x->warnings;
 }
 
+const char *jx_describe(jx *x)
+{
+    size_t n = 0;
+    for (int m = 0; m < x->f.nshards; m++) {
+        const char *ev = itest_evt(x->f.ev[m], "events");
+        int64_t events = itest_count(x->f.c[m], "SELECT COUNT(*) FROM %s", ev);
+        int64_t undelivered = itest_count(x->f.c[m], "SELECT COUNT(*) FROM %s WHERE delivered = FALSE", ev);
+        int64_t due = nrows(&x->f, m, "state IN ('PENDING', 'FAILED')");
+        int64_t leased = nrows(&x->f, m, "state IN ('PENDING', 'FAILED') AND lease_until IS NOT NULL");
+        n += (size_t)snprintf(x->described + n, sizeof x->described - n,
+                              "shard 0.%d: %lld events (%lld undelivered), %lld notifications (%lld PENDING or "
+                              "FAILED, %lld of them leased), rounds fan-out %d, handling %d; ",
+                              m, (long long)events, (long long)undelivered, (long long)nrows(&x->f, m, NULL),
+                              (long long)due, (long long)leased, atomic_load(&x->rounds[0][m]),
+                              atomic_load(&x->rounds[1][m]));
+        if (n >= sizeof x->described)
+            break;
+    }
+    return x->described;
+}
+
 /* The delivery's jobs are named per eventlog (odbox_delivery_job_name),
  * and each test has an eventlog of its own. */
 void jx_clear_job_rows(odbox_conn *c)

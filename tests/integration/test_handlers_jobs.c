@@ -28,8 +28,9 @@ static const odbox_event_type EV_B = {"TicketRouted"};
 /* Waits for the calls of a handler and returns how long they took. */
 static int64_t await_calls(jx *x, const char *handler, int n, int64_t t0)
 {
-    ck_assert_msg(hrec_wait(&x->rec, handler, n, WOKEN_MS), "%s: %d of %d calls within %d ms; warnings: %s", handler,
-                  hrec_count(&x->rec, handler), n, WOKEN_MS, jx_warnings(x));
+    if (!hrec_wait(&x->rec, handler, n, WOKEN_MS))
+        ck_abort_msg("%s: %d of %d calls within %d ms; %swarnings: %s", handler, hrec_count(&x->rec, handler), n,
+                     WOKEN_MS, jx_describe(x), jx_warnings(x));
     return mono_ms_now() - t0;
 }
 
