@@ -110,18 +110,26 @@ psql_on() {
         -p "$ODBOX_PG_PORT" -U "$ODBOX_PG_USER" -d "$1" -c "$2"
 }
 
+# machine_us N T0: the whole machine's CPU (user + system, every core)
+# since busy_ticks printed T0, in microseconds per event of N: on a
+# machine whose cores the database, the broker and the relays share, a
+# run that keeps them busy cannot go faster than cores / that.
+machine_us() { echo $((($(busy_ticks) - $2) * 1000000 / $(getconf CLK_TCK) / $1)); }
+
 # relay_timed CONFIG PROCS WHAT COUNT...: the relay benchmarks' timing.
 # Starts PROCS `$O relay --config CONFIG` processes of WORKERS workers,
 # polls the command COUNT... every 100 ms until it prints N or more (the
 # SUCCEEDED rows; WHAT names the run in a failure after 600 s), then stops
 # them with SIGTERM (a clean stop, else die). Sets relay_ms: from their
-# start to the poll that saw N. relay_pids holds them while they run, for
-# a script's exit trap (kill_relays).
+# start to the poll that saw N, and relay_cpu_us, machine_us over it.
+# relay_pids holds them while they run, for a script's exit trap
+# (kill_relays).
 relay_pids=()
 kill_relays() { ((${#relay_pids[@]} == 0)) || kill -9 "${relay_pids[@]}" 2>/dev/null || true; }
 relay_timed() {
-    local cfg=$1 procs=$2 what=$3 t0 done_rows=0
+    local cfg=$1 procs=$2 what=$3 t0 done_rows=0 b0
     shift 3
+    b0=$(busy_ticks)
     t0=$(now_ms)
     for _ in $(seq "$procs"); do
         "$O" relay --config "$cfg" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
@@ -133,6 +141,7 @@ relay_timed() {
         (($(now_ms) - t0 < 600000)) || die "$what: $done_rows of $N after 600 s"
     done
     relay_ms=$(($(now_ms) - t0))
+    relay_cpu_us=$(machine_us "$N" "$b0")
     kill "${relay_pids[@]}"
     wait "${relay_pids[@]}" || die "$what: not a clean stop"
     relay_pids=()

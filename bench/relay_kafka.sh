@@ -155,10 +155,13 @@ for procs in 1 4; do
     rates=() raws=() ceils=()
     for r in $(seq "$ROUNDS"); do
         relay_run "$r" "$procs"
+        b0=$(busy_ticks)
         raw_run "$r" "$procs" "$size"
+        raw_cpu_us=$(machine_us "$N" "$b0")
         ceiling_run "$r" "$procs"
         rates+=("$rate") raws+=("$raw") ceils+=("$ceil")
-        say "  round $r, x$procs: relay $rate events/s, raw $raw msgs/s ($size-byte bodies), ceiling $ceil events/s"
+        say "  round $r, x$procs: relay $rate events/s, raw $raw msgs/s ($size-byte bodies), ceiling $ceil events/s;" \
+            "machine CPU per event: relay $relay_cpu_us us, raw $raw_cpu_us us"
     done
     rm_relay=$(median "${rates[@]}") rm_raw=$(median "${raws[@]}") rm_ceil=$(median "${ceils[@]}")
     ratio=$(awk -v a="$rm_relay" -v b="$rm_raw" 'BEGIN { printf "%.2f", a / b }')

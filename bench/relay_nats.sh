@@ -99,7 +99,10 @@ say "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | he
 say "PostgreSQL: $base (throwaway, tests/db defaults); relay: $WORKERS workers/process, poll 100 ms, batch defaults"
 for procs in 1 4; do
     relay_run "$procs"
+    b0=$(busy_ticks)
     raw_run $((WORKERS * procs)) "$size"
+    raw_cpu_us=$(machine_us "$N" "$b0")
     ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
     say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s | raw libnats, $((WORKERS * procs)) threads, $size-byte messages: $raw msg/s | ratio $ratio (goal $GOAL)"
+    say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, nats-server, relays), raw $raw_cpu_us us (nats-server, publisher)"
 done

@@ -95,7 +95,10 @@ say "RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || ech
 say "PostgreSQL: $base (throwaway, tests/db defaults); relay: $WORKERS workers/process (one connection each, up to $WORKERS unconfirmed), poll 100 ms, writer batches of 100, handling batch defaults"
 for procs in $PROCS; do
     relay_run "$procs"
+    b0=$(busy_ticks)
     raw=$("$C" raw - "$url" "$N" "$procs" "$WORKERS" | sed -n 's/.*: \([0-9]*\) msg\/s/\1/p')
+    raw_cpu_us=$(machine_us "$N" "$b0")
     ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
     say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s | raw librabbitmq, $procs connection(s) x $WORKERS unconfirmed: $raw msg/s | ratio $ratio (goal $GOAL)"
+    say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, the node, relays), raw $raw_cpu_us us (the node, publisher)"
 done
