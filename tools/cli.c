@@ -165,6 +165,13 @@ void cli_shard_name(const odbox_shard *s, char *buf, size_t cap)
     snprintf(buf, cap, "%d.%d", id.group, id.member);
 }
 
+int64_t cli_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 const char *cli_format_time(int64_t us, int iso, char *buf, size_t cap)
 {
     if (!us)

@@ -58,6 +58,9 @@ void cli_shard_name(const odbox_shard *s, char *buf, size_t cap);
 /* "2030-01-01 00:15:00" (text) or "2030-01-01T00:15:00.000000Z" (iso, for
  * JSON); "-" when us is 0 (none). */
 const char *cli_format_time(int64_t us, int iso, char *buf, size_t cap);
+/* The monotonic clock in microseconds: the commands' elapsed times and
+ * waits. */
+int64_t cli_mono_us(void);
 
 int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);

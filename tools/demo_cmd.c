@@ -70,13 +70,6 @@ typedef struct demo {
     int64_t last_progress_us;
 } demo;
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int dir_exists(const char *p)
 {
     struct stat st;
@@ -165,7 +158,7 @@ static int claim_database(demo *d, odbox_error *err)
 
 static void progress(demo *d, const char *phase, int force)
 {
-    int64_t t = now_us();
+    int64_t t = cli_mono_us();
     if (d->json || (!force && t - d->last_progress_us < 100000))
         return;
     d->last_progress_us = t;
@@ -322,7 +315,7 @@ static int concurrent_update(demo *d, odbox_error *err)
 
 static int wait_idle(demo *d, odbox_error *err)
 {
-    int64_t deadline = now_us() + (int64_t)DEMO_IDLE_MS * 1000;
+    int64_t deadline = cli_mono_us() + (int64_t)DEMO_IDLE_MS * 1000;
     for (;;) {
         wallet_backlog b;
         int rc = wallet_backlog_read(d->r, &b, err);
@@ -331,7 +324,7 @@ static int wait_idle(demo *d, odbox_error *err)
         progress(d, "delivering", 0);
         if (b.undelivered == 0 && b.pending == 0 && b.failed == 0)
             return ODBOX_OK;
-        if (now_us() > deadline)
+        if (cli_mono_us() > deadline)
             return odbox_error_set(err, ODBOX_ETIMEDOUT,
                                    "delivery not done after %d s: %lld undelivered, %lld pending, %lld failed",
                                    DEMO_IDLE_MS / 1000, (long long)b.undelivered, (long long)b.pending,
@@ -501,7 +494,7 @@ static int run(demo *d, odbox_error *err)
                                 .backoff_cap_ms = 400, .workers = 4};
     odbox_jobs_config jc = {.poll_interval_ms = 200, .heartbeat_interval_ms = 1000, .shutdown_max_wait_ms = 10000};
     odbox_migrate_options mo = {.framework_dir = fw, .user_dir = wm, .user_set = "wallet"};
-    int64_t start = now_us();
+    int64_t start = cli_mono_us();
     int rc = odbox_registry_open_dsn(d->dsn, &d->r, err);
     if (rc == ODBOX_OK)
         rc = claim_database(d, err);
@@ -551,7 +544,7 @@ static int run(demo *d, odbox_error *err)
     odbox_delivery_free(&delivery);
     odbox_jobs_free(&jobs);
     if (rc == ODBOX_OK)
-        rc = summary(d, (double)(now_us() - start) / 1e6, err);
+        rc = summary(d, (double)(cli_mono_us() - start) / 1e6, err);
     odbox_handlers_free(&handlers);
     odbox_executor_free(&d->exe);
     free(d->hs.lag_us);

@@ -75,13 +75,6 @@ static void on_signal(int sig)
     stop_requested = 1;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -291,10 +284,10 @@ static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es,
 static int wait_for_end(odbox_registry *r, odbox_delivery *d, const relay_opts *o, const relay_entry *es, size_t n,
                         int *idle, odbox_error *err)
 {
-    int64_t start = now_ms(), next_check = start;
+    int64_t start = cli_mono_us() / 1000, next_check = start;
     int streak = 0;
     while (!stop_requested) {
-        int64_t t = now_ms();
+        int64_t t = cli_mono_us() / 1000;
         if (o->until_idle && t >= next_check) {
             int rc = idle_now(r, d, es, n, err);
             streak = rc == 1 ? streak + 1 : 0;
@@ -354,7 +347,7 @@ static void report(const relay_opts *o, const relay_entry *es, size_t n, int idl
 static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n, const relay_opts *o,
                odbox_error *err)
 {
-    int64_t start = now_ms();
+    int64_t start = cli_mono_us() / 1000;
     int timeout = longest_timeout(relays), idle = 0;
     odbox_handlers *h = NULL;
     odbox_delivery *d = NULL;
@@ -394,7 +387,7 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
     odbox_delivery_free(&d);
     odbox_jobs_free(&jobs);
     if (rc == ODBOX_OK)
-        report(o, es, n, idle, now_ms() - start);
+        report(o, es, n, idle, cli_mono_us() / 1000 - start);
     for (size_t i = 0; i < n; i++)
         odbox_relay_free(&es[i].relay);
     odbox_handlers_free(&h);
