@@ -342,8 +342,9 @@ static void log_past_lease(hround *h)
 
 /* ---- the round ----------------------------------------------------------------------- */
 
-/* Counts, logs and metrics of what was written. */
-static void report(hround *h, int64_t post)
+/* Counts, logs and metrics of what was written; a failed call's message
+ * as its subscription's last error, on conn. */
+static void report(hround *h, int64_t post, odbox_conn *conn)
 {
     odbox_delivery_round *rd = h->rd;
     odbox_dm_outcome *o = calloc(h->n ? h->n : 1, sizeof *o);
@@ -360,12 +361,14 @@ static void report(hround *h, int64_t post)
         case B_SUCCEEDED: rd->succeeded++; break;
         case B_POSTFAILURE:
             rd->expired_postfailure++;
+            odbox_subs_note_error(h->d, h->ds, conn, c->handler, why);
             odbox_log(ODBOX_LOG_ERROR, "delivery: DISCARDED notification %s (handler %s, event %s) on shard %d.%d "
                                        "after %d attempts: %s", e->notification_id, e->handler_name, e->event_id,
                       e->shard.group, e->shard.member, e->attempt, why);
             break;
         case B_RETRY:
             rd->failed++;
+            odbox_subs_note_error(h->d, h->ds, conn, c->handler, why);
             odbox_log(ODBOX_LOG_WARN, "delivery: handler %s failed on notification %s (event %s, attempt %d): %s; "
                                       "retried in %lld ms", e->handler_name, e->notification_id, e->event_id,
                       e->attempt, why, (long long)(c->next_retry_us - post) / 1000);
@@ -382,18 +385,6 @@ static void report(hround *h, int64_t post)
     if (o)
         odbox_dmetrics_record(h->d->metrics, o, no);
     free(o);
-}
-
-/* The failed calls' messages, as their subscriptions' last errors. */
-static void note_errors(hround *h, odbox_conn *conn)
-{
-    for (size_t i = 0; i < h->n; i++) {
-        call *c = h->calls[i];
-        if (c->bucket != B_RETRY && c->bucket != B_POSTFAILURE)
-            continue;
-        int called = c->skip == CALL && c->w.state == ODBOX_WORK_DONE;
-        odbox_subs_note_error(h->d, h->ds, conn, c->handler, called ? c->message : c->why);
-    }
 }
 
 int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err)
@@ -436,10 +427,9 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
         }
         if (rc == ODBOX_OK)
             rc = write_all(&h, c, post, err);
-        if (rc == ODBOX_OK) {
-            report(&h, post);
-            note_errors(&h, c);
-        } else
+        if (rc == ODBOX_OK)
+            report(&h, post, c);
+        else
             rd->unwritten = h.n;
     }
     if (d->hook)
