@@ -69,15 +69,14 @@ static int in_group(const odbox_handlers *hs, size_t k, int g)
 }
 
 /* Counts (s NULL) or binds from *idx the names and former names of group
- * g's handlers, of its ordered ones only with ordered_only. */
-static int group_names(const odbox_handlers *hs, int g, int ordered_only, odbox_stmt *s, int *idx, size_t *n,
-                       odbox_error *err)
+ * g's handlers. */
+static int group_names(const odbox_handlers *hs, int g, odbox_stmt *s, int *idx, size_t *n, odbox_error *err)
 {
     int rc = ODBOX_OK;
     *n = 0;
     for (size_t k = 0; k < hs->n && rc == ODBOX_OK; k++) {
         const odbox_hentry *e = &hs->v[k];
-        if (!in_group(hs, k, g) || (ordered_only && !e->options.ordered))
+        if (!in_group(hs, k, g))
             continue;
         *n += 1 + e->nformer;
         if (s)
@@ -102,15 +101,17 @@ static void placeholders(odbox_buf *b, size_t n)
  * one ordered scan finds them (variant -1); where it leads with the
  * state, one statement per state (variant 0: PENDING, 1: FAILED), merged
  * by the caller: a single IN would sort every due row in each round, and
- * a locking read may not be a UNION. Rows of the nordered ordered names
- * with a model_id wait while an older row of theirs is unfinished (older:
+ * a locking read may not be a UNION. A row of an ordered subscription
+ * (its order_key, the model_id, set) waits while an older row of its
+ * handler has the same order_key, that is, is unfinished (older:
  * event_date, then the event id, which follows emission order within an
- * action). The columns: select_list's 16, next_retry_at, and with db_time
- * the database's now. ORDER BY names the table's column: the select
- * list's text cast of next_retry_at has its name, and PostgreSQL would
- * sort by that output column instead of reading the index in order. */
-static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time, size_t nserved,
-                     size_t nordered)
+ * action); the order is the subscription's, recorded in the database, so
+ * every process claims by it whatever its own options say. The columns:
+ * select_list's 16, next_retry_at, and with db_time the database's now.
+ * ORDER BY names the table's column: the select list's text cast of
+ * next_retry_at has its name, and PostgreSQL would sort by that output
+ * column instead of reading the index in order. */
+static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time, size_t nserved)
 {
     static const char *const states[] = {"PENDING", "FAILED"};
     odbox_buf b = {0};
@@ -127,16 +128,10 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
         odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
     odbox_buf_append(&b, " AND handler_name IN (");
     placeholders(&b, nserved);
-    odbox_buf_append(&b, ")");
-    if (nordered) {
-        odbox_buf_append(&b, " AND (model_id IS NULL OR handler_name NOT IN (");
-        placeholders(&b, nordered);
-        odbox_buf_cat(&b, ") OR NOT EXISTS (SELECT 1 FROM ", table,
-                      " o WHERE o.handler_name = n.handler_name AND o.model_id = n.model_id"
-                      " AND o.state IN ('PENDING', 'FAILED') AND (o.event_date < n.event_date"
-                      " OR (o.event_date = n.event_date AND o.event_id < n.event_id))))",
-                      (char *)NULL);
-    }
+    odbox_buf_cat(&b, ") AND (n.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM ", table,
+                  " o WHERE o.handler_name = n.handler_name AND o.order_key = n.order_key"
+                  " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < n.event_id))))",
+                  (char *)NULL);
     odbox_buf_cat(&b, " AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= ",
                   db_time ? d->now_sql : "?", ") ORDER BY n.next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
     return odbox_buf_take(&b);
@@ -216,29 +211,25 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
                         odbox_error *err)
 {
     odbox_delivery *d = h->d;
-    size_t nserved, nordered;
+    size_t nserved;
     int idx = 1;
-    group_names(d->h, g, 0, NULL, &idx, &nserved, err);
-    group_names(d->h, g, 1, NULL, &idx, &nordered, err);
+    group_names(d->h, g, NULL, &idx, &nserved, err);
     if (!nserved)
         return ODBOX_OK;
     odbox_sql_key key;
     odbox_sql_key_init(&key, SQL_DUE_READ, nserved);
     odbox_sql_key_add_count(&key, variant + 1, (size_t)d->db_time);
-    odbox_sql_key_add_count(&key, 0, nordered);
     odbox_sql_key_add(&key, 0, h->table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
-        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, nserved, nordered);
+        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, nserved);
         rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
         free(sql);
     }
     idx = 1;
     if (rc == ODBOX_OK)
-        rc = group_names(d->h, g, 0, s, &idx, &nserved, err);
-    if (rc == ODBOX_OK)
-        rc = group_names(d->h, g, 1, s, &idx, &nordered, err);
+        rc = group_names(d->h, g, s, &idx, &nserved, err);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK && !d->db_time)
@@ -262,6 +253,7 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
         atomic_init(&cl->w.refs, 1);
         cl->handler = -1;
         cl->bucket = -1;
+        cl->limited = g >= 0;
         if ((rc = take_row(h, s, cl, err)) == ODBOX_OK)
             rc = odbox_stmt_get_timestamp(s, 17, &cl->due_us, NULL, err);
         if (rc == ODBOX_OK && d->db_time)
@@ -272,8 +264,9 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
 }
 
 /* The room handler k's limit leaves: max_in_flight less its rows whose
- * lease holds, counted after an UPDATE of its subscription's row, whose
- * lock makes the claims of a limited handler take turns across the
+ * limited lease holds (limit_lease_until, set by the claims of limited
+ * handlers only), counted after an UPDATE of its subscription's row,
+ * whose lock makes the claims of a limited handler take turns across the
  * cluster until this transaction ends. */
 static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room, odbox_error *err)
 {
@@ -283,14 +276,13 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
     odbox_dialect_eventlog_table(dl, odbox_shard_eventlog(h->ds->shard), "subscriptions", subs, sizeof subs);
     size_t nnames;
     int idx = 1;
-    group_names(d->h, (int)k, 0, NULL, &idx, &nnames, err);
+    group_names(d->h, (int)k, NULL, &idx, &nnames, err);
     odbox_buf b = {0};
     odbox_buf_cat(&b, "UPDATE ", subs, " SET name = name WHERE name = ?", (char *)NULL);
     char *lock = odbox_buf_take(&b);
     odbox_buf_cat(&b, "SELECT COUNT(*) FROM ", h->table, " WHERE handler_name IN (", (char *)NULL);
     placeholders(&b, nnames);
-    odbox_buf_cat(&b, ") AND lease_until > ", d->db_time ? dl->now_sql : "?",
-                  " AND state IN ('PENDING', 'FAILED')", (char *)NULL);
+    odbox_buf_cat(&b, ") AND limit_lease_until > ", d->db_time ? dl->now_sql : "?", (char *)NULL);
     char *count = odbox_buf_take(&b);
     odbox_stmt *s = NULL;
     int rc = lock && count ? odbox_stmt_prepare(c, lock, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
@@ -301,7 +293,7 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
         rc = odbox_stmt_prepare(c, count, &s, err);
     idx = 1;
     if (rc == ODBOX_OK)
-        rc = group_names(d->h, (int)k, 0, s, &idx, &nnames, err);
+        rc = group_names(d->h, (int)k, s, &idx, &nnames, err);
     if (rc == ODBOX_OK && !d->db_time)
         rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK)
@@ -325,22 +317,31 @@ static int by_due(const void *a, const void *b)
 }
 
 /* The claim: lease_owner = the round's token, lease_until = the
- * database's now (or the clock's) + lease, by primary key. */
-static int claim_rows(hround *h, odbox_conn *c, int64_t until, odbox_error *err)
+ * database's now (or the clock's) + lease, by primary key; the rows of
+ * limited handlers (limited) get limit_lease_until too, which their
+ * limits count. */
+static int claim_rows(hround *h, odbox_conn *c, int64_t until, int limited, odbox_error *err)
 {
-    size_t per = (size_t)(h->dialect->max_params - 4);
+    size_t per = (size_t)(h->dialect->max_params - 4), n = 0;
+    call **rows = malloc((h->n ? h->n : 1) * sizeof *rows);
+    if (!rows)
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    for (size_t i = 0; i < h->n; i++)
+        if (h->calls[i]->limited == limited)
+            rows[n++] = h->calls[i];
     int rc = ODBOX_OK;
-    for (size_t at = 0; at < h->n && rc == ODBOX_OK;) {
-        size_t k = h->n - at < per ? h->n - at : per;
+    for (size_t at = 0; at < n && rc == ODBOX_OK;) {
+        size_t k = n - at < per ? n - at : per;
         odbox_sql_key key;
         odbox_sql_key_init(&key, SQL_CLAIM, k);
+        odbox_sql_key_add_count(&key, 0, (size_t)limited);
         odbox_sql_key_add(&key, 0, h->table);
         odbox_stmt *s = NULL;
         rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
         if (rc == ODBOX_OK && !s) {
             odbox_buf b = {0};
-            odbox_buf_cat(&b, "UPDATE ", h->table, " SET lease_owner = ?, lease_until = ? WHERE id IN (",
-                          (char *)NULL);
+            odbox_buf_cat(&b, "UPDATE ", h->table, " SET lease_owner = ?, lease_until = ?",
+                          limited ? ", limit_lease_until = ?" : "", " WHERE id IN (", (char *)NULL);
             for (size_t i = 0; i < k; i++)
                 odbox_buf_cat(&b, i ? ", " : "", h->dialect->uuid_param, (char *)NULL);
             odbox_buf_append(&b, ")");
@@ -352,16 +353,17 @@ static int claim_rows(hround *h, odbox_conn *c, int64_t until, odbox_error *err)
         int idx = 1;
         if (rc == ODBOX_OK)
             rc = odbox_stmt_bind_text(s, idx++, h->token, err);
-        if (rc == ODBOX_OK)
+        for (int t = 0; t <= limited && rc == ODBOX_OK; t++)
             rc = odbox_stmt_bind_timestamp(s, idx++, until, err);
         for (size_t i = 0; i < k && rc == ODBOX_OK; i++)
-            rc = odbox_stmt_bind_valid_uuid(s, idx++, h->calls[at + i]->env.notification_id, err);
+            rc = odbox_stmt_bind_valid_uuid(s, idx++, rows[at + i]->env.notification_id, err);
         if (rc == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         h->rd->statements++;
         odbox_stmt_free(&s);
         at += k;
     }
+    free(rows);
     return rc;
 }
 
@@ -424,8 +426,8 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
             odbox_hcall_release(&h->calls[--h->n]->w);
     }
     int64_t t0 = odbox_mono_us();
-    if (rc == ODBOX_OK && h->n)
-        rc = claim_rows(h, c, db_now + d->cfg.lease_us, err);
+    for (int lim = 0; lim <= 1 && rc == ODBOX_OK && h->n; lim++)
+        rc = claim_rows(h, c, db_now + d->cfg.lease_us, lim, err);
     if (rc == ODBOX_OK)
         rc = odbox_conn_commit(c, err);
     if (rc != ODBOX_OK) {

@@ -59,7 +59,7 @@ typedef struct fround {
     odbox_dshard *ds;
     odbox_delivery_round *rd;
     const odbox_dialect *dialect;
-    char events[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32];
+    char events[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32], subs[ODBOX_NAME_MAX * 2 + 32];
     odbox_subtype *types; /* the subscriptions' types, read at the round's start */
     size_t ntypes;
     fevent *ev;
@@ -74,6 +74,7 @@ static void tables(fround *f, const odbox_dialect *d)
     f->dialect = d;
     odbox_dialect_eventlog_table(d, ev, "events", f->events, sizeof f->events);
     odbox_dialect_eventlog_table(d, ev, "event_notifications", f->notifications, sizeof f->notifications);
+    odbox_dialect_eventlog_table(d, ev, "subscriptions", f->subs, sizeof f->subs);
 }
 
 /* ---- reading ------------------------------------------------------------------ */
@@ -341,7 +342,7 @@ static void id_list(odbox_buf *b, const odbox_dialect *d, size_t n)
 
 static char *insert_sql(const fround *f, size_t nrows)
 {
-    return odbox_notifications_insert_sql(f->dialect, f->events, f->notifications, nrows,
+    return odbox_notifications_insert_sql(f->dialect, f->events, f->notifications, f->subs, nrows,
                                           "COALESCE(e.delivered, TRUE) = FALSE");
 }
 

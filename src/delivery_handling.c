@@ -114,13 +114,18 @@ static void classify(hround *h, int64_t post)
 
 /* ---- writing ---------------------------------------------------------------------- */
 
+/* Every outcome ends the claim; a finished row leaves its model_id's
+ * order (order_key). Columns that are NULL already (a handler without
+ * order or limit) stay NULL: the row's entries in their indexes do not
+ * move. */
+#define LEASE_ENDS "lease_owner = NULL, lease_until = NULL, limit_lease_until = NULL"
+#define FINISHED ", order_key = NULL, " LEASE_ENDS
 static const char *const bucket_set[NBUCKETS + 1] = {
-    "state = 'EXPIRED', updated_date = ?, lease_owner = NULL, lease_until = NULL",
-    "state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?, lease_owner = NULL, lease_until = NULL",
-    "state = 'EXPIRED', attempts = attempts + 1, updated_date = ?, lease_owner = NULL, lease_until = NULL",
-    "state = 'FAILED', attempts = attempts + 1, next_retry_at = ?, updated_date = ?, lease_owner = NULL, "
-    "lease_until = NULL",
-    "lease_owner = NULL, lease_until = NULL", /* B_RELEASE */
+    "state = 'EXPIRED', updated_date = ?" FINISHED,
+    "state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?" FINISHED,
+    "state = 'EXPIRED', attempts = attempts + 1, updated_date = ?" FINISHED,
+    "state = 'FAILED', attempts = attempts + 1, next_retry_at = ?, updated_date = ?, " LEASE_ENDS,
+    LEASE_ENDS, /* B_RELEASE */
 };
 
 /* UPDATE ... WHERE id IN (...) AND <not finished> AND <the attempts read>

@@ -29,6 +29,7 @@ typedef struct call {
     int attempts;          /* as read */
     int64_t deadline_us;   /* retention */
     int64_t due_us;        /* next_retry_at as read */
+    int limited;           /* claimed under its handler's concurrency limit */
     /* written by the call (never read once it is abandoned) */
     int rc;
     char message[256];

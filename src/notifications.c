@@ -462,9 +462,15 @@ static int shard_requeue(const odbox_shard *sh, const char *state, const odbox_r
     int rc = odbox_ops_connect(sh, TABLE, &c, table, sizeof table, err);
     if (rc != ODBOX_OK)
         return rc;
+    /* a requeued row of an ordered subscription takes its place in the
+     * order again (an EXPIRED one left it) */
+    char subs[ODBOX_NAME_MAX * 2 + 32];
+    odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "subscriptions", subs, sizeof subs);
     odbox_buf b = {0};
     odbox_buf_cat(&b, "UPDATE ", table,
-                  " SET state = 'PENDING', attempts = 0, next_retry_at = ?, updated_date = ?, created_date = ?"
+                  " SET state = 'PENDING', attempts = 0, next_retry_at = ?, updated_date = ?, created_date = ?,"
+                  " order_key = CASE WHEN EXISTS (SELECT 1 FROM ", subs,
+                  " s WHERE s.name = handler_name AND s.ordered = 1) THEN model_id END"
                   " WHERE state IN ('FAILED', 'EXPIRED')",
                   (char *)NULL);
     if (state[0])
@@ -547,14 +553,16 @@ int odbox_notifications_requeue(const odbox_registry *r, const odbox_requeue_spe
 #define NOTIFICATION_COLUMNS                                                                                     \
     "id, event_id, handler_name, namespace, action_id, action_name, action_params, started_date, "              \
     "completion_date, model_id, model_type, event_type, payload, event_date, state, attempts, next_retry_at, " \
-    "created_date, updated_date"
+    "created_date, updated_date, order_key"
 
 /* INSERT ... SELECT of notification rows (v.nid, v.eid, v.h) bound as
  * nrows rows, the event's columns copied in, created_date and
  * updated_date bound first; rows that exist (event_id, handler_name) are
- * skipped. where: what the joined event must be (e for the events). */
+ * skipped. where: what the joined event must be (e for the events). The
+ * order_key is the model_id where the subscription is ordered, read in
+ * the same statement. */
 char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
-                                     size_t nrows, const char *where)
+                                     const char *subscriptions, size_t nrows, const char *where)
 {
     static const char *const cols[] = {"nid", "eid", "h"};
     static const int types[] = {ODBOX_TYPE_UUID, ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT};
@@ -567,8 +575,8 @@ char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events,
                   "SELECT v.nid, e.id, v.h, e.namespace, e.action_id, e.action_name, e.action_params, "
                   "e.started_date, e.completion_date, e.model_id, e.model_type, e.event_type, e.payload, "
                   "e.event_date, 'PENDING', 0, COALESCE(e.deliver_after, e.event_date), ",
-                  ts, ", ", ts, " FROM ", rows, " LEFT JOIN ", events, " e ON e.id = v.eid WHERE ", where,
-                  (char *)NULL);
+                  ts, ", ", ts, ", CASE WHEN s.ordered = 1 THEN e.model_id END FROM ", rows, " LEFT JOIN ", events,
+                  " e ON e.id = v.eid LEFT JOIN ", subscriptions, " s ON s.name = v.h WHERE ", where, (char *)NULL);
     free(rows);
     char *select = odbox_buf_take(&sel);
     if (!select)

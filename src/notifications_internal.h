@@ -57,8 +57,8 @@ void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_notification_stats **out, 
 
 /* The INSERT ... SELECT of notifications for nrows bound (nid, eid,
  * handler) rows: the fan-out's (delivery_fanout.c) and a replay's
- * (subscriptions.c). */
+ * (subscriptions.c); subscriptions: the eventlog's table of them. */
 char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
-                                     size_t nrows, const char *where);
+                                     const char *subscriptions, size_t nrows, const char *where);
 
 #endif

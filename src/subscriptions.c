@@ -98,13 +98,45 @@ void odbox_subs_process_id(odbox_delivery *d)
 
 /* ---- registration and heartbeat -------------------------------------------------- */
 
+/* Records whether h's subscription is ordered; where that changes, its
+ * unfinished rows (under its name and former names) take or leave their
+ * order_key at once, in the same transaction: the fan-out writes the key
+ * by the recorded value from then on. */
+static int record_order(odbox_conn *c, const char *subs, const char *notifications, const odbox_hentry *h,
+                        odbox_error *err)
+{
+    int ordered = h->options.ordered != 0;
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "UPDATE ", subs, ordered ? " SET ordered = 1 WHERE name = ? AND ordered <> 1"
+                                               : " SET ordered = 0 WHERE name = ? AND ordered <> 0", (char *)NULL);
+    const char *args[] = {h->name};
+    int64_t changed = 0;
+    int rc = odbox_conn_begin(c, err);
+    if (rc == ODBOX_OK)
+        rc = exec(c, odbox_buf_take(&b), args, 1, &changed, err);
+    for (size_t k = 0; rc == ODBOX_OK && changed > 0 && k <= h->nformer; k++) {
+        odbox_buf_cat(&b, "UPDATE ", notifications,
+                      ordered ? " SET order_key = model_id WHERE handler_name = ? AND state IN ('PENDING', 'FAILED')"
+                                " AND model_id IS NOT NULL"
+                              : " SET order_key = NULL WHERE handler_name = ? AND order_key IS NOT NULL",
+                      (char *)NULL);
+        const char *nargs[] = {k ? h->former[k - 1] : h->name};
+        rc = exec(c, odbox_buf_take(&b), nargs, 1, NULL, err);
+    }
+    if (rc == ODBOX_OK)
+        return odbox_conn_commit(c, err);
+    odbox_conn_rollback(c, NULL);
+    return rc;
+}
+
 static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_error *err)
 {
     const odbox_dialect *dl = odbox_conn_dialect(c);
     const char *ev = odbox_shard_eventlog(ds->shard);
-    char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32];
+    char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32];
     table(c, ev, T_SUBS, subs, sizeof subs);
     table(c, ev, T_TYPES, types, sizeof types);
+    table(c, ev, "event_notifications", notifications, sizeof notifications);
     int rc = ODBOX_OK;
     for (size_t i = 0; rc == ODBOX_OK && i < d->h->n; i++) {
         const odbox_hentry *h = &d->h->v[i];
@@ -130,6 +162,8 @@ static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, o
         }
         free(vals);
         free(former);
+        if (rc == ODBOX_OK)
+            rc = record_order(c, subs, notifications, h, err);
         for (size_t k = 0; rc == ODBOX_OK && k < h->ntypes; k++) {
             const char *targs[] = {h->name, h->types[k]};
             rc = exec(c, insert_ignore(dl, types, "name, event_type", "(?, ?)", "name"), targs, 2, NULL, err);
@@ -591,7 +625,7 @@ typedef struct replay {
     odbox_conn *c;
     const odbox_dialect *dl;
     odbox_shard_id shard;
-    char events[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32];
+    char events[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32], subs[ODBOX_NAME_MAX * 2 + 32];
     const char *name;
     int64_t now_us, created;
     char (*ids)[ODBOX_UUID_LEN + 1];
@@ -601,7 +635,7 @@ typedef struct replay {
  * that exist (the unique key on event_id, handler_name). */
 static int replay_insert(replay *p, size_t n, odbox_error *err)
 {
-    char *sql = odbox_notifications_insert_sql(p->dl, p->events, p->notifications, n, "e.id IS NOT NULL");
+    char *sql = odbox_notifications_insert_sql(p->dl, p->events, p->notifications, p->subs, n, "e.id IS NOT NULL");
     if (!sql)
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     odbox_stmt *s = NULL;
@@ -687,6 +721,7 @@ static int replay_shard(const odbox_shard *sh, const char *name, int64_t since_u
     table(p.c, ev, T_TYPES, types, sizeof types);
     table(p.c, ev, "events", p.events, sizeof p.events);
     table(p.c, ev, "event_notifications", p.notifications, sizeof p.notifications);
+    table(p.c, ev, T_SUBS, p.subs, sizeof p.subs);
     /* found? retired? */
     odbox_buf b = {0};
     odbox_buf_cat(&b, "SELECT CASE WHEN retired_date IS NULL THEN 0 ELSE 1 END FROM ", subs, " WHERE name = ?",

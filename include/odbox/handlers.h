@@ -139,7 +139,8 @@ typedef struct odbox_handler_options {
      * the cluster: claimed rows whose lease holds count, counted under the
      * subscription's row lock (so its claims queue behind each other).
      * 0: no limit. A call that outlives its lease (lease_ms) no longer
-     * counts. */
+     * counts. Each process applies its own value to the claims it makes:
+     * give every process serving the handler the same one. */
     int max_in_flight;
     /* Nonzero: per model_id, a row is claimed only when every older row
      * of the handler for that model_id is SUCCEEDED or EXPIRED, so
@@ -147,7 +148,10 @@ typedef struct odbox_handler_options {
      * own rows. Older: an earlier event_date (the writing action's
      * completion time on its shard), then emission order within an
      * action. Rows without a model_id are not ordered. Costs one index
-     * probe per row claimed. */
+     * probe per row claimed. The order is the subscription's: the
+     * process that registers the handler last records it in the
+     * database, its unfinished rows take (or leave) it at once, and every
+     * process fans out and claims by the recorded value. */
     int ordered;
 } odbox_handler_options;
 

@@ -421,6 +421,100 @@ START_TEST(bad_options_and_times_are_refused)
 }
 END_TEST
 
+/* A delivery of h (ordered or not) opened and registered beside x's:
+ * its registration records h's order as the subscription's. */
+static odbox_delivery *registered(hx *x, odbox_handlers *h)
+{
+    odbox_delivery_config cfg = {.clock = odbox_manual_clock_clock(x->clk)};
+    odbox_delivery *d = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x->f.r, h, &cfg, &d, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_delivery_register(d, &e) == ODBOX_OK, "%s", e.message);
+    return d;
+}
+
+/* The order is the subscription's, recorded in the database: a process
+ * that registers "ord" as ordered gives its backlog (fanned out while it
+ * was not) the order at once; the fan-out and the claims of a process
+ * whose own handlers say nothing of order follow it; a finished row
+ * leaves the order; registering it unordered again takes the order off
+ * the rows still due. */
+START_TEST(the_order_is_the_subscriptions_and_reaches_its_backlog)
+{
+    hx x;
+    hx_open(&x, 1);
+    static order_seen ord;
+    memset(&ord, 0, sizeof ord);
+    pthread_mutex_init(&ord.mu, NULL);
+    odbox_model *m[MODELS];
+    for (int i = 0; i < MODELS; i++) {
+        m[i] = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
+        snprintf(ord.models[i], sizeof ord.models[i], "%s", odbox_model_id(m[i]));
+    }
+    hx_deliver(&x, one_handler("ord", ordered_handle, &ord, NULL), NULL);
+    for (int i = 0; i < MODELS; i++)
+        emit_seq(x.exe, m[i], 0, PER_MODEL / 2, 0);
+    while (hx_fanout(&x, 0).read > 0)
+        ;
+    int64_t half = MODELS * PER_MODEL / 2;
+    ck_assert_int_eq(nrows(&x.f, 0, NULL), half);
+    ck_assert_int_eq(nrows(&x.f, 0, "order_key IS NOT NULL"), 0);
+    odbox_handler_options ordered = {.ordered = 1};
+    odbox_handlers *ho = one_handler("ord", ordered_handle, &ord, &ordered);
+    odbox_delivery *d2 = registered(&x, ho);
+    ck_assert_int_eq(nrows(&x.f, 0, "order_key IS NOT NULL AND order_key = model_id"), half);
+    /* fanned out by the process without the option */
+    for (int i = 0; i < MODELS; i++)
+        emit_seq(x.exe, m[i], PER_MODEL / 2, PER_MODEL / 2, 0);
+    while (hx_fanout(&x, 0).read > 0)
+        ;
+    ck_assert_int_eq(nrows(&x.f, 0, "order_key IS NOT NULL"), 2 * half);
+    /* claimed by it alone, with two failures and their retries */
+    clock_loop l = {.x = &x, .d = x.d};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, rounds_until_stopped, &l), 0);
+    int64_t end = mono_ms_now() + MAX_WAIT_MS;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 2 * half && mono_ms_now() < end) {
+        jt_sleep_ms(30);
+        odbox_manual_clock_advance(x.clk, 60 * SEC_US);
+    }
+    atomic_store(&l.stop, 1);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(atomic_load(&l.failed), 0);
+    printf("handlers_order: made ordered: %d calls, %d failed, %d out of order\n", ord.calls, ord.failures,
+           ord.out_of_order);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED'"), 2 * half);
+    ck_assert_int_eq(ord.failures, 2);
+    ck_assert_int_eq(ord.out_of_order, 0);
+    ck_assert_int_eq(nrows(&x.f, 0, "order_key IS NOT NULL"), 0);
+    /* a requeued row (as if it had expired) takes its place again */
+    itest_exec(x.f.c[0], "UPDATE %s SET state = 'EXPIRED' WHERE handler_name = 'ord'", ntab(&x.f, 0));
+    odbox_requeue_spec q = {.state = "EXPIRED", .clock = odbox_manual_clock_clock(x.clk)};
+    int64_t moved = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_notifications_requeue(x.f.r, &q, &moved, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(moved, 2 * half);
+    ck_assert_int_eq(nrows(&x.f, 0, "order_key IS NOT NULL AND order_key = model_id"), 2 * half);
+    itest_exec(x.f.c[0], "UPDATE %s SET state = 'SUCCEEDED', order_key = NULL", ntab(&x.f, 0));
+    /* due rows lose the order when a process registers it unordered */
+    emit_seq(x.exe, m[0], PER_MODEL, 2, 0);
+    while (hx_fanout(&x, 0).read > 0)
+        ;
+    ck_assert_int_eq(nrows(&x.f, 0, "order_key IS NOT NULL"), 2);
+    odbox_handlers *hu = one_handler("ord", ordered_handle, &ord, NULL);
+    odbox_delivery *d3 = registered(&x, hu);
+    ck_assert_int_eq(nrows(&x.f, 0, "order_key IS NOT NULL"), 0);
+    odbox_delivery_free(&d3);
+    odbox_handlers_free(&hu);
+    odbox_delivery_free(&d2);
+    odbox_handlers_free(&ho);
+    for (int i = 0; i < MODELS; i++)
+        odbox_model_free(&m[i]);
+    pthread_mutex_destroy(&ord.mu);
+    hx_close(&x);
+}
+END_TEST
+
 Suite *handlers_order_suite(void)
 {
     Suite *s = suite_create("handlers_order");
@@ -428,6 +522,7 @@ Suite *handlers_order_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_concurrency_limit_holds_across_deliveries);
     tcase_add_test(tc, ordered_rows_reach_the_handler_in_event_order);
+    tcase_add_test(tc, the_order_is_the_subscriptions_and_reaches_its_backlog);
     tcase_add_test(tc, a_delayed_event_waits_for_its_time);
     tcase_add_test(tc, bad_options_and_times_are_refused);
     suite_add_tcase(s, tc);

@@ -40,6 +40,8 @@ static const col notif_cols[] = {
     {"updated_date", TS, 0},
     /* odbox's own (V9): a handling round's claim */
     {"lease_owner", VC64, 1},  {"lease_until", TS, 1},
+    /* (V13) order and limits, NULL for the rows of handlers without them */
+    {"order_key", VC255, 1},   {"limit_lease_until", TS, 1},
 };
 
 static int is_pg(void) { return !strcmp(itest_dialect(), "pg"); }
@@ -209,6 +211,24 @@ START_TEST(framework_schema_matches_spec)
     } else {
         ck_assert_str_eq(def, "1:state,next_retry_at");
     }
+    /* order and limits: indexes that the rows of other handlers do not
+     * move (partial where the server has them) */
+    index_def(c, ev, "event_notifications", "event_notifications_order_key", def, sizeof def);
+    if (is_pg() || is_sqlite())
+        ck_assert_msg(strstr(def, "(handler_name, order_key, event_date, event_id)") &&
+                      strstr(def, "order_key IS NOT NULL"), "%s", def);
+    else
+        ck_assert_str_eq(def, "1:handler_name,order_key,event_date,event_id");
+    index_def(c, ev, "event_notifications", "event_notifications_limit_leases", def, sizeof def);
+    if (is_pg() || is_sqlite())
+        ck_assert_msg(strstr(def, "(handler_name, limit_lease_until)") && strstr(def, "limit_lease_until IS NOT NULL"),
+                      "%s", def);
+    else
+        ck_assert_str_eq(def, "1:handler_name,limit_lease_until");
+    index_def(c, ev, "event_notifications", "event_notifications_model_order", def, sizeof def);
+    ck_assert_str_eq(def, "");
+    index_def(c, ev, "event_notifications", "event_notifications_leased", def, sizeof def);
+    ck_assert_str_eq(def, "");
 
     /* scheduled_tasks: db-scheduler's columns, in the application schema */
     static const char *const task_cols[] = {"task_name", "task_instance", "task_data", "execution_time", "picked",
