@@ -36,24 +36,38 @@ int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *o
     memset(out, 0, sizeof *out);
     if (!text)
         return odbox_fail(err, ODBOX_EINVAL, "SQL script is NULL");
-    const char *start = text, *p = text;
+    /* comments are blanked in a copy (newlines kept): a driver that looks
+     * for a second statement (SQLite's ODBC driver) takes a ';' in a
+     * comment for one. MySQL's executable comments and optimizer hints
+     * (slash-star followed by ! or +) are code: kept. */
+    char *buf = odbox_strndup(text, strlen(text));
+    if (!buf)
+        return odbox_fail(err, ODBOX_ENOMEM, "SQL: out of memory");
+    char *start = buf, *p = buf;
     int meaningful = 0; /* the current statement has more than comments */
     while (*p) {
         if (p[0] == '-' && p[1] == '-') {
             while (*p && *p != '\n')
-                p++;
+                *p++ = ' ';
             continue;
         }
         if (p[0] == '/' && p[1] == '*') {
-            const char *end = strstr(p + 2, "*/");
+            char *end = strstr(p + 2, "*/");
             if (!end)
                 goto unterminated;
-            p = end + 2;
+            if (p[2] == '!' || p[2] == '+') {
+                p = end + 2;
+                meaningful = 1;
+                continue;
+            }
+            for (; p < end + 2; p++)
+                if (*p != '\n')
+                    *p = ' ';
             continue;
         }
         if (*p == '\'' || *p == '"' || *p == '`') {
             char q = *p;
-            const char *open = p++;
+            char *open = p++;
             for (;;) {
                 if (!*p) {
                     p = open;
@@ -78,7 +92,7 @@ int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *o
         }
         if (*p == '$') {
             /* $tag$ ... $tag$ (tag may be empty) */
-            const char *t = p + 1;
+            char *t = p + 1;
             while ((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') || *t == '_' ||
                    (t > p + 1 && *t >= '0' && *t <= '9'))
                 t++;
@@ -88,7 +102,7 @@ int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *o
                 if (tl < sizeof tag) {
                     memcpy(tag, p, tl);
                     tag[tl] = '\0';
-                    const char *end = strstr(t + 1, tag);
+                    char *end = strstr(t + 1, tag);
                     if (!end)
                         goto unterminated;
                     p = end + tl;
@@ -110,13 +124,16 @@ int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *o
     }
     if (push(out, start, p, meaningful) != ODBOX_OK)
         goto oom;
+    free(buf);
     return ODBOX_OK;
 unterminated:
     odbox_sql_script_free(out);
-    return odbox_fail(err, ODBOX_EINVAL, "SQL: unterminated quote, comment or dollar quote at line %d",
-                      line_of(text, p));
+    int line = line_of(buf, p);
+    free(buf);
+    return odbox_fail(err, ODBOX_EINVAL, "SQL: unterminated quote, comment or dollar quote at line %d", line);
 oom:
     odbox_sql_script_free(out);
+    free(buf);
     return odbox_fail(err, ODBOX_ENOMEM, "SQL: out of memory");
 }
 

@@ -11,8 +11,9 @@ typedef struct odbox_sql_script {
 } odbox_sql_script;
 
 /* Splits text at ';' outside string literals, quoted identifiers,
- * comments and PostgreSQL dollar quotes. Statements that hold only blanks
- * and comments are dropped. An unterminated literal or comment is
+ * comments and PostgreSQL dollar quotes. Comments become blanks (but
+ * MySQL's executable comments and hints); statements that hold only
+ * blanks and comments are dropped. An unterminated literal or comment is
  * ODBOX_EINVAL. backslash_escapes: MySQL's '\'' inside literals. */
 int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *out,
                     odbox_error *err);
