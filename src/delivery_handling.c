@@ -115,11 +115,13 @@ static void classify(hround *h, int64_t post)
 /* ---- writing ---------------------------------------------------------------------- */
 
 /* Every outcome ends the claim; a finished row leaves its model_id's
- * order (order_key). Columns that are NULL already (a handler without
- * order or limit) stay NULL: the row's entries in their indexes do not
- * move. */
+ * order (order_key), and its next_retry_at becomes the finish time (the
+ * same as updated_date: the purge and metrics find finished rows by it
+ * where the due index serves them, see V13). Columns that are NULL
+ * already (a handler without order or limit) stay NULL: the row's
+ * entries in their indexes do not move. */
 #define LEASE_ENDS "lease_owner = NULL, lease_until = NULL, limit_lease_until = NULL"
-#define FINISHED ", order_key = NULL, " LEASE_ENDS
+#define FINISHED ", next_retry_at = ?, order_key = NULL, " LEASE_ENDS
 static const char *const bucket_set[NBUCKETS + 1] = {
     "state = 'EXPIRED', updated_date = ?" FINISHED,
     "state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?" FINISHED,
@@ -200,6 +202,8 @@ static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, si
     if (rc == ODBOX_OK && bucket == B_RETRY)
         rc = odbox_stmt_bind_timestamp(s, idx++, rows[0]->next_retry_us, err);
     if (rc == ODBOX_OK && bucket != B_RELEASE)
+        rc = odbox_stmt_bind_timestamp(s, idx++, post, err);
+    if (rc == ODBOX_OK && bucket != B_RELEASE && bucket != B_RETRY) /* finished: next_retry_at */
         rc = odbox_stmt_bind_timestamp(s, idx++, post, err);
     for (size_t i = 0; i < n && rc == ODBOX_OK; i++)
         rc = odbox_stmt_bind_valid_uuid(s, idx++, rows[i]->env.notification_id, err);

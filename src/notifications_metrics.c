@@ -16,9 +16,12 @@
 static int is_rank(int64_t k, int64_t n, int q) { return 100 * k >= q * n && 100 * (k - 1) < q * n; }
 
 /* The SUCCEEDED rows updated from `since` to `now`, through the finished index
- * ((updated_date) WHERE state IN ('SUCCEEDED','EXPIRED'), or (state,
- * updated_date) on MySQL/MariaDB; SQLite uses a partial index only when
- * the query repeats its condition, hence the IN). The window functions
+ * ((updated_date) WHERE state IN ('SUCCEEDED','EXPIRED')), or on MySQL/
+ * MariaDB the due index (state, next_retry_at), as a finishing outcome
+ * sets next_retry_at to its updated_date (V13: a row finished before it,
+ * with an earlier next_retry_at, is left out of the window it finished
+ * in); SQLite uses a partial index only when the query repeats its
+ * condition, hence the IN. The window functions
  * rank each handler's lags; only the ranks of p50, p99 and the maximum
  * come back, with the count and the sum. */
 static int read_lag(odbox_conn *c, const char *table, int64_t since, int64_t now, odbox_ops_stats *v, size_t from,
@@ -35,7 +38,7 @@ static int read_lag(odbox_conn *c, const char *table, int64_t since, int64_t now
                   "SUM(lag_us) OVER (PARTITION BY handler_name) AS total FROM (SELECT handler_name, ",
                   lag, " AS lag_us FROM ", table,
                   " WHERE state IN ('SUCCEEDED', 'EXPIRED') AND state = 'SUCCEEDED' AND updated_date >= ? "
-                  "AND updated_date <= ?) w) r "
+                  "AND updated_date <= ? AND next_retry_at >= ? AND next_retry_at <= ?) w) r "
                   "WHERE (100 * rn >= 50 * cnt AND 100 * (rn - 1) < 50 * cnt) "
                   "OR (100 * rn >= 99 * cnt AND 100 * (rn - 1) < 99 * cnt) OR rn = cnt",
                   (char *)NULL);
@@ -45,8 +48,9 @@ static int read_lag(odbox_conn *c, const char *table, int64_t since, int64_t now
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     free(sql);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, 1, since, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_timestamp(s, 2, now, err)) == ODBOX_OK)
+    for (int i = 0; i < 4 && rc == ODBOX_OK; i++)
+        rc = odbox_stmt_bind_timestamp(s, i + 1, i % 2 ? now : since, err);
+    if (rc == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
         const char *handler;

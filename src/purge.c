@@ -67,17 +67,24 @@ static int stopping(const purge_stop *st) { return st && st->now(st->ud); }
  * type is never touched. */
 enum { NOTIFICATIONS, EVENTS, SENTINELS, KEYS };
 
+/* Finished notifications: by updated_date where a partial index holds
+ * them (event_notifications_finished), else through the due index
+ * (state, next_retry_at), as a finishing outcome sets next_retry_at to
+ * the finish time (V13); a row finished before V13 has an earlier
+ * next_retry_at, so updated_date is tested too. */
+#define FINISHED_BEFORE "next_retry_at < ? AND updated_date < ?"
+#define FINISHED_ORDER NULL
+
 static const struct pass {
     int what;
-    const char *where; /* the cutoff is its parameter */
-    const char *order;
+    const char *where; /* the cutoff is each of its parameters */
+    const char *order; /* FINISHED_ORDER: the finished rows' */
     const char *guard;
 } passes[] = {
-    /* event_notifications_finished */
-    {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'SUCCEEDED' AND updated_date < ?",
-     " ORDER BY updated_date", "state = 'SUCCEEDED'"},
-    {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'EXPIRED' AND updated_date < ?",
-     " ORDER BY updated_date", "state = 'EXPIRED'"},
+    {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'SUCCEEDED' AND " FINISHED_BEFORE,
+     FINISHED_ORDER, "state = 'SUCCEEDED'"},
+    {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'EXPIRED' AND " FINISHED_BEFORE,
+     FINISHED_ORDER, "state = 'EXPIRED'"},
     /* events_delivered */
     {EVENTS, "delivered = TRUE AND event_date < ?", " ORDER BY event_date", "delivered = TRUE"},
     /* sentinels, which no handler takes: events_undelivered (event_type,
@@ -97,12 +104,19 @@ static int delete_batches(odbox_conn *c, const char *table, const struct pass *p
                           const purge_stop *st, int64_t *removed, int64_t *batches, odbox_error *err)
 {
     char sql[1024];
-    snprintf(sql, sizeof sql, odbox_conn_dialect(c)->delete_batch_fmt, table, p->where, p->order, p->guard);
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    const char *order = p->order ? p->order : d->has_partial_indexes ? " ORDER BY updated_date" : " ORDER BY next_retry_at";
+    snprintf(sql, sizeof sql, d->delete_batch_fmt, table, p->where, order, p->guard);
+    int ncutoffs = 0;
+    for (const char *q = p->where; (q = strchr(q, '?')); q++)
+        ncutoffs++;
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     while (rc == ODBOX_OK) {
-        if ((rc = odbox_stmt_bind_timestamp(s, 1, cutoff, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_int64(s, 2, batch, err)) != ODBOX_OK || (rc = odbox_stmt_execute(s, err)) != ODBOX_OK)
+        for (int i = 1; i <= ncutoffs && rc == ODBOX_OK; i++)
+            rc = odbox_stmt_bind_timestamp(s, i, cutoff, err);
+        if (rc != ODBOX_OK || (rc = odbox_stmt_bind_int64(s, ncutoffs + 1, batch, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_execute(s, err)) != ODBOX_OK)
             break;
         int64_t k = odbox_stmt_rows_affected(s);
         if (k < 0) {

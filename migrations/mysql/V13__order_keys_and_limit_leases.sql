@@ -24,3 +24,11 @@ ALTER TABLE ${eventlog}.event_notifications
     DROP INDEX event_notifications_leased,
     ADD INDEX event_notifications_order_key (handler_name, order_key, event_date, event_id),
     ADD INDEX event_notifications_limit_leases (handler_name, limit_lease_until);
+
+-- Finished rows: an outcome that finishes a row now sets next_retry_at to
+-- the finish time (updated_date), so the purge and the metrics find them
+-- through the due index (state, next_retry_at), and the index V5 kept
+-- for them alone, whose entry every outcome moved, goes. Rows finished
+-- before this keep an earlier next_retry_at: those conditions test
+-- updated_date as well.
+ALTER TABLE ${eventlog}.event_notifications DROP INDEX event_notifications_finished;

@@ -52,6 +52,9 @@ void ofx_notification(ofx *f, int i, const nrow *n, char id[37])
     odbox_stmt *s = NULL;
     odbox_error e = {0};
     int k = 1;
+    /* a finished row's next_retry_at is its finish time, as an outcome
+     * writes it (unless the test says otherwise) */
+    int finished = !strcmp(n->state, "SUCCEEDED") || !strcmp(n->state, "EXPIRED");
     int rc = odbox_stmt_prepare(f->c[i], sql, &s, &e);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_uuid(s, k++, nid, &e);
@@ -76,7 +79,7 @@ void ofx_notification(ofx *f, int i, const nrow *n, char id[37])
     if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_int64(s, k++, n->attempts, &e);
     if (rc == ODBOX_OK)
-        rc = odbox_stmt_bind_timestamp(s, k++, or_t0(n->next_retry), &e);
+        rc = odbox_stmt_bind_timestamp(s, k++, n->next_retry || !finished ? or_t0(n->next_retry) : or_t0(n->updated), &e);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_timestamp(s, k++, or_t0(n->created), &e);
     if (rc == ODBOX_OK)

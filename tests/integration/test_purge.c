@@ -32,6 +32,8 @@ START_TEST(purge_removes_only_what_is_done)
     ofx_notification(&f, 0, &(nrow){"a", "EXPIRED", .updated = NOW - 10 * DAY}, NULL);          /* goes */
     ofx_notification(&f, 0, &(nrow){"a", "SUCCEEDED", .updated = NOW - 6 * DAY}, NULL);         /* too young */
     ofx_notification(&f, 0, &(nrow){"a", "SUCCEEDED", .updated = cutoff}, NULL);                /* not older */
+    /* finished before V13: due long before it finished (a retry), young */
+    ofx_notification(&f, 0, &(nrow){"a", "SUCCEEDED", .next_retry = NOW - 20 * DAY, .updated = NOW - 5 * DAY}, NULL);
     ofx_notification(&f, 0, &(nrow){"a", "PENDING", .updated = NOW - 20 * DAY}, NULL);          /* waits */
     ofx_notification(&f, 0, &(nrow){"a", "FAILED", .updated = NOW - 20 * DAY}, NULL);           /* waits */
     /* shard 0.0 events */
@@ -62,9 +64,9 @@ START_TEST(purge_removes_only_what_is_done)
     odbox_purge_results_free(&res);
     ck_assert_ptr_null(res);
 
-    ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "1 = 1"), 4);
+    ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "1 = 1"), 5);
     ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "state IN ('PENDING', 'FAILED')"), 2);
-    ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "state = 'SUCCEEDED'"), 2);
+    ck_assert_int_eq(ofx_count(&f, 0, "event_notifications", "state = 'SUCCEEDED'"), 3);
     ck_assert_int_eq(ofx_count(&f, 0, "events", "1 = 1"), 5);
     ck_assert_int_eq(ofx_count(&f, 0, "events", "delivered = TRUE"), 2);
     ck_assert_int_eq(ofx_count(&f, 0, "events", "delivered = FALSE AND event_type IS NOT NULL"), 2);
