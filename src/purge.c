@@ -80,42 +80,55 @@ static const struct pass {
     const char *where; /* the cutoff is each of its parameters */
     const char *order; /* FINISHED_ORDER: the finished rows' */
     const char *guard;
+    /* where no partial index holds the rows, one range per event type
+     * (the type bound first) of the index that leads (delivered,
+     * event_type): NULL, where for every dialect */
+    const char *where_per_type;
 } passes[] = {
     {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'SUCCEEDED' AND " FINISHED_BEFORE,
-     FINISHED_ORDER, "state = 'SUCCEEDED'"},
+     FINISHED_ORDER, "state = 'SUCCEEDED'", NULL},
     {NOTIFICATIONS, "state IN ('SUCCEEDED', 'EXPIRED') AND state = 'EXPIRED' AND " FINISHED_BEFORE,
-     FINISHED_ORDER, "state = 'EXPIRED'"},
-    /* events_delivered */
-    {EVENTS, "delivered = TRUE AND event_date < ?", " ORDER BY event_date", "delivered = TRUE"},
+     FINISHED_ORDER, "state = 'EXPIRED'", NULL},
+    /* events_delivered (event_date) WHERE delivered; MySQL/MariaDB, which
+     * would keep it over every event and move its entry at every flip,
+     * have none since V13: events_undelivered (delivered, event_type,
+     * event_date), type by type */
+    {EVENTS, "delivered = TRUE AND event_date < ?", " ORDER BY event_date", "delivered = TRUE",
+     "delivered = TRUE AND event_type = ? AND event_date < ?"},
     /* sentinels, which no handler takes: events_undelivered (event_type,
      * event_date), whose range is read oldest first; no ORDER BY, as
      * PostgreSQL and MySQL/MariaDB would sort the whole range after an
      * IS NULL */
     {SENTINELS, "delivered = FALSE AND event_type IS NULL AND event_date < ?", "",
-     "delivered = FALSE AND event_type IS NULL"},
+     "delivered = FALSE AND event_type IS NULL", NULL},
     /* idempotency keys (V11): idempotency_keys_created; a key is written
      * once and never changed */
-    {KEYS, "created_date < ?", " ORDER BY created_date", "1 = 1"},
+    {KEYS, "created_date < ?", " ORDER BY created_date", "1 = 1", NULL},
 };
 
-/* DELETEs of at most batch rows of pass p (cutoff bound first) until one
- * removes fewer, each in autocommit: its own short transaction. */
-static int delete_batches(odbox_conn *c, const char *table, const struct pass *p, int64_t cutoff, int batch,
-                          const purge_stop *st, int64_t *removed, int64_t *batches, odbox_error *err)
+/* DELETEs of at most batch rows of pass p (of event type type, where
+ * not NULL: bound first, then the cutoff) until one removes fewer, each
+ * in autocommit: its own short transaction. */
+static int delete_batches(odbox_conn *c, const char *table, const struct pass *p, const char *type, int64_t cutoff,
+                          int batch, const purge_stop *st, int64_t *removed, int64_t *batches, odbox_error *err)
 {
     char sql[1024];
     const odbox_dialect *d = odbox_conn_dialect(c);
     const char *order = p->order ? p->order : d->has_partial_indexes ? " ORDER BY updated_date" : " ORDER BY next_retry_at";
-    snprintf(sql, sizeof sql, d->delete_batch_fmt, table, p->where, order, p->guard);
-    int ncutoffs = 0;
-    for (const char *q = p->where; (q = strchr(q, '?')); q++)
-        ncutoffs++;
+    const char *where = type ? p->where_per_type : p->where;
+    snprintf(sql, sizeof sql, d->delete_batch_fmt, table, where, order, p->guard);
+    int nparams = 0;
+    for (const char *q = where; (q = strchr(q, '?')); q++)
+        nparams++;
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     while (rc == ODBOX_OK) {
-        for (int i = 1; i <= ncutoffs && rc == ODBOX_OK; i++)
-            rc = odbox_stmt_bind_timestamp(s, i, cutoff, err);
-        if (rc != ODBOX_OK || (rc = odbox_stmt_bind_int64(s, ncutoffs + 1, batch, err)) != ODBOX_OK ||
+        int idx = 1;
+        if (type)
+            rc = odbox_stmt_bind_text(s, idx++, type, err);
+        while (idx <= nparams && rc == ODBOX_OK)
+            rc = odbox_stmt_bind_timestamp(s, idx++, cutoff, err);
+        if (rc != ODBOX_OK || (rc = odbox_stmt_bind_int64(s, idx, batch, err)) != ODBOX_OK ||
             (rc = odbox_stmt_execute(s, err)) != ODBOX_OK)
             break;
         int64_t k = odbox_stmt_rows_affected(s);
@@ -130,6 +143,42 @@ static int delete_batches(odbox_conn *c, const char *table, const struct pass *p
     }
     odbox_stmt_free(&s);
     return rc;
+}
+
+/* The event types of the delivered events, one index seek each (where
+ * the index leads (delivered, event_type): the next type after the last,
+ * as a loose index scan would read them; a DISTINCT reads every entry). */
+static int delivered_types(odbox_conn *c, const char *events, char ***types, size_t *n, odbox_error *err)
+{
+    char sql[ODBOX_NAME_MAX * 2 + 112];
+    int rc = ODBOX_OK;
+    size_t cap = 0;
+    for (;;) {
+        snprintf(sql, sizeof sql, "SELECT MIN(event_type) FROM %s WHERE delivered = TRUE%s", events,
+                 *n ? " AND event_type > ?" : "");
+        odbox_stmt *s = NULL;
+        const char *t = NULL;
+        int null = 1;
+        if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK && *n)
+            rc = odbox_stmt_bind_text(s, 1, (*types)[*n - 1], err);
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_execute(s, err);
+        if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+            rc = odbox_stmt_get_text(s, 1, &t, &null, err);
+        if (rc == ODBOX_OK && !null && *n == cap) {
+            char **grown = realloc(*types, (cap = cap ? 2 * cap : 8) * sizeof *grown);
+            if (grown)
+                *types = grown;
+            else
+                rc = odbox_fail(err, ODBOX_ENOMEM, "purge: out of memory");
+        }
+        if (rc == ODBOX_OK && !null && !((*types)[*n] = strdup(t)))
+            rc = odbox_fail(err, ODBOX_ENOMEM, "purge: out of memory");
+        odbox_stmt_free(&s);
+        if (rc != ODBOX_OK || null)
+            return rc < 0 ? rc : ODBOX_OK;
+        (*n)++;
+    }
 }
 
 static int purge_shard(const odbox_shard *sh, int64_t cutoff, int64_t keys_cutoff, int batch, const purge_stop *st,
@@ -150,8 +199,19 @@ static int purge_shard(const odbox_shard *sh, int64_t cutoff, int64_t keys_cutof
                            : p->what == KEYS        ? &res->keys
                                                     : &res->sentinels;
         const char *table = p->what == NOTIFICATIONS ? notifications : p->what == KEYS ? keys : events;
-        rc = delete_batches(c, table, p, p->what == KEYS ? keys_cutoff : cutoff, batch, st, removed, &res->batches,
-                            err);
+        int64_t at = p->what == KEYS ? keys_cutoff : cutoff;
+        if (!p->where_per_type || odbox_conn_dialect(c)->has_partial_indexes) {
+            rc = delete_batches(c, table, p, NULL, at, batch, st, removed, &res->batches, err);
+            continue;
+        }
+        char **types = NULL;
+        size_t ntypes = 0;
+        rc = delivered_types(c, table, &types, &ntypes, err);
+        for (size_t k = 0; rc == ODBOX_OK && k < ntypes && !stopping(st); k++)
+            rc = delete_batches(c, table, p, types[k], at, batch, st, removed, &res->batches, err);
+        for (size_t k = 0; k < ntypes; k++)
+            free(types[k]);
+        free(types);
     }
     odbox_ops_release(sh, &c);
     return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);

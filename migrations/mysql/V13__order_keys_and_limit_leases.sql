@@ -32,3 +32,8 @@ ALTER TABLE ${eventlog}.event_notifications
 -- before this keep an earlier next_retry_at: those conditions test
 -- updated_date as well.
 ALTER TABLE ${eventlog}.event_notifications DROP INDEX event_notifications_finished;
+
+-- Delivered events: the purge reads them type by type through
+-- events_undelivered (delivered, event_type, event_date), so V5's
+-- (delivered, event_date), whose entry every fan-out flip moved, goes.
+ALTER TABLE ${eventlog}.events DROP INDEX events_delivered;

@@ -38,6 +38,7 @@ START_TEST(purge_removes_only_what_is_done)
     ofx_notification(&f, 0, &(nrow){"a", "FAILED", .updated = NOW - 20 * DAY}, NULL);           /* waits */
     /* shard 0.0 events */
     ofx_event(&f, 0, "Deposited", NOW - 8 * DAY, 1, NULL);  /* goes */
+    ofx_event(&f, 0, "Withdrawn", NOW - 9 * DAY, 1, NULL);  /* goes (read type by type on MySQL/MariaDB) */
     ofx_event(&f, 0, "Deposited", NOW - 1 * DAY, 1, NULL);  /* too young */
     ofx_event(&f, 0, "Deposited", cutoff, 1, NULL);         /* not older */
     ofx_event(&f, 0, "Deposited", NOW - 20 * DAY, 0, NULL); /* undelivered: a handler waits */
@@ -57,9 +58,10 @@ START_TEST(purge_removes_only_what_is_done)
     odbox_error e = {0};
     ck_assert_msg(odbox_purge_run(f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_uint_eq(n, 2);
-    /* a batch for each finished state, delivered events, sentinels and
-     * idempotency keys */
-    assert_result(&res[0], 0, 2, 1, 1, 5);
+    /* a batch for each finished state, delivered events (of each type
+     * where no partial index holds them), sentinels and idempotency keys */
+    int per_type = !odbox_conn_dialect(f.c[0])->has_partial_indexes;
+    assert_result(&res[0], 0, 2, 2, 1, per_type ? 6 : 5);
     assert_result(&res[1], 1, 1, 2, 0, 5);
     odbox_purge_results_free(&res);
     ck_assert_ptr_null(res);
@@ -74,10 +76,10 @@ START_TEST(purge_removes_only_what_is_done)
     ck_assert_int_eq(ofx_count(&f, 1, "events", "1 = 1"), 0);
     ck_assert_int_eq(ofx_count(&f, 1, "event_notifications", "1 = 1"), 0);
 
-    /* again: nothing left to remove */
+    /* again: nothing left to remove (shard 0.1 has no delivered event left) */
     ck_assert_int_eq(odbox_purge_run(f.r, &o, &res, &n, &e), ODBOX_OK);
     assert_result(&res[0], 0, 0, 0, 0, 5);
-    assert_result(&res[1], 1, 0, 0, 0, 5);
+    assert_result(&res[1], 1, 0, 0, 0, per_type ? 4 : 5);
     odbox_purge_results_free(&res);
     /* a day later, on shard 0.0 only: the one at the cutoff goes now */
     odbox_manual_clock_advance(m, DAY);

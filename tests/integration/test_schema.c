@@ -227,6 +227,12 @@ START_TEST(framework_schema_matches_spec)
         ck_assert_str_eq(def, "1:handler_name,limit_lease_until");
     index_def(c, ev, "event_notifications", "event_notifications_model_order", def, sizeof def);
     ck_assert_str_eq(def, "");
+    /* delivered events: a partial index, or (V13) events_undelivered */
+    index_def(c, ev, "events", "events_delivered", def, sizeof def);
+    if (is_pg() || is_sqlite())
+        ck_assert_msg(strstr(def, "(event_date)") && strstr(def, "WHERE"), "%s", def);
+    else
+        ck_assert_str_eq(def, "");
     /* finished rows: a partial index, or (V13) the due index */
     index_def(c, ev, "event_notifications", "event_notifications_finished", def, sizeof def);
     if (is_pg() || is_sqlite())
