@@ -6,9 +6,10 @@
 #   tests/relay/rabbitmq-server.sh start   prints shell exports:
 #       ODBOX_RABBIT_URL ODBOX_RABBIT_NODE ODBOX_RABBIT_DIR ODBOX_RABBIT_PORT
 #       ODBOX_RABBIT_EPMD_PORT ODBOX_RABBIT_START_S (seconds to start)
-#   tests/relay/rabbitmq-server.sh stop-app|start-app|restart|stop DIR
+#   tests/relay/rabbitmq-server.sh stop-app|start-app|restart|sever|stop DIR
 #       (the node's state dir, ODBOX_RABBIT_DIR; restart: the whole node
-#       stopped, then started on the same data and ports)
+#       stopped, then started on the same data and ports; sever: the
+#       node closes every client connection, sockets and all)
 # Every wait is bounded (RABBIT_START_TIMEOUT, default 60 s).
 set -euo pipefail
 # the bare scripts, not /usr/sbin wrappers that switch to the rabbitmq user (who cannot read our mktemp dir)
@@ -117,6 +118,7 @@ case ${1:-} in
     restart) restart "$2" ;;
     stop-app) ctl "$2" stop_app >/dev/null ;;
     start-app) ctl "$2" start_app >/dev/null ;;
+    sever) ctl "$2" close_all_connections "odbox test: severed" >/dev/null ;;
     *)
         sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
         exit 2

@@ -11,6 +11,14 @@
  *               started ($RABBIT_START_CMD): everything arrives
  *     bad       an exchange that does not exist, then an unreachable
  *               broker: clear errors, nothing SUCCEEDED
+ *     sever     the node closes every connection ($RABBIT_SEVER_CMD)
+ *               again and again while the relay publishes (up to 10
+ *               times): publishes broken, then everything SUCCEEDED and
+ *               arrived; the duplicates are counted
+ *     nack      a queue that holds 5 messages and rejects the rest
+ *               (x-overflow reject-publish: the broker's basic.nack):
+ *               5 SUCCEEDED, the refused retried and named in the log;
+ *               as the queue is emptied, everything arrives
  *     write     N events, 50 ms between actions (PER_ACTION each)
  *     work      a relay process until SIGTERM (the test kill -9s it)
  *     verify    drains what write wrote: all SUCCEEDED, all arrived
@@ -385,6 +393,30 @@ static void down(int n)
           t.distinct, n);
 }
 
+static void sever(int n)
+{
+    declare();
+    write_events(n, 0);
+    run r = {0};
+    double t0 = now_s();
+    start(&r, EXCHANGE, url, 0, 4);
+    int severed = 0, tries = 0;
+    for (; tries < 10 && succeeded() < n; tries++)
+        severed += system(getenv("RABBIT_SEVER_CMD")) == 0;
+    int64_t during = succeeded();
+    double secs = drain(n, t0);
+    int64_t ok = succeeded(), fl = odbox_relay_failed(r.relay);
+    stop(&r);
+    tally t = consume(n);
+    printf("sever: severed=%d succeeded_meanwhile=%lld succeeded=%lld failed=%lld arrived=%d distinct=%d "
+           "duplicates=%d secs=%.2f\n",
+           severed, (long long)during, (long long)ok, (long long)fl, t.arrived, t.distinct, t.dups, secs);
+    CHECK(severed == tries && severed > 0, "RABBIT_SEVER_CMD failed %d times of %d", tries - severed, tries);
+    CHECK(fl > 0, "no publish was broken: the relay was done before the first sever");
+    CHECK(ok == n && t.distinct == n, "severed: %lld SUCCEEDED, %d of %d arrived", (long long)ok, t.distinct, n);
+    CHECK(t.props_bad == 0, "%d messages with wrong properties or body", t.props_bad);
+}
+
 static volatile sig_atomic_t stopping;
 static void on_term(int sig)
 {
@@ -423,6 +455,61 @@ static void bad_one(const char *what, const char *exchange, const char *broker_u
     printf("%s: succeeded=%lld failed=%lld log=%s\n", what, (long long)ok, (long long)fl, last_log);
     CHECK(ok == 0 && fl > 1, "%s: %lld SUCCEEDED, %lld failed publishes", what, (long long)ok, (long long)fl);
     CHECK(strstr(last_log, want), "%s: the log lacks '%s'", what, want);
+}
+
+/* Empties the full queue until n rows SUCCEEDED (bounded): the refused
+ * ones are retried after their backoff and fit as room is made. */
+static double empty_full_queue(amqp_connection_state_t st, int n)
+{
+    double t0 = now_s();
+    while (succeeded() < n && now_s() - t0 < DRAIN_MS / 1000.0) {
+        amqp_queue_purge(st, 1, amqp_cstring_bytes("odbox-q-full"));
+        usleep(100 * 1000);
+    }
+    return now_s() - t0;
+}
+
+static void nack(int n)
+{
+    odbox_log_set(log_line, NULL, ODBOX_LOG_WARN);
+    write_events(n, 0);
+    amqp_connection_state_t st = amqp_connect_or_die();
+    amqp_table_entry_t args[2];
+    args[0].key = amqp_cstring_bytes("x-max-length");
+    args[0].value.kind = AMQP_FIELD_KIND_I32;
+    args[0].value.value.i32 = 5;
+    args[1].key = amqp_cstring_bytes("x-overflow");
+    args[1].value.kind = AMQP_FIELD_KIND_UTF8;
+    args[1].value.value.bytes = amqp_cstring_bytes("reject-publish");
+    amqp_table_t table = {2, args};
+    amqp_exchange_declare(st, 1, amqp_cstring_bytes(EXCHANGE "-full"), amqp_cstring_bytes("topic"), 0, 0, 0, 0,
+                          amqp_empty_table);
+    amqp_queue_delete(st, 1, amqp_cstring_bytes("odbox-q-full"), 0, 0);
+    amqp_queue_declare(st, 1, amqp_cstring_bytes("odbox-q-full"), 0, 0, 0, 0, table);
+    amqp_queue_bind(st, 1, amqp_cstring_bytes("odbox-q-full"), amqp_cstring_bytes(EXCHANGE "-full"),
+                    amqp_cstring_bytes("#"), amqp_empty_table);
+    if (amqp_get_rpc_reply(st).reply_type != AMQP_RESPONSE_NORMAL) {
+        fprintf(stderr, "rabbitmq-check: declaring the full queue failed\n");
+        exit(1);
+    }
+    last_log[0] = 0;
+    run r = {0};
+    start(&r, EXCHANGE "-full", url, 0, 4);
+    sleep(3);
+    int64_t full = succeeded(), refused = odbox_relay_failed(r.relay);
+    pthread_mutex_lock(&log_mu);
+    printf("nack: succeeded=%lld refused=%lld log=%s\n", (long long)full, (long long)refused, last_log);
+    CHECK(strstr(last_log, "basic.nack"), "nack: the log lacks basic.nack");
+    pthread_mutex_unlock(&log_mu);
+    CHECK(full == 5, "nack: %lld rows SUCCEEDED with room for 5", (long long)full);
+    CHECK(refused >= n - 5, "nack: %lld refused publishes for %d rows", (long long)refused, n - 5);
+    double secs = empty_full_queue(st, n);
+    int64_t ok = succeeded();
+    stop(&r);
+    printf("emptied: succeeded=%lld secs=%.1f\n", (long long)ok, secs);
+    CHECK(ok == n, "nack: %lld of %d SUCCEEDED once the queue had room", (long long)ok, n);
+    amqp_queue_delete(st, 1, amqp_cstring_bytes("odbox-q-full"), 0, 0);
+    close_amqp(st);
 }
 
 static void bad(int n)
@@ -536,7 +623,7 @@ static int broker_only(const char *mode, int n, int conns, int window)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: rabbitmq-check deliver|ordered|down|bad|bench DSN URL N [THREADS]\n"
+        fprintf(stderr, "usage: rabbitmq-check deliver|ordered|down|bad|nack|sever|bench DSN URL N [THREADS]\n"
                         "       rabbitmq-check declare|count|raw - URL N [CONNECTIONS WINDOW]\n");
         return 2;
     }
@@ -569,6 +656,10 @@ int main(int argc, char **argv)
         deliver(n, 0, threads, 0);
     else if (!strcmp(argv[1], "bad"))
         bad(n);
+    else if (!strcmp(argv[1], "nack"))
+        nack(n);
+    else if (!strcmp(argv[1], "sever"))
+        sever(n);
     else if (!strcmp(argv[1], "bench")) {
         double relay = deliver(n, 0, threads, 1);
         double rawr = raw(n, 1, threads); /* the relay's workers share one connection */
