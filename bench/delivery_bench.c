@@ -42,7 +42,7 @@
  *    dialect's delivery_isolation_sql, before the begin) and "begin" (its
  *    claim_begin_sql, first in the transaction), where the dialect has
  *    them, then "due" for each due read (a copy of due_sql in
- *    src/delivery_claim.c: one handler name, no limit, none ordered, the
+ *    src/delivery_claim.c: one handler name, no limit, the order check, the
  *    database's now); connects to nothing.
  *
  * Usage: odbox-bench-delivery [--dsn DSN] [--replica DSN]
@@ -691,7 +691,8 @@ static int mode_handle(side *sd, const opts *o, odbox_error *e)
 }
 
 /* The handling's due read (src/delivery_claim.c, due_sql) for one
- * handler name without a limit, none ordered, and the database's now:
+ * handler name without a limit, with the order check every row passes
+ * when its order_key is NULL, and the database's now:
  * variant -1 where the due index is partial, else 0 (PENDING) or 1
  * (FAILED). The table is aliased n and ORDER BY names its column (the
  * select list's text cast of next_retry_at has the same name). */
@@ -723,9 +724,11 @@ static char *due_read_sql(const odbox_dialect *d, const char *table, int variant
     if (variant >= 0)
         n += (size_t)snprintf(sql + n, cap - n, " AND state = '%s'", states[variant]);
     snprintf(sql + n, cap - n,
-             " AND handler_name IN (?) AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= %s) "
-             "ORDER BY n.next_retry_at LIMIT ?%s",
-             d->now_sql, d->claim_suffix ? d->claim_suffix : "");
+             " AND handler_name IN (?) AND (n.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM %s o WHERE "
+             "o.handler_name = n.handler_name AND o.order_key = n.order_key AND (o.event_date < n.event_date OR "
+             "(o.event_date = n.event_date AND o.event_id < n.event_id)))) AND next_retry_at <= ? AND "
+             "(lease_until IS NULL OR lease_until <= %s) ORDER BY n.next_retry_at LIMIT ?%s",
+             table, d->now_sql, d->claim_suffix ? d->claim_suffix : "");
     return sql;
 }
 
@@ -809,8 +812,8 @@ static int mode_raw(const opts *o, odbox_error *e)
         rc = prepare_ids(c, head, ")", d, (size_t)batch, &claim, e);
     char head2[512];
     snprintf(head2, sizeof head2,
-             "UPDATE %s SET state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?, lease_owner = NULL, "
-             "lease_until = NULL WHERE id IN (",
+             "UPDATE %s SET state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?, next_retry_at = ?, "
+             "order_key = NULL, lease_owner = NULL, lease_until = NULL, limit_lease_until = NULL WHERE id IN (",
              table);
     const char *tail2 = ") AND state NOT IN ('SUCCEEDED', 'EXPIRED') AND attempts = ? AND lease_owner = ?";
     if (rc == ODBOX_OK)
@@ -890,7 +893,9 @@ static int mode_raw(const opts *o, odbox_error *e)
         if (rc == ODBOX_OK) {
             odbox_stmt_clear_binds(dn);
             int idx = 1;
-            rc = odbox_stmt_bind_timestamp(dn, idx++, wall_ns() / 1000, e);
+            int64_t finished = wall_ns() / 1000;
+            if ((rc = odbox_stmt_bind_timestamp(dn, idx++, finished, e)) == ODBOX_OK)
+                rc = odbox_stmt_bind_timestamp(dn, idx++, finished, e);
             for (size_t i = 0; i < n && rc == ODBOX_OK; i++)
                 rc = odbox_stmt_bind_uuid(dn, idx++, ids[i], e);
             if (rc == ODBOX_OK && (rc = odbox_stmt_bind_int64(dn, idx++, 0, e)) == ODBOX_OK &&
