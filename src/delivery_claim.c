@@ -322,13 +322,9 @@ static int by_due(const void *a, const void *b)
  * limits count. */
 static int claim_rows(hround *h, odbox_conn *c, int64_t until, int limited, odbox_error *err)
 {
-    size_t per = (size_t)(h->dialect->max_params - 4), n = 0;
-    call **rows = malloc((h->n ? h->n : 1) * sizeof *rows);
-    if (!rows)
-        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    size_t per = (size_t)(h->dialect->max_params - 4), n = 0, next = 0; /* next: the call to bind next */
     for (size_t i = 0; i < h->n; i++)
-        if (h->calls[i]->limited == limited)
-            rows[n++] = h->calls[i];
+        n += h->calls[i]->limited == limited;
     int rc = ODBOX_OK;
     for (size_t at = 0; at < n && rc == ODBOX_OK;) {
         size_t k = n - at < per ? n - at : per;
@@ -355,15 +351,17 @@ static int claim_rows(hround *h, odbox_conn *c, int64_t until, int limited, odbo
             rc = odbox_stmt_bind_text(s, idx++, h->token, err);
         for (int t = 0; t <= limited && rc == ODBOX_OK; t++)
             rc = odbox_stmt_bind_timestamp(s, idx++, until, err);
-        for (size_t i = 0; i < k && rc == ODBOX_OK; i++)
-            rc = odbox_stmt_bind_valid_uuid(s, idx++, rows[at + i]->env.notification_id, err);
+        for (size_t i = 0; i < k && rc == ODBOX_OK; i++, next++) {
+            while (h->calls[next]->limited != limited)
+                next++;
+            rc = odbox_stmt_bind_valid_uuid(s, idx++, h->calls[next]->env.notification_id, err);
+        }
         if (rc == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         h->rd->statements++;
         odbox_stmt_free(&s);
         at += k;
     }
-    free(rows);
     return rc;
 }
 

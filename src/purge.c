@@ -147,19 +147,23 @@ static int delete_batches(odbox_conn *c, const char *table, const struct pass *p
 
 /* The event types of the delivered events, one index seek each (where
  * the index leads (delivered, event_type): the next type after the last,
- * as a loose index scan would read them; a DISTINCT reads every entry). */
+ * as a loose index scan would read them; a DISTINCT reads every entry).
+ * Two statements, each prepared once: the first type, and the next. */
 static int delivered_types(odbox_conn *c, const char *events, char ***types, size_t *n, odbox_error *err)
 {
-    char sql[ODBOX_NAME_MAX * 2 + 112];
-    int rc = ODBOX_OK;
+    char first[ODBOX_NAME_MAX * 2 + 96], after[ODBOX_NAME_MAX * 2 + 128];
+    snprintf(first, sizeof first, "SELECT MIN(event_type) FROM %s WHERE delivered = TRUE", events);
+    snprintf(after, sizeof after, "%s AND event_type > ?", first);
+    odbox_stmt *s0 = NULL, *s1 = NULL;
+    int rc = odbox_stmt_prepare(c, first, &s0, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_prepare(c, after, &s1, err);
     size_t cap = 0;
-    for (;;) {
-        snprintf(sql, sizeof sql, "SELECT MIN(event_type) FROM %s WHERE delivered = TRUE%s", events,
-                 *n ? " AND event_type > ?" : "");
-        odbox_stmt *s = NULL;
+    for (int null = 0; rc == ODBOX_OK && !null;) {
+        odbox_stmt *s = *n ? s1 : s0;
         const char *t = NULL;
-        int null = 1;
-        if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK && *n)
+        null = 1;
+        if (*n)
             rc = odbox_stmt_bind_text(s, 1, (*types)[*n - 1], err);
         if (rc == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
@@ -172,13 +176,12 @@ static int delivered_types(odbox_conn *c, const char *events, char ***types, siz
             else
                 rc = odbox_fail(err, ODBOX_ENOMEM, "purge: out of memory");
         }
-        if (rc == ODBOX_OK && !null && !((*types)[*n] = strdup(t)))
+        if (rc == ODBOX_OK && !null && !((*types)[(*n)++] = strdup(t)))
             rc = odbox_fail(err, ODBOX_ENOMEM, "purge: out of memory");
-        odbox_stmt_free(&s);
-        if (rc != ODBOX_OK || null)
-            return rc < 0 ? rc : ODBOX_OK;
-        (*n)++;
     }
+    odbox_stmt_free(&s0);
+    odbox_stmt_free(&s1);
+    return rc < 0 ? rc : ODBOX_OK;
 }
 
 static int purge_shard(const odbox_shard *sh, int64_t cutoff, int64_t keys_cutoff, int batch, const purge_stop *st,

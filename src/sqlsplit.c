@@ -40,7 +40,7 @@ int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *o
      * for a second statement (SQLite's ODBC driver) takes a ';' in a
      * comment for one. MySQL's executable comments and optimizer hints
      * (slash-star followed by ! or +) are code: kept. */
-    char *buf = odbox_strndup(text, strlen(text));
+    char *buf = strdup(text);
     if (!buf)
         return odbox_fail(err, ODBOX_ENOMEM, "SQL: out of memory");
     char *start = buf, *p = buf;
