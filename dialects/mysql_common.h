@@ -46,6 +46,7 @@ int odbox_mariadb_bounded_session_sql(size_t i, int lock_ms, int statement_ms, c
      * action: 2.7 s at 30,000 per statement, 1.4 s at 2,000; 100 s     \
      * under ASan, whose realloc always copies) */                      \
     .max_params = 2000,                                                                    \
+    .claims_keys_first = 1,                                                                \
     .eventlog_container = "database",                                                      \
     .create_eventlog_fmt = "CREATE DATABASE IF NOT EXISTS %s",                             \
     .drop_eventlog_fmt = "DROP DATABASE IF EXISTS %s",                                     \

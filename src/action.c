@@ -556,6 +556,41 @@ typedef struct keyed {
     int taken;
 } keyed;
 
+static int claims_first(odbox_executor *exe)
+{
+    const odbox_dialect *d = odbox_pool_dialect(odbox_shard_primary(odbox_registry_default_shard(exe->registry)));
+    return d && d->claims_keys_first; /* NULL: a raw DSN not connected yet; the read first is right anywhere */
+}
+
+/* Where the dialect claims keys first: the default shard's transaction
+ * begins here with the key's INSERT, and perform's reads of that shard
+ * borrow its connection (odbox_pool_lend). *conn NULL and *found 1: the
+ * key was taken, res holds its outcome. */
+static int claim_first(odbox_executor *exe, const keyed *k, const char *action_id, int64_t now_us,
+                       odbox_conn **conn, odbox_result *res, int *found, odbox_error *err)
+{
+    odbox_shard *home = odbox_registry_default_shard(exe->registry);
+    int taken = 0;
+    int rc = odbox_idem_begin(home, exe->ns, k->key, k->sha, action_id, now_us, conn, &taken, err);
+    if (rc == ODBOX_OK) {
+        odbox_pool_lend(odbox_shard_primary(home), *conn);
+        return ODBOX_OK;
+    }
+    if (taken && (rc = replay(exe, k->key, k->sha, res, found, err)) == ODBOX_OK && !*found)
+        rc = odbox_fail(err, ODBOX_EDEADLOCK, "idempotency key '%.80s' was taken and then released by a concurrent "
+                                              "execution; execute again", k->key);
+    return rc;
+}
+
+static void end_claim(odbox_executor *exe, odbox_conn **conn)
+{
+    if (!*conn)
+        return;
+    odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(exe->registry));
+    odbox_pool_lend(NULL, NULL);
+    odbox_pool_release(pool, conn); /* rolls back what did not commit */
+}
+
 /* One attempt: perform, then persist; fills res. With a key, a stored
  * outcome is returned first (perform does not run), and a key taken by a
  * concurrent execution at the claim is answered from its outcome. */
@@ -568,12 +603,16 @@ static int attempt_once(odbox_executor *exe, const odbox_action *action, json_ob
     odbox_plan plan = {.exe = exe};
     pthread_rwlock_rdlock(&exe->mu);
     run rn = {exe->ns, action, params_json, ctx.action_id, odbox_now_us(), &plan, exe->hook, exe->hook_ud,
-              k->key, k->sha, NULL, &k->taken};
+              k->key, k->sha, NULL, &k->taken, NULL};
     pthread_rwlock_unlock(&exe->mu);
     odbox_result attempt_res = {0};
     odbox_error_clear(err);
     int found = 0, rc = ODBOX_OK;
-    if (k->key && ((rc = replay(exe, k->key, k->sha, res, &found, err)) != ODBOX_OK || found))
+    if (k->key && claims_first(exe))
+        rc = claim_first(exe, k, ctx.action_id, rn.started_us, &rn.key_conn, res, &found, err);
+    else if (k->key)
+        rc = replay(exe, k->key, k->sha, res, &found, err);
+    if (rc != ODBOX_OK || found)
         return rc;
     rc = action->perform(&ctx, prm, &plan, action->user, err);
     if (rc > 0 || (rc < 0 && err && err->code == 0))
@@ -586,6 +625,7 @@ static int attempt_once(odbox_executor *exe, const odbox_action *action, json_ob
     rn.result_json = result_json;
     if (rc == ODBOX_OK)
         rc = persist(&rn, cfg, &attempt_res, err);
+    end_claim(exe, &rn.key_conn);
     free(result_json);
     if (res) {
         memcpy(res->action_id, ctx.action_id, sizeof res->action_id);

@@ -50,6 +50,10 @@ typedef struct run {
     const char *params_sha256;
     const char *result_json;
     int *key_taken;
+    /* NULL, or the default shard's connection whose open transaction
+     * claimed the key before perform (claims_keys_first): the shard's
+     * writes and the key's result go into it, and its commit is theirs */
+    odbox_conn *key_conn;
 } run;
 
 /* Commit listeners: fn(ud, shard, nevents) runs after a shard's commit

@@ -147,6 +147,45 @@ int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const 
     return rc;
 }
 
+int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const char *params_sha256,
+                     const char *action_id, int64_t now_us, odbox_conn **out, int *taken, odbox_error *err)
+{
+    odbox_pool *pool = odbox_shard_primary(shard);
+    *out = NULL;
+    *taken = 0;
+    int rc = odbox_pool_acquire(pool, out, err);
+    if (rc == ODBOX_OK && (rc = odbox_conn_begin(*out, err)) == ODBOX_OK)
+        rc = odbox_idem_claim(*out, odbox_shard_eventlog(shard), ns, key, params_sha256, action_id, NULL, now_us,
+                              taken, err);
+    if (rc != ODBOX_OK)
+        odbox_pool_release(pool, out); /* rolls the transaction back */
+    return rc;
+}
+
+int odbox_idem_set_result(odbox_conn *c, const char *eventlog, const char *ns, const char *key,
+                          const char *result_json, odbox_error *err)
+{
+    odbox_sql_key k;
+    odbox_sql_key_init(&k, ODBOX_SQL_IDEM_RESULT, 1);
+    odbox_sql_key_add(&k, 0, eventlog);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &k, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
+        table_name(c, eventlog, table, sizeof table);
+        snprintf(sql, sizeof sql, "UPDATE %s SET result = ? WHERE namespace = ? AND idem_key = ?", table);
+        rc = odbox_stmt_prepare_keyed(c, sql, &k, &s, err);
+    }
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, result_json, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 2, ns, err)) == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 3, key, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && odbox_stmt_rows_affected(s) == 0)
+        rc = odbox_fail(err, ODBOX_EDB, "idempotency key '%.80s': its row in this transaction was not found", key);
+    odbox_stmt_free(&s);
+    if (rc != ODBOX_OK)
+        odbox_error_prefix(err, rc, "writing the idempotency key's result");
+    return rc;
+}
+
 int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *params_sha256, odbox_error *err)
 {
     if (!strcmp(o->params_sha256, params_sha256))

@@ -12,6 +12,10 @@
  *                     found -> return the stored outcome
  *   first statement of the transaction: odbox_idem_claim
  *                     taken -> roll back, odbox_idem_lookup
+ * or, where the transaction may as well start before the work (an own
+ * transaction; a keyed action where the dialect claims_keys_first):
+ *   odbox_idem_begin: taken -> odbox_idem_lookup; else work, then
+ *   odbox_idem_set_result when there is a result, and commit.
  * Not installed. */
 #ifndef ODBOX_IDEMPOTENCY_H
 #define ODBOX_IDEMPOTENCY_H
@@ -60,6 +64,18 @@ int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int selec
                          odbox_error *err);
 int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *key, const char *params_sha256,
                           const char *action_id, const char *result_json, int64_t now_us, odbox_error *err);
+
+/* The claim as a transaction's first statement: a connection of shard's
+ * primary pool, BEGIN, odbox_idem_claim (no result yet). *out holds the
+ * open transaction, or is NULL on failure: *taken 1 (ODBOX_EUNIQUE) when
+ * the key exists (the caller reads its outcome), with the transaction
+ * rolled back and the connection released. */
+int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const char *params_sha256,
+                     const char *action_id, int64_t now_us, odbox_conn **out, int *taken, odbox_error *err);
+
+/* Sets the result JSON of the key row claimed in c's open transaction. */
+int odbox_idem_set_result(odbox_conn *c, const char *eventlog, const char *ns, const char *key,
+                          const char *result_json, odbox_error *err);
 
 /* ODBOX_OK when the stored outcome was made with params_sha256, else
  * ODBOX_EUNIQUE with a message naming the key and the first action id. */

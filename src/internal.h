@@ -112,7 +112,7 @@ typedef struct odbox_sql_key {
 
 enum {
     ODBOX_SQL_FIND_IDS = 1, ODBOX_SQL_INSERT, ODBOX_SQL_UPDATE, ODBOX_SQL_EVENTS, ODBOX_SQL_JOINED,
-    ODBOX_SQL_IDEM_FIND, ODBOX_SQL_IDEM_CLAIM /* idempotency.c */
+    ODBOX_SQL_IDEM_FIND, ODBOX_SQL_IDEM_CLAIM, ODBOX_SQL_IDEM_RESULT /* idempotency.c */
 };
 
 void odbox_sql_key_init(odbox_sql_key *k, int op, size_t count);
@@ -133,6 +133,14 @@ char *odbox_sql_insert_source(int rows, const char *const *forms, int ncols, int
  * a key always has the same result columns: their count is asked once. */
 int odbox_stmt_prepare_keyed(odbox_conn *c, const char *sql, const odbox_sql_key *k, odbox_stmt **out,
                              odbox_error *err);
+
+/* Lends c, a connection of p that this thread holds in an open
+ * transaction, to this thread's own acquires of p until
+ * odbox_pool_lend(NULL, NULL): they get c, and their release leaves it
+ * with its holder. So reads made under the transaction (a keyed action's
+ * perform, whose key the transaction holds) need no second connection
+ * of a pool that may have none free. One loan per thread. */
+void odbox_pool_lend(odbox_pool *p, odbox_conn *c);
 
 /* 1 when a statement failed on c since odbox_conn_begin opened its
  * transaction: what PostgreSQL has then aborted (and psqlODBC rolled

@@ -229,12 +229,15 @@ static int call_hook(const run *rn, odbox_hook_point at, odbox_shard *shard, odb
 static int write_in_transaction(const run *rn, odbox_conn *c, odbox_shard *shard, const shard_writes *w,
                                 odbox_error *err)
 {
-    int rc = odbox_conn_begin(c, err);
+    int claimed = c == rn->key_conn; /* its transaction is open and holds the key */
+    int rc = claimed ? ODBOX_OK : odbox_conn_begin(c, err);
     if (rc != ODBOX_OK)
         return rc;
     int64_t completion = odbox_now_us();
     const part *ev = &w->parts[w->nparts - 1];
-    if (rn->key) /* first: a concurrent holder of the key makes this wait here */
+    if (claimed && rn->result_json)
+        rc = odbox_idem_set_result(c, odbox_shard_eventlog(shard), rn->ns, rn->key, rn->result_json, err);
+    else if (rn->key && !claimed) /* first: a concurrent holder of the key makes this wait here */
         rc = odbox_idem_claim(c, odbox_shard_eventlog(shard), rn->ns, rn->key, rn->params_sha256, rn->action_id,
                               rn->result_json, completion, rn->key_taken, err);
     for (size_t i = 0; i + 1 < w->nparts && rc == ODBOX_OK; i++) {
@@ -452,9 +455,9 @@ int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err)
     if (rc != ODBOX_OK)
         return rc;
     odbox_pool *pool = odbox_shard_primary(shard);
-    odbox_conn *c = NULL;
+    odbox_conn *c = rn->key_conn; /* a keyed run writes only on the default shard, whose key it holds */
     item *items = NULL;
-    if ((rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK) {
+    if (c || (rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK) {
         size_t rows = w.key.n;
         for (size_t i = 0; i < w.nparts; i++)
             rows += w.parts[i].n;
@@ -462,12 +465,13 @@ int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err)
         size_t n = 0;
         if ((items = malloc(rows * sizeof *items)) == NULL)
             rc = odbox_fail(err, ODBOX_ENOMEM, "persist: out of memory");
-        else
+        else if (!rn->key_conn)
             n = plan_items(odbox_conn_dialect(c), rn, &w, items, &guarded);
         if (rc == ODBOX_OK)
             rc = n ? write_in_one_statement(rn, c, shard, items, n, guarded, err)
                    : write_in_transaction(rn, c, shard, &w, err);
-        odbox_pool_release(pool, &c);
+        if (c != rn->key_conn)
+            odbox_pool_release(pool, &c);
     }
     free(items);
     writes_free(&w);

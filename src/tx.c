@@ -97,15 +97,10 @@ static int keyed_begin(odbox_tx *tx, odbox_error *err)
                                                   "default shard, where its key is kept");
     odbox_idem_params_sha256(tx->params_json, tx->sha);
     int found = 0, taken = 0;
-    int rc = odbox_pool_acquire(tx->pool, &tx->conn, err);
-    if (rc == ODBOX_OK && (rc = odbox_conn_begin(tx->conn, err)) == ODBOX_OK)
-        rc = odbox_idem_claim(tx->conn, odbox_shard_eventlog(tx->shard), odbox_executor_ns(tx->exe), tx->key, tx->sha,
-                              tx->action_id, NULL, tx->started_us, &taken, err);
+    int rc = odbox_idem_begin(tx->shard, odbox_executor_ns(tx->exe), tx->key, tx->sha, tx->action_id, tx->started_us,
+                              &tx->conn, &taken, err);
     if (rc == ODBOX_OK || !taken)
         return rc;
-    odbox_error ignored;
-    odbox_conn_rollback(tx->conn, &ignored);
-    odbox_pool_release(tx->pool, &tx->conn);
     if ((rc = replay_key(tx, &found, err)) == ODBOX_OK && !found) /* the winner's row went again: rare, retryable */
         rc = odbox_fail(err, ODBOX_EDEADLOCK, "tx begin: idempotency key '%.80s' was taken and then released "
                                               "by a concurrent transaction; begin again",

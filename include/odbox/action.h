@@ -195,7 +195,12 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
  * only on the registry's default shard, where keys are kept (else
  * ODBOX_ECROSSSHARD, nothing written). Where the shard is written in one
  * statement (see above), the key's INSERT is a part of it, made to depend
- * on the UPDATE as the other rows are. Keys
+ * on the UPDATE as the other rows are, and the key is read before perform.
+ * On MySQL/MariaDB the transaction begins before perform with the key's
+ * INSERT, which finds a key that executed, and perform's reads of the
+ * default shard run in it on its connection (a second caller with the
+ * key waits for the first at that INSERT, through perform); the result is
+ * written to the key's row before the commit. Keys
  * are kept until odbox_purge_run removes them (keys_older_than_us,
  * default 7 days). Needs migration V11. Thread-safe as odbox_execute. */
 int odbox_execute_keyed(odbox_executor *exe, const odbox_action *action, json_object *params, const char *key,

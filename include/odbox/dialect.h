@@ -68,6 +68,16 @@ typedef struct odbox_dialect {
     int has_transactional_ddl;
     int backslash_escapes;   /* '\'' escapes a quote inside string literals */
     int max_params;          /* most parameters one statement may carry */
+    /* 1: a keyed action (odbox_execute_keyed) begins its transaction
+     * before perform, with the key's INSERT, which is also the key's
+     * lookup (a key taken waits for its holder and is then refused), and
+     * perform's reads of the default shard run in that transaction: the
+     * key costs that one statement. 0: the key is read before perform and
+     * inserted with the writes: where join_writes_sql carries the INSERT
+     * in its one autocommit statement (a transaction would cost more), or
+     * where a transaction held through perform would hold more than the
+     * key (SQLite's BEGIN IMMEDIATE takes the database's write lock). */
+    int claims_keys_first;
 
     /* The eventlog container: "schema" (PostgreSQL), "database"
      * (MySQL/MariaDB, where a bare name is server-wide) or "prefix"

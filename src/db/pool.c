@@ -41,6 +41,18 @@ struct odbox_pool {
 
 const char *odbox_pool_dsn(const odbox_pool *p) { return p->dsn; }
 
+/* This thread's loan (odbox_pool_lend). */
+static _Thread_local struct {
+    odbox_pool *pool;
+    odbox_conn *conn;
+} lent;
+
+void odbox_pool_lend(odbox_pool *p, odbox_conn *c)
+{
+    lent.pool = c ? p : NULL;
+    lent.conn = p ? c : NULL;
+}
+
 static uint64_t note_lost(odbox_pool *p)
 {
     pthread_mutex_lock(&p->mu);
@@ -123,6 +135,10 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
     if (!p || !out)
         return odbox_fail(err, ODBOX_EINVAL, "pool: acquire with NULL pool or out");
     *out = NULL;
+    if (lent.pool == p) {
+        *out = lent.conn;
+        return ODBOX_OK;
+    }
     struct timespec deadline = odbox_mono_after(p->acquire_timeout_ms);
 
     pthread_mutex_lock(&p->mu);
@@ -183,6 +199,8 @@ static void give_back(odbox_pool *p, odbox_conn **cp, int discard)
         return;
     odbox_conn *c = *cp;
     *cp = NULL;
+    if (c == lent.conn)
+        return; /* its holder releases it */
     if (c->nheld)
         odbox_stmt_detach(c, 1, discard ? "odbox_pool_discard" : "odbox_pool_release");
     c->fresh = 0;
