@@ -6,11 +6,13 @@
  * DummyChanged event on it, an optimistic UPDATE), and prints
  *     <ODBOX code name> <action_id> <replayed> <attempts> <result JSON>
  * then exits 0 (1 when the execution failed, its message on stderr). The
- * action's perform pauses PAUSE_MS first, so that every caller has read
- * the key as free before any commits: the claim's unique key decides.
+ * action's perform pauses PAUSE_MS first, so that every caller reaches
+ * the key's INSERT before the first commits: the unique key decides.
  *
- * attempts is 0 when the key was found before perform ran, else perform
- * ran and the claim (or a stale version) met the winner's key.
+ * attempts is 0 when the key was found before perform ran (read first,
+ * or, on MySQL/MariaDB, its INSERT before perform waited for the winner),
+ * else perform ran and the claim (or a stale version) met the winner's
+ * key.
  *
  * Usage: idem-caller DSN KEY NAME AMOUNT BARRIER_FILE PAUSE_MS [UPDATE_ID] */
 #include <stdio.h>
