@@ -36,9 +36,21 @@ void odbox_idem_outcome_clear(odbox_idem_outcome *o)
     memset(o, 0, sizeof *o);
 }
 
-static void table_name(odbox_conn *c, const char *eventlog, char *out, size_t cap)
+/* The cached statement op of eventlog's keys table on c, or fmt (one %s:
+ * the table) prepared. */
+static int prepare(odbox_conn *c, int op, const char *eventlog, const char *fmt, odbox_stmt **s, odbox_error *err)
 {
-    odbox_dialect_eventlog_table(odbox_conn_dialect(c), eventlog, "idempotency_keys", out, cap);
+    odbox_sql_key k;
+    odbox_sql_key_init(&k, op, 1);
+    odbox_sql_key_add(&k, 0, eventlog);
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &k, s, err);
+    if (rc == ODBOX_OK && !*s) {
+        char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
+        odbox_dialect_eventlog_table(odbox_conn_dialect(c), eventlog, "idempotency_keys", table, sizeof table);
+        snprintf(sql, sizeof sql, fmt, table);
+        rc = odbox_stmt_prepare_keyed(c, sql, &k, s, err);
+    }
+    return rc;
 }
 
 static int copy_text(odbox_stmt *s, int col, char *out, size_t cap, odbox_error *err)
@@ -58,18 +70,9 @@ int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const c
 {
     memset(out, 0, sizeof *out);
     *found = 0;
-    odbox_sql_key k;
-    odbox_sql_key_init(&k, ODBOX_SQL_IDEM_FIND, 1);
-    odbox_sql_key_add(&k, 0, eventlog);
     odbox_stmt *s = NULL;
-    int rc = odbox_stmt_prepare_keyed(c, NULL, &k, &s, err);
-    if (rc == ODBOX_OK && !s) {
-        char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
-        table_name(c, eventlog, table, sizeof table);
-        snprintf(sql, sizeof sql, "SELECT id, params_sha256, result FROM %s WHERE namespace = ? AND idem_key = ?",
-                 table);
-        rc = odbox_stmt_prepare_keyed(c, sql, &k, &s, err);
-    }
+    int rc = prepare(c, ODBOX_SQL_IDEM_FIND, eventlog,
+                     "SELECT id, params_sha256, result FROM %s WHERE namespace = ? AND idem_key = ?", &s, err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, ns, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_text(s, 2, key, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK)
         rc = odbox_stmt_fetch(s, err);
@@ -165,17 +168,9 @@ int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const 
 int odbox_idem_set_result(odbox_conn *c, const char *eventlog, const char *ns, const char *key,
                           const char *result_json, odbox_error *err)
 {
-    odbox_sql_key k;
-    odbox_sql_key_init(&k, ODBOX_SQL_IDEM_RESULT, 1);
-    odbox_sql_key_add(&k, 0, eventlog);
     odbox_stmt *s = NULL;
-    int rc = odbox_stmt_prepare_keyed(c, NULL, &k, &s, err);
-    if (rc == ODBOX_OK && !s) {
-        char table[ODBOX_NAME_MAX * 2 + 32], sql[512];
-        table_name(c, eventlog, table, sizeof table);
-        snprintf(sql, sizeof sql, "UPDATE %s SET result = ? WHERE namespace = ? AND idem_key = ?", table);
-        rc = odbox_stmt_prepare_keyed(c, sql, &k, &s, err);
-    }
+    int rc = prepare(c, ODBOX_SQL_IDEM_RESULT, eventlog,
+                     "UPDATE %s SET result = ? WHERE namespace = ? AND idem_key = ?", &s, err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, result_json, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_text(s, 2, ns, err)) == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 3, key, err)) == ODBOX_OK &&
         (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && odbox_stmt_rows_affected(s) == 0)

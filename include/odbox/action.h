@@ -200,7 +200,10 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
  * INSERT, which finds a key that executed, and perform's reads of the
  * default shard run in it on its connection (a second caller with the
  * key waits for the first at that INSERT, through perform); the result is
- * written to the key's row before the commit. Keys
+ * written to the key's row before the commit. There, while perform runs,
+ * the thread's connection of the default shard's primary is that
+ * transaction's: a perform that executes another action or begins an own
+ * transaction on that shard gets ODBOX_ESTATE. Keys
  * are kept until odbox_purge_run removes them (keys_older_than_us,
  * default 7 days). Needs migration V11. Thread-safe as odbox_execute. */
 int odbox_execute_keyed(odbox_executor *exe, const odbox_action *action, json_object *params, const char *key,
