@@ -316,6 +316,54 @@ START_TEST(a_keyed_action_needs_one_connection)
 }
 END_TEST
 
+/* A perform that executes another action (unkeyed, adding dummy
+ * "inner") and then adds its own dummy. */
+typedef struct nesting {
+    odbox_executor *exe;
+    int inner_rc;
+    maker mk;
+} nesting;
+
+static int nested(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    nesting *n = user;
+    odbox_action inner = {.name = "MakeInner", .perform = make_dummy, .user = &n->mk};
+    json_object *p = json_tokener_parse("{\"name\":\"inner\",\"amount\":1}");
+    odbox_error e = {0};
+    n->inner_rc = odbox_execute(n->exe, &inner, p, NULL, NULL, &e);
+    json_object_put(p);
+    return make_dummy(ctx, params, plan, &n->mk, err);
+}
+
+/* Where keys are claimed first, an action executed from a keyed perform
+ * meets the key's transaction on its connection: ODBOX_ESTATE, and the
+ * keyed action's transaction is untouched (it commits whole, and only
+ * its own rows). Elsewhere the inner action commits on a connection of
+ * its own. */
+START_TEST(an_action_inside_a_keyed_perform)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    nesting n = {.exe = open_exe(&f)};
+    odbox_action a = {.name = "MakeOuter", .perform = nested, .user = &n};
+    json_object *p = json_tokener_parse("{\"name\":\"outer\",\"amount\":2}");
+    odbox_result res;
+    odbox_error e = {0};
+    int rc = odbox_execute_keyed(n.exe, &a, p, "k-nested", NULL, &res, &e);
+    json_object_put(p);
+    ck_assert_msg(rc == ODBOX_OK, "%s", e.message);
+    int first = odbox_dialect_find(itest_dialect())->claims_keys_first;
+    ck_assert_int_eq(n.inner_rc, first ? ODBOX_ESTATE : ODBOX_OK);
+    ck_assert_int_eq(dummies(&f, "outer"), 1);
+    ck_assert_int_eq(dummies(&f, "inner"), first ? 0 : 1);
+    ck_assert_int_eq(dfx_events(&f, 0), first ? 1 : 2);
+    ck_assert_int_eq(keys(&f), 1);
+    odbox_result_clear(&res);
+    odbox_executor_free(&n.exe);
+    dfx_close(&f);
+}
+END_TEST
+
 static int64_t purge_keys_at(dfx *f, int64_t now_us, int64_t window_us)
 {
     odbox_manual_clock *m = NULL;
@@ -516,6 +564,7 @@ Suite *idempotency_suite(void)
     tcase_add_test(t, same_key_other_params_is_refused);
     tcase_add_test(t, a_refused_perform_does_not_spend_the_key);
     tcase_add_test(t, a_keyed_action_needs_one_connection);
+    tcase_add_test(t, an_action_inside_a_keyed_perform);
     tcase_add_test(t, a_purge_past_the_window_forgets_the_key);
     tcase_add_test(t, a_keyed_action_off_the_default_shard_is_refused);
     tcase_add_test(t, a_domain_conflict_beside_the_key_spends_nothing);
