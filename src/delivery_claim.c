@@ -22,9 +22,14 @@ static void hcall_run(odbox_work *w)
     odbox_error e = {0};
     int64_t t0 = odbox_mono_us();
     int rc = c->fn(&c->env, c->user, &e);
-    c->duration_us = odbox_mono_us() - t0;
+    odbox_hcall_done(c, rc, &e, odbox_mono_us() - t0);
+}
+
+void odbox_hcall_done(call *c, int rc, const odbox_error *e, int64_t took_us)
+{
+    c->duration_us = took_us;
     c->rc = rc == 0 ? 0 : rc < 0 ? rc : ODBOX_EINVAL;
-    snprintf(c->message, sizeof c->message, "%.255s", e.message[0] ? e.message : odbox_strerror(c->rc));
+    snprintf(c->message, sizeof c->message, "%.255s", e && e->message[0] ? e->message : odbox_strerror(c->rc));
 }
 
 void odbox_hcall_release(odbox_work *w)

@@ -44,15 +44,87 @@ int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts)
 
 /* ---- calling ---------------------------------------------------------------------- */
 
+/* A batch handler's calls of the round as one work item: it holds a
+ * reference to each of them, so that an abandoned batch's calls stay
+ * alive until it returns. */
+typedef struct hbatch {
+    odbox_work w; /* first: the pool hands this back */
+    odbox_hbatch_fn fn;
+    void *user;
+    call **calls;
+    size_t n;
+} hbatch;
+
+static void hbatch_run(odbox_work *w)
+{
+    hbatch *b = (hbatch *)w;
+    const odbox_envelope **envs = malloc(b->n * sizeof *envs);
+    int *rcs = calloc(b->n, sizeof *rcs);
+    odbox_error *errs = calloc(b->n, sizeof *errs);
+    int64_t t0 = odbox_mono_us();
+    if (envs && rcs && errs) {
+        for (size_t i = 0; i < b->n; i++)
+            envs[i] = &b->calls[i]->env;
+        b->fn(b->user, b->n, envs, rcs, errs);
+    }
+    int64_t took = odbox_mono_us() - t0;
+    for (size_t i = 0; i < b->n; i++)
+        odbox_hcall_done(b->calls[i], rcs && envs && errs ? rcs[i] : ODBOX_ENOMEM, errs ? &errs[i] : NULL, took);
+    free(envs);
+    free(rcs);
+    free(errs);
+}
+
+static void hbatch_release(odbox_work *w)
+{
+    hbatch *b = (hbatch *)w;
+    if (atomic_fetch_sub(&b->w.refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < b->n; i++)
+        odbox_hcall_release(&b->calls[i]->w);
+    free(b->calls);
+    free(b);
+}
+
+/* Puts the calls of batch handler k into one work item; NULL when it has
+ * none (or out of memory: they stay NOT_RUN, tried again next round). */
+static hbatch *batch_of(hround *h, int k)
+{
+    const odbox_hentry *e = &h->d->h->v[k];
+    size_t n = 0;
+    for (size_t i = 0; i < h->n; i++)
+        n += h->calls[i]->skip == CALL && h->calls[i]->handler == k;
+    hbatch *b = n ? calloc(1, sizeof *b) : NULL;
+    if (b && !(b->calls = malloc(n * sizeof *b->calls))) {
+        free(b);
+        b = NULL;
+    }
+    if (!b)
+        return NULL;
+    *b = (hbatch){.w = {.run = hbatch_run, .release = hbatch_release}, .fn = e->batch, .user = e->user,
+                  .calls = b->calls};
+    atomic_init(&b->w.refs, 1);
+    for (size_t i = 0; i < h->n; i++) {
+        call *c = h->calls[i];
+        if (c->skip == CALL && c->handler == k) {
+            atomic_fetch_add(&c->w.refs, 1);
+            b->calls[b->n++] = c;
+        }
+    }
+    return b;
+}
+
 /* Expired rows and rows nobody handles get no call; the rest run on the
- * worker threads. */
+ * worker threads: a call each, or a batch handler's calls together. */
 static void run_calls(hround *h, int64_t now, const atomic_int *stop)
 {
     odbox_delivery *d = h->d;
-    odbox_work **batch = malloc((h->n ? h->n : 1) * sizeof *batch);
-    size_t nb = 0;
+    odbox_work **items = malloc((h->n ? h->n : 1) * sizeof *items);
+    hbatch **batches = calloc(d->h->n ? d->h->n : 1, sizeof *batches);
+    size_t ni = 0, nbatches = 0;
     for (size_t i = 0; i < h->n; i++) {
         call *c = h->calls[i];
+        c->w.state = ODBOX_WORK_NOT_RUN; /* until an item runs it */
         if (c->skip != CALL)
             continue;
         if (now > c->deadline_us) { /* Ekbatan: now > event_date + retention */
@@ -67,14 +139,22 @@ static void run_calls(hround *h, int64_t now, const atomic_int *stop)
         }
         c->fn = d->h->v[c->handler].fn;
         c->user = d->h->v[c->handler].user;
-        if (batch)
-            batch[nb++] = &c->w;
-        else
-            c->w.state = ODBOX_WORK_NOT_RUN; /* out of memory: tried again next round */
+        if (items && !d->h->v[c->handler].batch)
+            items[ni++] = &c->w; /* out of memory: not run, tried again next round */
     }
-    if (nb)
-        odbox_workers_run(d->workers, batch, nb, d->cfg.handler_timeout_ms, stop, d->cfg.stop_wait_ms);
-    free(batch);
+    for (size_t k = 0; items && batches && k < d->h->n; k++)
+        if (d->h->v[k].batch && (batches[nbatches] = batch_of(h, (int)k)) != NULL)
+            items[ni++] = &batches[nbatches++]->w;
+    if (ni)
+        odbox_workers_run(d->workers, items, ni, d->cfg.handler_timeout_ms, stop, d->cfg.stop_wait_ms);
+    for (size_t k = 0; k < nbatches; k++) {
+        hbatch *b = batches[k];
+        for (size_t i = 0; i < b->n; i++)
+            b->calls[i]->w.state = b->w.state; /* an abandoned batch's calls timed out or were cut off with it */
+        hbatch_release(&b->w);
+    }
+    free(batches);
+    free(items);
 }
 
 /* The bucket of every row, from the calls' outcomes and post. */

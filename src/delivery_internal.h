@@ -14,6 +14,12 @@
 
 /* ---- the registry of handlers ------------------------------------------- */
 
+/* A handler's calls of one handling round made at once (a relay's
+ * publishes, whose confirms are then awaited together): rcs[i] 0, or a
+ * negative ODBOX_E* code with errs[i] set, for envs[i]. */
+typedef void (*odbox_hbatch_fn)(void *user, size_t n, const odbox_envelope *const *envs, int *rcs,
+                                odbox_error *errs);
+
 typedef struct odbox_hentry {
     char *name;
     char **former;
@@ -22,6 +28,7 @@ typedef struct odbox_hentry {
     size_t ntypes;
     odbox_handler_fn fn;
     void *user;
+    odbox_hbatch_fn batch; /* NULL: one call per row (relay.c sets it) */
     odbox_handler_options options;
 } odbox_hentry;
 

@@ -55,6 +55,10 @@ typedef struct hround {
 /* Drops a reference to a call (the round's, or an abandoned call's thread's). */
 void odbox_hcall_release(odbox_work *w);
 
+/* Records a call's outcome: rc (0, or made a negative ODBOX_E* code), e's
+ * message or rc's text, and how long it took. */
+void odbox_hcall_done(call *c, int rc, const odbox_error *e, int64_t took_us);
+
 /* Claims up to a batch of due rows of the handlers served here in one
  * short transaction, into h->calls: the limited handlers' room counted
  * under their subscription's row lock, the locking read(s), the claim. */

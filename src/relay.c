@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "internal.h"
+#include "delivery_internal.h"
 #include "odbox/relay.h"
 
 struct odbox_relay {
@@ -171,6 +171,43 @@ static int relay_call(const odbox_envelope *env, void *user, odbox_error *err)
     return rc;
 }
 
+/* A round's rows at once, through ops->publish_batch: the bodies first
+ * (a row whose body cannot be made fails alone). */
+static void relay_batch(void *user, size_t n, const odbox_envelope *const *envs, int *rcs, odbox_error *errs)
+{
+    odbox_relay *r = user;
+    const odbox_envelope **penvs = malloc(n * sizeof *penvs);
+    char **bodies = calloc(n, sizeof *bodies);
+    size_t *lens = malloc(n * sizeof *lens), *at = malloc(n * sizeof *at), np = 0;
+    int *prcs = calloc(n, sizeof *prcs);
+    odbox_error *perrs = calloc(n, sizeof *perrs);
+    int oom = !penvs || !bodies || !lens || !at || !prcs || !perrs;
+    for (size_t i = 0; i < n; i++) {
+        rcs[i] = oom ? odbox_fail(&errs[i], ODBOX_ENOMEM, "relay: out of memory")
+                     : odbox_relay_body(envs[i], &bodies[np], &lens[np], &errs[i]);
+        if (rcs[i] == ODBOX_OK) {
+            penvs[np] = envs[i];
+            at[np++] = i;
+        }
+    }
+    if (np)
+        r->ops->publish_batch(r->broker, np, penvs, (const char *const *)bodies, lens, prcs, perrs);
+    for (size_t k = 0; k < np; k++) {
+        rcs[at[k]] = prcs[k];
+        if (prcs[k] != ODBOX_OK)
+            errs[at[k]] = perrs[k];
+        free(bodies[k]);
+    }
+    for (size_t i = 0; i < n; i++)
+        atomic_fetch_add(rcs[i] == ODBOX_OK ? &r->published : &r->failed, 1);
+    free(penvs);
+    free(bodies);
+    free(lens);
+    free(at);
+    free(prcs);
+    free(perrs);
+}
+
 int odbox_relay_add(odbox_handlers *h, const odbox_relay_config *cfg, const odbox_relay_ops *ops, void *broker,
                     odbox_relay **out, odbox_error *err)
 {
@@ -179,8 +216,8 @@ int odbox_relay_add(odbox_handlers *h, const odbox_relay_config *cfg, const odbo
         *out = NULL;
     if (!h || !cfg || !ops || !out)
         rc = odbox_fail(err, ODBOX_EINVAL, "relay add: handlers, config, ops or out is NULL");
-    else if (ops->version != ODBOX_RELAY_OPS_VERSION || !ops->publish || !ops->close)
-        rc = odbox_fail(err, ODBOX_EINVAL, "relay add: ops of version %d without publish or close (want version %d)",
+    else if (ops->version < 1 || ops->version > ODBOX_RELAY_OPS_VERSION || !ops->publish || !ops->close)
+        rc = odbox_fail(err, ODBOX_EINVAL, "relay add: ops of version %d without publish or close (want version 1 to %d)",
                         ops->version, ODBOX_RELAY_OPS_VERSION);
     else if (!cfg->event_types || !cfg->event_types[0])
         rc = odbox_fail(err, ODBOX_EINVAL, "relay add: %.80s: no event types", cfg->name ? cfg->name : "(null)");
@@ -208,6 +245,8 @@ int odbox_relay_add(odbox_handlers *h, const odbox_relay_config *cfg, const odbo
         odbox_relay_free(&r);
         return odbox_error_prefix(err, rc, "relay add");
     }
+    if (ops->version >= 2 && ops->publish_batch)
+        h->v[h->n - 1].batch = relay_batch; /* the entry just added */
     /* the handler calls r from now on: r is the caller's even if the
      * options are refused (they were checked above: not expected) */
     *out = r;

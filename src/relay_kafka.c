@@ -111,6 +111,6 @@ static void kafka_close(void *broker)
     (void)broker;
 }
 
-const odbox_relay_ops odbox_relay_kafka_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", kafka_publish, kafka_close};
+const odbox_relay_ops odbox_relay_kafka_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", kafka_publish, kafka_close, NULL};
 
 #endif

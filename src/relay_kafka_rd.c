@@ -451,23 +451,54 @@ static int fatal_failed(kafka_broker *b, kafka_producer *p, const char *topic, o
     return 1;
 }
 
-/* Produces on p and waits for the delivery report. */
-static int publish_on(kafka_broker *b, kafka_producer *p, const char *topic, const odbox_envelope *env,
-                      const char *body, size_t len, const struct timespec *deadline, odbox_error *err)
+/* Produces on p: *w waits for the delivery report (await_report). */
+static int produce_on(kafka_broker *b, kafka_producer *p, const char *topic, const odbox_envelope *env,
+                      const char *body, size_t len, const struct timespec *deadline, kafka_waiter **w,
+                      odbox_error *err)
 {
-    kafka_waiter *w = calloc(1, sizeof *w);
-    if (!w)
+    if (!(*w = calloc(1, sizeof **w)))
         return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
-    w->refs = 2;
+    (*w)->refs = 2;
     topic_warm(p, topic, b->timeout_ms / 2);
-    rd_kafka_resp_err_t e = produce(p->rk, topic, env, body, len, w, deadline);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        free(w);
-        return odbox_fail(err, e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? ODBOX_ETIMEDOUT : ODBOX_EINVAL,
-                          "kafka relay: topic %.200s: produce: %s", topic, rd_kafka_err2str(e));
-    }
-    int r = await_report(b, w, deadline);
-    return r == 0 ? ODBOX_OK : report_failed(b, topic, r, err);
+    rd_kafka_resp_err_t e = produce(p->rk, topic, env, body, len, *w, deadline);
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return ODBOX_OK;
+    free(*w);
+    *w = NULL;
+    return odbox_fail(err, e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? ODBOX_ETIMEDOUT : ODBOX_EINVAL,
+                      "kafka relay: topic %.200s: produce: %s", topic, rd_kafka_err2str(e));
+}
+
+/* The topic of env's message (*topic malloc'd), or ODBOX_EINVAL naming it. */
+static int topic_for(kafka_broker *b, const odbox_envelope *env, char **topic, odbox_error *err)
+{
+    int rc = odbox_relay_expand(b->topic, env, topic, err);
+    if (rc != ODBOX_OK)
+        return odbox_error_prefix(err, rc, "kafka relay");
+    if (topic_ok(*topic))
+        return ODBOX_OK;
+    return odbox_fail(err, ODBOX_EINVAL,
+                      "kafka relay: topic template '%.200s' gives '%.200s' for event %s: not a Kafka topic name "
+                      "([A-Za-z0-9._-], 1 to 249 characters)",
+                      b->topic, *topic, env->event_id);
+}
+
+/* Enters b's gate for a publish until deadline: *p is the producer to
+ * use, else the error (no producer, or one stopped on a fatal error).
+ * *entered: gate_leave is owed. */
+static int producer_for(kafka_broker *b, const struct timespec *deadline, const char *topic, kafka_producer **p,
+                        int *entered, int *fatal, odbox_error *err)
+{
+    *entered = *fatal = 0;
+    int rc = gate_enter(b, deadline, p, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    *entered = 1;
+    if (!*p)
+        return odbox_fail(err, ODBOX_ECONNLOST,
+                          "kafka relay: no producer (its replacement after a fatal error failed, see the log): "
+                          "another is started");
+    return (*fatal = fatal_failed(b, *p, topic, err)) ? ODBOX_ECONNLOST : ODBOX_OK;
 }
 
 static int kafka_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
@@ -476,38 +507,68 @@ static int kafka_publish(void *broker, const odbox_envelope *env, const char *bo
     if (!b || !env || !env->event_id || !env->event_type || (!body && len))
         return odbox_fail(err, ODBOX_EINVAL, "kafka relay: publish: a NULL argument");
     char *topic = NULL;
-    int rc = odbox_relay_expand(b->topic, env, &topic, err);
-    if (rc != ODBOX_OK)
-        return odbox_error_prefix(err, rc, "kafka relay");
-    if (!topic_ok(topic)) {
-        rc = odbox_fail(err, ODBOX_EINVAL,
-                        "kafka relay: topic template '%.200s' gives '%.200s' for event %s: not a Kafka topic name "
-                        "([A-Za-z0-9._-], 1 to 249 characters)",
-                        b->topic, topic, env->event_id);
-        free(topic);
-        return rc;
-    }
+    int rc = topic_for(b, env, &topic, err), entered = 0, fatal = 0;
     struct timespec deadline = odbox_mono_after(b->timeout_ms + KAFKA_REPORT_GRACE_MS);
     kafka_producer *p = NULL;
-    if ((rc = gate_enter(b, &deadline, &p, err)) != ODBOX_OK) {
-        free(topic);
-        return rc;
+    kafka_waiter *w = NULL;
+    if (rc == ODBOX_OK && (rc = producer_for(b, &deadline, topic, &p, &entered, &fatal, err)) == ODBOX_OK &&
+        (rc = produce_on(b, p, topic, env, body, len, &deadline, &w, err)) == ODBOX_OK) {
+        int r = await_report(b, w, &deadline);
+        rc = r == 0 ? ODBOX_OK : report_failed(b, topic, r, err);
     }
-    int fatal = 0;
-    if (!p) {
-        rc = odbox_fail(err, ODBOX_ECONNLOST,
-                        "kafka relay: no producer (its replacement after a fatal error failed, see the log): "
-                        "another is started");
-    } else if ((fatal = fatal_failed(b, p, topic, err))) {
-        rc = ODBOX_ECONNLOST;
-    } else if ((rc = publish_on(b, p, topic, env, body, len, &deadline, err)) != ODBOX_OK) {
+    if (rc != ODBOX_OK && p && !fatal)
         fatal = fatal_failed(b, p, topic, err);
-    }
-    gate_leave(b);
-    if (fatal || !p)
+    if (entered)
+        gate_leave(b);
+    if (entered && (fatal || !p))
         producer_replace(b, p);
     free(topic);
     return rc;
+}
+
+/* A round's rows: every message produced first, then every delivery
+ * report awaited, all until one deadline. */
+static void kafka_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
+                                const size_t *lens, int *rcs, odbox_error *errs)
+{
+    kafka_broker *b = broker;
+    char **topics = calloc(n, sizeof *topics);
+    kafka_waiter **ws = calloc(n, sizeof *ws);
+    odbox_error e = {0};
+    int rc = topics && ws ? ODBOX_OK : odbox_fail(&e, ODBOX_ENOMEM, "kafka relay: out of memory");
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = rc == ODBOX_OK ? topic_for(b, envs[i], &topics[i], &errs[i]) : rc;
+    struct timespec deadline = odbox_mono_after(b->timeout_ms + KAFKA_REPORT_GRACE_MS);
+    kafka_producer *p = NULL;
+    int entered = 0, fatal = 0, failed = 0;
+    if (rc == ODBOX_OK)
+        rc = producer_for(b, &deadline, "(every topic of the round)", &p, &entered, &fatal, &e);
+    for (size_t i = 0; i < n; i++)
+        if (rcs[i] == ODBOX_OK && rc == ODBOX_OK)
+            rcs[i] = produce_on(b, p, topics[i], envs[i], bodies[i], lens[i], &deadline, &ws[i], &errs[i]);
+        else if (rcs[i] == ODBOX_OK) {
+            rcs[i] = rc;
+            errs[i] = e;
+        }
+    for (size_t i = 0; i < n; i++) {
+        if (ws && ws[i]) {
+            int r = await_report(b, ws[i], &deadline);
+            rcs[i] = r == 0 ? ODBOX_OK : report_failed(b, topics[i], r, &errs[i]);
+        }
+        failed |= rcs[i] != ODBOX_OK;
+    }
+    if (failed && p && !fatal && (fatal = fatal_failed(b, p, "", &e)))
+        for (size_t i = 0; i < n; i++)
+            if (rcs[i] != ODBOX_OK && topics[i])
+                fatal_failed(b, p, topics[i], &errs[i]); /* names the row's topic */
+    if (entered)
+        gate_leave(b);
+    if (entered && (fatal || !p))
+        producer_replace(b, p);
+    for (size_t i = 0; topics && i < n; i++)
+        free(topics[i]);
+    free(topics);
+    free(ws);
 }
 
 static void kafka_close(void *broker)
@@ -534,4 +595,5 @@ int odbox_relay_kafka_test_fatal(void *broker, const char *reason)
     return e ? ODBOX_EINVAL : ODBOX_OK;
 }
 
-const odbox_relay_ops odbox_relay_kafka_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", kafka_publish, kafka_close};
+const odbox_relay_ops odbox_relay_kafka_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", kafka_publish, kafka_close,
+                                               kafka_publish_batch};

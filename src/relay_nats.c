@@ -236,6 +236,115 @@ static int nats_publish(void *broker, const odbox_envelope *env, const char *bod
     return rc;
 }
 
+/* ---- a round's rows at once ---------------------------------------------------- */
+
+/* The answers of one batch, written by libnats's thread as acks come. */
+typedef struct nats_batch {
+    const odbox_envelope *const *envs;
+    size_t n;
+    int *rcs; /* 1 until answered */
+    odbox_error *errs;
+} nats_batch;
+
+static void batch_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+{
+    (void)js;
+    nats_batch *nb = closure;
+    const char *id = NULL;
+    natsMsgHeader_Get(msg, "Nats-Msg-Id", &id); /* the event id, unique in a batch */
+    for (size_t i = 0; id && i < nb->n; i++) {
+        if (nb->rcs[i] != 1 || strcmp(nb->envs[i]->event_id, id))
+            continue;
+        if (pa) {
+            nb->rcs[i] = ODBOX_OK;
+            if (pa->Duplicate)
+                odbox_log(ODBOX_LOG_INFO, "relay %s: event %s was in stream %s already (a redelivery, dropped)",
+                          nb->envs[i]->handler_name ? nb->envs[i]->handler_name : "?", id,
+                          pa->Stream ? pa->Stream : "?");
+        } else {
+            natsStatus s = pae ? pae->Err : NATS_ERR;
+            nb->rcs[i] = odbox_fail(&nb->errs[i], nats_code(s), "nats relay: publish to %.200s: %s (status %d, "
+                                    "JetStream error %d)", natsMsg_GetSubject(msg),
+                                    pae && pae->ErrText ? pae->ErrText : natsStatus_GetText(s), (int)s,
+                                    pae ? (int)pae->ErrCode : 0);
+        }
+        break;
+    }
+    natsMsg_Destroy(msg);
+}
+
+/* Publishes every row asynchronously on a JetStream context of its own,
+ * whose ack handler answers them, then waits for the answers: each
+ * message has timeout_ms for its ack (libnats answers a late one with a
+ * timeout), and the wait for them all ends one second after that. */
+static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
+                               const size_t *lens, int *rcs, odbox_error *errs)
+{
+    nats_broker *b = broker;
+    nats_batch nb = {envs, n, rcs, errs};
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = 1;
+    odbox_error e = {0};
+    int rc = ensure_connected(b, &e);
+    jsCtx *js = NULL;
+    jsOptions jo;
+    if (rc == ODBOX_OK && jsOptions_Init(&jo) == NATS_OK) {
+        jo.PublishAsync.AckHandler = batch_ack;
+        jo.PublishAsync.AckHandlerClosure = &nb;
+        natsStatus s = natsConnection_JetStream(&js, b->nc, &jo);
+        if (s != NATS_OK)
+            rc = nats_fail(&e, s, 0, "cannot publish to", b->url);
+    }
+    for (size_t i = 0; i < n && rc == ODBOX_OK; i++) {
+        char *subject = NULL;
+        natsMsg *m = NULL;
+        int one = odbox_relay_expand(b->subject, envs[i], &subject, &errs[i]);
+        if (one == ODBOX_OK)
+            one = check_subject(subject, &errs[i]);
+        if (one == ODBOX_OK && lens[i] > INT32_MAX)
+            one = odbox_fail(&errs[i], ODBOX_EINVAL, "nats relay: a body of %zu bytes", lens[i]);
+        if (one == ODBOX_OK) {
+            jsPubOptions po;
+            jsPubOptions_Init(&po);
+            po.MsgId = envs[i]->event_id;
+            po.MaxWait = b->timeout_ms;
+            if (b->stream)
+                po.ExpectStream = b->stream;
+            natsStatus s = natsMsg_Create(&m, subject, NULL, bodies[i], (int)lens[i]);
+            if (s == NATS_OK)
+                s = js_PublishMsgAsync(js, &m, &po);
+            if (s != NATS_OK)
+                one = nats_fail(&errs[i], s, 0, "publish to", subject);
+            natsMsg_Destroy(m); /* no-op once libnats took it */
+        }
+        if (one != ODBOX_OK)
+            rcs[i] = one;
+        free(subject);
+    }
+    if (js) {
+        jsPubOptions wait;
+        jsPubOptions_Init(&wait);
+        wait.MaxWait = b->timeout_ms + 1000;
+        if (js_PublishAsyncComplete(js, &wait) != NATS_OK) {
+            /* take back what is still unanswered, then let an ack handler
+             * already running finish before nb goes */
+            natsMsgList pending = {0};
+            if (js_PublishAsyncGetPendingList(&pending, js) == NATS_OK)
+                natsMsgList_Destroy(&pending);
+            wait.MaxWait = 1000;
+            js_PublishAsyncComplete(js, &wait);
+        }
+        jsCtx_Destroy(js);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (rcs[i] == 1 && rc != ODBOX_OK) {
+            rcs[i] = rc;
+            errs[i] = e;
+        } else if (rcs[i] == 1) {
+            rcs[i] = odbox_fail(&errs[i], ODBOX_ETIMEDOUT, "nats relay: no ack within %d ms", b->timeout_ms + 1000);
+        }
+}
+
 static void nats_close(void *broker)
 {
     nats_broker *b = broker;
@@ -302,5 +411,11 @@ int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odb
 
 #endif
 
-const odbox_relay_ops odbox_relay_nats_ops = {
-    .version = ODBOX_RELAY_OPS_VERSION, .kind = "nats", .publish = nats_publish, .close = nats_close};
+const odbox_relay_ops odbox_relay_nats_ops = {.version = ODBOX_RELAY_OPS_VERSION,
+                                              .kind = "nats",
+                                              .publish = nats_publish,
+                                              .close = nats_close,
+#ifdef HAVE_LIBNATS
+                                              .publish_batch = nats_publish_batch
+#endif
+};

@@ -46,6 +46,6 @@ static void unsupported_close(void *broker)
 }
 
 const odbox_relay_ops odbox_relay_rabbitmq_ops = {ODBOX_RELAY_OPS_VERSION, "rabbitmq", unsupported_publish,
-                                                  unsupported_close};
+                                                  unsupported_close, NULL};
 
 #endif /* the publishing side with librabbitmq: relay_rabbitmq_amqp.c */

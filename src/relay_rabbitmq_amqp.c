@@ -440,7 +440,7 @@ static void rabbit_close(void *broker)
 }
 
 const odbox_relay_ops odbox_relay_rabbitmq_ops = {ODBOX_RELAY_OPS_VERSION, "rabbitmq", rabbit_publish,
-                                                  rabbit_close};
+                                                  rabbit_close, NULL};
 
 static rbroker *broker_new(const odbox_relay_rabbitmq_config *cfg)
 {

@@ -37,8 +37,9 @@ int odbox_relay_body(const odbox_envelope *env, char **out, size_t *len, odbox_e
 int odbox_relay_template_check(const char *tmpl, odbox_error *err);
 int odbox_relay_expand(const char *tmpl, const odbox_envelope *env, char **out, odbox_error *err);
 
-/* A broker's side of a relay (versioned, as odbox's other method tables). */
-#define ODBOX_RELAY_OPS_VERSION 1
+/* A broker's side of a relay (versioned, as odbox's other method tables:
+ * version 1 tables, without publish_batch, are still taken). */
+#define ODBOX_RELAY_OPS_VERSION 2
 typedef struct odbox_relay_ops {
     int version;        /* ODBOX_RELAY_OPS_VERSION */
     const char *kind;   /* "nats", "rabbitmq", "kafka" */
@@ -49,6 +50,16 @@ typedef struct odbox_relay_ops {
     int (*publish)(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err);
     /* Closes the broker connection; NULL-safe on broker. */
     void (*close)(void *broker);
+    /* Version 2; may be NULL. Publishes n events at once (bodies[i],
+     * lens[i] for envs[i]) and returns once the broker has answered each
+     * of them or the wait for the answers ended: rcs[i] 0 when confirmed,
+     * else a negative ODBOX_E* code with errs[i] set. Where it is given,
+     * a handling round hands a relay all of its rows in one call, on one
+     * worker thread, so that their confirms are awaited together instead
+     * of one after another; the round's handler_timeout_ms bounds the
+     * call as a whole. */
+    void (*publish_batch)(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
+                          const size_t *lens, int *rcs, odbox_error *errs);
 } odbox_relay_ops;
 
 typedef struct odbox_relay_config {

@@ -3,6 +3,7 @@
  * handlers the process running it has; a process going away is not a
  * retirement; retire and replay. */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,6 +339,98 @@ START_TEST(an_existing_installation_keeps_working)
 }
 END_TEST
 
+/* ---- a relay's round at once -------------------------------------------------- */
+
+/* A broker whose batch publish fails every second row, and whose first
+ * batch outlasts the round's handler_timeout_ms; its one-row publish is
+ * never to be used once a batch is given. */
+static atomic_int g_batches, g_rows, g_singles, g_batch_returned;
+
+static int fake_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
+{
+    (void)broker, (void)env, (void)body, (void)len;
+    atomic_fetch_add(&g_singles, 1);
+    return odbox_error_set(err, ODBOX_EIO, "the one-row publish was used");
+}
+
+static void fake_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
+                               const size_t *lens, int *rcs, odbox_error *errs)
+{
+    (void)broker;
+    int first = atomic_fetch_add(&g_batches, 1) == 0;
+    atomic_fetch_add(&g_rows, (int)n);
+    if (first)
+        usleep(900 * 1000); /* past handler_timeout_ms: abandoned */
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_ptr_nonnull(strstr(bodies[i], envs[i]->event_id));
+        ck_assert_uint_eq(lens[i], strlen(bodies[i]));
+        rcs[i] = i % 2 ? odbox_error_set(&errs[i], ODBOX_EIO, "refused by the fake broker") : ODBOX_OK;
+    }
+    atomic_fetch_add(&g_batch_returned, 1);
+}
+
+static void fake_close(void *broker) { (void)broker; }
+
+static const odbox_relay_ops fake_batch_ops = {ODBOX_RELAY_OPS_VERSION, "fake", fake_publish, fake_close,
+                                               fake_publish_batch};
+
+/* A relay whose ops publish a batch gets the round's rows in one call on
+ * one worker thread, beside a plain handler's calls; each row's outcome
+ * is its own; a batch past handler_timeout_ms is abandoned and all its
+ * rows are retried, the abandoned call's rows kept alive until it
+ * returns. */
+START_TEST(a_relay_publishes_a_rounds_rows_at_once)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh plain;
+    hbeh_init(&plain, &x.rec, NULL);
+    odbox_handlers *h = handlers_of(1, (const char *[]){"plain"}, (const char *[]){EV_A.name}, (hbeh *[]){&plain});
+    const char *types[] = {EV_A.name, NULL};
+    odbox_relay_config rc = {.name = "relay", .event_types = types};
+    odbox_relay *relay = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_relay_add(h, &rc, &fake_batch_ops, NULL, &relay, &e) == ODBOX_OK, "%s", e.message);
+    odbox_delivery_config cfg = {.clock = odbox_manual_clock_clock(x.clk), .handler_timeout_ms = 300,
+                                 .backoff_base_ms = 1000, .backoff_cap_ms = 1000};
+    hx_deliver(&x, h, &cfg);
+    emit_n(&x.f, x.exe, 0, &EV_A, 10, NULL);
+    fanout_until_idle(x.d, &x.f, NULL);
+    odbox_delivery_round r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.timed_out, 10);
+    ck_assert_int_eq(rows_of(&x, 0, "plain", "SUCCEEDED"), 10);
+    ck_assert_int_eq(rows_of(&x, 0, "relay", "FAILED"), 10);
+    ck_assert_int_eq(atomic_load(&g_batches), 1);
+    int64_t at = 0;
+    char *msg = last_error_of(&x, 0, "relay", &at);
+    ck_assert_msg(msg && strstr(msg, "handler_timeout_ms"), "last error: %s", msg ? msg : "(none)");
+    free(msg);
+    /* after the backoff: one call for the ten rows, half refused (a second
+     * later, when the subscription's last error may be written again) */
+    usleep(1100 * 1000);
+    odbox_manual_clock_advance(x.clk, 2 * INT64_C(1000000));
+    r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.succeeded, 5);
+    ck_assert_int_eq(r.failed, 5);
+    ck_assert_int_eq(atomic_load(&g_batches), 2);
+    ck_assert_int_eq(atomic_load(&g_rows), 20);
+    ck_assert_int_eq(atomic_load(&g_singles), 0);
+    ck_assert_int_eq(rows_of(&x, 0, "relay", "SUCCEEDED"), 5);
+    ck_assert_int_eq(rows_of(&x, 0, "relay", "FAILED"), 5);
+    /* the broker's answers, the abandoned batch's too once it returned */
+    for (int waited = 0; atomic_load(&g_batch_returned) < 2 && waited < 5000; waited += 10)
+        usleep(10 * 1000);
+    ck_assert_int_eq(atomic_load(&g_batch_returned), 2);
+    ck_assert_int_eq(odbox_relay_published(relay), 10);
+    ck_assert_int_eq(odbox_relay_failed(relay), 10);
+    msg = last_error_of(&x, 0, "relay", &at);
+    ck_assert_msg(msg && strstr(msg, "refused by the fake broker"), "last error: %s", msg ? msg : "(none)");
+    free(msg);
+    hx_close(&x);
+    odbox_relay_free(&relay); /* its abandoned call has returned */
+}
+END_TEST
+
 Suite *subscriptions_suite(void)
 {
     Suite *s = suite_create("subscriptions");
@@ -345,6 +438,7 @@ Suite *subscriptions_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_rolling_deploy_reaches_every_subscription);
     tcase_add_test(tc, a_subscription_outlives_its_process);
+    tcase_add_test(tc, a_relay_publishes_a_rounds_rows_at_once);
     tcase_add_test(tc, a_failed_call_is_its_subscriptions_last_error);
     tcase_add_test(tc, a_retired_subscription_gets_no_new_rows);
     tcase_add_test(tc, a_replay_writes_the_retained_events_once);

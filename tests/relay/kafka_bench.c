@@ -188,7 +188,7 @@ static void noop_close(void *broker)
     (void)broker;
 }
 
-static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_publish, noop_close};
+static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_publish, noop_close, NULL};
 
 int kafka_ceiling_main(const char *dsn, const char *name, int workers, int poll_ms)
 {

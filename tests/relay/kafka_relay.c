@@ -48,12 +48,37 @@ static int rec_publish(void *broker, const odbox_envelope *env, const char *body
     return rc;
 }
 
+/* The same records for a round's rows, published through the relay's
+ * batch (what `odbox relay` runs). */
+static void rec_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
+                              const size_t *lens, int *rcs, odbox_error *errs)
+{
+    atomic_fetch_add(&g_attempts, (int)n);
+    pthread_mutex_lock(&g_mu);
+    for (size_t i = 0; i < n; i++) {
+        atomic_store(&g_body_len, lens[i]);
+        json_object_object_add(g_bodies, envs[i]->event_id, json_object_new_string_len(bodies[i], (int)lens[i]));
+    }
+    pthread_mutex_unlock(&g_mu);
+    int c = atomic_fetch_add(&g_inflight, (int)n) + (int)n, m = atomic_load(&g_max_inflight);
+    while (c > m && !atomic_compare_exchange_weak(&g_max_inflight, &m, c))
+        ;
+    odbox_relay_kafka_ops.publish_batch(broker, n, envs, bodies, lens, rcs, errs);
+    atomic_fetch_sub(&g_inflight, (int)n);
+    for (size_t i = 0; i < n; i++)
+        if (rcs[i] != ODBOX_OK && strstr(errs[i].message, "fatal error")) {
+            pthread_mutex_lock(&g_mu);
+            snprintf(g_fatal_error, sizeof g_fatal_error, "%s", errs[i].message);
+            pthread_mutex_unlock(&g_mu);
+        }
+}
+
 static void rec_close(void *broker)
 {
     odbox_relay_kafka_ops.close(broker);
 }
 
-static const odbox_relay_ops rec_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", rec_publish, rec_close};
+static const odbox_relay_ops rec_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", rec_publish, rec_close, rec_publish_batch};
 
 size_t kfx_body_len(void)
 {

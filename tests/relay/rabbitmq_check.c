@@ -257,7 +257,7 @@ static int noop_publish(void *broker, const odbox_envelope *env, const char *bod
 static void noop_close(void *broker)
 {
 }
-static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_publish, noop_close};
+static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_publish, noop_close, NULL};
 
 static void start(run *r, const char *exchange, const char *broker_url, int ordered, int workers)
 {

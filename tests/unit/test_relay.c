@@ -138,7 +138,7 @@ static void fake_close(void *b)
         ((fake_broker *)b)->closed++;
 }
 
-static const odbox_relay_ops fake_ops = {ODBOX_RELAY_OPS_VERSION, "fake", fake_publish, fake_close};
+static const odbox_relay_ops fake_ops = {ODBOX_RELAY_OPS_VERSION, "fake", fake_publish, fake_close, NULL};
 
 /* Refusals close the broker (nothing added); an added relay is one
  * handler; free closes the broker. Publishing is tested with each
