@@ -31,14 +31,16 @@
  * another call on the connection) at least this often. */
 #define READ_SLICE_MS 20
 
-/* A publish waiting for its confirm (on the publisher's stack). Its own
+/* A publish waiting for its confirm (its publisher's). Its publisher's
  * condition variable: the reader wakes the waiters it settled and the
- * one that reads next, not every thread on the connection. */
+ * one that reads next, not every thread on the connection; the waiters
+ * of one thread's batch share one, so that waking any of them wakes the
+ * thread, whichever of them it waits for. */
 typedef struct waiter {
     uint64_t tag;
     int done, rc;
     char why[300];
-    pthread_cond_t cv; /* settled, or the reader's role is free */
+    pthread_cond_t *cv; /* settled, or the reader's role is free */
     struct waiter *next;
 } waiter;
 
@@ -156,7 +158,7 @@ static void settle(rconn *c, uint64_t tag, int multiple, int rc, const char *why
             w->done = 1, w->rc = rc;
             snprintf(w->why, sizeof w->why, "%s", why);
             *p = w->next;
-            pthread_cond_signal(&w->cv);
+            pthread_cond_signal(w->cv);
         } else
             p = &w->next;
     }
@@ -239,7 +241,7 @@ static void await_confirm(const rbroker *b, rconn *c, waiter *w)
             break;
         }
         if (c->reading) {
-            pthread_cond_timedwait(&w->cv, &c->mu, &deadline);
+            pthread_cond_timedwait(w->cv, &c->mu, &deadline);
             continue;
         }
         c->reading = was_reader = 1;
@@ -248,12 +250,22 @@ static void await_confirm(const rbroker *b, rconn *c, waiter *w)
     }
     /* the role to a publish still waiting (settled ones left the list) */
     if (was_reader && c->waiting)
-        pthread_cond_signal(&c->waiting->cv);
+        pthread_cond_signal(c->waiting->cv);
 }
 
-/* Publishes on c and waits for the confirm; 0 once acked. */
-static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, amqp_bytes_t exchange,
-                        amqp_bytes_t rk, amqp_bytes_t body, odbox_error *err)
+static void cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+/* Sends env's message on c (c->mu held): w waits for its confirm, or is
+ * settled already (the connection broke). */
+static void send_one(rconn *c, const odbox_envelope *env, amqp_bytes_t exchange, amqp_bytes_t rk, amqp_bytes_t body,
+                     waiter *w)
 {
     amqp_basic_properties_t props = {
         ._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
@@ -263,30 +275,34 @@ static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, a
         .message_id = amqp_cstring_bytes(env->event_id),
         .type = amqp_cstring_bytes(env->event_type),
     };
-    waiter w = {0};
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_lock(&c->mu);
-    if (c->broken)
-        w.done = 1, w.rc = ODBOX_ECONNLOST, snprintf(w.why, sizeof w.why, "the connection broke");
-    else {
-        int st = amqp_basic_publish(c->st, CHANNEL, exchange, rk, 0, 0, &props, body);
-        if (st != AMQP_STATUS_OK) { /* w is not waiting: conn_break does not settle it */
-            conn_break(c, ODBOX_ECONNLOST, "publish: %s", amqp_error_string2(st));
-            w.done = 1, w.rc = ODBOX_ECONNLOST;
-            snprintf(w.why, sizeof w.why, "publish: %s", amqp_error_string2(st));
-        } else {
-            w.tag = ++c->tag;
-            w.next = c->waiting, c->waiting = &w;
-        }
+    if (c->broken) {
+        w->done = 1, w->rc = ODBOX_ECONNLOST, snprintf(w->why, sizeof w->why, "the connection broke");
+        return;
     }
+    int st = amqp_basic_publish(c->st, CHANNEL, exchange, rk, 0, 0, &props, body);
+    if (st != AMQP_STATUS_OK) { /* w is not waiting: conn_break does not settle it */
+        conn_break(c, ODBOX_ECONNLOST, "publish: %s", amqp_error_string2(st));
+        w->done = 1, w->rc = ODBOX_ECONNLOST;
+        snprintf(w->why, sizeof w->why, "publish: %s", amqp_error_string2(st));
+    } else {
+        w->tag = ++c->tag;
+        w->next = c->waiting, c->waiting = w;
+    }
+}
+
+/* Publishes on c and waits for the confirm; 0 once acked. */
+static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, amqp_bytes_t exchange,
+                        amqp_bytes_t rk, amqp_bytes_t body, odbox_error *err)
+{
+    pthread_cond_t cv;
+    cond_init(&cv);
+    waiter w = {.cv = &cv};
+    pthread_mutex_lock(&c->mu);
+    send_one(c, env, exchange, rk, body, &w);
     if (!w.done)
         await_confirm(b, c, &w);
     pthread_mutex_unlock(&c->mu);
-    pthread_cond_destroy(&w.cv);
+    pthread_cond_destroy(&cv);
     return w.rc == ODBOX_OK ? ODBOX_OK : odbox_fail(err, w.rc, "rabbitmq relay: %s", w.why);
 }
 
@@ -414,6 +430,58 @@ static int rabbit_publish(void *broker, const odbox_envelope *env, const char *b
     return rc;
 }
 
+/* A round's rows on one connection: every message sent, then every
+ * confirm awaited (a reader settles many at a time). rcs[i] that is not
+ * ODBOX_OK on entry (its names did not expand) is left as it is. */
+static void rabbit_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs,
+                                 const char *const *bodies, const size_t *lens, int *rcs, odbox_error *errs)
+{
+    rbroker *b = broker;
+    char **names = calloc(2 * n, sizeof *names); /* exchange, routing key per row */
+    waiter *ws = calloc(n, sizeof *ws);
+    odbox_error e = {0};
+    rconn *c = NULL;
+    int rc = names && ws ? ODBOX_OK : odbox_fail(&e, ODBOX_ENOMEM, "rabbitmq relay: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        rcs[i] = rc;
+        if (rc == ODBOX_OK && (rcs[i] = odbox_relay_expand(b->exchange, envs[i], &names[2 * i], &errs[i])) ==
+                                  ODBOX_OK)
+            rcs[i] = odbox_relay_expand(b->routing_key, envs[i], &names[2 * i + 1], &errs[i]);
+        else if (rc != ODBOX_OK)
+            errs[i] = e;
+    }
+    if (rc == ODBOX_OK && (rc = acquire(b, &c, &e)) == ODBOX_OK) {
+        pthread_cond_t cv;
+        cond_init(&cv);
+        for (size_t i = 0; i < n; i++)
+            ws[i].cv = &cv;
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < n; i++)
+            if (rcs[i] == ODBOX_OK)
+                send_one(c, envs[i], amqp_cstring_bytes(names[2 * i]), amqp_cstring_bytes(names[2 * i + 1]),
+                         (amqp_bytes_t){.len = lens[i], .bytes = (void *)bodies[i]}, &ws[i]);
+        for (size_t i = 0; i < n; i++)
+            if (rcs[i] == ODBOX_OK && !ws[i].done)
+                await_confirm(b, c, &ws[i]);
+        pthread_mutex_unlock(&c->mu);
+        release(b, c);
+        pthread_cond_destroy(&cv);
+        for (size_t i = 0; i < n; i++) {
+            if (rcs[i] == ODBOX_OK && ws[i].rc != ODBOX_OK)
+                rcs[i] = odbox_fail(&errs[i], ws[i].rc, "rabbitmq relay: exchange '%.100s', routing key '%.100s': %s",
+                                    names[2 * i], names[2 * i + 1], ws[i].why);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (rcs[i] == ODBOX_OK)
+                rcs[i] = rc, errs[i] = e;
+    }
+    for (size_t i = 0; names && i < 2 * n; i++)
+        free(names[i]);
+    free(names);
+    free(ws);
+}
+
 static void broker_free(rbroker *b)
 {
     if (!b)
@@ -440,7 +508,7 @@ static void rabbit_close(void *broker)
 }
 
 const odbox_relay_ops odbox_relay_rabbitmq_ops = {ODBOX_RELAY_OPS_VERSION, "rabbitmq", rabbit_publish,
-                                                  rabbit_close, NULL};
+                                                  rabbit_close, rabbit_publish_batch};
 
 static rbroker *broker_new(const odbox_relay_rabbitmq_config *cfg)
 {
