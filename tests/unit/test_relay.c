@@ -156,7 +156,12 @@ START_TEST(a_relay_is_added_as_a_handler_or_closes_its_broker)
     odbox_relay_ops bad = fake_ops;
     bad.version = 99;
     ck_assert_int_eq(odbox_relay_add(h, &cfg, &bad, &fb, &r, &e), ODBOX_EINVAL);
+    ck_assert_str_eq(e.message, "relay add: ops of version 99 without publish or close (want version 1 to 2)");
     ck_assert_int_eq(fb.closed, 1);
+    bad.version = 0;
+    ck_assert_int_eq(odbox_relay_add(h, &cfg, &bad, &fb, &r, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(fb.closed, 2);
+    fb.closed = 1;
     odbox_relay_config none = {.name = "to-fake", .event_types = (const char *[]){NULL}};
     ck_assert_int_eq(odbox_relay_add(h, &none, &fake_ops, &fb, &r, &e), ODBOX_EINVAL);
     ck_assert_int_eq(fb.closed, 2);
@@ -178,6 +183,15 @@ START_TEST(a_relay_is_added_as_a_handler_or_closes_its_broker)
     ck_assert_int_eq(other.closed, 1);
     ck_assert_ptr_null(r2);
     ck_assert_int_eq(odbox_relay_published(r), 0);
+    /* a table of version 1 (before publish_batch) is still taken */
+    odbox_relay_ops v1 = {1, "fake", fake_publish, fake_close, NULL};
+    odbox_relay_config cfg1 = {.name = "to-fake-v1", .event_types = types};
+    odbox_relay *r1 = NULL;
+    fake_broker fb1 = {0};
+    ck_assert_msg(odbox_relay_add(h, &cfg1, &v1, &fb1, &r1, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_uint_eq(odbox_handlers_count(h), 2);
+    odbox_relay_free(&r1);
+    ck_assert_int_eq(fb1.closed, 1);
     odbox_relay_free(&r);
     ck_assert_ptr_null(r);
     ck_assert_int_eq(fb.closed, 5);
