@@ -13,7 +13,8 @@
 # Usage: bench/relay_nats.sh
 # Environment:
 #   ODBOX_BUILDDIR   build directory (default: <repo>/build)
-#   BENCH_EVENTS     events per run (default 20000)
+#   BENCH_EVENTS     events per run (default 40000: the relay processes' start,
+#                    in their time, stays a small part of it)
 #   BENCH_WORKERS    publishing threads per relay process (default 8)
 # Without ODBOX_TEST_PG_DSN it re-runs itself under tests/db/with-servers.sh
 # --only pg. Needs nats-server and a build with libnats. Benchmarks are not
@@ -25,7 +26,7 @@ SRCDIR=$(cd "$HERE/.." && pwd)
 BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
 # shellcheck source=bench/lib.sh
 source "$HERE/lib.sh"
-N=${BENCH_EVENTS:-20000}
+N=${BENCH_EVENTS:-40000}
 WORKERS=${BENCH_WORKERS:-8}
 GOAL=0.8
 

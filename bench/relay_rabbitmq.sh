@@ -18,7 +18,8 @@
 # Usage: bench/relay_rabbitmq.sh
 # Environment:
 #   ODBOX_BUILDDIR   build directory (default: <repo>/build)
-#   BENCH_EVENTS     events per run (default 20000)
+#   BENCH_EVENTS     events per run (default 40000: the relay processes' start,
+#                    in their time, stays a small part of it)
 #   BENCH_WORKERS    publishing threads per relay process (default 16)
 #   BENCH_PROCS      relay process counts (default "1 4")
 # Without ODBOX_TEST_PG_DSN it re-runs itself under tests/db/with-servers.sh
@@ -32,7 +33,7 @@ SRCDIR=$(cd "$HERE/.." && pwd)
 BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
 # shellcheck source=bench/lib.sh
 source "$HERE/lib.sh"
-N=${BENCH_EVENTS:-20000}
+N=${BENCH_EVENTS:-40000}
 WORKERS=${BENCH_WORKERS:-16}
 PROCS=${BENCH_PROCS:-1 4}
 GOAL=0.8

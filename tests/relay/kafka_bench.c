@@ -188,7 +188,15 @@ static void noop_close(void *broker)
     (void)broker;
 }
 
-static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_publish, noop_close, NULL};
+static void noop_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
+                               const size_t *lens, int *rcs, odbox_error *errs)
+{
+    (void)broker, (void)envs, (void)bodies, (void)lens, (void)errs;
+    memset(rcs, 0, n * sizeof *rcs);
+}
+
+static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_publish, noop_close,
+                                         noop_publish_batch};
 
 int kafka_ceiling_main(const char *dsn, const char *name, int workers, int poll_ms)
 {
@@ -204,9 +212,9 @@ int kafka_ceiling_main(const char *dsn, const char *name, int workers, int poll_
     odbox_relay_config rc = {.name = name, .event_types = types};
     static int broker;
     KOK(odbox_relay_add(h, &rc, &noop_ops, &broker, &relay, &e), e);
-    /* as tools/relay_cmd.c with a 10 s relay timeout */
+    /* as tools/relay_cmd.c with a 10 s relay timeout and its default --batch */
     odbox_delivery_config dc = {.fanout_poll_ms = poll_ms, .handling_poll_ms = poll_ms, .workers = workers,
-                                .stop_wait_ms = 5000, .handler_timeout_ms = 15000};
+                                .stop_wait_ms = 5000, .handler_timeout_ms = 15000, .handling_batch = 250};
     odbox_jobs_config jc = {.poll_interval_ms = poll_ms, .shutdown_max_wait_ms = 15000};
     KOK(odbox_delivery_open(reg, h, &dc, &d, &e), e);
     KOK(odbox_jobs_open(reg, &jc, &jobs, &e), e);
