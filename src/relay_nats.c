@@ -253,8 +253,12 @@ static void batch_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, v
     const char *id = NULL;
     natsMsgHeader_Get(msg, "Nats-Msg-Id", &id); /* the event id, unique in a batch */
     for (size_t i = 0; id && i < nb->n; i++) {
-        if (nb->rcs[i] != 1 || strcmp(nb->envs[i]->event_id, id))
+        /* only the row acked is read: the publisher may still be writing
+         * the rcs of rows it could not publish */
+        if (strcmp(nb->envs[i]->event_id, id))
             continue;
+        if (nb->rcs[i] != 1)
+            break;
         if (pa) {
             nb->rcs[i] = ODBOX_OK;
             if (pa->Duplicate)
