@@ -12,7 +12,19 @@ struct odbox_relay {
     const odbox_relay_ops *ops;
     void *broker;
     atomic_llong published, failed;
+    /* its owner's, and one per call running: a call its delivery
+     * abandoned (handler_timeout_ms) may return after the owner freed
+     * the relay; the last one closes the broker and frees */
+    atomic_int refs;
 };
+
+static void relay_drop(odbox_relay *r)
+{
+    if (atomic_fetch_sub(&r->refs, 1) != 1)
+        return;
+    r->ops->close(r->broker);
+    free(r);
+}
 
 /* ---- the body ------------------------------------------------------------------ */
 
@@ -158,6 +170,7 @@ int odbox_relay_expand(const char *tmpl, const odbox_envelope *env, char **out, 
 static int relay_call(const odbox_envelope *env, void *user, odbox_error *err)
 {
     odbox_relay *r = user;
+    atomic_fetch_add(&r->refs, 1); /* the owner's is held while a delivery calls it */
     char *body = NULL;
     size_t len = 0;
     int rc = odbox_relay_body(env, &body, &len, err);
@@ -168,6 +181,7 @@ static int relay_call(const odbox_envelope *env, void *user, odbox_error *err)
         atomic_fetch_add(&r->published, 1);
     else
         atomic_fetch_add(&r->failed, 1);
+    relay_drop(r);
     return rc;
 }
 
@@ -176,6 +190,7 @@ static int relay_call(const odbox_envelope *env, void *user, odbox_error *err)
 static void relay_batch(void *user, size_t n, const odbox_envelope *const *envs, int *rcs, odbox_error *errs)
 {
     odbox_relay *r = user;
+    atomic_fetch_add(&r->refs, 1);
     const odbox_envelope **penvs = malloc(n * sizeof *penvs);
     char **bodies = calloc(n, sizeof *bodies);
     size_t *lens = malloc(n * sizeof *lens), *at = malloc(n * sizeof *at), np = 0;
@@ -206,6 +221,7 @@ static void relay_batch(void *user, size_t n, const odbox_envelope *const *envs,
     free(at);
     free(prcs);
     free(perrs);
+    relay_drop(r);
 }
 
 int odbox_relay_add(odbox_handlers *h, const odbox_relay_config *cfg, const odbox_relay_ops *ops, void *broker,
@@ -236,6 +252,7 @@ int odbox_relay_add(odbox_handlers *h, const odbox_relay_config *cfg, const odbo
     r->broker = broker;
     atomic_init(&r->published, 0);
     atomic_init(&r->failed, 0);
+    atomic_init(&r->refs, 1);
     odbox_handler hd = {.name = cfg->name, .former_names = cfg->former_names, .handle = relay_call, .user = r};
     if (cfg->event_types[1])
         hd.event_types = cfg->event_types;
@@ -271,7 +288,6 @@ void odbox_relay_free(odbox_relay **rp)
     if (!rp || !*rp)
         return;
     odbox_relay *r = *rp;
-    r->ops->close(r->broker);
-    free(r);
     *rp = NULL;
+    relay_drop(r);
 }

@@ -91,7 +91,9 @@ int64_t odbox_relay_published(const odbox_relay *r);
 int64_t odbox_relay_failed(const odbox_relay *r);
 
 /* Closes the broker and frees. After every delivery using the relay's
- * handlers is freed. NULL-safe; sets *r = NULL. */
+ * handlers is freed; a call such a delivery abandoned (still running at
+ * handler_timeout_ms) may outlive it: the broker is then closed, and the
+ * relay freed, when that call returns. NULL-safe; sets *r = NULL. */
 void odbox_relay_free(odbox_relay **r);
 
 #ifdef __cplusplus

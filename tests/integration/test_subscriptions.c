@@ -344,7 +344,7 @@ END_TEST
 /* A broker whose batch publish fails every second row, and whose first
  * batch outlasts the round's handler_timeout_ms; its one-row publish is
  * never to be used once a batch is given. */
-static atomic_int g_batches, g_rows, g_singles, g_batch_returned;
+static atomic_int g_batches, g_rows, g_singles, g_batch_returned, g_closed;
 
 static int fake_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
 {
@@ -357,10 +357,10 @@ static void fake_publish_batch(void *broker, size_t n, const odbox_envelope *con
                                const size_t *lens, int *rcs, odbox_error *errs)
 {
     (void)broker;
-    int first = atomic_fetch_add(&g_batches, 1) == 0;
+    int k = atomic_fetch_add(&g_batches, 1);
     atomic_fetch_add(&g_rows, (int)n);
-    if (first)
-        usleep(900 * 1000); /* past handler_timeout_ms: abandoned */
+    if (k == 0 || k == 2)
+        usleep((k ? 3000 : 900) * 1000); /* past handler_timeout_ms: abandoned */
     for (size_t i = 0; i < n; i++) {
         ck_assert_ptr_nonnull(strstr(bodies[i], envs[i]->event_id));
         ck_assert_uint_eq(lens[i], strlen(bodies[i]));
@@ -369,7 +369,11 @@ static void fake_publish_batch(void *broker, size_t n, const odbox_envelope *con
     atomic_fetch_add(&g_batch_returned, 1);
 }
 
-static void fake_close(void *broker) { (void)broker; }
+static void fake_close(void *broker)
+{
+    (void)broker;
+    atomic_fetch_add(&g_closed, 1);
+}
 
 static const odbox_relay_ops fake_batch_ops = {ODBOX_RELAY_OPS_VERSION, "fake", fake_publish, fake_close,
                                                fake_publish_batch};
@@ -378,7 +382,8 @@ static const odbox_relay_ops fake_batch_ops = {ODBOX_RELAY_OPS_VERSION, "fake", 
  * one worker thread, beside a plain handler's calls; each row's outcome
  * is its own; a batch past handler_timeout_ms is abandoned and all its
  * rows are retried, the abandoned call's rows kept alive until it
- * returns. */
+ * returns; a relay freed while such a call runs closes its broker when
+ * the call returns. */
 START_TEST(a_relay_publishes_a_rounds_rows_at_once)
 {
     hx x;
@@ -426,8 +431,19 @@ START_TEST(a_relay_publishes_a_rounds_rows_at_once)
     msg = last_error_of(&x, 0, "relay", &at);
     ck_assert_msg(msg && strstr(msg, "refused by the fake broker"), "last error: %s", msg ? msg : "(none)");
     free(msg);
+    /* a third round's batch abandoned too: the relay freed after its
+     * delivery, while that call still runs, waits for it */
+    odbox_manual_clock_advance(x.clk, 2 * INT64_C(1000000));
+    ck_assert_int_eq(hx_handle(&x, 0).timed_out, 5);
     hx_close(&x);
-    odbox_relay_free(&relay); /* its abandoned call has returned */
+    odbox_relay_free(&relay);
+    ck_assert_ptr_null(relay);
+    ck_assert_int_eq(atomic_load(&g_batch_returned), 2);
+    ck_assert_int_eq(atomic_load(&g_closed), 0);
+    for (int waited = 0; atomic_load(&g_closed) < 1 && waited < 10000; waited += 10)
+        usleep(10 * 1000);
+    ck_assert_int_eq(atomic_load(&g_batch_returned), 3);
+    ck_assert_int_eq(atomic_load(&g_closed), 1);
 }
 END_TEST
 
