@@ -266,11 +266,7 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
         return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
     pthread_mutex_init(&d->mu, NULL);
     pthread_mutex_init(&d->attach_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&d->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    odbox_cond_init_mono(&d->cv);
     d->r = registry;
     d->h = handlers;
     d->cfg = c;

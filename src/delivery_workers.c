@@ -119,12 +119,8 @@ int odbox_workers_open(int n, odbox_workers **out, odbox_error *err)
     if (!p)
         return odbox_fail(err, ODBOX_ENOMEM, "workers: out of memory");
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->work_cv, &ca);
-    pthread_cond_init(&p->done_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    odbox_cond_init_mono(&p->work_cv);
+    odbox_cond_init_mono(&p->done_cv);
     p->refs = 1;
     p->wanted = n;
     *out = p;

@@ -2,6 +2,7 @@
 #ifndef ODBOX_INTERNAL_H
 #define ODBOX_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,6 +89,9 @@ int64_t odbox_mono_us(void);
  * to that clock), and whether it has passed (src/clock.c). */
 struct timespec odbox_mono_after(int64_t ms);
 int odbox_mono_passed(const struct timespec *deadline);
+/* Initialises cv to wait on CLOCK_MONOTONIC (odbox_mono_after's
+ * deadlines; src/clock.c). */
+void odbox_cond_init_mono(pthread_cond_t *cv);
 /* Sleeps ms milliseconds, all of them (a signal does not cut it short;
  * src/clock.c): the naps between tries of a poll or a retry. */
 void odbox_sleep_ms(int64_t ms);

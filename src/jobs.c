@@ -25,15 +25,6 @@
 
 /* ---- time and locking -------------------------------------------------------- */
 
-static void cond_init_mono(pthread_cond_t *cv)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &ca);
-    pthread_condattr_destroy(&ca);
-}
-
 static job_rt *find_job(const odbox_jobs *r, const char *name)
 {
     for (size_t i = 0; name && i < r->njobs; i++)
@@ -121,8 +112,8 @@ int odbox_jobs_open(odbox_registry *registry, const odbox_jobs_config *cfg, odbo
     else
         default_picked_by(r->picked_by, sizeof r->picked_by);
     pthread_mutex_init(&r->mu, NULL);
-    cond_init_mono(&r->done_cv);
-    cond_init_mono(&r->hb_cv);
+    odbox_cond_init_mono(&r->done_cv);
+    odbox_cond_init_mono(&r->hb_cv);
     r->refs = 1;
     *out = r;
     return ODBOX_OK;
@@ -180,7 +171,7 @@ int odbox_jobs_add(odbox_jobs *r, const odbox_job *job, odbox_error *err)
     j->execute = job->execute;
     j->user = job->user;
     j->ctx.job = j;
-    cond_init_mono(&j->cv);
+    odbox_cond_init_mono(&j->cv);
     r->jobs[r->njobs++] = j;
     return ODBOX_OK;
 }

@@ -94,11 +94,7 @@ static void atfork_child(void)
 
 static void init_once(void)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    odbox_cond_init_mono(&g_cv);
     pthread_cond_init(&g_done_cv, NULL);
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }

@@ -176,12 +176,8 @@ static kafka_broker *broker_new(const odbox_relay_kafka_config *cfg)
     kafka_broker *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&b->cv, &ca);
-    pthread_cond_init(&b->gate, &ca);
-    pthread_condattr_destroy(&ca);
+    odbox_cond_init_mono(&b->cv);
+    odbox_cond_init_mono(&b->gate);
     pthread_mutex_init(&b->mu, NULL);
     b->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : KAFKA_DEFAULT_TIMEOUT_MS;
     b->topic = odbox_strdup(cfg->topic);

@@ -253,15 +253,6 @@ static void await_confirm(const rbroker *b, rconn *c, waiter *w)
         pthread_cond_signal(c->waiting->cv);
 }
 
-static void cond_init(pthread_cond_t *cv)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &ca);
-    pthread_condattr_destroy(&ca);
-}
-
 /* Sends env's message on c (c->mu held): w waits for its confirm, or is
  * settled already (the connection broke). */
 static void send_one(rconn *c, const odbox_envelope *env, amqp_bytes_t exchange, amqp_bytes_t rk, amqp_bytes_t body,
@@ -295,7 +286,7 @@ static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, a
                         amqp_bytes_t rk, amqp_bytes_t body, odbox_error *err)
 {
     pthread_cond_t cv;
-    cond_init(&cv);
+    odbox_cond_init_mono(&cv);
     waiter w = {.cv = &cv};
     pthread_mutex_lock(&c->mu);
     send_one(c, env, exchange, rk, body, &w);
@@ -452,7 +443,7 @@ static void rabbit_publish_batch(void *broker, size_t n, const odbox_envelope *c
     }
     if (rc == ODBOX_OK && (rc = acquire(b, &c, &e)) == ODBOX_OK) {
         pthread_cond_t cv;
-        cond_init(&cv);
+        odbox_cond_init_mono(&cv);
         for (size_t i = 0; i < n; i++)
             ws[i].cv = &cv;
         pthread_mutex_lock(&c->mu);
@@ -549,12 +540,8 @@ int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **bro
     }
     if (!*b->info.vhost) /* amqp://host/ names the default vhost, as amqp://host does */
         b->info.vhost = (char *)"/";
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&b->mu, NULL);
-    pthread_cond_init(&b->freed, &ca);
-    pthread_condattr_destroy(&ca);
+    odbox_cond_init_mono(&b->freed);
     *broker = b;
     return ODBOX_OK;
 }

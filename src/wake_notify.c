@@ -121,11 +121,7 @@ int odbox_notifier_open(odbox_registry *r, odbox_notifier **out, odbox_error *er
             atomic_store(&ns->mode, SILENT);
     }
     pthread_mutex_init(&n->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&n->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    odbox_cond_init_mono(&n->cv);
     *out = n;
     return ODBOX_OK;
 }

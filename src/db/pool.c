@@ -84,11 +84,7 @@ int odbox_pool_open(const char *dsn, const odbox_pool_config *cfg, odbox_pool **
         return odbox_fail(err, ODBOX_ENOMEM, "pool: out of memory");
     }
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    odbox_cond_init_mono(&p->cv);
     p->dialect = dialect;
     p->size = cfg && cfg->size ? cfg->size : DEFAULT_SIZE;
     p->acquire_timeout_ms = cfg && cfg->acquire_timeout_ms ? cfg->acquire_timeout_ms
