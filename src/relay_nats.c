@@ -202,17 +202,25 @@ static int ensure_connected(nats_broker *b, odbox_error *err)
     return rc;
 }
 
+/* The subject of env's message (*subject malloc'd, or NULL), or why it
+ * cannot be published: a subject NATS refuses, a body libnats cannot take. */
+static int subject_for(const nats_broker *b, const odbox_envelope *env, size_t len, char **subject,
+                       odbox_error *err)
+{
+    *subject = NULL;
+    if (len > INT32_MAX)
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay: a body of %zu bytes", len);
+    int rc = odbox_relay_expand(b->subject, env, subject, err);
+    return rc == ODBOX_OK ? check_subject(*subject, err) : rc;
+}
+
 static int nats_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
 {
     nats_broker *b = broker;
     if (!b || !env || !body)
         return odbox_fail(err, ODBOX_EINVAL, "nats relay: publish without broker, event or body");
-    if (len > INT32_MAX)
-        return odbox_fail(err, ODBOX_EINVAL, "nats relay: a body of %zu bytes", len);
     char *subject = NULL;
-    int rc = odbox_relay_expand(b->subject, env, &subject, err);
-    if (rc == ODBOX_OK)
-        rc = check_subject(subject, err);
+    int rc = subject_for(b, env, len, &subject, err);
     if (rc == ODBOX_OK)
         rc = ensure_connected(b, err);
     if (rc == ODBOX_OK) {
@@ -306,11 +314,7 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
     for (size_t i = 0; i < n && rc == ODBOX_OK; i++) {
         char *subject = NULL;
         natsMsg *m = NULL;
-        int one = odbox_relay_expand(b->subject, envs[i], &subject, &errs[i]);
-        if (one == ODBOX_OK)
-            one = check_subject(subject, &errs[i]);
-        if (one == ODBOX_OK && lens[i] > INT32_MAX)
-            one = odbox_fail(&errs[i], ODBOX_EINVAL, "nats relay: a body of %zu bytes", lens[i]);
+        int one = subject_for(b, envs[i], lens[i], &subject, &errs[i]);
         if (one == ODBOX_OK) {
             jsPubOptions po;
             jsPubOptions_Init(&po);

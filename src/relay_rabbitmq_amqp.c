@@ -397,6 +397,13 @@ static void release(rbroker *b, rconn *c)
         conn_free(c);
 }
 
+/* The exchange and routing key of env's message (malloc'd, or NULL). */
+static int names_for(const rbroker *b, const odbox_envelope *env, char **exchange, char **rk, odbox_error *err)
+{
+    int rc = odbox_relay_expand(b->exchange, env, exchange, err);
+    return rc == ODBOX_OK ? odbox_relay_expand(b->routing_key, env, rk, err) : rc;
+}
+
 static int rabbit_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
 {
     rbroker *b = broker;
@@ -404,9 +411,7 @@ static int rabbit_publish(void *broker, const odbox_envelope *env, const char *b
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: broker, envelope or body is NULL");
     char *exchange = NULL, *rk = NULL;
     rconn *c = NULL;
-    int rc = odbox_relay_expand(b->exchange, env, &exchange, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_relay_expand(b->routing_key, env, &rk, err);
+    int rc = names_for(b, env, &exchange, &rk, err);
     if (rc == ODBOX_OK)
         rc = acquire(b, &c, err);
     if (rc == ODBOX_OK) {
@@ -433,14 +438,11 @@ static void rabbit_publish_batch(void *broker, size_t n, const odbox_envelope *c
     odbox_error e = {0};
     rconn *c = NULL;
     int rc = names && ws ? ODBOX_OK : odbox_fail(&e, ODBOX_ENOMEM, "rabbitmq relay: out of memory");
-    for (size_t i = 0; i < n; i++) {
-        rcs[i] = rc;
-        if (rc == ODBOX_OK && (rcs[i] = odbox_relay_expand(b->exchange, envs[i], &names[2 * i], &errs[i])) ==
-                                  ODBOX_OK)
-            rcs[i] = odbox_relay_expand(b->routing_key, envs[i], &names[2 * i + 1], &errs[i]);
-        else if (rc != ODBOX_OK)
+    for (size_t i = 0; i < n; i++)
+        if ((rcs[i] = rc) == ODBOX_OK)
+            rcs[i] = names_for(b, envs[i], &names[2 * i], &names[2 * i + 1], &errs[i]);
+        else
             errs[i] = e;
-    }
     if (rc == ODBOX_OK && (rc = acquire(b, &c, &e)) == ODBOX_OK) {
         pthread_cond_t cv;
         odbox_cond_init_mono(&cv);
