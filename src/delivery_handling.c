@@ -207,7 +207,7 @@ static const char *const bucket_set[NBUCKETS + 1] = {
     "state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?" FINISHED,
     "state = 'EXPIRED', attempts = attempts + 1, updated_date = ?" FINISHED,
     "state = 'FAILED', attempts = attempts + 1, next_retry_at = ?, updated_date = ?, " LEASE_ENDS,
-    LEASE_ENDS, /* B_RELEASE */
+    "next_retry_at = ?, " LEASE_ENDS, /* B_RELEASE: due again at once (the claim moved it) */
 };
 
 /* UPDATE ... WHERE id IN (...) AND <not finished> AND <the attempts read>
@@ -281,6 +281,8 @@ static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, si
     int idx = 1;
     if (rc == ODBOX_OK && bucket == B_RETRY)
         rc = odbox_stmt_bind_timestamp(s, idx++, rows[0]->next_retry_us, err);
+    if (rc == ODBOX_OK && bucket == B_RELEASE)
+        rc = odbox_stmt_bind_timestamp(s, idx++, h->claimed_at_us, err);
     if (rc == ODBOX_OK && bucket != B_RELEASE)
         rc = odbox_stmt_bind_timestamp(s, idx++, post, err);
     if (rc == ODBOX_OK && bucket != B_RELEASE && bucket != B_RETRY) /* finished: next_retry_at */

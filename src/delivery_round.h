@@ -50,6 +50,7 @@ typedef struct hround {
     size_t n;
     char token[ODBOX_UUID_LEN + 1]; /* lease_owner of this round's claim */
     int64_t lease_end_mono_us;      /* when the claim ends, by this process's clock */
+    int64_t claimed_at_us;          /* the claim's now (the database's where it reads it) */
 } hround;
 
 /* Drops a reference to a call (the round's, or an abandoned call's thread's). */

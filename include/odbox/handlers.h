@@ -20,7 +20,8 @@
  *    serves wait, they do not fail; locked
  *    with FOR UPDATE SKIP LOCKED where the server has it), marking each
  *    with the round's token (lease_owner) and lease_until = the database's
- *    now + lease_ms, in one short transaction; expires those past their
+ *    now + lease_ms (next_retry_at too: a row in flight is not due), in
+ *    one short transaction; expires those past their
  *    retention without a call, calls the handlers of the rest on a pool
  *    of worker threads, and writes the outcomes with one UPDATE per
  *    bucket, each guarded by the state and attempts the rows were read

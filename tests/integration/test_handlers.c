@@ -602,11 +602,14 @@ static void outcomes_lost(int kill)
     ck_assert_int_eq(r.succeeded, 0);
     ck_assert_int_eq(hrec_count(&x.rec, "ok"), 2);
     ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0"), 2);
+    if (!kill) /* given back: due again at the claim's time, not at the lease's end */
+        ck_assert_int_eq(nrows(&x.f, 0, "lease_until IS NULL AND next_retry_at <= created_date"), 2);
     probe.calls_done_rc = probe.kill = 0;
     if (kill) { /* still claimed by the lost round until its lease ends */
         r = hx_handle(&x, 0);
         ck_assert_int_eq(r.read, 0);
         ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NOT NULL AND lease_until IS NOT NULL"), 2);
+        ck_assert_int_eq(nrows(&x.f, 0, "next_retry_at = lease_until"), 2);
         odbox_manual_clock_advance(x.clk, (300 + 30) * SEC_US + 1); /* the default: handler_timeout_ms + 30 s */
     }
     r = hx_handle(&x, 0); /* after a kill, on a new session: the pool dropped the dead one */

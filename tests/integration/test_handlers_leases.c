@@ -183,6 +183,7 @@ START_TEST(a_late_outcome_after_the_lease_was_lost_writes_nothing)
     round_ok(odbox_delivery_handling_round(d[1], s0, &r, &e), &e);
     ck_assert_int_eq(r.read, 0);
     ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NOT NULL AND lease_until IS NOT NULL"), 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "next_retry_at = lease_until"), 1); /* out of the due order until then */
     jt_sleep_ms(600); /* the lease ends: the row is due again */
     ck_assert_int_eq(pthread_create(&t[1], NULL, round_thread, &ra[1]), 0);
     wait_calls(&g, 2);
