@@ -116,10 +116,33 @@ psql_on() {
 # run that keeps them busy cannot go faster than cores / that.
 machine_us() { echo $((($(busy_ticks) - $2) * 1000000 / $(getconf CLK_TCK) / $1)); }
 
-# relay_timed CONFIG PROCS WHAT COUNT...: the relay benchmarks' timing.
+# drained_sql SCHEMA: SQL that prints 0 while an event of the eventlog
+# SCHEMA is not fanned out or a notification is PENDING or FAILED (claimed
+# rows are PENDING), then the count of SUCCEEDED notifications. The test
+# reads the undelivered and the due index, and the count runs once, at the
+# end: a count every 100 ms took 10-16 ms of the database's CPU each time
+# from the run it measured.
+drained_sql() {
+    echo "SELECT CASE WHEN EXISTS (SELECT 1 FROM $1.events WHERE delivered = FALSE)" \
+        "OR EXISTS (SELECT 1 FROM $1.event_notifications WHERE state IN ('PENDING', 'FAILED'))" \
+        "THEN 0 ELSE (SELECT count(*) FROM $1.event_notifications WHERE state = 'SUCCEEDED') END"
+}
+
+# drain_ms_sql SCHEMA: SQL that prints how long the drain of the eventlog
+# SCHEMA took in the database's time, in ms: from its first notification
+# (the first fan-out round) to its last outcome. The relay processes'
+# start (connections, LISTEN, the broker's connection), which relay_ms
+# includes, comes before it, as a raw publisher's connection comes
+# before its clock starts.
+drain_ms_sql() {
+    echo "SELECT GREATEST(1, CAST(1000 * EXTRACT(EPOCH FROM max(updated_date) - min(created_date)) AS BIGINT))" \
+        "FROM $1.event_notifications"
+}
+
+# relay_timed CONFIG PROCS WHAT POLL...: the relay benchmarks' timing.
 # Starts PROCS `$O relay --config CONFIG` processes of WORKERS workers,
-# polls the command COUNT... every 100 ms until it prints N or more (the
-# SUCCEEDED rows; WHAT names the run in a failure after 600 s), then stops
+# polls the command POLL... every 100 ms until it prints N or more (the
+# SUCCEEDED rows, by drained_sql; WHAT names the run in a failure after 600 s), then stops
 # them with SIGTERM (a clean stop, else die). Sets relay_ms: from their
 # start to the poll that saw N, and relay_cpu_us, machine_us over it.
 # relay_pids holds them while they run, for a script's exit trap

@@ -89,12 +89,12 @@ fresh_eventlog() {
     "$W" "$dsn" "$N" 100 200
 }
 
-# drained EVENTLOG T0 WHAT: waits until N rows of EVENTLOG are SUCCEEDED; sets t1
+# drained EVENTLOG T0 WHAT: waits until EVENTLOG is drained (drained_sql); sets t1
 drained() {
     local done_rows=0
     while ((done_rows < N)); do
         sleep 0.1
-        done_rows=$(pgsql "SELECT count(*) FROM $1.event_notifications WHERE state = 'SUCCEEDED'")
+        done_rows=$(pgsql "$(drained_sql "$1")")
         (($(now_ms) - $2 < 600000)) || die "$3: $done_rows of $N after 600 s"
     done
     t1=$(now_ms)
@@ -110,11 +110,12 @@ relay_run() {
              "settings": {"bootstrap_servers": "$boot", "topic": "kb.{handler}"}}]}
 EOF
     relay_timed "$tmp/$name.json" "$2" "relay x$2" \
-        pgsql "SELECT count(*) FROM $log.event_notifications WHERE state = 'SUCCEEDED'"
+        pgsql "$(drained_sql "$log")"
     local out
     out=$("$K" consume "$boot" "kb.$name" "$N") || die "relay x$2: $out"
     size=$(sed -n 's/.* \([0-9]*\) bytes per body/\1/p' <<<"$out")
     rate=$((N * 1000 / relay_ms))
+    drain_rate=$((N * 1000 / $(pgsql "$(drain_ms_sql "$log")")))
 }
 
 # ceiling_run ROUND PROCS: events/s of PROCS kafka-relay ceiling processes; sets ceil
@@ -152,21 +153,21 @@ say "librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?'), mock
 say "PostgreSQL: $base (throwaway, tests/db defaults); $N events per round (committed 100 per action, 200 model ids); $ROUNDS rounds"
 say "relay: odbox relay --workers $WORKERS per process, poll 100 ms, handling batch default; raw: $WORKERS threads per process, one message each in flight"
 for procs in 1 4; do
-    rates=() raws=() ceils=()
+    rates=() drains=() raws=() ceils=()
     for r in $(seq "$ROUNDS"); do
         relay_run "$r" "$procs"
         b0=$(busy_ticks)
         raw_run "$r" "$procs" "$size"
         raw_cpu_us=$(machine_us "$N" "$b0")
         ceiling_run "$r" "$procs"
-        rates+=("$rate") raws+=("$raw") ceils+=("$ceil")
-        say "  round $r, x$procs: relay $rate events/s, raw $raw msgs/s ($size-byte bodies), ceiling $ceil events/s;" \
+        rates+=("$rate") drains+=("$drain_rate") raws+=("$raw") ceils+=("$ceil")
+        say "  round $r, x$procs: relay $rate events/s (the drain alone $drain_rate), raw $raw msgs/s ($size-byte bodies), ceiling $ceil events/s;" \
             "machine CPU per event: relay $relay_cpu_us us, raw $raw_cpu_us us"
     done
-    rm_relay=$(median "${rates[@]}") rm_raw=$(median "${raws[@]}") rm_ceil=$(median "${ceils[@]}")
+    rm_relay=$(median "${rates[@]}") rm_drain=$(median "${drains[@]}") rm_raw=$(median "${raws[@]}") rm_ceil=$(median "${ceils[@]}")
     ratio=$(awk -v a="$rm_relay" -v b="$rm_raw" 'BEGIN { printf "%.2f", a / b }')
     of_ceil=$(awk -v a="$rm_relay" -v b="$rm_ceil" 'BEGIN { printf "%.2f", a / b }')
-    say "relay x$procs ($((WORKERS * procs)) workers): median $rm_relay events/s (${rates[*]}) | raw librdkafka, $procs process(es) x $WORKERS threads: median $rm_raw msgs/s (${raws[*]}) | ratio $ratio (goal $GOAL)"
+    say "relay x$procs ($((WORKERS * procs)) workers): median $rm_relay events/s (${rates[*]}), the drain alone $rm_drain | raw librdkafka, $procs process(es) x $WORKERS threads: median $rm_raw msgs/s (${raws[*]}) | ratio $ratio (goal $GOAL)"
     say "  the same drain with a broker that confirms at once: median $rm_ceil events/s (${ceils[*]}); relay/ceiling $of_ceil"
 done
 say "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -81,10 +81,11 @@ relay_run() {
 EOF
     "$W" "$dsn" "$N" 100 100
     relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" \
-        psql_on "$db" "SELECT count(*) FROM eventlog.event_notifications WHERE state = 'SUCCEEDED'"
+        psql_on "$db" "$(drained_sql eventlog)"
     read -r _ msgs _ _ _ dups _ _ _ size <<<"$("$T" count "$url" "R$procs")"
     [[ $msgs == "$N" && $dups == 0 ]] || die "relay x$procs: stream has $msgs messages, $dups duplicates"
     rate=$((N * 1000 / relay_ms))
+    drain_rate=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))
 }
 
 # raw_run THREADS SIZE: js_Publish + ack loop; sets raw
@@ -104,6 +105,7 @@ for procs in 1 4; do
     raw_run $((WORKERS * procs)) "$size"
     raw_cpu_us=$(machine_us "$N" "$b0")
     ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
-    say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s | raw libnats, $((WORKERS * procs)) threads, $size-byte messages: $raw msg/s | ratio $ratio (goal $GOAL)"
+    drain_ratio=$(awk -v a="$drain_rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
+    say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s, the drain alone $drain_rate | raw libnats, $((WORKERS * procs)) threads, $size-byte messages: $raw msg/s | ratio $ratio, the drain alone $drain_ratio (goal $GOAL)"
     say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, nats-server, relays), raw $raw_cpu_us us (nats-server, publisher)"
 done

@@ -85,9 +85,10 @@ relay_run() {
 EOF
     "$W" "$dsn" "$N" 100 100
     relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" \
-        psql_on "$db" "SELECT count(*) FROM eventlog.event_notifications WHERE state = 'SUCCEEDED'"
+        psql_on "$db" "$(drained_sql eventlog)"
     "$C" count - "$url" "$N" >"$tmp/count" || die "relay x$procs: the queue: $(cat "$tmp/count")"
     rate=$((N * 1000 / relay_ms))
+    drain_rate=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))
 }
 
 say "== odbox relay -> RabbitMQ vs a raw librabbitmq loop (persistent messages, publisher confirms), $N events"
@@ -100,6 +101,7 @@ for procs in $PROCS; do
     raw=$("$C" raw - "$url" "$N" "$procs" "$WORKERS" | sed -n 's/.*: \([0-9]*\) msg\/s/\1/p')
     raw_cpu_us=$(machine_us "$N" "$b0")
     ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
-    say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s | raw librabbitmq, $procs connection(s) x $WORKERS unconfirmed: $raw msg/s | ratio $ratio (goal $GOAL)"
+    drain_ratio=$(awk -v a="$drain_rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
+    say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s, the drain alone $drain_rate | raw librabbitmq, $procs connection(s) x $WORKERS unconfirmed: $raw msg/s | ratio $ratio, the drain alone $drain_ratio (goal $GOAL)"
     say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, the node, relays), raw $raw_cpu_us us (the node, publisher)"
 done
