@@ -140,13 +140,15 @@ drain_ms_sql() {
 }
 
 # relay_timed CONFIG PROCS WHAT POLL...: the relay benchmarks' timing.
-# Starts PROCS `$O relay --config CONFIG` processes of WORKERS workers,
-# polls the command POLL... every 100 ms until it prints N or more (the
-# SUCCEEDED rows, by drained_sql; WHAT names the run in a failure after 600 s), then stops
-# them with SIGTERM (a clean stop, else die). Sets relay_ms: from their
-# start to the poll that saw N, and relay_cpu_us, machine_us over it.
-# relay_pids holds them while they run, for a script's exit trap
-# (kill_relays).
+# Starts PROCS `$O relay --config CONFIG` processes of WORKERS workers (or,
+# with CONFIG "ceiling:DSN", odbox-bench-relay-ceiling processes on DSN:
+# the same delivery with a broker that confirms at once; CEILING names the
+# program), polls the command POLL... every 100 ms until it prints N or
+# more (the SUCCEEDED rows, by drained_sql; WHAT names the run in a
+# failure after 600 s), then stops them with SIGTERM (a clean stop, else
+# die). Sets relay_ms: from their start to the poll that saw N, and
+# relay_cpu_us, machine_us over it. relay_pids holds them while they run,
+# for a script's exit trap (kill_relays).
 relay_pids=()
 kill_relays() { ((${#relay_pids[@]} == 0)) || kill -9 "${relay_pids[@]}" 2>/dev/null || true; }
 relay_timed() {
@@ -155,7 +157,11 @@ relay_timed() {
     b0=$(busy_ticks)
     t0=$(now_ms)
     for _ in $(seq "$procs"); do
-        "$O" relay --config "$cfg" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
+        if [[ $cfg == ceiling:* ]]; then
+            "$CEILING" "${cfg#ceiling:}" ceiling "$WORKERS" 100 >>"$tmp/relay.log" 2>&1 &
+        else
+            "$O" relay --config "$cfg" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
+        fi
         relay_pids+=($!)
     done
     while ((done_rows < N)); do
@@ -168,6 +174,22 @@ relay_timed() {
     kill "${relay_pids[@]}"
     wait "${relay_pids[@]}" || die "$what: not a clean stop"
     relay_pids=()
+}
+
+# ceiling_db_run PROCS: N events written as the relay runs write them,
+# into a database of their own (dbs, for the script's cleanup), drained by
+# PROCS odbox-bench-relay-ceiling processes (relay_timed); sets ceil and
+# ceil_drain: events/s with their start and of the drain alone.
+ceiling_db_run() {
+    local db="ceiling_bench_$$_$1" dsn
+    dbs+=("$db")
+    psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" && psql_on "${base##*/}" "CREATE DATABASE $db"
+    dsn="${base%/*}/$db"
+    "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
+    "$W" "$dsn" "$N" 100 100
+    relay_timed "ceiling:$dsn" "$1" "ceiling x$1" psql_on "$db" "$(drained_sql eventlog)"
+    ceil=$((N * 1000 / relay_ms))
+    ceil_drain=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))
 }
 
 # A number from a benchmark program's one-line JSON (its keys are unique).

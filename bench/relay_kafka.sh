@@ -19,7 +19,7 @@
 # every 100 ms): fan-out, claim, produce, delivery report and the outcome
 # written, start-up included. The raw figure: from the start of its
 # processes to their end (start-up and connection included too). The
-# ceiling: the same drain by as many processes of `kafka-relay ceiling`,
+# ceiling: the same drain by as many processes of `odbox-bench-relay-ceiling`,
 # the delivery with `odbox relay`'s settings and a broker that confirms at
 # once: what the outbox side alone allows, so relay/ceiling says how much
 # of a drain's time the Kafka publishes take.
@@ -51,9 +51,10 @@ if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
     exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_kafka.sh" "$@"
 fi
 ((WORKERS >= 1 && WORKERS <= 16)) || die "BENCH_WORKERS must be 1..16"
-make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/kafka-relay >/dev/null ||
+make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/kafka-relay bench/odbox-bench-relay-ceiling >/dev/null ||
     die "build failed (configure with librdkafka-dev installed)"
 O=$BUILDDIR/odbox W=$BUILDDIR/tests/relay/relay-writer K=$BUILDDIR/tests/relay/kafka-relay
+CEILING=$BUILDDIR/bench/odbox-bench-relay-ceiling
 [[ -x $K ]] || die "odbox was built without Kafka (install librdkafka-dev, configure --with-kafka)"
 
 tmp=$(mktemp -d /tmp/odbox-bench-kafka.XXXXXX)
@@ -89,17 +90,6 @@ fresh_eventlog() {
     "$W" "$dsn" "$N" 100 200
 }
 
-# drained EVENTLOG T0 WHAT: waits until EVENTLOG is drained (drained_sql); sets t1
-drained() {
-    local done_rows=0
-    while ((done_rows < N)); do
-        sleep 0.1
-        done_rows=$(pgsql "$(drained_sql "$1")")
-        (($(now_ms) - $2 < 600000)) || die "$3: $done_rows of $N after 600 s"
-    done
-    t1=$(now_ms)
-}
-
 # relay_run ROUND PROCS: events/s of PROCS relay processes; sets rate, size
 relay_run() {
     local name="r$1p$2" log="kb_$$_r$1p$2" dsn
@@ -118,19 +108,13 @@ EOF
     drain_rate=$((N * 1000 / $(pgsql "$(drain_ms_sql "$log")")))
 }
 
-# ceiling_run ROUND PROCS: events/s of PROCS kafka-relay ceiling processes; sets ceil
+# ceiling_run ROUND PROCS: events/s of PROCS odbox-bench-relay-ceiling
+# processes (the drain with a broker that confirms at once); sets ceil
 ceiling_run() {
-    local log="kb_$$_c$1p$2" pids=() dsn t0 t1
+    local log="kb_$$_c$1p$2" dsn
     fresh_eventlog "$log"
-    t0=$(now_ms)
-    for _ in $(seq "$2"); do
-        "$K" ceiling "$dsn" "c$1p$2" "$WORKERS" 100 >>"$tmp/ceiling.log" 2>&1 &
-        pids+=($!)
-    done
-    drained "$log" "$t0" "ceiling x$2"
-    kill "${pids[@]}"
-    wait "${pids[@]}" || die "ceiling x$2: not a clean stop"
-    ceil=$((N * 1000 / (t1 - t0)))
+    relay_timed "ceiling:$dsn" "$2" "ceiling x$2" pgsql "$(drained_sql "$log")"
+    ceil=$((N * 1000 / relay_ms))
 }
 
 # raw_run ROUND PROCS SIZE: PROCS raw producer processes of WORKERS threads,

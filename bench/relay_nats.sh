@@ -9,6 +9,13 @@
 # from the start of the relay processes until every notification is
 # SUCCEEDED in PostgreSQL (polled every 100 ms): fan-out, claim, publish,
 # ack and the outcome written, start-up included.
+# The drain alone: the same run in the database's time, from its first
+# notification to its last outcome (the processes' start left out, as the
+# raw publisher's connection is). The ceiling: the same drain by as many
+# odbox-bench-relay-ceiling processes, the delivery with `odbox relay`'s
+# settings and a broker that confirms at once: what the outbox side alone
+# drains on this machine, so relay/ceiling says how much the broker's
+# publishes take.
 #
 # Usage: bench/relay_nats.sh
 # Environment:
@@ -36,9 +43,9 @@ if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
     exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_nats.sh" "$@"
 fi
 command -v nats-server >/dev/null || die "nats-server not found (tests/db/install-deps.sh installs it)"
-make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/nats-tool >/dev/null ||
+make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/nats-tool bench/odbox-bench-relay-ceiling >/dev/null ||
     die "build failed (configure with libnats-dev installed)"
-O=$BUILDDIR/odbox W=$BUILDDIR/tests/relay/relay-writer T=$BUILDDIR/tests/relay/nats-tool
+O=$BUILDDIR/odbox W=$BUILDDIR/tests/relay/relay-writer CEILING=$BUILDDIR/bench/odbox-bench-relay-ceiling T=$BUILDDIR/tests/relay/nats-tool
 [[ -x $T ]] || die "odbox was built without NATS (install libnats-dev, configure --with-nats)"
 
 tmp=$(mktemp -d /tmp/odbox-bench-nats.XXXXXX)
@@ -108,4 +115,8 @@ for procs in 1 4; do
     drain_ratio=$(awk -v a="$drain_rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
     say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s, the drain alone $drain_rate | raw libnats, $((WORKERS * procs)) threads, $size-byte messages: $raw msg/s | ratio $ratio, the drain alone $drain_ratio (goal $GOAL)"
     say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, nats-server, relays), raw $raw_cpu_us us (nats-server, publisher)"
+    ceiling_db_run "$procs"
+    say "  the same drain with a broker that confirms at once: $ceil events/s, the drain alone $ceil_drain;" \
+        "relay/ceiling $(awk -v a="$rate" -v b="$ceil" 'BEGIN { printf "%.2f", a / b }')," \
+        "the drain alone $(awk -v a="$drain_rate" -v b="$ceil_drain" 'BEGIN { printf "%.2f", a / b }')"
 done

@@ -14,6 +14,13 @@
 # SUCCEEDED in PostgreSQL (polled every 100 ms): fan-out, claim, publish,
 # confirm and the outcome written, start-up included. The queue is then
 # read back: every event once.
+# The drain alone: the same run in the database's time, from its first
+# notification to its last outcome (the processes' start left out, as the
+# raw publisher's connection is). The ceiling: the same drain by as many
+# odbox-bench-relay-ceiling processes, the delivery with `odbox relay`'s
+# settings and a broker that confirms at once: what the outbox side alone
+# drains on this machine, so relay/ceiling says how much the broker's
+# publishes take.
 #
 # Usage: bench/relay_rabbitmq.sh
 # Environment:
@@ -44,9 +51,9 @@ if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
     exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_rabbitmq.sh" "$@"
 fi
 ((WORKERS <= 16)) || die "BENCH_WORKERS $WORKERS: at most 16 (one connection per relay process)"
-make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/rabbitmq-check >/dev/null ||
+make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/rabbitmq-check bench/odbox-bench-relay-ceiling >/dev/null ||
     die "build failed (configure with librabbitmq-dev installed)"
-O=$BUILDDIR/odbox W=$BUILDDIR/tests/relay/relay-writer C=$BUILDDIR/tests/relay/rabbitmq-check
+O=$BUILDDIR/odbox W=$BUILDDIR/tests/relay/relay-writer CEILING=$BUILDDIR/bench/odbox-bench-relay-ceiling C=$BUILDDIR/tests/relay/rabbitmq-check
 [[ -x $C ]] || die "odbox was built without RabbitMQ (install librabbitmq-dev, configure --with-rabbitmq)"
 S=$SRCDIR/tests/relay/rabbitmq-server.sh
 
@@ -104,4 +111,8 @@ for procs in $PROCS; do
     drain_ratio=$(awk -v a="$drain_rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
     say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s, the drain alone $drain_rate | raw librabbitmq, $procs connection(s) x $WORKERS unconfirmed: $raw msg/s | ratio $ratio, the drain alone $drain_ratio (goal $GOAL)"
     say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, the node, relays), raw $raw_cpu_us us (the node, publisher)"
+    ceiling_db_run "$procs"
+    say "  the same drain with a broker that confirms at once: $ceil events/s, the drain alone $ceil_drain;" \
+        "relay/ceiling $(awk -v a="$rate" -v b="$ceil" 'BEGIN { printf "%.2f", a / b }')," \
+        "the drain alone $(awk -v a="$drain_rate" -v b="$ceil_drain" 'BEGIN { printf "%.2f", a / b }')"
 done

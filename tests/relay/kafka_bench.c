@@ -4,7 +4,6 @@
  * (acks=all, idempotent, one message per thread in flight, each waiting
  * for its delivery report) with as many threads, and their ratio. */
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -170,67 +169,4 @@ void kafka_bench(int n)
                "%.0f msgs/s (%zu-byte bodies), ratio %.2f\n",
                n, threads[i], relay, raw_rate, body_len, relay / raw_rate);
     }
-}
-
-/* ---- kafka-relay ceiling DSN NAME WORKERS POLL_MS (bench/relay_kafka.sh) ----
- * The delivery as `odbox relay` runs it (same delivery and jobs settings)
- * with a relay NAME on RelayProbed events whose broker confirms at once:
- * what the outbox side alone drains, the ceiling of any relay. Runs until
- * SIGTERM. */
-static int noop_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
-{
-    (void)broker, (void)env, (void)body, (void)len, (void)err;
-    return ODBOX_OK;
-}
-
-static void noop_close(void *broker)
-{
-    (void)broker;
-}
-
-static void noop_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
-                               const size_t *lens, int *rcs, odbox_error *errs)
-{
-    (void)broker, (void)envs, (void)bodies, (void)lens, (void)errs;
-    memset(rcs, 0, n * sizeof *rcs);
-}
-
-static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_publish, noop_close,
-                                         noop_publish_batch};
-
-int kafka_ceiling_main(const char *dsn, const char *name, int workers, int poll_ms)
-{
-    odbox_error e = {0};
-    odbox_registry *reg = NULL;
-    odbox_handlers *h = NULL;
-    odbox_relay *relay = NULL;
-    odbox_delivery *d = NULL;
-    odbox_jobs *jobs = NULL;
-    KOK(odbox_registry_open_dsn(dsn, &reg, &e), e);
-    KOK(odbox_handlers_new(&h, &e), e);
-    const char *types[] = {"RelayProbed", NULL};
-    odbox_relay_config rc = {.name = name, .event_types = types};
-    static int broker;
-    KOK(odbox_relay_add(h, &rc, &noop_ops, &broker, &relay, &e), e);
-    /* as tools/relay_cmd.c with a 10 s relay timeout and its default --batch */
-    odbox_delivery_config dc = {.fanout_poll_ms = poll_ms, .handling_poll_ms = poll_ms, .workers = workers,
-                                .stop_wait_ms = 5000, .handler_timeout_ms = 15000, .handling_batch = 250};
-    odbox_jobs_config jc = {.poll_interval_ms = poll_ms, .shutdown_max_wait_ms = 15000};
-    KOK(odbox_delivery_open(reg, h, &dc, &d, &e), e);
-    KOK(odbox_jobs_open(reg, &jc, &jobs, &e), e);
-    KOK(odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, &e), e);
-    KOK(odbox_jobs_start(jobs, &e), e);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    int sig = 0;
-    sigwait(&set, &sig);
-    odbox_jobs_stop(jobs, &e);
-    odbox_delivery_free(&d);
-    odbox_jobs_free(&jobs);
-    odbox_relay_free(&relay);
-    odbox_handlers_free(&h);
-    odbox_registry_free(&reg);
-    return 0;
 }

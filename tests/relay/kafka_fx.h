@@ -102,9 +102,6 @@ void kafka_bench(int n);
  * producing n messages of body_len bytes to topic on `threads` threads,
  * each waiting for its message's delivery report; messages/s. */
 double kfx_raw_run(const char *boot, const char *topic, int n, int threads, size_t body_len);
-/* kafka-relay ceiling: the delivery of `odbox relay` with a broker that
- * confirms at once, until SIGTERM */
-int kafka_ceiling_main(const char *dsn, const char *name, int workers, int poll_ms);
 /* kafka_kill.c: the processes of the kill -9 check (kafka.test) */
 int kafka_kill_main(int argc, char **argv);
 

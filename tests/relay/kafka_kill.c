@@ -16,8 +16,7 @@
  *                                 (kfx_raw_run); prints msgs/s
  *   kafka-relay consume BOOT TOPIC N  the topic's messages, distinct event
  *                                 ids and bytes per body; exit 0 when N
- *                                 distinct arrived
- *   kafka-relay ceiling DSN NAME WORKERS POLL_MS  kafka_ceiling_main */
+ *                                 distinct arrived */
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -119,8 +118,6 @@ int kafka_kill_main(int argc, char **argv)
         printf("raw: %.0f msgs/s\n", rate);
         return 0;
     }
-    if (argc == 6 && !strcmp(argv[1], "ceiling"))
-        return kafka_ceiling_main(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
     if (argc == 5 && !strcmp(argv[1], "consume"))
         return consume_main(argv[2], argv[3], atoi(argv[4]));
     if (argc >= 3 && !strcmp(argv[1], "mock"))
@@ -138,6 +135,6 @@ int kafka_kill_main(int argc, char **argv)
     if (argc == 5 && !strcmp(argv[1], "count"))
         return count_main(argv[2], argv[3], atoi(argv[4]));
     fprintf(stderr, "usage: kafka-relay [bench N | mock TOPIC... | worker BOOT TAG | write TAG N PAUSE_MS | count BOOT "
-                    "TAG N | raw BOOT TOPIC N THREADS BYTES | consume BOOT TOPIC N | ceiling DSN NAME WORKERS POLL_MS]\n");
+                    "TAG N | raw BOOT TOPIC N THREADS BYTES | consume BOOT TOPIC N]\n");
     return 2;
 }
