@@ -154,7 +154,8 @@ int odbox_notifications_prometheus(const odbox_notification_stats *stats, size_t
     for (size_t i = 0; i < n; i++)
         odbox_prom_sample(&p, LABELS(i), (double)stats[i].backlog);
     odbox_prom_family(&p, "odbox_notifications_due", ODBOX_PROM_GAUGE,
-                      "PENDING and FAILED notifications whose next_retry_at has come.");
+                      "PENDING and FAILED notifications whose next_retry_at has come "
+                      "(a claimed one's is its lease's end).");
     for (size_t i = 0; i < n; i++)
         odbox_prom_sample(&p, LABELS(i), (double)stats[i].due);
     odbox_prom_family(&p, "odbox_notifications_oldest_due_age_seconds", ODBOX_PROM_GAUGE,
