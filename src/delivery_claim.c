@@ -327,8 +327,9 @@ static int by_due(const void *a, const void *b)
  * limits count. next_retry_at moves to the lease's end as well: a claimed
  * row leaves the front of the due index's order, so the next claim's
  * ordered read does not step over every row in flight (measured on
- * PostgreSQL with 8 handling loops: a claim cost 0.8 ms whatever it
- * found, most of it reading leased rows), and a claim that is never
+ * PostgreSQL with 8 handling loops: a claim's read took 0.7 ms whatever
+ * it found, 0.5 ms once it no longer read the leased rows), and a claim
+ * that is never
  * finished is due again when its lease ends. lease_until is still the
  * guard: a claim of an older odbox leaves next_retry_at as it was. */
 static int claim_rows(hround *h, odbox_conn *c, int64_t until, int limited, odbox_error *err)
