@@ -329,9 +329,9 @@ static int by_due(const void *a, const void *b)
  * ordered read does not step over every row in flight (measured on
  * PostgreSQL with 8 handling loops: a claim's read took 0.7 ms whatever
  * it found, 0.5 ms once it no longer read the leased rows), and a claim
- * that is never
- * finished is due again when its lease ends. lease_until is still the
- * guard: a claim of an older odbox leaves next_retry_at as it was. */
+ * that is never finished is due again when its lease ends. lease_until
+ * is still the guard: a claim of an older odbox leaves next_retry_at as
+ * it was. */
 static int claim_rows(hround *h, odbox_conn *c, int64_t until, int limited, odbox_error *err)
 {
     size_t per = (size_t)(h->dialect->max_params - 4), n = 0, next = 0; /* next: the call to bind next */
