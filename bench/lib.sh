@@ -176,10 +176,14 @@ relay_timed() {
     relay_pids=()
 }
 
+# ratio A B: A / B with two decimals.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
 # ceiling_db_run PROCS: N events written as the relay runs write them,
 # into a database of their own (dbs, for the script's cleanup), drained by
 # PROCS odbox-bench-relay-ceiling processes (relay_timed); sets ceil and
-# ceil_drain: events/s with their start and of the drain alone.
+# ceil_drain (events/s with their start and of the drain alone) and
+# prints them next to the relay run's rate and drain_rate.
 ceiling_db_run() {
     local db="ceiling_bench_$$_$1" dsn
     dbs+=("$db")
@@ -190,6 +194,8 @@ ceiling_db_run() {
     relay_timed "ceiling:$dsn" "$1" "ceiling x$1" psql_on "$db" "$(drained_sql eventlog)"
     ceil=$((N * 1000 / relay_ms))
     ceil_drain=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))
+    say "  the same drain with a broker that confirms at once: $ceil events/s, the drain alone $ceil_drain;" \
+        "relay/ceiling $(ratio "$rate" "$ceil"), the drain alone $(ratio "$drain_rate" "$ceil_drain")"
 }
 
 # A number from a benchmark program's one-line JSON (its keys are unique).

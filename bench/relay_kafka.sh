@@ -149,8 +149,7 @@ for procs in 1 4; do
             "machine CPU per event: relay $relay_cpu_us us, raw $raw_cpu_us us"
     done
     rm_relay=$(median "${rates[@]}") rm_drain=$(median "${drains[@]}") rm_raw=$(median "${raws[@]}") rm_ceil=$(median "${ceils[@]}")
-    ratio=$(awk -v a="$rm_relay" -v b="$rm_raw" 'BEGIN { printf "%.2f", a / b }')
-    of_ceil=$(awk -v a="$rm_relay" -v b="$rm_ceil" 'BEGIN { printf "%.2f", a / b }')
+    ratio=$(ratio "$rm_relay" "$rm_raw") of_ceil=$(ratio "$rm_relay" "$rm_ceil")
     say "relay x$procs ($((WORKERS * procs)) workers): median $rm_relay events/s (${rates[*]}), the drain alone $rm_drain | raw librdkafka, $procs process(es) x $WORKERS threads: median $rm_raw msgs/s (${raws[*]}) | ratio $ratio (goal $GOAL)"
     say "  the same drain with a broker that confirms at once: median $rm_ceil events/s (${ceils[*]}); relay/ceiling $of_ceil"
 done

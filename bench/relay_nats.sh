@@ -111,12 +111,8 @@ for procs in 1 4; do
     b0=$(busy_ticks)
     raw_run $((WORKERS * procs)) "$size"
     raw_cpu_us=$(machine_us "$N" "$b0")
-    ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
-    drain_ratio=$(awk -v a="$drain_rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
+    ratio=$(ratio "$rate" "$raw") drain_ratio=$(ratio "$drain_rate" "$raw")
     say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s, the drain alone $drain_rate | raw libnats, $((WORKERS * procs)) threads, $size-byte messages: $raw msg/s | ratio $ratio, the drain alone $drain_ratio (goal $GOAL)"
     say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, nats-server, relays), raw $raw_cpu_us us (nats-server, publisher)"
     ceiling_db_run "$procs"
-    say "  the same drain with a broker that confirms at once: $ceil events/s, the drain alone $ceil_drain;" \
-        "relay/ceiling $(awk -v a="$rate" -v b="$ceil" 'BEGIN { printf "%.2f", a / b }')," \
-        "the drain alone $(awk -v a="$drain_rate" -v b="$ceil_drain" 'BEGIN { printf "%.2f", a / b }')"
 done

@@ -107,12 +107,8 @@ for procs in $PROCS; do
     b0=$(busy_ticks)
     raw=$("$C" raw - "$url" "$N" "$procs" "$WORKERS" | sed -n 's/.*: \([0-9]*\) msg\/s/\1/p')
     raw_cpu_us=$(machine_us "$N" "$b0")
-    ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
-    drain_ratio=$(awk -v a="$drain_rate" -v b="$raw" 'BEGIN { printf "%.2f", a / b }')
+    ratio=$(ratio "$rate" "$raw") drain_ratio=$(ratio "$drain_rate" "$raw")
     say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s, the drain alone $drain_rate | raw librabbitmq, $procs connection(s) x $WORKERS unconfirmed: $raw msg/s | ratio $ratio, the drain alone $drain_ratio (goal $GOAL)"
     say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, the node, relays), raw $raw_cpu_us us (the node, publisher)"
     ceiling_db_run "$procs"
-    say "  the same drain with a broker that confirms at once: $ceil events/s, the drain alone $ceil_drain;" \
-        "relay/ceiling $(awk -v a="$rate" -v b="$ceil" 'BEGIN { printf "%.2f", a / b }')," \
-        "the drain alone $(awk -v a="$drain_rate" -v b="$ceil_drain" 'BEGIN { printf "%.2f", a / b }')"
 done
