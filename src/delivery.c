@@ -513,8 +513,10 @@ static void *shard_main(void *arg)
             continue;
         struct timespec until = odbox_mono_after(wait_ms);
         pthread_mutex_lock(&d->mu);
+        ds->idle[x->job]++;
         while (!atomic_load(&x->stop) && !ds->pending[x->job] && !odbox_mono_passed(&until))
             pthread_cond_timedwait(&d->cv, &d->mu, &until);
+        ds->idle[x->job]--;
         pthread_mutex_unlock(&d->mu);
     }
     return NULL;

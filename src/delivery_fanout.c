@@ -490,6 +490,36 @@ static int write_round(fround *f, odbox_conn *c, odbox_error *err)
     return rc;
 }
 
+/* ---- the wake-up -------------------------------------------------------------- */
+
+/* Whether other processes must hear of the round's notifications (a
+ * NOTIFY, where the dialect can). Not when this process's handling takes
+ * them all at once: every row's handler is served here without a
+ * concurrency limit, no earlier wake-up is still waiting for a loop, and
+ * the loops that wait can claim every row in their first round. A NOTIFY
+ * then wakes a loop in every other process for a claim that finds
+ * nothing: with 4 relay processes, 78% of the claims did. When this
+ * process is busy, the others are told and share the work. A wake-up is
+ * a hint either way: rows no loop takes are due for every process's poll. */
+static int tell_others(const fround *f)
+{
+    const odbox_handlers *hs = f->d->h;
+    const char *last = NULL;
+    for (size_t i = 0; i < f->nrows; i++) {
+        if (f->rows[i].handler == last)
+            continue;
+        last = f->rows[i].handler;
+        int k = odbox_handlers_find(hs, last);
+        if (k < 0 || hs->v[k].options.max_in_flight > 0)
+            return 1;
+    }
+    pthread_mutex_lock(&f->d->mu);
+    int room = !f->ds->pending[JOB_HANDLING] &&
+               (size_t)f->ds->idle[JOB_HANDLING] * (size_t)f->d->cfg.batch[JOB_HANDLING] >= f->nrows;
+    pthread_mutex_unlock(&f->d->mu);
+    return !room;
+}
+
 /* ---- the round ----------------------------------------------------------------- */
 
 static int shard_error(const odbox_dshard *ds, int rc, odbox_error *err)
@@ -542,7 +572,7 @@ int odbox_fanout_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox
         /* the handling job of this shard has work: here and, where the
          * dialect can, in other processes */
         if (rd->delivered > 0)
-            odbox_wake_raise(d->wake, ds->id, ODBOX_WAKE_NOTIFICATIONS, 1);
+            odbox_wake_raise(d->wake, ds->id, ODBOX_WAKE_NOTIFICATIONS, tell_others(&f));
     }
     if (d->hook)
         d->hook(d->hook_ud, ODBOX_DELIVERY_ROUND_DONE, ds->shard, f.nev > 0 ? c : NULL, rd);

@@ -105,6 +105,7 @@ typedef struct odbox_dshard {
     odbox_shard_id id;
     int pending[NJOBS];   /* under the delivery's mu: woken since its last round */
     int failing[NJOBS];   /* under mu: its last round failed (logged once per streak) */
+    int idle[NJOBS];      /* under mu: the job's loops waiting for a wake-up or their poll */
     /* Under mu: what the fan-out's last flips wait for on the replica.
      * The primary's position after them (malloc'd): the primary is read
      * until the replica has applied it; or, flips without a position

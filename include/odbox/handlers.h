@@ -43,8 +43,10 @@
  * handling of that shard at once. On PostgreSQL, also across processes
  * (NOTIFY after the commit, LISTEN through libpq): executors of other
  * processes wake this process's fan-out, and this fan-out wakes other
- * processes' handling. Elsewhere, and when a wake-up is lost, the poll
- * delay bounds the wait.
+ * processes' handling, unless this process's own waiting handling loops
+ * can claim every row of the round (each row's handler served here
+ * without max_in_flight). Elsewhere, and when a wake-up is lost, the
+ * poll delay bounds the wait.
  *
  * At-least-once: a handler may be called more than once for one event
  * (a crash between its success and the write of its outcome, a lease that

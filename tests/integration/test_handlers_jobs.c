@@ -229,9 +229,6 @@ START_TEST(commits_of_another_process_wake_the_fanout)
 }
 END_TEST
 
-/* A second delivery on a registry of its own (sharing nothing with the
- * first in this process) runs the handling job: only the server's NOTIFY
- * can wake it. With listening off, it waits for its poll delay. */
 /* Counts the handling rounds a delivery finished (ud: an atomic_int). */
 static int count_handling(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
                           const odbox_delivery_round *r)
@@ -240,6 +237,51 @@ static int count_handling(void *ud, odbox_delivery_point at, odbox_shard *s, odb
     if (at == ODBOX_DELIVERY_ROUND_DONE && r->job == ODBOX_DELIVERY_HANDLING)
         atomic_fetch_add((atomic_int *)ud, 1);
     return 0;
+}
+
+/* A second delivery on a registry of its own (sharing nothing with the
+ * first in this process) that runs the handling job with handler "h" of
+ * b: only the server's NOTIFY can wake it, else its 30 s poll. Open
+ * returns after its first round (it found nothing). */
+typedef struct other {
+    odbox_registry *r;
+    odbox_delivery *d;
+    odbox_jobs *j;
+    odbox_handlers *h;
+    atomic_int rounds;
+} other;
+
+static void other_open(other *o, jx *x, hbeh *b, int listen)
+{
+    memset(o, 0, sizeof *o);
+    atomic_init(&o->rounds, 0);
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = itest_dsn(1), .eventlog = x->f.ev[0]};
+    odbox_registry_config rc = {.shards = &sc, .nshards = 1};
+    o->h = handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){b});
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .cross_process_wakeup = listen ? 0 : -1, .hook = count_handling,
+                                 .hook_ud = &o->rounds};
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_registry_open(&rc, &o->r, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_delivery_open(o->r, o->h, &cfg, &o->d, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_jobs_open(o->r, &(odbox_jobs_config){.poll_interval_ms = 200}, &o->j, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_delivery_add_jobs(o->d, o->j, ODBOX_DELIVERY_HANDLING, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_jobs_start(o->j, &e), ODBOX_OK);
+    int64_t end = mono_ms_now() + 20000;
+    while (listen && !odbox_wake_listening(o->d->wake, (odbox_shard_id){0, 0}))
+        ck_assert_msg(mono_ms_now() < end, "no LISTEN"), jt_sleep_ms(10);
+    while (atomic_load(&o->rounds) == 0)
+        ck_assert_msg(mono_ms_now() < end, "no handling round"), jt_sleep_ms(10);
+}
+
+static void other_close(other *o)
+{
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_jobs_stop(o->j, &e), ODBOX_OK);
+    odbox_delivery_free(&o->d);
+    odbox_jobs_free(&o->j);
+    odbox_handlers_free(&o->h);
+    odbox_registry_free(&o->r);
 }
 
 START_TEST(a_fanout_wakes_the_handling_of_another_process)
@@ -256,32 +298,9 @@ START_TEST(a_fanout_wakes_the_handling_of_another_process)
         odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS};
         jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
                ODBOX_DELIVERY_FANOUT);
-        /* the other side */
-        odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = itest_dsn(1), .eventlog = x.f.ev[0]};
-        odbox_registry_config rc = {.shards = &sc, .nshards = 1};
-        odbox_registry *r2 = NULL;
-        odbox_delivery *d2 = NULL;
-        odbox_jobs *j2 = NULL;
-        odbox_handlers *h2 = handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h});
-        atomic_int rounds2;
-        atomic_init(&rounds2, 0);
-        odbox_delivery_config cfg2 = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
-                                      .cross_process_wakeup = off ? -1 : 0, .hook = count_handling,
-                                      .hook_ud = &rounds2};
-        odbox_error e = {0};
-        ck_assert_int_eq(odbox_registry_open(&rc, &r2, &e), ODBOX_OK);
-        ck_assert_int_eq(odbox_delivery_open(r2, h2, &cfg2, &d2, &e), ODBOX_OK);
-        ck_assert_int_eq(odbox_jobs_open(r2, &(odbox_jobs_config){.poll_interval_ms = 200}, &j2, &e), ODBOX_OK);
-        ck_assert_int_eq(odbox_delivery_add_jobs(d2, j2, ODBOX_DELIVERY_HANDLING, &e), ODBOX_OK);
-        ck_assert_int_eq(odbox_jobs_start(j2, &e), ODBOX_OK);
+        other o;
+        other_open(&o, &x, &h, !off);
         jx_wait_rounds(&x, 1);
-        int64_t end = mono_ms_now() + 20000;
-        while (!off && !odbox_wake_listening(d2->wake, (odbox_shard_id){0, 0}))
-            ck_assert_msg(mono_ms_now() < end, "no LISTEN"), jt_sleep_ms(10);
-        /* its first round has run (it found nothing); then it waits for a
-         * wake-up or its 30 s poll */
-        while (atomic_load(&rounds2) == 0)
-            ck_assert_msg(mono_ms_now() < end, "no handling round"), jt_sleep_ms(10);
         jt_sleep_ms(100);
         int64_t t0 = mono_ms_now();
         emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
@@ -293,13 +312,55 @@ START_TEST(a_fanout_wakes_the_handling_of_another_process)
             ck_assert_int_eq(hrec_wait(&x.rec, "h", 1, 2000), 0);
             ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING'"), 1);
         }
-        ck_assert_int_eq(odbox_jobs_stop(j2, &e), ODBOX_OK);
-        odbox_delivery_free(&d2);
-        odbox_jobs_free(&j2);
-        odbox_handlers_free(&h2);
-        odbox_registry_free(&r2);
+        other_close(&o);
         jx_close(&x);
     }
+}
+END_TEST
+
+/* A fan-out whose own process has a loop waiting for the round's rows
+ * takes them itself and wakes nobody else: a NOTIFY would cost every
+ * other process a claim that finds nothing. Once its loops are busy, the
+ * others are told and take the rows. */
+START_TEST(a_fanout_tells_other_processes_only_when_its_own_loops_are_busy)
+{
+    if (!itest_is("pg")) {
+        printf("handlers: cross-process wake-ups need LISTEN (PostgreSQL): not on %s\n", itest_dialect());
+        return;
+    }
+    jx x;
+    jx_open(&x, 1);
+    hbeh here, there;
+    hbeh_init(&here, &x.rec, NULL), hbeh_init(&there, &x.rec, NULL);
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .handling_loops = 1};
+    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&here}), &cfg,
+           ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    other o;
+    other_open(&o, &x, &there, 1);
+    jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    jt_sleep_ms(100);
+    int rounds = atomic_load(&o.rounds);
+    /* this process's loop waits: it takes the row, the other sleeps on */
+    atomic_store(&here.block, 1);
+    int64_t t0 = mono_ms_now();
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+    await_calls(&x, "h", 1, t0);
+    jt_sleep_ms(300);
+    ck_assert_int_eq(atomic_load(&here.calls), 1);
+    ck_assert_int_eq(atomic_load(&there.calls), 0);
+    ck_assert_msg(atomic_load(&o.rounds) == rounds, "the other process was woken for a row taken here");
+    /* now that loop is in a call: the next row is the other's, at once */
+    ck_assert_int_eq(atomic_load(&here.blocked), 1);
+    t0 = mono_ms_now();
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+    int64_t took = await_calls(&x, "h", 2, t0);
+    ck_assert_int_eq(atomic_load(&there.calls), 1);
+    printf("handlers: with its loop busy, a fan-out woke another process's handling after %lld ms\n",
+           (long long)took);
+    atomic_store(&here.block, 0);
+    other_close(&o);
+    jx_close(&x);
 }
 END_TEST
 
@@ -565,6 +626,7 @@ Suite *handlers_jobs_suite(void)
     tcase_add_test(tc, two_eventlogs_in_one_database_both_drain);
     tcase_add_test(tc, commits_of_another_process_wake_the_fanout);
     tcase_add_test(tc, a_fanout_wakes_the_handling_of_another_process);
+    tcase_add_test(tc, a_fanout_tells_other_processes_only_when_its_own_loops_are_busy);
     tcase_add_test(tc, a_hung_handler_is_bounded_in_a_round_and_at_a_stop);
     tcase_add_test(tc, freeing_at_once_after_a_stop_that_timed_out_is_safe);
     tcase_add_test(tc, a_stop_wait_that_does_not_fit_the_shutdown_wait_is_refused);
