@@ -140,7 +140,8 @@ drain_ms_sql() {
 }
 
 # relay_timed CONFIG PROCS WHAT POLL...: the relay benchmarks' timing.
-# Starts PROCS `$O relay --config CONFIG` processes of WORKERS workers (or,
+# Starts PROCS `$O relay --config CONFIG` processes of WORKERS workers and,
+# when LOOPS is set, LOOPS handling loops (or,
 # with CONFIG "ceiling:DSN", odbox-bench-relay-ceiling processes on DSN:
 # the same delivery with a broker that confirms at once; CEILING names the
 # program), polls the command POLL... every 100 ms until it prints N or
@@ -158,9 +159,10 @@ relay_timed() {
     t0=$(now_ms)
     for _ in $(seq "$procs"); do
         if [[ $cfg == ceiling:* ]]; then
-            "$CEILING" "${cfg#ceiling:}" ceiling "$WORKERS" 100 >>"$tmp/relay.log" 2>&1 &
+            "$CEILING" "${cfg#ceiling:}" ceiling "$WORKERS" 100 ${LOOPS:+"$LOOPS"} >>"$tmp/relay.log" 2>&1 &
         else
-            "$O" relay --config "$cfg" --poll-ms 100 --workers "$WORKERS" >>"$tmp/relay.log" 2>&1 &
+            "$O" relay --config "$cfg" --poll-ms 100 --workers "$WORKERS" ${LOOPS:+--loops "$LOOPS"} \
+                >>"$tmp/relay.log" 2>&1 &
         fi
         relay_pids+=($!)
     done

@@ -1,9 +1,10 @@
-/* odbox-bench-relay-ceiling DSN NAME WORKERS POLL_MS (bench/relay_*.sh):
+/* odbox-bench-relay-ceiling DSN NAME WORKERS POLL_MS [LOOPS] (bench/relay_*.sh):
  * the delivery as `odbox relay` runs it (its delivery and jobs settings,
  * tools/relay_cmd.c) with a relay NAME on RelayProbed events whose broker
  * confirms every message at once: what the outbox side alone drains, the
- * ceiling of any relay on the same machine. Runs until SIGTERM; exit 0
- * after a clean stop. */
+ * ceiling of any relay on the same machine. LOOPS: as `odbox relay
+ * --loops` (default: its default). Runs until SIGTERM; exit 0 after a
+ * clean stop. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,12 +36,13 @@ static const odbox_relay_ops noop_ops = {ODBOX_RELAY_OPS_VERSION, "noop", noop_p
 int main(int argc, char **argv)
 {
     static const char prog[] = "odbox-bench-relay-ceiling";
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s DSN NAME WORKERS POLL_MS\n", prog);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s DSN NAME WORKERS POLL_MS [LOOPS]\n", prog);
         return 2;
     }
     int workers = (int)parse_long(prog, "WORKERS", argv[3], 1, 256);
     int poll_ms = (int)parse_long(prog, "POLL_MS", argv[4], 1, 60000);
+    int loops = argc == 6 ? (int)parse_long(prog, "LOOPS", argv[5], 1, 64) : 0;
     /* SIGTERM is waited for below, by every thread the calls start too */
     sigset_t set;
     sigemptyset(&set);
@@ -57,7 +59,8 @@ int main(int argc, char **argv)
     static int broker;
     /* as tools/relay_cmd.c with a 10 s relay timeout and its default --batch */
     odbox_delivery_config dc = {.fanout_poll_ms = poll_ms, .handling_poll_ms = poll_ms, .workers = workers,
-                                .stop_wait_ms = 5000, .handler_timeout_ms = 15000, .handling_batch = 250};
+                                .stop_wait_ms = 5000, .handler_timeout_ms = 15000, .handling_batch = 250,
+                                .handling_loops = loops};
     odbox_jobs_config jc = {.poll_interval_ms = poll_ms, .shutdown_max_wait_ms = 15000};
     int rc = odbox_registry_open_dsn(argv[1], &reg, &e);
     if (rc == ODBOX_OK)

@@ -24,11 +24,18 @@
 # once: what the outbox side alone allows, so relay/ceiling says how much
 # of a drain's time the Kafka publishes take.
 #
+# The relays (and the ceiling) run 4 handling loops (`--loops 4`): a round
+# of 200-250 rows waits about 25 ms for its delivery reports from the mock
+# cluster (1 ms to produce them), so 2 loops (the default) leave the
+# machine idle between reports; 4 took the median at 1 process from
+# 15,414 to 19,258-23,980 events/s. BENCH_LOOPS=2 measures the default.
+#
 # Usage: bench/relay_kafka.sh
 # Environment:
 #   ODBOX_BUILDDIR   build directory (default: <repo>/build)
-#   BENCH_EVENTS     events per round (default 10000; a multiple of 4 x BENCH_WORKERS)
+#   BENCH_EVENTS     events per round (default 40000; a multiple of 4 x BENCH_WORKERS)
 #   BENCH_WORKERS    publishing threads per relay process (default 8, at most 16)
+#   BENCH_LOOPS      handling loops per relay process (default 4)
 #   BENCH_ROUNDS     rounds of each kind (default 5)
 # Without ODBOX_TEST_PG_DSN it re-runs itself under tests/db/with-servers.sh
 # --only pg. Needs a build with librdkafka. Benchmarks are not timed tests:
@@ -40,8 +47,9 @@ SRCDIR=$(cd "$HERE/.." && pwd)
 BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
 # shellcheck source=bench/lib.sh
 source "$HERE/lib.sh"
-N=${BENCH_EVENTS:-10000}
+N=${BENCH_EVENTS:-40000}
 WORKERS=${BENCH_WORKERS:-8}
+LOOPS=${BENCH_LOOPS:-4}
 ROUNDS=${BENCH_ROUNDS:-5}
 GOAL=0.8
 
@@ -135,7 +143,7 @@ say "== odbox relay -> Kafka (librdkafka mock cluster) vs a raw librdkafka produ
 say "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?'), mock cluster of 3 brokers in its own process, 6 partitions, acks=all, idempotent, linger.ms 0"
 say "PostgreSQL: $base (throwaway, tests/db defaults); $N events per round (committed 100 per action, 200 model ids); $ROUNDS rounds"
-say "relay: odbox relay --workers $WORKERS per process, poll 100 ms, handling batch default; raw: $WORKERS threads per process, one message each in flight"
+say "relay: odbox relay --workers $WORKERS --loops $LOOPS per process, poll 100 ms, handling batch default; raw: $WORKERS threads per process, one message each in flight"
 for procs in 1 4; do
     rates=() drains=() raws=() ceils=()
     for r in $(seq "$ROUNDS"); do

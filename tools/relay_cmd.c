@@ -12,7 +12,8 @@
 
 const char usage_relay[] =
     "usage: odbox relay --config FILE [--until-idle] [--timeout-ms N] [--workers N]\n"
-    "                   [--batch N] [--poll-ms N] [--backoff-ms N] [--lease-ms N] [--verbose] [--json]\n"
+    "                   [--batch N] [--loops N] [--poll-ms N] [--backoff-ms N] [--lease-ms N]\n"
+    "                   [--verbose] [--json]\n"
     "\n"
     "Publishes the events of the relays in FILE's \"relays\" array to their brokers:\n"
     "  \"relays\": [{\"name\": \"to-nats\", \"kind\": \"nats\", \"event_types\": [\"Deposited\"],\n"
@@ -25,6 +26,8 @@ const char usage_relay[] =
     "(at most --timeout-ms, default 600000).\n"
     "  --workers N     publishing threads (default 8)\n"
     "  --batch N       rows a handling round claims and publishes at once (default 250)\n"
+    "  --loops N       handling rounds at once, each claiming its own batch (default 2; more\n"
+    "                  where the broker's confirms take long, e.g. Kafka with acks=all)\n"
     "  --poll-ms N     fan-out and handling poll (default 1000)\n"
     "  --backoff-ms N  a failed row waits N x 2^(attempts-1), at most 300000 (default 30000)\n"
     "  --lease-ms N    a claimed row is claimed again after N ms when its process died\n"
@@ -62,7 +65,7 @@ static const relay_kind kinds[] = {
 
 typedef struct relay_opts {
     cli c;
-    int until_idle, timeout_ms, workers, batch, poll_ms, lease_ms, verbose;
+    int until_idle, timeout_ms, workers, batch, loops, poll_ms, lease_ms, verbose;
     int64_t backoff_ms;
 } relay_opts;
 
@@ -105,7 +108,7 @@ static int parse_args(int argc, char **argv, relay_opts *o)
         {"timeout-ms", required_argument, 0, 't'}, {"workers", required_argument, 0, 'w'},
         {"poll-ms", required_argument, 0, 'p'},  {"backoff-ms", required_argument, 0, 'b'},
         {"lease-ms", required_argument, 0, 'l'}, {"json", no_argument, 0, 'j'},
-        {"batch", required_argument, 0, 'n'},
+        {"batch", required_argument, 0, 'n'},   {"loops", required_argument, 0, 'o'},
         {"verbose", no_argument, 0, 'v'},        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -125,6 +128,7 @@ static int parse_args(int argc, char **argv, relay_opts *o)
         case 't': rc = parse_ms("--timeout-ms", optarg, 1, 86400000, &v), o->timeout_ms = (int)v; break;
         case 'w': rc = parse_ms("--workers", optarg, 1, 1024, &v), o->workers = (int)v; break;
         case 'n': rc = parse_ms("--batch", optarg, 1, 10000, &v), o->batch = (int)v; break;
+        case 'o': rc = parse_ms("--loops", optarg, 1, 64, &v), o->loops = (int)v; break;
         case 'p': rc = parse_ms("--poll-ms", optarg, 1, 3600000, &v), o->poll_ms = (int)v; break;
         case 'b': rc = parse_ms("--backoff-ms", optarg, 1, 300000, &v), o->backoff_ms = v; break;
         case 'l': rc = parse_ms("--lease-ms", optarg, 1, 86400000, &v), o->lease_ms = (int)v; break;
@@ -366,6 +370,7 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
         .backoff_base_ms = o->backoff_ms,
         .workers = o->workers,
         .handling_batch = o->batch,
+        .handling_loops = o->loops,
         .stop_wait_ms = STOP_WAIT_MS,
         /* a publish waits at most its timeout: past that and some, it hung */
         .handler_timeout_ms = timeout + 5000,
