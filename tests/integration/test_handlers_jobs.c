@@ -3,11 +3,12 @@
  * handler (and a handler's action the next handler) through the wake-ups
  * in well under a second; on PostgreSQL a commit in another process, and
  * a fan-out of another delivery, do too (LISTEN), and not with listening
- * off, nor while the fan-out's own loops can take the round; an execution that ends by its length is followed at once; a hung
- * handler is bounded by its timeout in a round and by the stop wait at a
- * stop; the metrics count what happened, and their Prometheus text reads
- * back. The cut-off and leased claims: test_handlers_leases.c, in this
- * suite too. */
+ * off, nor while the fan-out's own loops can take the round; an
+ * execution that ends by its length is followed at once; a hung handler
+ * is bounded by its timeout in a round and by the stop wait at a stop;
+ * the metrics count what happened, and their Prometheus text reads back.
+ * The cut-off and leased claims: test_handlers_leases.c, in this suite
+ * too. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
