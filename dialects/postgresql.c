@@ -198,6 +198,8 @@ const odbox_dialect odbox_dialect_postgresql = {
     /* the outcomes' UPDATEs by id, for the same reason (durable: no
      * synchronous_commit change) */
     .outcome_begin_sql = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
+    .handoff_begin_sql = "SELECT set_config('enable_seqscan', 'off', true), "
+                         "set_config('plan_cache_mode', 'force_custom_plan', true)",
     .lock_key_form = ODBOX_LOCK_KEY_INT64,
     .lock_try_sql = "SELECT CASE WHEN pg_try_advisory_lock(?) THEN 1 ELSE 0 END",
     .lock_release_sql = "SELECT CASE WHEN pg_advisory_unlock(?) THEN 1 ELSE 0 END",

@@ -236,6 +236,7 @@ static void delivery_destroy(odbox_delivery *d)
     for (size_t i = 0; d->shards && i < d->nshards; i++) {
         free(d->shards[i].replica_wait);
         free(d->shards[i].error_noted_us);
+        free(d->shards[i].round_since_us);
     }
     free(d->shards);
     pthread_cond_destroy(&d->cv);
@@ -284,7 +285,8 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
     for (size_t i = 0; rc == ODBOX_OK && i < d->nshards; i++) {
         d->shards[i].shard = odbox_registry_shard_at(registry, i);
         d->shards[i].id = odbox_shard_get_id(d->shards[i].shard);
-        if (!(d->shards[i].error_noted_us = calloc(handlers->n, sizeof *d->shards[i].error_noted_us)))
+        if (!(d->shards[i].error_noted_us = calloc(handlers->n, sizeof *d->shards[i].error_noted_us)) ||
+            !(d->shards[i].round_since_us = calloc((size_t)c.loops, sizeof *d->shards[i].round_since_us)))
             rc = odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
     }
     for (int k = 0; rc == ODBOX_OK && k < NJOBS; k++)
@@ -352,6 +354,7 @@ void odbox_delivery_free(odbox_delivery **dp)
     if (!dp || !*dp)
         return;
     stop_executions(*dp);
+    odbox_handoff_give_back(*dp);
     delivery_destroy(*dp);
     *dp = NULL;
 }
@@ -441,6 +444,7 @@ int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_deliv
 typedef struct shard_loop {
     execution *x;
     odbox_dshard *ds;
+    int slot; /* a handling loop's in the shard's round_since_us */
     pthread_t thread;
     int started;
 } shard_loop;
@@ -484,6 +488,9 @@ static void *shard_main(void *arg)
     odbox_delivery *d = x->d;
     odbox_dshard *ds = sl->ds;
     int streak = 0; /* this loop's failed rounds in a row */
+    pthread_mutex_lock(&d->mu);
+    ds->running[x->job]++;
+    pthread_mutex_unlock(&d->mu);
     while (!atomic_load(&x->stop)) {
         pthread_mutex_lock(&d->mu);
         ds->pending[x->job] = 0;
@@ -492,7 +499,14 @@ static void *shard_main(void *arg)
         memset(&rd, 0, sizeof rd);
         odbox_error e = {0};
         odbox_round_ctx rx = {.d = d, .ds = ds, .stop = &x->stop, .clock = d->clock, .claimed_full = claimed_full};
-        int rc = x->job == JOB_FANOUT ? odbox_fanout_round(&rx, &rd, &e) : odbox_handling_round(&rx, &rd, &e);
+        int rc;
+        if (x->job == JOB_FANOUT) {
+            rc = odbox_fanout_round(&rx, &rd, &e);
+        } else {
+            atomic_store(&ds->round_since_us[sl->slot], odbox_mono_us());
+            rc = odbox_handling_round(&rx, &rd, &e);
+            atomic_store(&ds->round_since_us[sl->slot], 0);
+        }
         streak = rc == ODBOX_OK ? 0 : streak + 1;
         int64_t wait_ms = retry_after(d->cfg.poll_ms[x->job], rc, streak);
         pthread_mutex_lock(&d->mu);
@@ -519,6 +533,9 @@ static void *shard_main(void *arg)
         ds->idle[x->job]--;
         pthread_mutex_unlock(&d->mu);
     }
+    pthread_mutex_lock(&d->mu);
+    ds->running[x->job]--;
+    pthread_mutex_unlock(&d->mu);
     return NULL;
 }
 
@@ -596,7 +613,7 @@ static int execute(odbox_job_context *ctx, void *user, odbox_error *err)
         return odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
     }
     for (size_t i = 0; i < d->nshards && rc == ODBOX_OK; i++) {
-        loops[i] = (shard_loop){&x, &d->shards[i], 0, 0};
+        loops[i] = (shard_loop){&x, &d->shards[i], 0, 0, 0};
         if (pthread_create(&loops[i].thread, NULL, shard_main, &loops[i]) != 0)
             rc = odbox_fail(err, ODBOX_ENOMEM, "delivery: %s: cannot start a thread for shard %d.%d",
                             d->job_name[j->kind], d->shards[i].id.group, d->shards[i].id.member);
@@ -675,7 +692,7 @@ static void *handling_main(void *arg)
     shard_loop *loops = calloc(n, sizeof *loops);
     for (size_t i = 0; loops && i < n; i++) {
         odbox_dshard *ds = &d->shards[i / (size_t)d->cfg.loops];
-        loops[i] = (shard_loop){x, ds, 0, 0};
+        loops[i] = (shard_loop){x, ds, (int)(i % (size_t)d->cfg.loops), 0, 0};
         if (pthread_create(&loops[i].thread, NULL, shard_main, &loops[i]) != 0)
             odbox_log(ODBOX_LOG_ERROR, "delivery: cannot start a handling thread of shard %d.%d", ds->id.group,
                       ds->id.member);
@@ -688,6 +705,7 @@ static void *handling_main(void *arg)
         if (loops[i].started)
             pthread_join(loops[i].thread, NULL);
     free(loops);
+    odbox_handoff_give_back(d);
     execution_leave(d, x);
     free(x);
     return NULL;

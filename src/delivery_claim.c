@@ -209,6 +209,32 @@ static int take_row(hround *h, odbox_stmt *s, call *c, odbox_error *err)
     return ODBOX_OK;
 }
 
+/* The rows of s (select_list's columns, next_retry_at, and with db_now
+ * the database's now), at most limit, as calls appended to h->calls. */
+static int fetch_calls(hround *h, odbox_stmt *s, size_t limit, int limited, int64_t *db_now, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    for (size_t got = 0; got < limit && (rc = odbox_stmt_fetch(s, err)) == 1; got++) {
+        call *cl = calloc(1, sizeof *cl);
+        if (!cl)
+            return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        h->calls[h->n++] = cl;
+        cl->w.run = hcall_run;
+        cl->w.release = odbox_hcall_release;
+        atomic_init(&cl->w.refs, 1);
+        cl->handler = -1;
+        cl->bucket = -1;
+        cl->limited = limited;
+        if ((rc = take_row(h, s, cl, err)) == ODBOX_OK)
+            rc = odbox_stmt_get_timestamp(s, 17, &cl->due_us, NULL, err);
+        if (rc == ODBOX_OK && db_now)
+            rc = odbox_stmt_get_timestamp(s, 18, db_now, NULL, err);
+        if (rc != ODBOX_OK)
+            return rc;
+    }
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
 /* One locking read of at most limit due rows of group g (variant: see
  * due_sql), appended to h->calls; *db_now gets the database's time when
  * it is read. */
@@ -244,28 +270,10 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
     if (rc == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     h->rd->statements++;
-    size_t got = 0;
-    while (rc == ODBOX_OK && got < (size_t)limit && (rc = odbox_stmt_fetch(s, err)) == 1) {
-        call *cl = calloc(1, sizeof *cl);
-        if (!cl) {
-            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-            break;
-        }
-        h->calls[h->n++] = cl;
-        got++;
-        cl->w.run = hcall_run;
-        cl->w.release = odbox_hcall_release;
-        atomic_init(&cl->w.refs, 1);
-        cl->handler = -1;
-        cl->bucket = -1;
-        cl->limited = g >= 0;
-        if ((rc = take_row(h, s, cl, err)) == ODBOX_OK)
-            rc = odbox_stmt_get_timestamp(s, 17, &cl->due_us, NULL, err);
-        if (rc == ODBOX_OK && d->db_time)
-            rc = odbox_stmt_get_timestamp(s, 18, db_now, NULL, err);
-    }
+    if (rc == ODBOX_OK)
+        rc = fetch_calls(h, s, (size_t)limit, g >= 0, d->db_time ? db_now : NULL, err);
     odbox_stmt_free(&s);
-    return rc < 0 ? rc : ODBOX_OK;
+    return rc;
 }
 
 /* The room handler k's limit leaves: max_in_flight less its rows whose
@@ -447,5 +455,58 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
             odbox_hcall_release(&h->calls[--h->n]->w);
     }
     h->lease_end_mono_us = t0 + d->cfg.lease_us;
+    return rc;
+}
+
+/* The rows of a hand-off still leased to it, read by id in one statement
+ * (in a transaction only for the dialect's handoff_begin_sql: the rows
+ * are this round's already, as a claim's are once it commits). */
+int odbox_handling_take(hround *h, odbox_conn *c, const odbox_handoff *ho, odbox_error *err)
+{
+    snprintf(h->token, sizeof h->token, "%s", ho->token);
+    h->claimed_at_us = ho->claimed_at_us;
+    h->lease_end_mono_us = ho->lease_end_mono_us;
+    if (!(h->calls = calloc(ho->n ? ho->n : 1, sizeof *h->calls)))
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    odbox_sql_key key;
+    odbox_sql_key_init(&key, SQL_HANDOFF_READ, ho->n);
+    odbox_sql_key_add(&key, 0, h->table);
+    odbox_stmt *s = NULL;
+    int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+    if (rc == ODBOX_OK && !s) {
+        odbox_buf b = {0};
+        odbox_buf_append(&b, "SELECT ");
+        select_list(&b, h->dialect, "");
+        odbox_buf_append(&b, ", ");
+        odbox_ops_ts_col(&b, h->dialect, "next_retry_at");
+        odbox_buf_cat(&b, " FROM ", h->table, " WHERE id IN (", (char *)NULL);
+        for (size_t i = 0; i < ho->n; i++)
+            odbox_buf_cat(&b, i ? ", " : "", h->dialect->uuid_param, (char *)NULL);
+        odbox_buf_append(&b, ") AND lease_owner = ?");
+        char *sql = odbox_buf_take(&b);
+        rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        free(sql);
+    }
+    const char *begin = h->dialect->handoff_begin_sql;
+    if (rc == ODBOX_OK && begin)
+        rc = odbox_delivery_begin(c, begin, err);
+    int idx = 1;
+    for (size_t i = 0; i < ho->n && rc == ODBOX_OK; i++)
+        rc = odbox_stmt_bind_valid_uuid(s, idx++, ho->ids[i], err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_bind_text(s, idx++, ho->token, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    h->rd->statements++;
+    if (rc == ODBOX_OK)
+        rc = fetch_calls(h, s, ho->n, 0, NULL, err);
+    odbox_stmt_free(&s);
+    if (rc == ODBOX_OK && begin)
+        rc = odbox_conn_commit(c, err);
+    if (begin && odbox_conn_in_transaction(c))
+        odbox_conn_rollback(c, NULL);
+    if (rc != ODBOX_OK)
+        while (h->n)
+            odbox_hcall_release(&h->calls[--h->n]->w);
     return rc;
 }

@@ -495,7 +495,19 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
         h.dialect = odbox_conn_dialect(c);
         odbox_dialect_eventlog_table(h.dialect, odbox_shard_eventlog(ds->shard), "event_notifications", h.table,
                                      sizeof h.table);
-        rc = odbox_handling_claim(&h, c, odbox_round_now(x), err);
+        odbox_handoff *ho = odbox_handoff_pop(d, ds);
+        rc = ho ? odbox_handling_take(&h, c, ho, err) : odbox_handling_claim(&h, c, odbox_round_now(x), err);
+        if (ho && rc == ODBOX_OK) {
+            odbox_dmetrics_handoff(d->metrics, h.n);
+            /* rows of the round the fan-out did not claim (their
+             * subscription is ordered, or they are not due by its clock)
+             * may be due all the same: a claim next */
+            if (h.n < ho->n && x->claimed_full)
+                x->claimed_full(x);
+            odbox_handoff_free(ho);
+        } else if (ho) {
+            odbox_handoff_requeue(d, ds, ho); /* its rows stay leased to it: taken again, next round */
+        }
         rd->read = h.n;
         if (rc == ODBOX_OK && x->claimed_full && h.n >= (size_t)d->cfg.batch[JOB_HANDLING])
             x->claimed_full(x);
@@ -533,4 +545,67 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
     free(h.calls);
     return rc == ODBOX_OK ? rc
                           : odbox_error_prefix(err, rc, "handling on shard %d.%d", ds->id.group, ds->id.member);
+}
+
+/* Gives back the claim of a hand-off's rows that no loop took: due again
+ * at once. */
+static int handoff_release(odbox_delivery *d, odbox_dshard *ds, const odbox_handoff *ho, odbox_error *err)
+{
+    odbox_delivery_round rd = {0};
+    hround h = {.d = d, .ds = ds, .rd = &rd};
+    odbox_pool *pool = odbox_shard_primary(ds->shard);
+    odbox_conn *c = NULL;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc == ODBOX_OK) {
+        h.dialect = odbox_conn_dialect(c);
+        odbox_dialect_eventlog_table(h.dialect, odbox_shard_eventlog(ds->shard), "event_notifications", h.table,
+                                     sizeof h.table);
+        if ((rc = odbox_handling_take(&h, c, ho, err)) == ODBOX_OK)
+            rc = release_claims(&h, c, err);
+        odbox_pool_release(pool, &c);
+    }
+    for (size_t i = 0; i < h.n; i++)
+        odbox_hcall_release(&h.calls[i]->w);
+    free(h.calls);
+    return rc;
+}
+
+/* Gives back ho's claim and frees it. */
+static void give_back(odbox_delivery *d, odbox_dshard *ds, odbox_handoff *ho)
+{
+    odbox_error e = {0};
+    if (handoff_release(d, ds, ho, &e) != ODBOX_OK)
+        odbox_log(ODBOX_LOG_WARN,
+                  "delivery: %zu notifications handed to the handling loops of shard %d.%d are due again when "
+                  "their lease ends: %s",
+                  ho->n, ds->id.group, ds->id.member, e.message);
+    odbox_handoff_free(ho);
+}
+
+int odbox_handoff_expire(odbox_delivery *d, odbox_dshard *ds, int64_t wait_us)
+{
+    int64_t now = odbox_mono_us();
+    for (int n = 0;; n++) {
+        pthread_mutex_lock(&d->mu);
+        odbox_handoff *ho = ds->handoff;
+        if (ho && now - ho->queued_mono_us > wait_us) {
+            if (!(ds->handoff = ho->next))
+                ds->handoff_last = NULL;
+        } else {
+            ho = NULL;
+        }
+        pthread_mutex_unlock(&d->mu);
+        if (!ho)
+            return n;
+        give_back(d, ds, ho);
+    }
+}
+
+void odbox_handoff_give_back(odbox_delivery *d)
+{
+    for (size_t i = 0; i < d->nshards; i++) {
+        odbox_handoff *ho;
+        while ((ho = odbox_handoff_pop(d, &d->shards[i])))
+            give_back(d, &d->shards[i], ho);
+    }
 }

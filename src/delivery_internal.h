@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "wake.h"
 #include "odbox/handlers.h"
+#include "odbox/uuid.h"
 
 /* ---- the registry of handlers ------------------------------------------- */
 
@@ -100,12 +101,29 @@ typedef struct odbox_dtype {
     size_t n;
 } odbox_dtype;
 
+/* Notification rows a fan-out round of this process claimed as it wrote
+ * them, for its own handling loops (delivery_handoff.c). */
+typedef struct odbox_handoff {
+    struct odbox_handoff *next;
+    char token[ODBOX_UUID_LEN + 1]; /* their lease_owner */
+    int64_t claimed_at_us;          /* the database's now when they were written */
+    int64_t lease_end_mono_us;      /* when the lease ends, by this process's clock */
+    int64_t queued_mono_us;         /* when the fan-out queued it */
+    size_t n;
+    char (*ids)[ODBOX_UUID_LEN + 1];
+} odbox_handoff;
+
 typedef struct odbox_dshard {
     odbox_shard *shard;
     odbox_shard_id id;
     int pending[NJOBS];   /* under the delivery's mu: woken since its last round */
     int failing[NJOBS];   /* under mu: its last round failed (logged once per streak) */
     int idle[NJOBS];      /* under mu: the job's loops waiting for a wake-up or their poll */
+    int running[NJOBS];   /* under mu: the job's loops in this process */
+    /* per handling loop (handling_loops): the monotonic time its round
+     * began, 0 between rounds */
+    _Atomic int64_t *round_since_us;
+    odbox_handoff *handoff, *handoff_last; /* under mu: for the handling loops, oldest first */
     /* Under mu: what the fan-out's last flips wait for on the replica.
      * The primary's position after them (malloc'd): the primary is read
      * until the replica has applied it; or, flips without a position
@@ -205,6 +223,40 @@ static inline int64_t odbox_round_now(const odbox_round_ctx *x) { return x->cloc
 int odbox_fanout_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err);
 int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err);
 
+/* ---- hand-offs (delivery_handoff.c; giving back: delivery_handling.c) ---------- */
+
+/* Whether the handling loops of this process can take nrows at once: no
+ * earlier wake-up or hand-off still waits for a loop, and the loops that
+ * wait claim nrows in their first round. Takes mu. */
+int odbox_handling_free_for(odbox_delivery *d, odbox_dshard *ds, size_t nrows);
+
+/* Whether a fan-out round may hand its rows to this process's handling
+ * loops: they run, none has been in its round longer than busy_us (in a
+ * long call: the rows would wait for it), and no hand-off waits for
+ * them. Takes mu. */
+int odbox_handoff_room(odbox_delivery *d, odbox_dshard *ds, int64_t busy_us);
+
+/* Gives back the hand-offs that waited longer than wait_us for a loop
+ * (the loops went into long calls): their rows are due to any process.
+ * Answers how many it gave back. */
+int odbox_handoff_expire(odbox_delivery *d, odbox_dshard *ds, int64_t wait_us);
+
+/* Queues ho for ds's handling loops (taking it) and wakes one. */
+void odbox_handoff_push(odbox_delivery *d, odbox_dshard *ds, odbox_handoff *ho);
+
+/* The oldest hand-off of ds (NULL: none), a loop woken for the next. */
+odbox_handoff *odbox_handoff_pop(odbox_delivery *d, odbox_dshard *ds);
+
+/* Puts back a hand-off whose take failed, first in line, unless its
+ * lease has ended (then its rows are due to anyone: it is freed). */
+void odbox_handoff_requeue(odbox_delivery *d, odbox_dshard *ds, odbox_handoff *ho);
+
+void odbox_handoff_free(odbox_handoff *ho);
+
+/* Gives back the claims of every hand-off still queued (the handling
+ * loops stopped before taking them): due again at once. */
+void odbox_handoff_give_back(odbox_delivery *d);
+
 /* The backoff before try attempts + 1 after attempts failures: base x
  * 2^(attempts-1), at most cap (Ekbatan's Backoff, microseconds;
  * delivery_handling.c). */
@@ -223,8 +275,10 @@ typedef struct odbox_subtype {
     size_t n;
 } odbox_subtype;
 
-/* Every event type with subscriptions on eventlog, on c (one statement). */
-int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **out, size_t *n, odbox_error *err);
+/* Every event type with subscriptions on eventlog, on c (one statement);
+ * *db_now gets the database's time (0 when there are none). */
+int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **out, size_t *n, int64_t *db_now,
+                          odbox_error *err);
 void odbox_subs_types_free(odbox_subtype *t, size_t n);
 
 /* The process id, at open. */
@@ -257,6 +311,8 @@ typedef struct odbox_dm_outcome {
 void odbox_dmetrics_record(odbox_dmetrics *m, const odbox_dm_outcome *o, size_t n);
 void odbox_dmetrics_fanout(odbox_dmetrics *m, size_t delivered, size_t notifications);
 void odbox_dmetrics_round_error(odbox_dmetrics *m);
+/* Rows a handling round took from a hand-off. */
+void odbox_dmetrics_handoff(odbox_dmetrics *m, size_t taken);
 
 /* Begins a delivery transaction: the dialect's isolation for it, then
  * first_sql (may be NULL) inside it. */

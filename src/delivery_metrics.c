@@ -22,7 +22,7 @@ struct odbox_dmetrics {
     pthread_mutex_t mu;
     const odbox_handlers *h;
     hm *v;
-    uint64_t fanned_out, created, unknown, round_errors;
+    uint64_t fanned_out, created, unknown, round_errors, handed_off;
 };
 
 static void histogram_init(odbox_histogram *hg, const double *bounds, size_t n)
@@ -93,6 +93,13 @@ void odbox_dmetrics_fanout(odbox_dmetrics *m, size_t delivered, size_t notificat
     pthread_mutex_lock(&m->mu);
     m->fanned_out += delivered;
     m->created += notifications;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void odbox_dmetrics_handoff(odbox_dmetrics *m, size_t taken)
+{
+    pthread_mutex_lock(&m->mu);
+    m->handed_off += taken;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -186,8 +193,8 @@ static void counter(odbox_prom *p, const char *name, const char *help, uint64_t 
     odbox_prom_sample(p, NULL, (double)v);
 }
 
-/* The in-process families of m. */
-static int process_text(const odbox_delivery_metrics *m, char **text, odbox_error *err)
+/* The in-process families of m (and handed_off, which m has no field for). */
+static int process_text(const odbox_delivery_metrics *m, uint64_t handed_off, char **text, odbox_error *err)
 {
     odbox_prom p;
     odbox_prom_init(&p);
@@ -221,7 +228,17 @@ static int process_text(const odbox_delivery_metrics *m, char **text, odbox_erro
             "Notifications this process finished whose handler_name no handler answers to.", m->unknown_handler);
     counter(&p, "odbox_delivery_round_errors_total", "Fan-out and handling rounds that failed in this process.",
             m->round_errors);
+    counter(&p, "odbox_handling_handed_off_total",
+            "Notifications this process's handling took from its own fan-out's writes, without a claim.", handed_off);
     return odbox_prom_take(&p, text, err);
+}
+
+static uint64_t handed_off(odbox_dmetrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t v = m->handed_off;
+    pthread_mutex_unlock(&m->mu);
+    return v;
 }
 
 int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metrics_options *db_options, char **text,
@@ -236,7 +253,7 @@ int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metric
         return rc;
     char *db = NULL, *mine = NULL;
     if ((rc = odbox_notifications_prometheus(m.db, m.ndb, &db, err)) == ODBOX_OK &&
-        (rc = process_text(&m, &mine, err)) == ODBOX_OK) {
+        (rc = process_text(&m, handed_off(d->metrics), &mine, err)) == ODBOX_OK) {
         odbox_buf b = {0};
         odbox_buf_cat(&b, db, mine, (char *)NULL);
         if (!(*text = odbox_buf_take(&b)))

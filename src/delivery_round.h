@@ -8,7 +8,7 @@
 
 #include "odbox/uuid.h"
 
-enum { SQL_DUE_READ = 111, SQL_OUTCOME, SQL_CLAIM };
+enum { SQL_DUE_READ = 111, SQL_OUTCOME, SQL_CLAIM, SQL_HANDOFF_READ };
 
 /* Buckets, in the order they are written; B_RELEASE (not an outcome):
  * rows left as they were, their claim given back. */
@@ -64,5 +64,11 @@ void odbox_hcall_done(call *c, int rc, const odbox_error *e, int64_t took_us);
  * short transaction, into h->calls: the limited handlers' room counted
  * under their subscription's row lock, the locking read(s), the claim. */
 int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err);
+
+/* Takes a hand-off's rows instead (those still leased to it: not the rows
+ * of ordered subscriptions or of events not yet due, which the fan-out
+ * left to claims, nor rows it did not write): one statement, no
+ * transaction. */
+int odbox_handling_take(hround *h, odbox_conn *c, const odbox_handoff *ho, odbox_error *err);
 
 #endif

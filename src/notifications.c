@@ -560,9 +560,14 @@ int odbox_notifications_requeue(const odbox_registry *r, const odbox_requeue_spe
  * updated_date bound first; rows that exist (event_id, handler_name) are
  * skipped. where: what the joined event must be (e for the events). The
  * order_key is the model_id where the subscription is ordered, read in
- * the same statement. */
+ * the same statement. With handoff, the rows are claimed as they are
+ * written (next_retry_at, lease_owner and lease_until as a claim sets
+ * them; odbox_notifications_bind_handoff), but for the rows of an ordered
+ * subscription (they wait for the older rows of their model_id) and of
+ * events not yet due (deliver_after). */
+#define HANDOFF_WHEN "CASE WHEN COALESCE(s.ordered, 0) = 0 AND COALESCE(e.deliver_after, e.event_date) <= %s THEN "
 char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
-                                     const char *subscriptions, size_t nrows, const char *where)
+                                     const char *subscriptions, size_t nrows, const char *where, int handoff)
 {
     static const char *const cols[] = {"nid", "eid", "h"};
     static const int types[] = {ODBOX_TYPE_UUID, ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT};
@@ -571,18 +576,42 @@ char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events,
         return NULL;
     const char *ts = d->typed_param[ODBOX_TYPE_TIMESTAMP];
     odbox_buf sel = {0};
-    odbox_buf_cat(&sel,
-                  "SELECT v.nid, e.id, v.h, e.namespace, e.action_id, e.action_name, e.action_params, "
-                  "e.started_date, e.completion_date, e.model_id, e.model_type, e.event_type, e.payload, "
-                  "e.event_date, 'PENDING', 0, COALESCE(e.deliver_after, e.event_date), ",
-                  ts, ", ", ts, ", CASE WHEN s.ordered = 1 THEN e.model_id END FROM ", rows, " LEFT JOIN ", events,
-                  " e ON e.id = v.eid LEFT JOIN ", subscriptions, " s ON s.name = v.h WHERE ", where, (char *)NULL);
+    odbox_buf_append(&sel,
+                     "SELECT v.nid, e.id, v.h, e.namespace, e.action_id, e.action_name, e.action_params, "
+                     "e.started_date, e.completion_date, e.model_id, e.model_type, e.event_type, e.payload, "
+                     "e.event_date, 'PENDING', 0, ");
+    if (handoff) {
+        odbox_buf_appendf(&sel, HANDOFF_WHEN, ts);
+        odbox_buf_cat(&sel, ts, " ELSE COALESCE(e.deliver_after, e.event_date) END, ", (char *)NULL);
+    } else {
+        odbox_buf_append(&sel, "COALESCE(e.deliver_after, e.event_date), ");
+    }
+    odbox_buf_cat(&sel, ts, ", ", ts, ", CASE WHEN s.ordered = 1 THEN e.model_id END", (char *)NULL);
+    if (handoff) {
+        odbox_buf_append(&sel, ", ");
+        odbox_buf_appendf(&sel, HANDOFF_WHEN, ts);
+        odbox_buf_cat(&sel, d->typed_param[ODBOX_TYPE_TEXT], " END, ", (char *)NULL);
+        odbox_buf_appendf(&sel, HANDOFF_WHEN, ts);
+        odbox_buf_cat(&sel, ts, " END", (char *)NULL);
+    }
+    odbox_buf_cat(&sel, " FROM ", rows, " LEFT JOIN ", events, " e ON e.id = v.eid LEFT JOIN ", subscriptions,
+                  " s ON s.name = v.h WHERE ", where, (char *)NULL);
     free(rows);
     char *select = odbox_buf_take(&sel);
     if (!select)
         return NULL;
     odbox_buf b = {0};
-    odbox_buf_appendf(&b, d->insert_select_ignore_fmt, notifications, NOTIFICATION_COLUMNS, select, "id");
+    odbox_buf_appendf(&b, d->insert_select_ignore_fmt, notifications,
+                      handoff ? NOTIFICATION_COLUMNS ", lease_owner, lease_until" : NOTIFICATION_COLUMNS, select, "id");
     free(select);
     return odbox_buf_take(&b);
+}
+
+int odbox_notifications_bind_handoff(odbox_stmt *s, int *idx, int part, const char *token, int64_t now_us,
+                                     int64_t until_us, odbox_error *err)
+{
+    int rc = odbox_stmt_bind_timestamp(s, (*idx)++, now_us, err);
+    if (rc == ODBOX_OK && part == 1 && (rc = odbox_stmt_bind_text(s, (*idx)++, token, err)) == ODBOX_OK)
+        rc = odbox_stmt_bind_timestamp(s, (*idx)++, now_us, err);
+    return rc == ODBOX_OK ? odbox_stmt_bind_timestamp(s, (*idx)++, until_us, err) : rc;
 }

@@ -57,8 +57,19 @@ void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_notification_stats **out, 
 
 /* The INSERT ... SELECT of notifications for nrows bound (nid, eid,
  * handler) rows: the fan-out's (delivery_fanout.c) and a replay's
- * (subscriptions.c); subscriptions: the eventlog's table of them. */
+ * (subscriptions.c); subscriptions: the eventlog's table of them. Its
+ * parameters: created_date, updated_date, then the rows'. With handoff
+ * (the fan-out's), the rows may be claimed as they are written:
+ * odbox_notifications_bind_handoff's part 0 comes first, before
+ * created_date, and its part 1 after updated_date. */
 char *odbox_notifications_insert_sql(const odbox_dialect *d, const char *events, const char *notifications,
-                                     const char *subscriptions, size_t nrows, const char *where);
+                                     const char *subscriptions, size_t nrows, const char *where, int handoff);
+
+/* Binds from *idx a part of a handoff insert's parameters: the rows are
+ * claimed for token, leased until until_us (the database's time), those
+ * whose events are due at now_us (the time a claim compares
+ * next_retry_at with). */
+int odbox_notifications_bind_handoff(odbox_stmt *s, int *idx, int part, const char *token, int64_t now_us,
+                                     int64_t until_us, odbox_error *err);
 
 #endif

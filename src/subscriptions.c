@@ -332,10 +332,12 @@ void odbox_subs_types_free(odbox_subtype *t, size_t n)
     free(t);
 }
 
-int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **out, size_t *n, odbox_error *err)
+int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **out, size_t *n, int64_t *db_now,
+                          odbox_error *err)
 {
     *out = NULL;
     *n = 0;
+    *db_now = 0;
     char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32];
     table(c, eventlog, T_SUBS, subs, sizeof subs);
     table(c, eventlog, T_TYPES, types, sizeof types);
@@ -346,7 +348,9 @@ int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **o
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
         odbox_buf b = {0};
-        odbox_buf_cat(&b, "SELECT t.event_type, t.name FROM ", types, " t JOIN ", subs,
+        odbox_buf_append(&b, "SELECT t.event_type, t.name, ");
+        odbox_ops_ts_col(&b, odbox_conn_dialect(c), odbox_conn_dialect(c)->now_sql);
+        odbox_buf_cat(&b, " FROM ", types, " t JOIN ", subs,
                       " s ON s.name = t.name WHERE s.retired_date IS NULL ORDER BY t.event_type, t.name",
                       (char *)NULL);
         char *sql = odbox_buf_take(&b);
@@ -361,7 +365,8 @@ int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **o
         const char *type = NULL, *name = NULL;
         int n1 = 0, n2 = 0;
         if ((rc = odbox_stmt_get_text(s, 1, &type, &n1, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_text(s, 2, &name, &n2, err)) != ODBOX_OK)
+            (rc = odbox_stmt_get_text(s, 2, &name, &n2, err)) != ODBOX_OK ||
+            (!*db_now && (rc = odbox_stmt_get_timestamp(s, 3, db_now, NULL, err)) != ODBOX_OK))
             break;
         if (n1 || n2)
             continue;
@@ -635,7 +640,7 @@ typedef struct replay {
  * that exist (the unique key on event_id, handler_name). */
 static int replay_insert(replay *p, size_t n, odbox_error *err)
 {
-    char *sql = odbox_notifications_insert_sql(p->dl, p->events, p->notifications, p->subs, n, "e.id IS NOT NULL");
+    char *sql = odbox_notifications_insert_sql(p->dl, p->events, p->notifications, p->subs, n, "e.id IS NOT NULL", 0);
     if (!sql)
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     odbox_stmt *s = NULL;

@@ -301,6 +301,11 @@ typedef struct odbox_dialect {
      * with the i-th (i = 0, 1, ...) and answers 1, or 0 when there are
      * no more. NULL: none. */
     int (*session_sql)(const char *odbc, size_t i, char *out, size_t cap);
+    /* Runs first in the transaction that reads a hand-off's rows by id
+     * (PostgreSQL: by the primary key even on statistics taken while the
+     * table was small, where a scan of the whole table looked cheaper).
+     * NULL: the read runs on its own. */
+    const char *handoff_begin_sql;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

@@ -43,10 +43,11 @@
  * handling of that shard at once. On PostgreSQL, also across processes
  * (NOTIFY after the commit, LISTEN through libpq): executors of other
  * processes wake this process's fan-out, and this fan-out wakes other
- * processes' handling, unless this process's own waiting handling loops
- * can claim every row of the round (each row's handler served here
- * without max_in_flight). Elsewhere, and when a wake-up is lost, the
- * poll delay bounds the wait.
+ * processes' handling, unless this process's own handling loops take
+ * every row of the round (each row's handler served here without
+ * max_in_flight): then the fan-out claims the rows as it writes them
+ * and hands them to its loops (docs/handlers.md, "Hand-offs"). Elsewhere,
+ * and when a wake-up is lost, the poll delay bounds the wait.
  *
  * At-least-once: a handler may be called more than once for one event
  * (a crash between its success and the write of its outcome, a lease that
@@ -434,7 +435,9 @@ void odbox_delivery_metrics_clear(odbox_delivery_metrics *m);
  *   odbox_handler_duration_seconds{handler,outcome}   histogram (succeeded, failed)
  *   odbox_handler_lag_seconds{handler}                histogram (commit to success)
  *   odbox_fanout_events_total, odbox_fanout_notifications_total,
- *   odbox_handler_unknown_total, odbox_delivery_round_errors_total   counters */
+ *   odbox_handler_unknown_total, odbox_delivery_round_errors_total,
+ *   odbox_handling_handed_off_total (rows this process's handling took
+ *       from its own fan-out's writes, claimed as they were written)   counters */
 int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metrics_options *db_options, char **text,
                               odbox_error *err);
 

@@ -116,5 +116,6 @@ void db_add_bind_tests(TCase *t);                 /* test_db_binds.c */
 void action_add_staging_refusals(TCase *t);       /* test_action_refusals.c */
 void action_add_input_refusals(TCase *t);         /* test_action_refusals.c */
 void handlers_jobs_add_lease_tests(TCase *tc);    /* test_handlers_leases.c */
+void handlers_jobs_add_handoff_tests(TCase *tc);  /* test_handlers_handoff.c */
 
 #endif

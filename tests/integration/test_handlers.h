@@ -111,8 +111,8 @@ odbox_delivery_round hx_handle(hx *x, int member);
 
 /* A fixture of nshards shards with an executor and a call record for the
  * delivery as jobs, in real time (test_handlers_jobs.c,
- * test_handlers_leases.c): jx_run opens a delivery of h (taken) with cfg,
- * its jobs (which: ODBOX_DELIVERY_FANOUT | ..._HANDLING) on a job registry
+ * test_handlers_leases.c, test_handlers_handoff.c): jx_run opens a
+ * delivery of h (taken) with cfg, its jobs (which: ODBOX_DELIVERY_FANOUT | ..._HANDLING) on a job registry
  * of their own polling every poll_ms (jx_run: 200), started; commits of
  * x->exe attached. Its rounds are counted per job and shard. */
 typedef struct jx {
@@ -146,5 +146,21 @@ void jx_clear_job_rows(odbox_conn *c);
 const char *jx_warnings(jx *x);
 /* The rows of every shard and the rounds run, for a failed wait to say. */
 const char *jx_describe(jx *x);
+
+/* A second delivery on a registry of its own (sharing nothing with x's in
+ * this process) of shard 0.0, that runs the handling job with handler
+ * "h" of b on event_type, polling every poll_ms: only the server's NOTIFY
+ * (listen: LISTEN, and wait until it listens) wakes it sooner. Open
+ * returns after its first round (it found nothing); rounds counts its
+ * handling rounds. */
+typedef struct other_proc {
+    odbox_registry *r;
+    odbox_delivery *d;
+    odbox_jobs *j;
+    odbox_handlers *h;
+    atomic_int rounds;
+} other_proc;
+void other_open(other_proc *o, jx *x, hbeh *b, const char *event_type, int listen, int poll_ms);
+void other_close(other_proc *o);
 
 #endif

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include "delivery_internal.h"
 #include "jobs_fx.h"
 #include "test_handlers.h"
 
@@ -526,4 +527,47 @@ void jx_close(jx *x)
     hrec_destroy(&x->rec);
     odbox_log_set(NULL, NULL, ODBOX_LOG_WARN);
     pthread_mutex_destroy(&x->log_mu);
+}
+
+/* Counts the handling rounds a delivery finished (ud: an atomic_int). */
+static int count_handling(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
+                          const odbox_delivery_round *r)
+{
+    (void)s, (void)conn;
+    if (at == ODBOX_DELIVERY_ROUND_DONE && r->job == ODBOX_DELIVERY_HANDLING)
+        atomic_fetch_add((atomic_int *)ud, 1);
+    return 0;
+}
+
+void other_open(other_proc *o, jx *x, hbeh *b, const char *event_type, int listen, int poll_ms)
+{
+    memset(o, 0, sizeof *o);
+    atomic_init(&o->rounds, 0);
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = itest_dsn(1), .eventlog = x->f.ev[0]};
+    odbox_registry_config rc = {.shards = &sc, .nshards = 1};
+    o->h = handlers_of(1, (const char *[]){"h"}, (const char *[]){event_type}, (hbeh *[]){b});
+    odbox_delivery_config cfg = {.fanout_poll_ms = poll_ms, .handling_poll_ms = poll_ms,
+                                 .cross_process_wakeup = listen ? 0 : -1, .hook = count_handling,
+                                 .hook_ud = &o->rounds};
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_registry_open(&rc, &o->r, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_delivery_open(o->r, o->h, &cfg, &o->d, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_jobs_open(o->r, &(odbox_jobs_config){.poll_interval_ms = 200}, &o->j, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_delivery_add_jobs(o->d, o->j, ODBOX_DELIVERY_HANDLING, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_jobs_start(o->j, &e), ODBOX_OK);
+    int64_t end = mono_ms_now() + 20000;
+    while (listen && !odbox_wake_listening(o->d->wake, (odbox_shard_id){0, 0}))
+        ck_assert_msg(mono_ms_now() < end, "no LISTEN"), jt_sleep_ms(10);
+    while (atomic_load(&o->rounds) == 0)
+        ck_assert_msg(mono_ms_now() < end, "no handling round"), jt_sleep_ms(10);
+}
+
+void other_close(other_proc *o)
+{
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_jobs_stop(o->j, &e), ODBOX_OK);
+    odbox_delivery_free(&o->d);
+    odbox_jobs_free(&o->j);
+    odbox_handlers_free(&o->h);
+    odbox_registry_free(&o->r);
 }

@@ -7,8 +7,8 @@
  * execution that ends by its length is followed at once; a hung handler
  * is bounded by its timeout in a round and by the stop wait at a stop;
  * the metrics count what happened, and their Prometheus text reads back.
- * The cut-off and leased claims: test_handlers_leases.c, in this suite
- * too. */
+ * The cut-off and leased claims (test_handlers_leases.c) and hand-offs
+ * (test_handlers_handoff.c) are in this suite too. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,61 +230,6 @@ START_TEST(commits_of_another_process_wake_the_fanout)
 }
 END_TEST
 
-/* Counts the handling rounds a delivery finished (ud: an atomic_int). */
-static int count_handling(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn *conn,
-                          const odbox_delivery_round *r)
-{
-    (void)s, (void)conn;
-    if (at == ODBOX_DELIVERY_ROUND_DONE && r->job == ODBOX_DELIVERY_HANDLING)
-        atomic_fetch_add((atomic_int *)ud, 1);
-    return 0;
-}
-
-/* A second delivery on a registry of its own (sharing nothing with the
- * first in this process) that runs the handling job with handler "h" of
- * b: only the server's NOTIFY can wake it, else its 30 s poll. Open
- * returns after its first round (it found nothing). */
-typedef struct other {
-    odbox_registry *r;
-    odbox_delivery *d;
-    odbox_jobs *j;
-    odbox_handlers *h;
-    atomic_int rounds;
-} other;
-
-static void other_open(other *o, jx *x, hbeh *b, int listen)
-{
-    memset(o, 0, sizeof *o);
-    atomic_init(&o->rounds, 0);
-    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = itest_dsn(1), .eventlog = x->f.ev[0]};
-    odbox_registry_config rc = {.shards = &sc, .nshards = 1};
-    o->h = handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){b});
-    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
-                                 .cross_process_wakeup = listen ? 0 : -1, .hook = count_handling,
-                                 .hook_ud = &o->rounds};
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_registry_open(&rc, &o->r, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_delivery_open(o->r, o->h, &cfg, &o->d, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_jobs_open(o->r, &(odbox_jobs_config){.poll_interval_ms = 200}, &o->j, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_delivery_add_jobs(o->d, o->j, ODBOX_DELIVERY_HANDLING, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_jobs_start(o->j, &e), ODBOX_OK);
-    int64_t end = mono_ms_now() + 20000;
-    while (listen && !odbox_wake_listening(o->d->wake, (odbox_shard_id){0, 0}))
-        ck_assert_msg(mono_ms_now() < end, "no LISTEN"), jt_sleep_ms(10);
-    while (atomic_load(&o->rounds) == 0)
-        ck_assert_msg(mono_ms_now() < end, "no handling round"), jt_sleep_ms(10);
-}
-
-static void other_close(other *o)
-{
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_jobs_stop(o->j, &e), ODBOX_OK);
-    odbox_delivery_free(&o->d);
-    odbox_jobs_free(&o->j);
-    odbox_handlers_free(&o->h);
-    odbox_registry_free(&o->r);
-}
-
 START_TEST(a_fanout_wakes_the_handling_of_another_process)
 {
     if (!itest_is("pg")) {
@@ -299,8 +244,8 @@ START_TEST(a_fanout_wakes_the_handling_of_another_process)
         odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS};
         jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
                ODBOX_DELIVERY_FANOUT);
-        other o;
-        other_open(&o, &x, &h, !off);
+        other_proc o;
+        other_open(&o, &x, &h, EV_A.name, !off, LONG_POLL_MS);
         jx_wait_rounds(&x, 1);
         jt_sleep_ms(100);
         int64_t t0 = mono_ms_now();
@@ -337,8 +282,8 @@ START_TEST(a_fanout_tells_other_processes_only_when_its_own_loops_are_busy)
                                  .handling_loops = 1};
     jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&here}), &cfg,
            ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
-    other o;
-    other_open(&o, &x, &there, 1);
+    other_proc o;
+    other_open(&o, &x, &there, EV_A.name, 1, LONG_POLL_MS);
     jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
     jt_sleep_ms(100);
     int rounds = atomic_load(&o.rounds);
@@ -621,6 +566,7 @@ Suite *handlers_jobs_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, commits_here_are_delivered_without_the_poll_delay);
     handlers_jobs_add_lease_tests(tc);
+    handlers_jobs_add_handoff_tests(tc);
     tcase_add_test(tc, a_failed_round_runs_again_without_the_poll_delay);
     tcase_add_test(tc, an_execution_that_ends_by_its_length_is_followed_at_once);
     tcase_add_test(tc, attach_and_detach_while_other_threads_commit);

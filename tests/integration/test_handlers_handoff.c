@@ -1,0 +1,153 @@
+/* odbox — integration tests of hand-offs, part of the handlers_jobs suite
+ * (test_handlers_jobs.c): a fan-out round whose rows this process's
+ * handling loops take claims them as it writes them, and a loop reads
+ * them by id without a claim. Not the rows of an ordered subscription
+ * nor those of an event not yet due: those wait for claims as before. A
+ * hand-off that no loop takes in time (the loops went into long calls)
+ * is given back, and another process handles its rows. */
+#include <stdio.h>
+#include <string.h>
+#include "../prom/promparse.h"
+#include "dummies.h"
+#include "jobs_fx.h"
+#include "test_handlers.h"
+
+static const odbox_event_type EV_H = {"ParcelSorted"};
+
+#define LONG_POLL_MS 30000 /* the wake-ups must beat this */
+#define WOKEN_MS 10000     /* what "at once" may take on a loaded machine */
+
+static double handed_off(jx *x)
+{
+    char *text = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_prometheus(x->d, NULL, &text, &e) == ODBOX_OK, "%s", e.message);
+    double v = -1;
+    ck_assert_msg(prom_value(text, "odbox_handling_handed_off_total", &v) == 0, "no hand-off counter in:\n%s",
+                  text);
+    free(text);
+    return v;
+}
+
+/* One action: an event now and one an hour later, on one model. */
+typedef struct two_events {
+    odbox_model *m;
+    int64_t later_us;
+} two_events;
+
+static int two_perform(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx, (void)params;
+    two_events *t = user;
+    json_object *payload = json_object_new_object();
+    int rc = odbox_plan_emit_after(plan, t->m, &EV_H, payload, 0, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_plan_emit_after(plan, t->m, &EV_H, payload, t->later_us, err);
+    json_object_put(payload);
+    return rc;
+}
+
+static void wait_rows(jx *x, const char *where, int64_t n)
+{
+    int64_t end = mono_ms_now() + WOKEN_MS;
+    while (nrows(&x->f, 0, where) != n)
+        ck_assert_msg(mono_ms_now() < end, "%lld rows where %s, want %lld; %s", (long long)nrows(&x->f, 0, where),
+                      where, (long long)n, jx_describe(x)),
+            jt_sleep_ms(5);
+}
+
+/* With its one loop waiting, a fan-out round hands the row of an
+ * unordered subscription to it: leased as it is written (a claim's
+ * lease_until, next_retry_at with it), read without a claim, counted.
+ * The row of an ordered subscription is written unclaimed (it waits for
+ * the older rows of its model_id), as are both rows of the event due in
+ * an hour (at its time). */
+START_TEST(a_fanout_hands_its_rows_to_its_own_idle_loop)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh plain, ordered;
+    hbeh_init(&plain, &x.rec, NULL), hbeh_init(&ordered, &x.rec, NULL);
+    atomic_store(&plain.block, 1);
+    odbox_handlers *h = handlers_of(2, (const char *[]){"plain", "ordered"}, (const char *[]){EV_H.name, EV_H.name},
+                                    (hbeh *[]){&plain, &ordered});
+    odbox_error e = {0};
+    ck_assert_msg(odbox_handlers_set_options(h, "ordered", &(odbox_handler_options){.ordered = 1}, &e) == ODBOX_OK,
+                  "%s", e.message);
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .handling_loops = 1, .cross_process_wakeup = -1};
+    jx_run(&x, h, &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    ck_assert(handed_off(&x) == 0);
+    two_events t = {dfx_dummy_in((odbox_shard_id){0, 0}, "parcel", 1), odbox_clock_system()->now_us(NULL) +
+                                                                           3600 * INT64_C(1000000)};
+    odbox_action a = {"SortParcel", two_perform, &t};
+    odbox_result res;
+    ck_assert_msg(odbox_execute(x.exe, &a, NULL, NULL, &res, &e) == ODBOX_OK, "%s", e.message);
+    odbox_result_clear(&res);
+    odbox_model_free(&t.m);
+    /* the loop is in plain's call now, its row still leased */
+    ck_assert_msg(hrec_wait(&x.rec, "plain", 1, WOKEN_MS), "plain was not called; %s", jx_describe(&x));
+    ck_assert(handed_off(&x) == 1);
+    wait_rows(&x, "handler_name = 'plain' AND lease_owner IS NOT NULL AND next_retry_at = lease_until "
+                  "AND attempts = 0 AND state = 'PENDING'",
+              1);
+    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ordered' AND lease_owner IS NULL AND order_key IS NOT NULL"), 2);
+    ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NULL AND next_retry_at > created_date"), 2);
+    ck_assert_int_eq(nrows(&x.f, 0, NULL), 4);
+    /* free again, the loop claims the ordered row that is due */
+    atomic_store(&plain.block, 0);
+    ck_assert_msg(hrec_wait(&x.rec, "ordered", 1, WOKEN_MS), "ordered was not called; %s", jx_describe(&x));
+    wait_rows(&x, "state = 'SUCCEEDED' AND lease_owner IS NULL", 2);
+    jt_sleep_ms(200);
+    ck_assert_int_eq(atomic_load(&plain.calls), 1);
+    ck_assert_int_eq(atomic_load(&ordered.calls), 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING' AND lease_owner IS NULL AND next_retry_at > created_date"), 2);
+    ck_assert(handed_off(&x) == 1);
+    jx_close(&x);
+}
+END_TEST
+
+/* The one loop of this process went into a long call right after a
+ * round handed it the next row: that row is given back after the wait
+ * bound, at the next fan-out round, and another process handles it while
+ * the call here still runs. */
+START_TEST(a_handoff_no_loop_takes_in_time_goes_to_another_process)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh here, there;
+    hbeh_init(&here, &x.rec, NULL), hbeh_init(&there, &x.rec, NULL);
+    atomic_store(&here.block, 1);
+    int listen = itest_is("pg");
+    odbox_delivery_config cfg = {.fanout_poll_ms = 300, .handling_poll_ms = LONG_POLL_MS, .handling_loops = 1,
+                                 .cross_process_wakeup = listen ? 0 : -1};
+    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_H.name}, (hbeh *[]){&here}), &cfg,
+           ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    other_proc o;
+    other_open(&o, &x, &there, EV_H.name, listen, listen ? LONG_POLL_MS : 100);
+    jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    emit_n(&x.f, x.exe, 0, &EV_H, 1, NULL);
+    ck_assert_msg(hrec_wait(&x.rec, "h", 1, WOKEN_MS), "no call; %s", jx_describe(&x));
+    int64_t t0 = mono_ms_now();
+    emit_n(&x.f, x.exe, 0, &EV_H, 1, NULL);
+    ck_assert_msg(hrec_wait(&x.rec, "h", 2, WOKEN_MS), "the second row was not handled; %s", jx_describe(&x));
+    int64_t took = mono_ms_now() - t0;
+    double handed = handed_off(&x);
+    printf("handlers: with its one loop in a long call, a row %s was handled by another process after %lld ms\n",
+           handed == 1 ? "handed to it" : "not handed to it (its round had run 50 ms: a NOTIFY)", (long long)took);
+    ck_assert_int_eq(atomic_load(&here.calls), 1);
+    ck_assert_int_eq(atomic_load(&there.calls), 1);
+    ck_assert_int_eq(atomic_load(&here.blocked), 1);
+    atomic_store(&here.block, 0);
+    wait_rows(&x, "state = 'SUCCEEDED'", 2);
+    other_close(&o);
+    jx_close(&x);
+}
+END_TEST
+
+void handlers_jobs_add_handoff_tests(TCase *tc)
+{
+    tcase_add_test(tc, a_fanout_hands_its_rows_to_its_own_idle_loop);
+    tcase_add_test(tc, a_handoff_no_loop_takes_in_time_goes_to_another_process);
+}
