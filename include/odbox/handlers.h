@@ -318,7 +318,9 @@ int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_deliv
  * right after this. That wait is bounded by the round's statements (the
  * pool's and the server's timeouts), stop_wait_ms for running calls and
  * the delivery hook; a warning is logged when it lasts more than
- * stop_wait_ms + 2 s. A handler call still running (hung, or cut off by
+ * stop_wait_ms + 2 s. Rows a fan-out round handed to this process's
+ * handling loops that none took are given back (two statements per
+ * hand-off). A handler call still running (hung, or cut off by
  * a stop) is left running; its user data must outlive it. NULL-safe;
  * sets *d = NULL. Not thread-safe with the delivery's other functions. */
 void odbox_delivery_free(odbox_delivery **d);
