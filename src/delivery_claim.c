@@ -92,12 +92,6 @@ static int group_names(const odbox_handlers *hs, int g, odbox_stmt *s, int *idx,
     return rc;
 }
 
-static void placeholders(odbox_buf *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        odbox_buf_append(b, i ? ", ?" : "?");
-}
-
 /* Due rows that no round holds (lease_until NULL or past), in
  * next_retry_at order, locked for the claim that follows (the dialect's
  * claim_suffix: FOR UPDATE SKIP LOCKED, so that rounds of other processes
@@ -132,7 +126,7 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
     if (variant >= 0)
         odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
     odbox_buf_append(&b, " AND handler_name IN (");
-    placeholders(&b, nserved);
+    odbox_buf_list(&b, "?", nserved);
     odbox_buf_cat(&b, ") AND (n.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM ", table,
                   " o WHERE o.handler_name = n.handler_name AND o.order_key = n.order_key"
                   " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < n.event_id))))",
@@ -294,7 +288,7 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
     odbox_buf_cat(&b, "UPDATE ", subs, " SET name = name WHERE name = ?", (char *)NULL);
     char *lock = odbox_buf_take(&b);
     odbox_buf_cat(&b, "SELECT COUNT(*) FROM ", h->table, " WHERE handler_name IN (", (char *)NULL);
-    placeholders(&b, nnames);
+    odbox_buf_list(&b, "?", nnames);
     odbox_buf_cat(&b, ") AND limit_lease_until > ", d->db_time ? dl->now_sql : "?", (char *)NULL);
     char *count = odbox_buf_take(&b);
     odbox_stmt *s = NULL;
@@ -358,8 +352,7 @@ static int claim_rows(hround *h, odbox_conn *c, int64_t until, int limited, odbo
             odbox_buf b = {0};
             odbox_buf_cat(&b, "UPDATE ", h->table, " SET lease_owner = ?, lease_until = ?, next_retry_at = ?",
                           limited ? ", limit_lease_until = ?" : "", " WHERE id IN (", (char *)NULL);
-            for (size_t i = 0; i < k; i++)
-                odbox_buf_cat(&b, i ? ", " : "", h->dialect->uuid_param, (char *)NULL);
+            odbox_buf_list(&b, h->dialect->uuid_param, k);
             odbox_buf_append(&b, ")");
             char *sql = odbox_buf_take(&b);
             rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
@@ -480,8 +473,7 @@ int odbox_handling_take(hround *h, odbox_conn *c, const odbox_handoff *ho, odbox
         odbox_buf_append(&b, ", ");
         odbox_ops_ts_col(&b, h->dialect, "next_retry_at");
         odbox_buf_cat(&b, " FROM ", h->table, " WHERE id IN (", (char *)NULL);
-        for (size_t i = 0; i < ho->n; i++)
-            odbox_buf_cat(&b, i ? ", " : "", h->dialect->uuid_param, (char *)NULL);
+        odbox_buf_list(&b, h->dialect->uuid_param, ho->n);
         odbox_buf_append(&b, ") AND lease_owner = ?");
         char *sql = odbox_buf_take(&b);
         rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");

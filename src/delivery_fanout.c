@@ -344,12 +344,6 @@ typedef struct chunk {
     size_t e0, e1, r0, r1;
 } chunk;
 
-static void id_list(odbox_buf *b, const odbox_dialect *d, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        odbox_buf_cat(b, i ? ", " : "", d->uuid_param, (char *)NULL);
-}
-
 static char *insert_sql(const fround *f, size_t nrows)
 {
     return odbox_notifications_insert_sql(f->dialect, f->events, f->notifications, f->subs, nrows,
@@ -360,7 +354,7 @@ static char *flip_sql(const fround *f, size_t nev)
 {
     odbox_buf b = {0};
     odbox_buf_cat(&b, "UPDATE ", f->events, " SET delivered = TRUE WHERE id IN (", (char *)NULL);
-    id_list(&b, f->dialect, nev);
+    odbox_buf_list(&b, f->dialect->uuid_param, nev);
     odbox_buf_append(&b, ") AND delivered IS NOT TRUE");
     return odbox_buf_take(&b);
 }

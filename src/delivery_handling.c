@@ -226,8 +226,7 @@ static char *outcome_sql(const hround *h, int bucket, size_t n, int same_attempt
     const odbox_dialect *d = h->dialect;
     odbox_buf b = {0};
     odbox_buf_cat(&b, "UPDATE ", h->table, " SET ", bucket_set[bucket], " WHERE id IN (", (char *)NULL);
-    for (size_t i = 0; i < n; i++)
-        odbox_buf_cat(&b, i ? ", " : "", d->uuid_param, (char *)NULL);
+    odbox_buf_list(&b, d->uuid_param, n);
     odbox_buf_append(&b, ") AND state NOT IN ('SUCCEEDED', 'EXPIRED')");
     if (same_attempts) {
         odbox_buf_append(&b, " AND attempts = ?");
@@ -478,6 +477,14 @@ static void report(hround *h, int64_t post, odbox_conn *conn)
     free(o);
 }
 
+/* The round's dialect and notifications table, those of c's database. */
+static void round_on(hround *h, odbox_conn *c)
+{
+    h->dialect = odbox_conn_dialect(c);
+    odbox_dialect_eventlog_table(h->dialect, odbox_shard_eventlog(h->ds->shard), "event_notifications", h->table,
+                                 sizeof h->table);
+}
+
 int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err)
 {
     odbox_delivery *d = x->d;
@@ -492,9 +499,7 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
     if (rc == ODBOX_OK)
         rc = odbox_pool_acquire(pool, &c, err);
     if (rc == ODBOX_OK) {
-        h.dialect = odbox_conn_dialect(c);
-        odbox_dialect_eventlog_table(h.dialect, odbox_shard_eventlog(ds->shard), "event_notifications", h.table,
-                                     sizeof h.table);
+        round_on(&h, c);
         odbox_handoff *ho = odbox_handoff_pop(d, ds);
         rc = ho ? odbox_handling_take(&h, c, ho, err) : odbox_handling_claim(&h, c, odbox_round_now(x), err);
         if (ho && rc == ODBOX_OK) {
@@ -557,9 +562,7 @@ static int handoff_release(odbox_delivery *d, odbox_dshard *ds, const odbox_hand
     odbox_conn *c = NULL;
     int rc = odbox_pool_acquire(pool, &c, err);
     if (rc == ODBOX_OK) {
-        h.dialect = odbox_conn_dialect(c);
-        odbox_dialect_eventlog_table(h.dialect, odbox_shard_eventlog(ds->shard), "event_notifications", h.table,
-                                     sizeof h.table);
+        round_on(&h, c);
         if ((rc = odbox_handling_take(&h, c, ho, err)) == ODBOX_OK)
             rc = release_claims(&h, c, err);
         odbox_pool_release(pool, &c);

@@ -163,6 +163,12 @@ void odbox_buf_cat(odbox_buf *b, ...)
     va_end(ap);
 }
 
+void odbox_buf_list(odbox_buf *b, const char *item, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        odbox_buf_cat(b, i ? ", " : "", item, (char *)NULL);
+}
+
 void odbox_buf_appendf(odbox_buf *b, const char *fmt, ...)
 {
     va_list ap;

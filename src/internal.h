@@ -51,6 +51,8 @@ void odbox_buf_appendf(odbox_buf *b, const char *fmt, ...) ODBOX_PRINTF(2, 3);
 /* Appends the strings up to a NULL: SQL built per action uses this, as
  * formatting cost more than the rest of building it. */
 void odbox_buf_cat(odbox_buf *b, ...) ODBOX_SENTINEL;
+/* Appends item n times, separated by ", " (a list of parameters). */
+void odbox_buf_list(odbox_buf *b, const char *item, size_t n);
 /* Returns the string (caller frees) and resets b; NULL after an OOM. */
 char *odbox_buf_take(odbox_buf *b);
 void odbox_buf_reset(odbox_buf *b);

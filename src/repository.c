@@ -443,8 +443,7 @@ static char *read_sql(const odbox_dialect *d, const odbox_model_type *t, const c
     }
     if (f->nids) {
         odbox_buf_append(&b, " AND id IN (");
-        for (size_t i = 0; i < f->nids; i++)
-            odbox_buf_cat(&b, i ? ", " : "", d->uuid_param, (char *)NULL);
+        odbox_buf_list(&b, d->uuid_param, f->nids);
         odbox_buf_append(&b, ")");
     }
     if (!counting)
