@@ -637,12 +637,12 @@ int odbox_fanout_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox
         remember_flips(&f, c);
     if (rc == ODBOX_OK) {
         odbox_dmetrics_fanout(d->metrics, rd->delivered, rd->notifications);
+        /* the handling job of this shard has work: the hand-off wakes a
+         * loop here; else here and, where the dialect can and this
+         * process does not take it all, in other processes */
         if (f.handoff)
             push_handoff(&f);
-        /* the handling job of this shard has work: here and, where the
-         * dialect can and this process does not take it all, in other
-         * processes */
-        if (rd->delivered > 0)
+        else if (rd->delivered > 0)
             odbox_wake_raise(d->wake, ds->id, ODBOX_WAKE_NOTIFICATIONS, !here);
     }
     odbox_handoff_free(f.handoff);

@@ -504,6 +504,8 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
         rc = ho ? odbox_handling_take(&h, c, ho, err) : odbox_handling_claim(&h, c, odbox_round_now(x), err);
         if (ho && rc == ODBOX_OK) {
             odbox_dmetrics_handoff(d->metrics, h.n);
+            if (x->took_handoff)
+                *x->took_handoff = 1;
             /* rows of the round the fan-out did not claim (their
              * subscription is ordered, or they are not due by its clock)
              * may be due all the same: a claim next */

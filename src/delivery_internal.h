@@ -117,6 +117,7 @@ typedef struct odbox_dshard {
     odbox_shard *shard;
     odbox_shard_id id;
     int pending[NJOBS];   /* under the delivery's mu: woken since its last round */
+    int64_t polled_us[NJOBS]; /* under mu: when a loop of the job last began a round (monotonic) */
     int failing[NJOBS];   /* under mu: its last round failed (logged once per streak) */
     int idle[NJOBS];      /* under mu: the job's loops waiting for a wake-up or their poll */
     int running[NJOBS];   /* under mu: the job's loops in this process */
@@ -216,6 +217,7 @@ typedef struct odbox_round_ctx {
     /* may be NULL: called by a handling round whose claim filled its
      * batch, before its calls run */
     void (*claimed_full)(const struct odbox_round_ctx *x);
+    int *took_handoff; /* may be NULL: set to 1 by a handling round that read a hand-off */
 } odbox_round_ctx;
 
 static inline int64_t odbox_round_now(const odbox_round_ctx *x) { return x->clock.now_us(x->clock.ud); }

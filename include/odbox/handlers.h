@@ -218,7 +218,10 @@ typedef struct odbox_delivery_config {
     int fanout_batch;          /* events per fan-out round; 0: 200 */
     int handling_batch;        /* notifications per handling round; 0: 100 */
     int fanout_poll_ms;        /* wait after a round that found nothing; 0: 1000 */
-    int handling_poll_ms;      /* 0: 1000 (after a failed round: 100 ms, doubling up to it) */
+    /* 0: 1000 (after a failed round: 100 ms, doubling up to it). The
+     * handling loops of a shard share it: idle, they poll about once per
+     * handling_poll_ms between them. */
+    int handling_poll_ms;
     int64_t backoff_base_ms;   /* a failure waits base x 2^(attempts-1); 0: 30000 */
     int64_t backoff_cap_ms;    /* ... at most this; 0: 300000 */
     /* A notification expires once now passes max(event_date, created_date)

@@ -4,7 +4,9 @@
  * in well under a second; on PostgreSQL a commit in another process, and
  * a fan-out of another delivery, do too (LISTEN), and not with listening
  * off, nor while the fan-out's own loops can take the round; an
- * execution that ends by its length is followed at once; a hung handler
+ * execution that ends by its length is followed at once; a wake-up
+ * starts one of the idle loops and they share one poll, while rows that
+ * order or a concurrency limit held back follow at once; a hung handler
  * is bounded by its timeout in a round and by the stop wait at a stop;
  * the metrics count what happened, and their Prometheus text reads back.
  * The cut-off and leased claims (test_handlers_leases.c) and hand-offs
@@ -310,6 +312,88 @@ START_TEST(a_fanout_tells_other_processes_only_when_its_own_loops_are_busy)
 }
 END_TEST
 
+/* ---- one loop per wake-up, one poll between the loops ---------------------------- */
+
+START_TEST(one_loop_answers_a_wakeup)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh h;
+    hbeh_init(&h, &x.rec, NULL);
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .handling_loops = 4, .cross_process_wakeup = -1};
+    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
+           ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    jt_sleep_ms(300); /* the loops' first rounds are over: all four wait */
+    int before = atomic_load(&x.rounds[1][0]);
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+    await_calls(&x, "h", 1, mono_ms_now());
+    jt_sleep_ms(500);
+    int rounds = atomic_load(&x.rounds[1][0]) - before;
+    printf("handlers: one event woke %d handling round(s) of 4 idle loops\n", rounds);
+    /* not one per loop, nor a second round of the loop that found it:
+     * rows that come later come with their own wake-up */
+    ck_assert_int_eq(rounds, 1);
+    ck_assert_int_eq(atomic_load(&h.calls), 1);
+    jx_close(&x);
+}
+END_TEST
+
+START_TEST(ordered_and_limited_rows_follow_without_the_poll)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh ord, lim;
+    hbeh_init(&ord, &x.rec, NULL), hbeh_init(&lim, &x.rec, NULL);
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .handling_loops = 1, .cross_process_wakeup = -1};
+    odbox_handlers *h = handlers_of(2, (const char *[]){"ord", "lim"}, (const char *[]){EV_A.name, EV_A.name},
+                                    (hbeh *[]){&ord, &lim});
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_set_options(h, "ord", &(odbox_handler_options){.ordered = 1}, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_handlers_set_options(h, "lim", &(odbox_handler_options){.max_in_flight = 1}, &e),
+                     ODBOX_OK);
+    jx_run(&x, h, &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    /* three events of one model: a claim takes one row of each handler
+     * (the oldest of the model; one in flight), and the outcomes it
+     * writes free the next: that round's loop goes on at once */
+    int64_t t0 = mono_ms_now();
+    emit_n(&x.f, x.exe, 0, &EV_A, 3, NULL);
+    int64_t took = await_calls(&x, "ord", 3, t0);
+    await_calls(&x, "lim", 3, t0);
+    printf("handlers: 3 ordered rows of one model, and 3 rows of a handler with max_in_flight 1, handled in "
+           "%lld ms (poll %d ms)\n", (long long)took, LONG_POLL_MS);
+    jx_close(&x);
+}
+END_TEST
+
+START_TEST(idle_loops_share_one_poll)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh h;
+    hbeh_init(&h, &x.rec, NULL);
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = 100, .handling_loops = 4,
+                                 .cross_process_wakeup = -1};
+    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
+           ODBOX_DELIVERY_HANDLING);
+    jx_wait_rounds(&x, ODBOX_DELIVERY_HANDLING);
+    jt_sleep_ms(300); /* past each loop's first round, at its start */
+    int before = atomic_load(&x.rounds[1][0]);
+    int64_t t0 = mono_ms_now();
+    jt_sleep_ms(1000);
+    int rounds = atomic_load(&x.rounds[1][0]) - before;
+    int64_t took = mono_ms_now() - t0;
+    printf("handlers: 4 idle loops, poll 100 ms: %d rounds in %lld ms\n", rounds, (long long)took);
+    /* about one per 100 ms between them (each on its own: 4 per 100 ms) */
+    ck_assert_int_ge(rounds, 3);
+    ck_assert_int_le(rounds, (int)(took / 100) + 2);
+    jx_close(&x);
+}
+END_TEST
+
 /* ---- bounds ---------------------------------------------------------------------- */
 
 static void wait_finished(hbeh *b, int n)
@@ -574,6 +658,9 @@ Suite *handlers_jobs_suite(void)
     tcase_add_test(tc, commits_of_another_process_wake_the_fanout);
     tcase_add_test(tc, a_fanout_wakes_the_handling_of_another_process);
     tcase_add_test(tc, a_fanout_tells_other_processes_only_when_its_own_loops_are_busy);
+    tcase_add_test(tc, one_loop_answers_a_wakeup);
+    tcase_add_test(tc, ordered_and_limited_rows_follow_without_the_poll);
+    tcase_add_test(tc, idle_loops_share_one_poll);
     tcase_add_test(tc, a_hung_handler_is_bounded_in_a_round_and_at_a_stop);
     tcase_add_test(tc, freeing_at_once_after_a_stop_that_timed_out_is_safe);
     tcase_add_test(tc, a_stop_wait_that_does_not_fit_the_shutdown_wait_is_refused);
