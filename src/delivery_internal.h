@@ -161,8 +161,15 @@ typedef struct odbox_dcfg {
 
 typedef struct odbox_dmetrics odbox_dmetrics;
 
-/* One execution of a job (delivery.c). */
-typedef struct execution execution;
+/* One execution of a job (delivery.c): the fan-out job's, or the
+ * handling loops' (own). */
+typedef struct execution {
+    odbox_delivery *d;
+    int job;
+    int own;                /* the handling loops: started by the delivery, not a job's execution */
+    atomic_int stop;
+    struct execution *next; /* the delivery's running list, under its mu */
+} execution;
 
 struct odbox_delivery {
     odbox_registry *r;
@@ -224,6 +231,18 @@ static inline int64_t odbox_round_now(const odbox_round_ctx *x) { return x->cloc
 
 int odbox_fanout_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err);
 int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err);
+
+/* One thread's loop of rounds on one shard (delivery_loop.c), for an
+ * execution: rounds until x->stop, waiting between them for a wake-up or
+ * the poll. */
+typedef struct shard_loop {
+    execution *x;
+    odbox_dshard *ds;
+    int slot; /* a handling loop's in the shard's round_since_us */
+    pthread_t thread;
+    int started;
+} shard_loop;
+void *odbox_shard_loop_main(void *arg); /* arg: a shard_loop */
 
 /* ---- hand-offs (delivery_handoff.c; giving back: delivery_handling.c) ---------- */
 
