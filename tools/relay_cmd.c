@@ -278,8 +278,12 @@ static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es,
         if (round.delivered || round.notifications)
             idle = 0;
     }
-    for (size_t i = 0; rc == ODBOX_OK && idle && i < n; i++) {
-        odbox_notification_filter f = {.handler = es[i].cfg.name};
+    /* by state: the due index finds the PENDING and FAILED rows, where
+     * counting every state read all of a relay's rows (27 ms a look with
+     * 40,000 delivered ones) */
+    static const char *const due_states[] = {"PENDING", "FAILED"};
+    for (size_t i = 0; rc == ODBOX_OK && idle && i < 2 * n; i++) {
+        odbox_notification_filter f = {.handler = es[i / 2].cfg.name, .state = due_states[i % 2]};
         odbox_notification_stats *st = NULL;
         size_t ns = 0;
         rc = odbox_notifications_count(r, &f, &st, &ns, err);
