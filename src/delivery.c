@@ -589,6 +589,19 @@ static void *handling_main(void *arg)
     }
     if (!loops)
         odbox_log(ODBOX_LOG_ERROR, "delivery: out of memory: no handling in this process");
+    /* hand-offs no loop takes in time: the fan-out job that would give
+     * them back may have moved to another process */
+    pthread_mutex_lock(&d->mu);
+    while (loops && !atomic_load(&x->stop)) {
+        struct timespec until = odbox_mono_after(HANDOFF_CHECK_MS);
+        while (!atomic_load(&x->stop) && !odbox_mono_passed(&until))
+            pthread_cond_timedwait(&d->cv, &d->mu, &until);
+        pthread_mutex_unlock(&d->mu);
+        for (size_t i = 0; i < d->nshards && !atomic_load(&x->stop); i++)
+            odbox_handoff_expire(d, &d->shards[i]);
+        pthread_mutex_lock(&d->mu);
+    }
+    pthread_mutex_unlock(&d->mu);
     for (size_t i = 0; loops && i < n; i++)
         if (loops[i].started)
             pthread_join(loops[i].thread, NULL);

@@ -41,11 +41,8 @@
 
 /* A round hands its rows to this process's loops while none of them has
  * been in its round longer than this (a drain's rounds take a few ms
- * each); a hand-off that waited longer than HANDOFF_WAIT_US for a loop
- * (the loops went into long calls meanwhile) is given back by the next
- * round, to any process's claims. */
+ * each). */
 #define HANDOFF_BUSY_US 50000
-#define HANDOFF_WAIT_US 200000
 
 /* odbox_sql_key operations of this module (apart from internal.h's) */
 enum { SQL_FANOUT_READ = 101, SQL_FANOUT_INSERT, SQL_FANOUT_FLIP, SQL_FANOUT_JOINED };
@@ -591,8 +588,7 @@ int odbox_fanout_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox
     odbox_conn *c = NULL, *rc_conn = NULL;
     odbox_pool *primary = odbox_shard_primary(ds->shard);
     int here = 0; /* this process's handling takes the round's rows */
-    if (odbox_handoff_expire(d, ds, HANDOFF_WAIT_US))
-        odbox_wake_raise(d->wake, ds->id, ODBOX_WAKE_NOTIFICATIONS, 1);
+    odbox_handoff_expire(d, ds); /* before deciding on a new one */
     int rc = odbox_shard_check_eventlog(ds->shard, err);
     /* this process's handlers are recorded, its heartbeat due or not;
      * then the subscriptions' types, on the primary: a subscription

@@ -587,21 +587,24 @@ static void give_back(odbox_delivery *d, odbox_dshard *ds, odbox_handoff *ho)
     odbox_handoff_free(ho);
 }
 
-int odbox_handoff_expire(odbox_delivery *d, odbox_dshard *ds, int64_t wait_us)
+int odbox_handoff_expire(odbox_delivery *d, odbox_dshard *ds)
 {
     int64_t now = odbox_mono_us();
     for (int n = 0;; n++) {
         pthread_mutex_lock(&d->mu);
         odbox_handoff *ho = ds->handoff;
-        if (ho && now - ho->queued_mono_us > wait_us) {
+        if (ho && now - ho->queued_mono_us > HANDOFF_WAIT_US) {
             if (!(ds->handoff = ho->next))
                 ds->handoff_last = NULL;
         } else {
             ho = NULL;
         }
         pthread_mutex_unlock(&d->mu);
-        if (!ho)
+        if (!ho) {
+            if (n)
+                odbox_wake_raise(d->wake, ds->id, ODBOX_WAKE_NOTIFICATIONS, 1);
             return n;
+        }
         give_back(d, ds, ho);
     }
 }

@@ -257,10 +257,17 @@ int odbox_handling_free_for(odbox_delivery *d, odbox_dshard *ds, size_t nrows);
  * them. Takes mu. */
 int odbox_handoff_room(odbox_delivery *d, odbox_dshard *ds, int64_t busy_us);
 
-/* Gives back the hand-offs that waited longer than wait_us for a loop
- * (the loops went into long calls): their rows are due to any process.
- * Answers how many it gave back. */
-int odbox_handoff_expire(odbox_delivery *d, odbox_dshard *ds, int64_t wait_us);
+/* A hand-off that waits longer than this for a loop (the loops went into
+ * long calls after it was made) is given back, to any process's claims:
+ * by the next fan-out round here, or by the handling's supervisor, which
+ * looks every HANDOFF_CHECK_MS (the fan-out job may have moved to another
+ * process). */
+#define HANDOFF_WAIT_US 200000
+#define HANDOFF_CHECK_MS 100
+
+/* Gives back the hand-offs that waited longer than HANDOFF_WAIT_US, and
+ * wakes other processes for their rows. Answers how many it gave back. */
+int odbox_handoff_expire(odbox_delivery *d, odbox_dshard *ds);
 
 /* Queues ho for ds's handling loops (taking it) and wakes one. */
 void odbox_handoff_push(odbox_delivery *d, odbox_dshard *ds, odbox_handoff *ho);

@@ -4,7 +4,8 @@
  * them by id without a claim. Not the rows of an ordered subscription
  * nor those of an event not yet due: those wait for claims as before. A
  * hand-off that no loop takes in time (the loops went into long calls)
- * is given back, and another process handles its rows. */
+ * is given back, and another process handles its rows, also when the
+ * fan-out job that made it has moved to another process. */
 #include <stdio.h>
 #include <string.h>
 #include "../prom/promparse.h"
@@ -146,8 +147,52 @@ START_TEST(a_handoff_no_loop_takes_in_time_goes_to_another_process)
 }
 END_TEST
 
+/* The fan-out job ran here and moved to another process (here: one
+ * round run by hand, as its last), leaving a hand-off that the one loop,
+ * gone into a long call with the first, does not take: the handling's
+ * supervisor gives it back, and another process handles its row while
+ * the call here still runs (before: when the lease ended, 330 s). */
+START_TEST(a_handoff_left_behind_by_the_fanout_goes_to_another_process)
+{
+    jx x;
+    jx_open(&x, 1);
+    hbeh here, there;
+    hbeh_init(&here, &x.rec, NULL), hbeh_init(&there, &x.rec, NULL);
+    atomic_store(&here.block, 1);
+    int listen = itest_is("pg");
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .handling_loops = 1, .handling_batch = 1, .cross_process_wakeup = listen ? 0 : -1};
+    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_H.name}, (hbeh *[]){&here}), &cfg,
+           ODBOX_DELIVERY_HANDLING);
+    other_proc o;
+    other_open(&o, &x, &there, EV_H.name, listen, listen ? LONG_POLL_MS : 100);
+    jx_wait_rounds(&x, ODBOX_DELIVERY_HANDLING);
+    jt_sleep_ms(100);
+    emit_n(&x.f, x.exe, 0, &EV_H, 2, NULL);
+    odbox_delivery_round r;
+    odbox_error e = {0};
+    round_ok(odbox_delivery_fanout_round(x.d, odbox_registry_shard_at(x.f.r, 0), &r, &e), &e);
+    ck_assert_int_eq((int)r.notifications, 2);
+    /* a batch of 1: two hand-offs, the first taken, its call blocked */
+    ck_assert_msg(hrec_wait(&x.rec, "h", 1, WOKEN_MS), "no call; %s", jx_describe(&x));
+    int64_t t0 = mono_ms_now();
+    ck_assert_msg(hrec_wait(&x.rec, "h", 2, WOKEN_MS), "the second row was not handled; %s", jx_describe(&x));
+    printf("handlers: a hand-off left behind by the fan-out was handled by another process after %lld ms\n",
+           (long long)(mono_ms_now() - t0));
+    ck_assert(handed_off(&x) == 1);
+    ck_assert_int_eq(atomic_load(&here.calls), 1);
+    ck_assert_int_eq(atomic_load(&there.calls), 1);
+    ck_assert_int_eq(atomic_load(&here.blocked), 1);
+    atomic_store(&here.block, 0);
+    wait_rows(&x, "state = 'SUCCEEDED'", 2);
+    other_close(&o);
+    jx_close(&x);
+}
+END_TEST
+
 void handlers_jobs_add_handoff_tests(TCase *tc)
 {
     tcase_add_test(tc, a_fanout_hands_its_rows_to_its_own_idle_loop);
     tcase_add_test(tc, a_handoff_no_loop_takes_in_time_goes_to_another_process);
+    tcase_add_test(tc, a_handoff_left_behind_by_the_fanout_goes_to_another_process);
 }
