@@ -195,8 +195,6 @@ static void start_listening(odbox_delivery *d)
                   e.message);
 }
 
-/* One execution of a job: the shard threads' shared state. */
-
 /* ---- open, free ------------------------------------------------------------------ */
 
 static void svc_detach(odbox_delivery *d);
@@ -425,7 +423,6 @@ int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_deliv
 }
 
 /* ---- executions ------------------------------------------------------------------------ */
-
 
 /* The supervisor: runs until the job registry stops, the run is about to
  * be taken for dead, or execution_max_ms passed. */

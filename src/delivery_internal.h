@@ -161,8 +161,8 @@ typedef struct odbox_dcfg {
 
 typedef struct odbox_dmetrics odbox_dmetrics;
 
-/* One execution of a job (delivery.c): the fan-out job's, or the
- * handling loops' (own). */
+/* One execution of a job (delivery.c), or the handling loops' run
+ * (own): the state its shard threads share. */
 typedef struct execution {
     odbox_delivery *d;
     int job;
