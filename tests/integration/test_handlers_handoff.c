@@ -109,6 +109,19 @@ START_TEST(a_fanout_hands_its_rows_to_its_own_idle_loop)
 }
 END_TEST
 
+/* Each row called once, one here (still blocked) and one by the other
+ * process; then the call here returns, both rows succeed, and all closes. */
+static void one_call_each_then_close(jx *x, hbeh *here, hbeh *there, other_proc *o)
+{
+    ck_assert_int_eq(atomic_load(&here->calls), 1);
+    ck_assert_int_eq(atomic_load(&there->calls), 1);
+    ck_assert_int_eq(atomic_load(&here->blocked), 1);
+    atomic_store(&here->block, 0);
+    wait_rows(x, "state = 'SUCCEEDED'", 2);
+    other_close(o);
+    jx_close(x);
+}
+
 /* The one loop of this process went into a long call right after a
  * round handed it the next row: that row is given back after the wait
  * bound, at the next fan-out round, and another process handles it while
@@ -137,13 +150,7 @@ START_TEST(a_handoff_no_loop_takes_in_time_goes_to_another_process)
     double handed = handed_off(&x);
     printf("handlers: with its one loop in a long call, a row %s was handled by another process after %lld ms\n",
            handed == 1 ? "handed to it" : "not handed to it (its round had run 50 ms: a NOTIFY)", (long long)took);
-    ck_assert_int_eq(atomic_load(&here.calls), 1);
-    ck_assert_int_eq(atomic_load(&there.calls), 1);
-    ck_assert_int_eq(atomic_load(&here.blocked), 1);
-    atomic_store(&here.block, 0);
-    wait_rows(&x, "state = 'SUCCEEDED'", 2);
-    other_close(&o);
-    jx_close(&x);
+    one_call_each_then_close(&x, &here, &there, &o);
 }
 END_TEST
 
@@ -180,13 +187,7 @@ START_TEST(a_handoff_left_behind_by_the_fanout_goes_to_another_process)
     printf("handlers: a hand-off left behind by the fan-out was handled by another process after %lld ms\n",
            (long long)(mono_ms_now() - t0));
     ck_assert(handed_off(&x) == 1);
-    ck_assert_int_eq(atomic_load(&here.calls), 1);
-    ck_assert_int_eq(atomic_load(&there.calls), 1);
-    ck_assert_int_eq(atomic_load(&here.blocked), 1);
-    atomic_store(&here.block, 0);
-    wait_rows(&x, "state = 'SUCCEEDED'", 2);
-    other_close(&o);
-    jx_close(&x);
+    one_call_each_then_close(&x, &here, &there, &o);
 }
 END_TEST
 
