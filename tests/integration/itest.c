@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "itest.h"
 
@@ -172,10 +173,14 @@ int64_t itest_count(odbox_conn *c, const char *fmt, ...)
     return n;
 }
 
+/* The pid alone repeats: with a pid_max of 32768 a long-lived server met
+ * a test process whose pid an earlier one had, and its eventlog's
+ * migration history (kept) said the dummies table (dropped) was there.
+ * The time's seconds (20 bits: 12 days) tell them apart. */
 void itest_name(char *buf, size_t cap, const char *prefix)
 {
     static int counter;
-    snprintf(buf, cap, "%s_%ld_%d", prefix, (long)getpid(), ++counter);
+    snprintf(buf, cap, "%s_%ld_%lx_%d", prefix, (long)getpid(), (unsigned long)time(NULL) & 0xfffffUL, ++counter);
 }
 
 void itest_types_table(odbox_conn *c, char *name, size_t cap)

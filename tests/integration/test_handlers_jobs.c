@@ -314,6 +314,18 @@ END_TEST
 
 /* ---- one loop per wake-up, one poll between the loops ---------------------------- */
 
+/* Until the 4 handling loops of shard 0 have each made their first
+ * round (at their start) and wait. */
+static void wait_four_first_rounds(jx *x)
+{
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (atomic_load(&x->rounds[1][0]) < 4) {
+        ck_assert_msg(mono_ms_now() < end, "the 4 loops made %d first rounds", atomic_load(&x->rounds[1][0]));
+        jt_sleep_ms(5);
+    }
+    jt_sleep_ms(50);
+}
+
 START_TEST(one_loop_answers_a_wakeup)
 {
     jx x;
@@ -325,7 +337,7 @@ START_TEST(one_loop_answers_a_wakeup)
     jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
            ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
     jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
-    jt_sleep_ms(300); /* the loops' first rounds are over: all four wait */
+    wait_four_first_rounds(&x);
     int before = atomic_load(&x.rounds[1][0]);
     emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
     await_calls(&x, "h", 1, mono_ms_now());
@@ -379,8 +391,7 @@ START_TEST(idle_loops_share_one_poll)
                                  .cross_process_wakeup = -1};
     jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
            ODBOX_DELIVERY_HANDLING);
-    jx_wait_rounds(&x, ODBOX_DELIVERY_HANDLING);
-    jt_sleep_ms(300); /* past each loop's first round, at its start */
+    wait_four_first_rounds(&x);
     int before = atomic_load(&x.rounds[1][0]);
     int64_t t0 = mono_ms_now();
     jt_sleep_ms(1000);
