@@ -109,6 +109,22 @@ START_TEST(a_fanout_hands_its_rows_to_its_own_idle_loop)
 }
 END_TEST
 
+/* Handler "h" here, whose calls block, run as which with cfg, and the
+ * same handler in another process: woken by LISTEN on PostgreSQL (this
+ * one's wake-ups across processes on too), else by its 100 ms poll. */
+static void open_here_and_there(jx *x, hbeh *here, hbeh *there, other_proc *o, odbox_delivery_config *cfg,
+                                int which)
+{
+    jx_open(x, 1);
+    hbeh_init(here, &x->rec, NULL), hbeh_init(there, &x->rec, NULL);
+    atomic_store(&here->block, 1);
+    int listen = itest_is("pg");
+    cfg->cross_process_wakeup = listen ? 0 : -1;
+    jx_run(x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_H.name}, (hbeh *[]){here}), cfg, which);
+    other_open(o, x, there, EV_H.name, listen, listen ? LONG_POLL_MS : 100);
+    jx_wait_rounds(x, which);
+}
+
 /* Each row called once, one here (still blocked) and one by the other
  * process; then the call here returns, both rows succeed, and all closes. */
 static void one_call_each_then_close(jx *x, hbeh *here, hbeh *there, other_proc *o)
@@ -124,23 +140,15 @@ static void one_call_each_then_close(jx *x, hbeh *here, hbeh *there, other_proc 
 
 /* The one loop of this process went into a long call right after a
  * round handed it the next row: that row is given back after the wait
- * bound, at the next fan-out round, and another process handles it while
+ * bound, and another process handles it while
  * the call here still runs. */
 START_TEST(a_handoff_no_loop_takes_in_time_goes_to_another_process)
 {
     jx x;
-    jx_open(&x, 1);
     hbeh here, there;
-    hbeh_init(&here, &x.rec, NULL), hbeh_init(&there, &x.rec, NULL);
-    atomic_store(&here.block, 1);
-    int listen = itest_is("pg");
-    odbox_delivery_config cfg = {.fanout_poll_ms = 300, .handling_poll_ms = LONG_POLL_MS, .handling_loops = 1,
-                                 .cross_process_wakeup = listen ? 0 : -1};
-    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_H.name}, (hbeh *[]){&here}), &cfg,
-           ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
     other_proc o;
-    other_open(&o, &x, &there, EV_H.name, listen, listen ? LONG_POLL_MS : 100);
-    jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    odbox_delivery_config cfg = {.fanout_poll_ms = 300, .handling_poll_ms = LONG_POLL_MS, .handling_loops = 1};
+    open_here_and_there(&x, &here, &there, &o, &cfg, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
     emit_n(&x.f, x.exe, 0, &EV_H, 1, NULL);
     ck_assert_msg(hrec_wait(&x.rec, "h", 1, WOKEN_MS), "no call; %s", jx_describe(&x));
     int64_t t0 = mono_ms_now();
@@ -162,18 +170,11 @@ END_TEST
 START_TEST(a_handoff_left_behind_by_the_fanout_goes_to_another_process)
 {
     jx x;
-    jx_open(&x, 1);
     hbeh here, there;
-    hbeh_init(&here, &x.rec, NULL), hbeh_init(&there, &x.rec, NULL);
-    atomic_store(&here.block, 1);
-    int listen = itest_is("pg");
-    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
-                                 .handling_loops = 1, .handling_batch = 1, .cross_process_wakeup = listen ? 0 : -1};
-    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_H.name}, (hbeh *[]){&here}), &cfg,
-           ODBOX_DELIVERY_HANDLING);
     other_proc o;
-    other_open(&o, &x, &there, EV_H.name, listen, listen ? LONG_POLL_MS : 100);
-    jx_wait_rounds(&x, ODBOX_DELIVERY_HANDLING);
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
+                                 .handling_loops = 1, .handling_batch = 1};
+    open_here_and_there(&x, &here, &there, &o, &cfg, ODBOX_DELIVERY_HANDLING);
     jt_sleep_ms(100);
     emit_n(&x.f, x.exe, 0, &EV_H, 2, NULL);
     odbox_delivery_round r;

@@ -314,10 +314,17 @@ END_TEST
 
 /* ---- one loop per wake-up, one poll between the loops ---------------------------- */
 
-/* Until the 4 handling loops of shard 0 have each made their first
- * round (at their start) and wait. */
-static void wait_four_first_rounds(jx *x)
+/* Handler "h" of EV_A on one shard, run as which by 4 handling loops
+ * polling every handling_poll_ms; returns once each loop has made its
+ * first round (at its start) and waits. */
+static void run_four_loops(jx *x, hbeh *h, int handling_poll_ms, int which)
 {
+    jx_open(x, 1);
+    hbeh_init(h, &x->rec, NULL);
+    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = handling_poll_ms,
+                                 .handling_loops = 4, .cross_process_wakeup = -1};
+    jx_run(x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){h}), &cfg, which);
+    jx_wait_rounds(x, which);
     int64_t end = mono_ms_now() + JT_BOUND_MS;
     while (atomic_load(&x->rounds[1][0]) < 4) {
         ck_assert_msg(mono_ms_now() < end, "the 4 loops made %d first rounds", atomic_load(&x->rounds[1][0]));
@@ -329,15 +336,8 @@ static void wait_four_first_rounds(jx *x)
 START_TEST(one_loop_answers_a_wakeup)
 {
     jx x;
-    jx_open(&x, 1);
     hbeh h;
-    hbeh_init(&h, &x.rec, NULL);
-    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = LONG_POLL_MS,
-                                 .handling_loops = 4, .cross_process_wakeup = -1};
-    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
-           ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
-    jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
-    wait_four_first_rounds(&x);
+    run_four_loops(&x, &h, LONG_POLL_MS, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
     int before = atomic_load(&x.rounds[1][0]);
     emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
     await_calls(&x, "h", 1, mono_ms_now());
@@ -384,14 +384,8 @@ END_TEST
 START_TEST(idle_loops_share_one_poll)
 {
     jx x;
-    jx_open(&x, 1);
     hbeh h;
-    hbeh_init(&h, &x.rec, NULL);
-    odbox_delivery_config cfg = {.fanout_poll_ms = LONG_POLL_MS, .handling_poll_ms = 100, .handling_loops = 4,
-                                 .cross_process_wakeup = -1};
-    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), &cfg,
-           ODBOX_DELIVERY_HANDLING);
-    wait_four_first_rounds(&x);
+    run_four_loops(&x, &h, 100, ODBOX_DELIVERY_HANDLING);
     int before = atomic_load(&x.rounds[1][0]);
     int64_t t0 = mono_ms_now();
     jt_sleep_ms(1000);
