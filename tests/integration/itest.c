@@ -173,10 +173,11 @@ int64_t itest_count(odbox_conn *c, const char *fmt, ...)
     return n;
 }
 
-/* The pid alone repeats: with a pid_max of 32768 a long-lived server met
- * a test process whose pid an earlier one had, and its eventlog's
- * migration history (kept) said the dummies table (dropped) was there.
- * The time's seconds (20 bits: 12 days) tell them apart. */
+/* The pid alone repeats: a test that fails leaves its eventlog, and with
+ * a pid_max of 32768 a later test process on the same server got that
+ * test's pid; the left eventlog's migration history said the dummies
+ * table (just dropped) was there. The time's seconds (20 bits: 12 days)
+ * tell them apart. */
 void itest_name(char *buf, size_t cap, const char *prefix)
 {
     static int counter;
