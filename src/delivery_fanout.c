@@ -541,9 +541,10 @@ static odbox_handoff *new_handoff(const fround *f)
 
 /* Queues the written rows for the handling loops, a batch (and a
  * statement's parameters) at most per hand-off, so that several loops
- * share them. The rows the insert did not claim (ordered subscriptions,
- * events not yet due, rows that were there) are read by no loop: the
- * take reads rows by id and lease_owner. */
+ * share them; f->nrows > 0 (hand_off), so the last one takes the claim.
+ * The rows the insert did not claim (ordered subscriptions, events not
+ * yet due, rows that were there) are read by no loop: the take reads
+ * rows by id and lease_owner. */
 static void push_handoff(fround *f)
 {
     size_t per = (size_t)f->d->cfg.batch[JOB_HANDLING], cap = (size_t)f->dialect->max_params - 1;
@@ -567,8 +568,6 @@ static void push_handoff(fround *f)
             free(ho);
         }
     }
-    if (!f->nrows)
-        odbox_handoff_free(claim);
 }
 
 /* ---- the round ----------------------------------------------------------------- */
