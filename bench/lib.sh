@@ -139,22 +139,36 @@ drain_ms_sql() {
         "FROM $1.event_notifications"
 }
 
-# relay_timed CONFIG PROCS WHAT POLL...: the relay benchmarks' timing.
+# wait_sql QUERY N SECONDS: SQL for one database session that runs QUERY
+# every 50 ms until it returns N or more, and fails after SECONDS. Each
+# run of QUERY sees what committed before it (READ COMMITTED takes a
+# snapshot per statement, in a DO block too). A poll by a psql of its own
+# cost 46 ms of the machine's CPU (psql's start, a SCRAM login on both
+# ends, a new backend): at 10 polls a second about a quarter of a 2-core
+# machine, taken from the run it timed.
+wait_sql() {
+    echo "DO \$\$ DECLARE n BIGINT; t0 TIMESTAMPTZ := clock_timestamp(); BEGIN LOOP n := ($1); EXIT WHEN n >= $2;" \
+        "IF clock_timestamp() > t0 + INTERVAL '$3 seconds' THEN RAISE EXCEPTION '% of % after % s', n, $2, $3; END IF;" \
+        "PERFORM pg_sleep(0.05); END LOOP; END \$\$"
+}
+
+# relay_timed CONFIG PROCS WHAT QUERY RUN...: the relay benchmarks' timing.
 # Starts PROCS `$O relay --config CONFIG` processes of WORKERS workers and,
 # when LOOPS is set, LOOPS handling loops (or,
 # with CONFIG "ceiling:DSN", odbox-bench-relay-ceiling processes on DSN:
 # the same delivery with a broker that confirms at once; CEILING names the
-# program), polls the command POLL... every 100 ms until it prints N or
-# more (the SUCCEEDED rows, by drained_sql; WHAT names the run in a
-# failure after 600 s), then stops them with SIGTERM (a clean stop, else
-# die). Sets relay_ms: from their start to the poll that saw N, and
-# relay_cpu_us, machine_us over it. relay_pids holds them while they run,
-# for a script's exit trap (kill_relays).
+# program), waits in one database session (the command RUN... given the
+# SQL of wait_sql) until QUERY returns N or more (the SUCCEEDED rows, by
+# drained_sql; WHAT names the run in a failure after 600 s), then stops
+# them with SIGTERM (a clean stop, else die). Sets relay_ms: from their
+# start to the end of that wait, and relay_cpu_us, machine_us over it.
+# relay_pids holds them while they run, for a script's exit trap
+# (kill_relays).
 relay_pids=()
 kill_relays() { ((${#relay_pids[@]} == 0)) || kill -9 "${relay_pids[@]}" 2>/dev/null || true; }
 relay_timed() {
-    local cfg=$1 procs=$2 what=$3 t0 done_rows=0 b0
-    shift 3
+    local cfg=$1 procs=$2 what=$3 query=$4 t0 b0
+    shift 4
     b0=$(busy_ticks)
     t0=$(now_ms)
     for _ in $(seq "$procs"); do
@@ -166,11 +180,7 @@ relay_timed() {
         fi
         relay_pids+=($!)
     done
-    while ((done_rows < N)); do
-        sleep 0.1
-        done_rows=$("$@")
-        (($(now_ms) - t0 < 600000)) || die "$what: $done_rows of $N after 600 s"
-    done
+    "$@" "$(wait_sql "$query" "$N" 600)" >/dev/null || die "$what: not drained"
     relay_ms=$(($(now_ms) - t0))
     relay_cpu_us=$(machine_us "$N" "$b0")
     kill "${relay_pids[@]}"
@@ -193,7 +203,7 @@ ceiling_db_run() {
     dsn="${base%/*}/$db"
     "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
     "$W" "$dsn" "$N" 100 100
-    relay_timed "ceiling:$dsn" "$1" "ceiling x$1" psql_on "$db" "$(drained_sql eventlog)"
+    relay_timed "ceiling:$dsn" "$1" "ceiling x$1" "$(drained_sql eventlog)" psql_on "$db"
     ceil=$((N * 1000 / relay_ms))
     ceil_drain=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))
     say "  the same drain with a broker that confirms at once: $ceil events/s, the drain alone $ceil_drain;" \

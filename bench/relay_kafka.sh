@@ -15,8 +15,8 @@
 #
 # The relay's figure: BENCH_EVENTS events committed first (not timed) into
 # an eventlog of the round's own, then from the start of the relay
-# processes until every notification is SUCCEEDED in PostgreSQL (polled
-# every 100 ms): fan-out, claim, produce, delivery report and the outcome
+# processes until every notification is SUCCEEDED in PostgreSQL (one
+# session looks every 50 ms): fan-out, claim, produce, delivery report and the outcome
 # written, start-up included. The raw figure: from the start of its
 # processes to their end (start-up and connection included too). The
 # ceiling: the same drain by as many processes of `odbox-bench-relay-ceiling`,
@@ -107,8 +107,7 @@ relay_run() {
  "relays": [{"name": "$name", "kind": "kafka", "event_types": ["RelayProbed"],
              "settings": {"bootstrap_servers": "$boot", "topic": "kb.{handler}"}}]}
 EOF
-    relay_timed "$tmp/$name.json" "$2" "relay x$2" \
-        pgsql "$(drained_sql "$log")"
+    relay_timed "$tmp/$name.json" "$2" "relay x$2" "$(drained_sql "$log")" pgsql
     local out
     out=$("$K" consume "$boot" "kb.$name" "$N") || die "relay x$2: $out"
     size=$(sed -n 's/.* \([0-9]*\) bytes per body/\1/p' <<<"$out")
@@ -121,7 +120,7 @@ EOF
 ceiling_run() {
     local log="kb_$$_c$1p$2" dsn
     fresh_eventlog "$log"
-    relay_timed "ceiling:$dsn" "$2" "ceiling x$2" pgsql "$(drained_sql "$log")"
+    relay_timed "ceiling:$dsn" "$2" "ceiling x$2" "$(drained_sql "$log")" pgsql
     ceil=$((N * 1000 / relay_ms))
 }
 

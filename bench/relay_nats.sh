@@ -7,7 +7,7 @@
 #
 # The relay's figure: BENCH_EVENTS events committed first (not timed), then
 # from the start of the relay processes until every notification is
-# SUCCEEDED in PostgreSQL (polled every 100 ms): fan-out, claim, publish,
+# SUCCEEDED in PostgreSQL (one session looks every 50 ms): fan-out, claim, publish,
 # ack and the outcome written, start-up included.
 # The drain alone: the same run in the database's time, from its first
 # notification to its last outcome (the processes' start left out, as the
@@ -87,8 +87,7 @@ relay_run() {
              "settings": {"url": "$url", "subject": "r$procs.{model_type}.{event_type}", "stream": "R$procs"}}]}
 EOF
     "$W" "$dsn" "$N" 100 100
-    relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" \
-        psql_on "$db" "$(drained_sql eventlog)"
+    relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" "$(drained_sql eventlog)" psql_on "$db"
     read -r _ msgs _ _ _ dups _ _ _ size <<<"$("$T" count "$url" "R$procs")"
     [[ $msgs == "$N" && $dups == 0 ]] || die "relay x$procs: stream has $msgs messages, $dups duplicates"
     rate=$((N * 1000 / relay_ms))

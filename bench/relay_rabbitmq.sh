@@ -11,7 +11,7 @@
 #
 # The relay's figure: BENCH_EVENTS events committed first (not timed), then
 # from the start of the relay processes until every notification is
-# SUCCEEDED in PostgreSQL (polled every 100 ms): fan-out, claim, publish,
+# SUCCEEDED in PostgreSQL (one session looks every 50 ms): fan-out, claim, publish,
 # confirm and the outcome written, start-up included. The queue is then
 # read back: every event once.
 # The drain alone: the same run in the database's time, from its first
@@ -91,8 +91,7 @@ relay_run() {
              "settings": {"url": "$url", "exchange": "odbox-test", "routing_key": "{model_type}.{event_type}"}}]}
 EOF
     "$W" "$dsn" "$N" 100 100
-    relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" \
-        psql_on "$db" "$(drained_sql eventlog)"
+    relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" "$(drained_sql eventlog)" psql_on "$db"
     "$C" count - "$url" "$N" >"$tmp/count" || die "relay x$procs: the queue: $(cat "$tmp/count")"
     rate=$((N * 1000 / relay_ms))
     drain_rate=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))
