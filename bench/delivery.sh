@@ -270,10 +270,9 @@ prepare_backlog() {
 }
 unfinished() { dbq "$1" "SELECT count(*) FROM $HEVENTLOG.event_notifications WHERE state IN ('PENDING', 'FAILED')"; }
 # Waits up to 300 s until no notification of database $1 is PENDING or
-# FAILED. PostgreSQL waits in one session (wait_sql): a psql for each
-# poll cost 46 ms of CPU, a SCRAM login on both ends, taken from the
-# workers it timed (the raw clients' run has no poll); a MariaDB client's
-# poll costs 7 ms.
+# FAILED, taking as little CPU as it can from the workers it times (the
+# raw clients' run has no such wait): one session on PostgreSQL
+# (wait_sql), a client a poll elsewhere (a MariaDB client's costs 7 ms).
 wait_finished() { # db
     local waited=0
     if [[ $1 == pg ]]; then
