@@ -144,8 +144,12 @@ static int setup(void)
     int rc = odbox_migrate_registry(reg, &mo, &e);
     if (rc != ODBOX_OK)
         return fail("migrate", rc, &e);
+    /* indexed for check's lookup of each notification's calls: without
+     * it MariaDB took 60 s for 26,000 of them */
     if ((rc = q("CREATE TABLE fault_calls (handler VARCHAR(64) NOT NULL, event_id VARCHAR(36) NOT NULL)", NULL,
-                NULL, NULL, &e)) != ODBOX_OK)
+                NULL, NULL, &e)) != ODBOX_OK ||
+        (rc = q("CREATE INDEX fault_calls_event ON fault_calls (handler, event_id)", NULL, NULL, NULL, &e)) !=
+            ODBOX_OK)
         return fail("create fault_calls", rc, &e);
     /* one row per call of the timed handlers: started when the call
      * began, ended when it returned (NULL: it never returned), and what
