@@ -11,9 +11,9 @@
 #
 # The relay's figure: BENCH_EVENTS events committed first (not timed), then
 # from the start of the relay processes until every notification is
-# SUCCEEDED in PostgreSQL (one session looks every 50 ms): fan-out, claim, publish,
-# confirm and the outcome written, start-up included. The queue is then
-# read back: every event once.
+# SUCCEEDED in PostgreSQL (one session looks every 50 ms): fan-out,
+# claim, publish, confirm and the outcome written, start-up included. The
+# queue is then read back: every event once.
 # The drain alone: the same run in the database's time, from its first
 # notification to its last outcome (the processes' start left out, as the
 # raw publisher's connection is). The ceiling: the same drain by as many
