@@ -17,8 +17,9 @@
 # an eventlog of the round's own, then from the start of the relay
 # processes until every notification is SUCCEEDED in PostgreSQL (one
 # session looks every 50 ms): fan-out, claim, produce, delivery report
-# and the outcome written, start-up included. The raw figure: from the start of its
-# processes to their end (start-up and connection included too). The
+# and the outcome written, start-up included. The raw figure: from the
+# start of its processes to their end (start-up and connection included
+# too). The
 # ceiling: the same drain by as many processes of `odbox-bench-relay-ceiling`,
 # the delivery with `odbox relay`'s settings and a broker that confirms at
 # once: what the outbox side alone allows, so relay/ceiling says how much
