@@ -9,10 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "delivery_round.h"
 #include "notifications_internal.h"
 #include "registry_internal.h"
 #include "odbox/uuid.h"
+
+/* how many times a claim that lost a deadlock is tried in all */
+#define CLAIM_TRIES 3
 
 /* ---- one call, on a worker thread --------------------------------------------- */
 
@@ -106,7 +110,8 @@ static int group_names(const odbox_handlers *hs, int g, odbox_stmt *s, int *idx,
  * event_date, then the event id, which follows emission order within an
  * action); the order is the subscription's, recorded in the database, so
  * every process claims by it whatever its own options say. The columns:
- * select_list's 16, next_retry_at, and with db_time the database's now.
+ * select_list's 16, next_retry_at, order_key, and with db_time the
+ * database's now.
  * ORDER BY names the table's column: the select list's text cast of
  * next_retry_at has its name, and PostgreSQL would sort by that output
  * column instead of reading the index in order. */
@@ -118,6 +123,7 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
     select_list(&b, d, "");
     odbox_buf_append(&b, ", ");
     odbox_ops_ts_col(&b, d, "next_retry_at");
+    odbox_buf_append(&b, ", order_key");
     if (db_time) {
         odbox_buf_append(&b, ", ");
         odbox_ops_ts_col(&b, d, d->now_sql);
@@ -203,9 +209,11 @@ static int take_row(hround *h, odbox_stmt *s, call *c, odbox_error *err)
     return ODBOX_OK;
 }
 
-/* The rows of s (select_list's columns, next_retry_at, and with db_now
- * the database's now), at most limit, as calls appended to h->calls. */
-static int fetch_calls(hround *h, odbox_stmt *s, size_t limit, int limited, int64_t *db_now, odbox_error *err)
+/* The rows of s (select_list's columns, next_retry_at, and for a claim
+ * order_key and with db_now the database's now), at most limit, as calls
+ * appended to h->calls. */
+static int fetch_calls(hround *h, odbox_stmt *s, size_t limit, int limited, int claim, int64_t *db_now,
+                       odbox_error *err)
 {
     int rc = ODBOX_OK;
     for (size_t got = 0; got < limit && (rc = odbox_stmt_fetch(s, err)) == 1; got++) {
@@ -219,10 +227,14 @@ static int fetch_calls(hround *h, odbox_stmt *s, size_t limit, int limited, int6
         cl->handler = -1;
         cl->bucket = -1;
         cl->limited = limited;
+        const char *order_key = NULL;
+        int unordered = 1;
         if ((rc = take_row(h, s, cl, err)) == ODBOX_OK)
             rc = odbox_stmt_get_timestamp(s, 17, &cl->due_us, NULL, err);
+        if (rc == ODBOX_OK && claim && (rc = odbox_stmt_get_text(s, 18, &order_key, &unordered, err)) == ODBOX_OK)
+            cl->ordered = !unordered;
         if (rc == ODBOX_OK && db_now)
-            rc = odbox_stmt_get_timestamp(s, 18, db_now, NULL, err);
+            rc = odbox_stmt_get_timestamp(s, 19, db_now, NULL, err);
         if (rc != ODBOX_OK)
             return rc;
     }
@@ -265,7 +277,7 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
         rc = odbox_stmt_execute(s, err);
     h->rd->statements++;
     if (rc == ODBOX_OK)
-        rc = fetch_calls(h, s, (size_t)limit, g >= 0, d->db_time ? db_now : NULL, err);
+        rc = fetch_calls(h, s, (size_t)limit, g >= 0, 1, d->db_time ? db_now : NULL, err);
     odbox_stmt_free(&s);
     return rc;
 }
@@ -315,6 +327,74 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
     int64_t left = d->h->v[k].options.max_in_flight - held;
     *room = left > 0 ? (int)left : 0;
     return rc < 0 ? rc : ODBOX_OK;
+}
+
+/* Where the dialect asks for it (claim_order_recheck), the rows read of
+ * ordered subscriptions that an older unfinished row of their model holds
+ * back, looked for again in a statement of its own, whose snapshot holds
+ * every row the locking read saw: those rows are left (still locked by
+ * this transaction, so no other round takes them before it ends) and due
+ * for a later round. Seen on MariaDB 10.11: rows of two events of
+ * one model, committed by a fan-out while a due read ran, both came back
+ * to it (the newer row's subquery did not see the older row). */
+static int recheck_order(hround *h, odbox_conn *c, odbox_error *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < h->n; i++)
+        n += h->calls[i]->ordered;
+    if (!n || !h->dialect->claim_order_recheck)
+        return ODBOX_OK;
+    size_t per = (size_t)(h->dialect->max_params - 1), next = 0;
+    int rc = ODBOX_OK;
+    for (size_t at = 0; at < n && rc == ODBOX_OK; at += per) {
+        size_t k = n - at < per ? n - at : per;
+        odbox_sql_key key;
+        odbox_sql_key_init(&key, SQL_ORDER_RECHECK, k);
+        odbox_sql_key_add(&key, 0, h->table);
+        odbox_stmt *s = NULL;
+        rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
+        if (rc == ODBOX_OK && !s) {
+            odbox_buf b = {0};
+            odbox_buf_cat(&b, "SELECT n.id FROM ", h->table, " n WHERE n.id IN (", (char *)NULL);
+            odbox_buf_list(&b, h->dialect->uuid_param, k);
+            odbox_buf_cat(&b, ") AND EXISTS (SELECT 1 FROM ", h->table,
+                          " o WHERE o.handler_name = n.handler_name AND o.order_key = n.order_key"
+                          " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < "
+                          "n.event_id)))",
+                          (char *)NULL);
+            char *sql = odbox_buf_take(&b);
+            rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
+                     : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+            free(sql);
+        }
+        for (size_t i = 0; i < k && rc == ODBOX_OK; i++, next++) {
+            while (!h->calls[next]->ordered)
+                next++;
+            rc = odbox_stmt_bind_valid_uuid(s, (int)i + 1, h->calls[next]->env.notification_id, err);
+        }
+        if (rc == ODBOX_OK)
+            rc = odbox_stmt_execute(s, err);
+        h->rd->statements++;
+        const char *id = NULL;
+        while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1 &&
+               (rc = odbox_stmt_get_text(s, 1, &id, NULL, err)) == ODBOX_OK)
+            for (size_t i = 0; i < h->n; i++)
+                if (h->calls[i]->ordered && !strcasecmp(h->calls[i]->env.notification_id, id)) {
+                    h->calls[i]->ordered = -1; /* held back */
+                    break;
+                }
+        rc = rc < 0 ? rc : ODBOX_OK;
+        odbox_stmt_free(&s);
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        if (h->calls[i]->ordered < 0)
+            odbox_hcall_release(&h->calls[i]->w);
+        else
+            h->calls[kept++] = h->calls[i];
+    }
+    h->n = kept;
+    return rc;
 }
 
 static int by_due(const void *a, const void *b)
@@ -389,18 +469,63 @@ int odbox_delivery_begin(odbox_conn *c, const char *first_sql, odbox_error *err)
     return rc;
 }
 
-/* Limited handlers first, in name order (the same lock order in every
- * process), then the others; merged in next_retry_at order when several
- * reads ran. */
+/* One claim transaction: the reads (limited handlers first, in name
+ * order, so that every process takes their locks in one order, then the
+ * others), merged in next_retry_at order when several ran, the order's
+ * recheck, the claim. Rolled back whole on failure, its calls dropped. */
+static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limited, size_t nlimited,
+                      odbox_error *err)
+{
+    odbox_delivery *d = h->d;
+    int batch = d->cfg.batch[JOB_HANDLING];
+    int nvar = h->dialect->has_partial_indexes ? 1 : 2;
+    int64_t db_now = now;
+    odbox_uuid_v4(h->token);
+    int rc = odbox_delivery_begin(c, h->dialect->claim_begin_sql, err);
+    int reads = 0;
+    for (size_t i = 0; i <= nlimited && rc == ODBOX_OK; i++) {
+        int g = i < nlimited ? (int)limited[i] : -1, room = batch;
+        if (g >= 0 && (rc = limit_room(h, c, (size_t)g, now, &room, err)) != ODBOX_OK)
+            break;
+        if (room > batch)
+            room = batch;
+        size_t n0 = h->n;
+        for (int v = 0; v < nvar && rc == ODBOX_OK && h->n - n0 < (size_t)room; v++, reads++)
+            rc = read_variant(h, c, g, nvar == 1 ? -1 : v, room - (int)(h->n - n0), now, &db_now, err);
+    }
+    if (rc == ODBOX_OK && reads > 1) {
+        qsort(h->calls, h->n, sizeof *h->calls, by_due);
+        while (h->n > (size_t)batch)
+            odbox_hcall_release(&h->calls[--h->n]->w);
+    }
+    if (rc == ODBOX_OK)
+        rc = recheck_order(h, c, err);
+    int64_t t0 = odbox_mono_us();
+    h->claimed_at_us = db_now;
+    for (int lim = 0; lim <= 1 && rc == ODBOX_OK && h->n; lim++)
+        rc = claim_rows(h, c, db_now + d->cfg.lease_us, lim, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_conn_commit(c, err);
+    if (rc != ODBOX_OK) {
+        odbox_conn_rollback(c, NULL);
+        while (h->n)
+            odbox_hcall_release(&h->calls[--h->n]->w);
+    }
+    h->lease_end_mono_us = t0 + d->cfg.lease_us;
+    return rc;
+}
+
+/* The claim of a round. One that loses a deadlock (MariaDB: two claims'
+ * UPDATEs each wanting a due-index entry the other's locking read
+ * holds, with fan-outs inserting beside them) rolled back whole and
+ * called nothing: it runs again, a few times, after a short nap. */
 int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err)
 {
     odbox_delivery *d = h->d;
     const odbox_handlers *hs = d->h;
     int batch = d->cfg.batch[JOB_HANDLING];
     int nvar = h->dialect->has_partial_indexes ? 1 : 2;
-    int64_t db_now = now;
     size_t *limited = calloc(hs->n ? hs->n : 1, sizeof *limited), nlimited = 0;
-    odbox_uuid_v4(h->token);
     if (!limited)
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     for (size_t k = 0; k < hs->n; k++) {
@@ -418,36 +543,14 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
         free(limited);
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     }
-    int rc = odbox_delivery_begin(c, h->dialect->claim_begin_sql, err);
-    int reads = 0;
-    for (size_t i = 0; i <= nlimited && rc == ODBOX_OK; i++) {
-        int g = i < nlimited ? (int)limited[i] : -1, room = batch;
-        if (g >= 0 && (rc = limit_room(h, c, (size_t)g, now, &room, err)) != ODBOX_OK)
+    int rc;
+    for (int attempt = 1;; attempt++) {
+        rc = claim_once(h, c, now, limited, nlimited, err);
+        if (rc != ODBOX_EDEADLOCK || attempt == CLAIM_TRIES)
             break;
-        if (room > batch)
-            room = batch;
-        size_t n0 = h->n;
-        for (int v = 0; v < nvar && rc == ODBOX_OK && h->n - n0 < (size_t)room; v++, reads++)
-            rc = read_variant(h, c, g, nvar == 1 ? -1 : v, room - (int)(h->n - n0), now, &db_now, err);
+        odbox_sleep_ms(attempt * 5); /* 5, 10 ms */
     }
     free(limited);
-    if (rc == ODBOX_OK && reads > 1) {
-        qsort(h->calls, h->n, sizeof *h->calls, by_due);
-        while (h->n > (size_t)batch)
-            odbox_hcall_release(&h->calls[--h->n]->w);
-    }
-    int64_t t0 = odbox_mono_us();
-    h->claimed_at_us = db_now;
-    for (int lim = 0; lim <= 1 && rc == ODBOX_OK && h->n; lim++)
-        rc = claim_rows(h, c, db_now + d->cfg.lease_us, lim, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_conn_commit(c, err);
-    if (rc != ODBOX_OK) {
-        odbox_conn_rollback(c, NULL);
-        while (h->n)
-            odbox_hcall_release(&h->calls[--h->n]->w);
-    }
-    h->lease_end_mono_us = t0 + d->cfg.lease_us;
     return rc;
 }
 
@@ -491,7 +594,7 @@ int odbox_handling_take(hround *h, odbox_conn *c, const odbox_handoff *ho, odbox
         rc = odbox_stmt_execute(s, err);
     h->rd->statements++;
     if (rc == ODBOX_OK)
-        rc = fetch_calls(h, s, ho->n, 0, NULL, err);
+        rc = fetch_calls(h, s, ho->n, 0, 0, NULL, err);
     odbox_stmt_free(&s);
     if (rc == ODBOX_OK && begin)
         rc = odbox_conn_commit(c, err);

@@ -8,7 +8,7 @@
 
 #include "odbox/uuid.h"
 
-enum { SQL_DUE_READ = 111, SQL_OUTCOME, SQL_CLAIM, SQL_HANDOFF_READ };
+enum { SQL_DUE_READ = 111, SQL_OUTCOME, SQL_CLAIM, SQL_HANDOFF_READ, SQL_ORDER_RECHECK };
 
 /* Buckets, in the order they are written; B_RELEASE (not an outcome):
  * rows left as they were, their claim given back. */
@@ -30,6 +30,7 @@ typedef struct call {
     int64_t deadline_us;   /* retention */
     int64_t due_us;        /* next_retry_at as read */
     int limited;           /* claimed under its handler's concurrency limit */
+    int ordered;           /* read with an order_key (a claim's rows only) */
     /* written by the call (never read once it is abandoned) */
     int rc;
     char message[256];

@@ -306,6 +306,16 @@ typedef struct odbox_dialect {
      * table was small, where a scan of the whole table looked cheaper).
      * NULL: the read runs on its own. */
     const char *handoff_begin_sql;
+    /* 1 when a locking read's subqueries read a snapshot taken as the
+     * statement began, while the locking read itself reads the rows as
+     * committed since (InnoDB under READ COMMITTED): a claim's due read
+     * may then find two rows of one model that a fan-out committed while
+     * it ran, each without the other. The claim checks its rows of
+     * ordered subscriptions again, in a statement of its own (a fresh
+     * snapshot), and leaves those an older unfinished row holds back. 0
+     * where one snapshot bounds the statement (PostgreSQL) or claims take
+     * turns (SQLite). */
+    int claim_order_recheck;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */
