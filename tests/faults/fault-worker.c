@@ -153,12 +153,14 @@ static int setup(void)
         return fail("create fault_calls", rc, &e);
     /* one row per call of the timed handlers: started when the call
      * began, ended when it returned (NULL: it never returned), and what
-     * the call was given of its event (model_id '': none), so that the
-     * checks join call_log with itself by index: joined to the
-     * notifications by CAST(id AS CHAR(36)) they took 100 s on MariaDB */
+     * the call was given of its event (model_id '': none) and the
+     * writer's action index (-1: none), so that the checks join call_log
+     * with itself by index: joined to the notifications by
+     * CAST(id AS CHAR(36)) they took 100 s on MariaDB */
     if ((rc = q("CREATE TABLE call_log (notification_id VARCHAR(36) NOT NULL, pid BIGINT NOT NULL, "
                 "seq BIGINT NOT NULL, started BIGINT NOT NULL, ended BIGINT, handler VARCHAR(64) NOT NULL, "
                 "model_id VARCHAR(255) NOT NULL, event_id VARCHAR(36) NOT NULL, event_us BIGINT NOT NULL, "
+                "action_i BIGINT NOT NULL, "
                 "PRIMARY KEY (pid, seq))",
                 NULL, NULL, NULL, &e)) != ODBOX_OK ||
         (rc = q("CREATE INDEX call_log_model ON call_log (handler, model_id)", NULL, NULL, NULL, &e)) != ODBOX_OK)
@@ -197,6 +199,15 @@ static int perform(odbox_context *ctx, json_object *params, odbox_plan *plan, vo
     return rc;
 }
 
+/* how far the wall clock is ahead of the monotonic one */
+static int64_t wall_minus_mono_us(void)
+{
+    struct timespec w, m;
+    clock_gettime(CLOCK_REALTIME, &w);
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    return ((int64_t)w.tv_sec - m.tv_sec) * 1000000 + (w.tv_nsec - m.tv_nsec) / 1000;
+}
+
 static volatile sig_atomic_t stop;
 static void on_term(int sig) { (void)sig, stop = 1; }
 
@@ -221,9 +232,17 @@ static int write_actions(int n)
         return fail("models", rc, &e);
     int i;
     const odbox_action action = {"FaultWrite", perform, &i};
+    int64_t wall_ahead = wall_minus_mono_us();
     for (i = 0; (n == 0 || i < n) && !stop; i++) {
         if (pause_ms > 0 && i > 0)
             usleep((useconds_t)pause_ms * 1000);
+        /* the events are dated by the wall clock: a step back is said, as
+         * it dates later events earlier (see options_check) */
+        int64_t ahead = wall_minus_mono_us();
+        if (ahead < wall_ahead - 1000)
+            fprintf(stderr, "fault-worker: the wall clock stepped back %lld us before action %d\n",
+                    (long long)(wall_ahead - ahead), i);
+        wall_ahead = ahead;
         odbox_result res = {0};
         rc = odbox_execute(exe, &action, NULL, NULL, &res, &e);
         const char *outcome = "committed";
@@ -270,10 +289,13 @@ static int record_call(const odbox_envelope *env, void *user, odbox_error *err)
              err);
 }
 
-static int64_t wall_us(void)
+/* The machine's monotonic clock, which its processes share (the test's
+ * kill times too: fault-worker now): a step of the wall clock (NTP, a
+ * VM's resume) would make a later call look earlier. */
+static int64_t mono_us(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
@@ -292,12 +314,15 @@ static int timed_call(const odbox_envelope *env, void *user, odbox_error *err)
     char sql[512];
     if (!odbox_uuid_is_valid(env->event_id))
         return set_err(err, ODBOX_EINVAL, "the event id is not a UUID");
+    json_object *iv = NULL;
+    long action_i = json_object_object_get_ex(env->payload, "i", &iv) ? (long)json_object_get_int(iv) : -1;
     /* the handler is one of this program's names and the event id a UUID:
      * both fit in the text */
     snprintf(sql, sizeof sql,
-             "INSERT INTO call_log (notification_id, pid, seq, started, handler, model_id, event_id, event_us) "
-             "VALUES (?, %ld, %ld, %lld, '%s', ?, '%s', %lld)",
-             pid, seq, (long long)wall_us(), (const char *)user, env->event_id, (long long)env->event_us);
+             "INSERT INTO call_log (notification_id, pid, seq, started, handler, model_id, event_id, event_us, "
+             "action_i) VALUES (?, %ld, %ld, %lld, '%s', ?, '%s', %lld, %ld)",
+             pid, seq, (long long)mono_us(), (const char *)user, env->event_id, (long long)env->event_us,
+             action_i);
     int rc = q(sql, env->notification_id, env->model_id ? env->model_id : "", NULL, err);
     if (rc != ODBOX_OK)
         return rc;
@@ -306,12 +331,11 @@ static int timed_call(const odbox_envelope *env, void *user, odbox_error *err)
     usleep((useconds_t)(sleep_lo + (int)(x % (unsigned long)(sleep_hi - sleep_lo + 1))) * 1000);
     /* with FAULT_OPTIONS, beta fails the first call of every 7th action's
      * event: its model's later events wait for the retry */
-    json_object *iv = NULL;
     int fail = getenv("FAULT_OPTIONS") && !strcmp((const char *)user, "beta") && env->attempt == 1 &&
-               json_object_object_get_ex(env->payload, "i", &iv) && json_object_get_int(iv) % 7 == 0;
+               action_i >= 0 && action_i % 7 == 0;
     if (!fail && (rc = record_call(env, user, err)) != ODBOX_OK)
         return rc;
-    snprintf(sql, sizeof sql, "UPDATE call_log SET ended = %lld WHERE pid = %ld AND seq = %ld", (long long)wall_us(),
+    snprintf(sql, sizeof sql, "UPDATE call_log SET ended = %lld WHERE pid = %ld AND seq = %ld", (long long)mono_us(),
              pid, seq);
     if ((rc = q(sql, NULL, NULL, NULL, err)) != ODBOX_OK)
         return rc;
@@ -491,20 +515,64 @@ typedef struct call_rec {
     int open, killed;
 } call_rec;
 
+/* Prints a failed check's rows (at most 20), each column as text. */
+static void print_rows(const char *what, const char *fmt, const char *arg)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql, fmt, arg);
+    odbox_pool *p = odbox_shard_primary(odbox_registry_shard_at(reg, 0));
+    odbox_conn *c = NULL;
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    int rc = odbox_pool_acquire(p, &c, &e), f = 0, nrows = 0;
+    if (rc == ODBOX_OK && (rc = odbox_stmt_prepare(c, sql, &s, &e)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, &e);
+    fprintf(stderr, "%s:\n", what);
+    while (rc == ODBOX_OK && nrows++ < 20 && (f = odbox_stmt_fetch(s, &e)) == 1) {
+        for (int i = 1; i <= odbox_stmt_column_count(s); i++) {
+            const char *v = NULL;
+            int null = 0;
+            if (odbox_stmt_get_text(s, i, &v, &null, &e) != ODBOX_OK)
+                break;
+            fprintf(stderr, "%s%s", i > 1 ? " " : "  ", null ? "NULL" : v);
+        }
+        fputc('\n', stderr);
+    }
+    if (rc != ODBOX_OK || f < 0)
+        fail(what, rc != ODBOX_OK ? rc : f, &e);
+    odbox_stmt_free(&s);
+    if (c)
+        odbox_pool_release(p, &c);
+}
+
 /* With FAULT_OPTIONS: beta's calls of one model never go back to an
  * older event than one already called (ordered), and gamma never has
  * more than GAMMA_LIMIT calls running at once across the processes (a
- * killed process's open call ends at its kill). */
+ * killed process's open call ends at its kill).
+ * Older is the database's order: event date, then event id. The writer
+ * dates its events by its wall clock; where that clock stepped back, an
+ * event written later is dated earlier than one already handled, and is
+ * called after it, as documented (docs/handlers.md). So a call goes back
+ * only when its event is older and was also written earlier (the
+ * writer's action index); the calls the clock explains are counted apart. */
 static int options_check(const kill_rec *kills, int nkills)
 {
     if (!getenv("FAULT_OPTIONS"))
         return 0;
-    int64_t back = count("%s",
-                         "SELECT COUNT(*) FROM call_log c1 JOIN call_log c2 ON c2.handler = c1.handler "
-                         "AND c2.model_id = c1.model_id WHERE c1.handler = 'beta' AND c1.model_id <> '' "
-                         "AND c2.started > c1.started AND (c2.event_us < c1.event_us "
-                         "OR (c2.event_us = c1.event_us AND c2.event_id < c1.event_id))",
-                         NULL);
+    static const char later_called_older[] =
+        " FROM call_log c1 JOIN call_log c2 ON c2.handler = c1.handler "
+        "AND c2.model_id = c1.model_id WHERE c1.handler = 'beta' AND c1.model_id <> '' "
+        "AND c2.started > c1.started AND (c2.event_us < c1.event_us "
+        "OR (c2.event_us = c1.event_us AND c2.event_id < c1.event_id)) AND c2.action_i ";
+    int64_t back = count("SELECT COUNT(*)%s< c1.action_i", later_called_older, NULL);
+    int64_t dated_back = count("SELECT COUNT(*)%s> c1.action_i", later_called_older, NULL);
+    if (back > 0)
+        print_rows("beta's calls that went back (model, then each call's pid, seq, started, ended, event time, "
+                   "event id, action index; the later call second)",
+                   "SELECT c1.model_id, c1.pid, c1.seq, c1.started, c1.ended, c1.event_us, c1.event_id, c1.action_i, "
+                   "c2.pid, c2.seq, c2.started, c2.ended, c2.event_us, c2.event_id, c2.action_i%s< c1.action_i "
+                   "ORDER BY c1.model_id, c1.started",
+                   later_called_older);
     int64_t ordered_models =
         count("%s", "SELECT COUNT(DISTINCT model_id) FROM call_log WHERE handler = 'beta' AND model_id <> ''", NULL);
 
@@ -566,11 +634,11 @@ static int options_check(const kill_rec *kills, int nkills)
     free(ev);
     if (rc != ODBOX_OK)
         return fail("gamma's calls", rc, &e);
-    printf("options: beta (ordered) over %lld models: %lld calls that went back to an older event; gamma (at most "
-           "%d in flight): %d at most, over %zu calls\n",
-           (long long)ordered_models, (long long)back, GAMMA_LIMIT, most, n / 2);
+    printf("options: beta (ordered) over %lld models: %lld calls that went back to an older event (%lld to one "
+           "the writer's clock dated back); gamma (at most %d in flight): %d at most, over %zu calls\n",
+           (long long)ordered_models, (long long)back, (long long)dated_back, GAMMA_LIMIT, most, n / 2);
     int bad = 0;
-    if (back != 0 || ordered_models <= 0)
+    if (back != 0 || dated_back < 0 || ordered_models <= 0)
         bad++, fprintf(stderr, "FAIL: beta went back to an older event of a model %lld times\n", (long long)back);
     if (most > GAMMA_LIMIT || n == 0)
         bad++, fprintf(stderr, "FAIL: gamma had %d calls in flight, at most %d allowed\n", most, GAMMA_LIMIT);
@@ -772,8 +840,13 @@ static int calls_check(const char *kills_path)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "now")) { /* the time of a kill, on the clock of call_log */
+        printf("%lld\n", (long long)mono_us());
+        return 0;
+    }
     if (argc < 3) {
-        fprintf(stderr, "usage: fault-worker setup|write|work|pending|check|calls DSN [COUNT|LOG|KILLS]\n");
+        fprintf(stderr, "usage: fault-worker setup|write|work|pending|check|calls DSN [COUNT|LOG|KILLS]\n"
+                        "       fault-worker now\n");
         return 2;
     }
     odbox_error e = {0};
