@@ -50,12 +50,14 @@
  *                             [--mode rounds|drain|scale|fill|fanout|handle|raw|due-sql] [--events N]
  *                             [--handlers H] [--batch B] [--handling-batch B] [--handling-loops L]
  *                             [--workers W]
- *                             [--eventlog NAME] [--reuse] [--old N] [--repeat R]
+ *                             [--eventlog NAME] [--reuse] [--ordered] [--old N] [--repeat R]
  *                             [--handler-ms MS] [--go FILE] [--stop FILE]
  * --reuse keeps the eventlog's rows (its undelivered events are the
  * backlog), e.g. to measure a backlog the planner's statistics do not
- * know of yet. --old (scale; default 1000000) and --repeat (scale: turns
- * per eventlog; default 5).
+ * know of yet. --ordered makes every handler ordered (each event has a
+ * model of its own, so every row is its model's oldest: what the order
+ * costs a claim, not a wait). --old (scale; default 1000000) and
+ * --repeat (scale: turns per eventlog; default 5).
  * Without --dsn the DSN comes from ODBOX_BENCH_DSN or ODBOX_TEST_PG_DSN.
  * --replica: the shard reads undelivered events there (e.g. a streaming
  * standby of DSN: tests/db/start-standby.sh).
@@ -241,6 +243,8 @@ static int side_open(side *sd, const opts *o, const char *eventlog, odbox_error 
         odbox_handler hd = {.name = name, .event_type = TYPE, .handle = o->handler_ms ? sleeper : noop,
                             .user = (void *)&o->handler_ms};
         rc = odbox_handlers_add(sd->h, &hd, e);
+        if (rc == ODBOX_OK && o->ordered)
+            rc = odbox_handlers_set_options(sd->h, name, &(odbox_handler_options){.ordered = 1}, e);
     }
     odbox_delivery_config cfg = {.fanout_batch = (int)o->batch, .handling_batch = (int)o->hbatch,
                                  .workers = (int)o->workers, .handling_loops = (int)o->loops,
@@ -691,7 +695,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: odbox-bench-delivery [--dsn DSN] [--replica DSN] [--mode rounds|drain|scale|fill] "
                     "[--events N] [--handlers H] [--batch B] [--handling-batch B] [--handling-loops L] [--workers W] "
-                    "[--eventlog NAME] [--reuse] [--old N] [--repeat R] [--handler-ms MS] [--go FILE] [--stop FILE]\n");
+                    "[--eventlog NAME] [--reuse] [--ordered] [--old N] [--repeat R] [--handler-ms MS] [--go FILE] "
+                    "[--stop FILE]\n");
 }
 
 int main(int argc, char **argv)
@@ -702,8 +707,8 @@ int main(int argc, char **argv)
         o.dsn = getenv("ODBOX_TEST_PG_DSN");
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--reuse")) {
-            o.reuse = 1;
+        if (!strcmp(a, "--reuse") || !strcmp(a, "--ordered")) {
+            *(!strcmp(a, "--reuse") ? &o.reuse : &o.ordered) = 1;
             i--;
             continue;
         }

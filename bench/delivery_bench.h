@@ -13,7 +13,7 @@
 typedef struct opts {
     const char *dsn, *replica, *eventlog, *mode, *go, *stop;
     long events, handlers, batch, hbatch, workers, old, repeat, handler_ms, loops;
-    int reuse;
+    int reuse, ordered;
 } opts;
 
 /* Warnings and errors the library logged, and how many of them were a

@@ -19,7 +19,7 @@ static char *due_read_sql(const odbox_dialect *d, const char *table, int variant
     static const char *const cols[] = {"id", "event_id", "handler_name", "namespace", "action_id", "action_name",
                                        "action_params", "started_date", "completion_date", "model_id",
                                        "model_type", "event_type", "payload", "event_date", "attempts",
-                                       "created_date", "next_retry_at", NULL};
+                                       "created_date", "next_retry_at", "order_key", NULL};
     static const char *const states[] = {"PENDING", "FAILED"};
     size_t cap = 4096;
     char *sql = malloc(cap);
@@ -42,11 +42,11 @@ static char *due_read_sql(const odbox_dialect *d, const char *table, int variant
     if (variant >= 0)
         n += (size_t)snprintf(sql + n, cap - n, " AND state = '%s'", states[variant]);
     snprintf(sql + n, cap - n,
-             " AND handler_name IN (?) AND (n.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM %s o WHERE "
+             " AND handler_name IN (?) AND (n.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM %s o%s WHERE "
              "o.handler_name = n.handler_name AND o.order_key = n.order_key AND (o.event_date < n.event_date OR "
              "(o.event_date = n.event_date AND o.event_id < n.event_id)))) AND next_retry_at <= ? AND "
              "(lease_until IS NULL OR lease_until <= %s) ORDER BY n.next_retry_at LIMIT ?%s",
-             table, d->now_sql, d->claim_suffix ? d->claim_suffix : "");
+             table, d->order_probe_hint ? d->order_probe_hint : "", d->now_sql, d->claim_suffix ? d->claim_suffix : "");
     return sql;
 }
 

@@ -96,6 +96,16 @@ static int group_names(const odbox_handlers *hs, int g, odbox_stmt *s, int *idx,
     return rc;
 }
 
+/* The look for an unfinished row of n's handler and order_key older than
+ * n (event_date, then the event id): a row that holds n back. */
+static void older_row(odbox_buf *b, const odbox_dialect *d, const char *table)
+{
+    odbox_buf_cat(b, "SELECT 1 FROM ", table, " o", d->order_probe_hint ? d->order_probe_hint : "",
+                  " WHERE o.handler_name = n.handler_name AND o.order_key = n.order_key"
+                  " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < n.event_id))",
+                  (char *)NULL);
+}
+
 /* Due rows that no round holds (lease_until NULL or past), in
  * next_retry_at order, locked for the claim that follows (the dialect's
  * claim_suffix: FOR UPDATE SKIP LOCKED, so that rounds of other processes
@@ -133,10 +143,9 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
         odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
     odbox_buf_append(&b, " AND handler_name IN (");
     odbox_buf_list(&b, "?", nserved);
-    odbox_buf_cat(&b, ") AND (n.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM ", table,
-                  " o WHERE o.handler_name = n.handler_name AND o.order_key = n.order_key"
-                  " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < n.event_id))))",
-                  (char *)NULL);
+    odbox_buf_cat(&b, ") AND (n.order_key IS NULL OR NOT EXISTS (", (char *)NULL);
+    older_row(&b, d, table);
+    odbox_buf_append(&b, "))");
     odbox_buf_cat(&b, " AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= ",
                   db_time ? d->now_sql : "?", ") ORDER BY n.next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
     return odbox_buf_take(&b);
@@ -357,11 +366,9 @@ static int recheck_order(hround *h, odbox_conn *c, odbox_error *err)
             odbox_buf b = {0};
             odbox_buf_cat(&b, "SELECT n.id FROM ", h->table, " n WHERE n.id IN (", (char *)NULL);
             odbox_buf_list(&b, h->dialect->uuid_param, k);
-            odbox_buf_cat(&b, ") AND EXISTS (SELECT 1 FROM ", h->table,
-                          " o WHERE o.handler_name = n.handler_name AND o.order_key = n.order_key"
-                          " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < "
-                          "n.event_id)))",
-                          (char *)NULL);
+            odbox_buf_append(&b, ") AND EXISTS (");
+            older_row(&b, h->dialect, h->table);
+            odbox_buf_append(&b, ")");
             char *sql = odbox_buf_take(&b);
             rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
                      : odbox_fail(err, ODBOX_ENOMEM, "out of memory");

@@ -316,6 +316,14 @@ typedef struct odbox_dialect {
      * where one snapshot bounds the statement (PostgreSQL) or claims take
      * turns (SQLite). */
     int claim_order_recheck;
+    /* Written after the alias o of the order check's look for an older
+     * unfinished row of a model (a claim's NOT EXISTS, the recheck's
+     * EXISTS), e.g. an index hint. MySQL/MariaDB: FORCE INDEX
+     * (event_notifications_order_key): on statistics taken while the
+     * table was small (a burst of rows into a young eventlog) MariaDB
+     * looked by event_notifications_limit_leases, reading every row of
+     * the handler per due row. NULL: none. */
+    const char *order_probe_hint;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */
