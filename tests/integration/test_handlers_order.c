@@ -192,21 +192,41 @@ END_TEST
 
 /* ---- ordered per model_id ------------------------------------------------------ */
 
-enum { MODELS = 3, PER_MODEL = 8 };
+/* RACE_MODELS: the models of the test beside the fan-out (below), the
+ * most a test has */
+enum { MODELS = 3, PER_MODEL = 8, RACE_MODELS = 40 };
 
 /* What one handler saw: per model, the next seq it may be called with
- * (every older one has succeeded); calls out of that order are counted. */
+ * (every older one has succeeded) and its calls running; calls out of
+ * that order, and calls that started while another of their model ran
+ * (counted by race_handle), are counted. */
 typedef struct order_seen {
     pthread_mutex_t mu;
-    char models[MODELS][64];
-    int next[MODELS];
-    int out_of_order, calls, failures;
-    atomic_int in_flight, max_in_flight_per_model;
+    char models[RACE_MODELS][64];
+    int next[RACE_MODELS], running[RACE_MODELS];
+    int out_of_order, overlapping, calls, failures;
 } order_seen;
 
+/* n new models of one shard into m */
+static void new_models(odbox_model **m, int n)
+{
+    for (int i = 0; i < n; i++)
+        m[i] = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
+}
+
+/* o emptied, for the models m[0..n-1] */
+static void seen_init(order_seen *o, odbox_model *const *m, int n)
+{
+    memset(o, 0, sizeof *o);
+    pthread_mutex_init(&o->mu, NULL);
+    for (int i = 0; i < n; i++)
+        snprintf(o->models[i], sizeof o->models[i], "%s", odbox_model_id(m[i]));
+}
+
+/* the model's slot, -1 when it is none of o's (a slot not taken is "") */
 static int model_index(order_seen *o, const char *model_id)
 {
-    for (int i = 0; i < MODELS; i++)
+    for (int i = 0; i < RACE_MODELS; i++)
         if (model_id && !strcmp(o->models[i], model_id))
             return i;
     return -1;
@@ -275,15 +295,9 @@ START_TEST(ordered_rows_reach_the_handler_in_event_order)
     static order_seen ord, freed;
     order_seen *seen[2] = {&ord, &freed};
     odbox_model *m[MODELS];
-    for (int k = 0; k < 2; k++) {
-        memset(seen[k], 0, sizeof *seen[k]);
-        pthread_mutex_init(&seen[k]->mu, NULL);
-    }
-    for (int i = 0; i < MODELS; i++) {
-        m[i] = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
-        for (int k = 0; k < 2; k++)
-            snprintf(seen[k]->models[i], sizeof seen[k]->models[i], "%s", odbox_model_id(m[i]));
-    }
+    new_models(m, MODELS);
+    for (int k = 0; k < 2; k++)
+        seen_init(seen[k], m, MODELS);
     odbox_handler_options ordered = {.ordered = 1};
     odbox_delivery_config cfg = {.handling_batch = 20, .workers = 4};
     odbox_handlers *h2 = one_handler("ord", ordered_handle, &ord, &ordered);
@@ -450,13 +464,9 @@ START_TEST(the_order_is_the_subscriptions_and_reaches_its_backlog)
     hx x;
     hx_open(&x, 1);
     static order_seen ord;
-    memset(&ord, 0, sizeof ord);
-    pthread_mutex_init(&ord.mu, NULL);
     odbox_model *m[MODELS];
-    for (int i = 0; i < MODELS; i++) {
-        m[i] = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
-        snprintf(ord.models[i], sizeof ord.models[i], "%s", odbox_model_id(m[i]));
-    }
+    new_models(m, MODELS);
+    seen_init(&ord, m, MODELS);
     hx_deliver(&x, one_handler("ord", ordered_handle, &ord, NULL), NULL);
     for (int i = 0; i < MODELS; i++)
         emit_seq(x.exe, m[i], 0, PER_MODEL / 2, 0);
@@ -523,25 +533,15 @@ END_TEST
 
 /* ---- order while the fan-out writes ------------------------------------------------ */
 
-enum { RACE_MODELS = 40, RACE_ACTIONS = 6, RACE_LOOPS = 4 };
-
-/* Per model: the next seq due, and whether a call of it is running. */
-typedef struct race_seen {
-    pthread_mutex_t mu;
-    char models[RACE_MODELS][64];
-    int next[RACE_MODELS], running[RACE_MODELS];
-    int out_of_order, overlapping, calls;
-} race_seen;
+enum { RACE_ACTIONS = 6, RACE_LOOPS = 4 };
 
 static int race_handle(const odbox_envelope *env, void *user, odbox_error *err)
 {
     (void)err;
-    race_seen *o = user;
-    int seq = seq_of(env), m = -1;
+    order_seen *o = user;
+    int seq = seq_of(env);
     pthread_mutex_lock(&o->mu);
-    for (int i = 0; i < RACE_MODELS && m < 0; i++)
-        if (env->model_id && !strcmp(o->models[i], env->model_id))
-            m = i;
+    int m = model_index(o, env->model_id);
     o->calls++;
     if (m >= 0) {
         o->overlapping += o->running[m]++ > 0;
@@ -589,14 +589,10 @@ START_TEST(ordered_rows_keep_their_order_while_the_fanout_writes)
 {
     hx x;
     hx_open(&x, 1);
-    static race_seen seen;
-    memset(&seen, 0, sizeof seen);
-    pthread_mutex_init(&seen.mu, NULL);
+    static order_seen seen;
     odbox_model *m[RACE_MODELS];
-    for (int i = 0; i < RACE_MODELS; i++) {
-        m[i] = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
-        snprintf(seen.models[i], sizeof seen.models[i], "%s", odbox_model_id(m[i]));
-    }
+    new_models(m, RACE_MODELS);
+    seen_init(&seen, m, RACE_MODELS);
     odbox_handler_options ordered = {.ordered = 1};
     odbox_delivery_config cfg = {.handling_batch = 200, .workers = 8};
     hx_deliver(&x, one_handler("ord", race_handle, &seen, &ordered), &cfg);
