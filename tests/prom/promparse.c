@@ -380,7 +380,10 @@ static int sample_line(parser *p, const char *s)
     for (int i = 0; i < nr && kl < sizeof key; i++)
         kl += (size_t)snprintf(key + kl, sizeof key - kl, "%s=%s,", rest[i].name, rest[i].value);
     char full[2200];
-    snprintf(full, sizeof full, "%s}%s|le=%s|q=%s", key, part, le ? le : "", quantile ? quantile : "");
+    int fl = snprintf(full, sizeof full, "%s}%s|le=%s|q=%s", key, part, le ? le : "", quantile ? quantile : "");
+    /* a cut key could make two series one */
+    if (kl >= sizeof key || fl < 0 || (size_t)fl >= sizeof full)
+        return fail(p, "a series' labels are too long");
     if (remember(p, full))
         return -1;
     series_t *se = series_of(p, key);
