@@ -178,6 +178,10 @@ static int make_handle(odbox_stmt *s, odbox_error *err)
         s->h = SQL_NULL_HSTMT;
         return rc;
     }
+    /* so that a parameter left unbound at the end is refused as one in
+     * the middle is, not sent for the driver to refuse in its words */
+    SQLSMALLINT n = 0;
+    s->nparams = ODBOX_SQL_OK(SQLNumParams(s->h, &n)) ? n : 0;
     return ODBOX_OK;
 }
 
@@ -363,6 +367,8 @@ static int execute_once(odbox_stmt *s, odbox_error *err)
     for (int i = 0; i < s->nbinds; i++)
         if (!s->binds[i].set)
             return odbox_fail(err, ODBOX_EINVAL, "execute: parameter %d is not bound", i + 1);
+    if (s->nbinds < s->nparams)
+        return odbox_fail(err, ODBOX_EINVAL, "execute: parameter %d of %d is not bound", s->nbinds + 1, s->nparams);
     /* Last first: a driver that grows its parameter array to each number
      * it is given (sqliteodbc reallocs per parameter) then grows it once,
      * not once per parameter of a 30000-parameter INSERT. */

@@ -49,6 +49,7 @@ struct odbox_stmt {
     int nbinds;
     int cap;
     int drv_nbinds;     /* parameters bound with the driver */
+    int nparams;        /* the statement's parameters, as the driver counts them (0: not known) */
     int executed;
     int cols_known;     /* SQLNumResultCols asked since the last execute */
     int open_cursor;

@@ -108,6 +108,43 @@ START_TEST(bad_statement_input)
     ck_assert_int_eq(odbox_conn_exec(c, "SELEC nonsense FROM", &e), ODBOX_EDB);
     ck_assert_int_eq((int)strlen(e.sqlstate), 5);
     ck_assert(!odbox_conn_is_dead(c));
+
+    /* NULL handles, outputs and SQL */
+    odbox_conn *none = (odbox_conn *)1;
+    ck_assert_int_eq(odbox_conn_open(itest_dsn(1), NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_conn_open(NULL, &none, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(none);
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT 1", NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "out is NULL"));
+    ck_assert_int_eq(odbox_stmt_execute(NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "statement is NULL"));
+    ck_assert_int_eq(odbox_stmt_fetch(NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_conn_exec(NULL, "SELECT 1", &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_conn_exec(c, NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_conn_begin(NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_conn_commit(NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_conn_commit(c, &e), ODBOX_ESTATE); /* no transaction open */
+    ck_assert_ptr_nonnull(strstr(e.message, "no transaction is open"));
+
+    /* a query for one value that finds no row */
+    char t[64], sql[256];
+    itest_types_table(c, t, sizeof t);
+    int64_t v = 42;
+    snprintf(sql, sizeof sql, "SELECT i FROM %s WHERE i = 1", t);
+    ck_assert_int_eq(odbox_conn_query_int64(c, sql, &v, &e), ODBOX_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(e.message, "no row"));
+
+    /* result columns by label, case-insensitive; 0 for none */
+    snprintf(sql, sizeof sql, "SELECT i AS alpha, dbl AS Beta FROM %s", t);
+    ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_column_index(s, "ALPHA"), 1);
+    ck_assert_int_eq(odbox_stmt_column_index(s, "beta"), 2);
+    ck_assert_int_eq(odbox_stmt_column_index(s, "gamma"), 0);
+    ck_assert_int_eq(odbox_stmt_column_index(s, NULL), 0);
+    ck_assert_int_eq(odbox_stmt_column_index(NULL, "alpha"), 0);
+    odbox_stmt_free(&s);
+    itest_exec(c, "DROP TABLE %s", t);
     odbox_conn_close(&c);
 }
 END_TEST
@@ -201,6 +238,8 @@ START_TEST(server_gone_mid_transaction)
     char t[64];
     odbox_error e;
     itest_types_table(admin, t, sizeof t);
+    odbox_stmt *held = NULL;
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT 1", &held, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
     itest_exec(c, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000009')", t);
     itest_kill_session(admin, itest_session_id(c));
@@ -212,6 +251,15 @@ START_TEST(server_gone_mid_transaction)
     /* the loss was seen before the COMMIT: certainly not committed */
     ck_assert_int_eq(odbox_conn_commit(c, &e), ODBOX_ECONNLOST);
     ck_assert_int_eq(odbox_conn_exec(c, "SELECT 1", &e), ODBOX_ECONNLOST);
+    /* a dead connection takes nothing more: no transaction, no statement */
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_ECONNLOST);
+    ck_assert_ptr_nonnull(strstr(e.message, "the connection is dead"));
+    odbox_stmt *late = NULL;
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT 1", &late, &e), ODBOX_ECONNLOST);
+    ck_assert_ptr_null(late);
+    ck_assert_int_eq(odbox_stmt_execute(held, &e), ODBOX_ECONNLOST);
+    ck_assert_ptr_nonnull(strstr(e.message, "the connection is dead"));
+    odbox_stmt_free(&held);
     ck_assert_int_eq(itest_count(admin, "SELECT COUNT(*) FROM %s", t), 0); /* nothing half-written */
     itest_exec(admin, "DROP TABLE %s", t);
     odbox_conn_close(&c);
@@ -265,6 +313,34 @@ START_TEST(pool_bounds_and_timeout)
     odbox_pool_release(p, &b);
     odbox_pool_free(&p);
     ck_assert_ptr_null(p);
+}
+END_TEST
+
+/* A discarded connection's session ends: its open transaction is gone
+ * (not committed), and its place in the pool is free at once. */
+START_TEST(pool_discard_ends_the_session)
+{
+    odbox_pool *p = NULL;
+    odbox_error e;
+    odbox_pool_config cfg = {.size = 1, .acquire_timeout_ms = 2000};
+    ck_assert_int_eq(odbox_pool_open(itest_dsn(1), &cfg, &p, &e), ODBOX_OK);
+    odbox_conn *c = NULL, *admin = itest_connect(1);
+    char t[64];
+    itest_types_table(admin, t, sizeof t);
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    itest_exec(c, "INSERT INTO %s (id) VALUES ('0192f0c1-7a3e-7abc-8def-000000000012')", t);
+    odbox_pool_discard(p, &c);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(itest_count(admin, "SELECT COUNT(*) FROM %s", t), 0);
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    ck_assert(!odbox_conn_in_transaction(c));
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", t), 0);
+    odbox_pool_release(p, &c);
+    odbox_pool_discard(p, NULL); /* NULL-safe */
+    odbox_pool_free(&p);
+    itest_exec(admin, "DROP TABLE %s", t);
+    odbox_conn_close(&admin);
 }
 END_TEST
 
@@ -541,6 +617,7 @@ Suite *db_suite(void)
     tcase_add_test(t, server_gone_mid_transaction);
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt);
     tcase_add_test(t, pool_bounds_and_timeout);
+    tcase_add_test(t, pool_discard_ends_the_session);
     tcase_add_test(t, pool_replaces_dead_connections);
     tcase_add_test(t, pool_hides_a_lost_session_from_the_first_read);
     tcase_add_test(t, pool_never_sends_a_first_write_again);

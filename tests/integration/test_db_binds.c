@@ -3,6 +3,7 @@
  * parameter and a typed read, NULLs included; integers and booleans at
  * their limits; long values read whole; timestamp edges with microseconds;
  * text is UTF-8 both ways. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +283,59 @@ START_TEST(text_is_utf8_both_ways)
 }
 END_TEST
 
+/* A getter asked for a type its column's text is not, a column that is
+ * not there, a bind that cannot be sent: EINVAL, the value untouched. */
+START_TEST(getters_and_binds_refuse_what_they_cannot_hold)
+{
+    odbox_conn *c = itest_connect(1);
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT 'abc', 'maybe', 'yesterday', '12x'", &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    int64_t i = 7;
+    double dbl = 7.0;
+    int b = 7, is_null = 7;
+    const char *txt = NULL;
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 1, &i, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "column 1 ('abc') is not an integer"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 4, &i, NULL, &e), ODBOX_EINVAL); /* no trailing text */
+    ck_assert_int_eq(odbox_stmt_get_double(s, 1, &dbl, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "is not a number"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_bool(s, 2, &b, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "column 2 ('maybe') is not a boolean"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_timestamp(s, 3, &i, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "is not a timestamp"), "%s", e.message);
+    /* refused for the column's text: the value is zero, not what it was */
+    ck_assert_msg(i == 0 && dbl == 0.0 && b == 0 && is_null == 0, "%lld %g %d %d", (long long)i, dbl, b, is_null);
+    i = 7;
+    ck_assert_int_eq(odbox_stmt_get_text(s, 0, &txt, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "column 0 out of range 1..4"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_text(s, 5, &txt, NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 5, &i, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(txt == NULL && i == 7, "a get out of range wrote its output");
+    ck_assert_int_eq(odbox_stmt_get_text(s, 4, &txt, NULL, &e), ODBOX_OK); /* the row is still there */
+    ck_assert_str_eq(txt, "12x");
+    odbox_stmt_free(&s);
+
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT ?", &s, &e), ODBOX_OK);
+    double bad[] = {NAN, INFINITY, -INFINITY};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        ck_assert_int_eq(odbox_stmt_bind_double(s, 1, bad[k], &e), ODBOX_EINVAL);
+        ck_assert_msg(strstr(e.message, "parameter 1 is not a finite number"), "%s", e.message);
+    }
+    ck_assert_int_eq(odbox_stmt_bind_text(s, 32768, "x", &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "parameter index 32768 out of range"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_text(NULL, 1, "x", &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "statement is NULL"), "%s", e.message);
+    int rc = odbox_stmt_execute(s, &e);
+    ck_assert_msg(rc == ODBOX_EINVAL, "%s: %s", odbox_errname(rc), e.message); /* nothing bound */
+    ck_assert_msg(strstr(e.message, "parameter 1 of 1 is not bound"), "%s", e.message);
+    odbox_stmt_free(&s);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 /* The db suite's tests, added to its tcase where they were listed. */
 void db_add_bind_tests(TCase *t)
 {
@@ -290,4 +344,5 @@ void db_add_bind_tests(TCase *t)
     tcase_add_test(t, long_values_read_whole);
     tcase_add_test(t, integers_and_booleans_at_their_limits);
     tcase_add_test(t, text_is_utf8_both_ways);
+    tcase_add_test(t, getters_and_binds_refuse_what_they_cannot_hold);
 }
