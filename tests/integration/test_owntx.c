@@ -509,6 +509,8 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     refused_begin(&o, o.exe, s0, &too_long, ODBOX_EINVAL, "key");
 
     odbox_tx *tx = begin(&o, NULL);
+    ck_assert_int_eq(odbox_tx_shard(tx).group, 0);
+    ck_assert_int_eq(odbox_tx_shard(tx).member, 0);
     insert_row(&o, tx, "b-1", 1);
     json_object *obj = json_object_new_object();
     static const odbox_event_type EMPTY = {""}, SPACED = {"bad name"};
@@ -550,12 +552,40 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
 }
 END_TEST
 
+/* Keys are kept on the default shard: a keyed transaction elsewhere is
+ * refused before it takes a connection, and writes nothing on either. */
+START_TEST(a_key_off_the_default_shard_is_refused)
+{
+    dfx f;
+    dfx_open(&f, 2, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_tx *tx = (odbox_tx *)&f;
+    odbox_error e;
+    odbox_tx_config keyed = {.idempotency_key = "request-1"};
+    int rc = odbox_tx_begin(exe, (odbox_shard_id){0, 1}, &keyed, &tx, &e);
+    ck_assert_msg(rc == ODBOX_ECROSSSHARD, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_ptr_null(tx);
+    ck_assert_msg(strstr(e.message, "default shard"), "%s", e.message);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(dfx_events(&f, i), 0);
+        ck_assert_int_eq(itest_count(f.c[i], "SELECT COUNT(*) FROM %s", itest_evt(f.ev[i], "idempotency_keys")), 0);
+    }
+    /* without the key, the same shard takes it */
+    ck_assert_int_eq(odbox_tx_begin(exe, (odbox_shard_id){0, 1}, NULL, &tx, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_tx_shard(tx).member, 1);
+    odbox_tx_rollback(&tx);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
 Suite *owntx_suite(void)
 {
     Suite *s = suite_create("owntx");
     TCase *t = tcase_create("owntx");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, rows_and_events_land_together_on_commit);
+    tcase_add_test(t, a_key_off_the_default_shard_is_refused);
     tcase_add_test(t, rollback_and_failed_statement_write_nothing);
     tcase_add_test(t, killed_before_commit_nothing_lands);
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt_tx);

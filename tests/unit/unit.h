@@ -18,5 +18,6 @@ Suite *relay_suite(void);
 Suite *relay_nats_suite(void);
 Suite *relay_kafka_suite(void);
 Suite *relay_rabbitmq_suite(void);
+Suite *refusals_suite(void);
 
 #endif

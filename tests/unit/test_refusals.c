@@ -1,0 +1,278 @@
+/* odbox — unit tier: what the public calls refuse before they reach a
+ * database. NULL handles and outputs, a shard id out of range, two model
+ * types of one name, two retry rules for one code, values a column cannot
+ * hold, reads by ids that are not UUIDs: each is ODBOX_EINVAL with a
+ * message that says what was wrong, and leaves the caller's output empty.
+ * The registries here name a server nobody listens on: a call that got
+ * past its checks would fail to connect (ODBOX_ECONNECT), not EINVAL. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "odbox/odbox.h"
+#include "unit.h"
+
+#define NOWHERE "postgresql://u@127.0.0.1:1/db"
+#define ID "0192f0c1-7a3e-7abc-8def-0123456789ab"
+
+static const odbox_column ref_columns[] = {
+    {"owner", ODBOX_TYPE_UUID, 1, 0},
+    {"ratio", ODBOX_TYPE_DOUBLE, 1, 0},
+};
+static const odbox_model_type REF_T = {"Ref", "refs", ODBOX_KIND_MODEL, ref_columns, 2};
+
+#define assert_refused(call, code, text)                                                           \
+    do {                                                                                           \
+        odbox_error e_ = {0};                                                                      \
+        int rc_ = (call);                                                                          \
+        (void)e_;                                                                                  \
+        ck_assert_msg(rc_ == (code), "%s: %s (%s)", #call, odbox_errname(rc_), e_.message);        \
+        ck_assert_msg(strstr(e_.message, text) != NULL, "%s: message '%s' lacks '%s'", #call,      \
+                      e_.message, text);                                                           \
+    } while (0)
+
+START_TEST(registries_refuse_bad_shards)
+{
+    odbox_registry *r = (odbox_registry *)1;
+    odbox_error e;
+    odbox_shard_config one = {.id = {0, 0}, .primary_dsn = NOWHERE};
+    odbox_registry_config cfg = {.shards = &one, .nshards = 1};
+    ck_assert_int_eq(odbox_registry_open(&cfg, NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "out is NULL"));
+
+    odbox_shard_config far = {.id = {ODBOX_SHARD_GROUP_MAX + 1, 0}, .primary_dsn = NOWHERE};
+    cfg.shards = &far;
+    ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "shard 256.0 out of range"), "%s", e.message);
+    ck_assert_ptr_null(r);
+
+    odbox_shard_config bare = {.id = {0, 1}, .primary_dsn = ""};
+    cfg.shards = &bare;
+    ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "shard 0.1 has no primary DSN"), "%s", e.message);
+    ck_assert_ptr_null(r);
+}
+END_TEST
+
+START_TEST(executors_refuse_bad_descriptors)
+{
+    odbox_registry *r = NULL;
+    odbox_executor *exe = (odbox_executor *)1;
+    odbox_error e;
+    ck_assert_int_eq(odbox_registry_open_dsn(NOWHERE, &r, &e), ODBOX_OK);
+    assert_refused(odbox_executor_open("com.example", r, NULL, NULL, &e_), ODBOX_EINVAL, "out is NULL");
+
+    odbox_exec_config twice = {.retries = {{ODBOX_ESTALE, 2, 5}, {ODBOX_ESTALE, 1, 5}}, .nretries = 2};
+    ck_assert_int_eq(odbox_executor_open("com.example", r, &twice, &exe, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "two retry rules for ODBOX_ESTALE"), "%s", e.message);
+    ck_assert_ptr_null(exe);
+
+    ck_assert_int_eq(odbox_executor_open("com.example", r, NULL, &exe, &e), ODBOX_OK);
+    assert_refused(odbox_executor_register_model(NULL, &REF_T, &e_), ODBOX_EINVAL, "executor is NULL");
+    ck_assert_int_eq(odbox_executor_register_model(exe, &REF_T, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_executor_register_model(exe, &REF_T, &e), ODBOX_OK); /* the same descriptor again */
+    /* another descriptor of the same name: the name is what events carry */
+    static const odbox_model_type twin = {"Ref", "other_refs", ODBOX_KIND_MODEL, ref_columns, 1};
+    assert_refused(odbox_executor_register_model(exe, &twin, &e_), ODBOX_EINVAL,
+                   "another model type is already named Ref");
+    static const odbox_column negative[] = {{"label", ODBOX_TYPE_TEXT, 0, -1}};
+    static const odbox_model_type neg = {"Neg", "negs", ODBOX_KIND_MODEL, negative, 1};
+    assert_refused(odbox_executor_register_model(exe, &neg, &e_), ODBOX_EINVAL,
+                   "column label has a negative max_length");
+    odbox_executor_free(&exe);
+    odbox_registry_free(&r);
+}
+END_TEST
+
+START_TEST(models_refuse_values_their_columns_cannot_hold)
+{
+    odbox_model *m = (odbox_model *)1;
+    odbox_error e;
+    assert_refused(odbox_model_new(&REF_T, NULL, NULL, &e_), ODBOX_EINVAL, "out is NULL");
+    ck_assert_int_eq(odbox_model_new(&REF_T, "not-a-uuid", &m, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(odbox_model_new(&REF_T, ID, &m, &e), ODBOX_OK);
+
+    assert_refused(odbox_model_set_uuid(NULL, "owner", ID, &e_), ODBOX_EINVAL, "model is NULL");
+    assert_refused(odbox_model_set_uuid(m, "owner", "0192f0c1-7a3e", &e_), ODBOX_EINVAL,
+                   "column owner: '0192f0c1-7a3e' is not a UUID");
+    assert_refused(odbox_model_set_double(m, "ratio", NAN, &e_), ODBOX_EINVAL, "column ratio: not a finite number");
+    assert_refused(odbox_model_set_double(m, "ratio", INFINITY, &e_), ODBOX_EINVAL, "not a finite number");
+    assert_refused(odbox_model_set_double(m, "ratio", -INFINITY, &e_), ODBOX_EINVAL, "not a finite number");
+    /* what was refused left the columns as they were (NULL) */
+    odbox_value v;
+    ck_assert_int_eq(odbox_model_get(m, "owner", &v, &e), ODBOX_OK);
+    ck_assert(v.is_null);
+    ck_assert_int_eq(odbox_model_get(m, "ratio", &v, &e), ODBOX_OK);
+    ck_assert(v.is_null);
+
+    ck_assert_int_eq(odbox_model_set_uuid(m, "owner", ID, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_double(m, "ratio", -0.5, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_get(m, "owner", &v, &e), ODBOX_OK);
+    ck_assert_str_eq(v.s, ID);
+    ck_assert_int_eq(odbox_model_get(m, "ratio", &v, &e), ODBOX_OK);
+    ck_assert(v.d == -0.5);
+    odbox_model_free(&m);
+}
+END_TEST
+
+START_TEST(reads_refuse_bad_input_before_connecting)
+{
+    odbox_registry *r = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_registry_open_dsn(NOWHERE, &r, &e), ODBOX_OK);
+    odbox_model *m = (odbox_model *)1;
+    odbox_models ms = {0};
+    int64_t count = -1;
+    assert_refused(odbox_repo_find(r, &REF_T, ID, ODBOX_READ_PRIMARY, NULL, &e_), ODBOX_EINVAL, "out is NULL");
+    assert_refused(odbox_repo_find(NULL, &REF_T, ID, ODBOX_READ_PRIMARY, &m, &e_), ODBOX_EINVAL,
+                   "registry or model type missing");
+    ck_assert_ptr_null(m);
+    assert_refused(odbox_repo_find_many(r, &REF_T, NULL, 2, ODBOX_READ_PRIMARY, &ms, &e_), ODBOX_EINVAL,
+                   "ids missing");
+    const char *ids[] = {ID, "0192f0c1"};
+    assert_refused(odbox_repo_find_many(r, &REF_T, ids, 2, ODBOX_READ_PRIMARY, &ms, &e_), ODBOX_EINVAL,
+                   "id 1 ('0192f0c1') is not a UUID");
+    ck_assert_uint_eq(ms.n, 0);
+    assert_refused(odbox_repo_find_many(r, &REF_T, ids, 1, ODBOX_READ_PRIMARY, NULL, &e_), ODBOX_EINVAL,
+                   "out is NULL");
+    assert_refused(odbox_repo_find_where(r, &REF_T, NULL, NULL, ODBOX_READ_PRIMARY, NULL, &e_), ODBOX_EINVAL,
+                   "out is NULL");
+    assert_refused(odbox_repo_find_where(r, &REF_T, "colour", NULL, ODBOX_READ_PRIMARY, &ms, &e_), ODBOX_EINVAL,
+                   "Ref has no column 'colour'");
+    assert_refused(odbox_repo_count_where(r, &REF_T, NULL, NULL, ODBOX_READ_PRIMARY, NULL, &e_), ODBOX_EINVAL,
+                   "count: out is NULL");
+    assert_refused(odbox_repo_count_where(r, NULL, NULL, NULL, ODBOX_READ_PRIMARY, &count, &e_), ODBOX_EINVAL,
+                   "registry or model type missing");
+    assert_refused(odbox_repo_insert(NULL, &REF_T, &m, 1, &e_), ODBOX_EINVAL, "connection, type or models missing");
+    odbox_registry_free(&r);
+}
+END_TEST
+
+START_TEST(operations_refuse_bad_input_before_connecting)
+{
+    odbox_registry *r = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_registry_open_dsn(NOWHERE, &r, &e), ODBOX_OK);
+    odbox_subscription *subs = NULL;
+    size_t n = 7;
+    int64_t done = -1;
+    assert_refused(odbox_subscriptions_list(NULL, NULL, 0, &subs, &n, &e_), ODBOX_EINVAL,
+                   "registry, out or n is NULL");
+    assert_refused(odbox_subscriptions_list(r, NULL, 0, &subs, NULL, &e_), ODBOX_EINVAL, "registry, out or n is NULL");
+    assert_refused(odbox_subscriptions_list(r, NULL, -1, &subs, &n, &e_), ODBOX_EINVAL, "live_ms -1 is negative");
+    ck_assert_ptr_null(subs);
+    assert_refused(odbox_subscription_retire(r, "", &done, &e_), ODBOX_EINVAL, "registry or name is missing");
+    ck_assert_int_eq(done, 0);
+    done = -1;
+    assert_refused(odbox_subscription_retire(NULL, "audit", &done, &e_), ODBOX_EINVAL, "registry or name is missing");
+    ck_assert_int_eq(done, 0);
+    done = -1;
+    assert_refused(odbox_subscription_replay(r, NULL, 0, NULL, &done, &e_), ODBOX_EINVAL,
+                   "registry or name is missing");
+    ck_assert_int_eq(done, 0);
+    assert_refused(odbox_subscription_replay(r, "audit", -1, NULL, &done, &e_), ODBOX_EINVAL, "since is before 1970");
+    assert_refused(odbox_subscription_replay(r, "audit", INT64_MAX, NULL, &done, &e_), ODBOX_EINVAL,
+                   "since is in the future");
+    ck_assert_int_eq(done, 0);
+
+    odbox_notification_row *rows = (odbox_notification_row *)1;
+    assert_refused(odbox_notifications_list(r, NULL, 10, NULL, &n, &e_), ODBOX_EINVAL, "registry, rows or n is NULL");
+    assert_refused(odbox_notifications_list(NULL, NULL, 10, &rows, &n, &e_), ODBOX_EINVAL,
+                   "registry, rows or n is NULL");
+    odbox_registry_free(&r);
+}
+END_TEST
+
+START_TEST(configurations_refuse_bad_input)
+{
+    odbox_error e;
+    odbox_pool *p = (odbox_pool *)1;
+    odbox_pool_config negative = {.acquire_timeout_ms = -1};
+    assert_refused(odbox_pool_open(NOWHERE, NULL, NULL, &e_), ODBOX_EINVAL, "pool: out is NULL");
+    assert_refused(odbox_pool_open(NOWHERE, &negative, &p, &e_), ODBOX_EINVAL, "acquire timeout -1 is negative");
+    ck_assert_ptr_null(p);
+    odbox_conn *c = (odbox_conn *)1;
+    assert_refused(odbox_pool_acquire(NULL, &c, &e_), ODBOX_EINVAL, "acquire with NULL pool or out");
+
+    /* the registry's JSON: a string with a NUL inside, too many shards, too long */
+    odbox_registry *r = (odbox_registry *)1;
+    assert_refused(odbox_registry_parse("{}", NULL, &e_), ODBOX_EINVAL, "config: out is NULL");
+    assert_refused(odbox_registry_parse("{\"shards\": [{\"group\": 0, \"member\": 0, "
+                                        "\"primary\": \"postgresql://h/db\\u0000x\"}]}",
+                                        &r, &e_),
+                   ODBOX_EINVAL, "primary contains a NUL character");
+    ck_assert_ptr_null(r);
+    size_t many = 256 * 64 + 1, cap = 32 + many * 4;
+    char *text = malloc(cap);
+    ck_assert_ptr_nonnull(text);
+    size_t len = (size_t)snprintf(text, cap, "{\"shards\": [");
+    for (size_t i = 0; i < many; i++)
+        len += (size_t)snprintf(text + len, cap - len, "%s{}", i ? "," : "");
+    snprintf(text + len, cap - len, "]}");
+    assert_refused(odbox_registry_parse(text, &r, &e_), ODBOX_EINVAL, "more than 16384 shards");
+    free(text);
+    size_t big = 1024 * 1024 + 1;
+    text = malloc(big + 1);
+    ck_assert_ptr_nonnull(text);
+    memset(text, ' ', big);
+    text[big] = '\0';
+    assert_refused(odbox_registry_parse(text, &r, &e_), ODBOX_EINVAL, "larger than 1048576 bytes");
+    free(text);
+    ck_assert_ptr_null(r);
+
+    /* schedules */
+    odbox_schedule sch;
+    int64_t at = 7;
+    assert_refused(odbox_schedule_cron("* * * * *", NULL, &e_), ODBOX_EINVAL, "cron: out is NULL");
+    ck_assert_int_eq(odbox_schedule_cron("*/5 * * * *", &sch, &e), ODBOX_OK);
+    assert_refused(odbox_schedule_next(&sch, 0, NULL, &e_), ODBOX_EINVAL, "next_us is NULL");
+    assert_refused(odbox_schedule_next(&sch, INT64_MAX, &at, &e_), ODBOX_EINVAL, "out of range");
+    assert_refused(odbox_schedule_initial(&sch, 0, NULL, &e_), ODBOX_EINVAL, "first_us is NULL");
+    ck_assert_int_eq(at, 7);
+
+    /* jobs, purge, migrations, metrics, delivery: before any connection */
+    ck_assert_int_eq(odbox_registry_open_dsn(NOWHERE, &r, &e), ODBOX_OK);
+    odbox_jobs *jobs = (odbox_jobs *)1;
+    odbox_jobs_config long_dead = {.heartbeat_interval_ms = 1000000, .missed_heartbeats_limit = 10000};
+    assert_refused(odbox_jobs_open(r, &long_dead, &jobs, &e_), ODBOX_EINVAL,
+                   "heartbeat interval x missed heartbeats limit is too large");
+    ck_assert_ptr_null(jobs);
+
+    odbox_purge_options po = {.older_than_us = 1000000, .keys_older_than_us = -1};
+    odbox_job job;
+    assert_refused(odbox_purge_job(r, &po, sch, &job, &e_), ODBOX_EINVAL, "keys_older_than_us -1 is not in");
+    assert_refused(odbox_purge_job(r, &po, sch, NULL, &e_), ODBOX_EINVAL, "registry or job is NULL");
+    odbox_purge_result *res = NULL;
+    size_t n = 0;
+    po.keys_older_than_us = 0;
+    assert_refused(odbox_purge_run(NULL, &po, &res, &n, &e_), ODBOX_EINVAL, "registry, results or n is NULL");
+
+    odbox_migration_info *mi = NULL;
+    assert_refused(odbox_migrate_shard(NULL, NULL, &e_), ODBOX_EINVAL, "migrate: shard is NULL");
+    assert_refused(odbox_migrate_status(NULL, NULL, &mi, &n, &e_), ODBOX_EINVAL, "NULL argument");
+    odbox_notification_stats *st = NULL;
+    assert_refused(odbox_notifications_metrics(NULL, NULL, &st, &n, &e_), ODBOX_EINVAL, "registry, out or n is NULL");
+
+    odbox_executor *exe = NULL;
+    ck_assert_int_eq(odbox_executor_open("com.example", r, NULL, &exe, &e), ODBOX_OK);
+    assert_refused(odbox_delivery_detach(NULL, exe, &e_), ODBOX_EINVAL, "delivery or executor is NULL");
+    odbox_executor_free(&exe);
+    odbox_registry_free(&r);
+}
+END_TEST
+
+Suite *refusals_suite(void)
+{
+    Suite *s = suite_create("refusals");
+    TCase *t = tcase_create("core");
+    tcase_add_test(t, registries_refuse_bad_shards);
+    tcase_add_test(t, executors_refuse_bad_descriptors);
+    tcase_add_test(t, models_refuse_values_their_columns_cannot_hold);
+    tcase_add_test(t, reads_refuse_bad_input_before_connecting);
+    tcase_add_test(t, operations_refuse_bad_input_before_connecting);
+    tcase_add_test(t, configurations_refuse_bad_input);
+    suite_add_tcase(s, t);
+    return s;
+}
