@@ -29,13 +29,15 @@ static int name_valid(const char *s)
     return 1;
 }
 
+/* Also an entry that odbox_handlers_add could not fill: its counts are
+ * set before its arrays exist. */
 static void entry_clear(odbox_hentry *e)
 {
-    for (size_t i = 0; i < e->nformer; i++)
+    for (size_t i = 0; e->former && i < e->nformer; i++)
         free(e->former[i]);
     free(e->former);
     free(e->name);
-    for (size_t i = 0; i < e->ntypes; i++)
+    for (size_t i = 0; e->types && i < e->ntypes; i++)
         free(e->types[i]);
     free(e->types);
     memset(e, 0, sizeof *e);
