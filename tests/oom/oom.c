@@ -401,12 +401,115 @@ static int verify_delivery(int rc)
     return ok;
 }
 
+/* The operators' calls over a delivered event: notifications listed,
+ * counted, measured and shown as Prometheus text, subscriptions listed,
+ * rows requeued, a replay, a purge. */
+static void prepare_ops(void)
+{
+    prepare_delivery();
+    if (deliver() != ODBOX_OK) {
+        fprintf(stderr, "oom: the operations' delivery failed\n");
+        exit(1);
+    }
+}
+
+static int operations(void)
+{
+    odbox_registry *r = NULL;
+    odbox_notification_row *rows = NULL;
+    odbox_notification_stats *stats = NULL;
+    odbox_subscription *subs = NULL;
+    odbox_purge_result *purged = NULL;
+    size_t nrows = 0, nstats = 0, nsubs = 0, npurged = 0;
+    int64_t moved = 0, created = 0;
+    char *text = NULL;
+    odbox_error e;
+    int rc = odbox_registry_open_dsn(dsn, &r, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_notifications_list(r, NULL, 10, &rows, &nrows, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_notifications_count(r, NULL, &stats, &nstats, &e);
+    odbox_notification_stats_free(&stats, nstats);
+    if (rc == ODBOX_OK)
+        rc = odbox_notifications_metrics(r, NULL, &stats, &nstats, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_notifications_prometheus(stats, nstats, &text, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_subscriptions_list(r, NULL, 0, &subs, &nsubs, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_notifications_requeue(r, NULL, &moved, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_subscription_replay(r, "audit", 0, NULL, &created, &e);
+    odbox_purge_options po = {.older_than_us = INT64_C(86400000000)};
+    if (rc == ODBOX_OK)
+        rc = odbox_purge_run(r, &po, &purged, &npurged, &e);
+    free(text);
+    odbox_purge_results_free(&purged);
+    odbox_subscriptions_free(&subs, nsubs);
+    odbox_notification_stats_free(&stats, nstats);
+    odbox_notification_rows_free(&rows, nrows);
+    odbox_registry_free(&r);
+    return rc;
+}
+
+static int verify_ops(int rc)
+{
+    (void)rc;
+    int64_t lost = query("SELECT COUNT(*) FROM eventlog_events e WHERE e.delivered = 1 AND e.event_type = "
+                         "'AccountOpenedEvent' AND NOT EXISTS (SELECT 1 FROM eventlog_event_notifications n "
+                         "WHERE n.event_id = e.id)");
+    empty_tables();
+    return lost == 0;
+}
+
+/* Migrations of a new database file each run: a run that failed leaves
+ * a database the next migration completes. */
+static char fresh_dsn[640];
+
+static void prepare_migration(void)
+{
+    static int n;
+    snprintf(fresh_dsn, sizeof fresh_dsn, "%s.%d", dsn, ++n);
+}
+
+static int migrate_fresh(void)
+{
+    odbox_registry *r = NULL;
+    odbox_error e;
+    int rc = odbox_registry_open_dsn(fresh_dsn, &r, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_migrate_registry(r, NULL, &e);
+    odbox_registry_free(&r);
+    return rc;
+}
+
+static int verify_migration(int rc)
+{
+    (void)rc;
+    odbox_registry *r = NULL;
+    odbox_error e;
+    int again = odbox_registry_open_dsn(fresh_dsn, &r, &e);
+    if (again == ODBOX_OK)
+        again = odbox_migrate_registry(r, NULL, &e);
+    if (again != ODBOX_OK)
+        fprintf(stderr, "oom: migrating again: %s\n", e.message);
+    odbox_registry_free(&r);
+    unlink(fresh_dsn + strlen("sqlite://"));
+    return again == ODBOX_OK;
+}
+
 typedef struct scenario {
     const char *name;
     int (*run)(void);
     void (*prepare)(void);  /* before each run, not failing (NULL: none) */
     int (*verify)(int rc);  /* after each run, not failing: 1 when the database holds what rc says */
-    int leak_check;         /* the ODBC driver keeps caches of its own: only where no connection is made */
+    /* The allocations not freed are counted where they are exact. Over
+     * the operations and the migrations, which connect many times a run,
+     * the count moved by a few dozen either way in some runs (-48, +24,
+     * -30), at failures in different places from one process to the next
+     * and in none under ODBOX_OOM_TRACE: not counted there. */
+    int leak_check;
+    int stride; /* fail allocations 1, 1 + stride, ... (0: every one): for the long scenarios */
 } scenario;
 
 static int run_scenario(const scenario *sc)
@@ -426,7 +529,7 @@ static int run_scenario(const scenario *sc)
         fprintf(stderr, "oom: %s: the first run: %s\n", sc->name, odbox_errname(rc0));
         return 1;
     }
-    for (long k = 0;; k++) {
+    for (long k = 0;; k += sc->stride ? sc->stride : 1) {
         if (sc->prepare)
             sc->prepare();
         hit = 0;
@@ -459,8 +562,9 @@ static int run_scenario(const scenario *sc)
             bad++;
         }
     }
-    printf("oom: %s: %ld runs (odbox's allocations failed one at a time): %ld ended ODBOX_ENOMEM, %ld succeeded anyway, %d wrong\n",
-           sc->name, runs - 1, nomem, recovered, bad);
+    printf("oom: %s: %ld runs (odbox's allocations failed one at a time%s): %ld ended ODBOX_ENOMEM, %ld succeeded "
+           "anyway, %d wrong\n",
+           sc->name, runs - 1, sc->stride ? ", every 17th" : "", nomem, recovered, bad);
     return bad;
 }
 
@@ -489,13 +593,15 @@ int main(void)
     odbox_registry_free(&r);
 
     static const scenario scenarios[] = {
-        {"registry config", parse_config, NULL, NULL, 1},
-        {"DSNs", parse_dsns, NULL, NULL, 1},
-        {"models and executor", models_and_executor, NULL, NULL, 1},
-        {"an action on SQLite", execute_action, NULL, verify_action, 1},
-        {"a keyed action on SQLite", execute_keyed, NULL, verify_keyed, 1},
-        {"an own transaction on SQLite", own_transaction, NULL, verify_own_transaction, 1},
-        {"a fan-out and a handling round on SQLite", deliver, prepare_delivery, verify_delivery, 1},
+        {"registry config", parse_config, NULL, NULL, 1, 0},
+        {"DSNs", parse_dsns, NULL, NULL, 1, 0},
+        {"models and executor", models_and_executor, NULL, NULL, 1, 0},
+        {"an action on SQLite", execute_action, NULL, verify_action, 1, 0},
+        {"a keyed action on SQLite", execute_keyed, NULL, verify_keyed, 1, 0},
+        {"an own transaction on SQLite", own_transaction, NULL, verify_own_transaction, 1, 0},
+        {"a fan-out and a handling round on SQLite", deliver, prepare_delivery, verify_delivery, 1, 0},
+        {"operations on SQLite", operations, prepare_ops, verify_ops, 0, 17},
+        {"migrations of a new SQLite file", migrate_fresh, prepare_migration, verify_migration, 0, 0},
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
