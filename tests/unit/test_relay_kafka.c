@@ -67,6 +67,17 @@ START_TEST(kafka_ops_are_versioned_and_close_is_null_safe)
     void *b = (void *)1;
     ck_assert_int_eq(odbox_relay_kafka_open(NULL, &b, &e), ODBOX_HAVE_KAFKA_OR_UNSUPPORTED);
     ck_assert_ptr_null(b);
+#ifdef HAVE_KAFKA
+    /* what the C config can hold and the JSON reader already refuses */
+    static const char *const odd[] = {"linger.ms", NULL};
+    odbox_relay_kafka_config no_value = {.bootstrap_servers = "h:9092", .topic = "t", .properties = odd};
+    ck_assert_int_eq(odbox_relay_kafka_open(&no_value, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "property linger.ms has no value"), "%s", e.message);
+    odbox_relay_kafka_config negative = {.bootstrap_servers = "h:9092", .topic = "t", .timeout_ms = -1};
+    ck_assert_int_eq(odbox_relay_kafka_open(&negative, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "timeout_ms -1 is negative"), "%s", e.message);
+    ck_assert_ptr_null(b);
+#endif
 }
 END_TEST
 

@@ -30,6 +30,13 @@ START_TEST(nats_settings_are_checked_and_unknown_keys_named)
     ck_assert_int_eq(open_text("{\"subject\": \"a.{nope}\"}", &b, &e), ODBOX_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.message, "unknown placeholder {nope}"));
     ck_assert_int_eq(odbox_relay_nats_open(NULL, &b, &e), ODBOX_EINVAL);
+    /* what the C config can hold and the JSON reader already refuses */
+    odbox_relay_nats_config negative = {.subject = "a", .timeout_ms = -1}, empty_url = {.url = "", .subject = "a"};
+    ck_assert_int_eq(odbox_relay_nats_open(&negative, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "timeout_ms -1 is negative"), "%s", e.message);
+    ck_assert_int_eq(odbox_relay_nats_open(&empty_url, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "url is empty"), "%s", e.message);
+    ck_assert_ptr_null(b);
     odbox_relay_nats_ops.close(NULL);
     ck_assert_str_eq(odbox_relay_nats_ops.kind, "nats");
 }

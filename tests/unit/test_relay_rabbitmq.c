@@ -55,6 +55,12 @@ START_TEST(open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach)
     void *b = NULL;
     ck_assert_int_eq(open_text("{\"url\": \"http://nope\", \"routing_key\": \"x\"}", &b, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "bad url"), "%s", e.message);
+    /* what the C config can hold and the JSON reader already refuses */
+    odbox_relay_rabbitmq_config negative = {.routing_key = "x", .timeout_ms = -1};
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&negative, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "timeout_ms -1 is negative"), "%s", e.message);
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&negative, NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(b);
     ck_assert_int_eq(open_text("{\"url\": \"amqp://guest:guest@127.0.0.1:1/\", \"exchange\": \"ev\", "
                                "\"routing_key\": \"{model_type}.{event_type}\", \"timeout_ms\": 2000, "
                                "\"max_connections\": 2, \"max_in_flight_per_connection\": 4}",
