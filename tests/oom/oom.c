@@ -147,17 +147,25 @@ static int parse_dsns(void)
     return rc;
 }
 
+/* A registry of where and an executor with Account registered; what was
+ * opened before a failure is left for the caller to free. */
+static int open_executor(const char *where, odbox_registry **r, odbox_executor **exe, odbox_error *e)
+{
+    int rc = odbox_registry_open_dsn(where, r, e);
+    if (rc == ODBOX_OK)
+        rc = odbox_executor_open("com.example.oom", *r, NULL, exe, e);
+    if (rc == ODBOX_OK)
+        rc = odbox_executor_register_model(*exe, &Account, e);
+    return rc;
+}
+
 static int models_and_executor(void)
 {
     odbox_registry *r = NULL;
     odbox_executor *exe = NULL;
     odbox_model *m = NULL;
     odbox_error e;
-    int rc = odbox_registry_open_dsn("postgresql://u@127.0.0.1:1/db", &r, &e);
-    if (rc == ODBOX_OK)
-        rc = odbox_executor_open("com.example.oom", r, NULL, &exe, &e);
-    if (rc == ODBOX_OK)
-        rc = odbox_executor_register_model(exe, &Account, &e);
+    int rc = open_executor("postgresql://u@127.0.0.1:1/db", &r, &exe, &e);
     if (rc == ODBOX_OK)
         rc = odbox_executor_register_event(exe, &Opened, &e);
     if (rc == ODBOX_OK)
@@ -236,26 +244,28 @@ static int all_or_nothing(int rc, int64_t want_accounts, int64_t want_events)
     return ok;
 }
 
-/* An action on SQLite: its row and two events, or nothing. */
-static int execute_action(void)
+/* The action on SQLite, with an idempotency key or without (NULL): its
+ * row and two events, or nothing. */
+static int run_open_account(const char *key)
 {
     odbox_registry *r = NULL;
     odbox_executor *exe = NULL;
     odbox_result res = {0};
     odbox_error e;
     const odbox_action open = {"OpenAccountAction", open_account, NULL};
-    int rc = odbox_registry_open_dsn(dsn, &r, &e);
+    int rc = open_executor(dsn, &r, &exe, &e);
     if (rc == ODBOX_OK)
-        rc = odbox_executor_open("com.example.oom", r, NULL, &exe, &e);
-    if (rc == ODBOX_OK)
-        rc = odbox_executor_register_model(exe, &Account, &e);
-    if (rc == ODBOX_OK)
-        rc = odbox_execute(exe, &open, NULL, NULL, &res, &e);
+        rc = key ? odbox_execute_keyed(exe, &open, NULL, key, NULL, &res, &e)
+                 : odbox_execute(exe, &open, NULL, NULL, &res, &e);
+    if (rc != ODBOX_OK && rc != ODBOX_ENOMEM)
+        fprintf(stderr, "oom: %s: %s\n", open.name, e.message);
     odbox_result_clear(&res);
     odbox_executor_free(&exe);
     odbox_registry_free(&r);
     return rc;
 }
+
+static int execute_action(void) { return run_open_account(NULL); }
 
 /* The caller's own transaction on SQLite: its INSERT and one event, or nothing. */
 static int own_transaction(void)
@@ -265,9 +275,7 @@ static int own_transaction(void)
     odbox_tx *tx = NULL;
     odbox_stmt *s = NULL;
     odbox_error e;
-    int rc = odbox_registry_open_dsn(dsn, &r, &e);
-    if (rc == ODBOX_OK)
-        rc = odbox_executor_open("com.example.oom", r, NULL, &exe, &e);
+    int rc = open_executor(dsn, &r, &exe, &e);
     if (rc == ODBOX_OK)
         rc = odbox_tx_begin(exe, (odbox_shard_id){0, 0}, NULL, &tx, &e);
     if (rc == ODBOX_OK)
@@ -303,24 +311,7 @@ static int execute_keyed(void)
     static int runs;
     char key[32];
     snprintf(key, sizeof key, "request-%d", ++runs);
-    odbox_registry *r = NULL;
-    odbox_executor *exe = NULL;
-    odbox_result res = {0};
-    odbox_error e;
-    const odbox_action open = {"OpenAccountAction", open_account, NULL};
-    int rc = odbox_registry_open_dsn(dsn, &r, &e);
-    if (rc == ODBOX_OK)
-        rc = odbox_executor_open("com.example.oom", r, NULL, &exe, &e);
-    if (rc == ODBOX_OK)
-        rc = odbox_executor_register_model(exe, &Account, &e);
-    if (rc == ODBOX_OK)
-        rc = odbox_execute_keyed(exe, &open, NULL, key, NULL, &res, &e);
-    if (rc != ODBOX_OK && rc != ODBOX_ENOMEM)
-        fprintf(stderr, "oom: keyed: %s\n", e.message);
-    odbox_result_clear(&res);
-    odbox_executor_free(&exe);
-    odbox_registry_free(&r);
-    return rc;
+    return run_open_account(key);
 }
 
 static int verify_keyed(int rc)
