@@ -707,8 +707,9 @@ int main(int argc, char **argv)
         o.dsn = getenv("ODBOX_TEST_PG_DSN");
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--reuse") || !strcmp(a, "--ordered")) {
-            *(!strcmp(a, "--reuse") ? &o.reuse : &o.ordered) = 1;
+        int *flag = !strcmp(a, "--reuse") ? &o.reuse : !strcmp(a, "--ordered") ? &o.ordered : NULL;
+        if (flag) {
+            *flag = 1;
             i--;
             continue;
         }
