@@ -321,7 +321,11 @@ int odbox_stmt_get_int64(odbox_stmt *s, int col, int64_t *v, int *is_null, odbox
     char *end;
     errno = 0;
     long long x = strtoll(c->data, &end, 10);
-    if (errno || end == c->data || (*end && *end != '.'))
+    int digits = end != c->data;
+    if (digits && *end == '.') /* a DECIMAL's "12.000" is 12; "12.5" is no integer */
+        for (end++; *end == '0'; end++)
+            ;
+    if (errno || !digits || *end)
         return odbox_fail(err, ODBOX_EINVAL, "get: column %d ('%.40s') is not an integer", col, c->data);
     *v = (int64_t)x;
     return ODBOX_OK;

@@ -290,7 +290,8 @@ START_TEST(getters_and_binds_refuse_what_they_cannot_hold)
     odbox_conn *c = itest_connect(1);
     odbox_stmt *s = NULL;
     odbox_error e;
-    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT 'abc', 'maybe', 'yesterday', '12x'", &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT 'abc', 'maybe', 'yesterday', '12x', '12.5', '12.000', "
+                                           "'9223372036854775808', '12.', '.0'", &s, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
     int64_t i = 7;
@@ -300,6 +301,15 @@ START_TEST(getters_and_binds_refuse_what_they_cannot_hold)
     ck_assert_int_eq(odbox_stmt_get_int64(s, 1, &i, &is_null, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "column 1 ('abc') is not an integer"), "%s", e.message);
     ck_assert_int_eq(odbox_stmt_get_int64(s, 4, &i, NULL, &e), ODBOX_EINVAL); /* no trailing text */
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 5, &i, NULL, &e), ODBOX_EINVAL); /* no fraction cut off */
+    ck_assert_msg(strstr(e.message, "column 5 ('12.5') is not an integer"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 7, &i, NULL, &e), ODBOX_EINVAL); /* beyond int64 */
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 6, &i, NULL, &e), ODBOX_OK);     /* a DECIMAL's zero fraction */
+    ck_assert_int_eq(i, 12);
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 8, &i, NULL, &e), ODBOX_OK);
+    ck_assert_int_eq(i, 12);
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 9, &i, NULL, &e), ODBOX_EINVAL); /* no digits */
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 1, &i, NULL, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_stmt_get_double(s, 1, &dbl, NULL, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "is not a number"), "%s", e.message);
     ck_assert_int_eq(odbox_stmt_get_bool(s, 2, &b, NULL, &e), ODBOX_EINVAL);
@@ -310,9 +320,9 @@ START_TEST(getters_and_binds_refuse_what_they_cannot_hold)
     ck_assert_msg(i == 0 && dbl == 0.0 && b == 0 && is_null == 0, "%lld %g %d %d", (long long)i, dbl, b, is_null);
     i = 7;
     ck_assert_int_eq(odbox_stmt_get_text(s, 0, &txt, NULL, &e), ODBOX_EINVAL);
-    ck_assert_msg(strstr(e.message, "column 0 out of range 1..4"), "%s", e.message);
-    ck_assert_int_eq(odbox_stmt_get_text(s, 5, &txt, NULL, &e), ODBOX_EINVAL);
-    ck_assert_int_eq(odbox_stmt_get_int64(s, 5, &i, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "column 0 out of range 1..9"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_text(s, 10, &txt, NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 10, &i, NULL, &e), ODBOX_EINVAL);
     ck_assert_msg(txt == NULL && i == 7, "a get out of range wrote its output");
     ck_assert_int_eq(odbox_stmt_get_text(s, 4, &txt, NULL, &e), ODBOX_OK); /* the row is still there */
     ck_assert_str_eq(txt, "12x");
