@@ -521,8 +521,11 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
         /* handlers may take long and may use the pool themselves */
         odbox_pool_release(pool, &c);
     }
+    size_t unstarted = 0;
     if (rc == ODBOX_OK && h.n > 0) {
         run_calls(&h, odbox_round_now(x), stop);
+        for (size_t i = 0; i < h.n && !(stop && atomic_load(stop)); i++)
+            unstarted += h.calls[i]->skip == CALL && h.calls[i]->w.state == ODBOX_WORK_NOT_RUN;
         log_past_lease(&h);
         int64_t post = odbox_round_now(x);
         classify(&h, post);
@@ -541,6 +544,11 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
             report(&h, post, c);
         else
             rd->unwritten = h.n;
+        /* not a stop: the loop waits before it claims them again */
+        if (rc == ODBOX_OK && unstarted)
+            rc = odbox_fail(err, ODBOX_ENOMEM, "%zu of the round's %zu calls could not be started (out of memory, or "
+                                               "no worker thread could be started); their rows are due again",
+                            unstarted, h.n);
     }
     if (d->hook)
         d->hook(d->hook_ud, ODBOX_DELIVERY_ROUND_DONE, ds->shard, c, rd);

@@ -309,7 +309,10 @@ int odbox_delivery_detach(odbox_delivery *d, odbox_executor *exe, odbox_error *e
 /* One round on one shard, on the calling thread, outside any job (tests,
  * tools); round (may be NULL) gets what it did. The database's errors
  * are returned with the shard named; a handler's failure is not an error
- * of the round. */
+ * of the round. A handling round some of whose calls could not be started
+ * (out of memory, or no worker thread) writes the others' outcomes and
+ * returns ODBOX_ENOMEM: those rows are due again, and a job's loop waits
+ * before its next round instead of claiming them again at once. */
 int odbox_delivery_fanout_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round, odbox_error *err);
 int odbox_delivery_handling_round(odbox_delivery *d, odbox_shard *s, odbox_delivery_round *round,
                                   odbox_error *err);
