@@ -263,6 +263,8 @@ static int open_account(odbox_context *ctx, json_object *params, odbox_plan *pla
     return rc;
 }
 
+static const odbox_action open_account_action = {"OpenAccountAction", open_account, NULL};
+
 /* Reads and writes of the checks, with the allocator disarmed. Each %s
  * of the SQL is the eventlog tables' prefix. */
 static int64_t query(const char *fmt)
@@ -320,13 +322,12 @@ static int run_open_account(const char *key)
     odbox_executor *exe = NULL;
     odbox_result res = {0};
     odbox_error e;
-    const odbox_action open = {"OpenAccountAction", open_account, NULL};
     int rc = open_executor(dsn, &r, &exe, &e);
     if (rc == ODBOX_OK)
-        rc = key ? odbox_execute_keyed(exe, &open, NULL, key, NULL, &res, &e)
-                 : odbox_execute(exe, &open, NULL, NULL, &res, &e);
+        rc = key ? odbox_execute_keyed(exe, &open_account_action, NULL, key, NULL, &res, &e)
+                 : odbox_execute(exe, &open_account_action, NULL, NULL, &res, &e);
     if (rc != ODBOX_OK && rc != ODBOX_ENOMEM)
-        fprintf(stderr, "oom: %s: %s\n", open.name, e.message);
+        fprintf(stderr, "oom: %s: %s\n", open_account_action.name, e.message);
     odbox_result_clear(&res);
     odbox_executor_free(&exe);
     odbox_registry_free(&r);
@@ -406,6 +407,8 @@ static int on_opened(const odbox_envelope *env, void *user, odbox_error *err)
     return ODBOX_OK;
 }
 
+static const odbox_handler audit = {.name = "audit", .event_type = "AccountOpenedEvent", .handle = on_opened};
+
 static void prepare_delivery(void)
 {
     handled = 0;
@@ -421,7 +424,6 @@ static int deliver(void)
     odbox_handlers *h = NULL;
     odbox_delivery *d = NULL;
     odbox_error e;
-    const odbox_handler audit = {.name = "audit", .event_type = "AccountOpenedEvent", .handle = on_opened};
     int rc = odbox_registry_open_dsn(dsn, &r, &e);
     if (rc == ODBOX_OK)
         rc = odbox_handlers_new(&h, &e);
@@ -475,8 +477,6 @@ static int deliver_in_background(void)
     odbox_jobs *jobs = NULL;
     odbox_result res = {0};
     odbox_error e;
-    const odbox_handler audit = {.name = "audit", .event_type = "AccountOpenedEvent", .handle = on_opened};
-    const odbox_action open = {"OpenAccountAction", open_account, NULL};
     odbox_delivery_config dc = {.fanout_poll_ms = 50, .handling_poll_ms = 50, .workers = 2};
     odbox_jobs_config jc = {.poll_interval_ms = 20, .heartbeat_interval_ms = 50};
     handled = 0;
@@ -496,7 +496,7 @@ static int deliver_in_background(void)
     if (rc == ODBOX_OK)
         rc = odbox_jobs_start(jobs, &e);
     if (rc == ODBOX_OK)
-        rc = odbox_execute(exe, &open, NULL, NULL, &res, &e);
+        rc = odbox_execute(exe, &open_account_action, NULL, NULL, &res, &e);
     for (int i = 0; rc == ODBOX_OK && i < 150 && !__atomic_load_n(&handled, __ATOMIC_RELAXED); i++)
         usleep(10 * 1000);
     if (rc == ODBOX_OK)
