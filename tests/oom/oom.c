@@ -6,7 +6,8 @@
  * succeed, and must then have done all its work), holding no allocation
  * it did not free, and, where it writes, having written all of its
  * transaction or none of it. The writing scenarios run on SQLite, then
- * on PostgreSQL (a database of their own on ODBOX_TEST_PG_DSN's server).
+ * on PostgreSQL and MariaDB (a database and an eventlog of their own on
+ * the servers of ODBOX_TEST_PG_DSN and ODBOX_TEST_MARIADB_DSN).
  *
  * The allocator below stands in for the C library's in this program: its
  * malloc, calloc, realloc, strdup and free are the ones every library of
@@ -170,9 +171,8 @@ static const odbox_model_type Account = {"Account", "accounts", ODBOX_KIND_MODEL
 static const odbox_event_type Opened = {"AccountOpenedEvent"};
 static const odbox_event_type Audited = {"AccountAuditedEvent"};
 
-/* The writing scenarios' database: a SQLite file, then a PostgreSQL
- * database of their own (ODBOX_TEST_PG_DSN's server). ev is the eventlog
- * tables' prefix there. */
+/* The writing scenarios' database: a SQLite file, then one on each
+ * server (on_server). ev is the eventlog tables' prefix there. */
 static char dsn[600];
 static const char *ev = "eventlog_";
 
@@ -706,9 +706,9 @@ static void wait_for_threads(void)
     fprintf(stderr, "oom: threads still running after 5 s\n");
 }
 
-/* On PostgreSQL the drivers keep caches of their own from one connection
- * to the next (libpq's GSSAPI probe, psqlODBC's, libltdl's): there a run
- * must free odbox's own allocations; elsewhere every allocation. Either
+/* On the servers the drivers keep caches of their own from one
+ * connection to the next (libpq's GSSAPI probe, psqlODBC's, libltdl's):
+ * there a run must free odbox's own allocations; elsewhere every one. Either
  * way it must close every descriptor it opened (a connection left open). */
 static int own_only;
 
@@ -819,28 +819,64 @@ static int migrate(const char *srcdir)
     return rc;
 }
 
-/* On base's server, drops database name and, with create, makes it anew. */
-static int pg_database(const char *base, const char *name, int create)
+/* On base's server, drops the databases name and name_ev (MySQL's and
+ * MariaDB's eventlog is one) and, with create, makes name anew. */
+static int server_database(const char *base, const char *name, int create)
 {
     odbox_conn *c = NULL;
     odbox_error e;
     char sql[128];
-    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name);
     int rc = odbox_conn_open(base, &c, &e);
-    if (rc == ODBOX_OK)
-        rc = odbox_conn_exec(c, sql, &e);
-    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
-    if (rc == ODBOX_OK && create)
-        rc = odbox_conn_exec(c, sql, &e);
+    for (int i = 0; i < 3 && rc == ODBOX_OK; i++) {
+        snprintf(sql, sizeof sql, i < 2 ? "DROP DATABASE IF EXISTS %s%s" : "CREATE DATABASE %s", name,
+                 i == 1 ? "_ev" : "");
+        if (i < 2 || create)
+            rc = odbox_conn_exec(c, sql, &e);
+    }
     if (rc != ODBOX_OK)
         fprintf(stderr, "oom: %s: %s\n", sql, e.message);
     odbox_conn_close(&c);
     return rc;
 }
 
+/* The scenarios on a database of their own (and an eventlog of their
+ * own) on the server of the DSN in $var, dropped afterwards. Without the
+ * variable: skipped, or under CI=true a failure. */
+static int on_server(const char *label, const char *var, const scenario *const *scs, size_t n, const char *srcdir)
+{
+    const char *base = getenv(var), *hosts = base ? strstr(base, "://") : NULL;
+    const char *query = base ? strchr(base, '?') : NULL, *slash = NULL;
+    for (const char *p = hosts ? hosts + 3 : NULL; p && *p && p != query; p++)
+        if (*p == '/') /* the last before the query: the database's name follows */
+            slash = p;
+    if (!slash) {
+        if (getenv("CI") && strcmp(getenv("CI"), "true") == 0) {
+            fprintf(stderr, "oom: no %s under CI=true (%s unset or without a database)\n", label, var);
+            return 1;
+        }
+        fprintf(stderr, "*** SKIPPED: oom on %s: %s unset (run through tests/db/with-servers.sh)\n", label, var);
+        return 0;
+    }
+    char name[64], where[64];
+    static char prefix[80];
+    snprintf(name, sizeof name, "odbox_oom_%d", (int)getpid());
+    snprintf(dsn, sizeof dsn, "%.*s%s%s%seventlog=%s_ev", (int)(slash + 1 - base), base, name, query ? query : "",
+             query ? "&" : "?", name);
+    snprintf(prefix, sizeof prefix, "%s_ev.", name);
+    snprintf(where, sizeof where, " on %s", label);
+    ev = prefix;
+    own_only = 1;
+    if (server_database(base, name, 1) != ODBOX_OK || migrate(srcdir) != ODBOX_OK)
+        return 1;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += run_scenario(scs[i], where);
+    return bad + (server_database(base, name, 0) != ODBOX_OK);
+}
+
 int main(void)
 {
-    const char *srcdir = getenv("ODBOX_SRCDIR"), *pg = getenv("ODBOX_TEST_PG_DSN");
+    const char *srcdir = getenv("ODBOX_SRCDIR");
     if (getenv("ODBOX_OOM_TRACE")) {
         void *frames[2];
         backtrace(frames, 2); /* its first call loads libgcc_s, allocating */
@@ -859,7 +895,7 @@ int main(void)
         {"operations", operations, prepare_ops, verify_ops, 1, 5},
         {"the job registry", run_jobs, prepare_jobs, verify_jobs, 1, 0},
     };
-    static const scenario background = {"a delivery as jobs, woken by LISTEN", deliver_in_background, NULL,
+    static const scenario background = {"a delivery as jobs (with LISTEN)", deliver_in_background, NULL,
                                         verify_background, 1, 7};
     static const scenario migration = {"migrations of a new file", migrate_fresh, prepare_migration, verify_migration,
                                        1, 0};
@@ -883,30 +919,13 @@ int main(void)
     unlink(path);
     rmdir(dir);
 
-    /* PostgreSQL: its one-statement writes, its wake-up thread, its SQL */
-    const char *hosts = pg ? strstr(pg, "://") : NULL, *query = pg ? strchr(pg, '?') : NULL, *slash = NULL;
-    for (const char *p = hosts ? hosts + 3 : NULL; p && *p && p != query; p++)
-        if (*p == '/') /* the last before the query: the database's name follows */
-            slash = p;
-    if (!slash) {
-        if (getenv("CI") && strcmp(getenv("CI"), "true") == 0) {
-            fprintf(stderr, "oom: no PostgreSQL under CI=true (ODBOX_TEST_PG_DSN unset or without a database)\n");
-            return 1;
-        }
-        fprintf(stderr, "*** SKIPPED: oom on PostgreSQL: ODBOX_TEST_PG_DSN unset (run through tests/db/with-servers.sh)\n");
-        return bad ? 1 : 0;
-    }
-    char name[64];
-    snprintf(name, sizeof name, "odbox_oom_%d", (int)getpid());
-    snprintf(dsn, sizeof dsn, "%.*s%s%s", (int)(slash + 1 - pg), pg, name, query ? query : "");
-    ev = "eventlog.";
-    own_only = 1;
-    if (pg_database(pg, name, 1) != ODBOX_OK || migrate(srcdir) != ODBOX_OK)
-        return 1;
+    /* the servers: their dialects' SQL, their drivers; PostgreSQL's
+     * one-statement writes, wake-up thread and LISTEN session */
+    const scenario *on_servers[sizeof writing / sizeof writing[0] + 1];
     for (size_t i = 0; i < sizeof writing / sizeof writing[0]; i++)
-        bad += run_scenario(&writing[i], " on PostgreSQL");
-    bad += run_scenario(&background, " on PostgreSQL");
-    if (pg_database(pg, name, 0) != ODBOX_OK)
-        bad++;
+        on_servers[i] = &writing[i];
+    on_servers[sizeof writing / sizeof writing[0]] = &background;
+    bad += on_server("PostgreSQL", "ODBOX_TEST_PG_DSN", on_servers, sizeof on_servers / sizeof on_servers[0], srcdir);
+    bad += on_server("MariaDB", "ODBOX_TEST_MARIADB_DSN", on_servers, sizeof writing / sizeof writing[0], srcdir);
     return bad ? 1 : 0;
 }
