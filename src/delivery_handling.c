@@ -521,9 +521,9 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
         /* handlers may take long and may use the pool themselves */
         odbox_pool_release(pool, &c);
     }
-    size_t unstarted = 0;
     if (rc == ODBOX_OK && h.n > 0) {
         run_calls(&h, odbox_round_now(x), stop);
+        size_t unstarted = 0;
         for (size_t i = 0; i < h.n && !(stop && atomic_load(stop)); i++)
             unstarted += h.calls[i]->skip == CALL && h.calls[i]->w.state == ODBOX_WORK_NOT_RUN;
         log_past_lease(&h);
