@@ -14,9 +14,15 @@
  * the process calls. Only calls whose return address lies in this
  * program's text fail: odbox is linked in statically, so those are
  * odbox's (and this file's, which allocates nothing while armed); json-c,
- * unixODBC and the drivers are not made to fail. Not built with the
- * sanitizers, which bring their own allocator. */
+ * unixODBC and the drivers are not made to fail. What a run did not free
+ * is counted of the allocations made by odbox and by json-c (whose
+ * objects odbox owns); unixODBC, the drivers and their libraries keep
+ * caches of their own from one connection to the next, made and dropped
+ * at times that vary. Not built with the sanitizers, which bring their
+ * own allocator. */
 #include <dirent.h>
+#include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <odbox/odbox.h>
@@ -36,11 +42,40 @@ static long armed = -1; /* the number of odbox allocations still to succeed; -1:
 static int hit;         /* this run's failure happened */
 static const void *hit_at; /* the failed call's return address */
 static int counting;
-static long live;     /* while counting: allocations made minus those freed */
-static long own_live; /* the same of odbox's own (made by a call in this program's text) */
+static long own_live; /* while counting: odbox's and json-c's allocations made minus those freed */
 static int trace; /* debugging: ODBOX_OOM_TRACE=1 prints the stack of each failed allocation */
 
 static int in_text(const void *ra) { return (const char *)ra >= __executable_start && (const char *)ra < etext; }
+
+/* json-c's executable segment, found at start (find_json_c) */
+static const char *json_c_text, *json_c_etext;
+
+static int json_c_segment(struct dl_phdr_info *info, size_t size, void *base)
+{
+    (void)size;
+    if ((void *)info->dlpi_addr != base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD && (info->dlpi_phdr[i].p_flags & PF_X)) {
+            json_c_text = (const char *)info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+            json_c_etext = json_c_text + info->dlpi_phdr[i].p_memsz;
+        }
+    return 1;
+}
+
+static int find_json_c(void)
+{
+    Dl_info di;
+    if (!dladdr((void *)json_object_new_object, &di) || !di.dli_fbase)
+        return -1;
+    dl_iterate_phdr(json_c_segment, di.dli_fbase);
+    return json_c_text ? 0 : -1;
+}
+
+static int counted_caller(const void *ra)
+{
+    return in_text(ra) || ((const char *)ra >= json_c_text && (const char *)ra < json_c_etext);
+}
 
 static int fail_now(const void *ra)
 {
@@ -59,8 +94,9 @@ static int fail_now(const void *ra)
     return 0;
 }
 
-/* odbox's live allocations of a counted run, by address (open addressing,
- * a freed slot marked GONE), so that a free knows whose block it frees. */
+/* odbox's and json-c's live allocations of a counted run, by address
+ * (open addressing, a freed slot marked GONE), so that a free knows whose
+ * block it frees. */
 #define OWN_SLOTS (1 << 18)
 #define GONE ((void *)1)
 static void *own[OWN_SLOTS];
@@ -109,11 +145,8 @@ static int own_remove(const void *p)
 
 static void *counted(void *p, const void *ra)
 {
-    if (p && __atomic_load_n(&counting, __ATOMIC_RELAXED)) {
-        __atomic_add_fetch(&live, 1, __ATOMIC_RELAXED);
-        if (in_text(ra))
-            own_add(p);
-    }
+    if (p && __atomic_load_n(&counting, __ATOMIC_RELAXED) && counted_caller(ra))
+        own_add(p);
     return p;
 }
 
@@ -154,10 +187,8 @@ char *strdup(const char *s)
 
 void free(void *p)
 {
-    if (p && __atomic_load_n(&counting, __ATOMIC_RELAXED)) {
-        __atomic_sub_fetch(&live, 1, __ATOMIC_RELAXED);
+    if (p && __atomic_load_n(&counting, __ATOMIC_RELAXED))
         own_remove(p);
-    }
     __libc_free(p);
 }
 
@@ -702,12 +733,8 @@ static void wait_for_threads(void)
     fprintf(stderr, "oom: threads still running after 5 s\n");
 }
 
-/* On the servers the drivers keep caches of their own from one
- * connection to the next (libpq's GSSAPI probe, psqlODBC's, libltdl's):
- * there a run must free odbox's own allocations; elsewhere every one. Either
- * way it must close every descriptor it opened (a connection left open). */
-static int own_only;
-
+/* A run must also close every descriptor it opened (a connection left
+ * open holds one, whatever the driver allocated for it). */
 static int open_fds(void)
 {
     int n = 0;
@@ -736,7 +763,6 @@ static int one_run(const scenario *sc, long k, int *rc, long *left, int *fds, in
         sc->prepare();
     wait_for_threads();
     hit = 0;
-    live = 0;
     own_reset();
     *fds = open_fds();
     counting = sc->leak_check;
@@ -745,7 +771,7 @@ static int one_run(const scenario *sc, long k, int *rc, long *left, int *fds, in
     __atomic_store_n(&armed, -1, __ATOMIC_RELAXED);
     wait_for_threads();
     counting = 0;
-    *left = own_only ? own_live : live;
+    *left = own_live;
     *fds = open_fds() - *fds;
     *stored = sc->verify ? sc->verify(*rc) : 1;
     return sc->leak_check && (*left != 0 || *fds != 0);
@@ -880,7 +906,6 @@ static int on_server(const char *label, const char *var, const scenario *const *
     snprintf(prefix, sizeof prefix, "%s_ev.", name);
     snprintf(where, sizeof where, " on %s", label);
     ev = prefix;
-    own_only = 1;
     if (server_database(base, name, 1) != ODBOX_OK || migrate(srcdir) != ODBOX_OK)
         return 1;
     int bad = 0;
@@ -892,6 +917,10 @@ static int on_server(const char *label, const char *var, const scenario *const *
 int main(void)
 {
     const char *srcdir = getenv("ODBOX_SRCDIR");
+    if (find_json_c() != 0) {
+        fprintf(stderr, "oom: json-c's code not found in the process\n");
+        return 1;
+    }
     if (getenv("ODBOX_OOM_TRACE")) {
         void *frames[2];
         backtrace(frames, 2); /* its first call loads libgcc_s, allocating */
