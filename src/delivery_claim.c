@@ -146,8 +146,9 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
     odbox_buf_cat(&b, ") AND (n.order_key IS NULL OR NOT EXISTS (", (char *)NULL);
     older_row(&b, d, table);
     odbox_buf_append(&b, "))");
-    odbox_buf_cat(&b, " AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= ",
-                  db_time ? d->now_sql : "?", ") ORDER BY n.next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
+    odbox_buf_cat(&b, " AND next_retry_at <= ", db_time ? d->now_sql : "?",
+                  " AND (lease_until IS NULL OR lease_until <= ", db_time ? d->now_sql : "?",
+                  ") ORDER BY n.next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
     return odbox_buf_take(&b);
 }
 
@@ -276,9 +277,7 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
     idx = 1;
     if (rc == ODBOX_OK)
         rc = group_names(d->h, g, s, &idx, &nserved, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
-    if (rc == ODBOX_OK && !d->db_time)
+    for (int t = 0; t < 2 && rc == ODBOX_OK && !d->db_time; t++) /* next_retry_at, lease_until */
         rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_int64(s, idx++, limit, err);
@@ -509,6 +508,7 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
         rc = recheck_order(h, c, err);
     int64_t t0 = odbox_mono_us();
     h->claimed_at_us = db_now;
+    h->claimed_mono_us = t0;
     for (int lim = 0; lim <= 1 && rc == ODBOX_OK && h->n; lim++)
         rc = claim_rows(h, c, db_now + d->cfg.lease_us, lim, err);
     if (rc == ODBOX_OK)
@@ -568,6 +568,7 @@ int odbox_handling_take(hround *h, odbox_conn *c, const odbox_handoff *ho, odbox
 {
     snprintf(h->token, sizeof h->token, "%s", ho->token);
     h->claimed_at_us = ho->claimed_at_us;
+    h->claimed_mono_us = ho->lease_end_mono_us - h->d->cfg.lease_us;
     h->lease_end_mono_us = ho->lease_end_mono_us;
     if (!(h->calls = calloc(ho->n ? ho->n : 1, sizeof *h->calls)))
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");

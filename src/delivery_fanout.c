@@ -72,6 +72,7 @@ typedef struct fround {
     nrow *rows;
     size_t nrows;
     int64_t db_now;      /* the database's time at the round's start (the delivery's clock without db_time) */
+    int64_t db_mono;     /* when it was read, by this process's monotonic clock */
     odbox_handoff *handoff; /* the rows are claimed as they are written, for this process's loops */
 } fround;
 
@@ -453,7 +454,11 @@ static chunk next_chunk(const fround *f, size_t e0, size_t r0, int join)
 static int write_round(fround *f, odbox_conn *c, odbox_error *err)
 {
     const odbox_dialect *d = f->dialect;
-    int64_t now = odbox_round_now(f->x), changed = 0;
+    /* the dates written and the hand-off's due test: with db_time, in the
+     * database's time (no process's wall clock decides when a delayed
+     * event is due) */
+    int64_t now = f->d->db_time && f->db_now ? f->db_now + (odbox_mono_us() - f->db_mono) : odbox_round_now(f->x);
+    int64_t changed = 0;
     chunk all = next_chunk(f, 0, 0, d->join_writes_sql != NULL);
     if (d->join_writes_sql && all.e1 == f->nev) {
         /* one statement, in a transaction only when the dialect has
@@ -596,6 +601,7 @@ int odbox_fanout_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox
         rc = odbox_subs_beat(d, ds, 0, err);
     if (rc == ODBOX_OK && (rc = odbox_pool_acquire(primary, &c, err)) == ODBOX_OK) {
         rc = odbox_subs_read_types(c, odbox_shard_eventlog(ds->shard), &f.types, &f.ntypes, &f.db_now, err);
+        f.db_mono = odbox_mono_us();
         rd->statements++;
         if (!d->db_time)
             f.db_now = odbox_round_now(x);

@@ -145,8 +145,15 @@ static void run_calls(hround *h, int64_t now, const atomic_int *stop)
     for (size_t k = 0; items && batches && k < d->h->n; k++)
         if (d->h->v[k].batch && (batches[nbatches] = batch_of(h, (int)k)) != NULL)
             items[ni++] = &batches[nbatches++]->w;
+    /* a call starts only while its whole timeout fits in the claim's
+     * lease (or, with a lease shorter than twice the timeout, within the
+     * lease's first half): a call queued behind slow ones past that
+     * would run on after the lease, and another round could claim and
+     * call its row meanwhile, or an ordered handler's next row */
+    int64_t timeout_us = (int64_t)d->cfg.handler_timeout_ms * 1000, room = d->cfg.lease_us / 2;
+    int64_t start_by = h->lease_end_mono_us - (timeout_us < room ? timeout_us : room);
     if (ni)
-        odbox_workers_run(d->workers, items, ni, d->cfg.handler_timeout_ms, stop, d->cfg.stop_wait_ms);
+        odbox_workers_run(d->workers, items, ni, d->cfg.handler_timeout_ms, start_by, stop, d->cfg.stop_wait_ms);
     for (size_t k = 0; k < nbatches; k++) {
         hbatch *b = batches[k];
         for (size_t i = 0; i < b->n; i++)
@@ -169,7 +176,8 @@ static void classify(hround *h, int64_t post)
             continue;
         }
         if (c->skip == CALL) {
-            if (c->w.state == ODBOX_WORK_NOT_RUN || c->w.state == ODBOX_WORK_CUT_OFF)
+            if (c->w.state == ODBOX_WORK_NOT_RUN || c->w.state == ODBOX_WORK_CUT_OFF ||
+                c->w.state == ODBOX_WORK_LATE)
                 continue; /* left as it was: due again */
             if (c->w.state == ODBOX_WORK_TIMED_OUT) {
                 h->rd->timed_out++;
@@ -421,7 +429,7 @@ static void log_past_lease(hround *h)
         return;
     for (size_t i = 0; i < h->n; i++) {
         call *c = h->calls[i];
-        if (c->skip != CALL || c->w.state == ODBOX_WORK_NOT_RUN)
+        if (c->skip != CALL || c->w.state == ODBOX_WORK_NOT_RUN || c->w.state == ODBOX_WORK_LATE)
             continue;
         odbox_log(ODBOX_LOG_WARN, "delivery: handler %s on notification %s (event %s) outlived its lease of %lld ms "
                                   "(lease_ms): the row may have been claimed and called again; this call's outcome "
@@ -522,12 +530,19 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
         odbox_pool_release(pool, &c);
     }
     if (rc == ODBOX_OK && h.n > 0) {
-        run_calls(&h, odbox_round_now(x), stop);
-        size_t unstarted = 0;
-        for (size_t i = 0; i < h.n && !(stop && atomic_load(stop)); i++)
-            unstarted += h.calls[i]->skip == CALL && h.calls[i]->w.state == ODBOX_WORK_NOT_RUN;
+        run_calls(&h, odbox_hround_now(&h, x), stop);
+        size_t unstarted = 0, late = 0;
+        for (size_t i = 0; i < h.n; i++) {
+            unstarted += h.calls[i]->skip == CALL && h.calls[i]->w.state == ODBOX_WORK_NOT_RUN &&
+                         !(stop && atomic_load(stop));
+            late += h.calls[i]->skip == CALL && h.calls[i]->w.state == ODBOX_WORK_LATE;
+        }
+        if (late)
+            odbox_log(ODBOX_LOG_INFO, "delivery: %zu of the round's %zu calls on shard %d.%d found no free worker "
+                                      "thread while their handler_timeout_ms still fitted in the claim's lease "
+                                      "(lease_ms): their rows are due again", late, h.n, ds->id.group, ds->id.member);
         log_past_lease(&h);
-        int64_t post = odbox_round_now(x);
+        int64_t post = odbox_hround_now(&h, x);
         classify(&h, post);
         if ((rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK && d->hook &&
             (rc = d->hook(d->hook_ud, ODBOX_DELIVERY_CALLS_DONE, ds->shard, c, rd)) != ODBOX_OK) {

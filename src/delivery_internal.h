@@ -53,7 +53,8 @@ enum {
     ODBOX_WORK_DONE,      /* run returned */
     ODBOX_WORK_NOT_RUN,   /* never started: a stop came first, or no thread was left */
     ODBOX_WORK_TIMED_OUT, /* still running at the timeout: abandoned */
-    ODBOX_WORK_CUT_OFF    /* still running at a stop's bound: abandoned */
+    ODBOX_WORK_CUT_OFF,   /* still running at a stop's bound: abandoned */
+    ODBOX_WORK_LATE       /* never started: no thread was free before its start_by */
 };
 
 /* A call to run: embed it first in a struct of one's own. Its submitter
@@ -67,6 +68,7 @@ typedef struct odbox_work {
     /* the pool's, under its lock while the batch runs */
     int state;
     int64_t started_us;                    /* monotonic */
+    int64_t start_by_us;                   /* monotonic; 0: any time */
     struct odbox_work *next;
     void *runner;
 } odbox_work;
@@ -76,11 +78,12 @@ int odbox_workers_open(int n, odbox_workers **out, odbox_error *err);
 
 /* Runs batch[0..n-1] on the pool and returns once none is queued or
  * running: each ends DONE, TIMED_OUT (ran timeout_ms; its thread was
- * abandoned and replaced), NOT_RUN or CUT_OFF. Once *stop (may be NULL)
+ * abandoned and replaced), NOT_RUN, CUT_OFF or LATE (no thread was free
+ * before start_by_us, monotonic; 0: any time). Once *stop (may be NULL)
  * is set, queued items are not started and running ones get stop_wait_ms
  * more. Several batches may run at once, from several threads. */
-void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeout_ms, const atomic_int *stop,
-                       int stop_wait_ms);
+void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeout_ms, int64_t start_by_us,
+                       const atomic_int *stop, int stop_wait_ms);
 
 /* Makes waiting batches look at their stop flags now. */
 void odbox_workers_poke(odbox_workers *p);

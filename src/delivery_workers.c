@@ -70,8 +70,13 @@ static void *worker_main(void *arg)
         p->head = w->next;
         if (!p->head)
             p->tail = NULL;
-        w->state = ODBOX_WORK_RUNNING;
         w->started_us = odbox_mono_us();
+        if (w->start_by_us && w->started_us >= w->start_by_us) {
+            w->state = ODBOX_WORK_LATE;
+            pthread_cond_broadcast(&p->done_cv);
+            continue;
+        }
+        w->state = ODBOX_WORK_RUNNING;
         w->runner = me;
         pthread_mutex_unlock(&p->mu);
         w->run(w);
@@ -160,8 +165,8 @@ static void dequeue(odbox_workers *p, odbox_work *w)
     w->state = ODBOX_WORK_NOT_RUN;
 }
 
-void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeout_ms, const atomic_int *stop,
-                       int stop_wait_ms)
+void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeout_ms, int64_t start_by_us,
+                       const atomic_int *stop, int stop_wait_ms)
 {
     int64_t timeout_us = (int64_t)timeout_ms * 1000, stop_us = 0;
     pthread_mutex_lock(&p->mu);
@@ -171,6 +176,7 @@ void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeo
     for (size_t i = 0; i < n; i++) {
         odbox_work *w = batch[i];
         w->state = ODBOX_WORK_QUEUED;
+        w->start_by_us = start_by_us;
         w->next = NULL;
         w->runner = NULL;
         if (p->tail)
@@ -189,6 +195,9 @@ void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeo
             odbox_work *w = batch[i];
             if (w->state == ODBOX_WORK_QUEUED && (stop_us || p->nlive == 0)) {
                 dequeue(p, w); /* never started: its row stays due */
+            } else if (w->state == ODBOX_WORK_QUEUED && start_by_us && now >= start_by_us) {
+                dequeue(p, w);
+                w->state = ODBOX_WORK_LATE;
             } else if (w->state == ODBOX_WORK_RUNNING) {
                 int64_t limit = w->started_us + timeout_us;
                 if (now >= limit)
@@ -211,6 +220,8 @@ void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeo
              * the stop flag now and then */
             next = now + 100000;
         }
+        if (start_by_us && start_by_us > now && start_by_us < next)
+            next = start_by_us;
         struct timespec at = mono_at(next);
         pthread_cond_timedwait(&p->done_cv, &p->mu, &at);
     }

@@ -241,8 +241,11 @@ typedef struct odbox_delivery_config {
     /* Cross-process wake-ups (PostgreSQL LISTEN, one session per shard):
      * 0 on, -1 off (a pooler in transaction mode drops LISTEN). */
     int cross_process_wakeup;
-    /* now for due times, retention, backoff and the dates written; NULL:
-     * the system clock. Must outlive the delivery. Waits use real time. */
+    /* now for due times, leases, retention, backoff and the dates
+     * written; NULL: the database's time (read by each claim and fan-out
+     * round, plus the time passed since by this process's monotonic
+     * clock), so that processes whose clocks disagree agree. Must outlive
+     * the delivery. Waits use real time. */
     const odbox_clock *clock;
     odbox_delivery_hook_fn hook; /* NULL: none */
     void *hook_ud;
@@ -260,7 +263,9 @@ typedef struct odbox_delivery_config {
      * round, in this process or another, claims such a row again only
      * once it has passed. 0: handler_timeout_ms + 30000. Shorter than
      * handler_timeout_ms lets a slow call's row be called again while the
-     * call still runs. */
+     * call still runs. A call queued for a worker thread starts only
+     * while its handler_timeout_ms fits in the lease (with a lease under
+     * twice the timeout, in its first half); else its row is due again. */
     int lease_ms;
     /* Handling loops per shard in this process, each claiming and
      * calling its own batch (up to handling_batch rows) on the shared

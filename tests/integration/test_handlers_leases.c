@@ -2,12 +2,15 @@
  * handlers_jobs suite (test_handlers_jobs.c): the cut-off and leased
  * claims (issue 19). A call longer than an execution is not cut off and
  * called again; a claim whose lease has passed is taken by another
- * delivery, and the first call's late outcome writes nothing; two
- * deliveries of one eventlog handle one backlog together, each row once;
- * two handling loops of one delivery overlap. */
+ * delivery, and the first call's late outcome writes nothing; a call
+ * queued behind slow ones does not start once its timeout no longer
+ * fits in the lease; two deliveries of one eventlog handle one backlog
+ * together, each row once; two handling loops of one delivery overlap;
+ * a process whose clock is an hour off decides nothing by it. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include "internal.h"
 #include "jobs_fx.h"
 #include "test_handlers.h"
 
@@ -211,6 +214,90 @@ START_TEST(a_late_outcome_after_the_lease_was_lost_writes_nothing)
 }
 END_TEST
 
+/* One worker thread, calls of 300 ms, a timeout of 500 ms and a lease of
+ * 1 s: a call may start only in the lease's first 500 ms, so that it ends
+ * within the lease. Of a claim of 4, the first two run; the others find
+ * no thread in time and their rows are due again at once (not run, no
+ * attempt counted, no lease), and the next round calls them: each row
+ * called once. Before, the fourth call started 900 ms in and ran past
+ * the lease, where another round could have claimed and called its row. */
+START_TEST(a_call_that_would_outlive_its_lease_does_not_start)
+{
+    jx x;
+    jx_open(&x, 1);
+    static slow3 sl;
+    odbox_handlers *h = slow_handlers(&sl, 300);
+    odbox_delivery_config cfg = {.workers = 1, .handling_batch = 4, .handler_timeout_ms = 500, .lease_ms = 1000,
+                                 .cross_process_wakeup = -1};
+    odbox_delivery *d = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x.f.r, h, &cfg, &d, &e) == ODBOX_OK, "%s", e.message);
+    emit_n(&x.f, x.exe, 0, &EV_A, 4, NULL);
+    fanout_until_idle(d, &x.f, NULL);
+    odbox_shard *s0 = odbox_registry_shard_at(x.f.r, 0);
+    odbox_delivery_round r;
+    round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+    ck_assert_int_eq(r.read, 4);
+    ck_assert_int_eq(r.succeeded, 2);
+    ck_assert_int_eq(atomic_load(&sl.calls), 2);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0 AND lease_owner IS NULL"), 2);
+    round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+    ck_assert_int_eq(r.read, 2);
+    ck_assert_int_eq(r.succeeded, 2);
+    ck_assert_int_eq(atomic_load(&sl.calls), 4);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED' AND attempts = 1"), 4);
+    odbox_delivery_free(&d);
+    odbox_handlers_free(&h);
+    jx_close(&x);
+}
+END_TEST
+
+/* A delivery with no clock decides in the database's time. This
+ * process's clock an hour slow: the row due now is due for it too (before,
+ * not for an hour), and a failed call's retry is a backoff (60 s)
+ * after the database's now, so a round with the right clock finds the
+ * row not due (before, it was an hour in the past, due at once: no
+ * backoff). Then an hour fast: the row is still not due for it (before,
+ * it claimed and called it 59 minutes early). One call in all. */
+START_TEST(a_process_whose_clock_is_an_hour_off_decides_nothing)
+{
+    const int64_t hour_us = 3600 * INT64_C(1000000);
+    odbox_clock_skew_set(0);
+    jx x;
+    jx_open(&x, 1);
+    hbeh b;
+    hbeh_init(&b, &x.rec, NULL);
+    b.fail_always = 1;
+    odbox_handlers *h = handlers_of(1, (const char *[]){"skewed"}, (const char *[]){EV_A.name}, (hbeh *[]){&b});
+    odbox_delivery_config cfg = {.backoff_base_ms = 60000, .cross_process_wakeup = -1};
+    odbox_delivery *d = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x.f.r, h, &cfg, &d, &e) == ODBOX_OK, "%s", e.message);
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+    fanout_until_idle(d, &x.f, NULL);
+    odbox_shard *s0 = odbox_registry_shard_at(x.f.r, 0);
+    odbox_delivery_round r[3];
+    odbox_clock_skew_set(-hour_us);
+    int rc = odbox_delivery_handling_round(d, s0, &r[0], &e);
+    odbox_clock_skew_set(0);
+    round_ok(rc, &e);
+    int rc1 = odbox_delivery_handling_round(d, s0, &r[1], &e);
+    odbox_clock_skew_set(hour_us);
+    int rc2 = rc1 == ODBOX_OK ? odbox_delivery_handling_round(d, s0, &r[2], &e) : rc1;
+    odbox_clock_skew_set(0);
+    round_ok(rc2, &e);
+    ck_assert_msg(r[0].read == 1, "a clock an hour slow found no row due"); /* before: not due for it */
+    ck_assert_int_eq(r[0].failed, 1);
+    ck_assert_msg(r[1].read == 0, "the row written by a clock an hour slow was due at once");
+    ck_assert_msg(r[2].read == 0, "a clock an hour fast claimed a row due in a minute");
+    ck_assert_int_eq(atomic_load(&b.calls), 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'FAILED' AND attempts = 1"), 1);
+    odbox_delivery_free(&d);
+    odbox_handlers_free(&h);
+    jx_close(&x);
+}
+END_TEST
+
 /* Two deliveries of one eventlog, each with a job registry of its own (as
  * two processes would have), handle one backlog together: every row
  * SUCCEEDED once, each called once, and both handled some. */
@@ -291,6 +378,8 @@ void handlers_jobs_add_lease_tests(TCase *tc)
 {
     tcase_add_test(tc, a_slow_call_is_not_cut_off_by_the_execution_length);
     tcase_add_test(tc, a_late_outcome_after_the_lease_was_lost_writes_nothing);
+    tcase_add_test(tc, a_call_that_would_outlive_its_lease_does_not_start);
+    tcase_add_test(tc, a_process_whose_clock_is_an_hour_off_decides_nothing);
     tcase_add_test(tc, two_deliveries_handle_one_backlog_together);
     tcase_add_test(tc, two_handling_loops_overlap_and_call_each_row_once);
 }

@@ -4,6 +4,7 @@
  * and the worker threads' bounds (a hung call abandoned and replaced, a
  * stop that does not wait for it). */
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -247,6 +248,13 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static void *open_gate_later(void *gate)
+{
+    nanosleep(&(struct timespec){0, 300000000}, NULL);
+    atomic_store((atomic_int *)gate, 0);
+    return NULL;
+}
+
 START_TEST(a_hung_call_is_abandoned_and_its_thread_replaced)
 {
     odbox_workers *p = NULL;
@@ -259,7 +267,7 @@ START_TEST(a_hung_call_is_abandoned_and_its_thread_replaced)
     job *j[3] = {job_new(&gate, &released), job_new(NULL, &released), job_new(NULL, &released)};
     odbox_work *batch[3] = {&j[0]->w, &j[1]->w, &j[2]->w};
     int64_t t0 = now_ms();
-    odbox_workers_run(p, batch, 3, 200, NULL, 0);
+    odbox_workers_run(p, batch, 3, 200, 0, NULL, 0);
     int64_t took = now_ms() - t0;
     ck_assert_msg(took >= 190 && took < 5000, "took %lld ms", (long long)took);
     ck_assert_int_eq(j[0]->w.state, ODBOX_WORK_TIMED_OUT);
@@ -278,7 +286,7 @@ START_TEST(a_hung_call_is_abandoned_and_its_thread_replaced)
     job *k[2] = {job_new(&gate2, &released), job_new(NULL, &released)};
     odbox_work *b2[2] = {&k[0]->w, &k[1]->w};
     t0 = now_ms();
-    odbox_workers_run(p, b2, 2, 60000, &stop, 100);
+    odbox_workers_run(p, b2, 2, 60000, 0, &stop, 100);
     took = now_ms() - t0;
     ck_assert_msg(took < 5000, "stop took %lld ms", (long long)took);
     ck_assert(k[1]->w.state == ODBOX_WORK_NOT_RUN || k[1]->w.state == ODBOX_WORK_DONE);
@@ -299,6 +307,38 @@ START_TEST(a_hung_call_is_abandoned_and_its_thread_replaced)
 }
 END_TEST
 
+/* One thread, held by a slow call: the call queued behind it does not
+ * start after its start_by (it ends LATE, not run), and the batch ends
+ * when the slow one does, not later. */
+START_TEST(a_call_no_thread_took_by_its_start_by_never_starts)
+{
+    odbox_workers *p = NULL;
+    ck_assert_int_eq(odbox_workers_open(1, &p, NULL), ODBOX_OK);
+    atomic_int gate, released;
+    atomic_init(&gate, 1);
+    atomic_init(&released, 0);
+    job *j[2] = {job_new(&gate, &released), job_new(NULL, &released)};
+    odbox_work *batch[2] = {&j[0]->w, &j[1]->w};
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t start_by = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 100000; /* 100 ms from now */
+    int64_t t0 = now_ms();
+    pthread_t t; /* the slow call holds the thread 300 ms: its gate opens then */
+    ck_assert_int_eq(pthread_create(&t, NULL, open_gate_later, &gate), 0);
+    odbox_workers_run(p, batch, 2, 60000, start_by, NULL, 0);
+    int64_t took = now_ms() - t0;
+    pthread_join(t, NULL);
+    ck_assert_msg(took >= 250 && took < 5000, "took %lld ms", (long long)took);
+    ck_assert_int_eq(j[0]->w.state, ODBOX_WORK_DONE);
+    ck_assert_int_eq(j[1]->w.state, ODBOX_WORK_LATE);
+    ck_assert_int_eq(atomic_load(&j[1]->ran), 0);
+    for (int i = 0; i < 2; i++)
+        batch[i]->release(batch[i]);
+    ck_assert_int_eq(atomic_load(&released), 2);
+    odbox_workers_free(&p);
+}
+END_TEST
+
 Suite *handlers_suite(void)
 {
     Suite *s = suite_create("handlers");
@@ -308,6 +348,7 @@ Suite *handlers_suite(void)
     tcase_add_test(tc, delivery_refuses_bad_input);
     tcase_add_test(tc, backoff_is_ekbatans);
     tcase_add_test(tc, a_hung_call_is_abandoned_and_its_thread_replaced);
+    tcase_add_test(tc, a_call_no_thread_took_by_its_start_by_never_starts);
     suite_add_tcase(s, tc);
     return s;
 }
