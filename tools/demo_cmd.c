@@ -52,8 +52,8 @@ const char usage_demo[] =
     "else the source tree's when odbox runs from its build directory; else the\n"
     "installed copies.\n"
     "\n"
-    "Exit codes: 0 ok; 1 runtime error (or delivery not done within 60 s);\n"
-    "2 usage, or a database that is not a demo's; 4 cannot connect.\n";
+    "Exit codes: 0 ok; 1 runtime error; 2 usage, or a database that is not a\n"
+    "demo's; 4 cannot connect; 5 delivery not done within 60 s.\n";
 
 typedef struct demo {
     const char *dsn;

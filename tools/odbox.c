@@ -2,8 +2,11 @@
  *
  * Exit codes: 0 success; 1 database or other runtime error; 2 usage error
  * or invalid input (DSN, config); 3 migration history does not match the
- * files; 4 cannot connect; 5 another migrator held the lock too long;
- * 6 the eventlog belongs to another application database (or schema).
+ * files; 4 cannot connect or the connection was lost (ODBOX_ECONNECT,
+ * ODBOX_ECONNLOST, ODBOX_EINDOUBT); 5 timed out or busy (ODBOX_ETIMEDOUT,
+ * ODBOX_EBUSY: the migration lock, a pool's acquire, SQLite's busy
+ * timeout, relay --until-idle); 6 the eventlog belongs to another
+ * application database (or schema). The mapping: cli_exit_code (tools/cli.c).
  * Each command lives in its own file (tools/migrate_cmd.c, ...), sharing
  * tools/cli.c. */
 #include <stdio.h>
@@ -27,8 +30,9 @@ static const char usage_main[] =
     "  help      this text; `odbox <command> --help` for a command's options\n"
     "\n"
     "Exit codes: 0 ok, 1 runtime error, 2 usage or invalid input, 3 migration\n"
-    "history does not match the files, 4 cannot connect, 5 migration lock timeout,\n"
-    "6 the eventlog belongs to another application database.\n";
+    "history does not match the files, 4 cannot connect or connection lost,\n"
+    "5 timed out or busy (the migration lock, a pool's or SQLite's wait,\n"
+    "relay --until-idle), 6 the eventlog belongs to another application database.\n";
 
 int main(int argc, char **argv)
 {
