@@ -24,7 +24,7 @@ static const char usage_main[] =
     "  handlers  subscriptions: types, live processes, backlog, lag; retire, replay\n"
     "  metrics   the notifications' metrics in the Prometheus text format\n"
     "  purge     delete delivered events and finished notifications older than an age\n"
-    "  relay     publish events to brokers (NATS JetStream): the config's \"relays\"\n"
+    "  relay     the config's \"relays\": publish events to NATS JetStream, RabbitMQ, Kafka\n"
     "  version   print the version\n"
     "  demo      the whole outbox in a few seconds, on SQLite (`odbox demo --help`)\n"
     "  help      this text; `odbox <command> --help` for a command's options\n"
