@@ -14,7 +14,8 @@ const char cli_usage_target[] =
     "                     eventlog=, else eventlog)\n"
     "  --dir DIR          also the service's own migrations (DIR/<dialect>/ or DIR)\n"
     "  --set NAME         history name of --dir's migrations (default: app)\n"
-    "  --migrations DIR   odbox's own migrations (default: installed copy)\n"
+    "  --migrations DIR   odbox's own migrations (default: $ODBOX_MIGRATIONS_DIR, else\n"
+    "                     the installed copy)\n"
     "  --json             machine-readable output on stdout\n";
 
 int cli_exit_code(int rc)

@@ -9,9 +9,11 @@
 #include "ops_cli.h"
 
 const char usage_handlers[] =
-    "usage: odbox handlers (--dsn DSN | --config FILE) [--shard G.M] [--live-ms N] [--json]\n"
-    "       odbox handlers retire NAME (--dsn DSN | --config FILE) [--json]\n"
-    "       odbox handlers replay NAME --since TIME (--dsn DSN | --config FILE) [--json]\n"
+    "usage: odbox handlers (--dsn DSN | --config FILE) [--shard G.M] [--live-ms N]\n"
+    "                      [--eventlog NAME] [--json]\n"
+    "       odbox handlers retire NAME (--dsn DSN | --config FILE) [--eventlog NAME] [--json]\n"
+    "       odbox handlers replay NAME --since TIME (--dsn DSN | --config FILE)\n"
+    "                      [--eventlog NAME] [--json]\n"
     "\n"
     "Without a subcommand: per shard, the subscriptions recorded in the eventlog\n"
     "(each handler's name and event types), the live processes serving each (a\n"
