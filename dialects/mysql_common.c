@@ -91,6 +91,7 @@ int odbox_mysql_map_error(const char *st, long native, const char *message)
     switch (native) {
     case 1062: case 1586: return ODBOX_EUNIQUE;      /* duplicate entry (for key) */
     case 1213: return ODBOX_EDEADLOCK;               /* deadlock found */
+    case 1020: return ODBOX_EDEADLOCK; /* MariaDB: record changed since read (snapshot isolation); rolled back */
     case 1205: return ODBOX_ETIMEDOUT;               /* lock wait timeout exceeded */
     case 1969: return ODBOX_ETIMEDOUT;               /* MariaDB: max_statement_time exceeded */
     case 3024: return ODBOX_ETIMEDOUT;               /* MySQL: max_execution_time exceeded */
