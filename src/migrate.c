@@ -341,7 +341,10 @@ int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, od
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "shard %d.%d", id.group, id.member);
     if ((rc = odbox_migrate_lock(c, eventlog, opt, id, err)) != ODBOX_OK) {
-        odbox_pool_release(pool, &c);
+        if (rc == ODBOX_ETIMEDOUT) /* else the lock may be held: see odbox_migrate_lock */
+            odbox_pool_release(pool, &c);
+        else
+            odbox_pool_discard(pool, &c);
         goto out;
     }
     /* The owner is checked before anything is written to the eventlog:

@@ -63,7 +63,9 @@ const mfile *odbox_migrate_find_file(const mset *s, const char *version);
 const applied *odbox_migrate_find_applied(const applied *h, size_t n, const char *set, const char *version);
 
 /* Takes the migrator lock of eventlog on c (one migrator per eventlog;
- * ODBOX_ETIMEDOUT after opt's lock timeout), reporting WAITING. */
+ * ODBOX_ETIMEDOUT after opt's lock timeout), reporting WAITING. On
+ * another error the server may have granted it all the same (a fetch
+ * failed after it): the caller discards c, which ends the lock. */
 int odbox_migrate_lock(odbox_conn *c, const char *eventlog, const odbox_migrate_options *opt, odbox_shard_id id,
                        odbox_error *err);
 /* Releases it; a connection that cannot say is discarded from pool. */

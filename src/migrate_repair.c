@@ -93,6 +93,8 @@ int odbox_migrate_repair(odbox_shard *shard, const odbox_migrate_options *opt, i
             (rc = plan_repair(sets, nsets, hist, nhist, items, n, err)) == ODBOX_OK && !dry_run && *n)
             rc = carry_out(c, eventlog, sets, nsets, hist, nhist, *items, *n, err);
         odbox_migrate_unlock(pool, &c, eventlog);
+    } else if (rc != ODBOX_ETIMEDOUT) {
+        odbox_pool_discard(pool, &c); /* the lock may be held: see odbox_migrate_lock */
     }
     odbox_pool_release(pool, &c);
     free(hist);
