@@ -12,6 +12,7 @@
 #include "relay_kafka_internal.h"
 
 enum { KAFKA_DEFAULT_TIMEOUT_MS = 10000, KAFKA_REPORT_GRACE_MS = 2000, KAFKA_POLL_MS = 100, KAFKA_WARM_MAX = 256 };
+enum { KAFKA_NOT_PRODUCED = -2 }; /* report_failed: the deadline passed before the produce */
 
 /* One librdkafka producer and its poll thread. A fatal error (idempotence
  * broken) makes every later produce fail, so the broker replaces it. */
@@ -361,9 +362,17 @@ static int warm_known(kafka_producer *p, const char *topic) /* under warm_mu */
  * until its once-a-second topic scan (0.7-1 s on the mock cluster, where a
  * producer that had waited idle then took 1 s for its first report), so
  * the first publish to each topic of a producer asks for the topic's
- * metadata first. A failure is not remembered: the produce then reports. */
-static void topic_warm(kafka_producer *p, const char *topic, int wait_ms)
+ * metadata first. A failure is not remembered by the producer: the produce
+ * then reports, and the next call tries again. The wait is half the
+ * timeout (the other half is for the report) and never past deadline: an
+ * unreachable cluster answers no metadata request, so every wait is spent
+ * in full. */
+static void topic_warm(kafka_producer *p, const char *topic, int timeout_ms, const struct timespec *deadline)
 {
+    int64_t left_ms = ((int64_t)deadline->tv_sec * 1000000 + deadline->tv_nsec / 1000 - odbox_mono_us()) / 1000;
+    int wait_ms = left_ms < timeout_ms / 2 ? (int)left_ms : timeout_ms / 2;
+    if (wait_ms <= 0)
+        return;
     pthread_mutex_lock(&p->warm_mu);
     int known = warm_known(p, topic);
     pthread_mutex_unlock(&p->warm_mu);
@@ -384,6 +393,24 @@ static void topic_warm(kafka_producer *p, const char *topic, int wait_ms)
     }
     pthread_mutex_unlock(&p->warm_mu);
     free(copy);
+}
+
+/* A round's distinct topics warmed once each, in row order: a failed warm
+ * is not remembered by the producer, so without this every row of a round
+ * to an unreachable cluster would wait again. Once deadline has passed
+ * nothing is warmed (the rows then fail as not produced in time). */
+static void topics_warm(kafka_broker *b, kafka_producer *p, size_t n, char *const *topics, const int *rcs,
+                        const struct timespec *deadline)
+{
+    for (size_t i = 0; i < n && !odbox_mono_passed(deadline); i++) {
+        if (rcs[i] != ODBOX_OK || !topics[i])
+            continue;
+        size_t j = 0;
+        while (j < i && (rcs[j] != ODBOX_OK || !topics[j] || strcmp(topics[j], topics[i])))
+            j++;
+        if (j == i)
+            topic_warm(p, topics[i], b->timeout_ms, deadline);
+    }
 }
 
 /* Hands the message to the producer; a full local queue is waited out
@@ -419,12 +446,19 @@ static int await_report(kafka_broker *b, kafka_waiter *w, const struct timespec 
     return e;
 }
 
+/* e: the report's error, -1 when none came in time, KAFKA_NOT_PRODUCED
+ * when the deadline passed before the message was produced. */
 static int report_failed(kafka_broker *b, const char *topic, int e, odbox_error *err)
 {
     char last[256];
     pthread_mutex_lock(&b->mu);
     snprintf(last, sizeof last, "%s", b->last_error[0] ? b->last_error : "none");
     pthread_mutex_unlock(&b->mu);
+    if (e == KAFKA_NOT_PRODUCED)
+        return odbox_fail(err, ODBOX_ETIMEDOUT,
+                          "kafka relay: topic %.200s at %.200s: not produced: the %d ms of the call passed while "
+                          "asking the cluster for topic metadata (last error: %s)",
+                          topic, b->servers, b->timeout_ms + KAFKA_REPORT_GRACE_MS, last);
     if (e < 0 || e == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
         return odbox_fail(err, ODBOX_ETIMEDOUT,
                           "kafka relay: topic %.200s at %.200s: not acknowledged within %d ms (last error: %s)",
@@ -447,15 +481,19 @@ static int fatal_failed(kafka_broker *b, kafka_producer *p, const char *topic, o
     return 1;
 }
 
-/* Produces on p: *w waits for the delivery report (await_report). */
+/* Produces on p (its topic warmed by the caller): *w waits for the
+ * delivery report (await_report). Nothing is produced once deadline has
+ * passed: its report could only say it timed out, and the message might
+ * still go out after the row was failed. */
 static int produce_on(kafka_broker *b, kafka_producer *p, const char *topic, const odbox_envelope *env,
                       const char *body, size_t len, const struct timespec *deadline, kafka_waiter **w,
                       odbox_error *err)
 {
+    if (odbox_mono_passed(deadline))
+        return report_failed(b, topic, KAFKA_NOT_PRODUCED, err);
     if (!(*w = calloc(1, sizeof **w)))
         return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
     (*w)->refs = 2;
-    topic_warm(p, topic, b->timeout_ms / 2);
     rd_kafka_resp_err_t e = produce(p->rk, topic, env, body, len, *w, deadline);
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
         return ODBOX_OK;
@@ -507,8 +545,9 @@ static int kafka_publish(void *broker, const odbox_envelope *env, const char *bo
     struct timespec deadline = odbox_mono_after(b->timeout_ms + KAFKA_REPORT_GRACE_MS);
     kafka_producer *p = NULL;
     kafka_waiter *w = NULL;
-    if (rc == ODBOX_OK && (rc = producer_for(b, &deadline, topic, &p, &entered, &fatal, err)) == ODBOX_OK &&
-        (rc = produce_on(b, p, topic, env, body, len, &deadline, &w, err)) == ODBOX_OK) {
+    if (rc == ODBOX_OK && (rc = producer_for(b, &deadline, topic, &p, &entered, &fatal, err)) == ODBOX_OK)
+        topic_warm(p, topic, b->timeout_ms, &deadline);
+    if (rc == ODBOX_OK && (rc = produce_on(b, p, topic, env, body, len, &deadline, &w, err)) == ODBOX_OK) {
         int r = await_report(b, w, &deadline);
         rc = r == 0 ? ODBOX_OK : report_failed(b, topic, r, err);
     }
@@ -539,6 +578,8 @@ static void kafka_publish_batch(void *broker, size_t n, const odbox_envelope *co
     int entered = 0, fatal = 0, failed = 0;
     if (rc == ODBOX_OK)
         rc = producer_for(b, &deadline, "(every topic of the round)", &p, &entered, &fatal, &e);
+    if (rc == ODBOX_OK)
+        topics_warm(b, p, n, topics, rcs, &deadline);
     for (size_t i = 0; i < n; i++)
         if (rcs[i] == ODBOX_OK && rc == ODBOX_OK)
             rcs[i] = produce_on(b, p, topics[i], envs[i], bodies[i], lens[i], &deadline, &ws[i], &errs[i]);

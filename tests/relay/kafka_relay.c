@@ -269,6 +269,57 @@ static void check_errors(void)
     odbox_relay_kafka_ops.close(b);
 }
 
+/* A round of many rows to a cluster that answers nothing: it ends within
+ * about its timeout (each distinct topic's metadata asked for once, never
+ * past the round's deadline; before, every row waited half the timeout),
+ * and every row fails, naming the cluster. servers NULL: the mock
+ * cluster with its brokers down. */
+static void check_batch_unreachable(const char *servers)
+{
+    enum { N = 40, TOPICS = 4, TIMEOUT_MS = 1000, GRACE_MS = 2000, SLACK_MS = 1500 };
+    odbox_error e = {0};
+    void *b = NULL;
+    odbox_relay_kafka_config kc = {.bootstrap_servers = servers ? servers : g_boot, .topic = "odbox.{event_type}",
+                                   .timeout_ms = TIMEOUT_MS};
+    KOK(odbox_relay_kafka_open(&kc, &b, &e), e);
+    if (!servers)
+        set_brokers(0);
+    odbox_envelope envs[N];
+    const odbox_envelope *ep[N];
+    const char *bodies[N];
+    size_t lens[N];
+    int rcs[N];
+    odbox_error errs[N];
+    char ids[N][16], types[TOPICS][32];
+    for (int t = 0; t < TOPICS; t++)
+        snprintf(types[t], sizeof types[t], "BatchDown%d_%d", t, kfx_run_id());
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "e%d", i);
+        envs[i] = (odbox_envelope){.event_id = ids[i], .event_type = types[i % TOPICS], .model_id = "m1"};
+        ep[i] = &envs[i], bodies[i] = "{}", lens[i] = 2, rcs[i] = -1, errs[i] = (odbox_error){0};
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    odbox_relay_kafka_ops.publish_batch(b, N, ep, bodies, lens, rcs, errs);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L;
+    int failed = 0;
+    for (int i = 0; i < N; i++) {
+        KCHECK(rcs[i] != ODBOX_OK, "row %d SUCCEEDED on an unreachable cluster", i);
+        KCHECK(strstr(errs[i].message, kc.bootstrap_servers) && strstr(errs[i].message, "odbox.BatchDown"),
+               "row %d: %s", i, errs[i].message);
+        failed++;
+    }
+    printf("ok batch_unreachable (%s): %d rows to %d topics failed in %ld ms (timeout %d ms); row 0: %s: %s\n",
+           servers ? servers : "mock, brokers down", failed, TOPICS, ms, TIMEOUT_MS, odbox_errname(rcs[0]),
+           errs[0].message);
+    KCHECK(ms <= TIMEOUT_MS + GRACE_MS + SLACK_MS, "a round of %d rows took %ld ms with timeout_ms %d", N, ms,
+           TIMEOUT_MS);
+    odbox_relay_kafka_ops.close(b);
+    if (!servers)
+        set_brokers(1);
+}
+
 /* An ordered relay: per key, the consumer sees seq 0, 1, 2... */
 static void check_ordered(void)
 {
@@ -396,6 +447,7 @@ int main(int argc, char **argv)
         g_boot = real;
         printf("kafka broker: %s (ODBOX_TEST_KAFKA_BOOTSTRAP)\n", g_boot);
         check_murmur2();
+        check_batch_unreachable("127.0.0.1:1");
         check_all_arrive();
         check_ordered();
         check_fatal();
@@ -416,6 +468,8 @@ int main(int argc, char **argv)
         kafka_bench(atoi(argv[2]));
     } else {
         check_murmur2();
+        check_batch_unreachable("127.0.0.1:1");
+        check_batch_unreachable(NULL);
         check_all_arrive();
         check_ordered();
         check_fatal();
