@@ -17,6 +17,8 @@
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -124,6 +126,22 @@ static int conn_open(const rbroker *b, rconn **out, odbox_error *err)
         conn_free(c);
         return odbox_fail(err, ODBOX_ECONNECT, "rabbitmq relay: cannot connect to %.100s:%d: %s", b->info.host,
                           b->info.port, amqp_error_string2(st));
+    }
+    /* librabbitmq sends a publish with no deadline (it polls for room in
+     * the socket for ever), and we send under c->mu: a stalled peer would
+     * hold the connection and every publisher on it. With this the kernel
+     * aborts the connection once sent data (or a zero window's probes)
+     * go unacknowledged for timeout_ms: the send fails and conn_break
+     * fails the publishes waiting on it. Not tested: a peer that stalls
+     * mid-stream (not reading, yet not closing) needs a fake AMQP server
+     * or packet filtering, neither of which the tests have. */
+    int user_timeout = b->timeout_ms;
+    if (setsockopt(amqp_get_sockfd(c->st), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout) != 0) {
+        int e = errno;
+        conn_free(c);
+        return odbox_fail(err, ODBOX_ECONNECT,
+                          "rabbitmq relay: %.100s:%d: cannot bound a send's wait (TCP_USER_TIMEOUT): %s", b->info.host,
+                          b->info.port, strerror(e));
     }
     amqp_set_handshake_timeout(c->st, &tv);
     amqp_set_rpc_timeout(c->st, &tv);
