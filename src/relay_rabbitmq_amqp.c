@@ -289,7 +289,15 @@ static void send_one(rconn *c, const odbox_envelope *env, amqp_bytes_t exchange,
         return;
     }
     int st = amqp_basic_publish(c->st, CHANNEL, exchange, rk, 0, 0, &props, body);
-    if (st != AMQP_STATUS_OK) { /* w is not waiting: conn_break does not settle it */
+    if (st == AMQP_STATUS_BAD_AMQP_DATA) {
+        /* a frame librabbitmq would not encode (a short string over 255
+         * bytes): the message fails alone. names_for refuses every such
+         * field first; were it one of the header frame's (type,
+         * message_id), the method frame before it would have gone out and
+         * the stream be broken: the next publish on it would then fail. */
+        w->done = 1, w->rc = ODBOX_EINVAL;
+        snprintf(w->why, sizeof w->why, "publish: %s", amqp_error_string2(st));
+    } else if (st != AMQP_STATUS_OK) { /* w is not waiting: conn_break does not settle it */
         conn_break(c, ODBOX_ECONNLOST, "publish: %s", amqp_error_string2(st));
         w->done = 1, w->rc = ODBOX_ECONNLOST;
         snprintf(w->why, sizeof w->why, "publish: %s", amqp_error_string2(st));
@@ -415,11 +423,46 @@ static void release(rbroker *b, rconn *c)
         conn_free(c);
 }
 
-/* The exchange and routing key of env's message (malloc'd, or NULL). */
+/* AMQP 0-9-1's short string: the exchange, the routing key, and the
+ * message's type and message_id properties are at most this long. */
+#define SHORTSTR_MAX 255
+
+/* A name over SHORTSTR_MAX: ODBOX_EINVAL for env's row alone. librabbitmq
+ * would refuse the frame, and breaking the connection for it would fail
+ * every other publish in flight on it. */
+static int too_long(const char *what, const char *tmpl, const char *value, const odbox_envelope *env, odbox_error *err)
+{
+    size_t len = strlen(value);
+    if (len <= SHORTSTR_MAX)
+        return ODBOX_OK;
+    if (tmpl)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "rabbitmq relay: %s template '%.100s' gives %zu bytes for event %.64s ('%.60s...'): over "
+                          "AMQP's limit of %d",
+                          what, tmpl, len, env->event_id, value, SHORTSTR_MAX);
+    return odbox_fail(err, ODBOX_EINVAL,
+                      "rabbitmq relay: the event's %s ('%.60s...', %zu bytes) is over AMQP's limit of %d for the "
+                      "message's properties",
+                      what, value, len, SHORTSTR_MAX);
+}
+
+/* The exchange and routing key of env's message (malloc'd, or NULL);
+ * ODBOX_EINVAL when one of them, or the event's type or id, is longer
+ * than AMQP can carry. */
 static int names_for(const rbroker *b, const odbox_envelope *env, char **exchange, char **rk, odbox_error *err)
 {
     int rc = odbox_relay_expand(b->exchange, env, exchange, err);
-    return rc == ODBOX_OK ? odbox_relay_expand(b->routing_key, env, rk, err) : rc;
+    if (rc == ODBOX_OK)
+        rc = odbox_relay_expand(b->routing_key, env, rk, err);
+    if (rc == ODBOX_OK)
+        rc = too_long("exchange", b->exchange, *exchange, env, err);
+    if (rc == ODBOX_OK)
+        rc = too_long("routing_key", b->routing_key, *rk, env, err);
+    if (rc == ODBOX_OK)
+        rc = too_long("type", NULL, env->event_type, env, err);
+    if (rc == ODBOX_OK)
+        rc = too_long("id", NULL, env->event_id, env, err);
+    return rc;
 }
 
 static int rabbit_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)

@@ -19,6 +19,11 @@
  *               (x-overflow reject-publish: the broker's basic.nack):
  *               5 SUCCEEDED, the refused retried and named in the log;
  *               as the queue is emptied, everything arrives
+ *     long      a routing key over AMQP's 255 bytes for one row of a round
+ *               (one publish_batch on one connection): that row fails
+ *               alone with ODBOX_EINVAL naming the template, the others
+ *               are confirmed and arrive; then the same through a
+ *               delivery: the others SUCCEEDED and arrived
  *     write     N events, 50 ms between actions (PER_ACTION each)
  *     work      a relay process until SIGTERM (the test kill -9s it)
  *     verify    drains what write wrote: all SUCCEEDED, all arrived
@@ -57,6 +62,12 @@ static const odbox_event_type EV = {"RabbitSent"};
 static odbox_registry *reg;
 static odbox_model *models[MODELS];
 static const char *url;
+/* the long mode: row LONG_ROW of the writer's first action has an event
+ * type of 250 bytes (when long_type.name is set), so its routing key is
+ * 262, over AMQP's 255 */
+#define LONG_ROW 3
+#define LONG_KEY_TEMPLATE "{model_type}.{model_id}"
+static odbox_event_type long_type;
 static int failures;
 
 #define CHECK(cond, ...)                                                                                              \
@@ -89,7 +100,8 @@ static int perform(odbox_context *ctx, json_object *params, odbox_plan *plan, vo
     for (int k = 0; k < PER_ACTION && rc == ODBOX_OK; k++) {
         json_object *p = json_object_new_object();
         json_object_object_add(p, "seq", json_object_new_int(base + k));
-        rc = odbox_plan_emit(plan, models[(base + k) % MODELS], &EV, p, err);
+        const odbox_event_type *ev = long_type.name && base + k == LONG_ROW ? &long_type : &EV;
+        rc = odbox_plan_emit(plan, models[(base + k) % MODELS], ev, p, err);
         json_object_put(p);
     }
     return rc;
@@ -270,7 +282,7 @@ static void start(run *r, const char *exchange, const char *broker_url, int orde
                                           /* RABBIT_WINDOW: unconfirmed publishes per connection */
                                           .max_in_flight_per_connection =
                                               getenv("RABBIT_WINDOW") ? atoi(getenv("RABBIT_WINDOW")) : 0};
-    const char *types[] = {EV.name, NULL};
+    const char *types[] = {EV.name, long_type.name, NULL};
     odbox_relay_config cfg = {.name = RELAY, .event_types = types, .ordered = ordered};
     /* short backoff: the down mode counts attempts over a few seconds */
     odbox_delivery_config dc = {.workers = workers, .backoff_base_ms = 200, .backoff_cap_ms = 1000,
@@ -523,6 +535,109 @@ static void bad(int n)
     bad_one("unreachable", EXCHANGE, "amqp://guest:guest@127.0.0.1:1/", "cannot connect");
 }
 
+/* One round straight through the relay's publish_batch, LONG_ROW's
+ * routing key 262 bytes, every row on one connection: that row fails
+ * alone (before, librabbitmq's refusal broke the connection and failed
+ * every other row with it). */
+static void long_key_batch(int n)
+{
+    odbox_error e = {0};
+    void *b = NULL;
+    odbox_relay_rabbitmq_config cfg = {.url = url, .exchange = EXCHANGE, .routing_key = LONG_KEY_TEMPLATE,
+                                       .timeout_ms = 3000, .max_connections = 1};
+    int rc = odbox_relay_rabbitmq_open(&cfg, &b, &e);
+    if (rc != ODBOX_OK)
+        die("long: open", rc, &e);
+    char long_id[251];
+    memset(long_id, 'x', sizeof long_id - 1);
+    long_id[sizeof long_id - 1] = 0;
+    odbox_envelope *envs = calloc((size_t)n, sizeof *envs);
+    const odbox_envelope **ep = calloc((size_t)n, sizeof *ep);
+    char **bodies = calloc((size_t)n, sizeof *bodies), (*ids)[40] = calloc((size_t)n, sizeof *ids);
+    size_t *lens = calloc((size_t)n, sizeof *lens);
+    int *rcs = calloc((size_t)n, sizeof *rcs);
+    odbox_error *errs = calloc((size_t)n, sizeof *errs);
+    if (!envs || !ep || !bodies || !ids || !lens || !rcs || !errs)
+        exit(1);
+    for (int i = 0; i < n; i++) {
+        snprintf(ids[i], sizeof ids[i], "long-%d-%d", (int)getpid(), i);
+        envs[i] = (odbox_envelope){.event_id = ids[i], .event_type = EV.name, .model_type = PROBE_T.name,
+                                   .model_id = i == LONG_ROW ? long_id : "m"};
+        ep[i] = &envs[i];
+        json_object *o = json_object_new_object(), *p = json_object_new_object();
+        json_object_object_add(p, "seq", json_object_new_int(i));
+        json_object_object_add(o, "id", json_object_new_string(ids[i]));
+        json_object_object_add(o, "type", json_object_new_string(EV.name));
+        json_object_object_add(o, "payload", p);
+        bodies[i] = strdup(json_object_to_json_string(o));
+        lens[i] = strlen(bodies[i]);
+        json_object_put(o);
+    }
+    odbox_relay_rabbitmq_ops.publish_batch(b, (size_t)n, ep, (const char *const *)bodies, lens, rcs, errs);
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == LONG_ROW)
+            continue;
+        ok += rcs[i] == ODBOX_OK;
+        CHECK(rcs[i] == ODBOX_OK, "long: row %d beside the long one: %s: %s", i, odbox_errname(rcs[i]),
+              errs[i].message);
+    }
+    printf("long_batch: rows=%d confirmed=%d long_row=%s: %s\n", n, ok, odbox_errname(rcs[LONG_ROW]),
+           errs[LONG_ROW].message);
+    const char *why = errs[LONG_ROW].message;
+    CHECK(rcs[LONG_ROW] == ODBOX_EINVAL && strstr(why, "routing_key template '" LONG_KEY_TEMPLATE "'") &&
+              strstr(why, "limit of 255"),
+          "long: the long row: %s: %s", odbox_errname(rcs[LONG_ROW]), errs[LONG_ROW].message);
+    odbox_relay_rabbitmq_ops.close(b);
+    for (int i = 0; i < n; i++)
+        free(bodies[i]);
+    free(envs), free(ep), free(bodies), free(ids), free(lens), free(rcs), free(errs);
+}
+
+/* long_key_batch, then rows of one commit through a delivery, one with an
+ * event type that makes the relay's routing key too long: that row is
+ * retried and fails each time, naming the template in the log; the
+ * others SUCCEEDED and arrived. */
+static void long_key(int n)
+{
+    odbox_log_set(log_line, NULL, ODBOX_LOG_WARN);
+    declare();
+    long_key_batch(n);
+    tally t = consume(n);
+    printf("long_batch: arrived=%d distinct=%d props_bad=%d\n", t.arrived, t.distinct, t.props_bad);
+    CHECK(t.distinct == n - 1 && t.props_bad == 0, "long: %d of %d rows arrived, %d bad", t.distinct, n - 1,
+          t.props_bad);
+    char name[251];
+    snprintf(name, sizeof name, "%s", EV.name);
+    memset(name + strlen(EV.name), 'x', sizeof name - 1 - strlen(EV.name));
+    name[sizeof name - 1] = 0;
+    long_type.name = name;
+    write_events(PER_ACTION, 0);
+    last_log[0] = 0;
+    run r = {0};
+    start(&r, EXCHANGE, url, 0, 4);
+    double t0 = now_s();
+    while (succeeded() < PER_ACTION - 1 && now_s() - t0 < 20)
+        usleep(20 * 1000);
+    sleep(1); /* the long row's retries after their 200 ms backoff */
+    int64_t ok = succeeded(), fl = odbox_relay_failed(r.relay), pub = odbox_relay_published(r.relay);
+    stop(&r);
+    pthread_mutex_lock(&log_mu);
+    printf("long: succeeded=%lld published=%lld failed=%lld log=%s\n", (long long)ok, (long long)pub, (long long)fl,
+           last_log);
+    CHECK(strstr(last_log, "routing_key template '{model_type}.{event_type}' gives 262 bytes"),
+          "long: the log lacks the template");
+    pthread_mutex_unlock(&log_mu);
+    CHECK(ok == PER_ACTION - 1 && pub == PER_ACTION - 1 && fl >= 1,
+          "long: %lld of %d rows SUCCEEDED, %lld published, %lld failed publishes", (long long)ok, PER_ACTION - 1,
+          (long long)pub, (long long)fl);
+    t = consume(PER_ACTION);
+    printf("long: arrived=%d distinct=%d props_bad=%d\n", t.arrived, t.distinct, t.props_bad);
+    CHECK(t.distinct == PER_ACTION - 1 && t.props_bad == 0, "long: %d of %d rows arrived, %d bad", t.distinct,
+          PER_ACTION - 1, t.props_bad);
+    long_type.name = NULL;
+}
+
 /* ---- the raw publisher: the same messages with confirms, a window per connection ----------- */
 
 typedef struct {
@@ -623,7 +738,7 @@ static int broker_only(const char *mode, int n, int conns, int window)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: rabbitmq-check deliver|ordered|down|bad|nack|sever|bench DSN URL N [THREADS]\n"
+        fprintf(stderr, "usage: rabbitmq-check deliver|ordered|down|bad|nack|long|sever|bench DSN URL N [THREADS]\n"
                         "       rabbitmq-check declare|count|raw - URL N [CONNECTIONS WINDOW]\n");
         return 2;
     }
@@ -658,6 +773,8 @@ int main(int argc, char **argv)
         bad(n);
     else if (!strcmp(argv[1], "nack"))
         nack(n);
+    else if (!strcmp(argv[1], "long"))
+        long_key(n);
     else if (!strcmp(argv[1], "sever"))
         sever(n);
     else if (!strcmp(argv[1], "bench")) {
