@@ -601,6 +601,12 @@ int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **bro
         broker_free(b);
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: bad url (want amqp://user:pass@host:port/vhost)");
     }
+    /* odbox_relay_rabbitmq_check refused amqps:// already: this is for a
+     * spelling it missed, since the socket below would be plain TCP */
+    if (b->info.ssl) {
+        broker_free(b);
+        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: amqps (TLS) is not supported: use amqp://");
+    }
     if (!*b->info.vhost) /* amqp://host/ names the default vhost, as amqp://host does */
         b->info.vhost = (char *)"/";
     pthread_mutex_init(&b->mu, NULL);

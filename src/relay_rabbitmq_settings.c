@@ -1,6 +1,7 @@
 /* odbox — the RabbitMQ relay's settings: from JSON, and checked (in every
  * build, so a config file is judged the same with or without librabbitmq). */
 #include <string.h>
+#include <strings.h>
 #include "internal.h"
 #include "relay_rabbitmq_internal.h"
 
@@ -66,6 +67,11 @@ int odbox_relay_rabbitmq_check(const odbox_relay_rabbitmq_config *cfg, odbox_err
         return odbox_error_prefix(err, rc, "rabbitmq relay: routing_key");
     if (cfg->timeout_ms < 0)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: timeout_ms %d is negative", cfg->timeout_ms);
+    /* librabbitmq would take the URL and open a plain TCP socket: a broker
+     * that wants TLS refuses it, one that offers both gets the password in
+     * clear */
+    if (cfg->url && !strncasecmp(cfg->url, "amqps://", 8))
+        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: amqps (TLS) is not supported: use amqp://");
     if (cfg->max_connections < 0 || cfg->max_connections > ODBOX_RABBITMQ_MAX_CONNECTIONS)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: max_connections %d is out of range (0..%d)",
                           cfg->max_connections, ODBOX_RABBITMQ_MAX_CONNECTIONS);

@@ -48,6 +48,24 @@ START_TEST(open_json_refuses_unknown_keys_and_wrong_types_naming_them)
 }
 END_TEST
 
+/* librabbitmq takes an amqps:// URL and then opens a plain TCP socket:
+ * refused at open, in every build, from JSON and from C */
+START_TEST(amqps_is_refused_at_open)
+{
+    odbox_error e = {0};
+    void *b = (void *)&e;
+    ck_assert_int_eq(open_text("{\"url\": \"amqps://u:p@rabbit.example:5671/\", \"routing_key\": \"x\"}", &b, &e),
+                     ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "amqps (TLS) is not supported"), "%s", e.message);
+    ck_assert_ptr_null(b);
+    b = (void *)&e;
+    odbox_relay_rabbitmq_config cfg = {.url = "AMQPS://rabbit.example/", .routing_key = "x"};
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&cfg, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "amqps (TLS) is not supported"), "%s", e.message);
+    ck_assert_ptr_null(b);
+}
+END_TEST
+
 #ifdef HAVE_RABBITMQ
 START_TEST(open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach)
 {
@@ -96,6 +114,7 @@ Suite *relay_rabbitmq_suite(void)
     Suite *s = suite_create("relay_rabbitmq");
     TCase *t = tcase_create("relay_rabbitmq");
     tcase_add_test(t, open_json_refuses_unknown_keys_and_wrong_types_naming_them);
+    tcase_add_test(t, amqps_is_refused_at_open);
 #ifdef HAVE_RABBITMQ
     tcase_add_test(t, open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach);
 #else
