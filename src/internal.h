@@ -103,6 +103,11 @@ void odbox_sha256_hex(const void *data, size_t len, char out[65]);
 /* The first 8 bytes of SHA-256(data) as a big-endian int64. */
 int64_t odbox_sha256_int64(const void *data, size_t len);
 
+/* The longest timeout_ms a relay takes, from C as from JSON: its deadlines
+ * add a few seconds' grace to it in int arithmetic, which a value near
+ * INT_MAX would overflow. */
+#define ODBOX_RELAY_TIMEOUT_MAX_MS 3600000
+
 /* ---- generated statements, found again by key ------------------------ */
 
 /* What a statement's SQL is generated from, besides the connection's

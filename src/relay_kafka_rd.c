@@ -250,6 +250,9 @@ int odbox_relay_kafka_open(const odbox_relay_kafka_config *cfg, void **broker, o
         return odbox_fail(err, ODBOX_EINVAL, "kafka relay: no topic");
     if (cfg->timeout_ms < 0)
         return odbox_fail(err, ODBOX_EINVAL, "kafka relay: timeout_ms %d is negative", cfg->timeout_ms);
+    if (cfg->timeout_ms > ODBOX_RELAY_TIMEOUT_MAX_MS)
+        return odbox_fail(err, ODBOX_EINVAL, "kafka relay: timeout_ms %d is over %d (an hour)", cfg->timeout_ms,
+                          ODBOX_RELAY_TIMEOUT_MAX_MS);
     int rc = odbox_relay_template_check(cfg->topic, err);
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "kafka relay: topic");

@@ -55,6 +55,9 @@ static int check_config(const odbox_relay_nats_config *cfg, odbox_error *err)
         return odbox_fail(err, ODBOX_EINVAL, "nats relay: config or subject is NULL");
     if (cfg->timeout_ms < 0)
         return odbox_fail(err, ODBOX_EINVAL, "nats relay: timeout_ms %d is negative", cfg->timeout_ms);
+    if (cfg->timeout_ms > ODBOX_RELAY_TIMEOUT_MAX_MS)
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay: timeout_ms %d is over %d (an hour)", cfg->timeout_ms,
+                          ODBOX_RELAY_TIMEOUT_MAX_MS);
     if (cfg->url && !*cfg->url)
         return odbox_fail(err, ODBOX_EINVAL, "nats relay: url is empty");
     int rc = odbox_relay_template_check(cfg->subject, err);

@@ -67,6 +67,9 @@ int odbox_relay_rabbitmq_check(const odbox_relay_rabbitmq_config *cfg, odbox_err
         return odbox_error_prefix(err, rc, "rabbitmq relay: routing_key");
     if (cfg->timeout_ms < 0)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: timeout_ms %d is negative", cfg->timeout_ms);
+    if (cfg->timeout_ms > ODBOX_RELAY_TIMEOUT_MAX_MS)
+        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: timeout_ms %d is over %d (an hour)", cfg->timeout_ms,
+                          ODBOX_RELAY_TIMEOUT_MAX_MS);
     /* librabbitmq would take the URL and open a plain TCP socket: a broker
      * that wants TLS refuses it, one that offers both gets the password in
      * clear */

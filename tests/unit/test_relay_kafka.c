@@ -2,6 +2,7 @@
  * open refuse before any connection (the relay against a cluster is
  * tests/relay/kafka.test). */
 #include "config.h"
+#include <limits.h>
 #include <string.h>
 #include <json-c/json.h>
 #include "odbox/odbox.h"
@@ -77,6 +78,14 @@ START_TEST(kafka_ops_are_versioned_and_close_is_null_safe)
     ck_assert_int_eq(odbox_relay_kafka_open(&negative, &b, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "timeout_ms -1 is negative"), "%s", e.message);
     ck_assert_ptr_null(b);
+    /* the JSON reader's cap: the deadlines add seconds to it in int */
+    odbox_relay_kafka_config huge = {.bootstrap_servers = "127.0.0.1:1", .topic = "t", .timeout_ms = INT_MAX - 1000};
+    ck_assert_int_eq(odbox_relay_kafka_open(&huge, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "timeout_ms 2147482647 is over 3600000"), "%s", e.message);
+    ck_assert_ptr_null(b);
+    huge.timeout_ms = 3600000;
+    ck_assert_int_eq(odbox_relay_kafka_open(&huge, &b, &e), ODBOX_OK);
+    odbox_relay_kafka_ops.close(b);
 #endif
 }
 END_TEST

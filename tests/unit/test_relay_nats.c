@@ -1,6 +1,7 @@
 /* odbox — unit tests of the NATS relay that need no server: settings,
  * subjects refused per row before any connection, an unreachable server
  * failing within the timeout, and the build without libnats. */
+#include <limits.h>
 #include <string.h>
 #include <json-c/json.h>
 #include "odbox/odbox.h"
@@ -36,6 +37,11 @@ START_TEST(nats_settings_are_checked_and_unknown_keys_named)
     ck_assert_msg(strstr(e.message, "timeout_ms -1 is negative"), "%s", e.message);
     ck_assert_int_eq(odbox_relay_nats_open(&empty_url, &b, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "url is empty"), "%s", e.message);
+    ck_assert_ptr_null(b);
+    /* the JSON reader's cap, from C too: the deadlines add to it in int */
+    odbox_relay_nats_config huge = {.subject = "a", .timeout_ms = INT_MAX};
+    ck_assert_int_eq(odbox_relay_nats_open(&huge, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "timeout_ms 2147483647 is over 3600000"), "%s", e.message);
     ck_assert_ptr_null(b);
     odbox_relay_nats_ops.close(NULL);
     ck_assert_str_eq(odbox_relay_nats_ops.kind, "nats");

@@ -1,6 +1,7 @@
 /* odbox — unit tests of the RabbitMQ relay's settings (no server): what
  * open and open_json refuse, and a lazy open whose publish cannot connect. */
 #include "config.h"
+#include <limits.h>
 #include <string.h>
 #include <json-c/json.h>
 #include "odbox/odbox.h"
@@ -44,6 +45,19 @@ START_TEST(open_json_refuses_unknown_keys_and_wrong_types_naming_them)
                   e.message);
     ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"exchange\": \"ev{\"}", &b, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "exchange"), "%s", e.message);
+    ck_assert_ptr_null(b);
+}
+END_TEST
+
+/* the JSON reader's cap on timeout_ms, from C too (the deadlines add to
+ * it in int), in every build */
+START_TEST(a_timeout_over_an_hour_is_refused_from_c)
+{
+    odbox_error e = {0};
+    void *b = (void *)&e;
+    odbox_relay_rabbitmq_config cfg = {.routing_key = "x", .timeout_ms = INT_MAX};
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&cfg, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "timeout_ms 2147483647 is over 3600000"), "%s", e.message);
     ck_assert_ptr_null(b);
 }
 END_TEST
@@ -115,6 +129,7 @@ Suite *relay_rabbitmq_suite(void)
     TCase *t = tcase_create("relay_rabbitmq");
     tcase_add_test(t, open_json_refuses_unknown_keys_and_wrong_types_naming_them);
     tcase_add_test(t, amqps_is_refused_at_open);
+    tcase_add_test(t, a_timeout_over_an_hour_is_refused_from_c);
 #ifdef HAVE_RABBITMQ
     tcase_add_test(t, open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach);
 #else
