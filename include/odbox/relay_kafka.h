@@ -28,7 +28,7 @@ typedef struct odbox_relay_kafka_config {
      * may be NULL. bootstrap.servers, enable.idempotence, acks,
      * partitioner and the message timeouts are odbox's: refused here. */
     const char *const *properties;
-    int timeout_ms; /* a publish waits at most this for Kafka's acknowledgement; 0: 10000 */
+    int timeout_ms; /* a publish waits at most this for Kafka's acknowledgement; 0: 10000; at most 3600000 */
 } odbox_relay_kafka_config;
 
 /* Creates the producer (copied settings). It connects in the background

@@ -20,7 +20,7 @@ typedef struct odbox_relay_nats_config {
     const char *url;     /* e.g. nats://127.0.0.1:4222; a comma-separated list for a cluster; NULL: that one */
     const char *subject; /* template (odbox_relay_expand), e.g. "events.{model_type}.{event_type}" */
     const char *stream;  /* may be NULL: else checked to exist when the relay connects */
-    int timeout_ms;      /* connect, PubAck and stream check wait; 0: 10000 */
+    int timeout_ms;      /* connect, PubAck and stream check wait; 0: 10000; at most 3600000 */
 } odbox_relay_nats_config;
 
 /* Checks cfg (the subject template, the timeout) and makes *broker for

@@ -15,11 +15,12 @@ extern "C" {
 #endif
 
 typedef struct odbox_relay_rabbitmq_config {
-    const char *url;          /* amqp://user:pass@host:port/vhost; NULL: amqp://guest:guest@localhost:5672/ */
+    /* amqp://user:pass@host:port/vhost (amqps:// is refused); NULL: amqp://guest:guest@localhost:5672/ */
+    const char *url;
     const char *exchange;     /* template (odbox_relay_template_check); "" is the default exchange */
     const char *routing_key;  /* template, e.g. "{model_type}.{event_type}" */
     int max_connections;      /* connections at most, opened as needed; 0: 8 */
-    int timeout_ms;           /* connect, login and each confirm; 0: 10000 */
+    int timeout_ms;           /* connect, login and each confirm; 0: 10000; at most 3600000 */
     /* unconfirmed publishes one connection carries at once (from several
      * threads); a new connection opens when all are full; 0: 16 */
     int max_in_flight_per_connection;
