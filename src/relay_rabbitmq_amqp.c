@@ -132,9 +132,8 @@ static int conn_open(const rbroker *b, rconn **out, odbox_error *err)
      * hold the connection and every publisher on it. With this the kernel
      * aborts the connection once sent data (or a zero window's probes)
      * go unacknowledged for timeout_ms: the send fails and conn_break
-     * fails the publishes waiting on it. Not tested: a peer that stalls
-     * mid-stream (not reading, yet not closing) needs a fake AMQP server
-     * or packet filtering, neither of which the tests have. */
+     * fails the publishes waiting on it (tests/relay/rabbitmq_stall.c:
+     * the node's processes stopped while a 32 MB message is sent). */
     int user_timeout = b->timeout_ms;
     if (setsockopt(amqp_get_sockfd(c->st), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout) != 0) {
         int e = errno;

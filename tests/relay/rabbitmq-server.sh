@@ -6,10 +6,11 @@
 #   tests/relay/rabbitmq-server.sh start   prints shell exports:
 #       ODBOX_RABBIT_URL ODBOX_RABBIT_NODE ODBOX_RABBIT_DIR ODBOX_RABBIT_PORT
 #       ODBOX_RABBIT_EPMD_PORT ODBOX_RABBIT_START_S (seconds to start)
-#   tests/relay/rabbitmq-server.sh stop-app|start-app|restart|sever|stop DIR
+#   tests/relay/rabbitmq-server.sh stop-app|start-app|restart|sever|stall|resume|stop DIR
 #       (the node's state dir, ODBOX_RABBIT_DIR; restart: the whole node
 #       stopped, then started on the same data and ports; sever: the
-#       node closes every client connection, sockets and all)
+#       node closes every client connection, sockets and all; stall:
+#       the node's processes stopped with SIGSTOP; resume: continued)
 # Every wait is bounded (RABBIT_START_TIMEOUT, default 60 s).
 set -euo pipefail
 # the bare scripts, not /usr/sbin wrappers that switch to the rabbitmq user (who cannot read our mktemp dir)
@@ -119,8 +120,11 @@ case ${1:-} in
     stop-app) ctl "$2" stop_app >/dev/null ;;
     start-app) ctl "$2" start_app >/dev/null ;;
     sever) ctl "$2" close_all_connections "odbox test: severed" >/dev/null ;;
+    # the node's processes stopped (SIGSTOP: its sockets stay open, unread) and continued
+    stall) kill -STOP -- "-$(cat "$2/server.pid")" ;;
+    resume) kill -CONT -- "-$(cat "$2/server.pid")" ;;
     *)
-        sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
         exit 2
         ;;
 esac

@@ -31,12 +31,13 @@
  *               messages with confirms on one connection with THREADS
  *               unconfirmed (the relay's workers share one); the ratio
  *
- *   rabbitmq-check declare|count|raw - URL N [CONNECTIONS WINDOW]
+ *   rabbitmq-check declare|count|raw|stall - URL N [CONNECTIONS WINDOW]
  *     (no database: bench/relay_rabbitmq.sh)
  *     declare   the exchange and the queue, purged
  *     count     reads the queue: N distinct events with their properties
  *     raw       N messages on CONNECTIONS connections (threads), each
  *               with up to WINDOW unconfirmed; msg/s
+ *     stall     a publish while the node is stopped (rabbitmq_stall.c)
  *
  * Prints "key=value" lines the script checks; exit 0 when the mode's
  * checks hold. Every wait is bounded. */
@@ -50,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "odbox/odbox.h"
+#include "rabbitmq_stall.h"
 
 #define EXCHANGE "odbox-test"
 #define PER_ACTION 10
@@ -727,7 +729,9 @@ static int broker_only(const char *mode, int n, int conns, int window)
         tally t = consume(n);
         printf("arrived=%d distinct=%d duplicates=%d props_bad=%d\n", t.arrived, t.distinct, t.dups, t.props_bad);
         return t.distinct == n && t.props_bad == 0 ? 0 : 1;
-    } else if (!strcmp(mode, "raw"))
+    } else if (!strcmp(mode, "stall"))
+        return rabbit_stall(url);
+    else if (!strcmp(mode, "raw"))
         printf("raw: %d messages, %d connections, %d unconfirmed each: %.0f msg/s\n", n, conns, window,
                raw(n, conns, window));
     else
@@ -739,7 +743,7 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         fprintf(stderr, "usage: rabbitmq-check deliver|ordered|down|bad|nack|long|sever|bench DSN URL N [THREADS]\n"
-                        "       rabbitmq-check declare|count|raw - URL N [CONNECTIONS WINDOW]\n");
+                        "       rabbitmq-check declare|count|raw|stall - URL N [CONNECTIONS WINDOW]\n");
         return 2;
     }
     url = argv[3];
