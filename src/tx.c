@@ -18,6 +18,9 @@
 
 #define MODEL_ID_MAX 255 /* events.model_id VARCHAR(255) */
 #define DEFAULT_ACTION_NAME "Transaction"
+/* emit's and commit's refusal when the caller ended the transaction */
+#define ENDED_MSG "%s: no open transaction on the transaction's connection (the caller committed or rolled it " \
+                  "back on odbox_tx_conn): nothing written; end it with odbox_tx_rollback"
 
 struct odbox_tx {
     odbox_executor *exe;
@@ -193,6 +196,8 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
     if (rc == ODBOX_OK && tx->replayed)
         return odbox_fail(err, ODBOX_ESTATE, "tx emit: the transaction replays idempotency key '%.80s', which "
                                              "executed before: it writes nothing", tx->key);
+    if (rc == ODBOX_OK && !odbox_conn_in_transaction(tx->conn)) /* told now, not only at commit */
+        return odbox_fail(err, ODBOX_ESTATE, ENDED_MSG, "tx emit");
     if (rc != ODBOX_OK || (rc = odbox_executor_register_event(tx->exe, et, err)) != ODBOX_OK)
         return rc;
     if (tx->nevents == tx->cap) {
@@ -217,9 +222,15 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
     return ODBOX_OK;
 }
 
-/* The events (or the sentinel row), the hook's EVENTS_WRITTEN, COMMIT. */
+/* The events (or the sentinel row), the hook's EVENTS_WRITTEN, COMMIT.
+ * A connection whose transaction the caller ended (odbox_conn_commit or
+ * odbox_conn_rollback on odbox_tx_conn) is refused before anything is
+ * written: in autocommit the events INSERT would commit alone, without
+ * the caller's rows (and without a keyed transaction's key). */
 static int write_and_commit(odbox_tx *tx, odbox_hook_fn hook, void *hook_ud, odbox_error *err)
 {
+    if (!odbox_conn_in_transaction(tx->conn))
+        return odbox_fail(err, ODBOX_ESTATE, ENDED_MSG, "tx commit");
     if (odbox_conn_tx_failed(tx->conn))
         return odbox_fail(err, ODBOX_ESTATE, "tx commit: a statement failed in this transaction, which can only be "
                                              "rolled back (PostgreSQL has aborted it already)");
@@ -261,6 +272,7 @@ int odbox_tx_commit(odbox_tx **txp, odbox_error *err)
     void *hook_ud;
     odbox_executor_hook(tx->exe, &hook, &hook_ud);
     odbox_shard_id id = odbox_shard_get_id(tx->shard);
+    int open = odbox_conn_in_transaction(tx->conn); /* else nothing was written: no "rolled back" */
     int rc = write_and_commit(tx, hook, hook_ud, err);
     if (rc == ODBOX_OK) {
         if (hook)
@@ -269,8 +281,8 @@ int odbox_tx_commit(odbox_tx **txp, odbox_error *err)
         odbox_executor_committed(tx->exe, tx->shard, tx->nevents);
     } else {
         odbox_error_prefix(err, rc, "%stransaction %s (action_id %s) on shard %d.%d",
-                           rc == ODBOX_EINDOUBT ? "" : "rolled back: ", tx->action_name, tx->action_id, id.group,
-                           id.member);
+                           rc == ODBOX_EINDOUBT || !open ? "" : "rolled back: ", tx->action_name, tx->action_id,
+                           id.group, id.member);
     }
     tx_free(tx); /* a failed commit's transaction is rolled back by the pool */
     return rc;

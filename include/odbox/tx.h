@@ -54,8 +54,10 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
                    odbox_error *err);
 
 /* The transaction's connection, for your own statements; valid until the
- * commit or rollback. Do not begin, commit or roll back on it yourself.
- * A statement that fails on the server spoils the transaction on every
+ * commit or rollback. Do not begin, commit or roll back on it yourself:
+ * once its transaction is ended, odbox_tx_emit and odbox_tx_commit refuse
+ * (ODBOX_ESTATE) and write nothing, where the events would otherwise
+ * commit alone in autocommit. A statement that fails on the server spoils the transaction on every
  * database: odbox_tx_commit then refuses (ODBOX_ESTATE), rolls back and
  * writes nothing (PostgreSQL aborts the transaction at the error; the
  * others would otherwise commit the statements that succeeded). */
@@ -86,7 +88,8 @@ odbox_shard_id odbox_tx_shard(const odbox_tx *tx);
  * 1 to 255 bytes of text, e.g. your row's key) of type et with payload, a
  * JSON object (copied). It is written at commit. Registers et with the
  * executor as odbox_plan_emit does. ODBOX_EINVAL for a NULL or bad
- * argument; the transaction is unchanged. */
+ * argument; ODBOX_ESTATE for a replaying transaction, or one whose
+ * transaction you ended on odbox_tx_conn; the transaction is unchanged. */
 int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,
                   json_object *payload, odbox_error *err);
 
@@ -94,8 +97,10 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
  * commit listeners and wakes other processes' delivery, returns the
  * connection to its pool, frees the transaction and sets *tx to NULL,
  * whatever the outcome. On failure nothing was written (it was rolled
- * back; ODBOX_ESTATE: one of your statements had failed), except ODBOX_EINDOUBT: the connection was lost after the COMMIT
- * was sent; odbox_action_committed with odbox_tx_action_id (read it
+ * back; ODBOX_ESTATE: one of your statements had failed, or you had
+ * ended the transaction on odbox_tx_conn, and then nothing of odbox's
+ * was written), except ODBOX_EINDOUBT: the connection was lost after the
+ * COMMIT was sent; odbox_action_committed with odbox_tx_action_id (read it
  * before committing) tells. ODBOX_EINVAL for a NULL tx or *tx. */
 int odbox_tx_commit(odbox_tx **tx, odbox_error *err);
 

@@ -241,6 +241,51 @@ START_TEST(rollback_and_failed_statement_write_nothing)
 }
 END_TEST
 
+/* The caller ended the transaction on the tx's connection itself
+ * (odbox_conn_rollback or odbox_conn_commit on odbox_tx_conn): emit and
+ * commit are refused with ODBOX_ESTATE and write nothing. Before, the
+ * events INSERT ran in autocommit and committed alone, without the
+ * caller's rows, and a keyed transaction's key stayed unspent. */
+START_TEST(a_transaction_ended_by_the_caller_is_refused)
+{
+    ofx o;
+    ofx_open(&o);
+    for (int commit = 0; commit < 2; commit++) {
+        odbox_tx_config keyed = {.idempotency_key = "ended-by-caller"};
+        odbox_tx *tx = begin(&o, commit ? NULL : &keyed);
+        ck_assert_int_eq(odbox_tx_replayed(tx), 0);
+        char action_id[37];
+        memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+        insert_row(&o, tx, commit ? "e-commit" : "e-rollback", 1);
+        emit(tx, "e-1", "{}"); /* staged before the caller ends it */
+        odbox_error e;
+        int rc = commit ? odbox_conn_commit(odbox_tx_conn(tx), &e) : odbox_conn_rollback(odbox_tx_conn(tx), &e);
+        ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+        json_object *p = json_object_new_object();
+        rc = odbox_tx_emit(tx, "Order", "e-2", &PAID, p, &e);
+        json_object_put(p);
+        ck_assert_msg(rc == ODBOX_ESTATE, "emit: %s: %s", odbox_errname(rc), e.message);
+        ck_assert_msg(strstr(e.message, "no open transaction"), "message: %s", e.message);
+        rc = odbox_tx_commit(&tx, &e);
+        ck_assert_msg(rc == ODBOX_ESTATE, "commit: %s: %s", odbox_errname(rc), e.message);
+        ck_assert_ptr_null(tx);
+        ck_assert_msg(strstr(e.message, "no open transaction") && strstr(e.message, "nothing written") &&
+                          strstr(e.message, action_id) && !strstr(e.message, "rolled back:"),
+                      "message: %s", e.message);
+        ck_assert_int_eq(events(&o), 0);
+        ck_assert_int_eq(committed(&o, action_id), 0);
+        ck_assert_int_eq(rows(&o), commit); /* what the caller committed itself, only */
+        ck_assert_int_eq(o.commits, 0);
+    }
+    /* the rolled-back key is unspent: a begin with it is no replay */
+    odbox_tx_config keyed = {.idempotency_key = "ended-by-caller"};
+    odbox_tx *tx = begin(&o, &keyed);
+    ck_assert_int_eq(odbox_tx_replayed(tx), 0);
+    odbox_tx_rollback(&tx);
+    ofx_close(&o);
+}
+END_TEST
+
 /* The test's ready line: "ready <action_id>" in the worker's output file,
  * within the jobs fixture's bound. */
 typedef struct ready {
@@ -587,6 +632,7 @@ Suite *owntx_suite(void)
     tcase_add_test(t, rows_and_events_land_together_on_commit);
     tcase_add_test(t, a_key_off_the_default_shard_is_refused);
     tcase_add_test(t, rollback_and_failed_statement_write_nothing);
+    tcase_add_test(t, a_transaction_ended_by_the_caller_is_refused);
     tcase_add_test(t, killed_before_commit_nothing_lands);
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt_tx);
     tcase_add_test(t, a_session_lost_while_idle_is_replaced_under_the_transaction);
