@@ -207,3 +207,24 @@ int odbox_idem_lookup(odbox_shard *shard, const char *ns, const char *key, const
         odbox_idem_outcome_clear(out);
     return rc;
 }
+
+int odbox_idem_id_used(odbox_shard *shard, const char *action_id, int *used, odbox_error *err)
+{
+    odbox_pool *pool = odbox_shard_primary(shard);
+    odbox_conn *c = NULL;
+    odbox_stmt *s = NULL;
+    *used = 0;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc == ODBOX_OK && (rc = prepare(c, ODBOX_SQL_IDEM_ID, odbox_shard_eventlog(shard),
+                                        "SELECT id FROM %s WHERE id = ?", &s, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_bind_text(s, 1, action_id, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_fetch(s, err)) >= 0) {
+        *used = rc == 1;
+        rc = ODBOX_OK;
+    }
+    odbox_stmt_free(&s);
+    odbox_pool_release(pool, &c);
+    if (rc != ODBOX_OK)
+        odbox_error_prefix(err, rc, "reading the idempotency keys by action id");
+    return rc;
+}

@@ -88,4 +88,10 @@ int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *p
 int odbox_idem_lookup(odbox_shard *shard, const char *ns, const char *key, const char *params_sha256,
                       odbox_idem_outcome *out, int *found, odbox_error *err);
 
+/* *used 1 when a key row with id action_id exists on shard (a plain
+ * read on a connection of its primary pool): the keys table's primary
+ * key is the action id, so a claim with a used one fails with
+ * ODBOX_EUNIQUE though its (ns, key) is free. */
+int odbox_idem_id_used(odbox_shard *shard, const char *action_id, int *used, odbox_error *err);
+
 #endif

@@ -123,7 +123,7 @@ typedef struct odbox_sql_key {
 
 enum {
     ODBOX_SQL_FIND_IDS = 1, ODBOX_SQL_INSERT, ODBOX_SQL_UPDATE, ODBOX_SQL_EVENTS, ODBOX_SQL_JOINED,
-    ODBOX_SQL_IDEM_FIND, ODBOX_SQL_IDEM_CLAIM, ODBOX_SQL_IDEM_RESULT /* idempotency.c */
+    ODBOX_SQL_IDEM_FIND, ODBOX_SQL_IDEM_CLAIM, ODBOX_SQL_IDEM_RESULT, ODBOX_SQL_IDEM_ID /* idempotency.c */
 };
 
 void odbox_sql_key_init(odbox_sql_key *k, int op, size_t count);

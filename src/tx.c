@@ -104,11 +104,20 @@ static int keyed_begin(odbox_tx *tx, odbox_error *err)
                               &tx->conn, &taken, err);
     if (rc == ODBOX_OK || !taken)
         return rc;
-    if ((rc = replay_key(tx, &found, err)) == ODBOX_OK && !found) /* the winner's row went again: rare, retryable */
-        rc = odbox_fail(err, ODBOX_EDEADLOCK, "tx begin: idempotency key '%.80s' was taken and then released "
-                                              "by a concurrent transaction; begin again",
-                        tx->key);
-    return rc;
+    if ((rc = replay_key(tx, &found, err)) != ODBOX_OK || found)
+        return rc;
+    /* Not the key: the claim's other unique column is the id, a caller's
+     * action_id used before, which no retry changes. Else the winner's
+     * row went again: rare, retryable. */
+    int used = 0;
+    if ((rc = odbox_idem_id_used(tx->shard, tx->action_id, &used, err)) != ODBOX_OK)
+        return rc;
+    if (used)
+        return odbox_fail(err, ODBOX_EUNIQUE, "tx begin: action_id %s is already used by another transaction "
+                                              "(a caller's action_id must be unique per transaction): refused, "
+                                              "nothing written", tx->action_id);
+    return odbox_fail(err, ODBOX_EDEADLOCK, "tx begin: idempotency key '%.80s' was taken and then released by a "
+                                            "concurrent transaction; begin again", tx->key);
 }
 
 int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_config *cfg, odbox_tx **out,

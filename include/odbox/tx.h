@@ -35,10 +35,13 @@ extern "C" {
 typedef struct odbox_tx odbox_tx;
 
 /* Written to every event row of the transaction; NULL or zeroed: the
- * defaults. */
+ * defaults. A caller's action_id must be unique per transaction: it names
+ * the commit that odbox_action_committed answers for, and it is the
+ * primary key of a keyed transaction's key row (a used one is refused at
+ * a keyed begin with ODBOX_EUNIQUE). */
 typedef struct odbox_tx_config {
     const char *action_name;     /* action_name: [A-Za-z_][A-Za-z0-9_.]*, <= 255; NULL: "Transaction" */
-    const char *action_id;       /* a UUID of your choosing; NULL: a new random UUID */
+    const char *action_id;       /* a UUID of your choosing, unique per transaction; NULL: a new random UUID */
     json_object *params;         /* action_params, a JSON object (borrowed); NULL: {} */
     const char *idempotency_key; /* NULL, or 1..255 bytes: see odbox_tx_replayed */
 } odbox_tx_config;
@@ -48,7 +51,8 @@ typedef struct odbox_tx_config {
  * the executor's. ODBOX_EINVAL (NULL exe or out, a bad config),
  * ODBOX_ENOTFOUND (no such shard), ODBOX_EOWNER (the shard's eventlog
  * belongs to another application), ODBOX_EUNIQUE (an idempotency key
- * used with other params), ODBOX_ECROSSSHARD (a key off the default
+ * used with other params, or, with a key, a cfg->action_id that another
+ * keyed transaction used), ODBOX_ECROSSSHARD (a key off the default
  * shard), pool and database errors. *out is NULL on failure. */
 int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_config *cfg, odbox_tx **out,
                    odbox_error *err);

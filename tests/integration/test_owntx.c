@@ -529,6 +529,41 @@ START_TEST(a_keyed_transaction_commits_once_and_replays)
 }
 END_TEST
 
+/* A caller's action_id used before by a keyed transaction: the keys
+ * table's primary key is the action id, so the claim fails on it while
+ * the key itself is free. Begin says so (ODBOX_EUNIQUE, the action id is
+ * used), not that a concurrent transaction released the key, and writes
+ * nothing. */
+START_TEST(a_reused_action_id_is_refused)
+{
+    ofx o;
+    ofx_open(&o);
+    const char *id = "0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6c";
+    odbox_tx_config first = {.action_id = id, .idempotency_key = "reuse-1"};
+    odbox_tx *tx = begin(&o, &first);
+    insert_row(&o, tx, "u-1", 1);
+    emit(tx, "u-1", "{}");
+    odbox_error e;
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    odbox_tx_config again = {.action_id = id, .idempotency_key = "reuse-2"};
+    for (int i = 0; i < 2; i++) /* the same answer every time: nothing to retry */
+        refused_begin(&o, o.exe, (odbox_shard_id){0, 0}, &again, ODBOX_EUNIQUE, "action_id");
+    odbox_tx *t2 = (odbox_tx *)&o;
+    ck_assert_int_eq(odbox_tx_begin(o.exe, (odbox_shard_id){0, 0}, &again, &t2, &e), ODBOX_EUNIQUE);
+    ck_assert_msg(strstr(e.message, id) && strstr(e.message, "already used"), "message: %s", e.message);
+    ck_assert_int_eq(rows(&o), 1);
+    ck_assert_int_eq(events(&o), 1);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(o.f.ev[0], "idempotency_keys")), 1);
+    /* the same key and params with the used id is the first one's replay */
+    first.action_id = NULL;
+    tx = begin(&o, &first);
+    ck_assert_int_eq(odbox_tx_replayed(tx), 1);
+    ck_assert_str_eq(odbox_tx_action_id(tx), id);
+    odbox_tx_rollback(&tx);
+    ofx_close(&o);
+}
+END_TEST
+
 START_TEST(bad_input_is_refused_and_writes_nothing)
 {
     ofx o;
@@ -638,6 +673,7 @@ Suite *owntx_suite(void)
     tcase_add_test(t, a_session_lost_while_idle_is_replaced_under_the_transaction);
     tcase_add_test(t, bad_input_is_refused_and_writes_nothing);
     tcase_add_test(t, a_keyed_transaction_commits_once_and_replays);
+    tcase_add_test(t, a_reused_action_id_is_refused);
     tcase_add_test(t, eight_processes_one_key_one_transaction);
     suite_add_tcase(s, t);
     return s;
