@@ -566,12 +566,12 @@ static int claims_first(odbox_executor *exe)
  * begins here with the key's INSERT, and perform's reads of that shard
  * borrow its connection (odbox_pool_lend). *conn NULL and *found 1: the
  * key was taken, res holds its outcome. */
-static int claim_first(odbox_executor *exe, const keyed *k, const char *action_id, int64_t now_us,
-                       odbox_conn **conn, odbox_result *res, int *found, odbox_error *err)
+static int claim_first(odbox_executor *exe, const keyed *k, const char *action_id, odbox_conn **conn,
+                       odbox_result *res, int *found, odbox_error *err)
 {
     odbox_shard *home = odbox_registry_default_shard(exe->registry);
     int taken = 0;
-    int rc = odbox_idem_begin(home, exe->ns, k->key, k->sha, action_id, now_us, conn, &taken, err);
+    int rc = odbox_idem_begin(home, exe->ns, k->key, k->sha, action_id, conn, &taken, err);
     if (rc == ODBOX_OK) {
         odbox_pool_lend(odbox_shard_primary(home), *conn);
         return ODBOX_OK;
@@ -609,7 +609,7 @@ static int attempt_once(odbox_executor *exe, const odbox_action *action, json_ob
     odbox_error_clear(err);
     int found = 0, rc = ODBOX_OK;
     if (k->key && claims_first(exe))
-        rc = claim_first(exe, k, ctx.action_id, rn.started_us, &rn.key_conn, res, &found, err);
+        rc = claim_first(exe, k, ctx.action_id, &rn.key_conn, res, &found, err);
     else if (k->key)
         rc = replay(exe, k->key, k->sha, res, &found, err);
     if (rc != ODBOX_OK || found)

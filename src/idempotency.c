@@ -7,6 +7,7 @@
 #include "odbox/registry.h"
 
 #define COLUMNS "id, namespace, idem_key, params_sha256, result, created_date"
+#define COLUMN_COUNT (ODBOX_IDEM_CLAIM_PARAMS + 1) /* created_date is no parameter */
 
 int odbox_idem_key_check(const char *what, const char *key, odbox_error *err)
 {
@@ -97,10 +98,13 @@ int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const c
 int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int select_form, char **out,
                          odbox_error *err)
 {
-    static const char *const forms[ODBOX_IDEM_CLAIM_PARAMS] = {"?", "?", "?", "?", "?", "?"};
+    /* created_date is the database's time, never the writer's clock:
+     * purge measures a key's age by the database's time too, and the
+     * processes sharing the table may disagree */
+    const char *forms[COLUMN_COUNT] = {"?", "?", "?", "?", "?", d->now_sql};
     char table[ODBOX_NAME_MAX * 2 + 32];
     odbox_dialect_eventlog_table(d, eventlog, "idempotency_keys", table, sizeof table);
-    char *source = odbox_sql_insert_source(1, forms, ODBOX_IDEM_CLAIM_PARAMS, select_form);
+    char *source = odbox_sql_insert_source(1, forms, COLUMN_COUNT, select_form);
     odbox_buf b = {0};
     odbox_buf_cat(&b, "INSERT INTO ", table, " (" COLUMNS ") ", source ? source : "", (char *)NULL);
     b.oom |= !source;
@@ -110,20 +114,19 @@ int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int selec
 }
 
 int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *key, const char *params_sha256,
-                          const char *action_id, const char *result_json, int64_t now_us, odbox_error *err)
+                          const char *action_id, const char *result_json, odbox_error *err)
 {
     int rc;
     if ((rc = odbox_stmt_bind_text(s, (*idx)++, action_id, err)) != ODBOX_OK ||
         (rc = odbox_stmt_bind_text(s, (*idx)++, ns, err)) != ODBOX_OK ||
         (rc = odbox_stmt_bind_text(s, (*idx)++, key, err)) != ODBOX_OK ||
-        (rc = odbox_stmt_bind_text(s, (*idx)++, params_sha256, err)) != ODBOX_OK ||
-        (rc = odbox_stmt_bind_text(s, (*idx)++, result_json, err)) != ODBOX_OK)
+        (rc = odbox_stmt_bind_text(s, (*idx)++, params_sha256, err)) != ODBOX_OK)
         return rc;
-    return odbox_stmt_bind_timestamp(s, (*idx)++, now_us, err);
+    return odbox_stmt_bind_text(s, (*idx)++, result_json, err);
 }
 
 int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const char *key, const char *params_sha256,
-                     const char *action_id, const char *result_json, int64_t now_us, int *taken, odbox_error *err)
+                     const char *action_id, const char *result_json, int *taken, odbox_error *err)
 {
     *taken = 0;
     odbox_sql_key k;
@@ -139,7 +142,7 @@ int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const 
         free(sql);
     }
     if (rc == ODBOX_OK &&
-        (rc = odbox_idem_claim_bind(s, &idx, ns, key, params_sha256, action_id, result_json, now_us, err)) ==
+        (rc = odbox_idem_claim_bind(s, &idx, ns, key, params_sha256, action_id, result_json, err)) ==
             ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     odbox_stmt_free(&s);
@@ -151,15 +154,15 @@ int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const 
 }
 
 int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const char *params_sha256,
-                     const char *action_id, int64_t now_us, odbox_conn **out, int *taken, odbox_error *err)
+                     const char *action_id, odbox_conn **out, int *taken, odbox_error *err)
 {
     odbox_pool *pool = odbox_shard_primary(shard);
     *out = NULL;
     *taken = 0;
     int rc = odbox_pool_acquire(pool, out, err);
     if (rc == ODBOX_OK && (rc = odbox_conn_begin(*out, err)) == ODBOX_OK)
-        rc = odbox_idem_claim(*out, odbox_shard_eventlog(shard), ns, key, params_sha256, action_id, NULL, now_us,
-                              taken, err);
+        rc = odbox_idem_claim(*out, odbox_shard_eventlog(shard), ns, key, params_sha256, action_id, NULL, taken,
+                              err);
     if (rc != ODBOX_OK)
         odbox_pool_release(pool, out); /* rolls the transaction back */
     return rc;
@@ -217,8 +220,8 @@ int odbox_idem_id_used(odbox_shard *shard, const char *action_id, int *used, odb
     int rc = odbox_pool_acquire(pool, &c, err);
     if (rc == ODBOX_OK && (rc = prepare(c, ODBOX_SQL_IDEM_ID, odbox_shard_eventlog(shard),
                                         "SELECT id FROM %s WHERE id = ?", &s, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 1, action_id, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_fetch(s, err)) >= 0) {
+        (rc = odbox_stmt_bind_text(s, 1, action_id, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) >= 0) {
         *used = rc == 1;
         rc = ODBOX_OK;
     }

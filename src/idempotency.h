@@ -48,22 +48,23 @@ void odbox_idem_outcome_clear(odbox_idem_outcome *o);
 int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const char *key, odbox_idem_outcome *out,
                     int *found, odbox_error *err);
 
-/* Inserts the key row in c's open transaction (created_date now_us).
+/* Inserts the key row in c's open transaction (created_date the
+ * database's time, the dialect's now_sql: purge measures ages by it).
  * *taken 1 (and ODBOX_EUNIQUE) when (ns, key) exists: the caller rolls
  * back and reads the winner's outcome. result_json may be NULL. */
 int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const char *key, const char *params_sha256,
-                     const char *action_id, const char *result_json, int64_t now_us, int *taken, odbox_error *err);
+                     const char *action_id, const char *result_json, int *taken, odbox_error *err);
 
 /* The claim as a part of another statement (PostgreSQL's joined write):
  * its INSERT (*out malloc'd; select_form: INSERT ... SELECT ?, ... that a
  * WHERE can follow), and its ODBOX_IDEM_CLAIM_PARAMS parameters bound
  * from *idx on. A unique violation of the joined statement may be the
  * key's or a domain row's: odbox_idem_find tells. */
-#define ODBOX_IDEM_CLAIM_PARAMS 6
+#define ODBOX_IDEM_CLAIM_PARAMS 5
 int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int select_form, char **out,
                          odbox_error *err);
 int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *key, const char *params_sha256,
-                          const char *action_id, const char *result_json, int64_t now_us, odbox_error *err);
+                          const char *action_id, const char *result_json, odbox_error *err);
 
 /* The claim as a transaction's first statement: a connection of shard's
  * primary pool, BEGIN, odbox_idem_claim (no result yet). *out holds the
@@ -71,7 +72,7 @@ int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *k
  * the key exists (the caller reads its outcome), with the transaction
  * rolled back and the connection released. */
 int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const char *params_sha256,
-                     const char *action_id, int64_t now_us, odbox_conn **out, int *taken, odbox_error *err);
+                     const char *action_id, odbox_conn **out, int *taken, odbox_error *err);
 
 /* Sets the result JSON of the key row claimed in c's open transaction. */
 int odbox_idem_set_result(odbox_conn *c, const char *eventlog, const char *ns, const char *key,

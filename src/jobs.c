@@ -424,6 +424,11 @@ int64_t odbox_job_context_now_us(const odbox_job_context *ctx)
     return ctx ? clock_now(ctx->job->reg) : odbox_now_us();
 }
 
+int64_t odbox_job_context_stmt_now(const odbox_job_context *ctx)
+{
+    return ctx ? stmt_now(ctx->job->reg) : ODBOX_JOB_DB_NOW;
+}
+
 int odbox_job_context_wait(odbox_job_context *ctx, int ms)
 {
     if (!ctx)

@@ -66,6 +66,11 @@ typedef struct odbox_job_row {
 /* The database's time. */
 int odbox_job_db_now(odbox_conn *c, int64_t *now_us, odbox_error *err);
 
+/* "Now" for what a job decides on the database's rows: ODBOX_JOB_DB_NOW
+ * when the job registry has no clock of its own (the database's time
+ * decides), else that clock's value (src/jobs.c). */
+int64_t odbox_job_context_stmt_now(const odbox_job_context *ctx);
+
 /* The row and its odbox_job_state (defaults when none); has_waiter tells
  * whether a process other than me waits for a turn until after now_us.
  * ODBOX_ENOTFOUND when there is no row. */

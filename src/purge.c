@@ -184,14 +184,24 @@ static int delivered_types(odbox_conn *c, const char *events, char ***types, siz
     return rc < 0 ? rc : ODBOX_OK;
 }
 
-static int purge_shard(const odbox_shard *sh, int64_t cutoff, int64_t keys_cutoff, int batch, const purge_stop *st,
-                       odbox_purge_result *res, odbox_error *err)
+/* now is a clock's value, or ODBOX_JOB_DB_NOW: the shard's database's
+ * time, read once on its connection. The rows' dates are written by many
+ * processes (a key's created_date by the database itself), whose clocks
+ * may disagree with this one's: without a clock configured, their age is
+ * measured in the database's time. */
+static int purge_shard(const odbox_shard *sh, int64_t now, int64_t older_than, int64_t keys_older_than, int batch,
+                       const purge_stop *st, odbox_purge_result *res, odbox_error *err)
 {
     odbox_conn *c = NULL;
     char notifications[ODBOX_NAME_MAX * 2 + 32], events[ODBOX_NAME_MAX * 2 + 32], keys[ODBOX_NAME_MAX * 2 + 32];
     int rc = odbox_ops_connect(sh, "event_notifications", &c, notifications, sizeof notifications, err);
     if (rc != ODBOX_OK)
         return rc;
+    if (now == ODBOX_JOB_DB_NOW && (rc = odbox_job_db_now(c, &now, err)) != ODBOX_OK) {
+        odbox_ops_release(sh, &c);
+        return odbox_ops_shard_error(sh, odbox_error_prefix(err, rc, "purge: reading the database's time"), err);
+    }
+    int64_t cutoff = now - older_than, keys_cutoff = now - keys_older_than;
     odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "events", events, sizeof events);
     odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "idempotency_keys", keys,
                                  sizeof keys);
@@ -233,7 +243,7 @@ static int purge(const odbox_registry *r, const odbox_purge_options *o, int64_t 
         const odbox_shard *sh = odbox_ops_shard_at(r, o->shard, done);
         res[done].shard = odbox_shard_get_id(sh);
         int64_t keys = o->keys_older_than_us ? o->keys_older_than_us : ODBOX_PURGE_KEYS_DEFAULT_US;
-        rc = purge_shard(sh, now - o->older_than_us, now - keys, batch, st, &res[done], err);
+        rc = purge_shard(sh, now, o->older_than_us, keys, batch, st, &res[done], err);
     }
     *results = res;
     *n = done;
@@ -248,7 +258,8 @@ int odbox_purge_run(const odbox_registry *r, const odbox_purge_options *o, odbox
     *results = NULL;
     *n = 0;
     int rc = options_ok(o, err);
-    return rc == ODBOX_OK ? purge(r, o, odbox_clock_now_us(o->clock), NULL, results, n, err) : rc;
+    int64_t now = o && o->clock && o->clock->now_us ? o->clock->now_us(o->clock->ud) : ODBOX_JOB_DB_NOW;
+    return rc == ODBOX_OK ? purge(r, o, now, NULL, results, n, err) : rc;
 }
 
 void odbox_purge_results_free(odbox_purge_result **results)
@@ -281,7 +292,7 @@ static int run_job(odbox_job_context *ctx, void *user, odbox_error *err)
     purge_stop st = {job_stopping, ctx};
     odbox_purge_result *res = NULL;
     size_t n = 0;
-    int rc = purge(pj->r, &pj->o, odbox_job_context_now_us(ctx), &st, &res, &n, err);
+    int rc = purge(pj->r, &pj->o, odbox_job_context_stmt_now(ctx), &st, &res, &n, err);
     for (size_t i = 0; i < n; i++)
         odbox_log(ODBOX_LOG_INFO,
                   "purge: shard %d.%d: removed %lld notification(s), %lld event(s), %lld sentinel row(s) and "

@@ -100,8 +100,8 @@ static int keyed_begin(odbox_tx *tx, odbox_error *err)
                                                   "default shard, where its key is kept");
     odbox_idem_params_sha256(tx->params_json, tx->sha);
     int found = 0, taken = 0;
-    int rc = odbox_idem_begin(tx->shard, odbox_executor_ns(tx->exe), tx->key, tx->sha, tx->action_id, tx->started_us,
-                              &tx->conn, &taken, err);
+    int rc = odbox_idem_begin(tx->shard, odbox_executor_ns(tx->exe), tx->key, tx->sha, tx->action_id, &tx->conn, &taken,
+                              err);
     if (rc == ODBOX_OK || !taken)
         return rc;
     if ((rc = replay_key(tx, &found, err)) != ODBOX_OK || found)

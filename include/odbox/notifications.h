@@ -147,7 +147,7 @@ typedef struct odbox_purge_options {
     int64_t older_than_us;    /* required, > 0: what is older than now - this goes */
     int batch_size;           /* rows per DELETE, 1..100000; 0: 1000 */
     const odbox_shard *shard; /* NULL: every shard */
-    const odbox_clock *clock; /* NULL: the system clock (the purge job uses its registry's) */
+    const odbox_clock *clock; /* NULL: each shard's database's time (the purge job: see odbox_purge_job) */
     /* idempotency keys (odbox_execute_keyed) older than now - this go,
      * by created_date; 0: ODBOX_PURGE_KEYS_DEFAULT_US (7 days) */
     int64_t keys_older_than_us;
@@ -170,7 +170,10 @@ typedef struct odbox_purge_result {
  * and the sentinel rows (event_type NULL: never delivered, as no handler
  * takes them, so they would pile up forever) whose event_date is older
  * than now - o->older_than_us, and the idempotency keys older than now -
- * o->keys_older_than_us (a key forgotten so executes again). Never an undelivered event with a type
+ * o->keys_older_than_us (a key forgotten so executes again). "now" is
+ * each shard's database's time, read on its connection, unless o->clock
+ * is given: the rows are written by processes whose clocks may disagree
+ * (a key's created_date is the database's time at its INSERT). Never an undelivered event with a type
  * (it waits for a handler, or for one to appear and backfill it), never
  * a PENDING or FAILED notification. Each DELETE removes at most
  * batch_size rows, oldest first, and is its own transaction, so no lock
@@ -188,7 +191,8 @@ void odbox_purge_results_free(odbox_purge_result **results);
  * odbox_purge_run(r, o) on schedule, named ODBOX_PURGE_JOB_NAME (followed
  * by "@" and the eventlog's name unless r's default shard's eventlog is
  * the default "eventlog"; job->name lives as long as job->user), with
- * "now" from the job registry's clock (o->clock is not used). It stops
+ * "now" from the job registry's clock when it has one, else from each
+ * shard's database's time (o->clock is not used). It stops
  * between batches when the job registry stops or its run is about to be
  * taken for dead (the next run goes on), and logs what it removed. Nothing
  * purges unless a service adds this job (or runs odbox_purge_run or

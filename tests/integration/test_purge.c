@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "internal.h"
 #include "jobs_fx.h"
+#include "odbox/tx.h"
 #include "ops_fx.h"
 
 #define NOW (T0 + 30 * DAY)
@@ -179,6 +181,70 @@ START_TEST(purge_job_on_a_manual_clock)
 }
 END_TEST
 
+/* Keys and ages are measured in the database's time: a key written by a
+ * process whose clock is two days behind, purged by one whose clock is
+ * two days ahead, with a window of one day, stays: it is seconds old by
+ * the database's time. So does a delivered event an hour old. Before,
+ * the key's created_date was the writer's clock and the cutoff the
+ * purger's. An explicit clock still decides where one is given. */
+START_TEST(purge_measures_ages_in_the_database_time)
+{
+    ofx f;
+    ofx_open(&f, 1);
+    odbox_executor *exe = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_executor_open("com.example.purge_keys", f.r, NULL, &exe, &e) == ODBOX_OK, "%s", e.message);
+    odbox_clock_skew_set(-2 * DAY);
+    odbox_tx *tx = NULL;
+    odbox_tx_config keyed = {.idempotency_key = "purge-key-1"};
+    int rc = odbox_tx_begin(exe, (odbox_shard_id){0, 0}, &keyed, &tx, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_tx_commit(&tx, &e);
+    odbox_clock_skew_set(0);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(ofx_count(&f, 0, "idempotency_keys", "1 = 1"), 1);
+    /* a delivered event an hour old by the database's time */
+    int64_t db_now = 0;
+    odbox_stmt *s = NULL;
+    char sql[160];
+    const odbox_dialect *d = odbox_conn_dialect(f.c[0]);
+    snprintf(sql, sizeof sql, "SELECT %s%s%s", d->timestamp_read_open ? d->timestamp_read_open : "", d->now_sql,
+             d->timestamp_read_close ? d->timestamp_read_close : "");
+    ck_assert_int_eq(odbox_stmt_prepare(f.c[0], sql, &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    ck_assert_int_eq(odbox_stmt_get_timestamp(s, 1, &db_now, NULL, &e), ODBOX_OK);
+    odbox_stmt_free(&s);
+    ofx_event(&f, 0, "Deposited", db_now - 3600 * SEC, 1, NULL);
+
+    odbox_purge_options o = {.older_than_us = DAY, .keys_older_than_us = DAY};
+    odbox_purge_result *res = NULL;
+    size_t n = 0;
+    odbox_clock_skew_set(2 * DAY);
+    rc = odbox_purge_run(f.r, &o, &res, &n, &e);
+    odbox_clock_skew_set(0);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(res[0].keys, 0);
+    ck_assert_int_eq(res[0].events, 0);
+    odbox_purge_results_free(&res);
+    ck_assert_int_eq(ofx_count(&f, 0, "idempotency_keys", "1 = 1"), 1);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "delivered = TRUE"), 1);
+
+    /* an explicit clock two days on: both go */
+    odbox_manual_clock *m = NULL;
+    ck_assert_int_eq(odbox_manual_clock_new(db_now + 2 * DAY, &m, NULL), ODBOX_OK);
+    o.clock = odbox_manual_clock_clock(m);
+    ck_assert_msg(odbox_purge_run(f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(res[0].keys, 1);
+    ck_assert_int_eq(res[0].events, 1);
+    odbox_purge_results_free(&res);
+    ck_assert_int_eq(ofx_count(&f, 0, "idempotency_keys", "1 = 1"), 0);
+    odbox_manual_clock_free(&m);
+    odbox_executor_free(&exe);
+    ofx_close(&f);
+}
+END_TEST
+
 START_TEST(purge_of_an_unreachable_shard)
 {
     odbox_registry *r = NULL;
@@ -205,6 +271,7 @@ Suite *purge_suite(void)
     tcase_add_test(tc, purge_removes_only_what_is_done);
     tcase_add_test(tc, purge_in_batches);
     tcase_add_test(tc, purge_job_on_a_manual_clock);
+    tcase_add_test(tc, purge_measures_ages_in_the_database_time);
     tcase_add_test(tc, purge_of_an_unreachable_shard);
     suite_add_tcase(s, tc);
     return s;
