@@ -62,8 +62,17 @@ static int recognizes(const char *name, const char *version)
 }
 
 /* UTF-8 whatever the database's encoding: the ANSI driver hands text
- * through as the server sends it. */
-static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", "SET client_encoding TO 'UTF8'", NULL};
+ * through as the server sends it.
+ *
+ * lock_timeout: every wait is bounded. A row lock held by a transaction
+ * that stays open (a keyed begin waits on the uncommitted key row of
+ * another) would otherwise be waited for without end; 50 s is InnoDB's
+ * default innodb_lock_wait_timeout, so both servers give up alike (55P03,
+ * ODBOX_ETIMEDOUT). Set here, once per session, not per transaction; and
+ * here rather than in ConnSettings, which raw ODBC strings lack and a
+ * DSN's own ConnSettings replaces. A session may SET its own. */
+static const char *const session_setup[] = {"SET TIME ZONE 'UTC'", "SET client_encoding TO 'UTF8'",
+                                            "SET lock_timeout = '50s'", NULL};
 
 static int bounded_session_sql(size_t i, int lock_ms, int statement_ms, char *out, size_t cap)
 {
@@ -136,7 +145,7 @@ static int map_error(const char *st, long native, const char *message)
     } table[] = {
         {"23505", ODBOX_EUNIQUE},    /* unique_violation */
         {"40P01", ODBOX_EDEADLOCK},  /* deadlock_detected */
-        {"55P03", ODBOX_EBUSY},      /* lock_not_available (NOWAIT, lock_timeout) */
+        {"55P03", ODBOX_ETIMEDOUT},  /* lock_not_available: lock_timeout (odbox uses no NOWAIT), as InnoDB's 1205 */
         {"57014", ODBOX_ETIMEDOUT},  /* query_canceled (statement_timeout) */
         {"57P01", ODBOX_ECONNLOST},  /* admin_shutdown: the session was terminated */
         {"57P02", ODBOX_ECONNLOST},  /* crash_shutdown */

@@ -148,6 +148,11 @@ int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const 
     odbox_stmt_free(&s);
     if (rc == ODBOX_EUNIQUE)
         *taken = 1;
+    else if (rc == ODBOX_ETIMEDOUT) /* the lock wait's bound: PostgreSQL's lock_timeout, InnoDB's */
+        odbox_error_prefix(err, rc, "idempotency key '%.80s': another transaction holds it, uncommitted, past the "
+                                    "lock wait bound (50 s unless the session set its own): nothing written; try "
+                                    "again once it ended",
+                           key);
     else if (rc != ODBOX_OK)
         odbox_error_prefix(err, rc, "claiming idempotency key (is migration V11 applied?)");
     return rc;
@@ -160,7 +165,11 @@ int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const 
     *out = NULL;
     *taken = 0;
     int rc = odbox_pool_acquire(pool, out, err);
-    if (rc == ODBOX_OK && (rc = odbox_conn_begin(*out, err)) == ODBOX_OK)
+    if (rc == ODBOX_OK && (rc = odbox_conn_begin(*out, err)) == ODBOX_ETIMEDOUT) /* SQLite: BEGIN IMMEDIATE */
+        odbox_error_prefix(err, rc, "idempotency key '%.80s': another transaction holds the database's write lock "
+                                    "past the wait bound: nothing written",
+                           key);
+    if (rc == ODBOX_OK)
         rc = odbox_idem_claim(*out, odbox_shard_eventlog(shard), ns, key, params_sha256, action_id, NULL, taken,
                               err);
     if (rc != ODBOX_OK)

@@ -52,7 +52,9 @@ typedef struct odbox_tx_config {
  * ODBOX_ENOTFOUND (no such shard), ODBOX_EOWNER (the shard's eventlog
  * belongs to another application), ODBOX_EUNIQUE (an idempotency key
  * used with other params, or, with a key, a cfg->action_id that another
- * keyed transaction used), ODBOX_ECROSSSHARD (a key off the default
+ * keyed transaction used), ODBOX_ETIMEDOUT (a key held by another open
+ * transaction past the lock wait bound: see odbox_tx_replayed),
+ * ODBOX_ECROSSSHARD (a key off the default
  * shard), pool and database errors. *out is NULL on failure. */
 int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_config *cfg, odbox_tx **out,
                    odbox_error *err);
@@ -80,7 +82,11 @@ const char *odbox_tx_action_id(const odbox_tx *tx);
  * rollback only free it. The key row is written as the transaction's
  * first statement, so it is spent exactly when the transaction commits:
  * a rollback or a failed commit leaves it unspent. A concurrent begin
- * with the same key waits for the first transaction and then replays it.
+ * with the same key waits for the first transaction and then replays it,
+ * for a bounded time: past the lock wait bound (odbox's PostgreSQL
+ * sessions: lock_timeout 50 s; MySQL/MariaDB: innodb_lock_wait_timeout,
+ * 50 s by default; SQLite: its busy timeout) begin returns
+ * ODBOX_ETIMEDOUT, writing nothing, and the key stays with the first.
  * The same key with other params is ODBOX_EUNIQUE at begin; a key runs
  * only on the default shard (ODBOX_ECROSSSHARD). 0 without a key. */
 int odbox_tx_replayed(const odbox_tx *tx);

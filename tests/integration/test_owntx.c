@@ -564,6 +564,52 @@ START_TEST(a_reused_action_id_is_refused)
 }
 END_TEST
 
+/* A keyed begin whose key an open transaction holds waits on the key
+ * row, with a bound: PostgreSQL's sessions of odbox have a lock_timeout of
+ * 50 s, InnoDB's default innodb_lock_wait_timeout. Past it, begin is
+ * ODBOX_ETIMEDOUT saying another transaction holds the key, and writes
+ * nothing; once the holder commits, a begin replays it. The test
+ * shortens the bound to 1 s on the pool's sessions, as a service may. */
+START_TEST(a_keyed_begin_behind_an_open_holder_times_out)
+{
+    ofx o;
+    ofx_open(&o);
+    odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
+    odbox_conn *c[4] = {NULL}; /* every idle session of the pool, and then some */
+    odbox_error e;
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(odbox_pool_acquire(pool, &c[i], &e), ODBOX_OK);
+    if (itest_is("pg")) /* odbox's own bound, before the test shortens it */
+        ck_assert_int_eq(itest_count(c[0], "SELECT CASE WHEN current_setting('lock_timeout') = '50s' THEN 1 ELSE 0 "
+                                           "END"),
+                         1);
+    const odbox_dialect *d = odbox_conn_dialect(c[0]);
+    char sql[128];
+    for (int i = 0; i < 4; i++) {
+        ck_assert(d->bounded_session_sql && d->bounded_session_sql(0, 1000, 0, sql, sizeof sql));
+        ck_assert_msg(odbox_conn_exec(c[i], sql, &e) == ODBOX_OK, "%s: %s", sql, e.message);
+        odbox_pool_release(pool, &c[i]);
+    }
+    odbox_tx_config keyed = {.idempotency_key = "held-open"};
+    odbox_tx *holder = begin(&o, &keyed);
+    insert_row(&o, holder, "held", 1);
+    emit(holder, "held", "{}");
+    int64_t t0 = jt_mono_ms();
+    refused_begin(&o, o.exe, (odbox_shard_id){0, 0}, &keyed, ODBOX_ETIMEDOUT, "another transaction");
+    int64_t waited = jt_mono_ms() - t0;
+    ck_assert_msg(waited >= 900 && waited < 20000, "waited %lld ms", (long long)waited);
+    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(o.f.ev[0], "idempotency_keys")), 0);
+    ck_assert_msg(odbox_tx_commit(&holder, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(rows(&o), 1);
+    ck_assert_int_eq(events(&o), 1);
+    odbox_tx *tx = begin(&o, &keyed);
+    ck_assert_int_eq(odbox_tx_replayed(tx), 1);
+    odbox_tx_rollback(&tx);
+    ofx_close(&o);
+}
+END_TEST
+
 START_TEST(bad_input_is_refused_and_writes_nothing)
 {
     ofx o;
@@ -674,6 +720,7 @@ Suite *owntx_suite(void)
     tcase_add_test(t, bad_input_is_refused_and_writes_nothing);
     tcase_add_test(t, a_keyed_transaction_commits_once_and_replays);
     tcase_add_test(t, a_reused_action_id_is_refused);
+    tcase_add_test(t, a_keyed_begin_behind_an_open_holder_times_out);
     tcase_add_test(t, eight_processes_one_key_one_transaction);
     suite_add_tcase(s, t);
     return s;

@@ -43,7 +43,7 @@ END_TEST
 START_TEST(postgresql_error_table)
 {
     static const map_case cases[] = {
-        {"23505", 0, ODBOX_EUNIQUE},    {"40P01", 0, ODBOX_EDEADLOCK}, {"55P03", 0, ODBOX_EBUSY},
+        {"23505", 0, ODBOX_EUNIQUE},    {"40P01", 0, ODBOX_EDEADLOCK}, {"55P03", 0, ODBOX_ETIMEDOUT},
         {"57014", 0, ODBOX_ETIMEDOUT},  {"57P01", 0, ODBOX_ECONNLOST}, {"57P02", 0, ODBOX_ECONNLOST},
         {"57P03", 0, ODBOX_ECONNLOST},  {"28P01", 0, ODBOX_ECONNECT},  {"23503", 0, ODBOX_EDB},
         /* psqlODBC's native numbers are its own: MySQL's mean nothing here */
