@@ -271,8 +271,10 @@ const odbox_dialect odbox_dialect_sqlite = {
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
     .bound_rows_sql = bound_rows_sql,
     /* odbox's text form (V1's CHECK): 'now' gives milliseconds, and is the
-     * same throughout one statement */
-    .now_sql = "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '000')",
+     * same throughout one statement. The end of that millisecond: a time
+     * a process's clock wrote in it, to the microsecond (an event's date,
+     * from which its notifications are due), is not later than now. */
+    .now_sql = "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '999')",
     .bounded_session_sql = bounded_session_sql,
     /* no replication: a "replica" file is read whatever it shows */
     .replica_position_sql = NULL,
