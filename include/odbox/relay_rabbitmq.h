@@ -22,7 +22,8 @@ typedef struct odbox_relay_rabbitmq_config {
     int max_connections;      /* connections at most, opened as needed; 0: 8 */
     int timeout_ms;           /* connect, login and each confirm; 0: 10000; at most 3600000 */
     /* unconfirmed publishes one connection carries at once (from several
-     * threads); a new connection opens when all are full; 0: 16 */
+     * threads; a round's batch of publishes counts as one); a new
+     * connection opens when all are full; 0: 16 */
     int max_in_flight_per_connection;
 } odbox_relay_rabbitmq_config;
 
