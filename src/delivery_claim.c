@@ -508,7 +508,6 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
         rc = recheck_order(h, c, err);
     int64_t t0 = odbox_mono_us();
     h->claimed_at_us = db_now;
-    h->claimed_mono_us = t0;
     for (int lim = 0; lim <= 1 && rc == ODBOX_OK && h->n; lim++)
         rc = claim_rows(h, c, db_now + d->cfg.lease_us, lim, err);
     if (rc == ODBOX_OK)
@@ -568,7 +567,6 @@ int odbox_handling_take(hround *h, odbox_conn *c, const odbox_handoff *ho, odbox
 {
     snprintf(h->token, sizeof h->token, "%s", ho->token);
     h->claimed_at_us = ho->claimed_at_us;
-    h->claimed_mono_us = ho->lease_end_mono_us - h->d->cfg.lease_us;
     h->lease_end_mono_us = ho->lease_end_mono_us;
     if (!(h->calls = calloc(ho->n ? ho->n : 1, sizeof *h->calls)))
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");

@@ -52,16 +52,16 @@ typedef struct hround {
     char token[ODBOX_UUID_LEN + 1]; /* lease_owner of this round's claim */
     int64_t lease_end_mono_us;      /* when the claim ends, by this process's clock */
     int64_t claimed_at_us;          /* the claim's now (the database's where it reads it) */
-    int64_t claimed_mono_us;        /* when, by this process's monotonic clock */
 } hround;
 
 /* The round's now: with the database's time (db_time), the claim's now
- * plus what has passed since by this process's monotonic clock, so that
- * no process's wall clock decides when a row expires or is retried; else
- * the delivery's clock. */
+ * plus what has passed since the claim (its lease's start) by this
+ * process's monotonic clock, so that no process's wall clock decides when
+ * a row expires or is retried; else the delivery's clock. */
 static inline int64_t odbox_hround_now(const hround *h, const odbox_round_ctx *x)
 {
-    return h->d->db_time && h->n ? h->claimed_at_us + (odbox_mono_us() - h->claimed_mono_us) : odbox_round_now(x);
+    int64_t since = odbox_mono_us() - (h->lease_end_mono_us - h->d->cfg.lease_us);
+    return h->d->db_time && h->n ? h->claimed_at_us + since : odbox_round_now(x);
 }
 
 /* Drops a reference to a call (the round's, or an abandoned call's thread's). */
