@@ -63,7 +63,8 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
  * commit or rollback. Do not begin, commit or roll back on it yourself:
  * once its transaction is ended, odbox_tx_emit and odbox_tx_commit refuse
  * (ODBOX_ESTATE) and write nothing, where the events would otherwise
- * commit alone in autocommit. A statement that fails on the server spoils the transaction on every
+ * commit alone in autocommit. A COMMIT, ROLLBACK or BEGIN sent as SQL on
+ * it is refused (ODBOX_EINVAL, not sent; odbox_conn_exec). A statement that fails on the server spoils the transaction on every
  * database: odbox_tx_commit then refuses (ODBOX_ESTATE), rolls back and
  * writes nothing (PostgreSQL aborts the transaction at the error; the
  * others would otherwise commit the statements that succeeded). */

@@ -245,7 +245,8 @@ int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err)
 {
     if (!c || !sql)
         return odbox_fail(err, ODBOX_EINVAL, "exec: connection or SQL is NULL");
-    return exec_sql(c, sql, odbox_sql_is_read(sql), err);
+    int rc = odbox_sql_refused_in_tx(c, sql, "exec", err);
+    return rc != ODBOX_OK ? rc : exec_sql(c, sql, odbox_sql_is_read(sql), err);
 }
 
 static int set_autocommit(odbox_conn *c, int on, odbox_error *err)

@@ -79,6 +79,16 @@ void odbox_stmt_drop_handles(odbox_conn *c);
  * changes nothing. */
 int odbox_sql_is_read(const char *sql);
 
+/* 1 when sql ends, or begins, a transaction: COMMIT, END, ABORT, BEGIN,
+ * START TRANSACTION, ROLLBACK (not ROLLBACK TO a savepoint). */
+int odbox_sql_ends_tx(const char *sql);
+
+/* ODBOX_EINVAL when c is inside a transaction begun with odbox_conn_begin
+ * and sql would end or restart it behind odbox's back (its state, the
+ * own transaction's events and the pool's rollback would then be wrong);
+ * else ODBOX_OK. `what` names the operation. */
+int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *what, odbox_error *err);
+
 /* After an operation on c failed with rc: 1 when c was handed out fresh
  * (the server had answered nothing on this hand-out), the failure says
  * the connection was lost, and the operation is safe to send again

@@ -104,22 +104,61 @@ void odbox_stmt_drop_handles(odbox_conn *c)
     }
 }
 
-int odbox_sql_is_read(const char *sql)
+/* sql past its leading blanks and parentheses. */
+static const char *sql_start(const char *sql)
 {
     while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r' || *sql == '(')
         sql++;
-    static const char *const reads[] = {"SELECT", "SHOW"};
-    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
-        size_t n = strlen(reads[i]);
-        int same = 1;
-        for (size_t k = 0; k < n && same; k++)
-            same = sql[k] && (sql[k] & ~0x20) == reads[i][k];
-        char after = sql[n];
-        if (same && !((after >= 'A' && after <= 'Z') || (after >= 'a' && after <= 'z') ||
-                      (after >= '0' && after <= '9') || after == '_'))
+    return sql;
+}
+
+/* When sql starts with the keyword kw (any case) as a whole word: the
+ * text after it and its blanks; else NULL. */
+static const char *sql_word(const char *sql, const char *kw)
+{
+    size_t n = strlen(kw);
+    for (size_t k = 0; k < n; k++)
+        if (!sql[k] || (sql[k] & ~0x20) != kw[k])
+            return NULL;
+    char after = sql[n];
+    if ((after >= 'A' && after <= 'Z') || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9') ||
+        after == '_')
+        return NULL;
+    return sql_start(sql + n);
+}
+
+int odbox_sql_is_read(const char *sql)
+{
+    sql = sql_start(sql);
+    return sql_word(sql, "SELECT") || sql_word(sql, "SHOW");
+}
+
+int odbox_sql_ends_tx(const char *sql)
+{
+    sql = sql_start(sql);
+    static const char *const words[] = {"COMMIT", "END", "ABORT", "BEGIN"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (sql_word(sql, words[i]))
             return 1;
-    }
-    return 0;
+    const char *rest = sql_word(sql, "START");
+    if (rest)
+        return sql_word(rest, "TRANSACTION") != NULL;
+    if (!(rest = sql_word(sql, "ROLLBACK")))
+        return 0;
+    const char *after = sql_word(rest, "WORK");
+    if (!after)
+        after = sql_word(rest, "TRANSACTION");
+    return !sql_word(after ? after : rest, "TO"); /* ROLLBACK TO a savepoint stays inside */
+}
+
+int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *what, odbox_error *err)
+{
+    if (!c->in_tx || !odbox_sql_ends_tx(sql))
+        return ODBOX_OK;
+    return odbox_fail(err, ODBOX_EINVAL,
+                      "%s: '%.40s' would end or restart the transaction begun with odbox_conn_begin; nothing was "
+                      "sent: end it with odbox_conn_commit or odbox_conn_rollback",
+                      what, sql_start(sql));
 }
 
 /* A cached, idle statement with this key on c, made ready for new binds;
@@ -213,6 +252,7 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     s->key[keylen] = '\0';
     s->keylen = keylen;
     s->repeatable = odbox_sql_is_read(s->sql);
+    s->ends_tx = odbox_sql_ends_tx(s->sql);
     s->shape_fixed = shape_fixed;
     s->shape_cols = -1;
     s->affected = -1;
@@ -395,7 +435,9 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
     if (!s->conn)
         return odbox_stmt_detached(err, "execute");
     odbox_conn *c = s->conn;
-    int rc;
+    int rc = s->ends_tx ? odbox_sql_refused_in_tx(c, s->sql, "execute", err) : ODBOX_OK;
+    if (rc != ODBOX_OK)
+        return rc;
     while ((rc = execute_once(s, err)) != ODBOX_OK && c->again(c, rc, s->repeatable || c->in_tx, err))
         ;
     if (rc == ODBOX_OK)

@@ -286,6 +286,50 @@ START_TEST(a_transaction_ended_by_the_caller_is_refused)
 }
 END_TEST
 
+/* A COMMIT (or another statement that ends or restarts the transaction)
+ * sent as SQL on the tx's connection is refused and not sent, through
+ * odbox_conn_exec and through a prepared statement; a savepoint and ROLLBACK TO it stay allowed. The
+ * transaction stays open, and its rows and events then land together.
+ * Before, a raw COMMIT committed the caller's rows alone, and the events
+ * followed in a transaction of their own. */
+START_TEST(a_commit_sent_as_sql_is_refused)
+{
+    ofx o;
+    ofx_open(&o);
+    odbox_error e;
+    int rc;
+    odbox_tx *tx = begin(&o, NULL);
+    odbox_conn *c = odbox_tx_conn(tx);
+    insert_row(&o, tx, "raw-commit", 1);
+    static const char *const ending[] = {"COMMIT", " commit work", "\n(END)", "Abort", "ROLLBACK",
+                                         "rollback transaction", "BEGIN", "START TRANSACTION"};
+    for (size_t i = 0; i < sizeof ending / sizeof ending[0]; i++) {
+        rc = odbox_conn_exec(c, ending[i], &e);
+        ck_assert_msg(rc == ODBOX_EINVAL, "%s: %s: %s", ending[i], odbox_errname(rc), e.message);
+        ck_assert_msg(strstr(e.message, "odbox_conn_commit") && strstr(e.message, "nothing was sent"),
+                      "message: %s", e.message);
+        odbox_stmt *s = NULL;
+        rc = odbox_stmt_prepare(c, ending[i], &s, &e);
+        ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+        rc = odbox_stmt_execute(s, &e);
+        ck_assert_msg(rc == ODBOX_EINVAL, "%s: %s: %s", ending[i], odbox_errname(rc), e.message);
+        odbox_stmt_free(&s);
+    }
+    ck_assert_int_eq(odbox_conn_in_transaction(c), 1);
+    ck_assert_int_eq(odbox_conn_exec(c, "SAVEPOINT before_second", &e), ODBOX_OK);
+    insert_row(&o, tx, "raw-rolled-back", 1);
+    rc = odbox_conn_exec(c, "ROLLBACK TO SAVEPOINT before_second", &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(rows(&o), 0); /* nothing committed by the refused ones */
+    emit(tx, "raw-commit", "{}");
+    rc = odbox_tx_commit(&tx, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(rows(&o), 1);
+    ck_assert_int_eq(events(&o), 1);
+    ofx_close(&o);
+}
+END_TEST
+
 /* The test's ready line: "ready <action_id>" in the worker's output file,
  * within the jobs fixture's bound. */
 typedef struct ready {
@@ -714,6 +758,7 @@ Suite *owntx_suite(void)
     tcase_add_test(t, a_key_off_the_default_shard_is_refused);
     tcase_add_test(t, rollback_and_failed_statement_write_nothing);
     tcase_add_test(t, a_transaction_ended_by_the_caller_is_refused);
+    tcase_add_test(t, a_commit_sent_as_sql_is_refused);
     tcase_add_test(t, killed_before_commit_nothing_lands);
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt_tx);
     tcase_add_test(t, a_session_lost_while_idle_is_replaced_under_the_transaction);

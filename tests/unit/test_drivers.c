@@ -6,6 +6,7 @@
 #include <string.h>
 #include "unit.h"
 #include "dialects.h"
+#include "db/odbc.h"
 
 typedef struct map_case {
     const char *sqlstate;
@@ -213,6 +214,26 @@ START_TEST(postgresql_names_the_client_encoding)
 }
 END_TEST
 
+/* What odbox_conn_exec and odbox_stmt_execute refuse inside a
+ * transaction: the statements that end or restart it, in any case and
+ * spacing, whole words only; ROLLBACK TO a savepoint stays inside. */
+START_TEST(transaction_control_sql_is_recognised)
+{
+    static const char *const ends[] = {"COMMIT", "commit work", "  End", "(ABORT)", "\n\tROLLBACK",
+                                       "rollback transaction", "ROLLBACK WORK", "BEGIN", "begin immediate",
+                                       "START TRANSACTION", "start  transaction read only", "COMMIT;"};
+    static const char *const stays[] = {"ROLLBACK TO SAVEPOINT a", "rollback to a", "ROLLBACK WORK TO a",
+                                        "ROLLBACK TRANSACTION TO SAVEPOINT a", "SAVEPOINT a",
+                                        "RELEASE SAVEPOINT a", "COMMITTED", "ENDING", "BEGINNER",
+                                        "START SLAVE", "SELECT 'COMMIT'", "UPDATE t SET end_date = 1", "",
+                                        "DO $$BEGIN END$$"};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+        ck_assert_msg(odbox_sql_ends_tx(ends[i]) == 1, "'%s' ends a transaction", ends[i]);
+    for (size_t i = 0; i < sizeof stays / sizeof stays[0]; i++)
+        ck_assert_msg(odbox_sql_ends_tx(stays[i]) == 0, "'%s' does not", stays[i]);
+}
+END_TEST
+
 Suite *drivers_suite(void)
 {
     Suite *s = suite_create("drivers");
@@ -224,6 +245,7 @@ Suite *drivers_suite(void)
     tcase_add_test(t, postgresql_error_table);
     tcase_add_test(t, mysql_family_error_table);
     tcase_add_test(t, sqlite_error_table);
+    tcase_add_test(t, transaction_control_sql_is_recognised);
     suite_add_tcase(s, t);
     return s;
 }
