@@ -96,6 +96,57 @@ static int group_names(const odbox_handlers *hs, int g, odbox_stmt *s, int *idx,
     return rc;
 }
 
+/* The rows group g's handlers take: for each, its names and the event
+ * types this process's handler declares, so that during a rolling
+ * deploy that adds a type to a handler, a process of the older version
+ * leaves that type's rows to one that declares it, instead of calling
+ * its handler with a type it never took (and marking the row SUCCEEDED
+ * without it being handled). The fan-out writes rows for every type a
+ * subscription ever declared. */
+static void served_sql(odbox_buf *b, const odbox_handlers *hs, int g)
+{
+    const char *or = "(";
+    for (size_t k = 0; k < hs->n; k++) {
+        const odbox_hentry *e = &hs->v[k];
+        if (!in_group(hs, k, g))
+            continue;
+        odbox_buf_cat(b, or, "(handler_name IN (", (char *)NULL);
+        odbox_buf_list(b, "?", 1 + e->nformer);
+        odbox_buf_append(b, ") AND event_type IN (");
+        odbox_buf_list(b, "?", e->ntypes);
+        odbox_buf_append(b, "))");
+        or = " OR ";
+    }
+    odbox_buf_append(b, ")");
+}
+
+/* The shape of served_sql's text, in the statement's cache key. */
+static void served_key(odbox_sql_key *key, const odbox_handlers *hs, int g)
+{
+    for (size_t k = 0; k < hs->n; k++)
+        if (in_group(hs, k, g)) {
+            odbox_sql_key_add_count(key, 1, hs->v[k].nformer);
+            odbox_sql_key_add_count(key, 2, hs->v[k].ntypes);
+        }
+}
+
+/* Binds served_sql's parameters from *idx. */
+static int served_bind(const odbox_handlers *hs, int g, odbox_stmt *s, int *idx, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    for (size_t k = 0; k < hs->n && rc == ODBOX_OK; k++) {
+        const odbox_hentry *e = &hs->v[k];
+        if (!in_group(hs, k, g))
+            continue;
+        rc = odbox_stmt_bind_text(s, (*idx)++, e->name, err);
+        for (size_t f = 0; f < e->nformer && rc == ODBOX_OK; f++)
+            rc = odbox_stmt_bind_text(s, (*idx)++, e->former[f], err);
+        for (size_t t = 0; t < e->ntypes && rc == ODBOX_OK; t++)
+            rc = odbox_stmt_bind_text(s, (*idx)++, e->types[t], err);
+    }
+    return rc;
+}
+
 /* The look for an unfinished row of n's handler and order_key older than
  * n (event_date, then the event id): a row that holds n back. */
 static void older_row(odbox_buf *b, const odbox_dialect *d, const char *table)
@@ -109,7 +160,8 @@ static void older_row(odbox_buf *b, const odbox_dialect *d, const char *table)
 /* Due rows that no round holds (lease_until NULL or past), in
  * next_retry_at order, locked for the claim that follows (the dialect's
  * claim_suffix: FOR UPDATE SKIP LOCKED, so that rounds of other processes
- * take other rows; SQLite has one writer), of nserved handler names.
+ * take other rows; SQLite has one writer), of group g's handlers and
+ * their types (served_sql).
  * Where the due index is partial (on next_retry_at, for the two states)
  * one ordered scan finds them (variant -1); where it leads with the
  * state, one statement per state (variant 0: PENDING, 1: FAILED), merged
@@ -125,7 +177,8 @@ static void older_row(odbox_buf *b, const odbox_dialect *d, const char *table)
  * ORDER BY names the table's column: the select list's text cast of
  * next_retry_at has its name, and PostgreSQL would sort by that output
  * column instead of reading the index in order. */
-static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time, size_t nserved)
+static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time,
+                     const odbox_handlers *hs, int g)
 {
     static const char *const states[] = {"PENDING", "FAILED"};
     odbox_buf b = {0};
@@ -141,9 +194,9 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
     odbox_buf_cat(&b, " FROM ", table, " n WHERE state IN ('PENDING', 'FAILED')", (char *)NULL);
     if (variant >= 0)
         odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
-    odbox_buf_append(&b, " AND handler_name IN (");
-    odbox_buf_list(&b, "?", nserved);
-    odbox_buf_cat(&b, ") AND (n.order_key IS NULL OR NOT EXISTS (", (char *)NULL);
+    odbox_buf_append(&b, " AND ");
+    served_sql(&b, hs, g);
+    odbox_buf_cat(&b, " AND (n.order_key IS NULL OR NOT EXISTS (", (char *)NULL);
     older_row(&b, d, table);
     odbox_buf_append(&b, "))");
     odbox_buf_cat(&b, " AND next_retry_at <= ", db_time ? d->now_sql : "?",
@@ -266,17 +319,18 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
     odbox_sql_key key;
     odbox_sql_key_init(&key, SQL_DUE_READ, nserved);
     odbox_sql_key_add_count(&key, variant + 1, (size_t)d->db_time);
+    served_key(&key, d->h, g);
     odbox_sql_key_add(&key, 0, h->table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
-        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, nserved);
+        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, d->h, g);
         rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
         free(sql);
     }
     idx = 1;
     if (rc == ODBOX_OK)
-        rc = group_names(d->h, g, s, &idx, &nserved, err);
+        rc = served_bind(d->h, g, s, &idx, err);
     for (int t = 0; t < 2 && rc == ODBOX_OK && !d->db_time; t++) /* next_retry_at, lease_until */
         rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK)

@@ -505,17 +505,21 @@ static int write_round(fround *f, odbox_conn *c, odbox_error *err)
 /* ---- the wake-up and the hand-off -------------------------------------------- */
 
 /* Whether every row's handler is served here without a concurrency limit
- * (a run of rows with the same handler looked up once). */
+ * and takes the row's event type here, as the claims require (a run of
+ * rows with the same handler and type looked up once). */
 static int served_here(const fround *f)
 {
     const odbox_handlers *hs = f->d->h;
     const char *last = NULL;
+    const odbox_subtype *last_type = NULL;
     for (size_t i = 0; i < f->nrows; i++) {
-        if (f->rows[i].handler == last)
+        const odbox_subtype *type = f->ev[f->rows[i].event].type;
+        if (f->rows[i].handler == last && type == last_type)
             continue;
         last = f->rows[i].handler;
+        last_type = type;
         int k = odbox_handlers_find(hs, last);
-        if (k < 0 || hs->v[k].options.max_in_flight > 0)
+        if (k < 0 || hs->v[k].options.max_in_flight > 0 || !odbox_handlers_takes(hs, k, type->name))
             return 0;
     }
     return 1;

@@ -137,6 +137,10 @@ static void run_calls(hround *h, int64_t now, const atomic_int *stop)
             snprintf(c->why, sizeof c->why, "no handler answers to '%.100s'", c->env.handler_name);
             continue;
         }
+        if (!odbox_handlers_takes(d->h, c->handler, c->env.event_type)) {
+            c->skip = NO_CALL_NOT_TAKEN; /* given back for a process whose handler takes it */
+            continue;
+        }
         c->fn = d->h->v[c->handler].fn;
         c->user = d->h->v[c->handler].user;
         if (items && !d->h->v[c->handler].batch)
@@ -175,6 +179,8 @@ static void classify(hround *h, int64_t post)
             c->bucket = B_PREFLIGHT;
             continue;
         }
+        if (c->skip == NO_CALL_NOT_TAKEN)
+            continue; /* left as it was: due again */
         if (c->skip == CALL) {
             if (c->w.state == ODBOX_WORK_NOT_RUN || c->w.state == ODBOX_WORK_CUT_OFF ||
                 c->w.state == ODBOX_WORK_LATE)

@@ -43,6 +43,10 @@ struct odbox_handlers {
  * former names), or -1. */
 int odbox_handlers_find(const odbox_handlers *h, const char *name);
 
+/* 1 when handler k of h declares event_type (the claims take only the
+ * rows of the types a process's handler declares). */
+int odbox_handlers_takes(const odbox_handlers *h, int k, const char *event_type);
+
 /* ---- worker threads ------------------------------------------------------ */
 
 typedef struct odbox_workers odbox_workers;

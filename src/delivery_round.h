@@ -15,7 +15,7 @@ enum { SQL_DUE_READ = 111, SQL_OUTCOME, SQL_CLAIM, SQL_HANDOFF_READ, SQL_ORDER_R
 enum { B_PREFLIGHT = 0, B_SUCCEEDED, B_POSTFAILURE, B_RETRY, NBUCKETS, B_RELEASE = NBUCKETS };
 
 /* Why a row gets no call. */
-enum { CALL = 0, NO_CALL_EXPIRED, NO_CALL_UNKNOWN, NO_CALL_BAD_ROW };
+enum { CALL = 0, NO_CALL_EXPIRED, NO_CALL_UNKNOWN, NO_CALL_BAD_ROW, NO_CALL_NOT_TAKEN };
 
 typedef struct call {
     odbox_work w; /* first: the pool hands this back */

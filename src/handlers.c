@@ -55,6 +55,15 @@ int odbox_handlers_find(const odbox_handlers *h, const char *name)
     return -1;
 }
 
+int odbox_handlers_takes(const odbox_handlers *h, int k, const char *event_type)
+{
+    const odbox_hentry *e = &h->v[k];
+    for (size_t t = 0; event_type && t < e->ntypes; t++)
+        if (!strcmp(e->types[t], event_type))
+            return 1;
+    return 0;
+}
+
 /* A name the new handler brings: its own (former < 0) or former name
  * number `former`. Valid, not taken by another handler, and not given
  * twice by this one. */

@@ -349,7 +349,13 @@ void odbox_delivery_free(odbox_delivery **d);
  * odbox_delivery_register. A subscription gets the events that are still
  * undelivered when a fan-out round reads them: events fanned out before
  * it was registered reach it only by a replay. Its types are added to at
- * each registration, never removed. A handler registered with former
+ * each registration, never removed. A process claims only the rows of
+ * the types its own handler declares: when a newer version adds a type
+ * to a handler, processes of the older one leave that type's rows to the
+ * newer (they never see a type their code did not take); a type no
+ * process's handler declares any more still gets rows, which wait
+ * (PENDING): to stop taking a type, subscribe under a new name and retire
+ * the old one. A handler registered with former
  * names retires the subscriptions of those names (its rows under them
  * still reach it). A retired subscription stays retired when a process
  * registers it again (a warning is logged): its existing rows are still

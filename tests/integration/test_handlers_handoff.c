@@ -48,6 +48,14 @@ static int two_perform(odbox_context *ctx, json_object *params, odbox_plan *plan
     return rc;
 }
 
+/* The newer version's handler: never called here (its delivery only registers). */
+static int count_no_call(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)env, (void)err;
+    atomic_fetch_add(&((hbeh *)user)->calls, 1);
+    return 0;
+}
+
 static void wait_rows(jx *x, const char *where, int64_t n)
 {
     int64_t end = mono_ms_now() + WOKEN_MS;
@@ -192,9 +200,55 @@ START_TEST(a_handoff_left_behind_by_the_fanout_goes_to_another_process)
 }
 END_TEST
 
+/* A handler of the newer version (h takes EV_H and EV_NEW) has
+ * registered; this process runs the older one (h takes EV_H only). Its
+ * fan-out writes h's rows of both types, hands off none of EV_NEW's
+ * (nor a round holding one) and its loop claims only EV_H's: the EV_NEW
+ * rows wait, unclaimed and with no attempt, for a process whose h takes
+ * them. */
+START_TEST(a_fanout_hands_off_no_row_of_a_type_its_handler_does_not_take)
+{
+    static const odbox_event_type EV_NEW = {"ParcelWeighed"};
+    jx x;
+    jx_open(&x, 1);
+    odbox_handlers *newer = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&newer, &e), ODBOX_OK);
+    hbeh here, there;
+    hbeh_init(&here, &x.rec, NULL), hbeh_init(&there, &x.rec, NULL);
+    const char *const types[] = {EV_H.name, EV_NEW.name, NULL};
+    odbox_handler hd = {.name = "h", .event_types = types, .handle = count_no_call, .user = &there};
+    ck_assert_msg(odbox_handlers_add(newer, &hd, &e) == ODBOX_OK, "%s", e.message);
+    odbox_delivery *nd = NULL;
+    ck_assert_msg(odbox_delivery_open(x.f.r, newer, NULL, &nd, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_delivery_register(nd, &e) == ODBOX_OK, "%s", e.message);
+    odbox_delivery_free(&nd);
+    odbox_handlers_free(&newer);
+    odbox_delivery_config cfg = {.fanout_poll_ms = 100, .handling_poll_ms = 100, .handling_loops = 1,
+                                 .cross_process_wakeup = -1};
+    jx_run(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_H.name}, (hbeh *[]){&here}), &cfg,
+           ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    char fresh[2][37], old[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_NEW, 2, fresh);
+    emit_n(&x.f, x.exe, 0, &EV_H, 1, old);
+    ck_assert_msg(hrec_wait(&x.rec, "h", 1, WOKEN_MS), "h was not called; %s", jx_describe(&x));
+    wait_rows(&x, "handler_name = 'h'", 3);
+    jt_sleep_ms(500); /* rounds enough to have claimed them, polls of 100 ms */
+    jx_wait_rounds(&x, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    ck_assert_int_eq(atomic_load(&here.calls), 1);
+    ck_assert_int_ge(hrec_find(&x.rec, "h", old[0]), 0);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0 AND lease_owner IS NULL"), 2);
+    ck_assert_int_eq(atomic_load(&there.calls), 0);
+    ck_assert_str_eq(jx_warnings(&x), "");
+    jx_close(&x);
+}
+END_TEST
+
 void handlers_jobs_add_handoff_tests(TCase *tc)
 {
     tcase_add_test(tc, a_fanout_hands_its_rows_to_its_own_idle_loop);
     tcase_add_test(tc, a_handoff_no_loop_takes_in_time_goes_to_another_process);
     tcase_add_test(tc, a_handoff_left_behind_by_the_fanout_goes_to_another_process);
+    tcase_add_test(tc, a_fanout_hands_off_no_row_of_a_type_its_handler_does_not_take);
 }

@@ -86,6 +86,71 @@ START_TEST(a_rolling_deploy_reaches_every_subscription)
 }
 END_TEST
 
+/* Calls of handler "h" by event type, in one process's delivery. */
+typedef struct by_type {
+    atomic_int a, b;
+} by_type;
+
+static int count_by_type(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)err;
+    by_type *t = user;
+    atomic_fetch_add(!strcmp(env->event_type, EV_B.name) ? &t->b : &t->a, 1);
+    return 0;
+}
+
+static odbox_handlers *handler_h(by_type *t, int with_b)
+{
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    const char *const types[] = {EV_A.name, with_b ? EV_B.name : NULL, NULL};
+    odbox_handler hd = {.name = "h", .event_types = types, .handle = count_by_type, .user = t};
+    ck_assert_msg(odbox_handlers_add(h, &hd, &e) == ODBOX_OK, "%s", e.message);
+    return h;
+}
+
+/* A rolling deploy that adds a type to a handler: the new version's h
+ * takes A and B, the old one's A only. Once the new version has
+ * registered, the fan-out (here the old process's) writes h rows for B
+ * too; the old process claims only its own types' rows, so B's row waits
+ * for the new version instead of reaching old code that never took B
+ * (which would have marked it SUCCEEDED unhandled). Before, the old
+ * process claimed and called it. */
+START_TEST(a_process_takes_only_the_types_its_handler_declares)
+{
+    hx x;
+    hx_open(&x, 2);
+    by_type old_calls = {0}, new_calls = {0};
+    odbox_handlers *hnew = handler_h(&new_calls, 1);
+    odbox_delivery *NEW = other(&x, hnew);
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_register(NEW, &e) == ODBOX_OK, "%s", e.message);
+    hx_deliver(&x, handler_h(&old_calls, 0), NULL); /* the old version */
+    char a[2][37], b[2][37];
+    emit_n(&x.f, x.exe, 1, &EV_A, 2, a);
+    emit_n(&x.f, x.exe, 1, &EV_B, 2, b);
+    fanout_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(rows_of(&x, 1, "h", NULL), 4);
+    handle_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(atomic_load(&old_calls.a), 2);
+    ck_assert_int_eq(atomic_load(&old_calls.b), 0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_str_eq(nstate(&x.f, 1, a[i], "h"), "SUCCEEDED");
+        ck_assert_str_eq(nstate(&x.f, 1, b[i], "h"), "PENDING");
+        ck_assert_int_eq(ncol_int(&x.f, 1, b[i], "h", "attempts"), 0);
+    }
+    handle_until_idle(NEW, &x.f, NULL);
+    ck_assert_int_eq(atomic_load(&new_calls.b), 2);
+    ck_assert_int_eq(atomic_load(&new_calls.a), 0);
+    for (int i = 0; i < 2; i++)
+        ck_assert_str_eq(nstate(&x.f, 1, b[i], "h"), "SUCCEEDED");
+    odbox_delivery_free(&NEW);
+    odbox_handlers_free(&hnew);
+    hx_close(&x);
+}
+END_TEST
+
 /* B registers b and goes away: b's rows are still written, and wait. */
 START_TEST(a_subscription_outlives_its_process)
 {
@@ -453,6 +518,7 @@ Suite *subscriptions_suite(void)
     TCase *tc = tcase_create("subscriptions");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_rolling_deploy_reaches_every_subscription);
+    tcase_add_test(tc, a_process_takes_only_the_types_its_handler_declares);
     tcase_add_test(tc, a_subscription_outlives_its_process);
     tcase_add_test(tc, a_relay_publishes_a_rounds_rows_at_once);
     tcase_add_test(tc, a_failed_call_is_its_subscriptions_last_error);
