@@ -547,6 +547,8 @@ static int replay(odbox_executor *exe, const char *key, const char *sha, odbox_r
             rc = odbox_fail(err, ODBOX_EDB, "idempotency key '%.80s': the stored result is not JSON", key);
     }
     odbox_idem_outcome_clear(&o);
+    if (rc == ODBOX_OK)
+        odbox_error_clear(err); /* the answer: a conflict that led here is no error of the call's */
     return rc;
 }
 

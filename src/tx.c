@@ -81,6 +81,7 @@ static int replay_key(odbox_tx *tx, int *found, odbox_error *err)
         memcpy(tx->action_id, o.action_id, sizeof tx->action_id);
         tx->replayed = 1;
         odbox_idem_outcome_clear(&o);
+        odbox_error_clear(err); /* the answer: the claim's conflict that led here is no error of the call's */
     }
     return rc;
 }

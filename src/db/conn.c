@@ -193,6 +193,7 @@ int odbox_conn_again(odbox_conn *c, int rc, int repeatable, odbox_error *err)
     c->epoch = epoch;
     odbox_log(ODBOX_LOG_INFO, "pool: a connection was found lost before the server had answered anything on it "
                               "(a server restart?); reconnected, and sending it again");
+    odbox_error_clear(err); /* the loss is handled: the operation's own outcome is what the caller gets */
     return 1;
 }
 

@@ -5,7 +5,8 @@
  * (with UPDATE_ID: adds AMOUNT to that dummy's amount and emits a
  * DummyChanged event on it, an optimistic UPDATE), and prints
  *     <ODBOX code name> <action_id> <replayed> <attempts> <result JSON>
- * then exits 0 (1 when the execution failed, its message on stderr). The
+ * then exits 0 (1 when the execution failed, its message on stderr, or
+ * succeeded with its odbox_error still holding one). The
  * action's perform pauses PAUSE_MS first, so that every caller reaches
  * the key's INSERT before the first commits: the unique key decides.
  *
@@ -123,8 +124,11 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (rc != ODBOX_OK)
         fprintf(stderr, "idem-caller: %s\n", e.message);
+    int left = rc == ODBOX_OK && (e.code || e.message[0]); /* a success leaves no error behind */
+    if (left)
+        fprintf(stderr, "idem-caller: ODBOX_OK, but the error still holds %s: %s\n", odbox_errname(e.code), e.message);
     odbox_result_clear(&res);
     odbox_executor_free(&exe);
     odbox_registry_free(&r);
-    return rc == ODBOX_OK ? 0 : 1;
+    return rc == ODBOX_OK && !left ? 0 : 1;
 }

@@ -76,10 +76,12 @@ static void nothing_landed(ofx *o, const char *action_id)
 static odbox_tx *begin(ofx *o, const odbox_tx_config *cfg)
 {
     odbox_tx *tx = NULL;
-    odbox_error e;
+    odbox_error e = {0};
     int rc = odbox_tx_begin(o->exe, (odbox_shard_id){0, 0}, cfg, &tx, &e);
     ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
     ck_assert_ptr_nonnull(tx);
+    /* a success leaves no error behind (a replay's claim conflict did) */
+    ck_assert_msg(e.code == 0 && !e.message[0], "OK, but %s: %s", odbox_errname(e.code), e.message);
     return tx;
 }
 
