@@ -272,6 +272,31 @@ int odbox_repo_stale(const odbox_model_type *t, odbox_model *const *models, size
                       n, (long long)got);
 }
 
+/* In autocommit, a write that needs more than one statement, or that may
+ * match only some of its rows (a batch UPDATE), runs in a transaction of
+ * its own, so that a failure or a stale row leaves nothing of it written:
+ * *own says whether one was begun. */
+static int own_tx_begin(odbox_conn *c, int needed, int *own, odbox_error *err)
+{
+    *own = needed && !odbox_conn_in_transaction(c);
+    return *own ? odbox_conn_begin(c, err) : ODBOX_OK;
+}
+
+/* Ends the transaction own_tx_begin began: commits after rc == ODBOX_OK
+ * (a lost commit is ODBOX_EINDOUBT), else rolls back; returns the
+ * outcome. */
+static int own_tx_end(odbox_conn *c, int own, int rc, odbox_error *err)
+{
+    if (!own)
+        return rc;
+    if (rc != ODBOX_OK) {
+        odbox_error e2;
+        odbox_conn_rollback(c, &e2);
+        return rc;
+    }
+    return odbox_conn_commit(c, err);
+}
+
 int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
                       odbox_error *err)
 {
@@ -279,10 +304,13 @@ int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *con
     if (rc != ODBOX_OK || n == 0)
         return rc;
     size_t per = rows_per_statement(odbox_conn_dialect(c), t, ODBOX_SQL_INSERT);
+    int own = 0;
+    rc = own_tx_begin(c, n > per, &own, err);
     for (size_t off = 0; off < n && rc == ODBOX_OK; off += per) {
         int64_t got = 0;
         rc = write_chunk(c, t, ODBOX_SQL_INSERT, models + off, n - off < per ? n - off : per, &got, err);
     }
+    rc = own_tx_end(c, own, rc, err);
     if (rc != ODBOX_OK)
         odbox_error_prefix(err, rc, "insert into %s", t->table);
     return rc;
@@ -303,6 +331,8 @@ int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *con
             models[r]->updated_us = updated_us;
     }
     size_t per = rows_per_statement(odbox_conn_dialect(c), t, ODBOX_SQL_UPDATE);
+    int own = 0;
+    rc = own_tx_begin(c, n > 1, &own, err);
     for (size_t off = 0; off < n && rc == ODBOX_OK; off += per) {
         size_t rows = n - off < per ? n - off : per;
         int64_t got = 0;
@@ -310,6 +340,7 @@ int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *con
             got != (int64_t)rows)
             rc = odbox_repo_stale(t, models + off, rows, got, err);
     }
+    rc = own_tx_end(c, own, rc, err);
     /* The caller's models follow the database only when every row landed. */
     for (size_t r = 0; r < n; r++) {
         if (rc == ODBOX_OK)

@@ -129,12 +129,17 @@ typedef struct odbox_models {
 void odbox_models_free(odbox_models *list);
 
 /* Writes on the caller's connection (inside the caller's transaction, or
- * autocommit). insert: one multi-row INSERT. update: one statement for
- * all rows (dialect batch form); each model's version and updated_date
- * are advanced in place when the statement succeeds; ODBOX_ESTALE when
- * fewer rows matched than given (roll the transaction back: nothing of
- * it must be kept). In autocommit, a connection lost during a statement
- * is ODBOX_EINDOUBT: the server may have committed it. */
+ * autocommit). insert: multi-row INSERTs, as many rows to a statement as
+ * the dialect's parameter limit allows. update: one statement for all
+ * rows (dialect batch form), as many as that limit allows; each model's
+ * version and updated_date are advanced in place when every row was
+ * written; ODBOX_ESTALE when fewer rows matched than given (inside your
+ * transaction, roll it back: nothing of it must be kept). In autocommit
+ * an insert of more than one statement, and an update of more than one
+ * row, run in a transaction of their own: a failure or a stale row
+ * leaves none of their rows written. In autocommit, a connection lost
+ * during a statement or that commit is ODBOX_EINDOUBT: the server may
+ * have committed it. */
 int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
                       odbox_error *err);
 int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,

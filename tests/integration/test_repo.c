@@ -443,6 +443,12 @@ START_TEST(batch_update_preserves_values)
         ck_assert_int_eq(odbox_model_updated(m[i]), upd);
     }
     ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE amount >= 5000"), 0);
+    /* the same in autocommit: the batch runs in a transaction of its own,
+     * so the rows that did match are not written either (before, they
+     * were, and the models said otherwise) */
+    ck_assert_int_eq(odbox_repo_update(c, &DUMMY_T, m, N, upd + 15, &e), ODBOX_ESTALE);
+    ck_assert_int_eq(odbox_conn_in_transaction(c), 0);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE amount >= 5000"), 0);
     /* a single-row update of a stale version is stale too */
     ck_assert_int_eq(odbox_repo_update(c, &DUMMY_T, &m[2], 1, upd + 20, &e), ODBOX_ESTALE);
     /* and a single-row update of a current one works (autocommit) */
@@ -453,6 +459,36 @@ START_TEST(batch_update_preserves_values)
     dfx_assert_same(m[0], got);
     odbox_model_free(&got);
     free_all(m, N);
+    dfx_close(&f);
+}
+END_TEST
+
+/* An insert in autocommit too large for one statement (more rows than
+ * the dialect's parameter limit allows in one) whose last row fails
+ * writes none of its rows: its statements run in a transaction of their
+ * own. Before, every statement before the failing one stayed committed. */
+START_TEST(a_large_insert_in_autocommit_is_all_or_nothing)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_error e = {0};
+    odbox_shard *s = odbox_registry_default_shard(f.r);
+    odbox_conn *c = NULL;
+    ck_assert_int_eq(odbox_pool_acquire(odbox_shard_primary(s), &c, &e), ODBOX_OK);
+    size_t n = (size_t)odbox_conn_dialect(c)->max_params + 1; /* more than one statement's rows */
+    odbox_model **m = calloc(n, sizeof *m);
+    ck_assert_ptr_nonnull(m);
+    for (size_t i = 0; i < n; i++)
+        m[i] = dfx_dummy(i == n - 1 ? odbox_model_id(m[0]) : NULL, "bulk", (int64_t)i);
+    ck_assert_int_eq(odbox_repo_insert(c, &DUMMY_T, m, n, &e), ODBOX_EUNIQUE);
+    ck_assert_int_eq(odbox_conn_in_transaction(c), 0);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE name = 'bulk'"), 0);
+    /* without the duplicate, every row lands */
+    ck_assert_msg(odbox_repo_insert(c, &DUMMY_T, m, n - 1, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM dummies WHERE name = 'bulk'"), (int64_t)(n - 1));
+    odbox_pool_release(odbox_shard_primary(s), &c);
+    free_all(m, n);
+    free(m);
     dfx_close(&f);
 }
 END_TEST
@@ -751,6 +787,7 @@ Suite *repo_suite(void)
     tcase_add_test(t, model_json_columns_take_whole_documents);
     tcase_add_test(t, insert_and_find_round_trip);
     tcase_add_test(t, batch_update_preserves_values);
+    tcase_add_test(t, a_large_insert_in_autocommit_is_all_or_nothing);
     tcase_add_test(t, reads_skip_deleted_rows);
     tcase_add_test(t, find_many_where_and_count);
     tcase_add_test(t, entity_round_trip);
