@@ -214,7 +214,9 @@ int odbox_execute_keyed(odbox_executor *exe, const odbox_action *action, json_ob
  * or its sentinel) with its action_id in the shard's <eventlog>.events.
  * For ODBOX_EINDOUBT: ask once the lost session has ended on the server,
  * which may still be finishing a COMMIT it received (until then a 0 may
- * turn into 1). Reads the shard's primary. ODBOX_EINVAL for a NULL
+ * turn into 1), and before odbox_purge_run removes its rows (older_than_us):
+ * afterwards every execution reads 0. Reads the
+ * shard's primary. ODBOX_EINVAL for a NULL
  * argument or an action_id that is not a UUID, ODBOX_ENOTFOUND for an
  * unregistered shard. */
 int odbox_action_committed(odbox_registry *registry, odbox_shard_id shard, const char *action_id, int *committed,
