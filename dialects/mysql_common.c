@@ -28,11 +28,19 @@ int odbox_mysql_connection_string(const odbox_dsn *dsn, const char *driver, char
 }
 
 /* UTC and strict mode: a value that does not fit is an error, never a
- * silent truncation. */
+ * silent truncation.
+ *
+ * lock_wait_timeout: a metadata lock (a migration's ALTER TABLE behind a
+ * transaction that read the table, a write behind such an ALTER) is
+ * waited for 50 s, as InnoDB's row locks (innodb_lock_wait_timeout) and
+ * PostgreSQL's lock_timeout, not the server's default (a year on MySQL,
+ * a day on MariaDB); then 1205, ODBOX_ETIMEDOUT. A session may SET its
+ * own. */
 const char *const odbox_mysql_session_setup[] = {
     "SET time_zone = '+00:00'",
     "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
     "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'",
+    "SET SESSION lock_wait_timeout = 50",
     NULL,
 };
 

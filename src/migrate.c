@@ -215,7 +215,10 @@ static int validate(const mset *sets, size_t nsets, const applied *h, size_t nh,
 /* Applies one file. With transactional DDL the statements and the history
  * row commit together or not at all; without it (MySQL/MariaDB) a failure
  * is recorded as a failed row, with its error, so no later run builds on
- * a half-applied file. */
+ * a half-applied file. A first statement that timed out (waiting for a
+ * lock another transaction holds, bounded by the session: see
+ * docs/dsn.md) was rolled back by the server and left nothing behind:
+ * that is not recorded, and the next run tries the file again. */
 static int apply(odbox_conn *c, const char *eventlog, const mset *set, const mfile *f, odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
@@ -229,12 +232,16 @@ static int apply(odbox_conn *c, const char *eventlog, const mset *set, const mfi
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "migrate: %s", f->script);
 
-    int tx = d->has_transactional_ddl;
+    int tx = d->has_transactional_ddl, untouched = 0;
     if (tx && (rc = odbox_conn_begin(c, err)) != ODBOX_OK)
         goto out;
     for (size_t i = 0; i < script.n; i++) {
         if ((rc = odbox_conn_exec(c, script.stmts[i], err)) != ODBOX_OK) {
-            odbox_error_prefix(err, rc, "migrate: %s (set '%s'), statement %zu", f->script, set->name, i + 1);
+            untouched = rc == ODBOX_ETIMEDOUT && i == 0;
+            odbox_error_prefix(err, rc, "migrate: %s (set '%s'), statement %zu%s", f->script, set->name, i + 1,
+                               rc == ODBOX_ETIMEDOUT ? " (gave up waiting for a lock another transaction holds; "
+                                                       "run migrate again once it ends)"
+                                                     : "");
             break;
         }
     }
@@ -247,7 +254,7 @@ static int apply(odbox_conn *c, const char *eventlog, const mset *set, const mfi
             odbox_error e2;
             odbox_conn_rollback(c, &e2);
         }
-    } else if (rc != ODBOX_OK && !odbox_conn_is_dead(c)) {
+    } else if (rc != ODBOX_OK && !untouched && !odbox_conn_is_dead(c)) {
         odbox_error e2;
         odbox_history_record(c, eventlog, set->name, f, started, 0, err ? err->message : NULL, &e2);
     }

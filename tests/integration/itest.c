@@ -48,6 +48,8 @@ static const struct {
     {"sqlite", "eventlog_of_another_application_refused",
      "an eventlog's tables sit in its application's file, which no other application opens as its own "
      "(eventlog_belongs_to_its_file shows a copy and another file)"},
+    {"sqlite", "a_ddl_behind_an_open_reader_times_out",
+     "SQLite in WAL mode: a reader holds back no writer, and a writer's one wait is the busy Timeout"},
     {"sqlite", "existing_installation_adopted",
      "no odbox before eventlog owners and dotted versions wrote a SQLite eventlog: there is none to adopt"},
     {"sqlite", "connection_without_a_database", "a SQLite connection always has its file"},

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "itest.h"
 
@@ -552,6 +553,73 @@ START_TEST(lock_held_times_out)
 }
 END_TEST
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A migration's DDL behind a transaction that read the table waits for
+ * its lock (PostgreSQL's table lock, MySQL/MariaDB's metadata lock) at
+ * most the session's bound, 50 s: here shortened to 1 s, as a session
+ * may. It fails with ODBOX_ETIMEDOUT, having done nothing, and runs once
+ * the holder ends. */
+START_TEST(a_ddl_behind_an_open_reader_times_out)
+{
+    char ev[64], dir[] = "/tmp/odbox-ddlwait-XXXXXX";
+    itest_name(ev, sizeof ev, "ev_ddlwait");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char sql[256];
+    snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN waited INT;\n", itest_evt("${eventlog}", "events"));
+    write_file(dir, "V1__add_a_column.sql", sql);
+    odbox_registry *r = one_shard(1, ev);
+    odbox_error e;
+    ck_assert_msg(odbox_migrate_registry(r, NULL, &e) == ODBOX_OK, "%s", e.message);
+
+    odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(r));
+    odbox_conn *c[4] = {NULL}; /* every idle session of the pool, and then some */
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(odbox_pool_acquire(pool, &c[i], &e), ODBOX_OK);
+    /* odbox's own bound, before the test shortens it */
+    if (itest_is("pg"))
+        ck_assert_int_eq(itest_count(c[0], "SELECT CASE WHEN current_setting('lock_timeout') = '50s' THEN 1 ELSE 0 "
+                                           "END"),
+                         1);
+    else
+        ck_assert_int_eq(itest_count(c[0], "SELECT @@SESSION.lock_wait_timeout"), 50);
+    const odbox_dialect *d = odbox_conn_dialect(c[0]);
+    for (int i = 0; i < 4; i++) {
+        for (size_t k = 0; d->bounded_session_sql(k, 1000, 0, sql, sizeof sql); k++)
+            ck_assert_msg(odbox_conn_exec(c[i], sql, &e) == ODBOX_OK, "%s: %s", sql, e.message);
+        odbox_pool_release(pool, &c[i]);
+    }
+
+    odbox_conn *holder = itest_connect(1);
+    ck_assert_int_eq(odbox_conn_begin(holder, &e), ODBOX_OK);
+    ck_assert_int_eq(itest_count(holder, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), 0);
+    odbox_migrate_options o = {.user_dir = dir, .user_set = "wait"};
+    int64_t t0 = mono_ms();
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_ETIMEDOUT);
+    int64_t waited = mono_ms() - t0;
+    ck_assert_msg(waited >= 900 && waited < 20000, "waited %lld ms", (long long)waited);
+    ck_assert_msg(strstr(e.message, "V1__add_a_column.sql") && strstr(e.message, "another transaction"), "%s",
+                  e.message);
+    ck_assert_int_eq(odbox_conn_rollback(holder, &e), ODBOX_OK);
+    /* nothing was done, and nothing recorded that holds the next run back */
+    ck_assert_int_eq(itest_count(holder, "SELECT COUNT(*) FROM %s WHERE migration_set = 'wait'",
+                                 itest_evt(ev, "odbox_schema_history")),
+                     0);
+    ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(history(holder, ev, "wait"), 1);
+    ck_assert_int_eq(itest_count(holder, "SELECT COUNT(waited) FROM %s", itest_evt(ev, "events")), 0);
+    remove_dir(dir);
+    itest_drop_eventlog(holder, ev);
+    odbox_conn_close(&holder);
+    odbox_registry_free(&r);
+}
+END_TEST
+
 START_TEST(every_shard_migrated)
 {
     char ev1[64], ev2[64];
@@ -617,6 +685,7 @@ Suite *migrate_suite(void)
     tcase_add_test(t, dotted_versions);
     tcase_add_test(t, concurrent_migrators_apply_once);
     tcase_add_test(t, lock_held_times_out);
+    tcase_add_test(t, a_ddl_behind_an_open_reader_times_out);
     tcase_add_test(t, every_shard_migrated);
     tcase_add_test(t, unreachable_shard);
     suite_add_tcase(s, t);
