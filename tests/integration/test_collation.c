@@ -1,8 +1,10 @@
 /* odbox — names that differ only in case are different names in the
  * database too, as they are to odbox (strcmp): two handlers of one type,
  * event types whose older events come first, and two jobs (issue item
- * 8). PostgreSQL and SQLite compare text byte by byte; MySQL/MariaDB
- * compare these columns in utf8mb4_bin since V7. */
+ * 8), and models whose ids differ only in case each in their own order.
+ * PostgreSQL and SQLite compare text byte by byte; MySQL/MariaDB compare
+ * these columns in utf8mb4_bin since V7, and event_notifications.order_key
+ * since V14. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,78 @@ START_TEST(older_events_of_a_type_differing_in_case_do_not_hold_back_fanout)
 }
 END_TEST
 
+static const odbox_event_type EV_KEYED = {"Keyed"};
+
+/* Fails every call for model "a1"; records the others. */
+static int fail_a1(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    if (env->model_id && !strcmp(env->model_id, "a1")) {
+        snprintf(err->message, sizeof err->message, "a1 always fails");
+        return ODBOX_EINVAL;
+    }
+    return hb_handle(env, user, err);
+}
+
+/* Emits one event on model_id; its event id into id_out (found by the
+ * action id: MySQL/MariaDB compare events.model_id ignoring case). */
+static void emit_on(hx *x, const char *model_id, char id_out[37])
+{
+    odbox_tx *tx = NULL;
+    odbox_error e = {0};
+    char action[37];
+    ck_assert_msg(odbox_tx_begin(x->exe, (odbox_shard_id){0, 0}, NULL, &tx, &e) == ODBOX_OK, "%s", e.message);
+    snprintf(action, sizeof action, "%s", odbox_tx_action_id(tx));
+    json_object *payload = json_object_new_object();
+    ck_assert_msg(odbox_tx_emit(tx, "Doc", model_id, &EV_KEYED, payload, &e) == ODBOX_OK, "%s", e.message);
+    json_object_put(payload);
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    const odbox_dialect *d = odbox_conn_dialect(x->f.c[0]);
+    odbox_stmt *s = NULL;
+    char sql[256];
+    const char *v = NULL;
+    snprintf(sql, sizeof sql, "SELECT id FROM %s WHERE action_id = %s", etab(&x->f, 0), d->uuid_param);
+    ck_assert_int_eq(odbox_stmt_prepare(x->f.c[0], sql, &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, action, &e), ODBOX_OK);
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    ck_assert_int_eq(odbox_stmt_get_text(s, 1, &v, NULL, &e), ODBOX_OK);
+    snprintf(id_out, 37, "%s", v);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 0);
+    odbox_stmt_free(&s);
+}
+
+/* An ordered handler keeps each model's order apart: model "a1"'s
+ * failing row holds back no row of model "A1" (order_key compared byte
+ * by byte; MySQL/MariaDB's default collation took them for one key). */
+START_TEST(models_differing_in_case_keep_their_own_order)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh ok;
+    hbeh_init(&ok, &x.rec, "ord");
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = "ord", .event_type = EV_KEYED.name, .handle = fail_a1, .user = &ok};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    odbox_handler_options ordered = {.ordered = 1};
+    ck_assert_msg(odbox_handlers_set_options(h, "ord", &ordered, &e) == ODBOX_OK, "%s", e.message);
+    hx_deliver(&x, h, NULL);
+    char lower[37], upper[37];
+    emit_on(&x, "a1", lower);
+    emit_on(&x, "A1", upper);
+    ck_assert_int_eq(hx_fanout(&x, 0).delivered, 2);
+    ck_assert_int_eq(nrows(&x.f, 0, "order_key IS NOT NULL"), 2);
+    for (int round = 0; round < 3; round++)
+        hx_handle(&x, 0);
+    ck_assert_str_eq(nstate(&x.f, 0, lower, "ord"), "FAILED");
+    ck_assert_int_eq(hrec_count(&x.rec, "ord"), 1);
+    ck_assert_int_ge(hrec_find(&x.rec, "ord", upper), 0);
+    ck_assert_str_eq(nstate(&x.f, 0, upper, "ord"), "SUCCEEDED");
+    hx_close(&x);
+}
+END_TEST
+
 /* Jobs 'x_job' and 'X_JOB': a row each in scheduled_tasks, and pausing
  * one (odbox_job_state) leaves the other running. */
 START_TEST(job_names_differing_in_case_get_their_rows)
@@ -109,6 +183,7 @@ Suite *collation_suite(void)
     tcase_add_test(t, handlers_differing_in_case_each_get_their_row);
     tcase_add_test(t, older_events_of_a_type_differing_in_case_do_not_hold_back_fanout);
     tcase_add_test(t, job_names_differing_in_case_get_their_rows);
+    tcase_add_test(t, models_differing_in_case_keep_their_own_order);
     suite_add_tcase(s, t);
     return s;
 }

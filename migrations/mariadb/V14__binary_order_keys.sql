@@ -1,0 +1,21 @@
+-- MySQL/MariaDB only (PostgreSQL and SQLite compare text byte by byte).
+--
+-- order_key is compared byte by byte, as odbox compares model ids
+-- (strcmp): V13 made it VARCHAR(255) in the database's default collation
+-- (such as utf8mb4_general_ci), which ignores case and accents, so the
+-- claim's look for an older unfinished row of the same key
+-- (o.order_key = n.order_key) took model 'abc' for model 'ABC': a failing
+-- row of one held back the rows of the other. utf8mb4_bin, as V7 gave
+-- handler_name and event_type. Like every utf8mb4 collation but the
+-- NO PAD ones (which MySQL and MariaDB spell differently), it still
+-- ignores trailing blanks: ids that differ only in those share an order.
+--
+-- The index event_notifications_order_key (handler_name, order_key,
+-- event_date, event_id) is rebuilt with the column and keeps its name
+-- and columns. COST: the ALTER rebuilds event_notifications (a copy of
+-- every row; the server may block writes to the table meanwhile, and
+-- waits at most lock_wait_timeout, 50 s in odbox's sessions, for
+-- transactions that use it to end). On a large table purge finished
+-- notifications first, or migrate in a quiet hour.
+ALTER TABLE ${eventlog}.event_notifications
+    MODIFY order_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL;
