@@ -106,6 +106,28 @@ static int load_set(mset *s, odbox_error *err)
     return ODBOX_OK;
 }
 
+/* The folder of the user's set: DIR/<d's folder> when it exists, else
+ * DIR itself, unless DIR holds another dialect's folder (DIR is then a
+ * tree of dialect folders that lacks d's, and DIR's own files, if any,
+ * are not meant for d): ODBOX_ENOTFOUND naming the folder wanted. */
+static int user_dir(const odbox_dialect *d, const char *dir, mset *s, odbox_error *err)
+{
+    snprintf(s->dir, sizeof s->dir, "%s/%s", dir, d->migrations_dir);
+    if (is_dir(s->dir))
+        return ODBOX_OK;
+    char other[1100];
+    for (const odbox_dialect *const *k = odbox_dialects(); *k; k++) {
+        snprintf(other, sizeof other, "%s/%s", dir, (*k)->migrations_dir);
+        if (is_dir(other))
+            return odbox_fail(err, ODBOX_ENOTFOUND,
+                              "migrate: %.300s has a folder for dialect %s (%s/) but none for %s: %.300s does "
+                              "not exist",
+                              dir, (*k)->name, (*k)->migrations_dir, d->name, s->dir);
+    }
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    return ODBOX_OK;
+}
+
 /* The framework set and, when opt asks, the user's, for dialect d. */
 static int load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, mset sets[2], size_t *nsets,
                      odbox_error *err)
@@ -127,10 +149,8 @@ static int load_sets(const odbox_dialect *d, const odbox_migrate_options *opt, m
             return odbox_fail(err, ODBOX_EINVAL, "migrate: '%.80s' cannot name a migration set", name);
         }
         sets[1].name = name;
-        snprintf(sets[1].dir, sizeof sets[1].dir, "%s/%s", opt->user_dir, d->migrations_dir);
-        if (!is_dir(sets[1].dir))
-            snprintf(sets[1].dir, sizeof sets[1].dir, "%s", opt->user_dir);
-        if ((rc = load_set(&sets[1], err)) != ODBOX_OK) {
+        if ((rc = user_dir(d, opt->user_dir, &sets[1], err)) != ODBOX_OK ||
+            (rc = load_set(&sets[1], err)) != ODBOX_OK) {
             mset_free(&sets[0]);
             return rc;
         }

@@ -54,7 +54,8 @@ typedef struct odbox_migrate_event {
 
 typedef struct odbox_migrate_options {
     const char *framework_dir; /* NULL: $ODBOX_MIGRATIONS_DIR, else the installed folder */
-    const char *user_dir;      /* NULL: none; DIR/<dialect>/ when it exists, else DIR */
+    const char *user_dir;      /* NULL: none; DIR/<dialect>/ when it exists, else DIR (ODBOX_ENOTFOUND
+                                * when DIR holds another dialect's folder) */
     const char *user_set;      /* NULL: "app" */
     int lock_timeout_ms;       /* 0: 60000 */
     void (*progress)(void *ud, const odbox_migrate_event *ev);

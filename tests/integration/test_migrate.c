@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "itest.h"
@@ -480,6 +481,42 @@ START_TEST(dotted_versions)
 }
 END_TEST
 
+/* A --dir tree of dialect folders that lacks this dialect's: refused,
+ * naming the folder wanted, where the run used to take DIR itself (no
+ * .sql files there) and apply nothing. */
+START_TEST(a_dir_without_this_dialects_folder_is_refused)
+{
+    char ev[64], dir[] = "/tmp/odbox-others-XXXXXX", sub[400], want[400];
+    itest_name(ev, sizeof ev, "ev_others");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (const odbox_dialect *const *k = odbox_dialects(); *k; k++) {
+        if (!strcmp((*k)->migrations_dir, mig_dir()))
+            continue;
+        snprintf(sub, sizeof sub, "%s/%s", dir, (*k)->migrations_dir);
+        mkdir(sub, 0700);
+        write_file(sub, "V1__widgets.sql", "CREATE TABLE widgets_elsewhere (id INT);\n");
+    }
+    snprintf(want, sizeof want, "%s/%s", dir, mig_dir());
+    odbox_registry *r = one_shard(1, ev);
+    odbox_migrate_options o = {.user_dir = dir, .user_set = "others"};
+    odbox_error e;
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_ENOTFOUND);
+    ck_assert_msg(strstr(e.message, want), "%s", e.message);
+    odbox_migration_info *list = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(odbox_migrate_status(odbox_registry_default_shard(r), &o, &list, &n, &e), ODBOX_ENOTFOUND);
+    /* with its folder there (empty), the run goes on */
+    mkdir(want, 0700);
+    ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
+    odbox_conn *c = itest_connect(1);
+    ck_assert_int_eq(history(c, ev, "others"), 0);
+    remove_dir(dir);
+    itest_drop_eventlog(c, ev);
+    odbox_conn_close(&c);
+    odbox_registry_free(&r);
+}
+END_TEST
+
 typedef struct migrator {
     const char *eventlog;
     counts n;
@@ -683,6 +720,7 @@ Suite *migrate_suite(void)
     tcase_add_test(t, failing_migration);
     tcase_add_test(t, changed_file_realigned);
     tcase_add_test(t, dotted_versions);
+    tcase_add_test(t, a_dir_without_this_dialects_folder_is_refused);
     tcase_add_test(t, concurrent_migrators_apply_once);
     tcase_add_test(t, lock_held_times_out);
     tcase_add_test(t, a_ddl_behind_an_open_reader_times_out);
