@@ -186,8 +186,40 @@ const applied *odbox_migrate_find_applied(const applied *h, size_t n, const char
     return NULL;
 }
 
+/* 1 when version was applied by a newer build: it is above the newest
+ * file of s (Flyway's "future" migration). A set without files has no
+ * newest, and nothing of it counts as future. */
+static int is_future(const mset *s, const char *version)
+{
+    return s->n && odbox_migration_version_cmp(version, s->files[s->n - 1].version) > 0;
+}
+
+/* Logs, once per set, the applied versions newer than every file of the
+ * set: in a rolling deploy a newer build has migrated, and this one
+ * leaves them as they are. */
+static void warn_future(odbox_shard_id id, const mset *sets, size_t nsets, const applied *h, size_t nh)
+{
+    for (size_t k = 0; k < nsets; k++) {
+        size_t count = 0;
+        const char *newest = NULL;
+        for (size_t i = 0; i < nh; i++)
+            if (!strcmp(h[i].set, sets[k].name) && h[i].success && is_future(&sets[k], h[i].version)) {
+                count++;
+                if (!newest || odbox_migration_version_cmp(h[i].version, newest) > 0)
+                    newest = h[i].version;
+            }
+        if (count)
+            odbox_log(ODBOX_LOG_WARN,
+                      "shard %d.%d: set '%s': %zu applied migration(s) newer than this build's newest file "
+                      "V%s (up to V%s), left as they are: a newer build migrated this eventlog",
+                      id.group, id.member, sets[k].name, count, sets[k].files[sets[k].n - 1].version, newest);
+    }
+}
+
 /* Refuses to go on when history and files disagree; nothing is applied
- * until every set checks out. */
+ * until every set checks out. An applied version newer than every file
+ * of its set is no disagreement (warn_future): an older build runs
+ * against an eventlog a newer one migrated. */
 static int validate(const mset *sets, size_t nsets, const applied *h, size_t nh, odbox_error *err)
 {
     for (size_t i = 0; i < nh; i++) {
@@ -203,6 +235,8 @@ static int validate(const mset *sets, size_t nsets, const applied *h, size_t nh,
                               "migrate: set '%s' version %s failed in an earlier run and may be half-applied "
                               "(%.200s); undo what it did by hand, fix the file, then run `odbox migrate repair` "
                               "to drop its entry", s->name, h[i].version, h[i].error[0] ? h[i].error : "no error kept");
+        if (!f && is_future(s, h[i].version))
+            continue;
         if (!f)
             return odbox_fail(err, ODBOX_EMIGRATION,
                               "migrate: set '%s' version %s is applied but its file is missing from %.300s",
@@ -380,9 +414,11 @@ int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, od
         (rc = odbox_owner_claimable(c, eventlog, nhist, owner, sizeof owner, err)) == ODBOX_OK &&
         (rc = odbox_history_ensure(c, eventlog, err)) == ODBOX_OK &&
         (*owner || (rc = odbox_owner_record(c, eventlog, err)) == ODBOX_OK) &&
-        (rc = validate(sets, nsets, hist, nhist, err)) == ODBOX_OK &&
-        (rc = apply_pending(c, id, eventlog, sets, nsets, hist, nhist, opt, err)) == ODBOX_OK)
-        progress(opt, id, ODBOX_MIGRATE_DONE, NULL, NULL);
+        (rc = validate(sets, nsets, hist, nhist, err)) == ODBOX_OK) {
+        warn_future(id, sets, nsets, hist, nhist);
+        if ((rc = apply_pending(c, id, eventlog, sets, nsets, hist, nhist, opt, err)) == ODBOX_OK)
+            progress(opt, id, ODBOX_MIGRATE_DONE, NULL, NULL);
+    }
     odbox_migrate_unlock(pool, &c, eventlog);
     odbox_pool_release(pool, &c);
 out:

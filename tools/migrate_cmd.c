@@ -9,7 +9,9 @@ const char usage_migrate[] =
     "       odbox migrate repair (--dsn DSN | --config FILE) [--yes] [options]\n"
     "\n"
     "Applies pending migrations, in version order, on every shard's primary.\n"
-    "A changed or missing applied file stops the run before anything is applied.\n"
+    "A changed or missing applied file stops the run before anything is applied;\n"
+    "applied versions newer than every file (a newer build migrated) are left as\n"
+    "they are, with a warning.\n"
     "An eventlog that another application database (or schema) migrated is refused.\n"
     "\n"
     "repair lists what it would change in the migration history: the entries of\n"
@@ -145,6 +147,14 @@ static int cmd_repair(int argc, char **argv)
     return 0;
 }
 
+/* The library's warnings (applied migrations newer than this build's
+ * files, ...), on stderr: --json keeps stdout to its document. */
+static void warn_to_stderr(void *ud, odbox_log_level level, const char *message)
+{
+    (void)ud;
+    fprintf(stderr, "odbox: %s: %s\n", level >= ODBOX_LOG_ERROR ? "error" : "warning", message);
+}
+
 int cmd_migrate(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "repair"))
@@ -156,6 +166,7 @@ int cmd_migrate(int argc, char **argv)
     int u = cli_begin(argc, argv, usage_migrate, 0, &c, &r, &o);
     if (u)
         return u;
+    odbox_log_set(warn_to_stderr, NULL, ODBOX_LOG_WARN);
     progress_state ps = {.c = &c};
     o.progress = on_progress;
     o.progress_ud = &ps;

@@ -13,6 +13,10 @@
  *
  * Before anything is applied every applied file is checked: a changed or
  * missing file stops the run with ODBOX_EMIGRATION and nothing applied.
+ * A version applied above the newest file of its set is not missing: a
+ * newer build applied it (a rolling deploy, every process migrating at
+ * start); it is left as it is, with one ODBOX_LOG_WARN per set and run,
+ * as Flyway ignores "future" migrations. A failed one still stops it.
  * Only one migrator works on an eventlog at a time: a keyed lock is taken
  * (ODBOX_ETIMEDOUT after lock_timeout_ms).
  *

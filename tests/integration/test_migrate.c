@@ -517,6 +517,73 @@ START_TEST(a_dir_without_this_dialects_folder_is_refused)
 }
 END_TEST
 
+typedef struct warnings {
+    int n;
+    char last[1024];
+} warnings;
+
+static void keep_warnings(void *ud, odbox_log_level level, const char *message)
+{
+    warnings *w = ud;
+    if (level != ODBOX_LOG_WARN)
+        return;
+    w->n++;
+    snprintf(w->last, sizeof w->last, "%s", message);
+}
+
+/* A rolling deploy: a newer build applied V2 (and V3); an older one, with
+ * V1 only, migrates on start: the versions above its newest file are a
+ * warning, once, not an error. A file missing below its newest file, or
+ * a changed one, still stops the run. */
+START_TEST(versions_newer_than_every_file_are_left_with_a_warning)
+{
+    char ev[64], dir[] = "/tmp/odbox-future-XXXXXX", path[400];
+    itest_name(ev, sizeof ev, "ev_future");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    write_file(dir, "V1__create.sql", create_in_eventlog("dv", "(n INT NOT NULL);\n"));
+    write_file(dir, "V2__two.sql", insert_dv(2));
+    write_file(dir, "V2.1__two_one.sql", insert_dv(21));
+    odbox_registry *r = one_shard(1, ev);
+    odbox_conn *c = itest_connect(1);
+    odbox_migrate_options o = {.user_dir = dir, .user_set = "fut"};
+    odbox_error e;
+    warnings w = {0};
+    odbox_log_set(keep_warnings, &w, ODBOX_LOG_WARN);
+    ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(w.n, 0);
+    ck_assert_int_eq(history(c, ev, "fut"), 3);
+
+    /* the older build: V1 only */
+    unlink(strcat(strcat(strcpy(path, dir), "/"), "V2__two.sql"));
+    unlink(strcat(strcat(strcpy(path, dir), "/"), "V2.1__two_one.sql"));
+    ck_assert_msg(odbox_migrate_registry(r, &o, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(w.n, 1);
+    ck_assert_msg(strstr(w.last, "set 'fut'") && strstr(w.last, "2 applied migration(s) newer") &&
+                      strstr(w.last, "V1 ") && strstr(w.last, "up to V2.1"),
+                  "%s", w.last);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "dv")), 2);
+    /* a changed file below them still stops it */
+    write_file(dir, "V1__create.sql", create_in_eventlog("dv", "(n INT NOT NULL); -- edited\n"));
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
+    ck_assert_msg(strstr(e.message, "changed"), "%s", e.message);
+    write_file(dir, "V1__create.sql", create_in_eventlog("dv", "(n INT NOT NULL);\n"));
+
+    /* V1, V2.1 and V3 on disk, V2 applied but gone: missing, as before */
+    write_file(dir, "V2.1__two_one.sql", insert_dv(21));
+    write_file(dir, "V3__three.sql", insert_dv(3));
+    w.n = 0;
+    ck_assert_int_eq(odbox_migrate_registry(r, &o, &e), ODBOX_EMIGRATION);
+    ck_assert_msg(strstr(e.message, "version 2 is applied but its file is missing"), "%s", e.message);
+    ck_assert_int_eq(w.n, 0);
+    ck_assert_int_eq(history(c, ev, "fut"), 3);
+    odbox_log_set(NULL, NULL, ODBOX_LOG_INFO);
+    remove_dir(dir);
+    itest_drop_eventlog(c, ev);
+    odbox_conn_close(&c);
+    odbox_registry_free(&r);
+}
+END_TEST
+
 typedef struct migrator {
     const char *eventlog;
     counts n;
@@ -721,6 +788,7 @@ Suite *migrate_suite(void)
     tcase_add_test(t, changed_file_realigned);
     tcase_add_test(t, dotted_versions);
     tcase_add_test(t, a_dir_without_this_dialects_folder_is_refused);
+    tcase_add_test(t, versions_newer_than_every_file_are_left_with_a_warning);
     tcase_add_test(t, concurrent_migrators_apply_once);
     tcase_add_test(t, lock_held_times_out);
     tcase_add_test(t, a_ddl_behind_an_open_reader_times_out);
