@@ -2,9 +2,11 @@
  * module uses. */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include "internal.h"
 #include "config.h"
@@ -288,6 +290,18 @@ int64_t odbox_now_us(void)
 
 const char *odbox_version(void) { return PACKAGE_VERSION; }
 
+/* The file's size when stat knows it (a regular file), as the first
+ * guess of what to allocate; files whose size stat does not tell (pipes,
+ * /proc) start small. Either grows while there is more. */
+static size_t first_capacity(FILE *f, size_t max)
+{
+    struct stat st;
+    /* + 1: a read of one byte more sees the end, and the NUL has room */
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        return (uintmax_t)st.st_size < max ? (size_t)st.st_size + 1 : max + 1;
+    return max < 4096 ? max + 1 : 4096;
+}
+
 int odbox_read_text_file(const char *what, const char *path, size_t max, char **out, size_t *len,
                          odbox_error *err)
 {
@@ -295,24 +309,38 @@ int odbox_read_text_file(const char *what, const char *path, size_t max, char **
     FILE *f = fopen(path, "rb");
     if (!f)
         return odbox_fail(err, ODBOX_EIO, "%s: cannot open '%.300s': %s", what, path, strerror(errno));
-    char *buf = malloc(max + 1);
-    if (!buf) {
-        fclose(f);
-        return odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
+    /* A buffer of the file's size, not of max: a migration run keeps
+     * every file's text at once. */
+    size_t cap = first_capacity(f, max), n = 0;
+    char *buf = malloc(cap);
+    int rc = buf ? ODBOX_OK : odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
+    while (rc == ODBOX_OK) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap || cap == max + 1)
+            break; /* the end, an error, or more than max */
+        size_t grown = cap > (max + 1) / 2 ? max + 1 : cap * 2;
+        char *g = realloc(buf, grown);
+        if (!g)
+            rc = odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
+        else
+            buf = g, cap = grown;
     }
-    size_t n = fread(buf, 1, max + 1, f);
     int bad = ferror(f);
     fclose(f);
-    int rc = ODBOX_OK;
-    if (bad)
+    if (rc == ODBOX_OK && bad)
         rc = odbox_fail(err, ODBOX_EIO, "%s: cannot read '%.300s'", what, path);
-    else if (n > max)
+    else if (rc == ODBOX_OK && n > max)
         rc = odbox_fail(err, ODBOX_EINVAL, "%s: '%.300s' is larger than %zu bytes", what, path, max);
-    else if (memchr(buf, '\0', n))
+    else if (rc == ODBOX_OK && memchr(buf, '\0', n))
         rc = odbox_fail(err, ODBOX_EINVAL, "%s: '%.300s' contains a NUL byte", what, path);
     if (rc != ODBOX_OK) {
         free(buf);
         return rc;
+    }
+    if (cap > n + 1) { /* a file that shrank, or a pipe: give back the rest */
+        char *g = realloc(buf, n + 1);
+        if (g)
+            buf = g;
     }
     buf[n] = '\0';
     *out = buf;

@@ -1,9 +1,14 @@
-/* odbox — unit tests: errors, SHA-256, SQL splitting and placeholders,
+/* odbox — unit tests: errors, reading text files, SHA-256, SQL splitting and placeholders,
  * names and shard ids, the dialect table, multi-row SQL, migration file
  * names and versions, idempotency keys' input checks. */
+#include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "odbox/odbox.h"
 #include "internal.h"
 #include "sqlsplit.h"
@@ -154,6 +159,83 @@ START_TEST(split_rejects_unterminated)
         ck_assert_ptr_nonnull(strstr(e.message, "unterminated"));
         ck_assert_uint_eq(s.n, 0);
     }
+}
+END_TEST
+
+/* Writes n bytes of c to a new temporary file; its path into path. */
+static void temp_file(char *path, size_t cap, char c, size_t n)
+{
+    snprintf(path, cap, "/tmp/odbox-read-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    char block[512];
+    memset(block, c, sizeof block);
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < sizeof block ? n - done : sizeof block;
+        ck_assert_int_eq(write(fd, block, k), (ssize_t)k);
+        done += k;
+    }
+    close(fd);
+}
+
+/* A file's text takes about its own size, not the most a file may hold
+ * (a migration run keeps every file's text at once: 16 MiB each made 80
+ * files 1.3 GB). malloc_usable_size answers the size asked for under
+ * ASan and valgrind, and at least it with glibc's malloc. */
+START_TEST(a_text_file_takes_about_its_size)
+{
+    const size_t max = 16 * 1024 * 1024; /* migrate's limit */
+    char path[64];
+    char *text = NULL;
+    size_t len = 0;
+    odbox_error e;
+    ck_assert_int_eq(odbox_read_text_file("t", "/nonexistent/x.sql", max, &text, &len, &e), ODBOX_EIO);
+    temp_file(path, sizeof path, 'a', 30);
+    ck_assert_int_eq(odbox_read_text_file("t", path, max, &text, &len, &e), ODBOX_OK);
+    ck_assert_uint_eq(len, 30);
+    ck_assert_uint_eq(strlen(text), 30);
+    ck_assert_msg(malloc_usable_size(text) < 4096, "%zu bytes for a 30-byte file", malloc_usable_size(text));
+    free(text);
+    /* exactly max, and one more */
+    ck_assert_int_eq(odbox_read_text_file("t", path, 30, &text, &len, &e), ODBOX_OK);
+    ck_assert_uint_eq(len, 30);
+    free(text);
+    ck_assert_int_eq(odbox_read_text_file("t", path, 29, &text, &len, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "larger than 29 bytes"), "%s", e.message);
+    ck_assert_ptr_null(text);
+    unlink(path);
+    temp_file(path, sizeof path, '\0', 3);
+    ck_assert_int_eq(odbox_read_text_file("t", path, max, &text, &len, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "NUL"));
+    unlink(path);
+    /* a file whose size stat does not tell (0 here) */
+    ck_assert_int_eq(odbox_read_text_file("t", "/proc/self/status", max, &text, &len, &e), ODBOX_OK);
+    ck_assert(len > 0 && strstr(text, "Name:"));
+    ck_assert_uint_le(malloc_usable_size(text), len + 64);
+    free(text);
+    /* a pipe of 10,000 bytes: the buffer grows, then gives back the rest */
+    snprintf(path, sizeof path, "/tmp/odbox-fifo-%d", (int)getpid());
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        int fd = open(path, O_WRONLY);
+        char block[1000];
+        memset(block, 'p', sizeof block);
+        for (int i = 0; i < 10 && fd >= 0; i++)
+            if (write(fd, block, sizeof block) != (ssize_t)sizeof block)
+                _exit(1);
+        _exit(fd >= 0 ? 0 : 1);
+    }
+    ck_assert_int_eq(odbox_read_text_file("t", path, max, &text, &len, &e), ODBOX_OK);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_uint_eq(len, 10000);
+    ck_assert_uint_eq(strspn(text, "p"), 10000);
+    ck_assert_uint_le(malloc_usable_size(text), 10000 + 64);
+    free(text);
+    unlink(path);
 }
 END_TEST
 
@@ -536,6 +618,7 @@ Suite *basics_suite(void)
     tcase_add_test(t, sha256_known_vectors);
     tcase_add_test(t, split_statements);
     tcase_add_test(t, split_rejects_unterminated);
+    tcase_add_test(t, a_text_file_takes_about_its_size);
     tcase_add_test(t, placeholders);
     tcase_add_test(t, names);
     tcase_add_test(t, shard_ids);
