@@ -30,8 +30,7 @@ static int line_of(const char *text, const char *p)
     return line;
 }
 
-int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *out,
-                    odbox_error *err)
+int odbox_sql_split(const char *text, int mysql_rules, odbox_sql_script *out, odbox_error *err)
 {
     memset(out, 0, sizeof *out);
     if (!text)
@@ -39,14 +38,16 @@ int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *o
     /* comments are blanked in a copy (newlines kept): a driver that looks
      * for a second statement (SQLite's ODBC driver) takes a ';' in a
      * comment for one. MySQL's executable comments and optimizer hints
-     * (slash-star followed by ! or +) are code: kept. */
+     * (slash-star followed by ! or +) are code: kept. MySQL's rules add
+     * '#' comments, and backslash escapes in both kinds of string ("..."
+     * is a string there, not ANSI_QUOTES' identifier). */
     char *buf = strdup(text);
     if (!buf)
         return odbox_fail(err, ODBOX_ENOMEM, "SQL: out of memory");
     char *start = buf, *p = buf;
     int meaningful = 0; /* the current statement has more than comments */
     while (*p) {
-        if (p[0] == '-' && p[1] == '-') {
+        if ((p[0] == '-' && p[1] == '-') || (mysql_rules && p[0] == '#')) {
             while (*p && *p != '\n')
                 *p++ = ' ';
             continue;
@@ -73,7 +74,7 @@ int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *o
                     p = open;
                     goto unterminated;
                 }
-                if (backslash_escapes && q == '\'' && *p == '\\' && p[1]) {
+                if (mysql_rules && q != '`' && *p == '\\' && p[1]) { /* '...' and "..." strings */
                     p += 2;
                     continue;
                 }

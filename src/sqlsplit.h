@@ -14,9 +14,11 @@ typedef struct odbox_sql_script {
  * comments and PostgreSQL dollar quotes. Comments become blanks (but
  * MySQL's executable comments and hints); statements that hold only
  * blanks and comments are dropped. An unterminated literal or comment is
- * ODBOX_EINVAL. backslash_escapes: MySQL's '\'' inside literals. */
-int odbox_sql_split(const char *text, int backslash_escapes, odbox_sql_script *out,
-                    odbox_error *err);
+ * ODBOX_EINVAL. mysql_rules (a dialect's backslash_escapes): MySQL's and
+ * MariaDB's lexical rules besides: '#' to the end of the line is a
+ * comment, and a backslash escapes the next character in '...' and
+ * "..." strings. */
+int odbox_sql_split(const char *text, int mysql_rules, odbox_sql_script *out, odbox_error *err);
 void odbox_sql_script_free(odbox_sql_script *s);
 
 /* Replaces every ${name} with value; any other ${...} is ODBOX_EINVAL

@@ -66,7 +66,9 @@ typedef struct odbox_dialect {
     int has_returning;
     int has_skip_locked;
     int has_transactional_ddl;
-    int backslash_escapes;   /* '\'' escapes a quote inside string literals */
+    int backslash_escapes;   /* MySQL's lexical rules: '\'' and "\"" escape a quote inside
+                                string literals, and '#' starts a comment to the end of
+                                the line (the migration runner splits files by them) */
     int max_params;          /* most parameters one statement may carry */
     /* 1: a keyed action (odbox_execute_keyed) begins its transaction
      * before perform, with the key's INSERT, which is also the key's

@@ -148,6 +148,56 @@ START_TEST(split_statements)
 }
 END_TEST
 
+/* MySQL's and MariaDB's lexical rules (a dialect with backslash_escapes):
+ * '#' to the end of the line is a comment, and a backslash escapes inside
+ * "..." strings too. PostgreSQL's and SQLite's are as they were: '#' is
+ * code (PostgreSQL's XOR), "..." an identifier without escapes. */
+START_TEST(split_mysql_rules)
+{
+    odbox_sql_script s;
+    odbox_error e;
+    ck_assert_int_eq(odbox_sql_split("CREATE TABLE a(x INT);\n# it's\nCREATE TABLE b(y INT);\n# that's\n", 1, &s, &e),
+                     ODBOX_OK);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_str_eq(s.stmts[0], "CREATE TABLE a(x INT)");
+    ck_assert_str_eq(s.stmts[1], "CREATE TABLE b(y INT)");
+    odbox_sql_script_free(&s);
+    /* inside a statement the comment is blanked, its line kept */
+    ck_assert_int_eq(odbox_sql_split("ALTER TABLE t # why; because\n ADD c INT;", 1, &s, &e), ODBOX_OK);
+    ck_assert_uint_eq(s.n, 1);
+    ck_assert_str_eq(s.stmts[0], "ALTER TABLE t               \n ADD c INT");
+    odbox_sql_script_free(&s);
+    /* a '#' in a literal or a quoted name is no comment */
+    ck_assert_int_eq(odbox_sql_split("INSERT INTO t VALUES ('#no; comment', \"#nor; this\"); SELECT `#x;`", 1, &s, &e),
+                     ODBOX_OK);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_str_eq(s.stmts[0], "INSERT INTO t VALUES ('#no; comment', \"#nor; this\")");
+    odbox_sql_script_free(&s);
+    ck_assert_int_eq(odbox_sql_split("INSERT INTO t VALUES (\"a\\\";b\"); SELECT 1;", 1, &s, &e), ODBOX_OK);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_str_eq(s.stmts[0], "INSERT INTO t VALUES (\"a\\\";b\")");
+    odbox_sql_script_free(&s);
+
+    /* PostgreSQL and SQLite: unchanged */
+    ck_assert_int_eq(odbox_sql_split("SELECT 5 # 3; SELECT 2", 0, &s, &e), ODBOX_OK);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_str_eq(s.stmts[0], "SELECT 5 # 3");
+    odbox_sql_script_free(&s);
+    ck_assert_int_eq(odbox_sql_split("SELECT 1 AS \"a\\\"; SELECT 2", 0, &s, &e), ODBOX_OK);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_str_eq(s.stmts[0], "SELECT 1 AS \"a\\\"");
+    odbox_sql_script_free(&s);
+    ck_assert_int_eq(odbox_sql_split("SELECT 1;\n# it's\nSELECT 2;", 0, &s, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "unterminated"));
+    /* and the MySQL rules' own: the same under them */
+    ck_assert_int_eq(odbox_sql_split("SELECT 5 # 3; SELECT 2", 1, &s, &e), ODBOX_OK);
+    ck_assert_uint_eq(s.n, 1);
+    ck_assert_str_eq(s.stmts[0], "SELECT 5");
+    odbox_sql_script_free(&s);
+    ck_assert_int_eq(odbox_sql_split("SELECT 1 AS \"a\\\"; SELECT 2", 1, &s, &e), ODBOX_EINVAL);
+}
+END_TEST
+
 START_TEST(split_rejects_unterminated)
 {
     const char *bad[] = {"SELECT 'abc", "SELECT \"abc", "SELECT 1 /* never closed",
@@ -618,6 +668,7 @@ Suite *basics_suite(void)
     tcase_add_test(t, sha256_known_vectors);
     tcase_add_test(t, split_statements);
     tcase_add_test(t, split_rejects_unterminated);
+    tcase_add_test(t, split_mysql_rules);
     tcase_add_test(t, a_text_file_takes_about_its_size);
     tcase_add_test(t, placeholders);
     tcase_add_test(t, names);
