@@ -61,35 +61,36 @@ bad:
     return odbox_fail(err, ODBOX_EINVAL, "shard '%.32s': expected GROUP.MEMBER such as 0.1", text);
 }
 
-/* The eventlog of a shard: its config's, or what eventlog= in its DSNs
- * says; all that are given must agree. */
+/* The eventlog of a shard: its config's, else its primary DSN's eventlog=,
+ * else "eventlog". A replica's eventlog= never names it (the replica
+ * copies the primary's eventlog): it must agree with it. */
 static int shard_eventlog(const odbox_shard_config *sc, char out[ODBOX_NAME_MAX], odbox_error *err)
 {
     const char *dsns[2] = {sc->primary_dsn, sc->replica_dsn};
-    const char *from = sc->eventlog ? "the shard's eventlog" : NULL;
+    const char *from = sc->eventlog ? "the shard's eventlog" : "the default eventlog";
     snprintf(out, ODBOX_NAME_MAX, "%s", sc->eventlog ? sc->eventlog : "");
     for (int i = 0; i < 2; i++) {
         odbox_dsn *dsn = NULL;
+        int rc = ODBOX_OK;
+        if (i == 1 && !*out) /* nothing named it: the default */
+            snprintf(out, ODBOX_NAME_MAX, "eventlog");
         if (!dsns[i] || !*dsns[i])
             continue;
-        int rc = odbox_dsn_parse(dsns[i], &dsn, err);
-        if (rc != ODBOX_OK)
+        if ((rc = odbox_dsn_parse(dsns[i], &dsn, err)) != ODBOX_OK)
             return odbox_error_prefix(err, rc, "registry: shard %d.%d %s", sc->id.group, sc->id.member,
                                       i ? "replica" : "primary");
-        if (dsn->eventlog && from && strcmp(dsn->eventlog, out))
-            rc = odbox_fail(err, ODBOX_EINVAL, "registry: shard %d.%d: %s DSN says eventlog=%s but %s is %s",
-                            sc->id.group, sc->id.member, i ? "the replica" : "the primary", dsn->eventlog, from,
-                            out);
-        else if (dsn->eventlog && !from) {
+        if (dsn->eventlog && !*out) {
             snprintf(out, ODBOX_NAME_MAX, "%s", dsn->eventlog);
-            from = "the primary DSN's";
+            from = "the primary DSN's eventlog=";
+        } else if (dsn->eventlog && strcmp(dsn->eventlog, out)) {
+            rc = odbox_fail(err, ODBOX_EINVAL, "registry: shard %d.%d: %s DSN says eventlog=%s but %s is '%s'%s",
+                            sc->id.group, sc->id.member, i ? "the replica" : "the primary", dsn->eventlog, from, out,
+                            i ? " (the shard's eventlog is named by its config or primary DSN only)" : "");
         }
         odbox_dsn_free(&dsn);
         if (rc != ODBOX_OK)
             return rc;
     }
-    if (!*out)
-        snprintf(out, ODBOX_NAME_MAX, "eventlog");
     return ODBOX_OK;
 }
 

@@ -11,7 +11,8 @@
  *   }
  *
  * Every problem is reported with the path of the offending key; unknown
- * keys are errors (a misspelt "replcia" must not silently mean "none"). */
+ * keys are errors (a misspelt "replcia" must not silently mean "none"),
+ * and so is a key given twice in one object (json-c would keep the last). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,127 @@ static int parse_json(const char *text, size_t len, json_object **root_out, odbo
     return ODBOX_OK;
 }
 
+/* ---- keys given twice ----------------------------------------------------
+ * json-c keeps the last value of a key given twice in one object, and
+ * offers no flag to refuse it; so the text json-c accepted is walked
+ * again: strings ("..." and json-c's '...', with escapes), comments, and
+ * the brackets that nest objects and arrays. The first string of each
+ * member of an object is its key, decoded by json-c itself (so "a\u0062"
+ * is "ab", as the parsed object has it) and looked up in a json-c object
+ * of the keys seen so far in that object. */
+
+#define KEYS_MAX_DEPTH 64 /* json-c refuses deeper nesting (32) first */
+
+typedef struct key_level {
+    json_object *seen; /* objects: the keys so far; NULL for an array */
+    int want_key;      /* objects: the next string is a key */
+    size_t index;      /* arrays: of the current element */
+    char key[72];      /* objects: the current member's key */
+} key_level;
+
+/* "(top)", "shards[1]", "shards[1].pool": where level depth - 1 is. */
+static void key_path(const key_level *lv, int depth, char *out, size_t cap)
+{
+    odbox_buf b = {0};
+    for (int i = 1; i < depth; i++) {
+        if (lv[i - 1].seen)
+            odbox_buf_cat(&b, i > 1 ? "." : "", lv[i - 1].key, (char *)NULL);
+        else
+            odbox_buf_appendf(&b, "[%zu]", lv[i - 1].index);
+    }
+    char *p = odbox_buf_take(&b);
+    snprintf(out, cap, "%s", p && *p ? p : "(top)");
+    free(p);
+}
+
+/* The end of the string that starts at p (its closing quote), or NULL. */
+static const char *string_end(const char *p, const char *end)
+{
+    char q = *p;
+    for (p++; p < end; p++) {
+        if (*p == '\\')
+            p++;
+        else if (*p == q)
+            return p;
+    }
+    return NULL;
+}
+
+/* Records the key text[from..to] (quotes included) in lv; ODBOX_EINVAL
+ * when lv has it already. */
+static int see_key(key_level *lv, int depth, const char *text, const char *from, const char *to, odbox_error *err)
+{
+    key_level *l = &lv[depth - 1];
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return odbox_fail(err, ODBOX_ENOMEM, "config: out of memory");
+    json_object *k = json_tokener_parse_ex(tok, from, (int)(to - from + 1));
+    json_tokener_free(tok);
+    if (!k)
+        k = json_object_new_string_len(from + 1, (int)(to - from - 1)); /* as written: cannot be, json-c read it */
+    if (!k || !json_object_is_type(k, json_type_string)) {
+        json_object_put(k);
+        return odbox_fail(err, ODBOX_ENOMEM, "config: out of memory");
+    }
+    const char *key = json_object_get_string(k);
+    int rc = ODBOX_OK;
+    if (json_object_object_get_ex(l->seen, key, NULL)) {
+        char path[256];
+        int line = 1;
+        for (const char *c = text; c < from; c++)
+            line += *c == '\n';
+        key_path(lv, depth, path, sizeof path);
+        rc = odbox_fail(err, ODBOX_EINVAL, "config: %s: duplicate key '%.64s' (line %d): give each key once",
+                        path, key, line);
+    } else if (json_object_object_add(l->seen, key, NULL) != 0) {
+        rc = odbox_fail(err, ODBOX_ENOMEM, "config: out of memory");
+    }
+    snprintf(l->key, sizeof l->key, "%s", key);
+    json_object_put(k);
+    return rc;
+}
+
+/* ODBOX_EINVAL naming the first key given twice in one object of text
+ * (len bytes, which json-c parsed). */
+static int check_duplicate_keys(const char *text, size_t len, odbox_error *err)
+{
+    key_level lv[KEYS_MAX_DEPTH];
+    int depth = 0, rc = ODBOX_OK;
+    const char *p = text, *end = text + len;
+    for (; p < end && rc == ODBOX_OK; p++) {
+        if (p[0] == '/' && p + 1 < end && (p[1] == '*' || p[1] == '/')) {
+            const char *close = p[1] == '*' ? strstr(p + 2, "*/") : strchr(p + 2, '\n');
+            p = close ? close + (p[1] == '*') : end;
+        } else if (*p == '{' || *p == '[') {
+            if (depth == KEYS_MAX_DEPTH) {
+                rc = odbox_fail(err, ODBOX_EINVAL, "config: nested more than %d deep", KEYS_MAX_DEPTH);
+                break;
+            }
+            lv[depth] = (key_level){.want_key = 1};
+            if (*p == '{' && !(lv[depth].seen = json_object_new_object()))
+                rc = odbox_fail(err, ODBOX_ENOMEM, "config: out of memory");
+            depth++;
+        } else if ((*p == '}' || *p == ']') && depth > 0) {
+            json_object_put(lv[--depth].seen);
+        } else if (*p == ',' && depth > 0) {
+            lv[depth - 1].want_key = 1;
+            lv[depth - 1].index++;
+        } else if (*p == '"' || *p == '\'') {
+            const char *close = string_end(p, end);
+            if (!close)
+                break; /* json-c took it: cannot be */
+            if (depth > 0 && lv[depth - 1].seen && lv[depth - 1].want_key) {
+                lv[depth - 1].want_key = 0;
+                rc = see_key(lv, depth, text, p, close, err);
+            }
+            p = close;
+        }
+    }
+    while (depth > 0)
+        json_object_put(lv[--depth].seen);
+    return rc;
+}
+
 /* shards[i], the object o, into *sc: its pool starts from defaults. */
 static int parse_shard(json_object *o, size_t i, const odbox_pool_config *defaults, odbox_shard_config *sc,
                        odbox_error *err)
@@ -213,6 +335,8 @@ int odbox_registry_parse(const char *text, odbox_registry **out, odbox_error *er
         return odbox_fail(err, ODBOX_EINVAL, "config: larger than %d bytes", CONFIG_MAX_BYTES);
     if ((rc = parse_json(text, len, &root, err)) != ODBOX_OK)
         return rc;
+    if ((rc = check_duplicate_keys(text, len, err)) != ODBOX_OK)
+        goto out;
     if (!json_object_is_type(root, json_type_object)) {
         rc = odbox_fail(err, ODBOX_EINVAL, "config: the top level must be an object");
         goto out;

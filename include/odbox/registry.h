@@ -35,7 +35,8 @@ typedef struct odbox_shard_config {
     const char *primary_dsn;   /* required */
     const char *replica_dsn;   /* NULL: replica reads use the primary */
     const char *eventlog;      /* NULL: the primary DSN's eventlog=, else "eventlog";
-                                  a DSN's eventlog= must agree with it */
+                                  a DSN's eventlog= must agree with it (a replica's
+                                  never names it) */
     odbox_pool_config pool;    /* zeros: pool defaults */
 } odbox_shard_config;
 

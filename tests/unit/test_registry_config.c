@@ -97,6 +97,29 @@ START_TEST(dsn_names_the_eventlog)
     ck_assert_int_eq(odbox_registry_parse(json, &r, &e), ODBOX_OK);
     ck_assert_str_eq(odbox_shard_eventlog(odbox_registry_default_shard(r)), "ev_x");
     odbox_registry_free(&r);
+
+    /* the name comes from the primary (or the config), never the replica:
+     * a replica's eventlog= that is not the shard's is refused */
+    sc.primary_dsn = PG;
+    sc.replica_dsn = PG "?eventlog=ev_b";
+    ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(r);
+    ck_assert_msg(strstr(e.message, "replica") && strstr(e.message, "eventlog=ev_b") && strstr(e.message, "'eventlog'"),
+                  "%s", e.message);
+    sc.replica_dsn = PG "?eventlog=eventlog";
+    ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_OK);
+    ck_assert_str_eq(odbox_shard_eventlog(odbox_registry_default_shard(r)), "eventlog");
+    odbox_registry_free(&r);
+    sc.eventlog = "ev_b";
+    sc.replica_dsn = PG "?eventlog=ev_b";
+    ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_OK);
+    ck_assert_str_eq(odbox_shard_eventlog(odbox_registry_default_shard(r)), "ev_b");
+    odbox_registry_free(&r);
+    sc.eventlog = NULL;
+    json = "{\"shards\": [{\"group\": 0, \"member\": 0, \"primary\": \"" PG "\", \"replica\": \"" PG
+           "?eventlog=ev_r\"}]}";
+    ck_assert_int_eq(odbox_registry_parse(json, &r, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "eventlog=ev_r"), "%s", e.message);
 }
 END_TEST
 
@@ -172,6 +195,16 @@ static const bad_config bad_configs[] = {
     {"{\"pool\": {\"sise\": 3}, \"shards\": [" S0 "]}", "unknown key 'sise'"},
     {"{\"pool\": {\"acquire_timeout_ms\": -5}, \"shards\": [" S0 "]}", "acquire_timeout_ms"},
     {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"" PG "\", \"pool\": {\"size\": 100000} }]}", "shards[0].pool.size"},
+    /* a key twice in one object: json-c keeps the last, which made this shard 0.1 */
+    {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"" PG "\", \"member\": 1 }]}",
+     "shards[0]: duplicate key 'member' (line 1)"},
+    {"{\"shards\": [" S0 "],\n \"shards\": [" S0 "]}", "(top): duplicate key 'shards' (line 2)"},
+    {"{\"shards\": [" S0 "], \"sh\\u0061rds\": [" S0 "]}", "(top): duplicate key 'shards'"},
+    {"{'shards': [" S0 "], \"shards\": [" S0 "]}", "(top): duplicate key 'shards'"},
+    {"{\"shards\": [" S0 ", { \"group\": 0, \"member\": 1, \"primary\": \"" PG "\", \"pool\": {\"size\": 1, /* x */ \"size\": 2} }]}",
+     "shards[1].pool: duplicate key 'size'"},
+    {"{\"shards\": [" S0 "], \"relays\": [{\"kind\": \"nats\"}, {\"kind\": \"nats\", \"kind\": \"kafka\"}]}",
+     "relays[1]: duplicate key 'kind'"},
 };
 
 START_TEST(config_rejects_bad)
@@ -184,6 +217,24 @@ START_TEST(config_rejects_bad)
     ck_assert_ptr_null(r);
     ck_assert_msg(strstr(e.message, c->expect) != NULL, "case %d: message '%s' lacks '%s'", _i, e.message, c->expect);
     ck_assert_msg(strstr(e.message, "s3cr3t-PW") == NULL, "case %d: password in '%s'", _i, e.message);
+}
+END_TEST
+
+/* The same key in sibling objects, key names inside values and comments,
+ * and keys that only look alike are no duplicates. */
+START_TEST(config_keys_once_per_object)
+{
+    const char *json = "{ /* \"shards\": [] */ \"default_shard\": \"0.1\",\n"
+                       "  \"shards\": [ { \"group\": 0, \"member\": 0, \"primary\": \"" PG "\" },\n"
+                       "    { \"group\": 0, \"member\": 1, \"primary\": \"" PG "\", // 'member'\n"
+                       "      \"eventlog\": \"ev_1\" } ],\n"
+                       "  \"relays\": [{\"kind\": \"nats\", \"Kind\": \"member\", \"note\": \"x\\\"kind\\\": 2\"}] }";
+    odbox_registry *r = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_registry_parse(json, &r, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_uint_eq(odbox_registry_shard_count(r), 2);
+    ck_assert_int_eq(odbox_shard_get_id(odbox_registry_default_shard(r)).member, 1);
+    odbox_registry_free(&r);
 }
 END_TEST
 
@@ -216,6 +267,7 @@ Suite *registry_config_suite(void)
     tcase_add_test(t, dsn_names_the_eventlog);
     tcase_add_test(t, built_in_code);
     tcase_add_loop_test(t, config_rejects_bad, 0, (int)(sizeof bad_configs / sizeof bad_configs[0]));
+    tcase_add_test(t, config_keys_once_per_object);
     tcase_add_test(t, config_file);
     suite_add_tcase(s, t);
     return s;
