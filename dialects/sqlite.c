@@ -250,7 +250,9 @@ const odbox_dialect odbox_dialect_sqlite = {
     .table_columns_sql = "SELECT p.name, p.type, p.\"notnull\", CASE WHEN p.dflt_value IS NOT NULL "
                          "OR p.hidden IN (2, 3) OR (p.pk = 1 AND upper(p.type) = 'INTEGER') THEN 1 ELSE 0 END "
                          "FROM " TABLE_OF_SCHEMA " ORDER BY p.cid",
-    /* column types do not constrain values (type affinity) */
+    /* no ALTER COLUMN; a type still converts values (INTEGER affinity
+     * makes the text '1.10' the number 1.1): the migration runner
+     * rebuilds its history table instead */
     .alter_column_type_fmt = NULL,
     .server_version_sql = "SELECT sqlite_version()",
     .eventlog_separator = "_",

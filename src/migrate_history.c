@@ -41,27 +41,100 @@ static int exec_fmt(odbox_conn *c, odbox_error *err, const char *fmt, ...)
     return odbox_conn_exec(c, sql, err);
 }
 
+/* Today's history table, unless there is one. */
+static int create_history(odbox_conn *c, const char *table, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    return exec_fmt(c, err,
+                    "CREATE TABLE IF NOT EXISTS %s ("
+                    "migration_set VARCHAR(64) NOT NULL, "
+                    "version VARCHAR(50) NOT NULL, "
+                    "description VARCHAR(255) NOT NULL, "
+                    "script VARCHAR(255) NOT NULL, "
+                    "checksum CHAR(64) NOT NULL, "
+                    "installed_on %s NOT NULL, "
+                    "execution_ms BIGINT NOT NULL, "
+                    "success %s NOT NULL, "
+                    "error_message VARCHAR(%d) NULL, "
+                    "PRIMARY KEY (migration_set, version))",
+                    table, d->timestamp_type, d->bool_type, ODBOX_HISTORY_ERROR_MAX);
+}
+
+#define HISTORY_OLD_COLUMNS "migration_set, version, description, script, checksum, installed_on, execution_ms, success"
+
+/* Gives the history table's version column today's type where a column's
+ * type cannot be altered (SQLite): the rows go to a copy with their
+ * versions as text, and come back into a new table of today's columns,
+ * in one transaction. */
+static int rebuild_history(odbox_conn *c, const char *eventlog, const char *table, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    char copy[EVT_NAME_MAX];
+    if (!d->has_transactional_ddl)
+        return odbox_fail(err, ODBOX_EUNSUPPORTED, "%s: cannot change the type of its version column", table);
+    evt(c, eventlog, ODBOX_HISTORY_TABLE "_copy", copy);
+    int rc = odbox_conn_begin(c, err);
+    if (rc == ODBOX_OK)
+        rc = exec_fmt(c, err,
+                      "CREATE TABLE %s AS SELECT migration_set, CAST(version AS VARCHAR(50)) AS version, "
+                      "description, script, checksum, installed_on, execution_ms, success FROM %s",
+                      copy, table);
+    if (rc == ODBOX_OK)
+        rc = exec_fmt(c, err, "DROP TABLE %s", table);
+    if (rc == ODBOX_OK)
+        rc = create_history(c, table, err);
+    if (rc == ODBOX_OK)
+        rc = exec_fmt(c, err, "INSERT INTO %s (" HISTORY_OLD_COLUMNS ") SELECT " HISTORY_OLD_COLUMNS " FROM %s",
+                      table, copy);
+    if (rc == ODBOX_OK)
+        rc = exec_fmt(c, err, "DROP TABLE %s", copy);
+    if (rc == ODBOX_OK)
+        return odbox_conn_commit(c, err);
+    if (odbox_conn_in_transaction(c)) {
+        odbox_error e2;
+        odbox_conn_rollback(c, &e2);
+    }
+    return rc;
+}
+
+/* 1 when a catalogue type is an integer type (bigint, BIGINT, bigint(20)). */
+static int integer_type(const char *type)
+{
+    for (const char *p = type; *p; p++)
+        if ((p[0] | 0x20) == 'i' && (p[1] | 0x20) == 'n' && (p[2] | 0x20) == 't')
+            return 1;
+    return 0;
+}
+
 /* A history table of an earlier odbox kept versions as BIGINT and no
  * error: bring it to today's columns. The error column goes last, so a
- * run stopped half-way does the whole upgrade again. */
+ * run stopped half-way does the whole upgrade again; a version column
+ * still of an integer type (a SQLite table whose error column an odbox
+ * before its rebuild added) is changed on its own. */
 static int upgrade_history(odbox_conn *c, const char *eventlog, odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
     odbox_table_column *cols = NULL;
     size_t n = 0;
     int rc = evt_columns(c, eventlog, ODBOX_HISTORY_TABLE, &cols, &n, err);
-    int current = rc == ODBOX_OK && odbox_catalog_find(cols, n, "error_message");
+    const odbox_table_column *version = rc == ODBOX_OK ? odbox_catalog_find(cols, n, "version") : NULL;
+    int with_error = rc == ODBOX_OK && odbox_catalog_find(cols, n, "error_message");
+    int int_version = version && integer_type(version->type);
     free(cols);
-    if (rc != ODBOX_OK || current)
+    if (rc != ODBOX_OK || (with_error && !int_version))
         return rc;
     char table[EVT_NAME_MAX], sql[512];
     evt(c, eventlog, ODBOX_HISTORY_TABLE, table);
-    if (d->alter_column_type_fmt) {
+    if (!d->alter_column_type_fmt) /* today's columns, error_message too */
+        rc = rebuild_history(c, eventlog, table, err);
+    else {
         snprintf(sql, sizeof sql, d->alter_column_type_fmt, table, "version", "VARCHAR(50)");
-        if ((rc = odbox_conn_exec(c, sql, err)) != ODBOX_OK)
-            return rc;
+        if (int_version)
+            rc = odbox_conn_exec(c, sql, err);
+        if (rc == ODBOX_OK && !with_error)
+            rc = exec_fmt(c, err, "ALTER TABLE %s ADD COLUMN error_message VARCHAR(%d) NULL", table,
+                          ODBOX_HISTORY_ERROR_MAX);
     }
-    rc = exec_fmt(c, err, "ALTER TABLE %s ADD COLUMN error_message VARCHAR(%d) NULL", table, ODBOX_HISTORY_ERROR_MAX);
     if (rc == ODBOX_OK)
         odbox_log(ODBOX_LOG_INFO, "%s: upgraded to dotted versions and kept errors", table);
     return rc;
@@ -75,20 +148,7 @@ int odbox_history_ensure(odbox_conn *c, const char *eventlog, odbox_error *err)
     if (d->create_eventlog_fmt) /* else the eventlog is a name prefix */
         rc = exec_fmt(c, err, d->create_eventlog_fmt, eventlog);
     if (rc == ODBOX_OK)
-        rc = exec_fmt(c, err,
-                      "CREATE TABLE IF NOT EXISTS %s ("
-                      "migration_set VARCHAR(64) NOT NULL, "
-                      "version VARCHAR(50) NOT NULL, "
-                      "description VARCHAR(255) NOT NULL, "
-                      "script VARCHAR(255) NOT NULL, "
-                      "checksum CHAR(64) NOT NULL, "
-                      "installed_on %s NOT NULL, "
-                      "execution_ms BIGINT NOT NULL, "
-                      "success %s NOT NULL, "
-                      "error_message VARCHAR(%d) NULL, "
-                      "PRIMARY KEY (migration_set, version))",
-                      evt(c, eventlog, ODBOX_HISTORY_TABLE, table), d->timestamp_type, d->bool_type,
-                      ODBOX_HISTORY_ERROR_MAX);
+        rc = create_history(c, evt(c, eventlog, ODBOX_HISTORY_TABLE, table), err);
     if (rc == ODBOX_OK)
         rc = upgrade_history(c, eventlog, err);
     if (rc == ODBOX_OK)

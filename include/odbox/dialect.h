@@ -169,7 +169,10 @@ typedef struct odbox_dialect {
      * is no such table. */
     const char *table_columns_sql;
     /* Changes the type of a NOT NULL column: %1$s table, %2$s column,
-     * %3$s new type. NULL when column types do not constrain values. */
+     * %3$s new type. NULL where a column's type cannot be altered
+     * (SQLite, whose INTEGER affinity still turns the text '1.10' into
+     * the number 1.1): the table is rebuilt with today's columns, in a
+     * transaction (has_transactional_ddl). */
     const char *alter_column_type_fmt;
     /* One row, one text column: the server's version as the server spells
      * it (text may follow the number: "10.11.19-MariaDB-0+deb12u1"). The

@@ -113,6 +113,7 @@ Suite *owntx_suite(void);
 /* Suites built from the tests of two files: the second file's tests,
  * added by the suite's function to its tcase where they are listed. */
 void db_add_bind_tests(TCase *t);                 /* test_db_binds.c */
+void migrate_add_deploy_tests(TCase *t);          /* test_migrate_deploy.c */
 void action_add_staging_refusals(TCase *t);       /* test_action_refusals.c */
 void action_add_input_refusals(TCase *t);         /* test_action_refusals.c */
 void handlers_jobs_add_lease_tests(TCase *tc);    /* test_handlers_leases.c */
