@@ -1,4 +1,6 @@
-/* odbox — MariaDB (10.7+ for the UUID type, 10.6+ for SKIP LOCKED). */
+/* odbox — MariaDB: 10.7+ for the UUID type (10.6+ for SKIP LOCKED);
+ * 10.10.6+ / 10.11.5+ store UUIDv7s unswapped, so event ids order as
+ * they were made (the ordered claim's second key). */
 #include "dialects.h"
 #include "mysql_common.h"
 
@@ -29,4 +31,8 @@ const odbox_dialect odbox_dialect_mariadb = {
     .replica_lag_sql = "SHOW ALL SLAVES STATUS",
     .replica_lag_column = "Seconds_Behind_Master",
     .replica_lag_unit_ms = 1000,
+    /* V1 makes UUID columns: MariaDB has the type from 10.7 on */
+    .min_server_version = "10.7",
+    .too_old_hint = "MariaDB has the UUID type, which its migrations use, from 10.7 on: upgrade the server, or "
+                    "use the mysql dialect (a mysql:// URL or dialect=mysql), which stores UUIDs as CHAR(36)",
 };

@@ -384,6 +384,24 @@ static int apply_pending(odbox_conn *c, odbox_shard_id id, const char *eventlog,
     return rc;
 }
 
+/* Refuses a server older than the dialect's migrations need, before
+ * anything is written (see odbox_server_version_check). */
+static int check_server(odbox_conn *c, odbox_error *err)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    if (!d->min_server_version)
+        return ODBOX_OK;
+    odbox_stmt *s = NULL;
+    const char *v = NULL;
+    int rc = odbox_stmt_prepare(c, d->server_version_sql, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+        rc = odbox_stmt_get_text(s, 1, &v, NULL, err);
+    if (rc >= 0)
+        rc = odbox_server_version_check(d, v, err);
+    odbox_stmt_free(&s);
+    return rc;
+}
+
 int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, odbox_error *err)
 {
     if (!shard)
@@ -401,6 +419,10 @@ int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, od
     int rc = odbox_migrate_begin(shard, opt, &c, sets, &nsets, err);
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "shard %d.%d", id.group, id.member);
+    if ((rc = check_server(c, err)) != ODBOX_OK) {
+        odbox_pool_release(pool, &c);
+        goto out;
+    }
     if ((rc = odbox_migrate_lock(c, eventlog, opt, id, err)) != ODBOX_OK) {
         if (rc == ODBOX_ETIMEDOUT) /* else the lock may be held: see odbox_migrate_lock */
             odbox_pool_release(pool, &c);

@@ -51,6 +51,11 @@ int odbox_migration_name_parse(const char *name, char version[ODBOX_MIGRATION_VE
 /* Orders versions part by part as numbers, a missing part counting as 0:
  * <0, 0 or >0 as a comes before, is the same as, or comes after b. */
 int odbox_migration_version_cmp(const char *a, const char *b);
+/* ODBOX_EUNSUPPORTED, saying d's too_old_hint, when server (as d's
+ * server_version_sql answers: "10.6.12-MariaDB-log") is older than d's
+ * min_server_version; ODBOX_OK when it is not, when d names none, or
+ * when server begins with no version number. */
+int odbox_server_version_check(const odbox_dialect *d, const char *server, odbox_error *err);
 
 /* ---- the files (migrate.c) ---- */
 

@@ -85,6 +85,27 @@ static void next_part(const char **s, const char **digits, size_t *n)
     *s = p;
 }
 
+int odbox_server_version_check(const odbox_dialect *d, const char *server, odbox_error *err)
+{
+    if (!d->min_server_version || !server)
+        return ODBOX_OK;
+    char v[64];
+    if (!strncmp(server, "5.5.5-", 6) && is_digit(server[6]))
+        server += 6; /* MariaDB's replication-compatible prefix, where a client shows it */
+    size_t n = strspn(server, "0123456789.");
+    while (n > 0 && server[n - 1] == '.')
+        n--;
+    if (n == 0 || n >= sizeof v)
+        return ODBOX_OK; /* no number to compare: the server will say */
+    memcpy(v, server, n);
+    v[n] = '\0';
+    if (odbox_migration_version_cmp(v, d->min_server_version) >= 0)
+        return ODBOX_OK;
+    return odbox_fail(err, ODBOX_EUNSUPPORTED, "migrate: the server is %s %s, older than %s, which the %s dialect "
+                                               "needs: %s",
+                      d->name, v, d->min_server_version, d->name, d->too_old_hint ? d->too_old_hint : "upgrade it");
+}
+
 int odbox_migration_version_cmp(const char *a, const char *b)
 {
     while (*a || *b) {

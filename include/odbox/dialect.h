@@ -329,6 +329,13 @@ typedef struct odbox_dialect {
      * looked by event_notifications_limit_leases, reading every row of
      * the handler per due row. NULL: none. */
     const char *order_probe_hint;
+    /* The oldest server version the dialect's migrations run on ("10.7"),
+     * compared part by part as numbers with the number server_version_sql
+     * begins with; NULL: any. migrate refuses an older server
+     * (ODBOX_EUNSUPPORTED) before it changes anything, and says
+     * too_old_hint (what to do instead). */
+    const char *min_server_version;
+    const char *too_old_hint;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

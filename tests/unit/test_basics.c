@@ -499,6 +499,36 @@ START_TEST(migration_names_and_versions)
 }
 END_TEST
 
+/* migrate refuses a server older than its dialect's migrations need:
+ * MariaDB before 10.7 (no UUID type), pointing at the mysql dialect. */
+START_TEST(server_versions_a_dialect_needs)
+{
+    const odbox_dialect *m = odbox_dialect_find("mariadb");
+    odbox_error e;
+    ck_assert_str_eq(m->min_server_version, "10.7");
+    static const char *const old[] = {"10.6.12-MariaDB-log", "10.6", "5.5.5-10.6.5-MariaDB",
+                                      "10.3.39-MariaDB-0+deb10u1"};
+    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) {
+        ck_assert_msg(odbox_server_version_check(m, old[i], &e) == ODBOX_EUNSUPPORTED, "%s", old[i]);
+        ck_assert_msg(strstr(e.message, "older than 10.7") && strstr(e.message, "dialect=mysql") &&
+                          strstr(e.message, "UUID"),
+                      "%s", e.message);
+    }
+    ck_assert_ptr_nonnull(strstr(e.message, "the server is mariadb 10.3.39,"));
+    static const char *const ok[] = {"10.7.0", "10.7", "10.11.19-MariaDB-0+deb12u1", "11.4.2-MariaDB",
+                                     "5.5.5-10.11.6-MariaDB", "", "unknown"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        ck_assert_msg(odbox_server_version_check(m, ok[i], &e) == ODBOX_OK, "%s", ok[i]);
+    ck_assert_int_eq(odbox_server_version_check(m, NULL, &e), ODBOX_OK);
+    /* the others name no minimum */
+    for (const odbox_dialect *const *d = odbox_dialects(); *d; d++)
+        if (*d != m) {
+            ck_assert_ptr_null((*d)->min_server_version);
+            ck_assert_int_eq(odbox_server_version_check(*d, "1.0", &e), ODBOX_OK);
+        }
+}
+END_TEST
+
 START_TEST(multi_row_sql)
 {
     const char *forms[] = {"?", "CAST(? AS UUID)", "?"};
@@ -676,6 +706,7 @@ Suite *basics_suite(void)
     tcase_add_test(t, dialect_table);
     tcase_add_test(t, connection_strings);
     tcase_add_test(t, migration_names_and_versions);
+    tcase_add_test(t, server_versions_a_dialect_needs);
     tcase_add_test(t, multi_row_sql);
     tcase_add_test(t, joined_writes_sql);
     tcase_add_test(t, sql_keys_tell_parts_apart);
