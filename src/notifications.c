@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "jobs_internal.h"
 #include "notifications_internal.h"
 #include "odbox/uuid.h"
 
@@ -42,6 +43,23 @@ int odbox_ops_connect(const odbox_shard *s, const char *table, odbox_conn **conn
 void odbox_ops_release(const odbox_shard *s, odbox_conn **conn)
 {
     odbox_pool_release(odbox_shard_primary(s), conn);
+}
+
+/* the purge job hands its job registry's "now" (ODBOX_JOB_DB_NOW: none) on */
+_Static_assert(ODBOX_OPS_DB_NOW == ODBOX_JOB_DB_NOW, "one value says: the database's time");
+
+int64_t odbox_ops_given_now(const odbox_clock *clock)
+{
+    return clock && clock->now_us ? clock->now_us(clock->ud) : ODBOX_OPS_DB_NOW;
+}
+
+int odbox_ops_now(odbox_conn *c, int64_t given, int64_t *now, odbox_error *err)
+{
+    *now = given;
+    if (given != ODBOX_OPS_DB_NOW)
+        return ODBOX_OK;
+    int rc = odbox_job_db_now(c, now, err);
+    return rc == ODBOX_OK ? rc : odbox_error_prefix(err, rc, "reading the database's time");
 }
 
 void odbox_ops_ts_col(odbox_buf *b, const odbox_dialect *d, const char *col)
@@ -88,7 +106,7 @@ int odbox_ops_filter_init(const odbox_notification_filter *f, odbox_ops_filter *
     out->shard = f->shard;
     out->handler = f->handler;
     out->event_type = f->event_type;
-    out->now_us = odbox_clock_now_us(f->clock);
+    out->now_us = odbox_ops_given_now(f->clock);
     return ODBOX_OK;
 }
 
@@ -194,8 +212,8 @@ static int read_counts(odbox_conn *c, const char *table, const odbox_ops_filter 
 /* Due rows by handler and the oldest next_retry_at among them: the due
  * index ((next_retry_at) WHERE state IN ('PENDING','FAILED'), or (state,
  * next_retry_at) on MySQL/MariaDB) finds just the due rows. */
-static int read_due(odbox_conn *c, const char *table, const odbox_ops_filter *f, odbox_ops_stats *v, size_t from,
-                    odbox_shard_id id, odbox_error *err)
+static int read_due(odbox_conn *c, const char *table, const odbox_ops_filter *f, int64_t now, odbox_ops_stats *v,
+                    size_t from, odbox_shard_id id, odbox_error *err)
 {
     if (f->state[0] && strcmp(f->state, "PENDING") && strcmp(f->state, "FAILED"))
         return ODBOX_OK; /* finished rows are never due */
@@ -207,7 +225,7 @@ static int read_due(odbox_conn *c, const char *table, const odbox_ops_filter *f,
     odbox_ops_filter_sql(&b, f);
     odbox_buf_append(&b, " GROUP BY handler_name");
     odbox_stmt *s = NULL;
-    int rc = prepare_run(c, &b, &f->now_us, 1, f, &s, err);
+    int rc = prepare_run(c, &b, &now, 1, f, &s, err);
     while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
         const char *handler;
         int64_t due = 0, oldest = 0;
@@ -221,23 +239,28 @@ static int read_due(odbox_conn *c, const char *table, const odbox_ops_filter *f,
             break;
         }
         e->due = due;
-        e->oldest_due_age_us = f->now_us - oldest;
+        e->oldest_due_age_us = now - oldest;
     }
     odbox_stmt_free(&s);
     return rc < 0 ? rc : ODBOX_OK;
 }
 
-int odbox_ops_shard_counts(const odbox_shard *s, const odbox_ops_filter *f, odbox_ops_stats *v, odbox_error *err)
+int odbox_ops_shard_counts(const odbox_shard *s, const odbox_ops_filter *f, odbox_ops_stats *v, int64_t *now,
+                           odbox_error *err)
 {
     odbox_conn *c = NULL;
     char table[ODBOX_NAME_MAX * 2 + 32];
     size_t from = v->n;
     odbox_shard_id id = odbox_shard_get_id(s);
+    int64_t at = 0;
     int rc = odbox_ops_connect(s, TABLE, &c, table, sizeof table, err);
     if (rc != ODBOX_OK)
         return rc;
-    if ((rc = read_counts(c, table, f, v, from, id, err)) == ODBOX_OK)
-        rc = read_due(c, table, f, v, from, id, err);
+    if ((rc = odbox_ops_now(c, f->now_us, &at, err)) == ODBOX_OK &&
+        (rc = read_counts(c, table, f, v, from, id, err)) == ODBOX_OK)
+        rc = read_due(c, table, f, at, v, from, id, err);
+    if (now)
+        *now = at;
     odbox_ops_release(s, &c);
     for (size_t i = from; i < v->n; i++)
         v->v[i].backlog = v->v[i].pending + v->v[i].failed;
@@ -289,7 +312,7 @@ int odbox_notifications_count(const odbox_registry *r, const odbox_notification_
     int rc = odbox_ops_filter_init(f, &of, err);
     odbox_ops_stats v = {0};
     for (size_t i = 0; rc == ODBOX_OK && i < odbox_ops_shard_count(r, of.shard); i++)
-        rc = odbox_ops_shard_counts(odbox_ops_shard_at(r, of.shard, i), &of, &v, err);
+        rc = odbox_ops_shard_counts(odbox_ops_shard_at(r, of.shard, i), &of, &v, NULL, err);
     if (rc == ODBOX_OK)
         odbox_ops_stats_finish(&v, out, n);
     odbox_notification_stats_free(&v.v, v.n);
@@ -454,55 +477,95 @@ static int state_of(const odbox_shard *sh, const char *id, char state[16], odbox
     return rc < 0 ? odbox_ops_shard_error(sh, rc, err) : ODBOX_OK;
 }
 
-static int shard_requeue(const odbox_shard *sh, const char *state, const odbox_requeue_spec *q, int64_t now,
-                         int64_t *moved, odbox_error *err)
+/* What a requeue selects: " AND ..." for the state, handler and id
+ * given, bound by requeue_bind_run. */
+static void requeue_filter(odbox_buf *b, const odbox_dialect *d, const char *state, const odbox_requeue_spec *q)
 {
-    odbox_conn *c = NULL;
-    char table[ODBOX_NAME_MAX * 2 + 32];
-    int rc = odbox_ops_connect(sh, TABLE, &c, table, sizeof table, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    /* a requeued row of an ordered subscription takes its place in the
-     * order again (an EXPIRED one left it) */
-    char subs[ODBOX_NAME_MAX * 2 + 32];
-    odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "subscriptions", subs, sizeof subs);
-    odbox_buf b = {0};
-    odbox_buf_cat(&b, "UPDATE ", table,
-                  " SET state = 'PENDING', attempts = 0, next_retry_at = ?, updated_date = ?, created_date = ?,"
-                  " order_key = CASE WHEN EXISTS (SELECT 1 FROM ", subs,
-                  " s WHERE s.name = handler_name AND s.ordered = 1) THEN model_id END"
-                  " WHERE state IN ('FAILED', 'EXPIRED')",
-                  (char *)NULL);
     if (state[0])
-        odbox_buf_append(&b, " AND state = ?");
+        odbox_buf_append(b, " AND state = ?");
     if (q->handler)
-        odbox_buf_append(&b, " AND handler_name = ?");
+        odbox_buf_append(b, " AND handler_name = ?");
     if (q->id)
-        odbox_buf_cat(&b, " AND id = ", odbox_conn_dialect(c)->uuid_param, (char *)NULL);
-    char *sql = odbox_buf_take(&b);
-    odbox_stmt *s = NULL;
-    int idx = 4;
-    if (!sql)
-        rc = odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
-    else
-        rc = odbox_stmt_prepare(c, sql, &s, err);
-    free(sql);
-    for (int i = 1; rc == ODBOX_OK && i <= 3; i++)
-        rc = odbox_stmt_bind_timestamp(s, i, now, err);
+        odbox_buf_cat(b, " AND id = ", d->uuid_param, (char *)NULL);
+}
+
+/* Binds from idx on: now (unless it is the database's: now_sql in the
+ * text) nnow times, then requeue_filter's parameters; runs s. */
+static int requeue_bind_run(odbox_stmt *s, int64_t now, int nnow, const char *state, const odbox_requeue_spec *q,
+                            odbox_error *err)
+{
+    int rc = ODBOX_OK, idx = 1;
+    for (int i = 0; rc == ODBOX_OK && now != ODBOX_OPS_DB_NOW && i < nnow; i++)
+        rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK && state[0])
         rc = odbox_stmt_bind_text(s, idx++, state, err);
     if (rc == ODBOX_OK && q->handler)
         rc = odbox_stmt_bind_text(s, idx++, q->handler, err);
     if (rc == ODBOX_OK && q->id)
         rc = odbox_stmt_bind_uuid(s, idx++, q->id, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK) {
+    return rc == ODBOX_OK ? odbox_stmt_execute(s, err) : rc;
+}
+
+static int prepare_built(odbox_conn *c, odbox_buf *b, odbox_stmt **s, odbox_error *err)
+{
+    char *sql = odbox_buf_take(b);
+    int rc = sql ? odbox_stmt_prepare(c, sql, s, err) : odbox_fail(err, ODBOX_ENOMEM, "notifications: out of memory");
+    free(sql);
+    return rc;
+}
+
+/* The requeue of one shard: one UPDATE, then the count of the rows it
+ * left because a round holds them. "now" is the clock's, or the
+ * database's own (now_sql, no parameter): the rows' times and leases are
+ * the database's, and this process's clock may disagree with it (a row
+ * requeued "due now" by a host ahead would wait until that host's now).
+ * A row whose lease runs is being called: requeued, its round's outcome
+ * (guarded by the attempts it read) would be lost and the row called
+ * again after the lease; its round decides it, and the operator is told
+ * how many such rows were left. */
+static int shard_requeue(const odbox_shard *sh, const char *state, const odbox_requeue_spec *q, int64_t now,
+                         odbox_requeue_result *res, odbox_error *err)
+{
+    odbox_conn *c = NULL;
+    char table[ODBOX_NAME_MAX * 2 + 32];
+    int rc = odbox_ops_connect(sh, TABLE, &c, table, sizeof table, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    const char *at = now == ODBOX_OPS_DB_NOW ? d->now_sql : "?";
+    /* a requeued row of an ordered subscription takes its place in the
+     * order again (an EXPIRED one left it) */
+    char subs[ODBOX_NAME_MAX * 2 + 32];
+    odbox_dialect_eventlog_table(d, odbox_shard_eventlog(sh), "subscriptions", subs, sizeof subs);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "UPDATE ", table, " SET state = 'PENDING', attempts = 0, next_retry_at = ", at,
+                  ", updated_date = ", at, ", created_date = ", at,
+                  ", order_key = CASE WHEN EXISTS (SELECT 1 FROM ", subs,
+                  " s WHERE s.name = handler_name AND s.ordered = 1) THEN model_id END"
+                  " WHERE state IN ('FAILED', 'EXPIRED') AND (lease_until IS NULL OR lease_until <= ",
+                  at, ")", (char *)NULL);
+    requeue_filter(&b, d, state, q);
+    odbox_stmt *s = NULL;
+    if ((rc = prepare_built(c, &b, &s, err)) == ODBOX_OK &&
+        (rc = requeue_bind_run(s, now, 4, state, q, err)) == ODBOX_OK) {
         int64_t k = odbox_stmt_rows_affected(s);
         if (k < 0)
             rc = odbox_fail(err, ODBOX_EDB, "notifications: the driver did not tell how many rows moved");
         else
-            *moved += k;
+            res->moved += k;
     }
     odbox_stmt_free(&s);
+    if (rc == ODBOX_OK) {
+        odbox_buf_cat(&b, "SELECT COUNT(*) FROM ", table, " WHERE state IN ('FAILED', 'EXPIRED') AND lease_until > ",
+                      at, (char *)NULL);
+        requeue_filter(&b, d, state, q);
+        int64_t held = 0;
+        if ((rc = prepare_built(c, &b, &s, err)) == ODBOX_OK &&
+            (rc = requeue_bind_run(s, now, 1, state, q, err)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+            rc = odbox_stmt_get_int64(s, 1, &held, NULL, err);
+        res->in_flight += held;
+        odbox_stmt_free(&s);
+    }
     odbox_ops_release(sh, &c);
     return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
 }
@@ -510,12 +573,23 @@ static int shard_requeue(const odbox_shard *sh, const char *state, const odbox_r
 int odbox_notifications_requeue(const odbox_registry *r, const odbox_requeue_spec *s, int64_t *moved,
                                 odbox_error *err)
 {
+    odbox_requeue_result res;
+    int rc = odbox_notifications_requeue_run(r, s, &res, err);
+    if (moved)
+        *moved = res.moved;
+    return rc;
+}
+
+int odbox_notifications_requeue_run(const odbox_registry *r, const odbox_requeue_spec *s, odbox_requeue_result *res,
+                                    odbox_error *err)
+{
     static const odbox_requeue_spec all = {0};
     static const char *const requeueable[] = {"FAILED", "EXPIRED", NULL};
+    odbox_requeue_result total = {0, 0};
     if (!s)
         s = &all;
-    if (moved)
-        *moved = 0;
+    if (res)
+        *res = total;
     if (!r)
         return odbox_fail(err, ODBOX_EINVAL, "notifications: registry is NULL");
     char state[16] = "";
@@ -528,13 +602,13 @@ int odbox_notifications_requeue(const odbox_registry *r, const odbox_requeue_spe
         return odbox_fail(err, ODBOX_EINVAL, "notifications: '%.40s' is not a notification id (a UUID)", s->id);
     if (s->id && s->handler)
         return odbox_fail(err, ODBOX_EINVAL, "notifications: requeue one handler's rows or one id, not both");
-    int64_t now = odbox_clock_now_us(s->clock), total = 0;
+    int64_t now = odbox_ops_given_now(s->clock);
     size_t ns = odbox_ops_shard_count(r, s->shard);
     for (size_t i = 0; rc == ODBOX_OK && i < ns; i++)
         rc = shard_requeue(odbox_ops_shard_at(r, s->shard, i), state, s, now, &total, err);
-    if (moved)
-        *moved = total;
-    if (rc != ODBOX_OK || !s->id || total)
+    if (res)
+        *res = total;
+    if (rc != ODBOX_OK || !s->id || total.moved || total.in_flight)
         return rc;
     /* say why the id moved nothing */
     char found[16] = "";

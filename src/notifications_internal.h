@@ -23,12 +23,22 @@ int odbox_ops_shard_error(const odbox_shard *s, int rc, odbox_error *err);
 /* Appends col to b as a SELECT-list item odbox_stmt_get_timestamp reads. */
 void odbox_ops_ts_col(odbox_buf *b, const odbox_dialect *d, const char *col);
 
+/* "Now" for an operation given clock: the clock's value, or
+ * ODBOX_OPS_DB_NOW when there is none: each shard's database's time then
+ * decides (odbox_ops_now), since the rows' times are written by many
+ * processes whose clocks may disagree with this one's. */
+#define ODBOX_OPS_DB_NOW INT64_MIN
+int64_t odbox_ops_given_now(const odbox_clock *clock);
+/* given resolved on c: given itself, or the database's time read on c
+ * (once per shard: the reads of one shard share it). */
+int odbox_ops_now(odbox_conn *c, int64_t given, int64_t *now, odbox_error *err);
+
 /* A notification filter checked and normalised: state upper-cased. */
 typedef struct odbox_ops_filter {
     const odbox_shard *shard;
     char state[16]; /* "" for any */
     const char *handler, *event_type;
-    int64_t now_us;
+    int64_t now_us; /* odbox_ops_given_now: resolved per shard */
 } odbox_ops_filter;
 
 int odbox_ops_filter_init(const odbox_notification_filter *f, odbox_ops_filter *out, odbox_error *err);
@@ -49,8 +59,10 @@ typedef struct odbox_ops_stats {
 odbox_notification_stats *odbox_ops_stats_entry(odbox_ops_stats *v, size_t from, odbox_shard_id shard,
                                                 const char *handler, odbox_error *err);
 /* Counts and due rows of every handler on shard s (filtered by f) into
- * new entries of v. */
-int odbox_ops_shard_counts(const odbox_shard *s, const odbox_ops_filter *f, odbox_ops_stats *v, odbox_error *err);
+ * new entries of v; *now (may be NULL) gets the time "due" was measured
+ * at (f's, resolved on the shard). */
+int odbox_ops_shard_counts(const odbox_shard *s, const odbox_ops_filter *f, odbox_ops_stats *v, int64_t *now,
+                           odbox_error *err);
 /* Hands out v as count and metrics do: each shard's entries sorted by
  * handler; v is left empty. */
 void odbox_ops_stats_finish(odbox_ops_stats *v, odbox_notification_stats **out, size_t *n);

@@ -108,13 +108,14 @@ int odbox_notifications_metrics(const odbox_registry *r, const odbox_notificatio
     odbox_notification_filter f = {.shard = o->shard, .clock = o->clock};
     odbox_ops_filter of;
     int rc = odbox_ops_filter_init(&f, &of, err);
-    int64_t since = of.now_us - (int64_t)(o->lag_window_s ? o->lag_window_s : DEFAULT_LAG_WINDOW_S) * 1000000;
+    int64_t window = (int64_t)(o->lag_window_s ? o->lag_window_s : DEFAULT_LAG_WINDOW_S) * 1000000;
     odbox_ops_stats v = {0};
     for (size_t i = 0; rc == ODBOX_OK && i < odbox_ops_shard_count(r, of.shard); i++) {
         const odbox_shard *sh = odbox_ops_shard_at(r, of.shard, i);
         size_t from = v.n;
-        if ((rc = odbox_ops_shard_counts(sh, &of, &v, err)) == ODBOX_OK)
-            rc = shard_lag(sh, since, of.now_us, &v, from, err);
+        int64_t now = 0; /* the window ends when the shard's due rows were counted */
+        if ((rc = odbox_ops_shard_counts(sh, &of, &v, &now, err)) == ODBOX_OK)
+            rc = shard_lag(sh, now - window, now, &v, from, err);
     }
     if (rc == ODBOX_OK)
         odbox_ops_stats_finish(&v, out, n);

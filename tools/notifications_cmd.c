@@ -17,8 +17,9 @@ const char usage_notifications[] =
     "event id, handler, state, attempts, next retry, event type).\n"
     "\n"
     "requeue: FAILED and EXPIRED notifications (all, one handler's or one id) go\n"
-    "back to PENDING, due now, with attempts 0 and a fresh retention window;\n"
-    "prints how many moved.\n"
+    "back to PENDING, due now by the database's time, with attempts 0 and a fresh\n"
+    "retention window; prints how many moved, and how many it skipped as in flight\n"
+    "(a handling round is calling them: their outcome decides them).\n"
     "\n"
     "  --state S          PENDING, FAILED, SUCCEEDED or EXPIRED (requeue: FAILED or\n"
     "                     EXPIRED; default both)\n"
@@ -116,18 +117,20 @@ static int show_rows(odbox_registry *r, const odbox_notification_filter *f, size
 static int requeue(odbox_registry *r, const nopts *o, odbox_shard *shard, const cli *c, odbox_error *err)
 {
     odbox_requeue_spec s = {.shard = shard, .state = o->state, .handler = o->handler, .id = o->id};
-    int64_t moved = 0;
-    int rc = odbox_notifications_requeue(r, &s, &moved, err);
+    odbox_requeue_result res;
+    int rc = odbox_notifications_requeue_run(r, &s, &res, err);
     if (rc != ODBOX_OK)
         return rc;
     if (c->json) {
         json_object *top = json_object_new_object();
         json_object_object_add(top, "ok", json_object_new_boolean(1));
-        json_object_object_add(top, "requeued", json_object_new_int64(moved));
+        json_object_object_add(top, "requeued", json_object_new_int64(res.moved));
+        json_object_object_add(top, "in_flight", json_object_new_int64(res.in_flight));
         cli_print_json(top);
         json_object_put(top);
     } else {
-        printf("requeued %lld notification(s)\n", (long long)moved);
+        printf("requeued %lld notification(s); skipped %lld in flight\n", (long long)res.moved,
+               (long long)res.in_flight);
     }
     return ODBOX_OK;
 }

@@ -32,7 +32,10 @@ typedef struct odbox_notification_filter {
     const char *state;
     const char *handler;      /* handler_name; NULL: any ("" is ODBOX_EINVAL) */
     const char *event_type;   /* NULL: any ("" is ODBOX_EINVAL) */
-    const odbox_clock *clock; /* "now" for due times and ages; NULL: the system clock */
+    /* "now" for due times and ages; NULL: each shard's database's time,
+     * read once per shard (the rows' times are the database's and those
+     * of processes whose clocks may disagree with this one's) */
+    const odbox_clock *clock;
 } odbox_notification_filter;
 
 /* One handler's notifications on one shard. */
@@ -66,7 +69,7 @@ int odbox_notifications_count(const odbox_registry *r, const odbox_notification_
 
 typedef struct odbox_notification_metrics_options {
     const odbox_shard *shard; /* NULL: every shard */
-    const odbox_clock *clock; /* NULL: the system clock */
+    const odbox_clock *clock; /* NULL: each shard's database's time (as the filter's) */
     int lag_window_s;         /* delivery lag of the successes of the last lag_window_s; 0: 600 */
 } odbox_notification_metrics_options;
 
@@ -120,19 +123,41 @@ typedef struct odbox_requeue_spec {
     const char *state;        /* "FAILED" or "EXPIRED" (any case); NULL: both */
     const char *handler;      /* only this handler's rows; NULL: every handler's */
     const char *id;           /* only this notification (a UUID); NULL: every one */
-    const odbox_clock *clock; /* NULL: the system clock */
+    /* "now"; NULL: the database's time, written by the database itself
+     * (now_sql), so that "due now" is now for the handling jobs of every
+     * process, whatever this process's clock says */
+    const odbox_clock *clock;
 } odbox_requeue_spec;
+
+/* What a requeue did, summed over its shards. */
+typedef struct odbox_requeue_result {
+    int64_t moved;     /* back to PENDING */
+    /* left as they were: a handling round holds them (lease_until after
+     * now, the call is running), and its outcome decides them */
+    int64_t in_flight;
+} odbox_requeue_result;
 
 /* Moves FAILED and EXPIRED notifications (s may be NULL: all of them)
  * back to PENDING, due now, as if just created: attempts = 0 (the backoff
  * starts over and the handler sees attempt 1 again), next_retry_at,
  * updated_date and created_date = now (so the handling job's retention,
  * counted from the later of event_date and created_date, starts again).
- * *moved (may be NULL) gets how many moved. One UPDATE per shard,
- * guarded by the state: a row the handling job finishes meanwhile is
- * not moved. ODBOX_EINVAL: another state, an id that is not a UUID, or
- * both a handler and an id; ODBOX_ENOTFOUND: the id names no FAILED or
- * EXPIRED notification (the message says its state when it has one). */
+ * A row a handling round holds (its lease has not ended: its handler is
+ * being called) is left and counted in res->in_flight: requeued, its
+ * call's outcome would be lost (the round writes it guarded by the
+ * attempts it read) and the row called again after the lease; requeue
+ * it after the round, if it failed. res (may be NULL) gets the counts.
+ * One UPDATE per shard, guarded by the state and the lease: a row the
+ * handling job finishes or claims meanwhile is not moved. ODBOX_EINVAL:
+ * another state, an id that is not a UUID, or both a handler and an id;
+ * ODBOX_ENOTFOUND: the id names no FAILED or EXPIRED notification (the
+ * message says its state when it has one); an id that is in flight is
+ * no error (moved 0, in_flight 1). */
+int odbox_notifications_requeue_run(const odbox_registry *r, const odbox_requeue_spec *s, odbox_requeue_result *res,
+                                    odbox_error *err);
+
+/* odbox_notifications_requeue_run that tells only how many moved
+ * (*moved, may be NULL). */
 int odbox_notifications_requeue(const odbox_registry *r, const odbox_requeue_spec *s, int64_t *moved,
                                 odbox_error *err);
 

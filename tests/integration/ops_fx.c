@@ -46,9 +46,10 @@ void ofx_notification(ofx *f, int i, const nrow *n, char id[37])
     snprintf(sql, sizeof sql,
              "INSERT INTO %s (id, event_id, handler_name, namespace, action_id, action_name, action_params, "
              "started_date, completion_date, model_id, model_type, event_type, payload, event_date, state, attempts, "
-             "next_retry_at, created_date, updated_date) VALUES (%s, %s, ?, 'test', %s, 'TestAction', %s, ?, ?, "
-             "NULL, NULL, ?, NULL, ?, ?, ?, ?, ?, ?)",
-             itest_evt(f->ev[i], "event_notifications"), d->uuid_param, d->uuid_param, d->uuid_param, d->json_param);
+             "next_retry_at, created_date, updated_date, lease_owner, lease_until) VALUES (%s, %s, ?, 'test', %s, "
+             "'TestAction', %s, ?, ?, NULL, NULL, ?, NULL, ?, ?, ?, ?, ?, ?, %s, ?)",
+             itest_evt(f->ev[i], "event_notifications"), d->uuid_param, d->uuid_param, d->uuid_param, d->json_param,
+             n->lease_until ? "'test-round'" : "NULL");
     odbox_stmt *s = NULL;
     odbox_error e = {0};
     int k = 1;
@@ -84,6 +85,9 @@ void ofx_notification(ofx *f, int i, const nrow *n, char id[37])
         rc = odbox_stmt_bind_timestamp(s, k++, or_t0(n->created), &e);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_timestamp(s, k++, or_t0(n->updated), &e);
+    if (rc == ODBOX_OK)
+        rc = n->lease_until ? odbox_stmt_bind_timestamp(s, k++, n->lease_until, &e)
+                            : odbox_stmt_bind_null(s, k++, ODBOX_TYPE_TIMESTAMP, &e);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_execute(s, &e);
     ck_assert_msg(rc == ODBOX_OK, "insert notification: %s", e.message);
@@ -187,4 +191,21 @@ const char *ofx_notification_state(ofx *f, int i, const char *id)
     char *b = buf[k++ % 4];
     read_col(f, i, id, "state", 's', NULL, b, sizeof buf[0]);
     return b;
+}
+
+int64_t ofx_db_now(ofx *f, int i)
+{
+    const odbox_dialect *d = odbox_conn_dialect(f->c[i]);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s%s%s", d->timestamp_read_open ? d->timestamp_read_open : "", d->now_sql,
+             d->timestamp_read_close ? d->timestamp_read_close : "");
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    int64_t now = 0;
+    int rc = odbox_stmt_prepare(f->c[i], sql, &s, &e);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, &e)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, &e)) == 1)
+        rc = odbox_stmt_get_timestamp(s, 1, &now, NULL, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", sql, e.message);
+    odbox_stmt_free(&s);
+    return now;
 }

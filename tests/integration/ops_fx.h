@@ -28,6 +28,7 @@ typedef struct nrow {
     const char *handler, *state, *event_type; /* event_type NULL: "Thing" */
     int attempts;
     int64_t next_retry, completion, event_date, created, updated;
+    int64_t lease_until; /* 0: no lease; else held by a round "test-round" until then */
 } nrow;
 
 /* Inserts n on shard i; its id into id (may be NULL). */
@@ -40,5 +41,7 @@ int64_t ofx_count(ofx *f, int i, const char *table, const char *where);
 int64_t ofx_notification_ts(ofx *f, int i, const char *id, const char *column);
 int64_t ofx_notification_int(ofx *f, int i, const char *id, const char *column);
 const char *ofx_notification_state(ofx *f, int i, const char *id);
+/* The database's time on shard i's database (the dialect's now_sql). */
+int64_t ofx_db_now(ofx *f, int i);
 
 #endif

@@ -6,7 +6,8 @@
  * queued behind slow ones does not start once its timeout no longer
  * fits in the lease; two deliveries of one eventlog handle one backlog
  * together, each row once; two handling loops of one delivery overlap;
- * a process whose clock is an hour off decides nothing by it. */
+ * a process whose clock is an hour off decides nothing by it; a requeue
+ * during a retry leaves the row to its round. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -374,12 +375,81 @@ START_TEST(two_handling_loops_overlap_and_call_each_row_once)
 END_TEST
 
 /* The handlers_jobs suite's tests, added to its tcase where they were listed. */
+/* ---- a requeue while the retry runs ---------------------------------------- */
+
+/* Fails its first call; its second requeues its own row (by id, without
+ * a clock, as `odbox notifications requeue --id` would), then succeeds. */
+typedef struct self_requeue {
+    odbox_registry *r;
+    atomic_int calls;
+    int rc;
+    odbox_requeue_result res;
+} self_requeue;
+
+static int self_requeue_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    self_requeue *q = user;
+    if (atomic_fetch_add(&q->calls, 1) == 0)
+        return odbox_fail(err, ODBOX_EINVAL, "the first call fails");
+    odbox_requeue_spec spec = {.id = env->notification_id};
+    odbox_error e = {0};
+    q->rc = odbox_notifications_requeue_run(q->r, &spec, &q->res, &e);
+    return 0;
+}
+
+/* An operator requeues a FAILED row while its retry runs: the row is
+ * left to the round (the requeue moves 0 and says 1 is in flight), and
+ * the call's success is written: SUCCEEDED after two calls, none after.
+ * Before, the requeue moved it (attempts 0), the round's outcome, guarded
+ * by the attempts it had read, wrote nothing (stale), and the row was
+ * called again once the lease ended. */
+START_TEST(a_requeue_during_the_retry_leaves_the_row_to_its_round)
+{
+    jx x;
+    jx_open(&x, 1);
+    static self_requeue q;
+    memset(&q, 0, sizeof q);
+    q.r = x.f.r;
+    q.rc = -1;
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = "requeued", .event_type = EV_A.name, .handle = self_requeue_handle, .user = &q};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    odbox_delivery_config cfg = {.backoff_base_ms = 50, .cross_process_wakeup = -1};
+    odbox_delivery *d = NULL;
+    ck_assert_msg(odbox_delivery_open(x.f.r, h, &cfg, &d, &e) == ODBOX_OK, "%s", e.message);
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+    fanout_until_idle(d, &x.f, NULL);
+    odbox_shard *s0 = odbox_registry_shard_at(x.f.r, 0);
+    odbox_delivery_round r;
+    round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+    ck_assert_int_eq(r.failed, 1);
+    jt_sleep_ms(300); /* the backoff (50 ms) passes */
+    round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+    ck_assert_int_eq(r.read, 1);
+    ck_assert_int_eq(atomic_load(&q.calls), 2);
+    ck_assert_int_eq(q.rc, ODBOX_OK);
+    ck_assert_msg(r.stale == 0 && r.succeeded == 1, "the call's success was lost: %zu stale", r.stale);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED' AND attempts = 2 AND lease_owner IS NULL"), 1);
+    ck_assert_msg(q.res.moved == 0 && q.res.in_flight == 1, "the requeue moved %lld, left %lld in flight",
+                  (long long)q.res.moved, (long long)q.res.in_flight);
+    round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+    ck_assert_int_eq(r.read, 0);
+    ck_assert_int_eq(atomic_load(&q.calls), 2);
+    odbox_delivery_free(&d);
+    odbox_handlers_free(&h);
+    jx_close(&x);
+}
+END_TEST
+
 void handlers_jobs_add_lease_tests(TCase *tc)
 {
     tcase_add_test(tc, a_slow_call_is_not_cut_off_by_the_execution_length);
     tcase_add_test(tc, a_late_outcome_after_the_lease_was_lost_writes_nothing);
     tcase_add_test(tc, a_call_that_would_outlive_its_lease_does_not_start);
     tcase_add_test(tc, a_process_whose_clock_is_an_hour_off_decides_nothing);
+    tcase_add_test(tc, a_requeue_during_the_retry_leaves_the_row_to_its_round);
     tcase_add_test(tc, two_deliveries_handle_one_backlog_together);
     tcase_add_test(tc, two_handling_loops_overlap_and_call_each_row_once);
 }

@@ -3,14 +3,17 @@
  * state with the due rows and their oldest age, each filter, rows in due
  * order, requeue in each form and each error, the metrics (delivery lag
  * quantiles, the window) and their Prometheus text read back by the
- * strict parser, and an unreachable shard. */
+ * strict parser, and an unreachable shard; without a clock, all of it in
+ * the database's time; requeue leaves the rows a round holds. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../prom/promparse.h"
+#include "internal.h"
 #include "ops_fx.h"
 
 #define NOW (T0 + DAY)
+#define HOUR (3600 * SEC)
 
 static odbox_manual_clock *clock_at(int64_t t)
 {
@@ -394,6 +397,141 @@ START_TEST(metrics_against_known_rows)
 }
 END_TEST
 
+/* Without a clock, what is due, how long it has waited and the lag
+ * window are measured in the database's time, not this process's clock.
+ * The clock an hour fast: the row due in 10 minutes is not due, the one
+ * due 30 s ago has waited 30 s, and the success of 30 s ago is in the
+ * 10-minute lag window (before: both due, the oldest for an hour and
+ * 30 s, and the window an hour ahead: no lag). An hour slow: the same
+ * (before: nothing due, no lag). */
+START_TEST(counts_and_lag_in_the_database_time)
+{
+    ofx f;
+    ofx_open(&f, 1);
+    int64_t now = ofx_db_now(&f, 0);
+    ofx_notification(&f, 0, &(nrow){"audit", "FAILED", NULL, 1, .next_retry = now - 30 * SEC}, NULL);
+    ofx_notification(&f, 0, &(nrow){"audit", "PENDING", NULL, 0, .next_retry = now + 600 * SEC}, NULL);
+    ofx_notification(&f, 0,
+                     &(nrow){"audit", "SUCCEEDED", NULL, 1, .completion = now - 35 * SEC, .updated = now - 30 * SEC},
+                     NULL);
+    odbox_notification_stats *st = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    for (int off = 1; off >= -1; off -= 2) {
+        odbox_clock_skew_set(off * HOUR);
+        int rc = odbox_notifications_metrics(f.r, NULL, &st, &n, &e);
+        odbox_clock_skew_set(0);
+        ck_assert_msg(rc == ODBOX_OK, "%s", e.message);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_msg(st[0].due == 1, "a clock %+d h off: %lld due, want 1", off, (long long)st[0].due);
+        ck_assert_msg(st[0].oldest_due_age_us >= 30 * SEC && st[0].oldest_due_age_us < 90 * SEC,
+                      "a clock %+d h off: the oldest due waited %lld us, want 30 s", off,
+                      (long long)st[0].oldest_due_age_us);
+        ck_assert_msg(st[0].lag_count == 1, "a clock %+d h off: %lld successes in the lag window, want 1", off,
+                      (long long)st[0].lag_count);
+        ck_assert_int_eq(st[0].lag_max_us, 5 * SEC);
+        odbox_notification_stats_free(&st, n);
+        /* the counts alone */
+        odbox_clock_skew_set(off * HOUR);
+        rc = odbox_notifications_count(f.r, NULL, &st, &n, &e);
+        odbox_clock_skew_set(0);
+        ck_assert_msg(rc == ODBOX_OK, "%s", e.message);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_msg(st[0].due == 1, "count, a clock %+d h off: %lld due, want 1", off, (long long)st[0].due);
+        ck_assert_msg(st[0].oldest_due_age_us < 90 * SEC, "count, a clock %+d h off: waited %lld us", off,
+                      (long long)st[0].oldest_due_age_us);
+        odbox_notification_stats_free(&st, n);
+    }
+    ofx_close(&f);
+}
+END_TEST
+
+/* Without a clock, a requeued row is due now by the database's time. An
+ * operator's host 10 minutes fast: before, the row was told due now and
+ * written due in 10 minutes (next_retry_at, and its dates, the host's
+ * clock), so nothing retried it until then. */
+START_TEST(requeue_in_the_database_time)
+{
+    ofx f;
+    ofx_open(&f, 1);
+    char id[37];
+    ofx_notification(&f, 0, &(nrow){"audit", "FAILED", NULL, 3, .next_retry = T0}, id);
+    int64_t before = ofx_db_now(&f, 0);
+    odbox_requeue_spec q = {.id = id};
+    int64_t moved = 0;
+    odbox_error e = {0};
+    odbox_clock_skew_set(600 * SEC);
+    int rc = odbox_notifications_requeue(f.r, &q, &moved, &e);
+    odbox_clock_skew_set(0);
+    ck_assert_msg(rc == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(moved, 1);
+    int64_t after = ofx_db_now(&f, 0);
+    const char *const cols[] = {"next_retry_at", "updated_date", "created_date"};
+    for (int k = 0; k < 3; k++) {
+        int64_t t = ofx_notification_ts(&f, 0, id, cols[k]);
+        ck_assert_msg(t >= before - SEC && t <= after, "%s is %lld s after the database's now", cols[k],
+                      (long long)((t - after) / SEC));
+    }
+    odbox_notification_stats *st = NULL;
+    size_t n = 0;
+    ck_assert_msg(odbox_notifications_count(f.r, NULL, &st, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(st[0].due, 1);
+    odbox_notification_stats_free(&st, n);
+    ofx_close(&f);
+}
+END_TEST
+
+/* A FAILED row that a round holds (its lease runs: it is being retried)
+ * is not requeued: the round's outcome, guarded by the attempts it read,
+ * would be lost and the row called again after the lease. One whose
+ * lease has passed (its round died) is. Before, both moved. */
+START_TEST(requeue_skips_rows_in_flight)
+{
+    ofx f;
+    ofx_open(&f, 1);
+    int64_t now = ofx_db_now(&f, 0);
+    char held[37], lapsed[37];
+    ofx_notification(&f, 0, &(nrow){"audit", "FAILED", NULL, 1, .next_retry = now + 600 * SEC,
+                                    .lease_until = now + 600 * SEC}, held);
+    ofx_notification(&f, 0, &(nrow){"audit", "FAILED", NULL, 2, .next_retry = now - 60 * SEC,
+                                    .lease_until = now - 60 * SEC}, lapsed);
+    odbox_requeue_spec q = {.handler = "audit"};
+    int64_t moved = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_notifications_requeue(f.r, &q, &moved, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(moved, 1);
+    ck_assert_str_eq(ofx_notification_state(&f, 0, lapsed), "PENDING");
+    ck_assert_str_eq(ofx_notification_state(&f, 0, held), "FAILED");
+    ck_assert_int_eq(ofx_notification_int(&f, 0, held, "attempts"), 1);
+    /* by its id: not moved, said to be in flight, and no error (it is
+     * FAILED: its round decides) */
+    q = (odbox_requeue_spec){.id = held};
+    odbox_requeue_result res = {-1, -1};
+    ck_assert_msg(odbox_notifications_requeue_run(f.r, &q, &res, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(res.moved, 0);
+    ck_assert_int_eq(res.in_flight, 1);
+    ck_assert_int_eq(ofx_notification_int(&f, 0, held, "attempts"), 1);
+    q = (odbox_requeue_spec){0};
+    ck_assert_msg(odbox_notifications_requeue_run(f.r, &q, &res, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(res.moved, 0);
+    ck_assert_int_eq(res.in_flight, 1);
+    q = (odbox_requeue_spec){.id = held, .state = "EXPIRED"}; /* not what it is */
+    ck_assert_int_eq(odbox_notifications_requeue_run(f.r, &q, &res, &e), ODBOX_ENOTFOUND);
+    ck_assert_int_eq(res.in_flight, 0);
+    q = (odbox_requeue_spec){.id = held};
+    /* a clock past the lease decides so */
+    odbox_manual_clock *m = clock_at(now + 601 * SEC);
+    q.clock = odbox_manual_clock_clock(m);
+    ck_assert_msg(odbox_notifications_requeue_run(f.r, &q, &res, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(res.moved, 1);
+    ck_assert_int_eq(res.in_flight, 0);
+    ck_assert_str_eq(ofx_notification_state(&f, 0, held), "PENDING");
+    odbox_manual_clock_free(&m);
+    ofx_close(&f);
+}
+END_TEST
+
 START_TEST(unreachable_or_unmigrated_shard)
 {
     odbox_registry *r = NULL;
@@ -431,6 +569,9 @@ Suite *notifications_suite(void)
     tcase_add_test(tc, list_in_due_order);
     tcase_add_test(tc, requeue_each_form_and_error);
     tcase_add_test(tc, metrics_against_known_rows);
+    tcase_add_test(tc, counts_and_lag_in_the_database_time);
+    tcase_add_test(tc, requeue_in_the_database_time);
+    tcase_add_test(tc, requeue_skips_rows_in_flight);
     tcase_add_test(tc, unreachable_or_unmigrated_shard);
     suite_add_tcase(s, tc);
     return s;
