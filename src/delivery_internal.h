@@ -303,6 +303,12 @@ int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts);
  * process there, when force or a heartbeat is due. */
 int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error *err);
 
+/* Prepares sql (malloc'd or NULL: out of memory, freed here), binds the
+ * texts args[0..n-1], runs it (subscriptions.c, subscription_replay.c). */
+int odbox_subs_run(odbox_conn *c, char *sql, const char *const *args, size_t n, odbox_stmt **s, odbox_error *err);
+/* Appends a copy of s to *v (*n of them); ODBOX_ENOMEM. */
+int odbox_subs_strv_add(char ***v, size_t *n, const char *s);
+
 /* An event type with the subscriptions (not retired) that take it. */
 typedef struct odbox_subtype {
     char *name;

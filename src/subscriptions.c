@@ -3,7 +3,7 @@
  * subscription_types, and heartbeats its process in
  * subscription_processes, in the database's time; the fan-out reads the
  * types of the subscriptions that are not retired (odbox_subs_read_types);
- * operators list, retire and replay them.
+ * operators list and retire them (a replay: subscription_replay.c).
  *
  * Every statement is dialect-neutral but for the dialect's fields it
  * takes: insert_ignore_fmt, now_sql, interval_us_fmt, bound_rows_sql,
@@ -21,8 +21,6 @@
 #define T_TYPES "subscription_types"
 #define T_PROCS "subscription_processes"
 #define DEFAULT_LIVE_MS 30000
-/* events per statement of a replay */
-#define REPLAY_PAGE 500
 /* odbox_sql_key operation of the fan-out's read of the types */
 enum { SQL_SUBS_TYPES = 121 };
 
@@ -33,9 +31,7 @@ static void table(const odbox_conn *c, const char *eventlog, const char *name, c
     odbox_dialect_eventlog_table(odbox_conn_dialect((odbox_conn *)c), eventlog, name, out, cap);
 }
 
-/* Prepares sql (malloc'd or NULL: out of memory, freed here), binds the
- * texts args[0..n-1], runs it. */
-static int run(odbox_conn *c, char *sql, const char *const *args, size_t n, odbox_stmt **s, odbox_error *err)
+int odbox_subs_run(odbox_conn *c, char *sql, const char *const *args, size_t n, odbox_stmt **s, odbox_error *err)
 {
     *s = NULL;
     if (!sql)
@@ -56,7 +52,7 @@ static int run(odbox_conn *c, char *sql, const char *const *args, size_t n, odbo
 static int exec(odbox_conn *c, char *sql, const char *const *args, size_t n, int64_t *changed, odbox_error *err)
 {
     odbox_stmt *s = NULL;
-    int rc = run(c, sql, args, n, &s, err);
+    int rc = odbox_subs_run(c, sql, args, n, &s, err);
     if (rc == ODBOX_OK && changed)
         *changed = odbox_stmt_rows_affected(s);
     odbox_stmt_free(&s);
@@ -183,7 +179,7 @@ static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, o
     odbox_buf b = {0};
     odbox_buf_cat(&b, "SELECT name FROM ", subs, " WHERE retired_date IS NOT NULL", (char *)NULL);
     odbox_stmt *s = NULL;
-    if ((rc = run(c, odbox_buf_take(&b), NULL, 0, &s, err)) == ODBOX_OK) {
+    if ((rc = odbox_subs_run(c, odbox_buf_take(&b), NULL, 0, &s, err)) == ODBOX_OK) {
         while ((rc = odbox_stmt_fetch(s, err)) == 1) {
             const char *name = NULL;
             int null = 0;
@@ -409,7 +405,7 @@ int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **o
 
 /* ---- list ------------------------------------------------------------------------ */
 
-static int strv_add(char ***v, size_t *n, const char *s)
+int odbox_subs_strv_add(char ***v, size_t *n, const char *s)
 {
     char **g = realloc(*v, (*n + 1) * sizeof *g);
     if (!g)
@@ -470,7 +466,8 @@ static int read_pairs(odbox_conn *c, char *sql, int64_t live_us, odbox_subscript
             (rc = odbox_stmt_get_text(s, 2, &x, &n2, err)) != ODBOX_OK)
             break;
         odbox_subscription *sub = n1 || n2 ? NULL : find_sub(v, from, n, name);
-        if (sub && strv_add(procs ? &sub->processes : &sub->types, procs ? &sub->nprocesses : &sub->ntypes, x))
+        if (sub && odbox_subs_strv_add(procs ? &sub->processes : &sub->types,
+                                       procs ? &sub->nprocesses : &sub->ntypes, x))
             rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     }
     odbox_stmt_free(&s);
@@ -499,7 +496,7 @@ static int list_shard(const odbox_shard *sh, int64_t live_us, odbox_subscription
     odbox_ops_ts_col(&b, dl, "last_error_date");
     odbox_buf_cat(&b, " FROM ", subs, " ORDER BY name", (char *)NULL);
     odbox_stmt *s = NULL;
-    rc = run(c, odbox_buf_take(&b), NULL, 0, &s, err);
+    rc = odbox_subs_run(c, odbox_buf_take(&b), NULL, 0, &s, err);
     while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
         if (*n == *cap) {
             size_t nc = *cap ? *cap * 2 : 8;
@@ -580,7 +577,7 @@ static int count_named(odbox_conn *c, const char *subs, const char *name, int64_
     const char *args[] = {name};
     odbox_stmt *s = NULL;
     *count = 0;
-    int rc = run(c, odbox_buf_take(&b), args, 1, &s, err);
+    int rc = odbox_subs_run(c, odbox_buf_take(&b), args, 1, &s, err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
         int null = 0;
         rc = odbox_stmt_get_int64(s, 1, count, &null, err);
@@ -621,184 +618,5 @@ int odbox_subscription_retire(const odbox_registry *r, const char *name, int64_t
         return odbox_fail(err, ODBOX_ENOTFOUND, "no subscription named '%s'", name);
     if (retired)
         *retired = done;
-    return rc;
-}
-
-/* ---- replay ---------------------------------------------------------------------- */
-
-typedef struct replay {
-    odbox_conn *c;
-    const odbox_dialect *dl;
-    odbox_shard_id shard;
-    char events[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32], subs[ODBOX_NAME_MAX * 2 + 32];
-    const char *name;
-    int64_t now_us, created;
-    char (*ids)[ODBOX_UUID_LEN + 1];
-} replay;
-
-/* Notifications of the subscription for the n events ids, skipping those
- * that exist (the unique key on event_id, handler_name). */
-static int replay_insert(replay *p, size_t n, odbox_error *err)
-{
-    char *sql = odbox_notifications_insert_sql(p->dl, p->events, p->notifications, p->subs, n, "e.id IS NOT NULL", 0);
-    if (!sql)
-        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    odbox_stmt *s = NULL;
-    int rc = odbox_stmt_prepare(p->c, sql, &s, err);
-    free(sql);
-    int idx = 1;
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, idx++, p->now_us, err)) == ODBOX_OK)
-        rc = odbox_stmt_bind_timestamp(s, idx++, p->now_us, err);
-    for (size_t i = 0; rc == ODBOX_OK && i < n; i++) {
-        char nid[ODBOX_UUID_LEN + 1];
-        if ((rc = odbox_uuid_v7_sharded(p->shard, nid, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_bind_valid_uuid(s, idx++, nid, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_bind_valid_uuid(s, idx++, p->ids[i], err)) == ODBOX_OK)
-            rc = odbox_stmt_bind_text(s, idx++, p->name, err);
-    }
-    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK) {
-        int64_t changed = odbox_stmt_rows_affected(s);
-        p->created += changed > 0 ? changed : 0;
-    }
-    odbox_stmt_free(&s);
-    return rc;
-}
-
-/* The events of type since since_us, page after page in (event_date, id)
- * order. */
-static int replay_type(replay *p, const char *type, int64_t since_us, size_t page, odbox_error *err)
-{
-    const odbox_dialect *d = p->dl;
-    odbox_buf b = {0};
-    odbox_buf_cat(&b, "SELECT id, ", (char *)NULL);
-    odbox_ops_ts_col(&b, d, "event_date");
-    odbox_buf_cat(&b, " FROM ", p->events,
-                  " WHERE event_type = ? AND event_date >= ? AND (event_date > ? OR (event_date = ? AND id > ",
-                  d->uuid_param, ")) ORDER BY ", p->events, ".event_date, ", p->events, ".id", (char *)NULL);
-    odbox_buf_appendf(&b, " LIMIT %zu", page);
-    char *sql = odbox_buf_take(&b);
-    if (!sql)
-        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    int64_t at = since_us;
-    char after[ODBOX_UUID_LEN + 1] = "00000000-0000-0000-0000-000000000000";
-    int rc = ODBOX_OK;
-    for (;;) {
-        odbox_stmt *s = NULL;
-        size_t n = 0;
-        if ((rc = odbox_stmt_prepare(p->c, sql, &s, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_bind_text(s, 1, type, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_bind_timestamp(s, 2, since_us, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_bind_timestamp(s, 3, at, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_bind_timestamp(s, 4, at, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_bind_uuid(s, 5, after, err)) == ODBOX_OK)
-            rc = odbox_stmt_execute(s, err);
-        while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
-            const char *id = NULL;
-            int n1 = 0, n2 = 0;
-            if ((rc = odbox_stmt_get_text(s, 1, &id, &n1, err)) != ODBOX_OK ||
-                (rc = odbox_stmt_get_timestamp(s, 2, &at, &n2, err)) != ODBOX_OK)
-                break;
-            snprintf(p->ids[n], sizeof p->ids[n], "%s", n1 ? "" : id);
-            snprintf(after, sizeof after, "%s", p->ids[n]);
-            n++;
-        }
-        odbox_stmt_free(&s);
-        rc = rc < 0 ? rc : ODBOX_OK;
-        if (rc == ODBOX_OK && n)
-            rc = replay_insert(p, n, err);
-        if (rc != ODBOX_OK || n < page)
-            break;
-    }
-    free(sql);
-    return rc;
-}
-
-static int replay_shard(const odbox_shard *sh, const char *name, int64_t since_us, int64_t now_us,
-                        int64_t *found, int64_t *created, odbox_error *err)
-{
-    replay p = {.name = name, .now_us = now_us, .shard = odbox_shard_get_id(sh)};
-    char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32];
-    int rc = odbox_ops_connect(sh, T_SUBS, &p.c, subs, sizeof subs, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    p.dl = odbox_conn_dialect(p.c);
-    const char *ev = odbox_shard_eventlog(sh);
-    table(p.c, ev, T_TYPES, types, sizeof types);
-    table(p.c, ev, "events", p.events, sizeof p.events);
-    table(p.c, ev, "event_notifications", p.notifications, sizeof p.notifications);
-    table(p.c, ev, T_SUBS, p.subs, sizeof p.subs);
-    /* found? retired? */
-    odbox_buf b = {0};
-    odbox_buf_cat(&b, "SELECT CASE WHEN retired_date IS NULL THEN 0 ELSE 1 END FROM ", subs, " WHERE name = ?",
-                  (char *)NULL);
-    const char *args[] = {name};
-    odbox_stmt *s = NULL;
-    int64_t retired = -1;
-    rc = run(p.c, odbox_buf_take(&b), args, 1, &s, err);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
-        int null = 0;
-        rc = odbox_stmt_get_int64(s, 1, &retired, &null, err);
-    }
-    odbox_stmt_free(&s);
-    rc = rc < 0 ? rc : ODBOX_OK;
-    if (rc == ODBOX_OK && retired == 1)
-        rc = odbox_fail(err, ODBOX_ESTATE, "subscription '%s' is retired: it is not replayed", name);
-    char **tv = NULL;
-    size_t nt = 0;
-    if (rc == ODBOX_OK && retired == 0) {
-        (*found)++;
-        odbox_buf_cat(&b, "SELECT event_type FROM ", types, " WHERE name = ? ORDER BY event_type", (char *)NULL);
-        if ((rc = run(p.c, odbox_buf_take(&b), args, 1, &s, err)) == ODBOX_OK) {
-            while ((rc = odbox_stmt_fetch(s, err)) == 1) {
-                const char *t = NULL;
-                int null = 0;
-                if ((rc = odbox_stmt_get_text(s, 1, &t, &null, err)) != ODBOX_OK)
-                    break;
-                if (!null && strv_add(&tv, &nt, t)) {
-                    rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-                    break;
-                }
-            }
-            odbox_stmt_free(&s);
-            rc = rc < 0 ? rc : ODBOX_OK;
-        }
-    }
-    size_t page = REPLAY_PAGE;
-    if (p.dl->max_params > 0 && (size_t)(p.dl->max_params - 2) / 3 < page)
-        page = (size_t)(p.dl->max_params - 2) / 3;
-    if (rc == ODBOX_OK && nt && !(p.ids = calloc(page, sizeof *p.ids)))
-        rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    for (size_t i = 0; rc == ODBOX_OK && i < nt; i++)
-        rc = replay_type(&p, tv[i], since_us, page, err);
-    for (size_t i = 0; i < nt; i++)
-        free(tv[i]);
-    free(tv);
-    free(p.ids);
-    *created += p.created;
-    odbox_ops_release(sh, &p.c);
-    return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
-}
-
-int odbox_subscription_replay(const odbox_registry *r, const char *name, int64_t since_us, const odbox_clock *clock,
-                              int64_t *created, odbox_error *err)
-{
-    if (created)
-        *created = 0;
-    if (!r || !name || !*name)
-        return odbox_fail(err, ODBOX_EINVAL, "subscription replay: registry or name is missing");
-    const odbox_clock *ck = clock && clock->now_us ? clock : odbox_clock_system();
-    int64_t now = ck->now_us(ck->ud);
-    if (since_us < 0)
-        return odbox_fail(err, ODBOX_EINVAL, "subscription replay: since is before 1970");
-    if (since_us > now)
-        return odbox_fail(err, ODBOX_EINVAL, "subscription replay: since is in the future");
-    int64_t found = 0, n = 0;
-    int rc = ODBOX_OK;
-    for (size_t i = 0; rc == ODBOX_OK && i < odbox_registry_shard_count(r); i++)
-        rc = replay_shard(odbox_registry_shard_at(r, i), name, since_us, now, &found, &n, err);
-    if (created)
-        *created = n;
-    if (rc == ODBOX_OK && !found)
-        return odbox_fail(err, ODBOX_ENOTFOUND, "no subscription named '%s'", name);
     return rc;
 }
