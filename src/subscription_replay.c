@@ -14,6 +14,8 @@
 #define T_TYPES "subscription_types"
 /* events per statement of a replay */
 #define REPLAY_PAGE 500
+/* 10000-01-01 00:00:00 UTC */
+#define NO_DATABASE_TIME_AFTER_US INT64_C(253402300800000000)
 
 static void table(const odbox_conn *c, const char *eventlog, const char *name, char *out, size_t cap)
 {
@@ -107,14 +109,23 @@ static int replay_type(replay *p, const char *type, int64_t since_us, size_t pag
     return rc;
 }
 
-static int replay_shard(const odbox_shard *sh, const char *name, int64_t since_us, int64_t now_us,
+/* now: the clock's, or ODBOX_OPS_DB_NOW: the shard's database's time,
+ * read once, is what "the future" is and the rows' created_date (the
+ * handling job's retention counts from it, in the database's time). */
+static int replay_shard(const odbox_shard *sh, const char *name, int64_t since_us, int64_t now,
                         int64_t *found, int64_t *created, odbox_error *err)
 {
-    replay p = {.name = name, .now_us = now_us, .shard = odbox_shard_get_id(sh)};
+    replay p = {.name = name, .shard = odbox_shard_get_id(sh)};
     char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32];
     int rc = odbox_ops_connect(sh, T_SUBS, &p.c, subs, sizeof subs, err);
     if (rc != ODBOX_OK)
         return rc;
+    if ((rc = odbox_ops_now(p.c, now, &p.now_us, err)) == ODBOX_OK && since_us > p.now_us)
+        rc = odbox_fail(err, ODBOX_EINVAL, "subscription replay: since is in the future");
+    if (rc != ODBOX_OK) {
+        odbox_ops_release(sh, &p.c);
+        return rc;
+    }
     p.dl = odbox_conn_dialect(p.c);
     const char *ev = odbox_shard_eventlog(sh);
     table(p.c, ev, T_TYPES, types, sizeof types);
@@ -180,11 +191,12 @@ int odbox_subscription_replay(const odbox_registry *r, const char *name, int64_t
         *created = 0;
     if (!r || !name || !*name)
         return odbox_fail(err, ODBOX_EINVAL, "subscription replay: registry or name is missing");
-    const odbox_clock *ck = clock && clock->now_us ? clock : odbox_clock_system();
-    int64_t now = ck->now_us(ck->ud);
+    int64_t now = odbox_ops_given_now(clock); /* the future: checked per shard */
     if (since_us < 0)
         return odbox_fail(err, ODBOX_EINVAL, "subscription replay: since is before 1970");
-    if (since_us > now)
+    /* no database's time is after 9999 (MySQL's DATETIME ends there): no
+     * need to ask one */
+    if (since_us >= NO_DATABASE_TIME_AFTER_US || (now != ODBOX_OPS_DB_NOW && since_us > now))
         return odbox_fail(err, ODBOX_EINVAL, "subscription replay: since is in the future");
     int64_t found = 0, n = 0;
     int rc = ODBOX_OK;

@@ -399,9 +399,11 @@ int odbox_subscription_retire(const odbox_registry *r, const char *name, int64_t
 /* Creates notifications of subscription name for the events of its types
  * still in the eventlog (retained) whose event_date >= since_us (UTC us),
  * skipping the rows that exist; *created (may be NULL) gets how many.
- * ODBOX_EINVAL for a since_us in the future of clock (NULL: the system
- * clock) or negative; ODBOX_ENOTFOUND for no such subscription;
- * ODBOX_ESTATE for a retired one. Thread-safe. */
+ * "Now" (the rows' created_date, and what the future is) is clock's, or
+ * without one (NULL) each shard's database's time. ODBOX_EINVAL for a
+ * since_us in the future or negative (the future is checked on each
+ * shard before its rows are written); ODBOX_ENOTFOUND for no such
+ * subscription; ODBOX_ESTATE for a retired one. Thread-safe. */
 int odbox_subscription_replay(const odbox_registry *r, const char *name, int64_t since_us, const odbox_clock *clock,
                               int64_t *created, odbox_error *err);
 

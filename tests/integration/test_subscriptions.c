@@ -1,13 +1,14 @@
 /* odbox — subscriptions are data (issue 19 item 1): the fan-out writes one
  * row per event per subscription recorded in the eventlog, whatever
  * handlers the process running it has; a process going away is not a
- * retirement; retire and replay. */
+ * retirement; retire and replay (in the database's time). */
 #include <check.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "internal.h"
 #include "itest.h"
 #include "test_handlers.h"
 
@@ -367,6 +368,69 @@ START_TEST(a_replay_writes_the_retained_events_once)
 }
 END_TEST
 
+/* The database's time on c. */
+static int64_t db_now(odbox_conn *c)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s%s%s", d->timestamp_read_open ? d->timestamp_read_open : "", d->now_sql,
+             d->timestamp_read_close ? d->timestamp_read_close : "");
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    int64_t now = 0;
+    int rc = odbox_stmt_prepare(c, sql, &s, &e);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, &e)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, &e)) == 1)
+        rc = odbox_stmt_get_timestamp(s, 1, &now, NULL, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", sql, e.message);
+    odbox_stmt_free(&s);
+    return now;
+}
+
+/* A replay without a clock measures its since and dates its rows in the
+ * database's time. This process's clock an hour slow: a since a minute
+ * ago by the database is not "in the future" (before: refused as such),
+ * and the rows are created at the database's now (before: an hour
+ * earlier, which would have ended their retention an hour early). */
+START_TEST(a_replay_is_in_the_database_time)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh a1, a2, c2;
+    hbeh_init(&a1, &x.rec, NULL), hbeh_init(&a2, &x.rec, NULL), hbeh_init(&c2, &x.rec, NULL);
+    hx_deliver(&x, handlers_of(1, (const char *[]){"a"}, (const char *[]){EV_A.name}, (hbeh *[]){&a1}), NULL);
+    int64_t since = db_now(x.f.c[0]) - 60 * SEC_US;
+    char ids[2][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 2, ids);
+    hx_fanout(&x, 0);
+    hx_deliver(&x,
+               handlers_of(2, (const char *[]){"a", "c"}, (const char *[]){EV_A.name, EV_A.name},
+                           (hbeh *[]){&a2, &c2}),
+               NULL);
+    hx_fanout(&x, 0); /* registers c */
+    int64_t before = db_now(x.f.c[0]);
+    odbox_error e = {0};
+    int64_t created = -1;
+    odbox_clock_skew_set(-3600 * SEC_US);
+    int rc = odbox_subscription_replay(x.f.r, "c", since, NULL, &created, &e);
+    odbox_clock_skew_set(0);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(created, 2);
+    for (int i = 0; i < 2; i++) {
+        int64_t at = ncol_ts(&x.f, 0, ids[i], "c", "created_date");
+        ck_assert_msg(at >= before - SEC_US, "a replayed row was created %lld s before the database's now",
+                      (long long)((before - at) / SEC_US));
+    }
+    /* a since an hour ahead of the database is the future, whatever this
+     * process's clock says */
+    odbox_clock_skew_set(2 * 3600 * SEC_US);
+    rc = odbox_subscription_replay(x.f.r, "c", before + 3600 * SEC_US, NULL, &created, &e);
+    odbox_clock_skew_set(0);
+    ck_assert_int_eq(rc, ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "future"));
+    hx_close(&x);
+}
+END_TEST
+
 /* An installation from before subscriptions were data: rows PENDING and
  * an eventlog whose subscription tables are empty. The rows are handled,
  * and the first fan-out records the subscriptions it sees. */
@@ -524,6 +588,7 @@ Suite *subscriptions_suite(void)
     tcase_add_test(tc, a_failed_call_is_its_subscriptions_last_error);
     tcase_add_test(tc, a_retired_subscription_gets_no_new_rows);
     tcase_add_test(tc, a_replay_writes_the_retained_events_once);
+    tcase_add_test(tc, a_replay_is_in_the_database_time);
     tcase_add_test(tc, an_existing_installation_keeps_working);
     suite_add_tcase(s, tc);
     return s;
