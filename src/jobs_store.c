@@ -478,7 +478,7 @@ static int get_string(odbox_stmt *s, int col, char **out, int nullable, odbox_er
 
 static int read_info(odbox_stmt *s, odbox_job_info *in, odbox_error *err)
 {
-    int64_t failures = 0;
+    int64_t failures = 0, now = 0;
     int rc;
     if ((rc = get_string(s, 1, &in->name, 0, err)) == ODBOX_OK && (rc = get_string(s, 2, &in->instance, 0, err)) == ODBOX_OK &&
         (rc = odbox_stmt_get_timestamp(s, 3, &in->next_execution_us, NULL, err)) == ODBOX_OK &&
@@ -487,8 +487,10 @@ static int read_info(odbox_stmt *s, odbox_job_info *in, odbox_error *err)
         (rc = odbox_stmt_get_timestamp(s, 6, &in->last_heartbeat_us, NULL, err)) == ODBOX_OK &&
         (rc = odbox_stmt_get_timestamp(s, 7, &in->last_success_us, NULL, err)) == ODBOX_OK &&
         (rc = odbox_stmt_get_timestamp(s, 8, &in->last_failure_us, NULL, err)) == ODBOX_OK &&
-        (rc = odbox_stmt_get_int64(s, 9, &failures, NULL, err)) == ODBOX_OK)
-        rc = odbox_stmt_get_bool(s, 10, &in->paused, NULL, err);
+        (rc = odbox_stmt_get_int64(s, 9, &failures, NULL, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_get_bool(s, 10, &in->paused, NULL, err)) == ODBOX_OK &&
+        (rc = odbox_stmt_get_timestamp(s, 11, &now, NULL, err)) == ODBOX_OK && in->last_heartbeat_us)
+        in->heartbeat_age_us = now - in->last_heartbeat_us;
     in->consecutive_failures = (int)failures;
     return rc;
 }
@@ -513,8 +515,12 @@ int odbox_jobs_list(odbox_pool *pool, odbox_job_info **infos, size_t *n, odbox_e
     ts_col(&b, d, "t.last_success");
     odbox_buf_append(&b, ", ");
     ts_col(&b, d, "t.last_failure");
-    odbox_buf_append(&b, ", COALESCE(t.consecutive_failures, 0), COALESCE(s.paused, FALSE) FROM " TASKS
-                         " t LEFT JOIN " STATE " s ON s.task_name = t.task_name ORDER BY t.task_name, t.task_instance");
+    /* the heartbeats' ages by the database's time: they are written in it
+     * (by processes whose clocks may disagree with the caller's) */
+    odbox_buf_append(&b, ", COALESCE(t.consecutive_failures, 0), COALESCE(s.paused, FALSE), ");
+    ts_col(&b, d, d->now_sql);
+    odbox_buf_append(&b, " FROM " TASKS " t LEFT JOIN " STATE
+                         " s ON s.task_name = t.task_name ORDER BY t.task_name, t.task_instance");
     char *sql = odbox_buf_take(&b);
     odbox_stmt *s = NULL;
     odbox_job_info *list = NULL;

@@ -11,8 +11,8 @@ const char usage_jobs[] =
     "       odbox jobs pause|resume|run NAME (--dsn DSN | --config FILE) [--json]\n"
     "\n"
     "list     every row of scheduled_tasks: name, instance, next execution, picked,\n"
-    "         picked by, last heartbeat and its age, last success, last failure,\n"
-    "         consecutive failures, paused (times in UTC)\n"
+    "         picked by, last heartbeat and its age (by the database's time), last\n"
+    "         success, last failure, consecutive failures, paused (times in UTC)\n"
     "pause    stop claiming job NAME in the whole cluster (a run in progress goes on)\n"
     "resume   let job NAME run again when it is due\n"
     "run      make job NAME due now; if it is running, it runs again right after\n"
@@ -37,7 +37,6 @@ static int cmd_list(odbox_pool *pool, const cli *o, odbox_error *err)
     int rc = odbox_jobs_list(pool, &list, &n, err);
     if (rc != ODBOX_OK)
         return rc;
-    int64_t now = odbox_clock_now_us(NULL);
     if (o->json) {
         json_object *arr = json_object_new_array();
         for (size_t i = 0; i < n; i++) {
@@ -50,7 +49,7 @@ static int cmd_list(odbox_pool *pool, const cli *o, odbox_error *err)
             json_object_object_add(j, "picked_by", in->picked_by ? json_object_new_string(in->picked_by) : NULL);
             json_object_object_add(j, "last_heartbeat", time_json(in->last_heartbeat_us));
             json_object_object_add(j, "heartbeat_age_s", in->last_heartbeat_us
-                                                             ? json_object_new_double((double)(now - in->last_heartbeat_us) / 1e6)
+                                                             ? json_object_new_double((double)in->heartbeat_age_us / 1e6)
                                                              : NULL);
             json_object_object_add(j, "last_success", time_json(in->last_success_us));
             json_object_object_add(j, "last_failure", time_json(in->last_failure_us));
@@ -71,7 +70,7 @@ static int cmd_list(odbox_pool *pool, const cli *o, odbox_error *err)
             cli_format_time(in->next_execution_us, 0, next, sizeof next);
             if (in->last_heartbeat_us)
                 snprintf(beat, sizeof beat, "%s (%.1fs)", cli_format_time(in->last_heartbeat_us, 0, when, sizeof when),
-                         (double)(now - in->last_heartbeat_us) / 1e6);
+                         (double)in->heartbeat_age_us / 1e6);
             else
                 strcpy(beat, "-");
             printf("%-24s %-10s %-19s %-6s %-20s %-26s %-19s %-19s %-8d %s\n", in->name, in->instance, next,

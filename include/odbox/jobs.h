@@ -238,6 +238,9 @@ typedef struct odbox_job_info {
     int64_t last_failure_us;        /* 0 when none */
     int consecutive_failures;
     int paused;
+    /* the database's time when listed - last_heartbeat_us (0 when none):
+     * the heartbeat's age by the clock that wrote it, not the caller's */
+    int64_t heartbeat_age_us;
 } odbox_job_info;
 
 /* Every row of scheduled_tasks (also db-scheduler's own tasks), by name

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "internal.h"
 #include "jobs_fx.h"
 
 /* ---- start ------------------------------------------------------------------------- */
@@ -429,6 +430,40 @@ START_TEST(operations_and_wake)
 }
 END_TEST
 
+/* A heartbeat's age is measured in the database's time: listed by a
+ * process whose clock is an hour fast, a heartbeat the database wrote a
+ * moment ago is seconds old (before, `odbox jobs list` subtracted it
+ * from its own clock: an hour). A row without one has age 0. */
+START_TEST(heartbeat_age_in_the_database_time)
+{
+    jfx f;
+    jfx_open(&f);
+    const char *now = odbox_conn_dialect(f.c)->now_sql;
+    itest_exec(f.c,
+               "INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, picked, picked_by, "
+               "last_heartbeat, version) VALUES ('%s', 'recurring', %s, TRUE, 'ops', %s, 1)",
+               f.job, now, now);
+    itest_exec(f.c,
+               "INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, picked, version) "
+               "VALUES ('%s_idle', 'recurring', %s, FALSE, 1)",
+               f.job, now);
+    odbox_job_info in, idle;
+    odbox_clock_skew_set(3600 * INT64_C(1000000));
+    char idle_name[80];
+    snprintf(idle_name, sizeof idle_name, "%s_idle", f.job);
+    int found = jt_row(f.pool, f.job, &in), found_idle = jt_row(f.pool, idle_name, &idle);
+    int64_t age = in.heartbeat_age_us;
+    odbox_clock_skew_set(0);
+    ck_assert(found && found_idle);
+    ck_assert_int_gt(in.last_heartbeat_us, 0);
+    ck_assert_msg(age >= 0 && age < 60 * INT64_C(1000000), "a heartbeat of a moment ago is %lld s old",
+                  (long long)(age / 1000000));
+    ck_assert_int_eq(idle.last_heartbeat_us, 0);
+    ck_assert_int_eq(idle.heartbeat_age_us, 0);
+    jfx_close(&f);
+}
+END_TEST
+
 /* ---- the CLI ------------------------------------------------------------------------------------- */
 
 static char g_cli_out[16384];
@@ -534,6 +569,7 @@ Suite *jobs_suite(void)
     tcase_add_test(tc, row_taken_over_while_running);
     tcase_add_test(tc, shutdown_waits_up_to_its_bound);
     tcase_add_test(tc, operations_and_wake);
+    tcase_add_test(tc, heartbeat_age_in_the_database_time);
     tcase_add_test(tc, cli_pause_resume_run_now);
     suite_add_tcase(s, tc);
     return s;
