@@ -1,5 +1,6 @@
-/* odbox — retention: deleting what the outbox is done with, in bounded
- * batches, by a call or as a job (see odbox/notifications.h). */
+/* odbox — retention: deleting what the outbox is done with (and the
+ * rows of processes long gone), in bounded batches, by a call or as a
+ * job (see odbox/notifications.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,102 @@ static int delete_batches(odbox_conn *c, const char *table, const struct pass *p
     return rc;
 }
 
+/* The rows of subscription_processes not seen since cutoff. A process
+ * (a delivery) writes one per handler and shard and refreshes them at
+ * every heartbeat, so a row older than the window is a process long
+ * gone; a live one's removed by a window shorter than its heartbeat's
+ * period is written again at its next heartbeat (its UPDATE finds fewer
+ * rows than it has handlers and inserts the missing ones). No index
+ * leads with last_seen (the key is (name, process), and a migration is
+ * not worth it for a table this small once purged), so the batches walk
+ * the key: the next at most batch old rows after the last key, read in
+ * key order, then one DELETE of that key range guarded by the age (a row
+ * seen meanwhile stays). Dialect-neutral: no id column for
+ * delete_batch_fmt. */
+#define PROCS_AFTER " AND (name > ? OR (name = ? AND process > ?))"
+#define PROCS_UPTO " AND (name < ? OR (name = ? AND process <= ?))"
+
+typedef struct proc_key {
+    char *name, *process; /* NULL: before the first */
+} proc_key;
+
+static int bind_key(odbox_stmt *s, int *idx, const proc_key *k, odbox_error *err)
+{
+    int rc = odbox_stmt_bind_text(s, (*idx)++, k->name, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, (*idx)++, k->name, err)) == ODBOX_OK)
+        rc = odbox_stmt_bind_text(s, (*idx)++, k->process, err);
+    return rc;
+}
+
+/* The last key of the next batch after *after into *last; *found rows. */
+static int next_processes(odbox_conn *c, const char *table, int64_t cutoff, const proc_key *after, int batch,
+                          proc_key *last, int *found, odbox_error *err)
+{
+    char sql[ODBOX_NAME_MAX * 2 + 256];
+    snprintf(sql, sizeof sql, "SELECT name, process FROM %s WHERE last_seen < ?%s ORDER BY name, process LIMIT ?",
+             table, after->name ? PROCS_AFTER : "");
+    odbox_stmt *s = NULL;
+    int idx = 1;
+    *found = 0;
+    int rc = odbox_stmt_prepare(c, sql, &s, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, idx++, cutoff, err)) == ODBOX_OK && after->name)
+        rc = bind_key(s, &idx, after, err);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_int64(s, idx, batch, err)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        const char *name = NULL, *process = NULL;
+        if ((rc = odbox_stmt_get_text(s, 1, &name, NULL, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_text(s, 2, &process, NULL, err)) != ODBOX_OK)
+            break;
+        free(last->name);
+        free(last->process);
+        last->name = strdup(name);
+        last->process = strdup(process);
+        if (!last->name || !last->process)
+            rc = odbox_fail(err, ODBOX_ENOMEM, "purge: out of memory");
+        (*found)++;
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+static int delete_processes(odbox_conn *c, const char *table, int64_t cutoff, int batch, const purge_stop *st,
+                            int64_t *removed, int64_t *batches, odbox_error *err)
+{
+    proc_key after = {NULL, NULL}, last = {NULL, NULL};
+    int rc = ODBOX_OK, found = 0;
+    while (rc == ODBOX_OK && (rc = next_processes(c, table, cutoff, &after, batch, &last, &found, err)) == ODBOX_OK &&
+           found) {
+        char sql[ODBOX_NAME_MAX * 2 + 256];
+        snprintf(sql, sizeof sql, "DELETE FROM %s WHERE last_seen < ?%s" PROCS_UPTO, table,
+                 after.name ? PROCS_AFTER : "");
+        odbox_stmt *s = NULL;
+        int idx = 1;
+        if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_bind_timestamp(s, idx++, cutoff, err)) == ODBOX_OK &&
+            (!after.name || (rc = bind_key(s, &idx, &after, err)) == ODBOX_OK) &&
+            (rc = bind_key(s, &idx, &last, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK) {
+            int64_t k = odbox_stmt_rows_affected(s);
+            if (k < 0)
+                rc = odbox_fail(err, ODBOX_EDB, "purge: the driver did not tell how many rows a DELETE removed");
+            else
+                *removed += k, (*batches)++;
+        }
+        odbox_stmt_free(&s);
+        free(after.name);
+        free(after.process);
+        after = last;
+        last = (proc_key){NULL, NULL};
+        if (found < batch || stopping(st))
+            break;
+    }
+    free(after.name);
+    free(after.process);
+    free(last.name);
+    free(last.process);
+    return rc;
+}
+
 /* The event types of the delivered events, one index seek each (where
  * the index leads (delivered, event_type): the next type after the last,
  * as a loose index scan would read them; a DISTINCT reads every entry).
@@ -226,6 +323,12 @@ static int purge_shard(const odbox_shard *sh, int64_t now, int64_t older_than, i
             free(types[k]);
         free(types);
     }
+    if (rc == ODBOX_OK && !stopping(st)) {
+        char procs[ODBOX_NAME_MAX * 2 + 32];
+        odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "subscription_processes",
+                                     procs, sizeof procs);
+        rc = delete_processes(c, procs, cutoff, batch, st, &res->processes, &res->batches, err);
+    }
     odbox_ops_release(sh, &c);
     return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
 }
@@ -295,10 +398,11 @@ static int run_job(odbox_job_context *ctx, void *user, odbox_error *err)
     int rc = purge(pj->r, &pj->o, odbox_job_context_stmt_now(ctx), &st, &res, &n, err);
     for (size_t i = 0; i < n; i++)
         odbox_log(ODBOX_LOG_INFO,
-                  "purge: shard %d.%d: removed %lld notification(s), %lld event(s), %lld sentinel row(s) and "
-                  "%lld idempotency key(s) in %lld batch(es)",
+                  "purge: shard %d.%d: removed %lld notification(s), %lld event(s), %lld sentinel row(s), "
+                  "%lld idempotency key(s) and %lld process row(s) in %lld batch(es)",
                   res[i].shard.group, res[i].shard.member, (long long)res[i].notifications, (long long)res[i].events,
-                  (long long)res[i].sentinels, (long long)res[i].keys, (long long)res[i].batches);
+                  (long long)res[i].sentinels, (long long)res[i].keys, (long long)res[i].processes,
+                  (long long)res[i].batches);
     if (rc == ODBOX_OK && job_stopping(ctx))
         odbox_log(ODBOX_LOG_INFO, "purge: stopped early (shutdown or a late heartbeat); the next run goes on");
     odbox_purge_results_free(&res);

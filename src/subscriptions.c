@@ -204,11 +204,25 @@ static int heartbeat(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_e
     const odbox_dialect *dl = odbox_conn_dialect(c);
     char procs[ODBOX_NAME_MAX * 2 + 32];
     table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
+    /* by the key (name, process): "WHERE process = ?" alone read the whole
+     * table at every heartbeat of every process */
     odbox_buf b = {0};
-    odbox_buf_cat(&b, "UPDATE ", procs, " SET last_seen = ", dl->now_sql, " WHERE process = ?", (char *)NULL);
-    const char *args[] = {d->process};
+    odbox_buf_cat(&b, "UPDATE ", procs, " SET last_seen = ", dl->now_sql, " WHERE name IN (", (char *)NULL);
+    odbox_buf_list(&b, "?", d->h->n);
+    odbox_buf_append(&b, ") AND process = ?");
+    const char **args = malloc((d->h->n + 1) * sizeof *args);
+    if (!args) {
+        free(odbox_buf_take(&b));
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < d->h->n; i++)
+        args[i] = d->h->v[i].name;
+    args[d->h->n] = d->process;
     int64_t changed = 0;
-    int rc = exec(c, odbox_buf_take(&b), args, 1, &changed, err);
+    int rc = exec(c, odbox_buf_take(&b), args, d->h->n + 1, &changed, err);
+    free(args);
+    /* fewer rows than handlers: the first beat, or a purge removed them
+     * (it measures last_seen against its window): written again */
     if (rc != ODBOX_OK || changed >= (int64_t)d->h->n)
         return rc;
     char *vals = values_now(dl, "?, ?, ");

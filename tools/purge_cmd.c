@@ -11,9 +11,12 @@ const char usage_purge[] =
     "DURATION (30d, 12h, 90m, 3600s): finished notifications (SUCCEEDED, EXPIRED;\n"
     "by updated_date), delivered events and sentinel rows (an action's row without\n"
     "events; by event_date), and idempotency keys older than the keys' window (by\n"
-    "created_date: such a key executes again). Never an undelivered event with a type, never a\n"
-    "PENDING or FAILED notification. Each DELETE removes at most N rows and is its\n"
-    "own transaction. Prints what it removed per shard and table.\n"
+    "created_date: such a key executes again), and the rows of subscription_processes\n"
+    "not seen for DURATION (processes long gone; a live one's heartbeat keeps its\n"
+    "rows young, or writes them again). Ages are in the database's time. Never an\n"
+    "undelivered event with a type, never a PENDING or FAILED notification. Each\n"
+    "DELETE removes at most N rows and is its own transaction. Prints what it\n"
+    "removed per shard and table, also before an error (--json too).\n"
     "\n"
     "  --older-than DURATION  required: what is older than now - DURATION goes\n"
     "  --keys-older-than DURATION  idempotency keys older than now - DURATION go\n"
@@ -35,6 +38,7 @@ static void report(const odbox_purge_result *res, size_t n, const cli *c, int ok
             json_object_object_add(o, "events", json_object_new_int64(res[i].events));
             json_object_object_add(o, "sentinels", json_object_new_int64(res[i].sentinels));
             json_object_object_add(o, "keys", json_object_new_int64(res[i].keys));
+            json_object_object_add(o, "processes", json_object_new_int64(res[i].processes));
             json_object_object_add(o, "batches", json_object_new_int64(res[i].batches));
             json_object_array_add(arr, o);
         }
@@ -47,9 +51,10 @@ static void report(const odbox_purge_result *res, size_t n, const cli *c, int ok
     }
     for (size_t i = 0; i < n; i++)
         printf("shard %d.%d: removed %lld notification(s), %lld event(s), %lld sentinel row(s), %lld idempotency "
-               "key(s) in %lld batch(es)\n",
+               "key(s), %lld process row(s) in %lld batch(es)\n",
                res[i].shard.group, res[i].shard.member, (long long)res[i].notifications, (long long)res[i].events,
-               (long long)res[i].sentinels, (long long)res[i].keys, (long long)res[i].batches);
+               (long long)res[i].sentinels, (long long)res[i].keys, (long long)res[i].processes,
+               (long long)res[i].batches);
 }
 
 int cmd_purge(int argc, char **argv)

@@ -188,13 +188,19 @@ typedef struct odbox_purge_result {
     int64_t sentinels;     /* sentinel rows (event_type NULL), by event_date */
     int64_t batches;       /* DELETE statements run */
     int64_t keys;          /* idempotency keys, by created_date */
+    int64_t processes;     /* subscription_processes rows of processes gone, by last_seen */
 } odbox_purge_result;
 
 /* Deletes, from each shard, the finished notifications (SUCCEEDED and
  * EXPIRED) whose updated_date, the delivered events whose event_date,
  * and the sentinel rows (event_type NULL: never delivered, as no handler
  * takes them, so they would pile up forever) whose event_date is older
- * than now - o->older_than_us, and the idempotency keys older than now -
+ * than now - o->older_than_us, the rows of subscription_processes whose
+ * last_seen is older than that too (a delivery writes one per handler
+ * and shard and refreshes them at every heartbeat, a third of its live
+ * window: such a row is a process long gone; one of a live process
+ * removed by a window shorter than that is written again at its next
+ * heartbeat), and the idempotency keys older than now -
  * o->keys_older_than_us (a key forgotten so executes again). "now" is
  * each shard's database's time, read on its connection, unless o->clock
  * is given: the rows are written by processes whose clocks may disagree

@@ -431,6 +431,78 @@ START_TEST(a_replay_is_in_the_database_time)
 }
 END_TEST
 
+/* Moves every row of shard 0's subscription_processes to `at`. */
+static void processes_seen_at(hx *x, int64_t at)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "UPDATE %s SET last_seen = ?", itest_evt(x->f.ev[0], "subscription_processes"));
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    int rc = odbox_stmt_prepare(x->f.c[0], sql, &s, &e);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_timestamp(s, 1, at, &e)) == ODBOX_OK)
+        rc = odbox_stmt_execute(s, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", sql, e.message);
+    odbox_stmt_free(&s);
+}
+
+static int64_t processes(hx *x)
+{
+    return itest_count(x->f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(x->f.ev[0], "subscription_processes"));
+}
+
+/* Every delivery is a process of its own in subscription_processes (a
+ * row per handler and shard), and nothing removed them: the table grew
+ * with every start. A purge removes the rows not seen for longer than
+ * its window (in the database's time) and counts them; a live process's
+ * row stays (its heartbeat keeps it young), and one removed anyway (a
+ * window shorter than the heartbeat's period) is written again at its
+ * next heartbeat. */
+START_TEST(a_purge_removes_the_processes_long_gone)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh a1, b1, a2;
+    hbeh_init(&a1, &x.rec, NULL), hbeh_init(&b1, &x.rec, NULL), hbeh_init(&a2, &x.rec, NULL);
+    odbox_handlers *hg = handlers_of(2, (const char *[]){"a", "b"}, (const char *[]){EV_A.name, EV_B.name},
+                                     (hbeh *[]){&a1, &b1});
+    odbox_delivery *gone = other(&x, hg);
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_register(gone, &e) == ODBOX_OK, "%s", e.message);
+    odbox_delivery_free(&gone);
+    odbox_handlers_free(&hg);
+    hx_deliver(&x, handlers_of(1, (const char *[]){"a"}, (const char *[]){EV_A.name}, (hbeh *[]){&a2}), NULL);
+    ck_assert_msg(odbox_delivery_register(x.d, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(processes(&x), 3);
+    /* two days gone; the live one beats again */
+    processes_seen_at(&x, db_now(x.f.c[0]) - 2 * 86400 * SEC_US);
+    ck_assert_msg(odbox_delivery_register(x.d, &e) == ODBOX_OK, "%s", e.message);
+    odbox_purge_options o = {.older_than_us = 86400 * SEC_US};
+    odbox_purge_result *res = NULL;
+    size_t n = 0;
+    ck_assert_msg(odbox_purge_run(x.f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(processes(&x), 1);
+    ck_assert_int_eq(res[0].processes, 2);
+    odbox_purge_results_free(&res);
+    odbox_subscription *s = NULL;
+    ck_assert_msg(odbox_subscriptions_list(x.f.r, NULL, 0, &s, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(s[0].name, "a");
+    ck_assert_int_eq(s[0].nprocesses, 1); /* the live one */
+    ck_assert_int_eq(s[1].nprocesses, 0);
+    odbox_subscriptions_free(&s, n);
+    /* a window of a second, the live row older: removed, then back */
+    usleep(1100 * 1000);
+    o.older_than_us = SEC_US;
+    ck_assert_msg(odbox_purge_run(x.f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(res[0].processes, 1);
+    odbox_purge_results_free(&res);
+    ck_assert_int_eq(processes(&x), 0);
+    ck_assert_msg(odbox_delivery_register(x.d, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(processes(&x), 1);
+    hx_close(&x);
+}
+END_TEST
+
 /* An installation from before subscriptions were data: rows PENDING and
  * an eventlog whose subscription tables are empty. The rows are handled,
  * and the first fan-out records the subscriptions it sees. */
@@ -589,6 +661,7 @@ Suite *subscriptions_suite(void)
     tcase_add_test(tc, a_retired_subscription_gets_no_new_rows);
     tcase_add_test(tc, a_replay_writes_the_retained_events_once);
     tcase_add_test(tc, a_replay_is_in_the_database_time);
+    tcase_add_test(tc, a_purge_removes_the_processes_long_gone);
     tcase_add_test(tc, an_existing_installation_keeps_working);
     suite_add_tcase(s, tc);
     return s;
