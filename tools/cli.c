@@ -37,7 +37,9 @@ void cli_print_json(json_object *o)
                                                JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-int cli_fail(const cli *c, const odbox_error *err)
+int cli_fail(const cli *c, const odbox_error *err) { return cli_fail_with(c, err, NULL); }
+
+int cli_fail_with(const cli *c, const odbox_error *err, json_object *more)
 {
     if (c->json) {
         json_object *o = json_object_new_object();
@@ -45,9 +47,13 @@ int cli_fail(const cli *c, const odbox_error *err)
         json_object_object_add(o, "error", json_object_new_string(odbox_errname(err->code)));
         json_object_object_add(o, "sqlstate", json_object_new_string(err->sqlstate));
         json_object_object_add(o, "message", json_object_new_string(err->message));
+        if (more) {
+            json_object_object_foreach(more, key, val) json_object_object_add(o, key, json_object_get(val));
+        }
         cli_print_json(o);
         json_object_put(o);
     }
+    json_object_put(more);
     fprintf(stderr, "odbox: %s\n", err->message[0] ? err->message : odbox_strerror(err->code));
     return cli_exit_code(err->code);
 }

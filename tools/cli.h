@@ -51,6 +51,9 @@ int cli_exit_code(int rc);
 /* Reports err (on stderr; with --json also as a document on stdout) and
  * returns its exit code. */
 int cli_fail(const cli *c, const odbox_error *err);
+/* cli_fail whose --json document also carries the members of more (an
+ * object, taken; may be NULL): what was done before the error. */
+int cli_fail_with(const cli *c, const odbox_error *err, json_object *more);
 /* Prints a JSON document on stdout, indented, '/' left as it is. */
 void cli_print_json(json_object *o);
 /* "G.M" */

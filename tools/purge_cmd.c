@@ -28,24 +28,32 @@ const char usage_purge[] =
     "2 usage or invalid input; 4 cannot connect.\n"
     "\n";
 
-static void report(const odbox_purge_result *res, size_t n, const cli *c, int ok)
+/* The per-shard counts as a JSON array. */
+static json_object *shards_json(const odbox_purge_result *res, size_t n)
+{
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = ops_json_of_shard(res[i].shard);
+        json_object_object_add(o, "notifications", json_object_new_int64(res[i].notifications));
+        json_object_object_add(o, "events", json_object_new_int64(res[i].events));
+        json_object_object_add(o, "sentinels", json_object_new_int64(res[i].sentinels));
+        json_object_object_add(o, "keys", json_object_new_int64(res[i].keys));
+        json_object_object_add(o, "processes", json_object_new_int64(res[i].processes));
+        json_object_object_add(o, "batches", json_object_new_int64(res[i].batches));
+        json_object_array_add(arr, o);
+    }
+    return arr;
+}
+
+/* What was removed, per shard: also before an error (it is gone for
+ * good), in the error's JSON document then (cli_fail_with). */
+static void report(const odbox_purge_result *res, size_t n, const cli *c)
 {
     if (c->json) {
-        json_object *top = json_object_new_object(), *arr = json_object_new_array();
-        for (size_t i = 0; i < n; i++) {
-            json_object *o = ops_json_of_shard(res[i].shard);
-            json_object_object_add(o, "notifications", json_object_new_int64(res[i].notifications));
-            json_object_object_add(o, "events", json_object_new_int64(res[i].events));
-            json_object_object_add(o, "sentinels", json_object_new_int64(res[i].sentinels));
-            json_object_object_add(o, "keys", json_object_new_int64(res[i].keys));
-            json_object_object_add(o, "processes", json_object_new_int64(res[i].processes));
-            json_object_object_add(o, "batches", json_object_new_int64(res[i].batches));
-            json_object_array_add(arr, o);
-        }
+        json_object *top = json_object_new_object();
         json_object_object_add(top, "ok", json_object_new_boolean(1));
-        json_object_object_add(top, "shards", arr);
-        if (ok)
-            cli_print_json(top);
+        json_object_object_add(top, "shards", shards_json(res, n));
+        cli_print_json(top);
         json_object_put(top);
         return;
     }
@@ -85,11 +93,15 @@ int cmd_purge(int argc, char **argv)
         o.batch_size = (int)b;
         o.shard = shard;
         rc = odbox_purge_run(r, &o, &res, &n, &err);
-        /* on failure too: what went before the error is gone for good */
         if (rc == ODBOX_OK || !c.json)
-            report(res, n, &c, rc == ODBOX_OK);
+            report(res, n, &c);
+    }
+    json_object *done = NULL;
+    if (!u && rc != ODBOX_OK && c.json) {
+        done = json_object_new_object();
+        json_object_object_add(done, "shards", shards_json(res, n));
     }
     odbox_purge_results_free(&res);
     odbox_registry_free(&r);
-    return u ? u : rc == ODBOX_OK ? 0 : cli_fail(&c, &err);
+    return u ? u : rc == ODBOX_OK ? 0 : cli_fail_with(&c, &err, done);
 }
