@@ -304,6 +304,9 @@ int odbox_model_get(const odbox_model *m, const char *column, odbox_value *v, od
     int i = column_for(m, column, err);
     if (i < 0)
         return i;
+    /* a caller's mistake is reported as one, not a crash */
+    if (!v)
+        return odbox_fail(err, ODBOX_EINVAL, "model get: out is NULL");
     const model_value *mv = &m->values[i];
     memset(v, 0, sizeof *v);
     v->type = m->type->columns[i].type;
@@ -315,9 +318,14 @@ int odbox_model_get(const odbox_model *m, const char *column, odbox_value *v, od
     return ODBOX_OK;
 }
 
-static int get_typed(const odbox_model *m, const char *column, odbox_type want, odbox_value *v, odbox_error *err)
+/* The value of column into v when the column is of type want (or text
+ * like it, for want TEXT). out is the caller's output: a NULL one goes on
+ * to odbox_model_get as a NULL v, which refuses it (the caller gets
+ * ODBOX_EINVAL, not a crash at the store). */
+static int get_typed(const odbox_model *m, const char *column, odbox_type want, const void *out, odbox_value *v,
+                     odbox_error *err)
 {
-    int rc = odbox_model_get(m, column, v, err);
+    int rc = odbox_model_get(m, column, out ? v : NULL, err);
     if (rc != ODBOX_OK)
         return rc;
     int text_like = want == ODBOX_TYPE_TEXT &&
@@ -331,7 +339,7 @@ static int get_typed(const odbox_model *m, const char *column, odbox_type want, 
 int odbox_model_get_text(const odbox_model *m, const char *column, const char **out, odbox_error *err)
 {
     odbox_value v;
-    int rc = get_typed(m, column, ODBOX_TYPE_TEXT, &v, err);
+    int rc = get_typed(m, column, ODBOX_TYPE_TEXT, out, &v, err);
     if (rc == ODBOX_OK)
         *out = v.is_null ? NULL : v.s;
     return rc;
@@ -340,7 +348,7 @@ int odbox_model_get_text(const odbox_model *m, const char *column, const char **
 int odbox_model_get_int64(const odbox_model *m, const char *column, int64_t *out, odbox_error *err)
 {
     odbox_value v;
-    int rc = get_typed(m, column, ODBOX_TYPE_INT64, &v, err);
+    int rc = get_typed(m, column, ODBOX_TYPE_INT64, out, &v, err);
     if (rc == ODBOX_OK)
         *out = v.i;
     return rc;
@@ -349,7 +357,7 @@ int odbox_model_get_int64(const odbox_model *m, const char *column, int64_t *out
 int odbox_model_get_double(const odbox_model *m, const char *column, double *out, odbox_error *err)
 {
     odbox_value v;
-    int rc = get_typed(m, column, ODBOX_TYPE_DOUBLE, &v, err);
+    int rc = get_typed(m, column, ODBOX_TYPE_DOUBLE, out, &v, err);
     if (rc == ODBOX_OK)
         *out = v.d;
     return rc;
@@ -358,7 +366,7 @@ int odbox_model_get_double(const odbox_model *m, const char *column, double *out
 int odbox_model_get_bool(const odbox_model *m, const char *column, int *out, odbox_error *err)
 {
     odbox_value v;
-    int rc = get_typed(m, column, ODBOX_TYPE_BOOL, &v, err);
+    int rc = get_typed(m, column, ODBOX_TYPE_BOOL, out, &v, err);
     if (rc == ODBOX_OK)
         *out = v.b;
     return rc;
@@ -367,7 +375,7 @@ int odbox_model_get_bool(const odbox_model *m, const char *column, int *out, odb
 int odbox_model_get_timestamp(const odbox_model *m, const char *column, int64_t *out, odbox_error *err)
 {
     odbox_value v;
-    int rc = get_typed(m, column, ODBOX_TYPE_TIMESTAMP, &v, err);
+    int rc = get_typed(m, column, ODBOX_TYPE_TIMESTAMP, out, &v, err);
     if (rc == ODBOX_OK)
         *out = v.i;
     return rc;

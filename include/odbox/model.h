@@ -104,7 +104,10 @@ int odbox_model_set_json(odbox_model *m, const char *column, const char *v, odbo
 int odbox_model_set_timestamp(odbox_model *m, const char *column, int64_t utc_us, odbox_error *err);
 int odbox_model_set_null(odbox_model *m, const char *column, odbox_error *err);
 
-/* Getters: *v points into the model (valid until the next set or free). */
+/* Getters: *v points into the model (valid until the next set or free).
+ * A NULL model or v, an unknown column, or a getter of another type than
+ * the column's (get_text reads UUID and JSON columns too) is ODBOX_EINVAL,
+ * *v untouched. */
 int odbox_model_get(const odbox_model *m, const char *column, odbox_value *v, odbox_error *err);
 int odbox_model_get_text(const odbox_model *m, const char *column, const char **v, odbox_error *err);
 int odbox_model_get_int64(const odbox_model *m, const char *column, int64_t *v, odbox_error *err);

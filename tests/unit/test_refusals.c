@@ -117,6 +117,79 @@ START_TEST(models_refuse_values_their_columns_cannot_hold)
 }
 END_TEST
 
+/* The getters: a NULL model, a column the type lacks, a getter of
+ * another type than the column's and a NULL output are each refused with
+ * a message, and write nothing (the outputs keep what they held). */
+START_TEST(model_getters_refuse_bad_input)
+{
+    static const odbox_column cols[] = {{"label", ODBOX_TYPE_TEXT, 1, 0},     {"n", ODBOX_TYPE_INT64, 1, 0},
+                                        {"ratio", ODBOX_TYPE_DOUBLE, 1, 0},   {"on", ODBOX_TYPE_BOOL, 1, 0},
+                                        {"at", ODBOX_TYPE_TIMESTAMP, 1, 0}};
+    static const odbox_model_type GOT = {"Got", "gots", ODBOX_KIND_MODEL, cols, 5};
+    odbox_model *m = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_model_new(&GOT, ID, &m, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_text(m, "label", "x", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_int64(m, "n", 3, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_double(m, "ratio", 0.5, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_bool(m, "on", 1, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_timestamp(m, "at", 1000000, &e), ODBOX_OK);
+
+    assert_refused(odbox_model_get(m, "n", NULL, &e_), ODBOX_EINVAL, "model get: out is NULL");
+    assert_refused(odbox_model_get_text(m, "label", NULL, &e_), ODBOX_EINVAL, "model get: out is NULL");
+    assert_refused(odbox_model_get_int64(m, "n", NULL, &e_), ODBOX_EINVAL, "model get: out is NULL");
+    assert_refused(odbox_model_get_double(m, "ratio", NULL, &e_), ODBOX_EINVAL, "model get: out is NULL");
+    assert_refused(odbox_model_get_bool(m, "on", NULL, &e_), ODBOX_EINVAL, "model get: out is NULL");
+    assert_refused(odbox_model_get_timestamp(m, "at", NULL, &e_), ODBOX_EINVAL, "model get: out is NULL");
+
+    odbox_value v = {.type = (odbox_type)99, .i = 7};
+    const char *text = "kept";
+    int64_t i = 7;
+    double d = 7.0;
+    int b = 7;
+    assert_refused(odbox_model_get(NULL, "n", &v, &e_), ODBOX_EINVAL, "model is NULL");
+    assert_refused(odbox_model_get_text(NULL, "label", &text, &e_), ODBOX_EINVAL, "model is NULL");
+    assert_refused(odbox_model_get_int64(NULL, "n", &i, &e_), ODBOX_EINVAL, "model is NULL");
+    assert_refused(odbox_model_get_double(NULL, "ratio", &d, &e_), ODBOX_EINVAL, "model is NULL");
+    assert_refused(odbox_model_get_bool(NULL, "on", &b, &e_), ODBOX_EINVAL, "model is NULL");
+    assert_refused(odbox_model_get_timestamp(NULL, "at", &i, &e_), ODBOX_EINVAL, "model is NULL");
+
+    assert_refused(odbox_model_get(m, "colour", &v, &e_), ODBOX_EINVAL, "model Got has no column 'colour'");
+    assert_refused(odbox_model_get(m, NULL, &v, &e_), ODBOX_EINVAL, "model Got has no column '(null)'");
+    assert_refused(odbox_model_get_text(m, "colour", &text, &e_), ODBOX_EINVAL, "model Got has no column 'colour'");
+    assert_refused(odbox_model_get_int64(m, "colour", &i, &e_), ODBOX_EINVAL, "model Got has no column 'colour'");
+    assert_refused(odbox_model_get_double(m, "colour", &d, &e_), ODBOX_EINVAL, "model Got has no column 'colour'");
+    assert_refused(odbox_model_get_bool(m, "colour", &b, &e_), ODBOX_EINVAL, "model Got has no column 'colour'");
+    assert_refused(odbox_model_get_timestamp(m, "colour", &i, &e_), ODBOX_EINVAL,
+                   "model Got has no column 'colour'");
+
+    assert_refused(odbox_model_get_text(m, "n", &text, &e_), ODBOX_EINVAL,
+                   "model Got: column n is not of the type asked for");
+    assert_refused(odbox_model_get_int64(m, "label", &i, &e_), ODBOX_EINVAL,
+                   "model Got: column label is not of the type asked for");
+    assert_refused(odbox_model_get_int64(m, "at", &i, &e_), ODBOX_EINVAL, "column at is not of the type asked for");
+    assert_refused(odbox_model_get_double(m, "n", &d, &e_), ODBOX_EINVAL, "column n is not of the type asked for");
+    assert_refused(odbox_model_get_bool(m, "n", &b, &e_), ODBOX_EINVAL, "column n is not of the type asked for");
+    assert_refused(odbox_model_get_timestamp(m, "n", &i, &e_), ODBOX_EINVAL,
+                   "column n is not of the type asked for");
+    ck_assert_msg(v.type == (odbox_type)99 && v.i == 7 && !strcmp(text, "kept") && i == 7 && d == 7.0 && b == 7,
+                  "a refused get wrote its output");
+
+    /* and what is there reads back */
+    ck_assert_int_eq(odbox_model_get_text(m, "label", &text, &e), ODBOX_OK);
+    ck_assert_str_eq(text, "x");
+    ck_assert_int_eq(odbox_model_get_int64(m, "n", &i, &e), ODBOX_OK);
+    ck_assert_int_eq(i, 3);
+    ck_assert_int_eq(odbox_model_get_double(m, "ratio", &d, &e), ODBOX_OK);
+    ck_assert(d == 0.5);
+    ck_assert_int_eq(odbox_model_get_bool(m, "on", &b, &e), ODBOX_OK);
+    ck_assert_int_eq(b, 1);
+    ck_assert_int_eq(odbox_model_get_timestamp(m, "at", &i, &e), ODBOX_OK);
+    ck_assert_int_eq(i, 1000000);
+    odbox_model_free(&m);
+}
+END_TEST
+
 START_TEST(reads_refuse_bad_input_before_connecting)
 {
     odbox_registry *r = NULL;
@@ -270,6 +343,7 @@ Suite *refusals_suite(void)
     tcase_add_test(t, registries_refuse_bad_shards);
     tcase_add_test(t, executors_refuse_bad_descriptors);
     tcase_add_test(t, models_refuse_values_their_columns_cannot_hold);
+    tcase_add_test(t, model_getters_refuse_bad_input);
     tcase_add_test(t, reads_refuse_bad_input_before_connecting);
     tcase_add_test(t, operations_refuse_bad_input_before_connecting);
     tcase_add_test(t, configurations_refuse_bad_input);
