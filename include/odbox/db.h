@@ -157,13 +157,13 @@ int odbox_stmt_column_count(odbox_stmt *s);
 int odbox_stmt_column_index(odbox_stmt *s, const char *name);
 
 /* Getters read column col (from 1) of the current row. *is_null (may be
- * NULL) tells SQL NULL; the value is then zero/empty. A column out of
- * range is ODBOX_EINVAL, the value untouched; a column whose text is not
- * of the getter's type is ODBOX_EINVAL, the value zero. get_int64 takes
- * a decimal's zero fraction ("12.000" is 12) and refuses any other
- * ("12.5"), and an integer beyond int64. Text returned by
- * get_text is owned by the statement and valid until the next fetch,
- * execute or free. */
+ * NULL) tells SQL NULL; the value is then zero/empty. A NULL statement
+ * or value output, or a column out of range, is ODBOX_EINVAL, the value
+ * and *is_null untouched; a column whose text is not of the getter's
+ * type is ODBOX_EINVAL, the value zero. get_int64 takes a decimal's zero
+ * fraction ("12.000" is 12) and refuses any other ("12.5"), and an
+ * integer beyond int64. Text returned by get_text is owned by the
+ * statement and valid until the next fetch, execute or free. */
 int odbox_stmt_get_text(odbox_stmt *s, int col, const char **v, int *is_null, odbox_error *err);
 int odbox_stmt_get_int64(odbox_stmt *s, int col, int64_t *v, int *is_null, odbox_error *err);
 int odbox_stmt_get_double(odbox_stmt *s, int col, double *v, int *is_null, odbox_error *err);

@@ -284,11 +284,19 @@ SQLRETURN odbox_stmt_bind_param(odbox_stmt *s, int i)
     return r;
 }
 
-static int get_col(odbox_stmt *s, int col, int *is_null, column **out, odbox_error *err)
+/* The column col of the current row, for a getter whose output is v.
+ * A NULL statement or v is the caller's mistake, refused (EINVAL, as
+ * binds, execute and fetch refuse them) before anything is written, so
+ * a getter neither crashes nor sets *is_null for a value it cannot give. */
+static int get_col(odbox_stmt *s, int col, const void *v, int *is_null, column **out, odbox_error *err)
 {
-    if (s && !s->conn)
+    if (!s)
+        return odbox_fail(err, ODBOX_EINVAL, "get: statement is NULL");
+    if (!s->conn)
         return odbox_stmt_detached(err, "get");
-    if (!s || !s->have_row)
+    if (!v)
+        return odbox_fail(err, ODBOX_EINVAL, "get: out is NULL");
+    if (!s->have_row)
         return odbox_fail(err, ODBOX_ESTATE, "get: no current row");
     if (col < 1 || col > s->ncols)
         return odbox_fail(err, ODBOX_EINVAL, "get: column %d out of range 1..%d", col, s->ncols);
@@ -302,7 +310,7 @@ static int get_col(odbox_stmt *s, int col, int *is_null, column **out, odbox_err
 int odbox_stmt_get_text(odbox_stmt *s, int col, const char **v, int *is_null, odbox_error *err)
 {
     column *c = NULL;
-    int rc = get_col(s, col, is_null, &c, err);
+    int rc = get_col(s, col, v, is_null, &c, err);
     if (rc != ODBOX_OK)
         return rc;
     *v = c->data;
@@ -312,7 +320,7 @@ int odbox_stmt_get_text(odbox_stmt *s, int col, const char **v, int *is_null, od
 int odbox_stmt_get_int64(odbox_stmt *s, int col, int64_t *v, int *is_null, odbox_error *err)
 {
     column *c = NULL;
-    int rc = get_col(s, col, is_null, &c, err);
+    int rc = get_col(s, col, v, is_null, &c, err);
     if (rc != ODBOX_OK)
         return rc;
     *v = 0;
@@ -334,7 +342,7 @@ int odbox_stmt_get_int64(odbox_stmt *s, int col, int64_t *v, int *is_null, odbox
 int odbox_stmt_get_double(odbox_stmt *s, int col, double *v, int *is_null, odbox_error *err)
 {
     column *c = NULL;
-    int rc = get_col(s, col, is_null, &c, err);
+    int rc = get_col(s, col, v, is_null, &c, err);
     if (rc != ODBOX_OK)
         return rc;
     *v = 0;
@@ -352,7 +360,7 @@ int odbox_stmt_get_double(odbox_stmt *s, int col, double *v, int *is_null, odbox
 int odbox_stmt_get_bool(odbox_stmt *s, int col, int *v, int *is_null, odbox_error *err)
 {
     column *c = NULL;
-    int rc = get_col(s, col, is_null, &c, err);
+    int rc = get_col(s, col, v, is_null, &c, err);
     if (rc != ODBOX_OK)
         return rc;
     *v = 0;
@@ -394,7 +402,7 @@ static int digits(const char *p, int n)
 int odbox_stmt_get_timestamp(odbox_stmt *s, int col, int64_t *us, int *is_null, odbox_error *err)
 {
     column *c = NULL;
-    int rc = get_col(s, col, is_null, &c, err);
+    int rc = get_col(s, col, us, is_null, &c, err);
     if (rc != ODBOX_OK)
         return rc;
     *us = 0;

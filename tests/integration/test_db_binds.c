@@ -345,6 +345,53 @@ START_TEST(getters_and_binds_refuse_what_they_cannot_hold)
 }
 END_TEST
 
+/* A getter given a NULL output or a NULL statement: ODBOX_EINVAL with a
+ * message, and nothing written (is_null neither). */
+START_TEST(getters_refuse_null_outputs)
+{
+    odbox_conn *c = itest_connect(1);
+    odbox_stmt *s = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT 1", &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    int is_null = 7;
+    ck_assert_int_eq(odbox_stmt_get_text(s, 1, NULL, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "get: out is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 1, NULL, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "get: out is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_double(s, 1, NULL, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "get: out is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_bool(s, 1, NULL, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "get: out is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_timestamp(s, 1, NULL, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "get: out is NULL"), "%s", e.message);
+    ck_assert_int_eq(is_null, 7);
+
+    /* a NULL statement is refused as binds, execute and fetch refuse it */
+    const char *txt = "kept";
+    int64_t i = 7;
+    double dbl = 7.0;
+    int b = 7;
+    ck_assert_int_eq(odbox_stmt_get_text(NULL, 1, &txt, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "get: statement is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_get_int64(NULL, 1, &i, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_get_double(NULL, 1, &dbl, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_get_bool(NULL, 1, &b, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_stmt_get_timestamp(NULL, 1, &i, &is_null, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "get: statement is NULL"), "%s", e.message);
+    ck_assert_msg(!strcmp(txt, "kept") && i == 7 && dbl == 7.0 && b == 7 && is_null == 7,
+                  "a refused get wrote its output");
+
+    /* the row is still there */
+    ck_assert_int_eq(odbox_stmt_get_int64(s, 1, &i, &is_null, &e), ODBOX_OK);
+    ck_assert_int_eq(i, 1);
+    ck_assert_int_eq(is_null, 0);
+    odbox_stmt_free(&s);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 /* The db suite's tests, added to its tcase where they were listed. */
 void db_add_bind_tests(TCase *t)
 {
@@ -354,4 +401,5 @@ void db_add_bind_tests(TCase *t)
     tcase_add_test(t, integers_and_booleans_at_their_limits);
     tcase_add_test(t, text_is_utf8_both_ways);
     tcase_add_test(t, getters_and_binds_refuse_what_they_cannot_hold);
+    tcase_add_test(t, getters_refuse_null_outputs);
 }
