@@ -187,21 +187,24 @@ char *odbox_sql_rows(int rows, const char *const *forms, int ncols);
 /* Session-level keyed locks (PostgreSQL advisory locks, MySQL/MariaDB
  * GET_LOCK). The key text is hashed to 64 bits (first 8 bytes of its
  * SHA-256, big-endian) and bound in the dialect's lock_key_form.
- * try_lock sets *taken to 1 or 0 and never waits; lock polls try_lock
- * until wait_ms passed (ODBOX_ETIMEDOUT). ODBOX_EUNSUPPORTED when the
- * dialect has no keyed locks. */
+ * try_lock sets *taken to 1 or 0 and never waits (a NULL taken is
+ * ODBOX_EINVAL, no lock taken); lock polls try_lock until wait_ms passed
+ * (ODBOX_ETIMEDOUT). ODBOX_EUNSUPPORTED when the dialect has no keyed
+ * locks. */
 int odbox_conn_try_lock(odbox_conn *c, const char *key, int *taken, odbox_error *err);
 int odbox_conn_lock(odbox_conn *c, const char *key, int wait_ms, odbox_error *err);
 int odbox_conn_unlock(odbox_conn *c, const char *key, odbox_error *err);
 
 /* *exists = 1 when table exists in container (a PostgreSQL schema, a
  * MySQL/MariaDB database, a SQLite schema such as "main"; NULL: the
- * connection's own), through the dialect's catalogue query. */
+ * connection's own), through the dialect's catalogue query. A NULL
+ * exists is ODBOX_EINVAL. */
 int odbox_conn_table_exists(odbox_conn *c, const char *container, const char *table, int *exists,
                             odbox_error *err);
 
 /* One-shot helper: prepare, execute, fetch the first column of the first
- * row as int64 (ODBOX_ENOTFOUND when no row). */
+ * row as int64 (ODBOX_ENOTFOUND when no row). A NULL v is ODBOX_EINVAL,
+ * refused before the SQL is sent. */
 int odbox_conn_query_int64(odbox_conn *c, const char *sql, int64_t *v, odbox_error *err);
 
 #ifdef __cplusplus

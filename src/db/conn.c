@@ -353,6 +353,9 @@ int odbox_conn_rollback(odbox_conn *c, odbox_error *err) { return end_tran(c, SQ
 
 int odbox_conn_query_int64(odbox_conn *c, const char *sql, int64_t *v, odbox_error *err)
 {
+    /* refused before the SQL is sent: its answer would have nowhere to go */
+    if (!v)
+        return odbox_fail(err, ODBOX_EINVAL, "query: out is NULL");
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare(c, sql, &s, err);
     if (rc == ODBOX_OK)
@@ -366,6 +369,10 @@ int odbox_conn_table_exists(odbox_conn *c, const char *container, const char *ta
 {
     odbox_stmt *s = NULL;
     int64_t n = 0;
+    /* checked before *exists is written: a NULL one is the caller's
+     * mistake, refused rather than a crash */
+    if (!exists)
+        return odbox_fail(err, ODBOX_EINVAL, "table exists: exists is NULL");
     *exists = 0;
     if (!c || !table)
         return odbox_fail(err, ODBOX_EINVAL, "table exists: connection or table missing");

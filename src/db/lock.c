@@ -53,14 +53,17 @@ static int local(const odbox_conn *c)
 
 int odbox_conn_try_lock(odbox_conn *c, const char *key, int *taken, odbox_error *err)
 {
+    /* Without *taken the caller could not know it holds the lock (and
+     * never release it): refused before one is taken. */
+    if (!taken)
+        return odbox_fail(err, ODBOX_EINVAL, "lock: taken is NULL");
     if (local(c))
         return odbox_local_lock_try(c, key, taken, err);
     int64_t answer = 0;
     int rc = run_lock_sql(c, c && c->dialect ? c->dialect->lock_try_sql : NULL, key, &answer, err);
     if (rc == ODBOX_OK && answer < 0)
         rc = odbox_fail(err, ODBOX_EDB, "lock: the server could not take lock '%.64s'", key);
-    if (taken)
-        *taken = rc == ODBOX_OK && answer == 1;
+    *taken = rc == ODBOX_OK && answer == 1;
     return rc;
 }
 

@@ -601,6 +601,32 @@ START_TEST(table_exists_by_container)
 }
 END_TEST
 
+/* The connection's one-value helpers given a NULL output: ODBOX_EINVAL
+ * with a message, before anything is sent (try_lock takes no lock that
+ * its caller could not know it holds). */
+START_TEST(helpers_refuse_null_outputs)
+{
+    odbox_conn *c = itest_connect(1), *other = itest_connect(1);
+    odbox_error e;
+    char key[64];
+    int taken = -1;
+    ck_assert_int_eq(odbox_conn_table_exists(c, NULL, "no_such_table", NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "table exists: exists is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_conn_query_int64(c, "SELECT 1", NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "query: out is NULL"), "%s", e.message);
+    itest_name(key, sizeof key, "nulllock");
+    ck_assert_int_eq(odbox_conn_try_lock(c, key, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "lock: taken is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_conn_try_lock(other, key, &taken, &e), ODBOX_OK);
+    ck_assert_msg(taken == 1, "the refused try_lock took the lock");
+    ck_assert_int_eq(odbox_conn_unlock(other, key, &e), ODBOX_OK);
+    ck_assert(!odbox_conn_is_dead(c));
+    ck_assert_int_eq(itest_count(c, "SELECT 41 + 1"), 42); /* the connection is as it was */
+    odbox_conn_close(&other);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 Suite *db_suite(void)
 {
     Suite *s = suite_create("db");
@@ -625,6 +651,7 @@ Suite *db_suite(void)
     tcase_add_test(t, pool_is_thread_safe);
     tcase_add_test(t, keyed_locks_exclude);
     tcase_add_test(t, table_exists_by_container);
+    tcase_add_test(t, helpers_refuse_null_outputs);
     suite_add_tcase(s, t);
     return s;
 }
