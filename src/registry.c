@@ -41,7 +41,10 @@ int odbox_shard_id_parse(const char *text, odbox_shard_id *id, odbox_error *err)
 {
     long g, m;
     char *end;
-    if (!text || !id || !*text)
+    /* a NULL output is the caller's mistake, not the text's: said so */
+    if (!id)
+        return odbox_fail(err, ODBOX_EINVAL, "shard: id is NULL");
+    if (!text || !*text)
         return odbox_fail(err, ODBOX_EINVAL, "shard: expected GROUP.MEMBER, got nothing");
     if (*text < '0' || *text > '9')
         goto bad;

@@ -52,6 +52,12 @@ START_TEST(registries_refuse_bad_shards)
     ck_assert_int_eq(odbox_registry_open(&cfg, &r, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "shard 0.1 has no primary DSN"), "%s", e.message);
     ck_assert_ptr_null(r);
+
+    /* a shard id's text: a NULL output is named as such, not as bad text */
+    odbox_shard_id id = {7, 7};
+    assert_refused(odbox_shard_id_parse("1.2", NULL, &e_), ODBOX_EINVAL, "shard: id is NULL");
+    assert_refused(odbox_shard_id_parse(NULL, &id, &e_), ODBOX_EINVAL, "shard: expected GROUP.MEMBER, got nothing");
+    ck_assert(id.group == 7 && id.member == 7);
 }
 END_TEST
 
