@@ -3,6 +3,7 @@
  * names and versions, idempotency keys' input checks. */
 #include <fcntl.h>
 #include <malloc.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,14 @@ START_TEST(error_names_are_distinct)
     }
     ck_assert_str_eq(odbox_errname(-999), "ODBOX_EUNKNOWN");
     ck_assert_str_eq(odbox_errname(ODBOX_ESTALE), "ODBOX_ESTALE");
+    /* a code odbox does not know (a caller's own, a stray positive) still
+     * has a text to print: never NULL */
+    const int unknown[] = {-999, 1, 12345, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        ck_assert_ptr_nonnull(odbox_strerror(unknown[i]));
+        ck_assert_str_eq(odbox_strerror(unknown[i]), "unknown error");
+        ck_assert_ptr_nonnull(odbox_errname(unknown[i]));
+    }
 }
 END_TEST
 

@@ -118,12 +118,17 @@ START_TEST(delivery_refuses_bad_input)
         {.retention_ms = -1},        {.workers = -2},             {.workers = 5000},
         {.handler_timeout_ms = -1},  {.stop_wait_ms = -1},        {.execution_max_ms = -1},
         {.cross_process_wakeup = 1}, {.replica_max_lag_ms = -1},  {.replica_max_lag_ms = 86400001},
-        {.handling_loops = -1},      {.handling_loops = 65},
+        {.handling_loops = -1},      {.handling_loops = 65},      {.lease_ms = -1},
+        {.subscription_live_ms = -1},
         {.backoff_base_ms = 60000, .backoff_cap_ms = 1000},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_msg(odbox_delivery_open(r, h, &bad[i], &d, &e) == ODBOX_EINVAL, "config %zu accepted", i);
         ck_assert_ptr_null(d);
+        if (bad[i].lease_ms < 0)
+            ck_assert_msg(strstr(e.message, "lease_ms -1 is out of range"), "%s", e.message);
+        if (bad[i].subscription_live_ms < 0)
+            ck_assert_msg(strstr(e.message, "subscription_live_ms -1 is out of range"), "%s", e.message);
     }
     ck_assert_ptr_nonnull(strstr(e.message, "backoff_cap_ms"));
     /* a refused open leaves the handlers open to additions */

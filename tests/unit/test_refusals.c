@@ -337,6 +337,7 @@ START_TEST(configurations_refuse_bad_input)
     odbox_executor *exe = NULL;
     ck_assert_int_eq(odbox_executor_open("com.example", r, NULL, &exe, &e), ODBOX_OK);
     assert_refused(odbox_delivery_detach(NULL, exe, &e_), ODBOX_EINVAL, "delivery or executor is NULL");
+    assert_refused(odbox_delivery_register(NULL, &e_), ODBOX_EINVAL, "delivery register: delivery is NULL");
     odbox_executor_free(&exe);
     odbox_registry_free(&r);
 }
