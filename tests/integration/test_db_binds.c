@@ -337,6 +337,21 @@ START_TEST(getters_and_binds_refuse_what_they_cannot_hold)
     ck_assert_msg(strstr(e.message, "parameter index 32768 out of range"), "%s", e.message);
     ck_assert_int_eq(odbox_stmt_bind_text(NULL, 1, "x", &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "statement is NULL"), "%s", e.message);
+    /* bool and JSON binds take their slot as every bind does */
+    ck_assert_int_eq(odbox_stmt_bind_bool(s, 0, 1, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "parameter index 0 out of range 1..32767"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_bool(s, 32768, 1, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "parameter index 32768 out of range"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_bool(NULL, 1, 1, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "bind: statement is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_json(s, 0, "{}", &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "parameter index 0 out of range 1..32767"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_json(s, 32768, "{}", &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "parameter index 32768 out of range"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_json(NULL, 1, "{}", &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "bind: statement is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_json(s, 0, NULL, &e), ODBOX_EINVAL); /* a NULL JSON too */
+    ck_assert_msg(strstr(e.message, "parameter index 0 out of range"), "%s", e.message);
     int rc = odbox_stmt_execute(s, &e);
     ck_assert_msg(rc == ODBOX_EINVAL, "%s: %s", odbox_errname(rc), e.message); /* nothing bound */
     ck_assert_msg(strstr(e.message, "parameter 1 of 1 is not bound"), "%s", e.message);
