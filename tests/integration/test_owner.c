@@ -1,7 +1,8 @@
 /* odbox — integration tests of eventlog ownership: an eventlog belongs to
  * the application database (MySQL/MariaDB) or schema (PostgreSQL) whose
  * migrate created it, and migrate, status, repair and the executor refuse
- * it to another application; an eventlog migrated before owners were
+ * it to another application (an action, and a transaction of the
+ * caller's own at begin); an eventlog migrated before owners were
  * recorded is adopted; the DSN can name the eventlog. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,20 @@ static int execute_probe(odbox_registry *r, odbox_error *e)
     return rc;
 }
 
+/* A transaction of the caller's own on shard 0.0, committed when begin
+ * succeeds (its sentinel row is the one event it writes); *tx is what
+ * begin left there. */
+static int begin_probe(odbox_registry *r, odbox_tx **tx, odbox_error *e)
+{
+    odbox_executor *exe = NULL;
+    ck_assert_int_eq(odbox_executor_open(NS, r, NULL, &exe, e), ODBOX_OK);
+    int rc = odbox_tx_begin(exe, (odbox_shard_id){0, 0}, NULL, tx, e);
+    if (rc == ODBOX_OK)
+        rc = odbox_tx_commit(tx, e);
+    odbox_executor_free(&exe);
+    return rc;
+}
+
 START_TEST(eventlog_of_another_application_refused)
 {
     char ev[64], ev_b[64], owner[256], want[256];
@@ -140,6 +155,14 @@ START_TEST(eventlog_of_another_application_refused)
     ck_assert_ptr_nonnull(strstr(e.message, "belongs to"));
     ck_assert_int_eq(execute_probe(b, &e), ODBOX_EOWNER); /* a refusal is not remembered as a pass */
     ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), events);
+    /* nor into it through a transaction of the caller's own: refused at begin */
+    for (int again = 0; again < 2; again++) {
+        odbox_tx *tx = (odbox_tx *)1;
+        ck_assert_int_eq(begin_probe(b, &tx, &e), ODBOX_EOWNER);
+        ck_assert_msg(strstr(e.message, "belongs to") && strstr(e.message, want), "%s", e.message);
+        ck_assert_ptr_null(tx);
+    }
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev, "events")), events);
     odbox_registry_free(&b);
 
     /* its own eventlog, named in the DSN, is fine */
@@ -154,6 +177,9 @@ START_TEST(eventlog_of_another_application_refused)
     ck_assert_str_eq(owner, oa.name);
     ck_assert_int_eq(execute_probe(b, &e), ODBOX_OK);
     ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev_b, "events")), 1);
+    odbox_tx *tx = NULL;
+    ck_assert_msg(begin_probe(b, &tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", itest_evt(ev_b, "events")), 2);
     odbox_registry_free(&b);
     free(dsn);
 
