@@ -365,17 +365,35 @@ static void fatal_log(void *ud, odbox_log_level level, const char *message)
         atomic_fetch_add(&g_replaced, 1);
 }
 
+/* check_fatal's delivery runs at most FATAL_LOOP_S; the thread that
+ * raises the fatal error waits for its publishes at most FATAL_WAIT_S (the
+ * loop's bound and a margin), so that a delivery that ended with fewer
+ * publishes fails the check instead of leaving pthread_join waiting for
+ * ever. */
+enum { FATAL_LOOP_S = 40, FATAL_WAIT_S = FATAL_LOOP_S + 20 };
+
 typedef struct fatal_arg {
     rig *g;
     long after;
     int rc;
+    int gave_up; /* FATAL_WAIT_S passed with fewer than `after` publishes */
+    long seen;   /* the publishes by then */
 } fatal_arg;
 
 static void *raise_fatal(void *arg)
 {
     fatal_arg *a = arg;
-    while (atomic_load(&g_attempts) < a->after)
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&g_attempts) < a->after) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec >= FATAL_WAIT_S) {
+            a->seen = atomic_load(&g_attempts);
+            a->gave_up = 1;
+            return NULL;
+        }
         usleep(1000);
+    }
     a->rc = odbox_relay_kafka_test_fatal(a->g->broker, "odbox-test-fatal");
     return NULL;
 }
@@ -389,12 +407,12 @@ static void check_fatal(void)
     rig_open(&g, "Fatal", g_boot, 10000, 0, 8);
     kfx_write(&g.f, N, KEYS);
     odbox_log_set(fatal_log, NULL, ODBOX_LOG_INFO);
-    fatal_arg a = {&g, N / 3, -1};
+    fatal_arg a = {&g, N / 3, -1, 0, 0};
     pthread_t th;
     KCHECK(pthread_create(&th, NULL, raise_fatal, &a) == 0, "thread");
     odbox_error e = {0};
     long ok = 0, failed = 0;
-    for (time_t t0 = time(NULL); ok < N && time(NULL) - t0 < 40;) {
+    for (time_t t0 = time(NULL); ok < N && time(NULL) - t0 < FATAL_LOOP_S;) {
         odbox_delivery_round fr = {0}, hr = {0};
         KOK(odbox_delivery_fanout_round(g.d, g.f.shard, &fr, &e), e);
         KOK(odbox_delivery_handling_round(g.d, g.f.shard, &hr, &e), e);
@@ -405,6 +423,10 @@ static void check_fatal(void)
     }
     pthread_join(th, NULL);
     odbox_log_set(NULL, NULL, ODBOX_LOG_WARN);
+    KCHECK(!a.gave_up,
+           "fatal: the fatal error was never raised: %ld publishes in %d s (%ld rows SUCCEEDED, %ld failed), "
+           "it was due after %ld",
+           a.seen, FATAL_WAIT_S, ok, failed, a.after);
     KCHECK(a.rc == ODBOX_OK, "rd_kafka_test_fatal_error was not raised");
     kmsg *m = NULL;
     size_t n = kfx_consume(g_boot, g.topic, N, 30000, &m);
