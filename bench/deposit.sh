@@ -50,7 +50,8 @@ BENCH_VERIFY=${BENCH_VERIFY:-1}
 GOAL=0.9
 EVENTLOG=eventlog
 # The raw clients write this fixed time where odbox binds the current time
-# (updated_date, started_date, completion_date, event_date): same type,
+# (updated_date, started_date; completion_date and event_date are the
+# database's clock in the statement, as odbox sends it): same type,
 # same text length. pgbench cannot produce a clock value as a parameter.
 RAW_TS='2025-01-01 00:00:00.000000'
 
@@ -181,8 +182,8 @@ make_pgbench_script() { # clients file [one]
             echo "\\set nb :w_balance + $DEPOSIT"
             [[ -n $one ]] || echo "BEGIN;"
             [[ -n $one ]] || echo "$upd;"
-            ins_k=$(subst "$ins" :namespace :action_name ":params$k" :ts :ts :w_id :model_type :event_type \
-                :payload :ts) || die "unexpected INSERT from --print-sql: $ins"
+            ins_k=$(subst "$ins" :namespace :action_name ":params$k" :ts :w_id :model_type :event_type \
+                :payload) || die "unexpected INSERT from --print-sql: $ins"
             if [[ -n $one ]]; then echo "$upd$ins_k;"; else echo "$ins_k;"; fi
             [[ -n $one ]] || echo "COMMIT;"
         done
@@ -223,8 +224,8 @@ make_slap_files() { # query-file -> SLAP_INIT
     upd=$(subst "${Q[mariadb:update]}" @st "$ts" @ow "@b + $DEPOSIT" @id @v) ||
         die "unexpected UPDATE from --print-sql: ${Q[mariadb:update]}"
     ins=$(subst "${Q[mariadb:insert]}" "$SLAP_UUID" "$(sqlq "${Q[mariadb:namespace]}")" "$SLAP_UUID" \
-        "$(sqlq "${Q[mariadb:action_name]}")" @p "$ts" "$ts" @id "$(sqlq "${Q[mariadb:model_type]}")" \
-        "$(sqlq "${Q[mariadb:event_type]}")" "$(sqlq "${Q[mariadb:payload]}")" "$ts") ||
+        "$(sqlq "${Q[mariadb:action_name]}")" @p "$ts" @id "$(sqlq "${Q[mariadb:model_type]}")" \
+        "$(sqlq "${Q[mariadb:event_type]}")" "$(sqlq "${Q[mariadb:payload]}")") ||
         die "unexpected INSERT from --print-sql: ${Q[mariadb:insert]}"
     printf '%s;\nSTART TRANSACTION;\n%s;\n%s;\nCOMMIT;\n' "$sel" "$upd" "$ins" >"$f"
     grep -q ';.*;' "$f" && die "a statement for mariadb-slap contains ';'"

@@ -227,7 +227,8 @@ static void *run_worker(void *arg)
  * These texts mirror src/repository.c (read_shard: the select of
  * odbox_repo_find; odbox_repo_write_sql: the one-row UPDATE, whose SET
  * list is every column but id, version and created_date, in column order)
- * and src/persist.c (events_sql: the 13-column INSERT). Where the dialect
+ * and src/persist.c (events_sql: the INSERT whose completion_date and
+ * event_date are the database's clock, stmt_now_sql). Where the dialect
  * joins writes, write is what the executor sends instead of BEGIN, the
  * UPDATE, the INSERT and COMMIT: the two joined by the dialect's own
  * join_writes_sql, the INSERT in its one-row SELECT form. deposit.sh checks
@@ -264,13 +265,13 @@ static void build_sql(const odbox_dialect *d, const char *table, const char *eve
     snprintf(q->insert, sizeof q->insert,
              "INSERT INTO %s.events (id, namespace, action_id, action_name, action_params, started_date, "
              "completion_date, model_id, model_type, event_type, payload, event_date, delivered) "
-             "VALUES (%s,?,%s,?,%s,?,?,?,?,?,%s,?,FALSE)",
-             eventlog, d->uuid_param, d->uuid_param, d->json_param, d->json_param);
+             "VALUES (%s,?,%s,?,%s,?,%s,?,?,?,%s,%s,FALSE)",
+             eventlog, d->uuid_param, d->uuid_param, d->json_param, d->stmt_now_sql, d->json_param, d->stmt_now_sql);
     q->write[0] = '\0';
     char insert_select[768], *joined = NULL;
-    snprintf(insert_select, sizeof insert_select, "%.*sSELECT %s,?,%s,?,%s,?,?,?,?,?,%s,?,FALSE",
+    snprintf(insert_select, sizeof insert_select, "%.*sSELECT %s,?,%s,?,%s,?,%s,?,?,?,%s,%s,FALSE",
              (int)(strstr(q->insert, "VALUES ") - q->insert), q->insert, d->uuid_param, d->uuid_param, d->json_param,
-             d->json_param);
+             d->stmt_now_sql, d->json_param, d->stmt_now_sql);
     const char *const parts[] = {q->update, insert_select};
     if (d->join_writes_sql && d->join_writes_sql(d, parts, 2, 1, &joined, NULL) == ODBOX_OK)
         snprintf(q->write, sizeof q->write, "%s", joined);

@@ -75,7 +75,7 @@ make_pgbench() { # clients file
             if ((k == 0)); then printf '\\if :client_id = 0\n'; else printf '\\elif :client_id = %d\n' "$k"; fi
             echo "BEGIN;"
             echo "UPDATE $BENCH_TABLE SET balance = balance + 1 WHERE id = CAST(:wallet$k AS UUID);"
-            subst "$ins" :namespace :action_name ":params$k" :ts :ts ":wallet$k" :model_type :event_type :payload :ts ||
+            subst "$ins" :namespace :action_name ":params$k" :ts ":wallet$k" :model_type :event_type :payload ||
                 die "unexpected INSERT: $ins"
             printf ';\nCOMMIT;\n'
         done
@@ -103,8 +103,8 @@ run_slap() { # clients odbox-tps -> tps
     per=$(awk -v r="$2" -v n="$n" -v s="$BENCH_SECONDS" 'BEGIN {x = int(r / n * s + 0.5); print (x < 50 ? 50 : x)}')
     ts=$(sqlq "$RAW_TS")
     ins=$(subst "${Q[mariadb:insert]}" "$SLAP_UUID" "$(sqlq "${Q[mariadb:namespace]}")" "$SLAP_UUID" \
-        "$(sqlq "${Q[mariadb:action_name]}")" @p "$ts" "$ts" @w "$(sqlq "${Q[mariadb:model_type]}")" \
-        "$(sqlq "${Q[mariadb:event_type]}")" "$(sqlq "${Q[mariadb:payload]}")" "$ts") || die "unexpected INSERT"
+        "$(sqlq "${Q[mariadb:action_name]}")" @p "$ts" @w "$(sqlq "${Q[mariadb:model_type]}")" \
+        "$(sqlq "${Q[mariadb:event_type]}")" "$(sqlq "${Q[mariadb:payload]}")") || die "unexpected INSERT"
     printf 'START TRANSACTION;\nUPDATE %s SET balance = balance + 1 WHERE id = @w;\n%s;\nCOMMIT;\n' \
         "$BENCH_TABLE" "$ins" >"$TMP/owntx.slap"
     p0=${Q[mariadb:params.0]} w0=${Q[mariadb:wallet.0]}

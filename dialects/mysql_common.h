@@ -79,6 +79,8 @@ int odbox_mariadb_bounded_session_sql(size_t i, int lock_ms, int statement_ms, c
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON DUPLICATE KEY UPDATE %1$s.%4$s = %1$s.%4$s", \
     .bound_rows_sql = odbox_mysql_bound_rows_sql,                                          \
     .now_sql = "UTC_TIMESTAMP(6)",                                                         \
+    /* the statement's start, one value for all its rows */                \
+    .stmt_now_sql = "UTC_TIMESTAMP(6)",                                                    \
     .delivery_isolation_sql = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",            \
     /* InnoDB: a locking read reads the latest rows, its subqueries a       \
      * snapshot (see the field) */                                           \

@@ -252,6 +252,10 @@ const odbox_dialect odbox_dialect_postgresql = {
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
     .bound_rows_sql = bound_rows_sql,
     .now_sql = "CURRENT_TIMESTAMP",
+    /* CURRENT_TIMESTAMP is the transaction's start; statement_timestamp()
+     * is the statement's (its Parse or Bind message), one value for all
+     * its rows. In UTC whatever time zone the session has set. */
+    .stmt_now_sql = "(statement_timestamp() AT TIME ZONE 'UTC')",
     .bounded_session_sql = bounded_session_sql,
     /* the insert position: never before the commit's record (the write
      * position may be, with synchronous_commit off) */

@@ -76,9 +76,11 @@ int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err);
 
 /* Writes n event rows (a NULL row is the sentinel) on c, in the caller's
  * transaction: the executor's events INSERT, for own transactions (tx.c).
- * rn's plan and hook are not used. */
+ * rn's plan and hook are not used. writer_us (this process's clock) gives
+ * the event ids their millisecond; event_date and completion_date are the
+ * database's clock at the INSERT. */
 int odbox_persist_events(const run *rn, odbox_conn *c, odbox_shard *shard, const staged_event *const *rows, size_t n,
-                         int64_t completion_us, odbox_error *err);
+                         int64_t writer_us, odbox_error *err);
 
 /* What an own transaction (tx.c) takes from its executor: the namespace,
  * the registry, the test hook, an action name's check, and the wake-up

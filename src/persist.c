@@ -24,7 +24,9 @@
 #include "odbox/uuid.h"
 
 #define EVENT_COLUMNS 14
-#define EVENT_PARAMS 13 /* delivered is the literal FALSE */
+/* completion_date and event_date are the database's stmt_now_sql,
+ * delivered is the literal FALSE */
+#define EVENT_PARAMS 11
 
 /* Most WITH items one guarded statement has: the UPDATE, one per inserted
  * domain row, and the events. The server plans every item; shards with
@@ -112,20 +114,32 @@ static int collect(const run *rn, odbox_shard *shard, shard_writes *w, odbox_err
  * INSERT ... SELECT that a WHERE can follow. One row selects its values
  * bare, typed by their columns; several come from a VALUES list, which
  * cannot take types from the columns, so each value carries its own (the
- * events table's column types are odbox's own). */
+ * events table's column types are odbox's own).
+ *
+ * completion_date and event_date are the database's clock as the
+ * statement runs, not the writer's: an ordered handler orders a model's
+ * rows by event_date, and an action that read another's committed result
+ * must come after it even when the two processes' clocks disagree. */
 static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, int select_form, char **out,
                       odbox_error *err)
 {
-    static const odbox_type types[EVENT_PARAMS] = {
-        ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT, ODBOX_TYPE_UUID,      ODBOX_TYPE_TEXT, ODBOX_TYPE_JSON, ODBOX_TYPE_TIMESTAMP,
-        ODBOX_TYPE_TIMESTAMP, ODBOX_TYPE_TEXT, ODBOX_TYPE_TEXT, ODBOX_TYPE_TEXT, ODBOX_TYPE_JSON, ODBOX_TYPE_TIMESTAMP,
-        ODBOX_TYPE_TIMESTAMP};
+    enum { DB_NOW = -1, LITERAL_FALSE = -2 };
+    static const int types[EVENT_COLUMNS] = {
+        ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT, ODBOX_TYPE_UUID, ODBOX_TYPE_TEXT,      ODBOX_TYPE_JSON,
+        ODBOX_TYPE_TIMESTAMP /* started_date */, DB_NOW /* completion_date */, ODBOX_TYPE_TEXT, ODBOX_TYPE_TEXT,
+        ODBOX_TYPE_TEXT, ODBOX_TYPE_JSON, DB_NOW /* event_date */, ODBOX_TYPE_TIMESTAMP /* deliver_after */,
+        LITERAL_FALSE /* delivered */};
     const char *forms[EVENT_COLUMNS], *typed[EVENT_COLUMNS];
-    for (size_t i = 0; i < EVENT_PARAMS; i++) {
-        forms[i] = odbox_repo_param_form(d, types[i]);
-        typed[i] = d->typed_param[types[i]];
+    for (size_t i = 0; i < EVENT_COLUMNS; i++) {
+        if (types[i] == DB_NOW) {
+            forms[i] = typed[i] = d->stmt_now_sql;
+        } else if (types[i] == LITERAL_FALSE) {
+            forms[i] = typed[i] = "FALSE";
+        } else {
+            forms[i] = odbox_repo_param_form(d, types[i]);
+            typed[i] = d->typed_param[types[i]];
+        }
     }
-    forms[EVENT_PARAMS] = typed[EVENT_PARAMS] = "FALSE"; /* delivered */
     int typed_rows = select_form && n > 1;
     char *source = typed_rows ? odbox_sql_insert_source((int)n, typed, EVENT_COLUMNS, 0)
                               : odbox_sql_insert_source((int)n, forms, EVENT_COLUMNS, select_form);
@@ -144,28 +158,27 @@ static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, in
 }
 
 /* rows[0] is the shard's event number `first` of the action: the ids
- * follow emission order (ordered handlers break event_date ties with them). */
+ * follow emission order (ordered handlers break event_date ties with
+ * them), from the writer's millisecond writer_us (the dates are the
+ * database's: events_sql). */
 static int bind_events(odbox_stmt *s, int *idx, const run *rn, const staged_event *const *rows, size_t first,
-                       size_t n, int64_t completion_us, odbox_error *err)
+                       size_t n, int64_t writer_us, odbox_error *err)
 {
     int rc = ODBOX_OK;
     for (size_t i = 0; rc == ODBOX_OK && i < n; i++) {
         const staged_event *ev = rows[i];
         char id[ODBOX_UUID_LEN + 1];
-        odbox_uuid_v7_seq(completion_us / 1000, first + i, id);
+        odbox_uuid_v7_seq(writer_us / 1000, first + i, id);
         if ((rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, id, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_text(s, (*idx)++, rn->ns, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_valid_uuid(s, (*idx)++, rn->action_id, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_text(s, (*idx)++, rn->action->name, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_json(s, (*idx)++, rn->params_json, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_timestamp(s, (*idx)++, rn->started_us, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_timestamp(s, (*idx)++, completion_us, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->model_id : NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->model_type : NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->et->name : NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_json(s, (*idx)++, ev ? ev->payload : NULL, err)) != ODBOX_OK)
-            break;
-        if ((rc = odbox_stmt_bind_timestamp(s, (*idx)++, completion_us, err)) != ODBOX_OK)
             break;
         rc = ev && ev->deliver_after_us ? odbox_stmt_bind_timestamp(s, (*idx)++, ev->deliver_after_us, err)
                                         : odbox_stmt_bind_null(s, (*idx)++, ODBOX_TYPE_TIMESTAMP, err);
@@ -175,7 +188,7 @@ static int bind_events(odbox_stmt *s, int *idx, const run *rn, const staged_even
 
 /* The events part as multi-row INSERTs, one unless the rows exceed the
  * dialect's parameter limit. */
-static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, const part *ev, int64_t completion_us,
+static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, const part *ev, int64_t writer_us,
                         odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
@@ -196,7 +209,7 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, const 
             free(sql);
         }
         int idx = 1;
-        if (rc == ODBOX_OK && (rc = bind_events(s, &idx, rn, ev->events + off, off, n, completion_us, err)) == ODBOX_OK)
+        if (rc == ODBOX_OK && (rc = bind_events(s, &idx, rn, ev->events + off, off, n, writer_us, err)) == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         odbox_stmt_free(&s);
     }
@@ -206,10 +219,10 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, const 
 }
 
 int odbox_persist_events(const run *rn, odbox_conn *c, odbox_shard *shard, const staged_event *const *rows, size_t n,
-                         int64_t completion_us, odbox_error *err)
+                         int64_t writer_us, odbox_error *err)
 {
     part ev = {ODBOX_SQL_EVENTS, NULL, NULL, (const staged_event **)rows, n};
-    return write_events(rn, c, shard, &ev, completion_us, err);
+    return write_events(rn, c, shard, &ev, writer_us, err);
 }
 
 /* ---- the transaction ------------------------------------------------------ */
@@ -233,7 +246,7 @@ static int write_in_transaction(const run *rn, odbox_conn *c, odbox_shard *shard
     int rc = claimed ? ODBOX_OK : odbox_conn_begin(c, err);
     if (rc != ODBOX_OK)
         return rc;
-    int64_t completion = odbox_now_us();
+    int64_t completion = odbox_now_us(); /* the models' updated_date, the event ids' millisecond */
     const part *ev = &w->parts[w->nparts - 1];
     if (claimed && rn->result_json)
         rc = odbox_idem_set_result(c, odbox_shard_eventlog(shard), rn->ns, rn->key, rn->result_json, err);
@@ -369,7 +382,7 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
             rc = odbox_stmt_prepare_keyed(c, sql, &key, &s, err);
         free(sql);
     }
-    int64_t completion = odbox_now_us();
+    int64_t completion = odbox_now_us(); /* the models' updated_date, the event ids' millisecond */
     int idx = 1;
     for (size_t i = 0; i < n && rc == ODBOX_OK; i++) {
         const part *p = items[i].p;

@@ -258,6 +258,14 @@ typedef struct odbox_dialect {
      * statement. Jobs decide with it (due times, heartbeats, the dead
      * test), so the clocks of the processes sharing a table never do. */
     const char *now_sql;
+    /* The database's current time in UTC as the statement runs (not as
+     * its transaction began: a transaction that began earlier may read
+     * another's commit before its own statement), an expression a
+     * timestamp column takes; the same value for every row of one
+     * statement. An event's event_date and completion_date: an action
+     * that read another's committed result writes a later date than it,
+     * by one clock, whatever the clocks of the processes say. */
+    const char *stmt_now_sql;
     /* Statements that bound a session's waits: for a lock at most lock_ms,
      * for a statement at most statement_ms (rounded up where the server
      * counts seconds). Fills out with the i-th (i = 0, 1, ...) and answers

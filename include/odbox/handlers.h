@@ -149,9 +149,12 @@ typedef struct odbox_handler_options {
     /* Nonzero: per model_id, a row is claimed only when every older row
      * of the handler for that model_id is SUCCEEDED or EXPIRED, so
      * retries keep the order and a failing model_id holds back only its
-     * own rows. Older: an earlier event_date (the writing action's
-     * completion time on its shard), then emission order within an
-     * action. Rows without a model_id are not ordered. Costs one index
+     * own rows. Older: an earlier event_date, then emission order within
+     * an action. event_date is the shard database's clock at the events
+     * INSERT (not the writing process's), so an action that read
+     * another's committed result (an optimistic update of the same
+     * model) is delivered after it, whatever the clocks of the writing
+     * processes say. Rows without a model_id are not ordered. Costs one index
      * probe per row claimed. The order is the subscription's: the
      * process that registers the handler last records it in the
      * database, its unfinished rows take (or leave) it at once, and every
@@ -426,7 +429,7 @@ typedef struct odbox_handler_metrics {
     char *event_type;              /* the types it takes, separated by ',' */
     uint64_t succeeded, failed_retry, expired_preflight, expired_postfailure;
     odbox_histogram duration_succeeded, duration_failed; /* handler calls */
-    odbox_histogram lag;           /* completion_date (the action's commit) to the success */
+    odbox_histogram lag;           /* completion_date (the action's commit, by the database's clock) to the success (this process's) */
 } odbox_handler_metrics;
 
 typedef struct odbox_delivery_metrics {

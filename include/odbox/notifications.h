@@ -48,7 +48,8 @@ typedef struct odbox_notification_stats {
     int64_t due;               /* PENDING and FAILED rows whose next_retry_at <= now */
     int64_t oldest_due_age_us; /* now - the oldest due next_retry_at; 0 when none is due */
     /* Delivery lag (updated_date - completion_date: from the action's
-     * commit to the handler's success) of the SUCCEEDED rows updated in
+     * commit, by the database's clock, to the handler's success, by the
+     * delivering process's clock) of the SUCCEEDED rows updated in
      * the lag window, now - lag_window_s .. now (odbox_notifications_metrics
      * only; zeros otherwise and when there were none). Quantiles are
      * nearest-rank: the smallest lag that at least 50 % (99 %) of them do

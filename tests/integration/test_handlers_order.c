@@ -4,12 +4,14 @@
  * would), while a handler without one runs wider; an ordered handler sees
  * each model_id's events in order through failures, retries and two
  * deliveries, while an unordered one on the same events does not; an
- * event emitted with a delivery time waits for it; bad options and times
+ * event emitted with a delivery time waits for it; two writers whose
+ * clocks disagree cannot invert a model's order; bad options and times
  * are refused. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "internal.h"
 #include "jobs_fx.h"
 #include "test_handlers.h"
 
@@ -392,6 +394,140 @@ START_TEST(a_delayed_event_waits_for_its_time)
 }
 END_TEST
 
+/* ---- writers whose clocks disagree ------------------------------------------------ */
+
+/* An action that reads the model as committed, sets its amount to seq
+ * (an optimistic update of the version it read) and emits {"seq": seq}. */
+typedef struct bump {
+    odbox_registry *r;
+    const char *id;
+    int seq;
+    int64_t amount_read;
+} bump;
+
+static int bump_perform(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx, (void)params;
+    bump *b = user;
+    odbox_model *m = NULL;
+    int rc = odbox_repo_find(b->r, &DUMMY_T, b->id, ODBOX_READ_PRIMARY, &m, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_model_get_int64(m, "amount", &b->amount_read, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_model_set_int64(m, "amount", b->seq, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_plan_update(plan, m, NULL, err);
+    json_object *payload = json_object_new_object();
+    json_object_object_add(payload, "seq", json_object_new_int(b->seq));
+    if (rc == ODBOX_OK)
+        rc = odbox_plan_emit(plan, m, &EV_O, payload, err);
+    json_object_put(payload);
+    odbox_model_free(&m);
+    return rc;
+}
+
+/* The same in a transaction of the caller's: amount = amount + 1 on the
+ * row as committed (it waits for, and reads, the other's), one event. */
+static void bump_in_own_tx(hx *x, const char *id, int seq)
+{
+    odbox_tx *tx = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_tx_begin(x->exe, (odbox_shard_id){0, 0}, NULL, &tx, &e) == ODBOX_OK, "%s", e.message);
+    odbox_stmt *s = NULL;
+    ck_assert_msg(odbox_stmt_prepare(odbox_tx_conn(tx), "UPDATE dummies SET amount = amount + 1 WHERE id = ?", &s,
+                                     &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_bind_text(s, 1, id, &e), ODBOX_OK);
+    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_stmt_rows_affected(s), 1);
+    odbox_stmt_free(&s);
+    json_object *payload = json_object_new_object();
+    json_object_object_add(payload, "seq", json_object_new_int(seq));
+    ck_assert_msg(odbox_tx_emit(tx, DUMMY_T.name, id, &EV_O, payload, &e) == ODBOX_OK, "%s", e.message);
+    json_object_put(payload);
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+}
+
+typedef struct seq_log {
+    pthread_mutex_t mu;
+    int seq[8], n;
+} seq_log;
+
+static int log_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)err;
+    seq_log *l = user;
+    pthread_mutex_lock(&l->mu);
+    if (l->n < 8)
+        l->seq[l->n++] = seq_of(env);
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
+/* Process A's clock 3 s fast writes seq 1 on a model; then process B
+ * (a right clock) reads A's result and writes seq 2. Both events' dates
+ * are the database's, so the ordered handler gets 1, then 2 (with the
+ * writers' clocks, 2 had the earlier date and came first). own_tx: the
+ * writes are transactions of the caller's (odbox_tx), else actions. */
+static void skewed_writers(int own_tx)
+{
+    hx x;
+    hx_open(&x, 1);
+    static seq_log log;
+    memset(&log, 0, sizeof log);
+    pthread_mutex_init(&log.mu, NULL);
+    odbox_handler_options ordered = {.ordered = 1};
+    hx_deliver(&x, one_handler("ord", log_handle, &log, &ordered), NULL);
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "skewed", 0);
+    dfx_insert(&x.f, 0, &m, 1);
+    const char *id = odbox_model_id(m);
+    bump b[2] = {{x.f.r, id, 1, -1}, {x.f.r, id, 2, -1}};
+    for (int k = 0; k < 2; k++) {
+        odbox_clock_skew_set(k == 0 ? 3 * SEC_US : 0);
+        if (own_tx) {
+            bump_in_own_tx(&x, id, b[k].seq);
+        } else {
+            odbox_action a = {"Bump", bump_perform, &b[k]};
+            odbox_result res;
+            odbox_error e = {0};
+            int rc = odbox_execute(x.exe, &a, NULL, NULL, &res, &e);
+            odbox_result_clear(&res);
+            odbox_clock_skew_set(0);
+            ck_assert_msg(rc == ODBOX_OK, "%s", e.message);
+            ck_assert_int_eq(b[k].amount_read, k); /* the second read the first's result */
+        }
+        odbox_clock_skew_set(0);
+        /* SQLite's 'now' counts milliseconds, and a tie goes to the event
+         * ids, which are the writer's clock: writers of one SQLite file
+         * share one machine's clock, this test's skew does not, so B
+         * writes in a later millisecond than A */
+        jt_sleep_ms(2);
+    }
+    ck_assert_int_eq(amount_of(&x.f, id), 2);
+    odbox_model_free(&m);
+    while (hx_fanout(&x, 0).read > 0)
+        ;
+    ck_assert_int_eq(nrows(&x.f, 0, NULL), 2);
+    for (int k = 0; k < 10 && log.n < 2; k++)
+        hx_handle(&x, 0);
+    ck_assert_int_eq(log.n, 2);
+    ck_assert_msg(log.seq[0] == 1 && log.seq[1] == 2, "the ordered handler got seq %d, then %d", log.seq[0],
+                  log.seq[1]);
+    pthread_mutex_destroy(&log.mu);
+    hx_close(&x);
+}
+
+START_TEST(a_fast_writer_clock_does_not_reorder_a_model)
+{
+    skewed_writers(0);
+}
+END_TEST
+
+START_TEST(a_fast_writer_clock_does_not_reorder_own_transactions)
+{
+    skewed_writers(1);
+}
+END_TEST
+
 /* ---- bad input ------------------------------------------------------------------- */
 
 static int refuse_negative(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
@@ -654,6 +790,8 @@ Suite *handlers_order_suite(void)
     tcase_add_test(tc, the_order_is_the_subscriptions_and_reaches_its_backlog);
     tcase_add_test(tc, ordered_rows_keep_their_order_while_the_fanout_writes);
     tcase_add_test(tc, a_delayed_event_waits_for_its_time);
+    tcase_add_test(tc, a_fast_writer_clock_does_not_reorder_a_model);
+    tcase_add_test(tc, a_fast_writer_clock_does_not_reorder_own_transactions);
     tcase_add_test(tc, bad_options_and_times_are_refused);
     suite_add_tcase(s, tc);
     return s;
