@@ -360,6 +360,8 @@ int odbox_registry_load(const char *path, odbox_registry **out, odbox_error *err
         *out = NULL;
     if (!path || !*path)
         return odbox_fail(err, ODBOX_EINVAL, "config: no file name");
+    if (!out)
+        return odbox_fail(err, ODBOX_EINVAL, "config: out is NULL");
     char *buf = NULL;
     int rc = odbox_read_text_file("config", path, CONFIG_MAX_BYTES, &buf, NULL, err);
     if (rc == ODBOX_OK)

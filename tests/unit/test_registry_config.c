@@ -254,6 +254,9 @@ START_TEST(config_file)
     ck_assert_int_eq(odbox_registry_load(path, &r, &e), ODBOX_EIO);
     ck_assert_ptr_nonnull(strstr(e.message, "cannot open"));
     ck_assert_int_eq(odbox_registry_load(NULL, &r, &e), ODBOX_EINVAL);
+    /* a NULL out is refused before the file is read */
+    ck_assert_int_eq(odbox_registry_load(path, NULL, &e), ODBOX_EINVAL);
+    ck_assert_str_eq(e.message, "config: out is NULL");
     ck_assert_int_eq(odbox_registry_parse(NULL, &r, &e), ODBOX_EINVAL);
 }
 END_TEST
