@@ -158,6 +158,11 @@ void odbox_pool_lend(odbox_pool *p, odbox_conn *c);
  * back), and what an own transaction (tx.c) may therefore only roll back. */
 int odbox_conn_tx_failed(const odbox_conn *c);
 
+/* Ends c's open transaction by rc: after ODBOX_OK commits it and returns
+ * the commit's outcome; otherwise rolls it back (if one is still open;
+ * a failed rollback has marked c dead) and returns rc. */
+int odbox_conn_end(odbox_conn *c, int rc, odbox_error *err);
+
 /* A UUIDv7 of unix_ms whose 12-bit counter is seq (carrying into the
  * millisecond past 4095): the event ids of one action, in emission order. */
 void odbox_uuid_v7_seq(int64_t unix_ms, size_t seq, char out[37]);

@@ -301,14 +301,9 @@ static int apply(odbox_conn *c, const char *eventlog, const mset *set, const mfi
     }
     if (rc == ODBOX_OK)
         rc = odbox_history_record(c, eventlog, set->name, f, started, 1, NULL, err);
-    if (tx) {
-        if (rc == ODBOX_OK)
-            rc = odbox_conn_commit(c, err);
-        else {
-            odbox_error e2;
-            odbox_conn_rollback(c, &e2);
-        }
-    } else if (rc != ODBOX_OK && !untouched && !odbox_conn_is_dead(c)) {
+    if (tx)
+        rc = odbox_conn_end(c, rc, err);
+    else if (rc != ODBOX_OK && !untouched && !odbox_conn_is_dead(c)) {
         odbox_error e2;
         odbox_history_record(c, eventlog, set->name, f, started, 0, err ? err->message : NULL, &e2);
     }

@@ -88,13 +88,7 @@ static int rebuild_history(odbox_conn *c, const char *eventlog, const char *tabl
                       table, copy);
     if (rc == ODBOX_OK)
         rc = exec_fmt(c, err, "DROP TABLE %s", copy);
-    if (rc == ODBOX_OK)
-        return odbox_conn_commit(c, err);
-    if (odbox_conn_in_transaction(c)) {
-        odbox_error e2;
-        odbox_conn_rollback(c, &e2);
-    }
-    return rc;
+    return odbox_conn_end(c, rc, err);
 }
 
 /* 1 when a catalogue type is an integer type (bigint, BIGINT, bigint(20)). */

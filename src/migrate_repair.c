@@ -61,13 +61,7 @@ static int carry_out(odbox_conn *c, const char *eventlog, const mset *sets, size
                 f = odbox_migrate_find_file(&sets[k], a->version);
         rc = odbox_history_realign(c, eventlog, a, f, err);
     }
-    if (rc == ODBOX_OK)
-        return odbox_conn_commit(c, err);
-    if (odbox_conn_in_transaction(c)) {
-        odbox_error e2;
-        odbox_conn_rollback(c, &e2);
-    }
-    return rc;
+    return odbox_conn_end(c, rc, err);
 }
 
 int odbox_migrate_repair(odbox_shard *shard, const odbox_migrate_options *opt, int dry_run,

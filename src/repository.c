@@ -282,20 +282,6 @@ static int own_tx_begin(odbox_conn *c, int needed, int *own, odbox_error *err)
     return *own ? odbox_conn_begin(c, err) : ODBOX_OK;
 }
 
-/* Ends the transaction own_tx_begin began: commits after rc == ODBOX_OK
- * (a lost commit is ODBOX_EINDOUBT), else rolls back; returns the
- * outcome. */
-static int own_tx_end(odbox_conn *c, int own, int rc, odbox_error *err)
-{
-    if (!own)
-        return rc;
-    if (rc != ODBOX_OK) {
-        odbox_error e2;
-        odbox_conn_rollback(c, &e2);
-        return rc;
-    }
-    return odbox_conn_commit(c, err);
-}
 
 int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *const *models, size_t n,
                       odbox_error *err)
@@ -310,7 +296,8 @@ int odbox_repo_insert(odbox_conn *c, const odbox_model_type *t, odbox_model *con
         int64_t got = 0;
         rc = write_chunk(c, t, ODBOX_SQL_INSERT, models + off, n - off < per ? n - off : per, &got, err);
     }
-    rc = own_tx_end(c, own, rc, err);
+    if (own) /* a lost commit is ODBOX_EINDOUBT */
+        rc = odbox_conn_end(c, rc, err);
     if (rc != ODBOX_OK)
         odbox_error_prefix(err, rc, "insert into %s", t->table);
     return rc;
@@ -340,7 +327,8 @@ int odbox_repo_update(odbox_conn *c, const odbox_model_type *t, odbox_model *con
             got != (int64_t)rows)
             rc = odbox_repo_stale(t, models + off, rows, got, err);
     }
-    rc = own_tx_end(c, own, rc, err);
+    if (own) /* a lost commit is ODBOX_EINDOUBT */
+        rc = odbox_conn_end(c, rc, err);
     /* The caller's models follow the database only when every row landed. */
     for (size_t r = 0; r < n; r++) {
         if (rc == ODBOX_OK)

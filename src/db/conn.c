@@ -282,6 +282,17 @@ int odbox_conn_begin(odbox_conn *c, odbox_error *err)
 
 int odbox_conn_tx_failed(const odbox_conn *c) { return c && c->in_tx && c->tx_failed; }
 
+int odbox_conn_end(odbox_conn *c, int rc, odbox_error *err)
+{
+    if (rc == ODBOX_OK)
+        return odbox_conn_commit(c, err);
+    if (c && c->in_tx) {
+        odbox_error e2;
+        odbox_conn_rollback(c, &e2);
+    }
+    return rc;
+}
+
 /* Ends the transaction and restores autocommit. A connection whose
  * rollback or autocommit restore failed is marked dead: re-enabling
  * autocommit on top of an unknown transaction state could commit it. */

@@ -175,6 +175,23 @@ int64_t itest_count(odbox_conn *c, const char *fmt, ...)
     return n;
 }
 
+int64_t itest_db_now(odbox_conn *c)
+{
+    const odbox_dialect *d = odbox_conn_dialect(c);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s%s%s", d->timestamp_read_open ? d->timestamp_read_open : "", d->now_sql,
+             d->timestamp_read_close ? d->timestamp_read_close : "");
+    odbox_stmt *s = NULL;
+    odbox_error e = {0};
+    int64_t now = 0;
+    int rc = odbox_stmt_prepare(c, sql, &s, &e);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, &e)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, &e)) == 1)
+        rc = odbox_stmt_get_timestamp(s, 1, &now, NULL, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", sql, e.message);
+    odbox_stmt_free(&s);
+    return now;
+}
+
 /* The pid alone repeats: a test that fails leaves its eventlog, and with
  * a pid_max of 32768 a later test process on the same server got that
  * test's pid; the left eventlog's migration history said the dummies

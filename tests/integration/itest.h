@@ -38,6 +38,8 @@ const char *itest_unreachable_dsn(const char *secret);
 odbox_conn *itest_connect(int which);
 void itest_exec(odbox_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int64_t itest_count(odbox_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The database's time on c (the dialect's now_sql), read as odbox reads it. */
+int64_t itest_db_now(odbox_conn *c);
 /* A name unique to this process and call, e.g. "t_1234_7". */
 void itest_name(char *buf, size_t cap, const char *prefix);
 /* Creates a table with one column of every odbox type (id, txt, i, dbl,

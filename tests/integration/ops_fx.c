@@ -193,19 +193,4 @@ const char *ofx_notification_state(ofx *f, int i, const char *id)
     return b;
 }
 
-int64_t ofx_db_now(ofx *f, int i)
-{
-    const odbox_dialect *d = odbox_conn_dialect(f->c[i]);
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT %s%s%s", d->timestamp_read_open ? d->timestamp_read_open : "", d->now_sql,
-             d->timestamp_read_close ? d->timestamp_read_close : "");
-    odbox_stmt *s = NULL;
-    odbox_error e = {0};
-    int64_t now = 0;
-    int rc = odbox_stmt_prepare(f->c[i], sql, &s, &e);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, &e)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, &e)) == 1)
-        rc = odbox_stmt_get_timestamp(s, 1, &now, NULL, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", sql, e.message);
-    odbox_stmt_free(&s);
-    return now;
-}
+int64_t ofx_db_now(ofx *f, int i) { return itest_db_now(f->c[i]); }

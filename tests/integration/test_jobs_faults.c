@@ -16,24 +16,6 @@
 
 #define HOUR_US (3600 * INT64_C(1000000))
 
-/* The database's time, read as the job registry does. */
-static int64_t db_now(jfx *f)
-{
-    const odbox_dialect *d = odbox_conn_dialect(f->c);
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT %s%s%s", d->timestamp_read_open ? d->timestamp_read_open : "", d->now_sql,
-             d->timestamp_read_close ? d->timestamp_read_close : "");
-    odbox_stmt *s = NULL;
-    int64_t us = 0;
-    odbox_error e = {0};
-    ck_assert_msg(odbox_stmt_prepare(f->c, sql, &s, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
-    ck_assert_int_eq(odbox_stmt_get_timestamp(s, 1, &us, NULL, &e), ODBOX_OK);
-    odbox_stmt_free(&s);
-    return us;
-}
-
 /* Sets a timestamp column of the job's row (bound, so every dialect). */
 static void set_row_time(jfx *f, const char *col, int64_t us)
 {
@@ -202,7 +184,7 @@ START_TEST(db_schedulers_window_leaves_its_live_run_alone)
     jfx f;
     jfx_open(&f);
     /* last heartbeat 4 minutes ago: live for db-scheduler (5 min beats) */
-    int64_t now = db_now(&f);
+    int64_t now = itest_db_now(f.c);
     insert_db_scheduler_run(&f, now - 4 * 60 * INT64_C(1000000));
     jt_counter k = {0};
     odbox_jobs_config cfg = {.poll_interval_ms = 50, .heartbeat_interval_ms = 100, .missed_heartbeats_limit = 6,
@@ -217,7 +199,7 @@ START_TEST(db_schedulers_window_leaves_its_live_run_alone)
     ck_assert(in.picked);
     ck_assert_int_eq(itest_count(f.c, "SELECT version FROM scheduled_tasks WHERE task_name = '%s'", f.job), 7);
     /* 31 minutes without one: dead for db-scheduler too, taken over */
-    set_row_time(&f, "last_heartbeat", db_now(&f) - 31 * 60 * INT64_C(1000000));
+    set_row_time(&f, "last_heartbeat", itest_db_now(f.c) - 31 * 60 * INT64_C(1000000));
     jt_awaited a = {&k, 1};
     ck_assert_msg(jt_wait_for(jt_called_n, &a), "a run dead by db-scheduler's rule was not taken over");
     odbox_jobs_free(&j);

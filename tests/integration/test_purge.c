@@ -204,17 +204,7 @@ START_TEST(purge_measures_ages_in_the_database_time)
     ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
     ck_assert_int_eq(ofx_count(&f, 0, "idempotency_keys", "1 = 1"), 1);
     /* a delivered event an hour old by the database's time */
-    int64_t db_now = 0;
-    odbox_stmt *s = NULL;
-    char sql[160];
-    const odbox_dialect *d = odbox_conn_dialect(f.c[0]);
-    snprintf(sql, sizeof sql, "SELECT %s%s%s", d->timestamp_read_open ? d->timestamp_read_open : "", d->now_sql,
-             d->timestamp_read_close ? d->timestamp_read_close : "");
-    ck_assert_int_eq(odbox_stmt_prepare(f.c[0], sql, &s, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
-    ck_assert_int_eq(odbox_stmt_get_timestamp(s, 1, &db_now, NULL, &e), ODBOX_OK);
-    odbox_stmt_free(&s);
+    int64_t db_now = itest_db_now(f.c[0]);
     ofx_event(&f, 0, "Deposited", db_now - 3600 * SEC, 1, NULL);
 
     odbox_purge_options o = {.older_than_us = DAY, .keys_older_than_us = DAY};

@@ -368,24 +368,6 @@ START_TEST(a_replay_writes_the_retained_events_once)
 }
 END_TEST
 
-/* The database's time on c. */
-static int64_t db_now(odbox_conn *c)
-{
-    const odbox_dialect *d = odbox_conn_dialect(c);
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT %s%s%s", d->timestamp_read_open ? d->timestamp_read_open : "", d->now_sql,
-             d->timestamp_read_close ? d->timestamp_read_close : "");
-    odbox_stmt *s = NULL;
-    odbox_error e = {0};
-    int64_t now = 0;
-    int rc = odbox_stmt_prepare(c, sql, &s, &e);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, &e)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, &e)) == 1)
-        rc = odbox_stmt_get_timestamp(s, 1, &now, NULL, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", sql, e.message);
-    odbox_stmt_free(&s);
-    return now;
-}
-
 /* A replay without a clock measures its since and dates its rows in the
  * database's time. This process's clock an hour slow: a since a minute
  * ago by the database is not "in the future" (before: refused as such),
@@ -398,7 +380,7 @@ START_TEST(a_replay_is_in_the_database_time)
     hbeh a1, a2, c2;
     hbeh_init(&a1, &x.rec, NULL), hbeh_init(&a2, &x.rec, NULL), hbeh_init(&c2, &x.rec, NULL);
     hx_deliver(&x, handlers_of(1, (const char *[]){"a"}, (const char *[]){EV_A.name}, (hbeh *[]){&a1}), NULL);
-    int64_t since = db_now(x.f.c[0]) - 60 * SEC_US;
+    int64_t since = itest_db_now(x.f.c[0]) - 60 * SEC_US;
     char ids[2][37];
     emit_n(&x.f, x.exe, 0, &EV_A, 2, ids);
     hx_fanout(&x, 0);
@@ -407,7 +389,7 @@ START_TEST(a_replay_is_in_the_database_time)
                            (hbeh *[]){&a2, &c2}),
                NULL);
     hx_fanout(&x, 0); /* registers c */
-    int64_t before = db_now(x.f.c[0]);
+    int64_t before = itest_db_now(x.f.c[0]);
     odbox_error e = {0};
     int64_t created = -1;
     odbox_clock_skew_set(-3600 * SEC_US);
@@ -474,7 +456,7 @@ START_TEST(a_purge_removes_the_processes_long_gone)
     ck_assert_msg(odbox_delivery_register(x.d, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(processes(&x), 3);
     /* two days gone; the live one beats again */
-    processes_seen_at(&x, db_now(x.f.c[0]) - 2 * 86400 * SEC_US);
+    processes_seen_at(&x, itest_db_now(x.f.c[0]) - 2 * 86400 * SEC_US);
     ck_assert_msg(odbox_delivery_register(x.d, &e) == ODBOX_OK, "%s", e.message);
     odbox_purge_options o = {.older_than_us = 86400 * SEC_US};
     odbox_purge_result *res = NULL;
