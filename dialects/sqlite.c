@@ -277,9 +277,11 @@ const odbox_dialect odbox_dialect_sqlite = {
      * a process's clock wrote in it, to the microsecond (an event's date,
      * from which its notifications are due), is not later than now. */
     .now_sql = "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '999')",
-    /* the same: 'now' is the statement's (writers of one file share one
-     * machine's clock); ties within a millisecond go to the event ids */
-    .stmt_now_sql = "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '999')",
+    /* none: SQLite's 'now' counts milliseconds, and two actions in one
+     * would tie (their event ids, from different actions, in no order);
+     * the writers of one file share one machine's clock, which is bound
+     * to the microsecond instead */
+    .stmt_now_sql = NULL,
     .bounded_session_sql = bounded_session_sql,
     /* no replication: a "replica" file is read whatever it shows */
     .replica_position_sql = NULL,

@@ -24,9 +24,13 @@
 #include "odbox/uuid.h"
 
 #define EVENT_COLUMNS 14
-/* completion_date and event_date are the database's stmt_now_sql,
- * delivered is the literal FALSE */
+/* completion_date and event_date are the database's stmt_now_sql (else
+ * two parameters more), delivered is the literal FALSE */
 #define EVENT_PARAMS 11
+
+/* Parameters per event row: the writer's time is bound for the dates
+ * where the dialect has no stmt_now_sql. */
+static size_t event_params(const odbox_dialect *d) { return EVENT_PARAMS + (d->stmt_now_sql ? 0 : 2); }
 
 /* Most WITH items one guarded statement has: the UPDATE, one per inserted
  * domain row, and the events. The server plans every item; shards with
@@ -131,8 +135,11 @@ static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, in
         LITERAL_FALSE /* delivered */};
     const char *forms[EVENT_COLUMNS], *typed[EVENT_COLUMNS];
     for (size_t i = 0; i < EVENT_COLUMNS; i++) {
-        if (types[i] == DB_NOW) {
+        if (types[i] == DB_NOW && d->stmt_now_sql) {
             forms[i] = typed[i] = d->stmt_now_sql;
+        } else if (types[i] == DB_NOW) {
+            forms[i] = odbox_repo_param_form(d, ODBOX_TYPE_TIMESTAMP);
+            typed[i] = d->typed_param[ODBOX_TYPE_TIMESTAMP];
         } else if (types[i] == LITERAL_FALSE) {
             forms[i] = typed[i] = "FALSE";
         } else {
@@ -161,8 +168,8 @@ static int events_sql(const odbox_dialect *d, const char *eventlog, size_t n, in
  * follow emission order (ordered handlers break event_date ties with
  * them), from the writer's millisecond writer_us (the dates are the
  * database's: events_sql). */
-static int bind_events(odbox_stmt *s, int *idx, const run *rn, const staged_event *const *rows, size_t first,
-                       size_t n, int64_t writer_us, odbox_error *err)
+static int bind_events(odbox_stmt *s, int *idx, const odbox_dialect *d, const run *rn,
+                       const staged_event *const *rows, size_t first, size_t n, int64_t writer_us, odbox_error *err)
 {
     int rc = ODBOX_OK;
     for (size_t i = 0; rc == ODBOX_OK && i < n; i++) {
@@ -175,10 +182,12 @@ static int bind_events(odbox_stmt *s, int *idx, const run *rn, const staged_even
             (rc = odbox_stmt_bind_text(s, (*idx)++, rn->action->name, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_json(s, (*idx)++, rn->params_json, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_timestamp(s, (*idx)++, rn->started_us, err)) != ODBOX_OK ||
+            (!d->stmt_now_sql && (rc = odbox_stmt_bind_timestamp(s, (*idx)++, writer_us, err)) != ODBOX_OK) ||
             (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->model_id : NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->model_type : NULL, err)) != ODBOX_OK ||
             (rc = odbox_stmt_bind_text(s, (*idx)++, ev ? ev->et->name : NULL, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_bind_json(s, (*idx)++, ev ? ev->payload : NULL, err)) != ODBOX_OK)
+            (rc = odbox_stmt_bind_json(s, (*idx)++, ev ? ev->payload : NULL, err)) != ODBOX_OK ||
+            (!d->stmt_now_sql && (rc = odbox_stmt_bind_timestamp(s, (*idx)++, writer_us, err)) != ODBOX_OK))
             break;
         rc = ev && ev->deliver_after_us ? odbox_stmt_bind_timestamp(s, (*idx)++, ev->deliver_after_us, err)
                                         : odbox_stmt_bind_null(s, (*idx)++, ODBOX_TYPE_TIMESTAMP, err);
@@ -192,7 +201,7 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, const 
                         odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
-    size_t per = (size_t)d->max_params / EVENT_PARAMS;
+    size_t per = (size_t)d->max_params / event_params(d);
     int rc = ODBOX_OK;
     for (size_t off = 0; off < ev->n && rc == ODBOX_OK; off += per) {
         size_t n = ev->n - off < per ? ev->n - off : per;
@@ -209,7 +218,7 @@ static int write_events(const run *rn, odbox_conn *c, odbox_shard *shard, const 
             free(sql);
         }
         int idx = 1;
-        if (rc == ODBOX_OK && (rc = bind_events(s, &idx, rn, ev->events + off, off, n, writer_us, err)) == ODBOX_OK)
+        if (rc == ODBOX_OK && (rc = bind_events(s, &idx, d, rn, ev->events + off, off, n, writer_us, err)) == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         odbox_stmt_free(&s);
     }
@@ -293,7 +302,7 @@ static size_t plan_items(const odbox_dialect *d, const run *rn, const shard_writ
     size_t params = ODBOX_IDEM_CLAIM_PARAMS * w->key.n, inserted = w->key.n;
     for (size_t i = 0; i < w->nparts; i++) {
         const part *p = &w->parts[i];
-        size_t per = EVENT_PARAMS;
+        size_t per = event_params(d);
         if (p->op != ODBOX_SQL_EVENTS && odbox_repo_write_params(p->t, p->op, &per, NULL) != ODBOX_OK)
             return 0;
         params += per * p->n;
@@ -387,7 +396,8 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
     for (size_t i = 0; i < n && rc == ODBOX_OK; i++) {
         const part *p = items[i].p;
         if (p->op == ODBOX_SQL_EVENTS) {
-            rc = bind_events(s, &idx, rn, p->events + items[i].first, items[i].first, items[i].n, completion, err);
+            rc = bind_events(s, &idx, d, rn, p->events + items[i].first, items[i].first, items[i].n, completion,
+                             err);
             continue;
         }
         if (p->op == PART_KEY) {

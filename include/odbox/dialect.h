@@ -264,7 +264,9 @@ typedef struct odbox_dialect {
      * timestamp column takes; the same value for every row of one
      * statement. An event's event_date and completion_date: an action
      * that read another's committed result writes a later date than it,
-     * by one clock, whatever the clocks of the processes say. */
+     * by one clock, whatever the clocks of the processes say. NULL: the
+     * writing process's clock is bound (SQLite, whose clock counts
+     * milliseconds and whose writers share one machine's clock). */
     const char *stmt_now_sql;
     /* Statements that bound a session's waits: for a lock at most lock_ms,
      * for a statement at most statement_ms (rounded up where the server

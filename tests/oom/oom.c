@@ -210,7 +210,7 @@ static const char *ev = "eventlog_";
 static int parse_config(void)
 {
     static const char text[] = "{\"default_shard\": \"0.0\", \"pool\": {\"size\": 3},\n"
-                               " \"shards\": [{\"group\": 0, \"member\": 0, \"primary\": \"postgresql://u@h1/app\",\n"
+                               " \"shards\": [{\"group\": 0, \"member\": 0, \"primary\": \"postgresql://u@h1/app?eventlog=ev\",\n"
                                "              \"replica\": \"postgresql://u@h1r/app?eventlog=ev\"},\n"
                                "             {\"group\": 1, \"member\": 2, \"primary\": \"mariadb://u:pw@h2:3307/app\"}]}";
     odbox_registry *r = NULL;
