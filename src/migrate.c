@@ -95,7 +95,8 @@ static int load_set(mset *s, odbox_error *err)
         mset_free(s);
         return rc;
     }
-    qsort(s->files, s->n, sizeof *s->files, cmp_file);
+    if (s->n > 1) /* files is NULL while empty, which qsort may not take */
+        qsort(s->files, s->n, sizeof *s->files, cmp_file);
     for (size_t i = 1; i < s->n; i++)
         if (!odbox_migration_version_cmp(s->files[i].version, s->files[i - 1].version)) {
             rc = odbox_fail(err, ODBOX_EINVAL, "migrate: version %s appears twice in %.300s ('%s', '%s')",
