@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "jobs_internal.h"
 #include "notifications_internal.h"
 #include "odbox/uuid.h"
 
@@ -44,9 +43,6 @@ void odbox_ops_release(const odbox_shard *s, odbox_conn **conn)
 {
     odbox_pool_release(odbox_shard_primary(s), conn);
 }
-
-/* the purge job hands its job registry's "now" (ODBOX_JOB_DB_NOW: none) on */
-_Static_assert(ODBOX_OPS_DB_NOW == ODBOX_JOB_DB_NOW, "one value says: the database's time");
 
 int64_t odbox_ops_given_now(const odbox_clock *clock)
 {

@@ -4,6 +4,7 @@
 #define ODBOX_NOTIFICATIONS_INTERNAL_H
 
 #include "internal.h"
+#include "jobs_internal.h"
 #include "odbox/dialect.h"
 #include "odbox/notifications.h"
 
@@ -26,8 +27,9 @@ void odbox_ops_ts_col(odbox_buf *b, const odbox_dialect *d, const char *col);
 /* "Now" for an operation given clock: the clock's value, or
  * ODBOX_OPS_DB_NOW when there is none: each shard's database's time then
  * decides (odbox_ops_now), since the rows' times are written by many
- * processes whose clocks may disagree with this one's. */
-#define ODBOX_OPS_DB_NOW INT64_MIN
+ * processes whose clocks may disagree with this one's. The jobs' value
+ * for it, so that the purge job hands its job registry's "now" on. */
+#define ODBOX_OPS_DB_NOW ODBOX_JOB_DB_NOW
 int64_t odbox_ops_given_now(const odbox_clock *clock);
 /* given resolved on c: given itself, or the database's time read on c
  * (once per shard: the reads of one shard share it). */

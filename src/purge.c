@@ -281,7 +281,7 @@ static int delivered_types(odbox_conn *c, const char *events, char ***types, siz
     return rc < 0 ? rc : ODBOX_OK;
 }
 
-/* now is a clock's value, or ODBOX_JOB_DB_NOW: the shard's database's
+/* now is a clock's value, or ODBOX_OPS_DB_NOW: the shard's database's
  * time, read once on its connection. The rows' dates are written by many
  * processes (a key's created_date by the database itself), whose clocks
  * may disagree with this one's: without a clock configured, their age is
@@ -294,9 +294,9 @@ static int purge_shard(const odbox_shard *sh, int64_t now, int64_t older_than, i
     int rc = odbox_ops_connect(sh, "event_notifications", &c, notifications, sizeof notifications, err);
     if (rc != ODBOX_OK)
         return rc;
-    if (now == ODBOX_JOB_DB_NOW && (rc = odbox_job_db_now(c, &now, err)) != ODBOX_OK) {
+    if ((rc = odbox_ops_now(c, now, &now, err)) != ODBOX_OK) {
         odbox_ops_release(sh, &c);
-        return odbox_ops_shard_error(sh, odbox_error_prefix(err, rc, "purge: reading the database's time"), err);
+        return odbox_ops_shard_error(sh, odbox_error_prefix(err, rc, "purge"), err);
     }
     int64_t cutoff = now - older_than, keys_cutoff = now - keys_older_than;
     odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "events", events, sizeof events);
@@ -361,7 +361,7 @@ int odbox_purge_run(const odbox_registry *r, const odbox_purge_options *o, odbox
     *results = NULL;
     *n = 0;
     int rc = options_ok(o, err);
-    int64_t now = o && o->clock && o->clock->now_us ? o->clock->now_us(o->clock->ud) : ODBOX_JOB_DB_NOW;
+    int64_t now = odbox_ops_given_now(o ? o->clock : NULL);
     return rc == ODBOX_OK ? purge(r, o, now, NULL, results, n, err) : rc;
 }
 
