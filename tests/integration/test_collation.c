@@ -98,19 +98,7 @@ static void emit_on(hx *x, const char *model_id, char id_out[37])
     ck_assert_msg(odbox_tx_emit(tx, "Doc", model_id, &EV_KEYED, payload, &e) == ODBOX_OK, "%s", e.message);
     json_object_put(payload);
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
-    const odbox_dialect *d = odbox_conn_dialect(x->f.c[0]);
-    odbox_stmt *s = NULL;
-    char sql[256];
-    const char *v = NULL;
-    snprintf(sql, sizeof sql, "SELECT id FROM %s WHERE action_id = %s", etab(&x->f, 0), d->uuid_param);
-    ck_assert_int_eq(odbox_stmt_prepare(x->f.c[0], sql, &s, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_stmt_bind_uuid(s, 1, action, &e), ODBOX_OK);
-    ck_assert_msg(odbox_stmt_execute(s, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
-    ck_assert_int_eq(odbox_stmt_get_text(s, 1, &v, NULL, &e), ODBOX_OK);
-    snprintf(id_out, 37, "%s", v);
-    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 0);
-    odbox_stmt_free(&s);
+    event_of_action(&x->f, 0, action, id_out);
 }
 
 /* An ordered handler keeps each model's order apart: model "a1"'s

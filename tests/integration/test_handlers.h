@@ -70,6 +70,8 @@ odbox_handlers *handlers_of(int n, const char *const *names, const char *const *
  * (0, member); event ids into ids (may be NULL, else n of them). The
  * payload is {"n": 7, "text": "café 'q'"}, the params {"who": "test"}. */
 void emit_n(dfx *f, odbox_executor *exe, int member, const odbox_event_type *et, int n, char (*ids)[37]);
+/* The id of the one event row action_id wrote on shard (0, member). */
+void event_of_action(dfx *f, int member, const char *action_id, char out[37]);
 /* An action that emits nothing: a sentinel row on the default shard. */
 void emit_none(dfx *f, odbox_executor *exe);
 

@@ -200,8 +200,7 @@ static int emit_perform(odbox_context *ctx, json_object *params, odbox_plan *pla
     return rc;
 }
 
-/* The id of the one event row action_id wrote on shard member. */
-static void event_of(dfx *f, int member, const char *action_id, char out[37])
+void event_of_action(dfx *f, int member, const char *action_id, char out[37])
 {
     const odbox_dialect *d = odbox_conn_dialect(f->c[member]);
     char sql[256];
@@ -231,7 +230,7 @@ static void emit_action(dfx *f, odbox_executor *exe, int member, const odbox_eve
     json_object_put(params);
     ck_assert_msg(rc == ODBOX_OK, "emit: %s", e.message);
     if (id_out)
-        event_of(f, member, res.action_id, id_out);
+        event_of_action(f, member, res.action_id, id_out);
     odbox_result_clear(&res);
     odbox_model_free(&o.m);
 }
