@@ -1,5 +1,6 @@
 /* odbox — the command-line tool's shared parts. */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,25 +38,51 @@ void cli_print_json(json_object *o)
                                                JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
+/* {"ok": false, "error", "sqlstate", "message"} and more's members. */
+static void print_error_doc(const odbox_error *err, json_object *more)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "ok", json_object_new_boolean(0));
+    json_object_object_add(o, "error", json_object_new_string(odbox_errname(err->code)));
+    json_object_object_add(o, "sqlstate", json_object_new_string(err->sqlstate));
+    json_object_object_add(o, "message", json_object_new_string(err->message));
+    if (more) {
+        json_object_object_foreach(more, key, val) json_object_object_add(o, key, json_object_get(val));
+    }
+    cli_print_json(o);
+    json_object_put(o);
+}
+
 int cli_fail(const cli *c, const odbox_error *err) { return cli_fail_with(c, err, NULL); }
 
 int cli_fail_with(const cli *c, const odbox_error *err, json_object *more)
 {
-    if (c->json) {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "ok", json_object_new_boolean(0));
-        json_object_object_add(o, "error", json_object_new_string(odbox_errname(err->code)));
-        json_object_object_add(o, "sqlstate", json_object_new_string(err->sqlstate));
-        json_object_object_add(o, "message", json_object_new_string(err->message));
-        if (more) {
-            json_object_object_foreach(more, key, val) json_object_object_add(o, key, json_object_get(val));
-        }
-        cli_print_json(o);
-        json_object_put(o);
-    }
+    if (c->json)
+        print_error_doc(err, more);
     json_object_put(more);
     fprintf(stderr, "odbox: %s\n", err->message[0] ? err->message : odbox_strerror(err->code));
     return cli_exit_code(err->code);
+}
+
+int cli_argv_json(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "-j"))
+            return 1;
+    return 0;
+}
+
+int cli_usage_error(int json, const char *who, const char *fmt, ...)
+{
+    odbox_error err = {.code = ODBOX_EINVAL};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err.message, sizeof err.message, fmt, ap);
+    va_end(ap);
+    if (json)
+        print_error_doc(&err, NULL);
+    fprintf(stderr, "%s: %s\n", who, err.message);
+    return EXIT_USAGE;
 }
 
 int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int takes)
@@ -72,6 +99,7 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int take
     int ch, li = -1;
     optind = 1;
     opterr = 0;
+    c->json = cli_argv_json(argc, argv);
     while ((ch = getopt_long(argc, argv, "hjq", opts, &li)) != -1) {
         switch (ch) {
         case 'd': c->dsn = optarg; break;
@@ -83,10 +111,8 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int take
         case 'l': {
             char *end;
             long v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > 86400000) {
-                fprintf(stderr, "odbox: --lock-timeout wants milliseconds 1..86400000\n");
-                return EXIT_USAGE;
-            }
+            if (*end || v < 1 || v > 86400000)
+                return cli_usage_error(c->json, "odbox", "--lock-timeout wants milliseconds 1..86400000");
             c->lock_timeout_ms = (int)v;
             break;
         }
@@ -100,15 +126,16 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int take
         case 'h': printf("%s%s", usage, takes & CLI_TARGET_ONLY ? "" : cli_usage_target); exit(0);
         default:
         unknown:
-            fprintf(stderr, "odbox: unknown or incomplete option '%s'\n%s%s", argv[optind - 1], usage,
-                    takes & CLI_TARGET_ONLY ? "" : cli_usage_target);
+            cli_usage_error(c->json, "odbox", "unknown or incomplete option '%s'", argv[optind - 1]);
+            fprintf(stderr, "%s%s", usage, takes & CLI_TARGET_ONLY ? "" : cli_usage_target);
             return EXIT_USAGE;
         }
         if ((takes & CLI_TARGET_ONLY) && !strchr("dcj", ch)) {
             if (li >= 0)
-                fprintf(stderr, "odbox: %s takes no option '--%s'\n%s", argv[0], opts[li].name, usage);
+                cli_usage_error(c->json, "odbox", "%s takes no option '--%s'", argv[0], opts[li].name);
             else
-                fprintf(stderr, "odbox: %s takes no option '-%c'\n%s", argv[0], ch, usage);
+                cli_usage_error(c->json, "odbox", "%s takes no option '-%c'", argv[0], ch);
+            fputs(usage, stderr);
             return EXIT_USAGE;
         }
         li = -1;
@@ -116,20 +143,15 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int take
     /* GNU getopt has moved the arguments behind the options */
     c->args = argv + optind;
     c->nargs = argc - optind;
-    if (c->nargs && !(takes & CLI_ARGS)) {
-        fprintf(stderr, "odbox: unexpected argument '%s'\n", argv[optind]);
-        return EXIT_USAGE;
-    }
+    if (c->nargs && !(takes & CLI_ARGS))
+        return cli_usage_error(c->json, "odbox", "unexpected argument '%s'", argv[optind]);
     if (!c->dsn && !c->config)
         c->dsn = getenv("ODBOX_DSN");
-    if (!c->dsn == !c->config) {
-        fprintf(stderr, "odbox: give exactly one of --dsn and --config (or set ODBOX_DSN)\n");
-        return EXIT_USAGE;
-    }
-    if (c->eventlog && c->config) {
-        fprintf(stderr, "odbox: --eventlog goes with --dsn; a config file names each shard's eventlog\n");
-        return EXIT_USAGE;
-    }
+    if (!c->dsn == !c->config)
+        return cli_usage_error(c->json, "odbox", "give exactly one of --dsn and --config (or set ODBOX_DSN)");
+    if (c->eventlog && c->config)
+        return cli_usage_error(c->json, "odbox",
+                               "--eventlog goes with --dsn; a config file names each shard's eventlog");
     return 0;
 }
 

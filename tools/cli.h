@@ -54,6 +54,13 @@ int cli_fail(const cli *c, const odbox_error *err);
 /* cli_fail whose --json document also carries the members of more (an
  * object, taken; may be NULL): what was done before the error. */
 int cli_fail_with(const cli *c, const odbox_error *err, json_object *more);
+/* Whether argv (argv[0] the command) asks for --json (or -j) before any
+ * "--": usage errors found before or without the whole parse are
+ * reported as JSON too. */
+int cli_argv_json(int argc, char **argv);
+/* A usage error: "WHO: MESSAGE" on stderr and, with json, the error
+ * document (ODBOX_EINVAL, MESSAGE) on stdout; returns EXIT_USAGE. */
+int cli_usage_error(int json, const char *who, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prints a JSON document on stdout, indented, '/' left as it is. */
 void cli_print_json(json_object *o);
 /* "G.M" */

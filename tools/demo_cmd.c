@@ -457,6 +457,7 @@ static int summary(demo *d, double seconds, odbox_error *err)
 
 static int parse(int argc, char **argv, demo *d, const char **db)
 {
+    d->json = cli_argv_json(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -470,14 +471,13 @@ static int parse(int argc, char **argv, demo *d, const char **db)
             else
                 d->dsn = argv[++i];
         } else {
-            fprintf(stderr, "odbox demo: unknown option or missing value '%.64s'\n%s", a, usage_demo);
+            cli_usage_error(d->json, "odbox demo", "unknown option or missing value '%.64s'", a);
+            fputs(usage_demo, stderr);
             return EXIT_USAGE;
         }
     }
-    if (*db && d->dsn) {
-        fprintf(stderr, "odbox demo: give --db or --dsn, not both\n");
-        return EXIT_USAGE;
-    }
+    if (*db && d->dsn)
+        return cli_usage_error(d->json, "odbox demo", "give --db or --dsn, not both");
     return 0;
 }
 

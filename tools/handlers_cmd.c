@@ -232,21 +232,20 @@ int cmd_handlers(int argc, char **argv)
     long live_ms = 0;
     int64_t since_us = 0;
     if (sub && !is_retire && !is_replay)
-        fprintf(stderr, "odbox: unknown handlers command '%s' (retire, replay)\n", sub), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "unknown handlers command '%s' (retire, replay)", sub);
     else if ((is_retire || is_replay) && c.nargs != 2)
-        fprintf(stderr, "odbox: handlers %s takes one NAME\n", sub), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "handlers %s takes one NAME", sub);
     else if ((is_retire || is_replay) && (shard || live))
-        fprintf(stderr, "odbox: handlers %s takes no %s\n", sub, shard ? "--shard" : "--live-ms"), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "handlers %s takes no %s", sub, shard ? "--shard" : "--live-ms");
     else if (!is_replay && since)
-        fprintf(stderr, "odbox: --since goes with handlers replay\n"), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "--since goes with handlers replay");
     else if (is_replay && !since)
-        fprintf(stderr, "odbox: handlers replay wants --since TIME (such as 2026-01-01T00:00:00Z)\n"),
-            u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "handlers replay wants --since TIME (such as 2026-01-01T00:00:00Z)");
     else if (is_replay && parse_utc(since, &since_us) != 0)
-        fprintf(stderr, "odbox: --since: '%s' is not an ISO 8601 UTC time such as 2026-01-01T00:00:00Z\n", since),
-            u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox",
+                            "--since: '%s' is not an ISO 8601 UTC time such as 2026-01-01T00:00:00Z", since);
     else if (live)
-        u = ops_number("live-ms", live, 86400000, &live_ms);
+        u = ops_number(&c, "live-ms", live, 86400000, &live_ms);
     odbox_error err = {0};
     int rc = ODBOX_OK;
     if (!u)

@@ -120,10 +120,10 @@ int cmd_jobs(int argc, char **argv)
     const char *verb = c.nargs ? c.args[0] : "list";
     int change = !strcmp(verb, "pause") || !strcmp(verb, "resume") || !strcmp(verb, "run");
     if (!change && strcmp(verb, "list"))
-        fprintf(stderr, "odbox: unknown jobs command '%s' (list, pause, resume, run)\n", verb), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "unknown jobs command '%s' (list, pause, resume, run)", verb);
     else if (change ? c.nargs != 2 : c.nargs > 1)
-        fprintf(stderr, change ? "odbox: jobs %s wants one job NAME\n" : "odbox: jobs %s takes no argument\n",
-                verb), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", change ? "jobs %s wants one job NAME" : "jobs %s takes no argument",
+                            verb);
     odbox_error err = {0};
     int rc = ODBOX_OK;
     if (!u) {

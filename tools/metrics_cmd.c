@@ -32,7 +32,7 @@ int cmd_metrics(int argc, char **argv)
         return u;
     long window = 0;
     if (window_text)
-        u = ops_number("lag-window", window_text, 86400, &window);
+        u = ops_number(&c, "lag-window", window_text, 86400, &window);
     odbox_error err = {0};
     odbox_notification_stats *st = NULL;
     size_t n = 0;

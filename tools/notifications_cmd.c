@@ -149,16 +149,15 @@ int cmd_notifications(int argc, char **argv)
     int is_requeue = c.nargs == 1 && !strcmp(c.args[0], "requeue");
     long limit = 0;
     if (c.nargs && !is_requeue)
-        fprintf(stderr, "odbox: unknown notifications command '%s' (requeue)\n", c.args[0]), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "unknown notifications command '%s' (requeue)", c.args[0]);
     else if (is_requeue && (o.list || o.event_type))
-        fprintf(stderr, "odbox: notifications requeue takes no %s\n", o.list ? "--list" : "--event-type"),
-            u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "notifications requeue takes no %s", o.list ? "--list" : "--event-type");
     else if (is_requeue && o.handler && o.id)
-        fprintf(stderr, "odbox: notifications requeue takes --handler or --id, not both\n"), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "notifications requeue takes --handler or --id, not both");
     else if (!is_requeue && o.id)
-        fprintf(stderr, "odbox: --id goes with notifications requeue\n"), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "--id goes with notifications requeue");
     else if (o.list)
-        u = ops_number("list", o.list, 100000, &limit);
+        u = ops_number(&c, "list", o.list, 100000, &limit);
     odbox_error err = {0};
     int rc = ODBOX_OK;
     if (!u) {

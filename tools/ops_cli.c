@@ -5,7 +5,7 @@
 #include "ops_cli.h"
 
 /* Takes the options in opts out of argv, before cli_begin parses the rest. */
-static int take_options(int *argc, char **argv, const ops_opt *opts)
+static int take_options(int *argc, char **argv, const ops_opt *opts, int json)
 {
     int out = 1;
     for (int i = 1; i < *argc; i++) {
@@ -25,10 +25,8 @@ static int take_options(int *argc, char **argv, const ops_opt *opts)
                 hit = o, value = a + 3 + n;
             else if (!a[2 + n]) {
                 hit = o;
-                if (i + 1 >= *argc) {
-                    fprintf(stderr, "odbox: option '--%s' wants a value\n", o->name);
-                    return EXIT_USAGE;
-                }
+                if (i + 1 >= *argc)
+                    return cli_usage_error(json, "odbox", "option '--%s' wants a value", o->name);
                 value = argv[++i];
             }
         }
@@ -36,10 +34,8 @@ static int take_options(int *argc, char **argv, const ops_opt *opts)
             argv[out++] = argv[i];
             continue;
         }
-        if (*hit->value) {
-            fprintf(stderr, "odbox: option '--%s' given twice\n", hit->name);
-            return EXIT_USAGE;
-        }
+        if (*hit->value)
+            return cli_usage_error(json, "odbox", "option '--%s' given twice", hit->name);
         *hit->value = value;
     }
     argv[out] = NULL;
@@ -47,21 +43,17 @@ static int take_options(int *argc, char **argv, const ops_opt *opts)
     return 0;
 }
 
-static int pick_shard(const char *text, odbox_registry *r, odbox_shard **shard)
+static int pick_shard(const char *text, odbox_registry *r, odbox_shard **shard, int json)
 {
     *shard = NULL;
     if (!text)
         return 0;
     odbox_shard_id id;
     odbox_error err = {0};
-    if (odbox_shard_id_parse(text, &id, &err) != ODBOX_OK) {
-        fprintf(stderr, "odbox: --shard: %s\n", err.message);
-        return EXIT_USAGE;
-    }
-    if (!(*shard = odbox_registry_shard(r, id))) {
-        fprintf(stderr, "odbox: --shard: the registry has no shard %d.%d\n", id.group, id.member);
-        return EXIT_USAGE;
-    }
+    if (odbox_shard_id_parse(text, &id, &err) != ODBOX_OK)
+        return cli_usage_error(json, "odbox", "--shard: %s", err.message);
+    if (!(*shard = odbox_registry_shard(r, id)))
+        return cli_usage_error(json, "odbox", "--shard: the registry has no shard %d.%d", id.group, id.member);
     return 0;
 }
 
@@ -73,22 +65,20 @@ int ops_begin(int argc, char **argv, const char *usage, int takes, const ops_opt
     for (size_t i = 0; opts[i].name && i + 2 < sizeof all / sizeof all[0]; i++)
         all[i + 1] = opts[i];
     odbox_migrate_options unused;
-    int u = take_options(&argc, argv, all);
+    int u = take_options(&argc, argv, all, cli_argv_json(argc, argv));
     if (u || (u = cli_begin(argc, argv, usage, takes, c, r, &unused)) != 0)
         return u;
-    if ((u = pick_shard(shard_text, *r, shard)) != 0)
+    if ((u = pick_shard(shard_text, *r, shard, c->json)) != 0)
         odbox_registry_free(r);
     return u;
 }
 
-int ops_number(const char *name, const char *text, long max, long *out)
+int ops_number(const cli *c, const char *name, const char *text, long max, long *out)
 {
     char *end;
     long v = strtol(text, &end, 10);
-    if (!*text || *end || v < 1 || v > max) {
-        fprintf(stderr, "odbox: --%s wants a whole number 1..%ld, not '%s'\n", name, max, text);
-        return EXIT_USAGE;
-    }
+    if (!*text || *end || v < 1 || v > max)
+        return cli_usage_error(c->json, "odbox", "--%s wants a whole number 1..%ld, not '%s'", name, max, text);
     *out = v;
     return 0;
 }

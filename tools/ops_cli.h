@@ -20,8 +20,9 @@ typedef struct ops_opt {
 int ops_begin(int argc, char **argv, const char *usage, int takes, const ops_opt *opts, cli *c, odbox_registry **r,
               odbox_shard **shard);
 
-/* A positive whole number up to max from --name's text; 0 or EXIT_USAGE. */
-int ops_number(const char *name, const char *text, long max, long *out);
+/* A positive whole number up to max from --name's text; 0, or EXIT_USAGE
+ * after reporting it (cli_usage_error). */
+int ops_number(const cli *c, const char *name, const char *text, long max, long *out);
 
 /* A JSON object whose first member is "shard": "G.M". */
 json_object *ops_json_of_shard(odbox_shard_id id);

@@ -79,13 +79,13 @@ int cmd_purge(int argc, char **argv)
     odbox_purge_options o = {0};
     long b = 0;
     if (!older)
-        fprintf(stderr, "odbox: purge wants --older-than DURATION (e.g. 30d)\n"), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "purge wants --older-than DURATION (e.g. 30d)");
     else if (odbox_duration_parse(older, &o.older_than_us, &err) != ODBOX_OK)
-        fprintf(stderr, "odbox: --older-than: %s\n", err.message), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "--older-than: %s", err.message);
     else if (keys && odbox_duration_parse(keys, &o.keys_older_than_us, &err) != ODBOX_OK)
-        fprintf(stderr, "odbox: --keys-older-than: %s\n", err.message), u = EXIT_USAGE;
+        u = cli_usage_error(c.json, "odbox", "--keys-older-than: %s", err.message);
     else if (batch)
-        u = ops_number("batch", batch, 100000, &b);
+        u = ops_number(&c, "batch", batch, 100000, &b);
     odbox_purge_result *res = NULL;
     size_t n = 0;
     int rc = ODBOX_OK;

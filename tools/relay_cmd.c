@@ -89,14 +89,12 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL); /* a signal ends it early: the loop looks again */
 }
 
-static int parse_ms(const char *name, const char *text, long min, long max, long *out)
+static int parse_ms(int json, const char *name, const char *text, long min, long max, long *out)
 {
     char *end;
     long v = strtol(text, &end, 10);
-    if (!*text || *end || v < min || v > max) {
-        fprintf(stderr, "odbox relay: %s wants an integer %ld..%ld\n", name, min, max);
-        return EXIT_USAGE;
-    }
+    if (!*text || *end || v < min || v > max)
+        return cli_usage_error(json, "odbox relay", "%s wants an integer %ld..%ld", name, min, max);
     *out = v;
     return 0;
 }
@@ -119,29 +117,31 @@ static int parse_args(int argc, char **argv, relay_opts *o)
     long v = 0;
     optind = 1;
     opterr = 0;
+    o->c.json = cli_argv_json(argc, argv);
     while (!rc && (ch = getopt_long(argc, argv, "hj", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': o->c.config = optarg; break;
         case 'u': o->until_idle = 1; break;
         case 'j': o->c.json = 1; break;
         case 'v': o->verbose = 1; break;
-        case 't': rc = parse_ms("--timeout-ms", optarg, 1, 86400000, &v), o->timeout_ms = (int)v; break;
-        case 'w': rc = parse_ms("--workers", optarg, 1, 1024, &v), o->workers = (int)v; break;
-        case 'n': rc = parse_ms("--batch", optarg, 1, 10000, &v), o->batch = (int)v; break;
-        case 'o': rc = parse_ms("--loops", optarg, 1, 64, &v), o->loops = (int)v; break;
-        case 'p': rc = parse_ms("--poll-ms", optarg, 1, 3600000, &v), o->poll_ms = (int)v; break;
-        case 'b': rc = parse_ms("--backoff-ms", optarg, 1, 300000, &v), o->backoff_ms = v; break;
-        case 'l': rc = parse_ms("--lease-ms", optarg, 1, 86400000, &v), o->lease_ms = (int)v; break;
+        case 't': rc = parse_ms(o->c.json, "--timeout-ms", optarg, 1, 86400000, &v), o->timeout_ms = (int)v; break;
+        case 'w': rc = parse_ms(o->c.json, "--workers", optarg, 1, 1024, &v), o->workers = (int)v; break;
+        case 'n': rc = parse_ms(o->c.json, "--batch", optarg, 1, 10000, &v), o->batch = (int)v; break;
+        case 'o': rc = parse_ms(o->c.json, "--loops", optarg, 1, 64, &v), o->loops = (int)v; break;
+        case 'p': rc = parse_ms(o->c.json, "--poll-ms", optarg, 1, 3600000, &v), o->poll_ms = (int)v; break;
+        case 'b': rc = parse_ms(o->c.json, "--backoff-ms", optarg, 1, 300000, &v), o->backoff_ms = v; break;
+        case 'l': rc = parse_ms(o->c.json, "--lease-ms", optarg, 1, 86400000, &v), o->lease_ms = (int)v; break;
         case 'h': fputs(usage_relay, stdout); exit(0);
         default:
-            fprintf(stderr, "odbox relay: unknown or incomplete option '%s'\n%s", argv[optind - 1], usage_relay);
+            cli_usage_error(o->c.json, "odbox relay", "unknown or incomplete option '%s'", argv[optind - 1]);
+            fputs(usage_relay, stderr);
             return EXIT_USAGE;
         }
     }
     if (!rc && (optind < argc || !o->c.config)) {
-        fprintf(stderr, "odbox relay: %s\n%s", optind < argc ? "unexpected argument" : "--config FILE is required",
-                usage_relay);
-        rc = EXIT_USAGE;
+        rc = cli_usage_error(o->c.json, "odbox relay", "%s",
+                             optind < argc ? "unexpected argument" : "--config FILE is required");
+        fputs(usage_relay, stderr);
     }
     return rc;
 }
@@ -419,8 +419,14 @@ int cmd_relay(int argc, char **argv)
     if (u)
         return u;
     odbox_error err = {0};
+    odbox_registry *r = NULL;
+    /* the registry's reading first: a file that cannot be read or is no
+     * valid config fails as it does for every other command */
+    if (odbox_registry_load(o.c.config, &r, &err) != ODBOX_OK)
+        return cli_fail(&o.c, &err);
     json_object *root = json_object_from_file(o.c.config), *relays = NULL;
     if (!root) {
+        odbox_registry_free(&r);
         odbox_error_set(&err, ODBOX_EINVAL, "relay: cannot read %.200s as JSON: %s", o.c.config,
                         json_util_get_last_err());
         return cli_fail(&o.c, &err);
@@ -428,14 +434,13 @@ int cmd_relay(int argc, char **argv)
     if (!json_object_object_get_ex(root, "relays", &relays) || !json_object_is_type(relays, json_type_array) ||
         !json_object_array_length(relays)) {
         json_object_put(root);
+        odbox_registry_free(&r);
         odbox_error_set(&err, ODBOX_EINVAL, "relay: %.200s has no \"relays\" array with a relay", o.c.config);
         return cli_fail(&o.c, &err);
     }
     size_t n = json_object_array_length(relays);
     relay_entry *es = calloc(n, sizeof *es);
-    odbox_registry *r = NULL;
-    int rc = es ? odbox_registry_load(o.c.config, &r, &err)
-                : odbox_error_set(&err, ODBOX_ENOMEM, "relay: out of memory");
+    int rc = es ? ODBOX_OK : odbox_error_set(&err, ODBOX_ENOMEM, "relay: out of memory");
     if (rc == ODBOX_OK) {
         install_signals();
         odbox_log_set(log_to_stderr, NULL, o.verbose ? ODBOX_LOG_INFO : ODBOX_LOG_WARN);

@@ -299,12 +299,15 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
  * executions); ODBOX_ESTATE for a job added already. Not thread-safe. */
 int odbox_delivery_add_jobs(odbox_delivery *d, odbox_jobs *jobs, int which, odbox_error *err);
 
-/* The name of the fan-out or the handling job (which: ODBOX_DELIVERY_FANOUT
- * or ODBOX_DELIVERY_HANDLING) in scheduled_tasks: ODBOX_FANOUT_JOB_NAME or
- * ODBOX_HANDLING_JOB_NAME for the default eventlog ("eventlog"), the same
- * followed by "@" and the eventlog's name for any other (the eventlog of
- * the registry's default shard), so that eventlogs sharing a database
- * never compete for one row. NULL for a bad which. Valid as long as d. */
+/* The name of the fan-out or the handling (which: ODBOX_DELIVERY_FANOUT or
+ * ODBOX_DELIVERY_HANDLING): ODBOX_FANOUT_JOB_NAME or ODBOX_HANDLING_JOB_NAME
+ * for the default eventlog ("eventlog"), the same followed by "@" and the
+ * eventlog's name for any other (the eventlog of the registry's default
+ * shard), so that eventlogs sharing a database never compete for one row.
+ * Only the fan-out has a row in scheduled_tasks (odbox jobs lists, pauses
+ * and resumes it); the handling is a service of the job registry, without
+ * a row, and its name is the one its log lines carry. NULL for a bad
+ * which. Valid as long as d. */
 const char *odbox_delivery_job_name(const odbox_delivery *d, int which);
 
 /* Commits of exe in this process wake the fan-out of their shard at once
