@@ -162,6 +162,13 @@ int odbox_conn_tx_failed(const odbox_conn *c);
  * the commit's outcome; otherwise rolls it back (if one is still open;
  * a failed rollback has marked c dead) and returns rc. */
 int odbox_conn_end(odbox_conn *c, int rc, odbox_error *err);
+/* An own transaction (odbox_tx) holds c's transaction (on), or gives it
+ * back (off) before it ends it itself. While held, odbox_conn_begin,
+ * odbox_conn_commit and odbox_conn_rollback on c are ODBOX_ESTATE (the
+ * events and the key would not follow), and once a statement has failed
+ * no other is sent: MySQL's and MariaDB's deadlock has rolled the
+ * transaction back already, and what came next would autocommit. */
+void odbox_conn_own_tx(odbox_conn *c, int on);
 
 /* A UUIDv7 of unix_ms whose 12-bit counter is seq (carrying into the
  * millisecond past 4095): the event ids of one action, in emission order. */

@@ -41,6 +41,7 @@ struct odbox_tx {
 
 static void tx_free(odbox_tx *tx)
 {
+    odbox_conn_own_tx(tx->conn, 0);
     if (tx->conn)
         odbox_pool_release(tx->pool, &tx->conn); /* rolls back an open transaction */
     for (size_t i = 0; i < tx->nevents; i++) {
@@ -168,6 +169,7 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
         tx_free(tx);
         return odbox_error_prefix(err, rc, "tx begin on shard %d.%d", shard.group, shard.member);
     }
+    odbox_conn_own_tx(tx->conn, 1); /* NULL when replayed */
     *out = tx;
     return ODBOX_OK;
 }
@@ -263,6 +265,7 @@ static int write_and_commit(odbox_tx *tx, odbox_hook_fn hook, void *hook_ud, odb
     if (rc == ODBOX_OK && hook && (rc = hook(hook_ud, ODBOX_HOOK_EVENTS_WRITTEN, id, tx->conn)) != ODBOX_OK)
         rc = odbox_fail(err, rc < 0 ? rc : ODBOX_EDB, "hook failed the transaction at point %d",
                         (int)ODBOX_HOOK_EVENTS_WRITTEN);
+    odbox_conn_own_tx(tx->conn, 0);
     if (rc == ODBOX_OK)
         rc = odbox_conn_commit(tx->conn, err); /* a lost connection here: ODBOX_EINDOUBT */
     return rc;
@@ -304,6 +307,7 @@ void odbox_tx_rollback(odbox_tx **txp)
         return;
     odbox_tx *tx = *txp;
     *txp = NULL;
+    odbox_conn_own_tx(tx->conn, 0);
     if (tx->conn && odbox_conn_in_transaction(tx->conn)) {
         odbox_error e;
         odbox_conn_rollback(tx->conn, &e);

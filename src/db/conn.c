@@ -260,10 +260,20 @@ static int set_autocommit(odbox_conn *c, int on, odbox_error *err)
     return ODBOX_OK;
 }
 
+void odbox_conn_own_tx(odbox_conn *c, int on)
+{
+    if (c)
+        c->tx_owned = on;
+}
+
+#define TX_OWNED_MSG "%s: the transaction belongs to an odbox_tx: end it with odbox_tx_commit or odbox_tx_rollback"
+
 int odbox_conn_begin(odbox_conn *c, odbox_error *err)
 {
     if (!c)
         return odbox_fail(err, ODBOX_EINVAL, "begin: connection is NULL");
+    if (c->tx_owned)
+        return odbox_fail(err, ODBOX_ESTATE, TX_OWNED_MSG, "begin");
     if (c->in_tx)
         return odbox_fail(err, ODBOX_ESTATE, "begin: a transaction is already open");
     if (c->dead)
@@ -359,8 +369,16 @@ static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
     return rc;
 }
 
-int odbox_conn_commit(odbox_conn *c, odbox_error *err) { return end_tran(c, SQL_COMMIT, err); }
-int odbox_conn_rollback(odbox_conn *c, odbox_error *err) { return end_tran(c, SQL_ROLLBACK, err); }
+int odbox_conn_commit(odbox_conn *c, odbox_error *err)
+{
+    return c && c->tx_owned ? odbox_fail(err, ODBOX_ESTATE, TX_OWNED_MSG, "commit") : end_tran(c, SQL_COMMIT, err);
+}
+
+int odbox_conn_rollback(odbox_conn *c, odbox_error *err)
+{
+    return c && c->tx_owned ? odbox_fail(err, ODBOX_ESTATE, TX_OWNED_MSG, "rollback")
+                            : end_tran(c, SQL_ROLLBACK, err);
+}
 
 int odbox_conn_query_int64(odbox_conn *c, const char *sql, int64_t *v, odbox_error *err)
 {

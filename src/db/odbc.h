@@ -28,6 +28,7 @@ struct odbox_conn {
     char server_version[64];
     int in_tx;
     int tx_failed;             /* a statement failed in the open transaction (begin clears it) */
+    int tx_owned;              /* an odbox_tx holds the transaction (odbox_conn_own_tx) */
     int dead;
     char *secret;              /* password, scrubbed from driver messages */
     int64_t idle_since_us;     /* set by the pool */
@@ -79,9 +80,12 @@ void odbox_stmt_drop_handles(odbox_conn *c);
  * changes nothing. */
 int odbox_sql_is_read(const char *sql);
 
-/* 1 when sql ends, or begins, a transaction: COMMIT, END, ABORT, BEGIN,
- * START TRANSACTION, ROLLBACK (not ROLLBACK TO a savepoint). */
-int odbox_sql_ends_tx(const char *sql);
+/* 1 when a statement of sql ends, or begins, a transaction: COMMIT, END,
+ * ABORT, BEGIN, START TRANSACTION, PREPARE TRANSACTION, ROLLBACK (not
+ * ROLLBACK TO a savepoint), also after a comment or another statement
+ * and a ';'. mysql_rules: the text follows MySQL's lexical rules ('#'
+ * comments, backslash escapes; odbox_sql_split). */
+int odbox_sql_ends_tx(const char *sql, int mysql_rules);
 
 /* ODBOX_EINVAL when c is inside a transaction begun with odbox_conn_begin
  * and sql would end or restart it behind odbox's back (its state, the

@@ -200,6 +200,7 @@ static void give_back(odbox_pool *p, odbox_conn **cp, int discard)
     if (c->nheld)
         odbox_stmt_detach(c, 1, discard ? "odbox_pool_discard" : "odbox_pool_release");
     c->fresh = 0;
+    c->tx_owned = 0;
     int lost = c->dead && !discard;
     if (discard)
         c->dead = 1; /* its session is used no more, not even to roll back */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include "stmt.h"
+#include "sqlsplit.h"
 
 static void stmt_destroy(odbox_stmt *s);
 
@@ -133,7 +134,8 @@ int odbox_sql_is_read(const char *sql)
     return sql_word(sql, "SELECT") || sql_word(sql, "SHOW");
 }
 
-int odbox_sql_ends_tx(const char *sql)
+/* One statement, by its first words. */
+static int statement_ends_tx(const char *sql)
 {
     sql = sql_start(sql);
     static const char *const words[] = {"COMMIT", "END", "ABORT", "BEGIN"};
@@ -143,6 +145,8 @@ int odbox_sql_ends_tx(const char *sql)
     const char *rest = sql_word(sql, "START");
     if (rest)
         return sql_word(rest, "TRANSACTION") != NULL;
+    if ((rest = sql_word(sql, "PREPARE"))) /* PostgreSQL's two-phase commit takes the transaction away */
+        return sql_word(rest, "TRANSACTION") != NULL;
     if (!(rest = sql_word(sql, "ROLLBACK")))
         return 0;
     const char *after = sql_word(rest, "WORK");
@@ -151,14 +155,39 @@ int odbox_sql_ends_tx(const char *sql)
     return !sql_word(after ? after : rest, "TO"); /* ROLLBACK TO a savepoint stays inside */
 }
 
+int odbox_sql_ends_tx(const char *sql, int mysql_rules)
+{
+    if (statement_ends_tx(sql))
+        return 1;
+    /* A comment before the keyword, or a second statement after a ';',
+     * hides it from the first words: the text is split as a migration
+     * file is (comments blanked), and each statement is looked at. */
+    if (!strpbrk(sql, mysql_rules ? ";-/#" : ";-/"))
+        return 0;
+    odbox_sql_script script;
+    odbox_error e;
+    if (odbox_sql_split(sql, mysql_rules, &script, &e) != ODBOX_OK)
+        return 0; /* unterminated: the server refuses it whole */
+    int ends = 0;
+    for (size_t i = 0; i < script.n && !ends; i++)
+        ends = statement_ends_tx(script.stmts[i]);
+    odbox_sql_script_free(&script);
+    return ends;
+}
+
 int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *what, odbox_error *err)
 {
-    if (!c->in_tx || !odbox_sql_ends_tx(sql))
+    if (c->in_tx && c->tx_owned && c->tx_failed)
+        return odbox_fail(err, ODBOX_ESTATE,
+                          "%s: a statement failed in this transaction, which can only be rolled back "
+                          "(odbox_tx_rollback): nothing was sent",
+                          what);
+    if (!c->in_tx || !odbox_sql_ends_tx(sql, c->dialect && c->dialect->backslash_escapes))
         return ODBOX_OK;
     return odbox_fail(err, ODBOX_EINVAL,
-                      "%s: '%.40s' would end or restart the transaction begun with odbox_conn_begin; nothing was "
-                      "sent: end it with odbox_conn_commit or odbox_conn_rollback",
-                      what, sql_start(sql));
+                      "%s: '%.40s' would end or restart the transaction; nothing was sent: end it with %s",
+                      what, sql_start(sql),
+                      c->tx_owned ? "odbox_tx_commit or odbox_tx_rollback" : "odbox_conn_commit or odbox_conn_rollback");
 }
 
 /* A cached, idle statement with this key on c, made ready for new binds;
@@ -252,7 +281,7 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     s->key[keylen] = '\0';
     s->keylen = keylen;
     s->repeatable = odbox_sql_is_read(s->sql);
-    s->ends_tx = odbox_sql_ends_tx(s->sql);
+    s->ends_tx = odbox_sql_ends_tx(s->sql, c->dialect && c->dialect->backslash_escapes);
     s->shape_fixed = shape_fixed;
     s->shape_cols = -1;
     s->affected = -1;
@@ -435,7 +464,7 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
     if (!s->conn)
         return odbox_stmt_detached(err, "execute");
     odbox_conn *c = s->conn;
-    int rc = s->ends_tx ? odbox_sql_refused_in_tx(c, s->sql, "execute", err) : ODBOX_OK;
+    int rc = s->ends_tx || c->tx_failed ? odbox_sql_refused_in_tx(c, s->sql, "execute", err) : ODBOX_OK;
     if (rc != ODBOX_OK)
         return rc;
     while ((rc = execute_once(s, err)) != ODBOX_OK && c->again(c, rc, s->repeatable || c->in_tx, err))

@@ -216,21 +216,35 @@ END_TEST
 
 /* What odbox_conn_exec and odbox_stmt_execute refuse inside a
  * transaction: the statements that end or restart it, in any case and
- * spacing, whole words only; ROLLBACK TO a savepoint stays inside. */
+ * spacing, whole words only, also behind a comment or a ';'; ROLLBACK TO
+ * a savepoint stays inside. Both lexical rules unless said. */
 START_TEST(transaction_control_sql_is_recognised)
 {
     static const char *const ends[] = {"COMMIT", "commit work", "  End", "(ABORT)", "\n\tROLLBACK",
                                        "rollback transaction", "ROLLBACK WORK", "BEGIN", "begin immediate",
-                                       "START TRANSACTION", "start  transaction read only", "COMMIT;"};
+                                       "START TRANSACTION", "start  transaction read only", "COMMIT;",
+                                       "/* app */ ROLLBACK", "-- note\nROLLBACK", "SELECT 1; ROLLBACK",
+                                       "select 1;commit", "UPDATE t SET a = ';'; COMMIT",
+                                       "PREPARE TRANSACTION 'x'", "/* a */ /* b */ begin"};
     static const char *const stays[] = {"ROLLBACK TO SAVEPOINT a", "rollback to a", "ROLLBACK WORK TO a",
                                         "ROLLBACK TRANSACTION TO SAVEPOINT a", "SAVEPOINT a",
                                         "RELEASE SAVEPOINT a", "COMMITTED", "ENDING", "BEGINNER",
                                         "START SLAVE", "SELECT 'COMMIT'", "UPDATE t SET end_date = 1", "",
-                                        "DO $$BEGIN END$$"};
-    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
-        ck_assert_msg(odbox_sql_ends_tx(ends[i]) == 1, "'%s' ends a transaction", ends[i]);
-    for (size_t i = 0; i < sizeof stays / sizeof stays[0]; i++)
-        ck_assert_msg(odbox_sql_ends_tx(stays[i]) == 0, "'%s' does not", stays[i]);
+                                        "SELECT 1; SELECT 2", "SELECT ';COMMIT'", "SELECT 1 -- ; COMMIT",
+                                        "/* COMMIT */ SELECT 1", "PREPARE p AS SELECT 1", "SELECT 1; /* ; */",
+                                        "SELECT 'unterminated; COMMIT", "SELECT 1; ROLLBACK TO a"};
+    for (int mysql = 0; mysql <= 1; mysql++) {
+        for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+            ck_assert_msg(odbox_sql_ends_tx(ends[i], mysql) == 1, "'%s' ends a transaction (%d)", ends[i], mysql);
+        for (size_t i = 0; i < sizeof stays / sizeof stays[0]; i++)
+            ck_assert_msg(odbox_sql_ends_tx(stays[i], mysql) == 0, "'%s' does not (%d)", stays[i], mysql);
+    }
+    /* PostgreSQL's dollar quotes; MySQL's '#' comments and backslash escapes */
+    ck_assert_int_eq(odbox_sql_ends_tx("DO $$BEGIN END$$", 0), 0);
+    ck_assert_int_eq(odbox_sql_ends_tx("DO $$BEGIN; COMMIT; END$$", 0), 0);
+    ck_assert_int_eq(odbox_sql_ends_tx("# note\nROLLBACK", 1), 1);
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT; SELECT 'b\\'", 1), 0);
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT; SELECT 'b\\'", 0), 1);
 }
 END_TEST
 
