@@ -60,14 +60,18 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
                    odbox_error *err);
 
 /* The transaction's connection, for your own statements; valid until the
- * commit or rollback. Do not begin, commit or roll back on it yourself:
- * once its transaction is ended, odbox_tx_emit and odbox_tx_commit refuse
- * (ODBOX_ESTATE) and write nothing, where the events would otherwise
- * commit alone in autocommit. A COMMIT, ROLLBACK or BEGIN sent as SQL on
- * it is refused (ODBOX_EINVAL, not sent; odbox_conn_exec). A statement that fails on the server spoils the transaction on every
- * database: odbox_tx_commit then refuses (ODBOX_ESTATE), rolls back and
- * writes nothing (PostgreSQL aborts the transaction at the error; the
- * others would otherwise commit the statements that succeeded). */
+ * commit or rollback. odbox_conn_begin, odbox_conn_commit and
+ * odbox_conn_rollback on it are refused (ODBOX_ESTATE): the events and
+ * a key go with odbox_tx_commit only. A COMMIT, ROLLBACK or BEGIN sent
+ * as SQL on it, also behind a comment or after a ';', is refused
+ * (ODBOX_EINVAL, not sent; odbox_conn_exec); MySQL's implicit commit
+ * before DDL cannot be seen: keep DDL out of it. A statement that fails
+ * on the server spoils the transaction on every database: no other
+ * statement is sent on it (ODBOX_ESTATE; MySQL's and MariaDB's deadlock
+ * has rolled it back, and what followed would autocommit), and
+ * odbox_tx_commit refuses (ODBOX_ESTATE), rolls back and writes nothing
+ * (PostgreSQL aborts the transaction at the error; the others would
+ * otherwise commit the statements that succeeded). */
 odbox_conn *odbox_tx_conn(odbox_tx *tx);
 
 /* The action_id written to the transaction's event rows (36 characters):
