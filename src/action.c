@@ -391,10 +391,13 @@ int odbox_plan_emit_after(odbox_plan *p, const odbox_model *m, const odbox_event
     ev->shard = odbox_registry_shard_for_id(p->exe->registry, m->id);
     ev->model_id = strdup(m->id);
     ev->payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN));
-    if (!ev->model_id || !ev->payload) {
+    int nul = ev->payload && odbox_json_has_nul(ev->payload);
+    if (!ev->model_id || !ev->payload || nul) {
         free(ev->model_id);
         free(ev->payload);
-        return odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory");
+        return nul ? odbox_fail(err, ODBOX_EINVAL, "emit %s: the payload holds the character U+0000, which "
+                                                   "PostgreSQL cannot store", et->name ? et->name : "")
+                   : odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory");
     }
     p->nevents++;
     return ODBOX_OK;
@@ -684,10 +687,14 @@ static int execute(odbox_executor *exe, const odbox_action *action, json_object 
     /* A copy: perform may serialise params itself, which reuses the
      * object's string buffer. */
     char *params_json = strdup(json_object_to_json_string_ext(prm, JSON_C_TO_STRING_PLAIN));
-    if (!params_json) {
+    if (!params_json || odbox_json_has_nul(params_json)) {
         if (own)
             json_object_put(own);
-        return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+        rc = params_json ? odbox_fail(err, ODBOX_EINVAL, "execute %s: params hold the character U+0000, which "
+                                                         "PostgreSQL cannot store", action->name)
+                         : odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+        free(params_json);
+        return rc;
     }
     odbox_error local;
     if (!err)

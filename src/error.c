@@ -348,3 +348,15 @@ int odbox_read_text_file(const char *what, const char *path, size_t max, char **
         *len = n;
     return ODBOX_OK;
 }
+
+int odbox_json_has_nul(const char *json)
+{
+    for (const char *p = json; p && *p; p++)
+        if (*p == '\\') { /* in json-c's text a backslash is always an escape's start */
+            if (p[1] == 'u' && !strncmp(p + 2, "0000", 4))
+                return 1;
+            if (p[1])
+                p++;
+        }
+    return 0;
+}

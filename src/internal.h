@@ -61,6 +61,12 @@ char *odbox_strdup(const char *s);          /* NULL-safe strdup */
 char *odbox_strndup(const char *s, size_t n);
 int odbox_strcaseeq(const char *a, const char *b); /* ASCII, NULL-safe */
 
+/* 1 when JSON text (as json-c writes it) holds the character U+0000 in a
+ * string (the escape \u0000), which PostgreSQL's json and jsonb refuse:
+ * refused at emit on every database, so that a transaction is not lost
+ * at its commit on one of them. */
+int odbox_json_has_nul(const char *json);
+
 /* Reads a whole text file of at most max bytes into *out (NUL-ended,
  * malloc'd). ODBOX_EIO when it cannot be opened or read (what names the
  * caller in the message), ODBOX_EINVAL when larger or holding a NUL. */

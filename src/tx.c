@@ -154,6 +154,11 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
         tx_free(tx);
         return odbox_fail(err, ODBOX_ENOMEM, "tx begin: out of memory");
     }
+    if (odbox_json_has_nul(tx->params_json)) {
+        tx_free(tx);
+        return odbox_fail(err, ODBOX_EINVAL, "tx begin: params hold the character U+0000, which PostgreSQL cannot "
+                                             "store");
+    }
     tx->action.name = tx->action_name;
     if (cfg->action_id)
         memcpy(tx->action_id, cfg->action_id, sizeof tx->action_id);
@@ -224,11 +229,14 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
     ev.model_id = strdup(model_id);
     ev.model_type = strdup(model_type);
     ev.payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN));
-    if (!ev.model_id || !ev.model_type || !ev.payload) {
+    int nul = ev.payload && odbox_json_has_nul(ev.payload);
+    if (!ev.model_id || !ev.model_type || !ev.payload || nul) {
         free(ev.model_id);
         free((char *)ev.model_type);
         free(ev.payload);
-        return odbox_fail(err, ODBOX_ENOMEM, "tx emit: out of memory");
+        return nul ? odbox_fail(err, ODBOX_EINVAL, "tx emit %s: the payload holds the character U+0000, which "
+                                                   "PostgreSQL cannot store", et->name ? et->name : "")
+                   : odbox_fail(err, ODBOX_ENOMEM, "tx emit: out of memory");
     }
     tx->events[tx->nevents++] = ev;
     return ODBOX_OK;

@@ -697,6 +697,9 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     json_object *arr = json_object_new_array();
     odbox_tx_config bad_params = {.params = arr};
     refused_begin(&o, o.exe, s0, &bad_params, ODBOX_EINVAL, "JSON object");
+    json_object *nul_obj = json_tokener_parse("{\"note\": \"a\\u0000b\"}");
+    odbox_tx_config nul_params = {.params = nul_obj};
+    refused_begin(&o, o.exe, s0, &nul_params, ODBOX_EINVAL, "U+0000");
     odbox_tx_config empty_key = {.idempotency_key = ""};
     refused_begin(&o, o.exe, s0, &empty_key, ODBOX_EINVAL, "key");
     char long_key[300];
@@ -725,6 +728,10 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     memset(longid, 'x', 256);
     longid[256] = 0;
     refused_emit(tx, "Order", longid, &PAID, obj, "1 to 255 bytes");
+    refused_emit(tx, "Order", "b-1", &PAID, nul_obj, "U+0000");
+    json_object *escaped = json_tokener_parse("{\"note\": \"a\\\\u0000b\"}"); /* a backslash, then text */
+    ck_assert_msg(odbox_tx_emit(tx, "Order", "b-1", &PAID, escaped, &e) == ODBOX_OK, "%s", e.message);
+    json_object_put(escaped);
     ck_assert_ptr_nonnull(odbox_tx_conn(tx));
     odbox_tx_rollback(&tx);
     ck_assert_int_eq(rows(&o), 0);
@@ -745,6 +752,7 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     ck_assert_int_eq(rows(&o), 0);
     json_object_put(obj);
     json_object_put(arr);
+    json_object_put(nul_obj);
     ofx_close(&o);
 }
 END_TEST
