@@ -251,10 +251,15 @@ const odbox_dialect odbox_dialect_postgresql = {
     .interval_us_fmt = "CAST(EXTRACT(EPOCH FROM (%1$s - %2$s)) * 1000000 AS BIGINT)",
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
     .bound_rows_sql = bound_rows_sql,
-    .now_sql = "CURRENT_TIMESTAMP",
+    /* In UTC whatever time zone the session has: the session sets UTC at
+     * connect, but a caller's SET TIME ZONE on a connection it got from
+     * the pool (an own transaction's) stays on it, and the bare
+     * timestamptz would then be stored, and compared with the timestamp
+     * columns, in that zone (a key's date hours off, purged early). */
+    .now_sql = "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')",
     /* CURRENT_TIMESTAMP is the transaction's start; statement_timestamp()
      * is the statement's (its Parse or Bind message), one value for all
-     * its rows. In UTC whatever time zone the session has set. */
+     * its rows. */
     .stmt_now_sql = "(statement_timestamp() AT TIME ZONE 'UTC')",
     .bounded_session_sql = bounded_session_sql,
     /* the insert position: never before the commit's record (the write

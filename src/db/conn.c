@@ -156,6 +156,8 @@ void odbox_conn_close(odbox_conn **cp)
     *cp = NULL;
 }
 
+static int begin_tx(odbox_conn *c, odbox_error *err);
+
 /* A new session for c, in place: the caller's pointer and the statements
  * it holds stay valid (they are prepared again at their next execute). */
 static int reconnect(odbox_conn *c, odbox_error *err)
@@ -167,7 +169,7 @@ static int reconnect(odbox_conn *c, odbox_error *err)
     c->in_tx = 0;
     int rc = connect_dbc(c, c->owner->dsn(c->pool), err);
     if (rc == ODBOX_OK && was_in_tx)
-        rc = odbox_conn_begin(c, err);
+        rc = begin_tx(c, err); /* an own transaction's too: it holds c still */
     if (rc != ODBOX_OK)
         c->dead = 1;
     return rc;
@@ -274,6 +276,11 @@ int odbox_conn_begin(odbox_conn *c, odbox_error *err)
         return odbox_fail(err, ODBOX_EINVAL, "begin: connection is NULL");
     if (c->tx_owned)
         return odbox_fail(err, ODBOX_ESTATE, TX_OWNED_MSG, "begin");
+    return begin_tx(c, err);
+}
+
+static int begin_tx(odbox_conn *c, odbox_error *err)
+{
     if (c->in_tx)
         return odbox_fail(err, ODBOX_ESTATE, "begin: a transaction is already open");
     if (c->dead)

@@ -308,6 +308,39 @@ START_TEST(a_transaction_ended_by_the_caller_is_refused)
 }
 END_TEST
 
+/* A caller's SET TIME ZONE on its transaction's connection stays on the
+ * pooled session; the database's time that odbox writes and compares (a
+ * key's created_date, purge's "now") is UTC still. Before, on PostgreSQL
+ * the next keyed transaction on that session dated its key 12 hours back,
+ * and a purge with a window of an hour removed it at once. (MySQL's
+ * UTC_TIMESTAMP ignores time_zone; SQLite has none to set.) */
+START_TEST(a_callers_time_zone_does_not_move_the_databases_time)
+{
+    ofx o;
+    ofx_open(&o);
+    odbox_error e;
+    odbox_tx *tx = begin(&o, NULL);
+    if (!itest_is("sqlite")) {
+        const char *set = itest_is("pg") ? "SET TIME ZONE 'Etc/GMT+12'" : "SET time_zone = '-12:00'";
+        int rc = odbox_conn_exec(odbox_tx_conn(tx), set, &e);
+        ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    }
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    odbox_tx_config keyed = {.idempotency_key = "tz-key"};
+    tx = begin(&o, &keyed); /* the pool hands out the session released last */
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    odbox_purge_options po = {.older_than_us = 365LL * 86400 * 1000000, .keys_older_than_us = 3600LL * 1000000};
+    odbox_purge_result *res = NULL;
+    size_t n = 0;
+    int rc = odbox_purge_run(o.f.r, &po, &res, &n, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(res[0].keys, 0);
+    odbox_purge_results_free(&res);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(o.f.ev[0], "idempotency_keys")), 1);
+    ofx_close(&o);
+}
+END_TEST
+
 /* A COMMIT (or another statement that ends or restarts the transaction)
  * sent as SQL on the tx's connection is refused and not sent, through
  * odbox_conn_exec and through a prepared statement; a savepoint and ROLLBACK TO it stay allowed. The
@@ -794,6 +827,7 @@ Suite *owntx_suite(void)
     tcase_add_test(t, rollback_and_failed_statement_write_nothing);
     tcase_add_test(t, a_transaction_ended_by_the_caller_is_refused);
     tcase_add_test(t, a_commit_sent_as_sql_is_refused);
+    tcase_add_test(t, a_callers_time_zone_does_not_move_the_databases_time);
     tcase_add_test(t, killed_before_commit_nothing_lands);
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt_tx);
     tcase_add_test(t, a_session_lost_while_idle_is_replaced_under_the_transaction);
