@@ -237,6 +237,24 @@ int odbox_strcaseeq(const char *a, const char *b)
     return *a == *b;
 }
 
+size_t odbox_utf8_len(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t n = s[0] >= 0xc2 && s[0] <= 0xdf   ? 2
+               : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+               : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+                                              : 0;
+    for (size_t i = 1; i < n; i++) /* stops at a NUL: no read past the end */
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    /* overlong forms, surrogates and code points past U+10FFFF */
+    if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
+        (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return n;
+}
+
 const unsigned char odbox_hex_digit[256] = {
 #define X16 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16
     X16, X16, X16,

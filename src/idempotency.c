@@ -17,10 +17,17 @@ int odbox_idem_key_check(const char *what, const char *key, odbox_error *err)
     if (n > ODBOX_IDEM_KEY_MAX)
         return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key is %zu bytes (at most %d)", what, n,
                           ODBOX_IDEM_KEY_MAX);
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key has a control character (byte %d)", what,
-                              (int)(p - (const unsigned char *)key));
+    /* UTF-8 because the key column is text on PostgreSQL, whose server
+     * refuses other bytes at the INSERT while MySQL/MariaDB and SQLite
+     * store them: one rule for every dialect, told before any write */
+    const unsigned char *u = (const unsigned char *)key;
+    for (size_t i = 0, len; i < n; i += len) {
+        if (u[i] < 0x20 || u[i] == 0x7f)
+            return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key has a control character (byte %zu)", what,
+                              i);
+        if ((len = odbox_utf8_len(u + i)) == 0)
+            return odbox_fail(err, ODBOX_EINVAL, "%s: the idempotency key is not valid UTF-8 (byte %zu)", what, i);
+    }
     return ODBOX_OK;
 }
 

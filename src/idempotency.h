@@ -27,7 +27,8 @@
 
 #define ODBOX_IDEM_KEY_MAX 255
 
-/* ODBOX_EINVAL unless key is 1..255 bytes without control characters
+/* ODBOX_EINVAL unless key is 1..255 bytes of valid UTF-8 (no overlong
+ * forms, no surrogates, nothing past U+10FFFF) without control characters
  * (bytes below 0x20, and 0x7f). what names the caller in the message. */
 int odbox_idem_key_check(const char *what, const char *key, odbox_error *err);
 

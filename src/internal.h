@@ -73,6 +73,11 @@ int odbox_json_has_nul(const char *json);
 int odbox_read_text_file(const char *what, const char *path, size_t max, char **out, size_t *len,
                          odbox_error *err);
 
+/* The length (1..4) of the valid UTF-8 sequence at s, or 0: a byte that
+ * cannot start one, a sequence cut short (by a NUL too), an overlong
+ * form, a surrogate or a code point past U+10FFFF. */
+size_t odbox_utf8_len(const unsigned char *s);
+
 /* 0..15 for a hex digit of either case, else -1; the table has 16 for
  * every byte that is not a hex digit (for loops over many digits). */
 int odbox_hex_value(int c);

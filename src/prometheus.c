@@ -43,25 +43,6 @@ static int valid_name(const char *s, int colons)
     return 1;
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0 (an invalid byte). */
-static size_t utf8_len(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t n = s[0] >= 0xc2 && s[0] <= 0xdf   ? 2
-               : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-               : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
-                                              : 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    /* overlong forms, surrogates and code points past U+10FFFF */
-    if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
-        (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
-        return 0;
-    return n;
-}
-
 /* Appends s escaped: '\' and newline always, '"' in label values. */
 static void append_escaped(odbox_buf *b, const char *s, int quote)
 {
@@ -73,7 +54,7 @@ static void append_escaped(odbox_buf *b, const char *s, int quote)
         else if (quote && *u == '"')
             odbox_buf_append(b, "\\\""), u++;
         else {
-            size_t n = utf8_len(u);
+            size_t n = odbox_utf8_len(u);
             if (n)
                 odbox_buf_appendn(b, (const char *)u, n), u += n;
             else

@@ -77,9 +77,9 @@ static const char usage_retries[] =
     "                     concurrently (100 ms apart; default 1)\n";
 
 static const char usage_key[] =
-    "  --key K            an idempotency key (1..255 bytes, e.g. a request id): a\n"
-    "                     second call with K prints the first one's result and\n"
-    "                     writes nothing; K with other values: exit 2\n";
+    "  --key K            an idempotency key (1..255 bytes of UTF-8, e.g. a request\n"
+    "                     id): a second call with K prints the first one's result\n"
+    "                     and writes nothing; K with other values: exit 2\n";
 
 enum { OPT_RETRIES = 1, OPT_SHARD = 2, OPT_CROSS = 4, OPT_MIGRATIONS = 8, OPT_WORKER = 16, OPT_KEY = 32 };
 

@@ -178,8 +178,8 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
                   const odbox_exec_config *cfg, odbox_result *res, odbox_error *err);
 
 /* As odbox_execute, once per idempotency key within the executor's
- * namespace. key: 1..255 bytes, no control characters (else
- * ODBOX_EINVAL), e.g. an HTTP request id. The key is written with the
+ * namespace. key: 1..255 bytes of valid UTF-8, no control characters
+ * (else ODBOX_EINVAL, nothing written), e.g. an HTTP request id. The key is written with the
  * action's rows and events, first in their transaction, and spent only if
  * they commit (a perform that fails, a stale version, a rollback leave it
  * unspent). A key that has executed: perform does not run, nothing is

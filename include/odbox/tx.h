@@ -43,7 +43,7 @@ typedef struct odbox_tx_config {
     const char *action_name;     /* action_name: [A-Za-z_][A-Za-z0-9_.]*, <= 255; NULL: "Transaction" */
     const char *action_id;       /* a UUID of your choosing, unique per transaction; NULL: a new random UUID */
     json_object *params;         /* action_params, a JSON object (borrowed); NULL: {} */
-    const char *idempotency_key; /* NULL, or 1..255 bytes: see odbox_tx_replayed */
+    const char *idempotency_key; /* NULL, or 1..255 bytes of UTF-8: see odbox_tx_replayed */
 } odbox_tx_config;
 
 /* Takes a connection from the primary pool of shard (registered in the

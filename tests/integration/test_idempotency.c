@@ -570,6 +570,7 @@ Suite *idempotency_suite(void)
     tcase_add_test(t, a_domain_conflict_beside_the_key_spends_nothing);
     tcase_add_test(t, a_keyed_call_again_after_a_lost_commit_runs);
     tcase_add_test(t, a_keyed_call_again_after_a_commit_in_doubt_replays);
+    idempotency_add_refusal_tests(t);
     suite_add_tcase(s, t);
     return s;
 }

@@ -7,7 +7,7 @@ int main(void)
     Suite *(*const suites[])(void) = {
         basics_suite, dsn_suite,     registry_config_suite, uuid_suite, dialect_sqlite_suite, jobs_suite,
         drivers_suite, wake_suite, ops_suite, handlers_suite, relay_suite,
-        relay_nats_suite, relay_kafka_suite, relay_rabbitmq_suite, refusals_suite,
+        relay_nats_suite, relay_kafka_suite, relay_rabbitmq_suite, refusals_suite, keys_suite,
     };
     SRunner *sr = srunner_create(NULL);
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)

@@ -19,5 +19,6 @@ Suite *relay_nats_suite(void);
 Suite *relay_kafka_suite(void);
 Suite *relay_rabbitmq_suite(void);
 Suite *refusals_suite(void);
+Suite *keys_suite(void);
 
 #endif

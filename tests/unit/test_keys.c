@@ -1,0 +1,108 @@
+/* odbox — unit tests of idempotency keys' input check: a key is 1..255
+ * bytes of valid UTF-8 without control characters. Text that is not UTF-8
+ * is what PostgreSQL refuses at the INSERT (22021) while MySQL/MariaDB and
+ * SQLite store it, so the check refuses it for every dialect alike. */
+#include <stdio.h>
+#include <string.h>
+#include "odbox/odbox.h"
+#include "internal.h"
+#include "idempotency.h"
+#include "unit.h"
+
+/* key refused with ODBOX_EINVAL, the message naming the caller, the
+ * reason and the offset of the first bad byte */
+static void refused(const char *key, const char *reason, int byte)
+{
+    odbox_error e = {0};
+    char where[32];
+    snprintf(where, sizeof where, "(byte %d)", byte);
+    int rc = odbox_idem_key_check("execute", key, &e);
+    ck_assert_msg(rc == ODBOX_EINVAL, "key '%s': %s (%s)", key, odbox_errname(rc), e.message);
+    ck_assert_msg(strstr(e.message, "execute: ") == e.message && strstr(e.message, reason) && strstr(e.message, where),
+                  "key '%s': message '%s' lacks '%s' or '%s'", key, e.message, reason, where);
+}
+
+static void accepted(const char *key)
+{
+    odbox_error e = {0};
+    int rc = odbox_idem_key_check("execute", key, &e);
+    ck_assert_msg(rc == ODBOX_OK, "key '%s': %s (%s)", key, odbox_errname(rc), e.message);
+}
+
+START_TEST(a_key_must_be_valid_utf8)
+{
+    accepted("req-1");
+    accepted("caf\xc3\xa9");            /* U+00E9 */
+    accepted("\xc2\x80");               /* U+0080, the first two-byte one */
+    accepted("\xe0\xa0\x80");           /* U+0800, the first three-byte one */
+    accepted("\xed\x9f\xbf");           /* U+D7FF, below the surrogates */
+    accepted("\xee\x80\x80");           /* U+E000, above them */
+    accepted("\xef\xbf\xbf");           /* U+FFFF */
+    accepted("\xf0\x90\x80\x80");       /* U+10000 */
+    accepted("\xf0\x9f\x98\x80 ok");    /* U+1F600 */
+    accepted("\xf4\x8f\xbf\xbf");       /* U+10FFFF, the last code point */
+
+    refused("a\xff" "b", "not valid UTF-8", 1);
+    refused("\xfe", "not valid UTF-8", 0);
+    refused("ab\x80", "not valid UTF-8", 2);           /* a continuation byte alone */
+    refused("\xc3", "not valid UTF-8", 0);             /* cut at the end */
+    refused("\xe2\x82" "a", "not valid UTF-8", 0);     /* cut before an ASCII byte */
+    refused("\xf0\x9f\x98", "not valid UTF-8", 0);
+    refused("\xc0\x80", "not valid UTF-8", 0);         /* overlong NUL */
+    refused("x\xc1\xbf", "not valid UTF-8", 1);        /* overlong U+007F */
+    refused("\xe0\x80\xaf", "not valid UTF-8", 0);     /* overlong '/' */
+    refused("\xe0\x9f\xbf", "not valid UTF-8", 0);     /* overlong U+07FF */
+    refused("\xf0\x8f\xbf\xbf", "not valid UTF-8", 0); /* overlong U+FFFF */
+    refused("\xed\xa0\x80", "not valid UTF-8", 0);     /* U+D800, a surrogate */
+    refused("ok\xed\xbf\xbf", "not valid UTF-8", 2);   /* U+DFFF */
+    refused("\xf4\x90\x80\x80", "not valid UTF-8", 0); /* U+110000 */
+    refused("\xf5\x80\x80\x80", "not valid UTF-8", 0);
+    refused("\xf8\x88\x80\x80\x80", "not valid UTF-8", 0);
+    /* control characters keep their own message */
+    refused("a\x7f", "control character", 1);
+    refused("\xc3\xa9\t", "control character", 2);
+}
+END_TEST
+
+/* The sequence lengths the check steps by (prometheus' escaping too). */
+START_TEST(utf8_sequence_lengths)
+{
+    ck_assert_uint_eq(odbox_utf8_len((const unsigned char *)"a"), 1);
+    ck_assert_uint_eq(odbox_utf8_len((const unsigned char *)""), 1); /* the NUL: the caller's end */
+    ck_assert_uint_eq(odbox_utf8_len((const unsigned char *)"\xc3\xa9x"), 2);
+    ck_assert_uint_eq(odbox_utf8_len((const unsigned char *)"\xe2\x82\xac"), 3);
+    ck_assert_uint_eq(odbox_utf8_len((const unsigned char *)"\xf4\x8f\xbf\xbf"), 4);
+    ck_assert_uint_eq(odbox_utf8_len((const unsigned char *)"\xe2\x82"), 0);
+    ck_assert_uint_eq(odbox_utf8_len((const unsigned char *)"\xed\xa0\x80"), 0);
+    ck_assert_uint_eq(odbox_utf8_len((const unsigned char *)"\xc1\x81"), 0);
+}
+END_TEST
+
+/* The same check on the own-transaction path, before any connection. */
+START_TEST(a_transaction_key_must_be_valid_utf8)
+{
+    odbox_registry *r = NULL;
+    odbox_executor *exe = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_registry_open_dsn("postgresql://u@127.0.0.1:1/db", &r, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_executor_open("com.example.unit", r, NULL, &exe, &e), ODBOX_OK);
+    odbox_tx *tx = (odbox_tx *)&e;
+    odbox_tx_config cfg = {.idempotency_key = "req-\xed\xa0\x80"};
+    ck_assert_int_eq(odbox_tx_begin(exe, (odbox_shard_id){0, 0}, &cfg, &tx, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "not valid UTF-8 (byte 4)"), "%s", e.message);
+    ck_assert_ptr_null(tx);
+    odbox_executor_free(&exe);
+    odbox_registry_free(&r);
+}
+END_TEST
+
+Suite *keys_suite(void)
+{
+    Suite *s = suite_create("keys");
+    TCase *t = tcase_create("keys");
+    tcase_add_test(t, a_key_must_be_valid_utf8);
+    tcase_add_test(t, utf8_sequence_lengths);
+    tcase_add_test(t, a_transaction_key_must_be_valid_utf8);
+    suite_add_tcase(s, t);
+    return s;
+}
