@@ -526,15 +526,22 @@ int odbox_action_name_valid(const char *s)
     return 1;
 }
 
+typedef struct keyed {
+    const char *key;    /* NULL: none */
+    const char *action; /* the action's name, which the key row records */
+    char sha[65];
+    int taken;
+} keyed;
+
 /* A key's stored outcome, read on the default shard (where keys are
  * kept): *found 0, or 1 and either res filled as the first execution left
- * it (replayed) or ODBOX_EUNIQUE for other parameters. */
-static int replay(odbox_executor *exe, const char *key, const char *sha, odbox_result *res, int *found,
-                  odbox_error *err)
+ * it (replayed) or ODBOX_EUNIQUE for another action or other parameters. */
+static int replay(odbox_executor *exe, const keyed *k, odbox_result *res, int *found, odbox_error *err)
 {
     odbox_shard *shard = odbox_registry_default_shard(exe->registry);
+    const char *key = k->key;
     odbox_idem_outcome o;
-    int rc = odbox_idem_lookup(shard, exe->ns, key, sha, &o, found, err);
+    int rc = odbox_idem_lookup(shard, exe->ns, key, k->action, k->sha, &o, found, err);
     if (rc != ODBOX_OK || !*found)
         return rc;
     if (res) {
@@ -555,12 +562,6 @@ static int replay(odbox_executor *exe, const char *key, const char *sha, odbox_r
     return rc;
 }
 
-typedef struct keyed {
-    const char *key;  /* NULL: none */
-    char sha[65];
-    int taken;
-} keyed;
-
 static int claims_first(odbox_executor *exe)
 {
     const odbox_dialect *d = odbox_pool_dialect(odbox_shard_primary(odbox_registry_default_shard(exe->registry)));
@@ -576,12 +577,13 @@ static int claim_first(odbox_executor *exe, const keyed *k, const char *action_i
 {
     odbox_shard *home = odbox_registry_default_shard(exe->registry);
     int taken = 0;
-    int rc = odbox_idem_begin(home, exe->ns, k->key, k->sha, action_id, conn, &taken, err);
+    odbox_idem_spend sp = {.action_name = k->action, .params_sha256 = k->sha, .action_id = action_id};
+    int rc = odbox_idem_begin(home, exe->ns, k->key, &sp, conn, &taken, err);
     if (rc == ODBOX_OK) {
         odbox_pool_lend(odbox_shard_primary(home), *conn);
         return ODBOX_OK;
     }
-    if (taken && (rc = replay(exe, k->key, k->sha, res, found, err)) == ODBOX_OK && !*found)
+    if (taken && (rc = replay(exe, k, res, found, err)) == ODBOX_OK && !*found)
         rc = odbox_fail(err, ODBOX_EDEADLOCK, "idempotency key '%.80s' was taken and then released by a concurrent "
                                               "execution; execute again", k->key);
     return rc;
@@ -616,7 +618,7 @@ static int attempt_once(odbox_executor *exe, const odbox_action *action, json_ob
     if (k->key && claims_first(exe))
         rc = claim_first(exe, k, ctx.action_id, &rn.key_conn, res, &found, err);
     else if (k->key)
-        rc = replay(exe, k->key, k->sha, res, &found, err);
+        rc = replay(exe, k, res, &found, err);
     if (rc != ODBOX_OK || found)
         return rc;
     rc = action->perform(&ctx, prm, &plan, action->user, err);
@@ -653,7 +655,7 @@ static int attempt_once(odbox_executor *exe, const odbox_action *action, json_ob
         odbox_error first = *err;
         int was = rc;
         k->taken = 0;
-        if ((rc = replay(exe, k->key, k->sha, res, &found, err)) == ODBOX_OK && !found) {
+        if ((rc = replay(exe, k, res, &found, err)) == ODBOX_OK && !found) {
             *err = first;
             rc = was;
         }
@@ -699,7 +701,7 @@ static int execute(odbox_executor *exe, const odbox_action *action, json_object 
     odbox_error local;
     if (!err)
         err = &local; /* perform reports through it */
-    keyed k = {.key = key};
+    keyed k = {.key = key, .action = action->name};
     if (key)
         odbox_idem_params_sha256(params_json, k.sha);
 

@@ -6,7 +6,7 @@
 #include "odbox/dialect.h"
 #include "odbox/registry.h"
 
-#define COLUMNS "id, namespace, idem_key, params_sha256, result, created_date"
+#define COLUMNS "id, namespace, idem_key, action_name, params_sha256, result, created_date"
 #define COLUMN_COUNT (ODBOX_IDEM_CLAIM_PARAMS + 1) /* created_date is no parameter */
 
 int odbox_idem_key_check(const char *what, const char *key, odbox_error *err)
@@ -40,8 +40,20 @@ void odbox_idem_outcome_clear(odbox_idem_outcome *o)
 {
     if (!o)
         return;
+    free(o->action_name);
     free(o->result);
     memset(o, 0, sizeof *o);
+}
+
+/* A nullable text column's copy into *out (NULL for NULL). */
+static int dup_text(odbox_stmt *s, int col, char **out, odbox_error *err)
+{
+    const char *v = NULL;
+    int is_null = 0;
+    int rc = odbox_stmt_get_text(s, col, &v, &is_null, err);
+    if (rc == ODBOX_OK && !is_null && !(*out = strdup(v)))
+        rc = odbox_fail(err, ODBOX_ENOMEM, "idempotency key: out of memory");
+    return rc;
 }
 
 /* The cached statement op of eventlog's keys table on c, or fmt (one %s:
@@ -80,24 +92,22 @@ int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const c
     *found = 0;
     odbox_stmt *s = NULL;
     int rc = prepare(c, ODBOX_SQL_IDEM_FIND, eventlog,
-                     "SELECT id, params_sha256, result FROM %s WHERE namespace = ? AND idem_key = ?", &s, err);
+                     "SELECT id, params_sha256, action_name, result FROM %s WHERE namespace = ? AND idem_key = ?", &s,
+                     err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, ns, err)) == ODBOX_OK &&
         (rc = odbox_stmt_bind_text(s, 2, key, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK)
         rc = odbox_stmt_fetch(s, err);
     if (rc == 1) {
-        const char *res = NULL;
-        int is_null = 0;
         if ((rc = copy_text(s, 1, out->action_id, sizeof out->action_id, err)) == ODBOX_OK &&
             (rc = copy_text(s, 2, out->params_sha256, sizeof out->params_sha256, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_get_text(s, 3, &res, &is_null, err)) == ODBOX_OK && !is_null &&
-            !(out->result = strdup(res)))
-            rc = odbox_fail(err, ODBOX_ENOMEM, "idempotency key: out of memory");
+            (rc = dup_text(s, 3, &out->action_name, err)) == ODBOX_OK)
+            rc = dup_text(s, 4, &out->result, err);
         *found = rc == ODBOX_OK;
     }
     odbox_stmt_free(&s);
     if (rc != ODBOX_OK) {
         odbox_idem_outcome_clear(out);
-        odbox_error_prefix(err, rc, "reading idempotency key (is migration V11 applied?)");
+        odbox_error_prefix(err, rc, "reading idempotency key (are migrations V11 and V15 applied?)");
     }
     return rc;
 }
@@ -108,7 +118,7 @@ int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int selec
     /* created_date is the database's time, never the writer's clock:
      * purge measures a key's age by the database's time too, and the
      * processes sharing the table may disagree */
-    const char *forms[COLUMN_COUNT] = {"?", "?", "?", "?", "?", d->now_sql};
+    const char *forms[COLUMN_COUNT] = {"?", "?", "?", "?", "?", "?", d->now_sql};
     char table[ODBOX_NAME_MAX * 2 + 32];
     odbox_dialect_eventlog_table(d, eventlog, "idempotency_keys", table, sizeof table);
     char *source = odbox_sql_insert_source(1, forms, COLUMN_COUNT, select_form);
@@ -120,20 +130,21 @@ int odbox_idem_claim_sql(const odbox_dialect *d, const char *eventlog, int selec
     return *out ? ODBOX_OK : odbox_fail(err, ODBOX_ENOMEM, "idempotency key: out of memory");
 }
 
-int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *key, const char *params_sha256,
-                          const char *action_id, const char *result_json, odbox_error *err)
+int odbox_idem_claim_bind(odbox_stmt *s, int *idx, const char *ns, const char *key, const odbox_idem_spend *sp,
+                          odbox_error *err)
 {
     int rc;
-    if ((rc = odbox_stmt_bind_text(s, (*idx)++, action_id, err)) != ODBOX_OK ||
+    if ((rc = odbox_stmt_bind_text(s, (*idx)++, sp->action_id, err)) != ODBOX_OK ||
         (rc = odbox_stmt_bind_text(s, (*idx)++, ns, err)) != ODBOX_OK ||
         (rc = odbox_stmt_bind_text(s, (*idx)++, key, err)) != ODBOX_OK ||
-        (rc = odbox_stmt_bind_text(s, (*idx)++, params_sha256, err)) != ODBOX_OK)
+        (rc = odbox_stmt_bind_text(s, (*idx)++, sp->action_name, err)) != ODBOX_OK ||
+        (rc = odbox_stmt_bind_text(s, (*idx)++, sp->params_sha256, err)) != ODBOX_OK)
         return rc;
-    return odbox_stmt_bind_text(s, (*idx)++, result_json, err);
+    return odbox_stmt_bind_text(s, (*idx)++, sp->result_json, err);
 }
 
-int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const char *key, const char *params_sha256,
-                     const char *action_id, const char *result_json, int *taken, odbox_error *err)
+int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const char *key,
+                     const odbox_idem_spend *sp, int *taken, odbox_error *err)
 {
     *taken = 0;
     odbox_sql_key k;
@@ -148,9 +159,7 @@ int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const 
             rc = odbox_stmt_prepare_keyed(c, sql, &k, &s, err);
         free(sql);
     }
-    if (rc == ODBOX_OK &&
-        (rc = odbox_idem_claim_bind(s, &idx, ns, key, params_sha256, action_id, result_json, err)) ==
-            ODBOX_OK)
+    if (rc == ODBOX_OK && (rc = odbox_idem_claim_bind(s, &idx, ns, key, sp, err)) == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     odbox_stmt_free(&s);
     if (rc == ODBOX_EUNIQUE)
@@ -161,12 +170,12 @@ int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const 
                                     "again once it ended",
                            key);
     else if (rc != ODBOX_OK)
-        odbox_error_prefix(err, rc, "claiming idempotency key (is migration V11 applied?)");
+        odbox_error_prefix(err, rc, "claiming idempotency key (are migrations V11 and V15 applied?)");
     return rc;
 }
 
-int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const char *params_sha256,
-                     const char *action_id, odbox_conn **out, int *taken, odbox_error *err)
+int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const odbox_idem_spend *sp,
+                     odbox_conn **out, int *taken, odbox_error *err)
 {
     odbox_pool *pool = odbox_shard_primary(shard);
     *out = NULL;
@@ -177,8 +186,7 @@ int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const 
                                     "past the wait bound: nothing written",
                            key);
     if (rc == ODBOX_OK)
-        rc = odbox_idem_claim(*out, odbox_shard_eventlog(shard), ns, key, params_sha256, action_id, NULL, taken,
-                              err);
+        rc = odbox_idem_claim(*out, odbox_shard_eventlog(shard), ns, key, sp, taken, err);
     if (rc != ODBOX_OK)
         odbox_pool_release(pool, out); /* rolls the transaction back */
     return rc;
@@ -200,8 +208,17 @@ int odbox_idem_set_result(odbox_conn *c, const char *eventlog, const char *ns, c
     return rc;
 }
 
-int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *params_sha256, odbox_error *err)
+int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *action_name,
+                     const char *params_sha256, odbox_error *err)
 {
+    /* A row without a name was written before V15 (or by a build before
+     * it, during a rolling deploy): its params alone decide, as they did
+     * then, so that no retry of a request that build took is refused. */
+    if (o->action_name && strcmp(o->action_name, action_name))
+        return odbox_fail(err, ODBOX_EUNIQUE,
+                          "idempotency key '%.80s' was used by action %.100s (action_id %s), not by %.100s: a key "
+                          "stands for one action; refused, nothing written",
+                          key, o->action_name, o->action_id, action_name);
     if (!strcmp(o->params_sha256, params_sha256))
         return ODBOX_OK;
     return odbox_fail(err, ODBOX_EUNIQUE,
@@ -210,8 +227,8 @@ int odbox_idem_match(const odbox_idem_outcome *o, const char *key, const char *p
                       key, o->action_id);
 }
 
-int odbox_idem_lookup(odbox_shard *shard, const char *ns, const char *key, const char *params_sha256,
-                      odbox_idem_outcome *out, int *found, odbox_error *err)
+int odbox_idem_lookup(odbox_shard *shard, const char *ns, const char *key, const char *action_name,
+                      const char *params_sha256, odbox_idem_outcome *out, int *found, odbox_error *err)
 {
     odbox_pool *pool = odbox_shard_primary(shard);
     odbox_conn *c = NULL;
@@ -222,7 +239,7 @@ int odbox_idem_lookup(odbox_shard *shard, const char *ns, const char *key, const
         return rc;
     rc = odbox_idem_find(c, odbox_shard_eventlog(shard), ns, key, out, found, err);
     odbox_pool_release(pool, &c);
-    if (rc == ODBOX_OK && *found && (rc = odbox_idem_match(out, key, params_sha256, err)) != ODBOX_OK)
+    if (rc == ODBOX_OK && *found && (rc = odbox_idem_match(out, key, action_name, params_sha256, err)) != ODBOX_OK)
         odbox_idem_outcome_clear(out);
     return rc;
 }

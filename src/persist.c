@@ -259,9 +259,10 @@ static int write_in_transaction(const run *rn, odbox_conn *c, odbox_shard *shard
     const part *ev = &w->parts[w->nparts - 1];
     if (claimed && rn->result_json)
         rc = odbox_idem_set_result(c, odbox_shard_eventlog(shard), rn->ns, rn->key, rn->result_json, err);
-    else if (rn->key && !claimed) /* first: a concurrent holder of the key makes this wait here */
-        rc = odbox_idem_claim(c, odbox_shard_eventlog(shard), rn->ns, rn->key, rn->params_sha256, rn->action_id,
-                              rn->result_json, rn->key_taken, err);
+    else if (rn->key && !claimed) { /* first: a concurrent holder of the key makes this wait here */
+        odbox_idem_spend sp = {rn->action->name, rn->params_sha256, rn->action_id, rn->result_json};
+        rc = odbox_idem_claim(c, odbox_shard_eventlog(shard), rn->ns, rn->key, &sp, rn->key_taken, err);
+    }
     for (size_t i = 0; i + 1 < w->nparts && rc == ODBOX_OK; i++) {
         const part *p = &w->parts[i];
         rc = p->op == ODBOX_SQL_INSERT ? odbox_repo_insert(c, p->t, p->models, p->n, err)
@@ -401,8 +402,8 @@ static int write_in_one_statement(const run *rn, odbox_conn *c, odbox_shard *sha
             continue;
         }
         if (p->op == PART_KEY) {
-            rc = odbox_idem_claim_bind(s, &idx, rn->ns, rn->key, rn->params_sha256, rn->action_id, rn->result_json,
-                                       err);
+            odbox_idem_spend sp = {rn->action->name, rn->params_sha256, rn->action_id, rn->result_json};
+            rc = odbox_idem_claim_bind(s, &idx, rn->ns, rn->key, &sp, err);
             continue;
         }
         odbox_model **m = p->models + items[i].first;

@@ -72,12 +72,13 @@ static int check_config(const odbox_tx_config *cfg, odbox_error *err)
 }
 
 /* With a key taken at the claim: tx becomes the replay of the first
- * transaction, with its action id and no connection; other params are
- * ODBOX_EUNIQUE. */
+ * transaction, with its action id and no connection; another action
+ * name or other params are ODBOX_EUNIQUE. */
 static int replay_key(odbox_tx *tx, int *found, odbox_error *err)
 {
     odbox_idem_outcome o;
-    int rc = odbox_idem_lookup(tx->shard, odbox_executor_ns(tx->exe), tx->key, tx->sha, &o, found, err);
+    int rc = odbox_idem_lookup(tx->shard, odbox_executor_ns(tx->exe), tx->key, tx->action_name, tx->sha, &o, found,
+                               err);
     if (rc == ODBOX_OK && *found) {
         memcpy(tx->action_id, o.action_id, sizeof tx->action_id);
         tx->replayed = 1;
@@ -102,8 +103,8 @@ static int keyed_begin(odbox_tx *tx, odbox_error *err)
                                                   "default shard, where its key is kept");
     odbox_idem_params_sha256(tx->params_json, tx->sha);
     int found = 0, taken = 0;
-    int rc = odbox_idem_begin(tx->shard, odbox_executor_ns(tx->exe), tx->key, tx->sha, tx->action_id, &tx->conn, &taken,
-                              err);
+    odbox_idem_spend sp = {.action_name = tx->action_name, .params_sha256 = tx->sha, .action_id = tx->action_id};
+    int rc = odbox_idem_begin(tx->shard, odbox_executor_ns(tx->exe), tx->key, &sp, &tx->conn, &taken, err);
     if (rc == ODBOX_OK || !taken)
         return rc;
     if ((rc = replay_key(tx, &found, err)) != ODBOX_OK || found)

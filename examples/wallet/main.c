@@ -79,7 +79,8 @@ static const char usage_retries[] =
 static const char usage_key[] =
     "  --key K            an idempotency key (1..255 bytes of UTF-8, e.g. a request\n"
     "                     id): a second call with K prints the first one's result\n"
-    "                     and writes nothing; K with other values: exit 2\n";
+    "                     and writes nothing; K with another command or other\n"
+    "                     values: exit 2\n";
 
 enum { OPT_RETRIES = 1, OPT_SHARD = 2, OPT_CROSS = 4, OPT_MIGRATIONS = 8, OPT_WORKER = 16, OPT_KEY = 32 };
 
@@ -149,7 +150,7 @@ static int exit_code(int rc)
 {
     switch (rc) {
     case ODBOX_OK: return 0;
-    case ODBOX_EINVAL: case ODBOX_EUNIQUE: return EXIT_USAGE; /* EUNIQUE: --key used with other values */
+    case ODBOX_EINVAL: case ODBOX_EUNIQUE: return EXIT_USAGE; /* EUNIQUE: --key of another command or values */
     case ODBOX_ECONNECT: case ODBOX_ECONNLOST: return EXIT_CONNECT;
     case ODBOX_ESTALE: return EXIT_STALE;
     case ODBOX_ECROSSSHARD: return EXIT_CROSS_SHARD;

@@ -187,10 +187,12 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
  * (its action_id, its result JSON in value, the default shard committed,
  * replayed = 1); also when the two calls run at the same moment in
  * different processes (the second waits on the key's unique index until
- * the first commits). The same key with other params is ODBOX_EUNIQUE,
- * nothing written: params are "the same" when their JSON text, as json-c
- * writes it (JSON_C_TO_STRING_PLAIN), has the same SHA-256; so key order
- * matters. After ODBOX_EINDOUBT the same call again is safe: it returns
+ * the first commits). The same key with another action name (the key
+ * row records it, migration V15; a row written before has none and is
+ * compared by params only) or with other params is ODBOX_EUNIQUE,
+ * nothing written, perform not run: params are "the same" when their
+ * JSON text, as json-c writes it (JSON_C_TO_STRING_PLAIN), has the same
+ * SHA-256; so key order matters. After ODBOX_EINDOUBT the same call again is safe: it returns
  * the first outcome if that committed, else runs. A keyed action writes
  * only on the registry's default shard, where keys are kept (else
  * ODBOX_ECROSSSHARD, nothing written). Where the shard is written in one

@@ -51,8 +51,8 @@ typedef struct odbox_tx_config {
  * the executor's. ODBOX_EINVAL (NULL exe or out, a bad config),
  * ODBOX_ENOTFOUND (no such shard), ODBOX_EOWNER (the shard's eventlog
  * belongs to another application), ODBOX_EUNIQUE (an idempotency key
- * used with other params, or, with a key, a cfg->action_id that another
- * keyed transaction used), ODBOX_ETIMEDOUT (a key held by another open
+ * used by another action name or with other params, or, with a key, a
+ * cfg->action_id that another keyed transaction used), ODBOX_ETIMEDOUT (a key held by another open
  * transaction past the lock wait bound: see odbox_tx_replayed),
  * ODBOX_ECROSSSHARD (a key off the default
  * shard), pool and database errors. *out is NULL on failure. */
@@ -79,8 +79,8 @@ odbox_conn *odbox_tx_conn(odbox_tx *tx);
 const char *odbox_tx_action_id(const odbox_tx *tx);
 
 /* 1 when the transaction's idempotency key executed before (in this
- * namespace, with the same params: the SHA-256 of their plain json-c
- * text, so key order matters): odbox_tx_begin then returned ODBOX_OK
+ * namespace, by the same action_name, with the same params: the SHA-256
+ * of their plain json-c text, so key order matters): odbox_tx_begin then returned ODBOX_OK
  * with a transaction that replays the first one. Its action id is the
  * first one's, it has no connection (odbox_tx_conn is NULL: run none of
  * your statements), odbox_tx_emit refuses (ODBOX_ESTATE), and commit or
@@ -92,8 +92,10 @@ const char *odbox_tx_action_id(const odbox_tx *tx);
  * sessions: lock_timeout 50 s; MySQL/MariaDB: innodb_lock_wait_timeout,
  * 50 s by default; SQLite: its busy timeout) begin returns
  * ODBOX_ETIMEDOUT, writing nothing, and the key stays with the first.
- * The same key with other params is ODBOX_EUNIQUE at begin; a key runs
- * only on the default shard (ODBOX_ECROSSSHARD). 0 without a key. */
+ * The same key with another action_name or other params is ODBOX_EUNIQUE
+ * at begin, nothing written (a key row from before migration V15 has no
+ * name: its params decide); a key runs only on the default shard
+ * (ODBOX_ECROSSSHARD). 0 without a key. */
 int odbox_tx_replayed(const odbox_tx *tx);
 
 /* The shard the transaction runs on. */

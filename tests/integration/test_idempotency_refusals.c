@@ -1,11 +1,16 @@
 /* odbox — idempotency keys refused on every dialect alike, writing
- * nothing: a key that is not valid UTF-8 (PostgreSQL's server refused it
- * at the INSERT with a misleading hint while MySQL/MariaDB and SQLite
- * stored it). Added to the idempotency suite
- * (idempotency_add_refusal_tests). Every check counts rows. */
+ * nothing: a key that another action (or own transaction) name used,
+ * where its outcome used to be replayed as the second one's (a withdraw
+ * reported done with the deposit's action id); a key that is not valid
+ * UTF-8 (PostgreSQL's server refused it at the INSERT with a misleading
+ * hint while MySQL/MariaDB and SQLite stored it). A key row written by a
+ * build before migration V15 has no action name and still replays by its
+ * params. Added to the idempotency suite (idempotency_add_refusal_tests).
+ * Every check counts rows. */
 #include <stdio.h>
 #include <string.h>
 #include "actions.h"
+#include "idempotency.h"
 #include "odbox/tx.h"
 
 static int64_t keys(dfx *f)
@@ -39,6 +44,231 @@ static int keyed(odbox_executor *exe, const char *name, int *calls, const char *
     json_object_put(p);
     return rc;
 }
+
+/* ---- another action's key ---------------------------------------------------------- */
+
+typedef struct mover {
+    int sign; /* +1 a deposit, -1 a withdrawal */
+    int calls;
+} mover;
+
+/* Adds sign * params.amount to the dummy params.id; the result is the new
+ * amount. */
+static int move(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    mover *mv = user;
+    mv->calls++;
+    const char *id = json_object_get_string(json_object_object_get(params, "id"));
+    int64_t amount = json_object_get_int64(json_object_object_get(params, "amount")), was = 0;
+    odbox_model *m = NULL;
+    int rc = odbox_repo_find(odbox_context_registry(ctx), &DUMMY_T, id, ODBOX_READ_PRIMARY, &m, err);
+    if (rc == ODBOX_OK && (rc = odbox_model_get_int64(m, "amount", &was, err)) == ODBOX_OK &&
+        (rc = odbox_model_set_int64(m, "amount", was + mv->sign * amount, err)) == ODBOX_OK)
+        rc = odbox_plan_update(plan, m, NULL, err);
+    json_object *payload = json_object_new_object();
+    if (rc == ODBOX_OK)
+        rc = odbox_plan_emit(plan, m, &EV_CHANGED, payload, err);
+    json_object_put(payload);
+    if (rc == ODBOX_OK)
+        odbox_plan_set_result(plan, json_object_new_int64(was + mv->sign * amount));
+    odbox_model_free(&m);
+    return rc;
+}
+
+static int moved(odbox_executor *exe, const char *name, mover *mv, const char *key, const char *params_json,
+                 odbox_result *res, odbox_error *e)
+{
+    odbox_action a = {.name = name, .perform = move, .user = mv};
+    json_object *p = json_tokener_parse(params_json);
+    ck_assert_ptr_nonnull(p);
+    int rc = odbox_execute_keyed(exe, &a, p, key, NULL, res, e);
+    json_object_put(p);
+    return rc;
+}
+
+static int64_t keys_named(dfx *f, const char *where)
+{
+    return itest_count(f->c[0], "SELECT COUNT(*) FROM %s WHERE %s", itest_evt(f->ev[0], "idempotency_keys"), where);
+}
+
+/* A deposit, then a withdrawal with the same key and the same params:
+ * ODBOX_EUNIQUE naming both actions, perform not run, nothing written,
+ * and the deposit's outcome still replays for the deposit. Before, the
+ * withdrawal returned ODBOX_OK, replayed, with the deposit's action id:
+ * not done, and reported as done. */
+START_TEST(a_key_of_another_action_is_refused)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_model *seed = dfx_dummy(NULL, "wallet", 100);
+    dfx_insert(&f, 0, &seed, 1);
+    char params[160], other[160];
+    snprintf(params, sizeof params, "{\"id\":\"%s\",\"amount\":10}", odbox_model_id(seed));
+    snprintf(other, sizeof other, "{\"id\":\"%s\",\"amount\":20}", odbox_model_id(seed));
+    mover deposit = {.sign = 1}, withdraw = {.sign = -1};
+    odbox_result r1, r2;
+    odbox_error e = {0};
+    ck_assert_msg(moved(exe, "Deposit", &deposit, "req-1", params, &r1, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(json_object_get_int64(r1.value), 110);
+    for (int i = 0; i < 2; i++) { /* the same params, then others: the name decides first */
+        int rc = moved(exe, "Withdraw", &withdraw, "req-1", i ? other : params, &r2, &e);
+        ck_assert_msg(rc == ODBOX_EUNIQUE, "%s: %s (replayed %d)", odbox_errname(rc), e.message, r2.replayed);
+        ck_assert_msg(strstr(e.message, "'req-1'") && strstr(e.message, "action Deposit") &&
+                          strstr(e.message, "Withdraw") && strstr(e.message, r1.action_id) &&
+                          strstr(e.message, "nothing written"),
+                      "%s", e.message);
+        ck_assert_int_eq(r2.replayed, 0);
+        ck_assert_ptr_null(r2.value);
+        odbox_result_clear(&r2);
+    }
+    ck_assert_int_eq(withdraw.calls, 0);
+    ck_assert_int_eq(amount_of(&f, odbox_model_id(seed)), 110);
+    ck_assert_int_eq(dfx_events(&f, 0), 1);
+    ck_assert_int_eq(keys(&f), 1);
+    ck_assert_int_eq(keys_named(&f, "action_name = 'Deposit'"), 1);
+    /* the deposit's outcome is intact: it replays for the deposit */
+    ck_assert_msg(moved(exe, "Deposit", &deposit, "req-1", params, &r2, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(r2.replayed, 1);
+    ck_assert_str_eq(r2.action_id, r1.action_id);
+    ck_assert_int_eq(json_object_get_int64(r2.value), 110);
+    ck_assert_int_eq(deposit.calls, 1);
+    odbox_result_clear(&r2);
+    /* another key: the withdrawal runs */
+    ck_assert_msg(moved(exe, "Withdraw", &withdraw, "req-2", params, &r2, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(json_object_get_int64(r2.value), 100);
+    ck_assert_int_eq(keys_named(&f, "action_name = 'Withdraw'"), 1);
+    odbox_result_clear(&r1);
+    odbox_result_clear(&r2);
+    odbox_model_free(&seed);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+static int keyed_begin(odbox_executor *exe, const char *name, const char *key, odbox_tx **tx, odbox_error *e)
+{
+    odbox_tx_config cfg = {.action_name = name, .idempotency_key = key}; /* params: {} for every one */
+    return odbox_tx_begin(exe, (odbox_shard_id){0, 0}, &cfg, tx, e);
+}
+
+/* Own transactions' params default to {}, so any two names with one key
+ * had the same params: RefundOrder replayed PayOrder. Now refused, naming
+ * both, nothing written; an action's key is refused to a transaction of
+ * another name too. */
+START_TEST(a_key_of_another_transaction_is_refused)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_tx *tx = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(keyed_begin(exe, "PayOrder", "order-7", &tx, &e) == ODBOX_OK, "%s", e.message);
+    char first[37];
+    snprintf(first, sizeof first, "%s", odbox_tx_action_id(tx));
+    json_object *payload = json_object_new_object();
+    ck_assert_int_eq(odbox_tx_emit(tx, "Order", "7", &EV_CREATED, payload, &e), ODBOX_OK);
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    for (int i = 0; i < 2; i++) { /* the same answer every time */
+        tx = (odbox_tx *)&f;
+        int rc = keyed_begin(exe, "RefundOrder", "order-7", &tx, &e);
+        ck_assert_msg(rc == ODBOX_EUNIQUE, "%s: %s", odbox_errname(rc), e.message);
+        ck_assert_msg(strstr(e.message, "action PayOrder") && strstr(e.message, "RefundOrder") &&
+                          strstr(e.message, first),
+                      "%s", e.message);
+        ck_assert_ptr_null(tx);
+    }
+    ck_assert_int_eq(dfx_events(&f, 0), 1);
+    ck_assert_int_eq(keys(&f), 1);
+    /* PayOrder again replays */
+    ck_assert_msg(keyed_begin(exe, "PayOrder", "order-7", &tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_tx_replayed(tx), 1);
+    ck_assert_str_eq(odbox_tx_action_id(tx), first);
+    odbox_tx_rollback(&tx);
+    /* an action's key, and a transaction of another name */
+    odbox_model *seed = dfx_dummy(NULL, "w", 5);
+    dfx_insert(&f, 0, &seed, 1);
+    char params[160];
+    snprintf(params, sizeof params, "{\"id\":\"%s\",\"amount\":1}", odbox_model_id(seed));
+    mover deposit = {.sign = 1};
+    odbox_result r;
+    ck_assert_msg(moved(exe, "Deposit", &deposit, "order-8", params, &r, &e) == ODBOX_OK, "%s", e.message);
+    odbox_result_clear(&r);
+    ck_assert_int_eq(keyed_begin(exe, "PayOrder", "order-8", &tx, &e), ODBOX_EUNIQUE);
+    ck_assert_msg(strstr(e.message, "action Deposit") && strstr(e.message, "PayOrder"), "%s", e.message);
+    ck_assert_int_eq(dfx_events(&f, 0), 2);
+    ck_assert_int_eq(keys(&f), 2);
+    json_object_put(payload);
+    odbox_model_free(&seed);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+/* A key row as a build before V15 writes it: its INSERT names the V11
+ * columns only (so it keeps working with V15's column, which it leaves
+ * NULL). */
+static void old_build_key(dfx *f, const char *action_id, const char *key, const char *params_json,
+                          const char *result_json)
+{
+    char sha[65];
+    odbox_idem_params_sha256(params_json, sha);
+    itest_exec(f->c[0],
+               "INSERT INTO %s (id, namespace, idem_key, params_sha256, result, created_date) "
+               "VALUES ('%s', '%s', '%s', '%s', '%s', %s)",
+               itest_evt(f->ev[0], "idempotency_keys"), action_id, NS, key, sha, result_json,
+               odbox_conn_dialect(f->c[0])->now_sql);
+}
+
+/* Keys with no action name (NULL: written before V15, or by an older
+ * build during a rolling deploy) are compared by their params only, as
+ * before: the same params replay under any name, for an action and an
+ * own transaction; other params are still refused. */
+START_TEST(a_key_without_an_action_name_replays_by_its_params)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_model *seed = dfx_dummy(NULL, "old", 50);
+    dfx_insert(&f, 0, &seed, 1);
+    char params[160], other[160];
+    snprintf(params, sizeof params, "{\"id\":\"%s\",\"amount\":10}", odbox_model_id(seed));
+    snprintf(other, sizeof other, "{\"id\":\"%s\",\"amount\":11}", odbox_model_id(seed));
+    const char *old_id = "0191e5a4-0000-7000-8000-0000000000a1", *old_tx = "0191e5a4-0000-7000-8000-0000000000a2";
+    old_build_key(&f, old_id, "old-1", params, "{\"n\":7}");
+    old_build_key(&f, old_tx, "old-tx", "{}", "{}");
+    ck_assert_int_eq(keys_named(&f, "action_name IS NULL"), 2);
+    mover deposit = {.sign = 1}, withdraw = {.sign = -1};
+    odbox_result r;
+    odbox_error e = {0};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(moved(exe, i ? "Withdraw" : "Deposit", i ? &withdraw : &deposit, "old-1", params, &r, &e) ==
+                          ODBOX_OK, "%s", e.message);
+        ck_assert_int_eq(r.replayed, 1);
+        ck_assert_str_eq(r.action_id, old_id);
+        ck_assert_int_eq(json_object_get_int64(json_object_object_get(r.value, "n")), 7);
+        odbox_result_clear(&r);
+    }
+    ck_assert_int_eq(moved(exe, "Deposit", &deposit, "old-1", other, &r, &e), ODBOX_EUNIQUE);
+    ck_assert_msg(strstr(e.message, "other parameters") && strstr(e.message, old_id), "%s", e.message);
+    odbox_result_clear(&r);
+    ck_assert_int_eq(deposit.calls + withdraw.calls, 0);
+    odbox_tx *tx = NULL;
+    ck_assert_msg(keyed_begin(exe, "RefundOrder", "old-tx", &tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_tx_replayed(tx), 1);
+    ck_assert_str_eq(odbox_tx_action_id(tx), old_tx);
+    odbox_tx_rollback(&tx);
+    ck_assert_int_eq(amount_of(&f, odbox_model_id(seed)), 50);
+    ck_assert_int_eq(dfx_events(&f, 0), 0);
+    ck_assert_int_eq(keys(&f), 2);
+    ck_assert_int_eq(keys_named(&f, "action_name IS NULL"), 2);
+    odbox_model_free(&seed);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+/* ---- keys that are not UTF-8 --------------------------------------------------------- */
 
 /* "a\xffb" and a surrogate: ODBOX_EINVAL saying the key is not UTF-8,
  * before perform runs or anything is written, for an action and for an
@@ -83,5 +313,8 @@ END_TEST
 
 void idempotency_add_refusal_tests(TCase *t)
 {
+    tcase_add_test(t, a_key_of_another_action_is_refused);
+    tcase_add_test(t, a_key_of_another_transaction_is_refused);
+    tcase_add_test(t, a_key_without_an_action_name_replays_by_its_params);
     tcase_add_test(t, a_key_that_is_not_utf8_is_refused);
 }

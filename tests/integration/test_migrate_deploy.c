@@ -3,15 +3,18 @@
  * nothing waits without a bound. A DDL behind a long transaction gives
  * up after the session's lock bound; a --dir without this dialect's
  * folder is refused; versions a newer build applied are left alone; a
- * history table of an earlier odbox takes dotted versions. Added to the
- * migrate suite (migrate_add_deploy_tests). */
+ * history table of an earlier odbox takes dotted versions; idempotency
+ * keys spent before V15 (no action name) keep replaying after it. Added
+ * to the migrate suite (migrate_add_deploy_tests). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "idempotency.h"
 #include "migrate_fx.h"
+#include "odbox/tx.h"
 
 /* A --dir tree of dialect folders that lacks this dialect's: refused,
  * naming the folder wanted, where the run used to take DIR itself (no
@@ -262,10 +265,84 @@ START_TEST(an_earlier_history_table_takes_dotted_versions)
 }
 END_TEST
 
+#define KEYS_NS "com.example.keys15"
+
+/* A key row as a build before V15 writes it, for own transactions'
+ * params ({}): its INSERT names V11's columns only. */
+static void key_of_an_older_build(odbox_conn *c, const char *ev, const char *action_id, const char *key)
+{
+    char sha[65];
+    odbox_idem_params_sha256("{}", sha);
+    itest_exec(c,
+               "INSERT INTO %s (id, namespace, idem_key, params_sha256, result, created_date) "
+               "VALUES ('%s', '" KEYS_NS "', '%s', '%s', NULL, %s)",
+               itest_evt(ev, "idempotency_keys"), action_id, key, sha, odbox_conn_dialect(c)->now_sql);
+}
+
+static int keyed_begin(odbox_executor *exe, const char *name, const char *key, odbox_tx **tx, odbox_error *e)
+{
+    odbox_tx_config cfg = {.action_name = name, .idempotency_key = key};
+    return odbox_tx_begin(exe, (odbox_shard_id){0, 0}, &cfg, tx, e);
+}
+
+/* An upgrade across V15 during a rolling deploy: a key spent before it
+ * has no action name and replays by its params under any name after it,
+ * as does one that a build before V15 still writes beside this one (its
+ * INSERT, without the new column, keeps working); a key this build spends
+ * is its transaction name's, and another name is refused. */
+START_TEST(keys_spent_before_v15_keep_replaying)
+{
+    char ev[64], dir[256], path[400];
+    itest_name(ev, sizeof ev, "ev_keys15");
+    mig_copy_migrations(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%s/V15__add_idempotency_key_action_names.sql", dir, mig_dialect_dir());
+    ck_assert_int_eq(unlink(path), 0);
+    odbox_registry *r = mig_one_shard(1, ev);
+    odbox_conn *c = itest_connect(1);
+    odbox_migrate_options before = {.framework_dir = dir};
+    odbox_error e;
+    ck_assert_msg(odbox_migrate_registry(r, &before, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(mig_history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS - 1);
+    const char *spent = "0191e5a4-0000-7000-8000-0000000000b1", *beside = "0191e5a4-0000-7000-8000-0000000000b2";
+    key_of_an_older_build(c, ev, spent, "before-15");
+    ck_assert_msg(odbox_migrate_registry(r, NULL, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(mig_history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
+    key_of_an_older_build(c, ev, beside, "beside-15");
+    char keys[160];
+    snprintf(keys, sizeof keys, "%s", itest_evt(ev, "idempotency_keys"));
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE action_name IS NULL", keys), 2);
+
+    odbox_executor *exe = NULL;
+    ck_assert_msg(odbox_executor_open(KEYS_NS, r, NULL, &exe, &e) == ODBOX_OK, "%s", e.message);
+    odbox_tx *tx = NULL;
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(keyed_begin(exe, i ? "RefundOrder" : "PayOrder", i ? "beside-15" : "before-15", &tx, &e) ==
+                          ODBOX_OK, "%s", e.message);
+        ck_assert_int_eq(odbox_tx_replayed(tx), 1);
+        ck_assert_str_eq(odbox_tx_action_id(tx), i ? beside : spent);
+        odbox_tx_rollback(&tx);
+    }
+    ck_assert_msg(keyed_begin(exe, "PayOrder", "after-15", &tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(odbox_tx_replayed(tx), 0);
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s WHERE action_name = 'PayOrder'", keys), 1);
+    int rc = keyed_begin(exe, "RefundOrder", "after-15", &tx, &e);
+    ck_assert_msg(rc == ODBOX_EUNIQUE, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_msg(strstr(e.message, "action PayOrder") && strstr(e.message, "RefundOrder"), "%s", e.message);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", keys), 3);
+    odbox_executor_free(&exe);
+    mig_remove_dir(dir);
+    itest_drop_eventlog(c, ev);
+    odbox_conn_close(&c);
+    odbox_registry_free(&r);
+}
+END_TEST
+
 void migrate_add_deploy_tests(TCase *t)
 {
     tcase_add_test(t, a_dir_without_this_dialects_folder_is_refused);
     tcase_add_test(t, versions_newer_than_every_file_are_left_with_a_warning);
     tcase_add_test(t, a_ddl_behind_an_open_reader_times_out);
     tcase_add_test(t, an_earlier_history_table_takes_dotted_versions);
+    tcase_add_test(t, keys_spent_before_v15_keep_replaying);
 }

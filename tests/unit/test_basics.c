@@ -689,8 +689,8 @@ START_TEST(idempotency_keys_refuse_bad_input)
     ck_assert_str_ne(h1, h3);
     odbox_idem_outcome o = {.action_id = "0191e5a4-1111-7000-8000-000000000001"};
     memcpy(o.params_sha256, h1, sizeof h1);
-    ck_assert_int_eq(odbox_idem_match(&o, "k", h2, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_idem_match(&o, "k", h3, &e), ODBOX_EUNIQUE);
+    ck_assert_int_eq(odbox_idem_match(&o, "k", "A", h2, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_idem_match(&o, "k", "A", h3, &e), ODBOX_EUNIQUE);
     ck_assert_msg(strstr(e.message, "'k' was used with other parameters"), "%s", e.message);
     odbox_executor_free(&exe);
     odbox_registry_free(&r);

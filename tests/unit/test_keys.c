@@ -1,7 +1,10 @@
-/* odbox — unit tests of idempotency keys' input check: a key is 1..255
- * bytes of valid UTF-8 without control characters. Text that is not UTF-8
- * is what PostgreSQL refuses at the INSERT (22021) while MySQL/MariaDB and
- * SQLite store it, so the check refuses it for every dialect alike. */
+/* odbox — unit tests of idempotency keys: the input check (a key is
+ * 1..255 bytes of valid UTF-8 without control characters; text that is
+ * not UTF-8 is what PostgreSQL refuses at the INSERT (22021) while
+ * MySQL/MariaDB and SQLite store it, so the check refuses it for every
+ * dialect alike), and what a stored key answers to another call: its
+ * action's name and params, or its params alone for a row without a name
+ * (written before V15). */
 #include <stdio.h>
 #include <string.h>
 #include "odbox/odbox.h"
@@ -78,6 +81,35 @@ START_TEST(utf8_sequence_lengths)
 }
 END_TEST
 
+/* A stored outcome answers only its action: another name is refused
+ * whatever the params (both names in the message), the same name with
+ * other params too; a row without a name (before V15) by its params. */
+START_TEST(a_stored_key_answers_its_action_only)
+{
+    char p1[65], p2[65];
+    odbox_idem_params_sha256("{\"amount\":100}", p1);
+    odbox_idem_params_sha256("{\"amount\":200}", p2);
+    odbox_idem_outcome o = {.action_id = "0191e5a4-1111-7000-8000-000000000001", .action_name = "Deposit"};
+    memcpy(o.params_sha256, p1, sizeof p1);
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_idem_match(&o, "req-1", "Deposit", p1, &e), ODBOX_OK);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(odbox_idem_match(&o, "req-1", "Withdraw", i ? p2 : p1, &e), ODBOX_EUNIQUE);
+        ck_assert_msg(strstr(e.message, "'req-1' was used by action Deposit (action_id "
+                                        "0191e5a4-1111-7000-8000-000000000001), not by Withdraw") &&
+                          strstr(e.message, "nothing written"),
+                      "%s", e.message);
+    }
+    ck_assert_int_eq(odbox_idem_match(&o, "req-1", "deposit", p1, &e), ODBOX_EUNIQUE); /* byte by byte */
+    ck_assert_int_eq(odbox_idem_match(&o, "req-1", "Deposit", p2, &e), ODBOX_EUNIQUE);
+    ck_assert_msg(strstr(e.message, "other parameters"), "%s", e.message);
+    o.action_name = NULL; /* unknown: any name, the params decide */
+    ck_assert_int_eq(odbox_idem_match(&o, "req-1", "Withdraw", p1, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_idem_match(&o, "req-1", "Withdraw", p2, &e), ODBOX_EUNIQUE);
+    ck_assert_msg(strstr(e.message, "other parameters"), "%s", e.message);
+}
+END_TEST
+
 /* The same check on the own-transaction path, before any connection. */
 START_TEST(a_transaction_key_must_be_valid_utf8)
 {
@@ -103,6 +135,7 @@ Suite *keys_suite(void)
     tcase_add_test(t, a_key_must_be_valid_utf8);
     tcase_add_test(t, utf8_sequence_lengths);
     tcase_add_test(t, a_transaction_key_must_be_valid_utf8);
+    tcase_add_test(t, a_stored_key_answers_its_action_only);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,0 +1,14 @@
+-- The name of the action (or own transaction) that spent each idempotency
+-- key (docs/actions.md, Idempotency keys): the same key used by another
+-- name is refused (ODBOX_EUNIQUE), where the first one's outcome used to
+-- be returned as the second one's (a withdrawal reported done with a
+-- deposit's action id).
+--
+-- Nullable and without a default: rows written before this migration, and
+-- rows a build older than it writes during a rolling deploy (its INSERT
+-- names the V11 columns only, so it keeps working), hold NULL, which odbox
+-- reads as "unknown": such a key is compared by its params only, as before.
+--
+-- COST: a nullable column without a default is a change of the catalog
+-- only; the table is not rewritten.
+ALTER TABLE ${eventlog}.idempotency_keys ADD COLUMN action_name VARCHAR(255);

@@ -1,0 +1,14 @@
+-- The name of the action (or own transaction) that spent each idempotency
+-- key (docs/actions.md, Idempotency keys): the same key used by another
+-- name is refused (ODBOX_EUNIQUE), where the first one's outcome used to
+-- be returned as the second one's (a withdrawal reported done with a
+-- deposit's action id).
+--
+-- Nullable and without a default: rows written before this migration, and
+-- rows a build older than it writes (its INSERT names the V11 columns
+-- only, so it keeps working), hold NULL, which odbox reads as "unknown":
+-- such a key is compared by its params only, as before.
+--
+-- COST: SQLite adds the column to the table's definition only; no row is
+-- rewritten.
+ALTER TABLE ${eventlog}_idempotency_keys ADD COLUMN action_name VARCHAR(255);
