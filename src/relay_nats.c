@@ -78,6 +78,7 @@ int odbox_relay_nats_open_json(json_object *settings, void **broker, odbox_error
 
 typedef struct nats_broker {
     char *url, *subject, *stream;
+    char *url_shown; /* url without its passwords and tokens: the only one in messages */
     int timeout_ms;
     pthread_mutex_t mu; /* guards connecting; publishes share nc and js (libnats allows it) */
     natsConnection *nc;
@@ -85,6 +86,37 @@ typedef struct nats_broker {
     int64_t failed_ms;  /* when the last connect failed (monotonic); 0: none */
     odbox_error failed; /* ... and why */
 } nats_broker;
+
+/* url with each server's userinfo (user:password, or a token) as ***, for
+ * messages: a server's last '@' ends it, since a password may hold one.
+ * NULL when out of memory. */
+static char *url_without_secrets(const char *url)
+{
+    odbox_buf out = {0};
+    for (const char *p = url;;) {
+        size_t n = strcspn(p, ",");
+        const char *scheme = strstr(p, "://");
+        /* what stays before the userinfo: the scheme, or the blanks libnats
+         * skips before a server without one */
+        size_t keep = scheme && scheme < p + n ? (size_t)(scheme - p) + 3 : strspn(p, " \t");
+        const char *at = NULL;
+        for (const char *q = p + keep; q < p + n; q++)
+            if (*q == '@')
+                at = q;
+        if (at) {
+            odbox_buf_appendn(&out, p, keep);
+            odbox_buf_append(&out, "***");
+            odbox_buf_appendn(&out, at, (size_t)(p + n - at));
+        } else {
+            odbox_buf_appendn(&out, p, n);
+        }
+        p += n;
+        if (!*p)
+            break;
+        odbox_buf_appendn(&out, p++, 1);
+    }
+    return odbox_buf_take(&out);
+}
 
 static int64_t mono_ms(void)
 {
@@ -170,7 +202,7 @@ static int connect_once(nats_broker *b, odbox_error *err)
     }
     natsOptions_Destroy(o);
     if (s != NATS_OK) {
-        rc = nats_fail(err, s, jerr, "cannot connect to", b->url);
+        rc = nats_fail(err, s, jerr, "cannot connect to", b->url_shown);
     } else if (b->stream) {
         jsStreamInfo *si = NULL;
         s = js_GetStreamInfo(&si, b->js, b->stream, NULL, &jerr);
@@ -312,7 +344,7 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
         jo.PublishAsync.AckHandlerClosure = &nb;
         natsStatus s = natsConnection_JetStream(&js, b->nc, &jo);
         if (s != NATS_OK)
-            rc = nats_fail(&e, s, 0, "cannot publish to", b->url);
+            rc = nats_fail(&e, s, 0, "cannot publish to", b->url_shown);
     }
     for (size_t i = 0; i < n && rc == ODBOX_OK; i++) {
         char *subject = NULL;
@@ -375,6 +407,7 @@ static void nats_close(void *broker)
     natsConnection_Destroy(b->nc);
     pthread_mutex_destroy(&b->mu);
     free(b->url);
+    free(b->url_shown);
     free(b->subject);
     free(b->stream);
     free(b);
@@ -395,10 +428,11 @@ int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odb
         return odbox_fail(err, ODBOX_ENOMEM, "nats relay: out of memory");
     }
     b->url = strdup(cfg->url ? cfg->url : NATS_DEFAULT_URL);
+    b->url_shown = url_without_secrets(b->url);
     b->subject = strdup(cfg->subject);
     b->stream = cfg->stream ? strdup(cfg->stream) : NULL;
     b->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : NATS_DEFAULT_TIMEOUT_MS;
-    if (!b->url || !b->subject || (cfg->stream && !b->stream)) {
+    if (!b->url || !b->url_shown || !b->subject || (cfg->stream && !b->stream)) {
         nats_close(b);
         return odbox_fail(err, ODBOX_ENOMEM, "nats relay: out of memory");
     }

@@ -17,7 +17,8 @@ extern "C" {
 #endif
 
 typedef struct odbox_relay_nats_config {
-    const char *url;     /* e.g. nats://127.0.0.1:4222; a comma-separated list for a cluster; NULL: that one */
+    const char *url;     /* e.g. nats://127.0.0.1:4222; a comma-separated list for a cluster; NULL: that one;
+                          * a password or token in it is *** in every message */
     const char *subject; /* template (odbox_relay_expand), e.g. "events.{model_type}.{event_type}" */
     const char *stream;  /* may be NULL: else checked to exist when the relay connects */
     int timeout_ms;      /* connect, PubAck and stream check wait; 0: 10000; at most 3600000 */

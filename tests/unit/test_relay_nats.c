@@ -82,12 +82,48 @@ START_TEST(nats_bad_subjects_fail_their_row_and_a_dead_server_fails_in_time)
 }
 END_TEST
 
+/* The URL's userinfo (user:password, or a token) of each server is in no
+ * message: a publish's error, the round's errors. */
+START_TEST(nats_url_password_is_in_no_message)
+{
+    odbox_error e = {0};
+    void *b = NULL;
+    odbox_relay_nats_config c = {.url = "nats://alice:S3cret@127.0.0.1:1, tok3n@127.0.0.1:2",
+                                 .subject = "ev.{event_type}", .timeout_ms = 500};
+    int rc = odbox_relay_nats_open(&c, &b, &e);
+    if (rc == ODBOX_EUNSUPPORTED)
+        return;
+    ck_assert_int_eq(rc, ODBOX_OK);
+    odbox_envelope env = {.event_id = "7f1c2d3e-0000-4000-8000-000000000002", .event_type = "Placed"};
+    const odbox_envelope *envs[] = {&env, &env};
+    const char *bodies[] = {"{}", "{}"};
+    size_t lens[] = {2, 2};
+    int rcs[2] = {0};
+    odbox_error errs[2] = {{0}};
+    ck_assert_int_eq(odbox_relay_nats_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
+    odbox_relay_nats_ops.publish_batch(b, 2, envs, bodies, lens, rcs, errs);
+    const char *msgs[] = {e.message, errs[0].message, errs[1].message};
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_msg(!strstr(msgs[i], "S3cret") && !strstr(msgs[i], "tok3n"), "%s", msgs[i]);
+        ck_assert_msg(strstr(msgs[i], "nats://***@127.0.0.1:1, ***@127.0.0.1:2"), "%s", msgs[i]);
+    }
+    odbox_relay_nats_ops.close(b);
+    /* a URL without userinfo is quoted as it is */
+    c.url = "nats://127.0.0.1:1";
+    ck_assert_int_eq(odbox_relay_nats_open(&c, &b, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_relay_nats_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
+    ck_assert_msg(strstr(e.message, "cannot connect to nats://127.0.0.1:1:"), "%s", e.message);
+    odbox_relay_nats_ops.close(b);
+}
+END_TEST
+
 Suite *relay_nats_suite(void)
 {
     Suite *s = suite_create("relay_nats");
     TCase *t = tcase_create("relay_nats");
     tcase_add_test(t, nats_settings_are_checked_and_unknown_keys_named);
     tcase_add_test(t, nats_bad_subjects_fail_their_row_and_a_dead_server_fails_in_time);
+    tcase_add_test(t, nats_url_password_is_in_no_message);
     suite_add_tcase(s, t);
     return s;
 }
