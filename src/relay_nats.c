@@ -1,6 +1,7 @@
 /* odbox — the NATS JetStream relay (see odbox/relay_nats.h). */
 #include "config.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,6 +14,11 @@
  * than each trying again: with a server that does not answer, the workers
  * would otherwise wait for the lock one connect timeout after another. */
 #define NATS_CONNECT_RETRY_MS 1000
+/* nats-server answers a PUB line over its max_control_line (4096 bytes by
+ * default) by closing the connection, which libnats then closes for good:
+ * a longer subject is refused per row, with room left on the line for the
+ * reply inbox, the sizes and a server configured below the default. */
+#define NATS_SUBJECT_MAX 1024
 
 /* Settings as open_json reads them; the strings are json's until copied. */
 static int settings_from_json(json_object *s, odbox_relay_nats_config *c, odbox_error *err)
@@ -76,13 +82,21 @@ int odbox_relay_nats_open_json(json_object *settings, void **broker, odbox_error
 #ifdef HAVE_LIBNATS
 #include <nats/nats.h>
 
+/* A connection and its JetStream context, shared by the publishes (libnats
+ * allows it). One that libnats closed for good leaves the broker, and the
+ * last publish still using it destroys it. */
+typedef struct nats_conn {
+    natsConnection *nc;
+    jsCtx *js;
+    int users; /* publishes using it: under the broker's mu */
+} nats_conn;
+
 typedef struct nats_broker {
     char *url, *subject, *stream;
     char *url_shown; /* url without its passwords and tokens: the only one in messages */
     int timeout_ms;
-    pthread_mutex_t mu; /* guards connecting; publishes share nc and js (libnats allows it) */
-    natsConnection *nc;
-    jsCtx *js;
+    pthread_mutex_t mu; /* guards conn, users and the failed connect */
+    nats_conn *conn;    /* NULL: none yet, or libnats closed it */
     int64_t failed_ms;  /* when the last connect failed (monotonic); 0: none */
     odbox_error failed; /* ... and why */
 } nats_broker;
@@ -130,6 +144,11 @@ static int check_subject(const char *s, odbox_error *err)
 {
     const char *why = NULL;
     size_t n = strlen(s);
+    if (n > NATS_SUBJECT_MAX)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "nats relay: subject '%.80s...' is %zu bytes: over the %d bytes odbox allows (nats-server "
+                          "closes the connection on a PUB line over its max_control_line, 4096 bytes by default)",
+                          s, n, NATS_SUBJECT_MAX);
     if (!n)
         why = "it is empty";
     else if (s[0] == '.' || s[n - 1] == '.' || strstr(s, ".."))
@@ -183,58 +202,117 @@ static natsStatus make_options(const nats_broker *b, natsOptions **o)
     return s;
 }
 
-/* Connects b and checks its stream (under b->mu); on failure b has no
- * connection left. */
-static int connect_once(nats_broker *b, odbox_error *err)
+static void conn_free(nats_conn *c)
+{
+    if (!c)
+        return;
+    jsCtx_Destroy(c->js);
+    if (c->nc)
+        natsConnection_Close(c->nc);
+    natsConnection_Destroy(c->nc);
+    free(c);
+}
+
+/* A new connection for b, its stream checked (under b->mu). */
+static int connect_once(nats_broker *b, nats_conn **out, odbox_error *err)
 {
     natsOptions *o = NULL;
     jsOptions jo;
     jsErrCode jerr = 0;
     int rc = ODBOX_OK;
+    nats_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return odbox_fail(err, ODBOX_ENOMEM, "nats relay: out of memory");
     natsStatus s = make_options(b, &o);
     if (s == NATS_OK)
-        s = natsConnection_Connect(&b->nc, o);
+        s = natsConnection_Connect(&c->nc, o);
     if (s == NATS_OK)
         s = jsOptions_Init(&jo);
     if (s == NATS_OK) {
         jo.Wait = b->timeout_ms;
-        s = natsConnection_JetStream(&b->js, b->nc, &jo);
+        s = natsConnection_JetStream(&c->js, c->nc, &jo);
     }
     natsOptions_Destroy(o);
     if (s != NATS_OK) {
         rc = nats_fail(err, s, jerr, "cannot connect to", b->url_shown);
     } else if (b->stream) {
         jsStreamInfo *si = NULL;
-        s = js_GetStreamInfo(&si, b->js, b->stream, NULL, &jerr);
+        s = js_GetStreamInfo(&si, c->js, b->stream, NULL, &jerr);
         jsStreamInfo_Destroy(si);
         if (s != NATS_OK)
             rc = nats_fail(err, s, jerr, "stream", b->stream);
     }
-    if (rc != ODBOX_OK) {
-        jsCtx_Destroy(b->js);
-        natsConnection_Destroy(b->nc);
-        b->js = NULL;
-        b->nc = NULL;
-    }
+    if (rc != ODBOX_OK)
+        conn_free(c);
+    else
+        *out = c;
     return rc;
 }
 
-/* Connects b once; a failed connect answers for NATS_CONNECT_RETRY_MS. */
-static int ensure_connected(nats_broker *b, odbox_error *err)
+/* Takes b's connection away (under b->mu) once libnats has closed it for
+ * good: it no longer reconnects after repeated auth errors or a server's
+ * -ERR, so the next publish connects anew. *dropped says so (libnats's
+ * last error, for the log); returns the connection when no publish uses
+ * it, for the caller to free. */
+static nats_conn *conn_drop_closed(nats_broker *b, char *dropped, size_t cap)
+{
+    nats_conn *c = b->conn;
+    if (!c || !natsConnection_IsClosed(c->nc))
+        return NULL;
+    const char *why = NULL;
+    natsConnection_GetLastError(c->nc, &why);
+    snprintf(dropped, cap, "%s", why && *why ? why : "no error given");
+    b->conn = NULL;
+    return c->users ? NULL : c;
+}
+
+static void log_dropped(const nats_broker *b, const char *dropped)
+{
+    if (*dropped)
+        odbox_log(ODBOX_LOG_WARN, "nats relay: the connection to %s was closed for good (%.200s): connecting anew",
+                  b->url_shown, dropped);
+}
+
+/* The connection a publish uses until conn_release: b's, or a new one when
+ * it has none or libnats closed it; a failed connect answers for
+ * NATS_CONNECT_RETRY_MS. */
+static int conn_acquire(nats_broker *b, nats_conn **out, odbox_error *err)
 {
     int rc = ODBOX_OK;
+    char dropped[256] = "";
     pthread_mutex_lock(&b->mu);
-    if (!b->js && b->failed_ms && mono_ms() - b->failed_ms < NATS_CONNECT_RETRY_MS) {
+    nats_conn *closed = conn_drop_closed(b, dropped, sizeof dropped);
+    if (!b->conn && b->failed_ms && mono_ms() - b->failed_ms < NATS_CONNECT_RETRY_MS) {
         rc = b->failed.code;
         if (err)
             *err = b->failed;
-    } else if (!b->js && (rc = connect_once(b, &b->failed)) != ODBOX_OK) {
+    } else if (!b->conn && (rc = connect_once(b, &b->conn, &b->failed)) != ODBOX_OK) {
         b->failed_ms = mono_ms();
         if (err)
             *err = b->failed;
     }
+    if (rc == ODBOX_OK) {
+        b->conn->users++;
+        *out = b->conn;
+    }
     pthread_mutex_unlock(&b->mu);
+    conn_free(closed);
+    log_dropped(b, dropped);
     return rc;
+}
+
+/* s: the publish's status; NATS_CONNECTION_CLOSED takes c away at once. */
+static void conn_release(nats_broker *b, nats_conn *c, natsStatus s)
+{
+    char dropped[256] = "";
+    pthread_mutex_lock(&b->mu);
+    if (s == NATS_CONNECTION_CLOSED && b->conn == c)
+        conn_drop_closed(b, dropped, sizeof dropped); /* c->users > 0: freed below */
+    int last = --c->users == 0 && b->conn != c;
+    pthread_mutex_unlock(&b->mu);
+    if (last)
+        conn_free(c);
+    log_dropped(b, dropped);
 }
 
 /* The subject of env's message (*subject malloc'd, or NULL), or why it
@@ -255,9 +333,10 @@ static int nats_publish(void *broker, const odbox_envelope *env, const char *bod
     if (!b || !env || !body)
         return odbox_fail(err, ODBOX_EINVAL, "nats relay: publish without broker, event or body");
     char *subject = NULL;
+    nats_conn *c = NULL;
     int rc = subject_for(b, env, len, &subject, err);
     if (rc == ODBOX_OK)
-        rc = ensure_connected(b, err);
+        rc = conn_acquire(b, &c, err);
     if (rc == ODBOX_OK) {
         jsPubOptions po;
         jsPubAck *ack = NULL;
@@ -267,13 +346,14 @@ static int nats_publish(void *broker, const odbox_envelope *env, const char *bod
         po.MaxWait = b->timeout_ms;
         if (b->stream)
             po.ExpectStream = b->stream;
-        natsStatus s = js_Publish(&ack, b->js, subject, body, (int)len, &po, &jerr);
+        natsStatus s = js_Publish(&ack, c->js, subject, body, (int)len, &po, &jerr);
         if (s == NATS_OK && ack && ack->Duplicate) /* a redelivery the stream dropped: worth seeing, not a fault */
             odbox_log(ODBOX_LOG_INFO, "relay %s: event %s was in stream %s already (a redelivery, dropped)",
                       env->handler_name ? env->handler_name : "?", env->event_id, ack->Stream ? ack->Stream : "?");
         jsPubAck_Destroy(ack);
         if (s != NATS_OK)
             rc = nats_fail(err, s, jerr, "publish to", subject);
+        conn_release(b, c, s);
     }
     free(subject);
     return rc;
@@ -336,13 +416,15 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
     for (size_t i = 0; i < n; i++)
         rcs[i] = 1;
     odbox_error e = {0};
-    int rc = ensure_connected(b, &e);
+    nats_conn *c = NULL;
+    int rc = conn_acquire(b, &c, &e);
+    natsStatus closed = NATS_OK; /* NATS_CONNECTION_CLOSED once a publish said so */
     jsCtx *js = NULL;
     jsOptions jo;
     if (rc == ODBOX_OK && jsOptions_Init(&jo) == NATS_OK) {
         jo.PublishAsync.AckHandler = batch_ack;
         jo.PublishAsync.AckHandlerClosure = &nb;
-        natsStatus s = natsConnection_JetStream(&js, b->nc, &jo);
+        natsStatus s = natsConnection_JetStream(&js, c->nc, &jo);
         if (s != NATS_OK)
             rc = nats_fail(&e, s, 0, "cannot publish to", b->url_shown);
     }
@@ -362,6 +444,8 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
                 s = js_PublishMsgAsync(js, &m, &po);
             if (s != NATS_OK)
                 one = nats_fail(&errs[i], s, 0, "publish to", subject);
+            if (s == NATS_CONNECTION_CLOSED)
+                closed = s;
             natsMsg_Destroy(m); /* no-op once libnats took it */
         }
         if (one != ODBOX_OK)
@@ -372,7 +456,7 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
         /* now, not after the 1 ms libnats's flusher waits for more; a
          * flush that does not come back soon (a reconnect) leaves the
          * messages to the acks' own bound */
-        natsConnection_FlushTimeout(b->nc, b->timeout_ms < 500 ? b->timeout_ms : 500);
+        natsConnection_FlushTimeout(c->nc, b->timeout_ms < 500 ? b->timeout_ms : 500);
         jsPubOptions wait;
         jsPubOptions_Init(&wait);
         wait.MaxWait = b->timeout_ms + 1000;
@@ -387,6 +471,8 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
         }
         jsCtx_Destroy(js);
     }
+    if (c)
+        conn_release(b, c, closed);
     for (size_t i = 0; i < n; i++)
         if (rcs[i] == 1 && rc != ODBOX_OK) {
             rcs[i] = rc;
@@ -401,10 +487,7 @@ static void nats_close(void *broker)
     nats_broker *b = broker;
     if (!b)
         return;
-    jsCtx_Destroy(b->js);
-    if (b->nc)
-        natsConnection_Close(b->nc);
-    natsConnection_Destroy(b->nc);
+    conn_free(b->conn); /* no publish runs any more: a closed one was freed by its last */
     pthread_mutex_destroy(&b->mu);
     free(b->url);
     free(b->url_shown);

@@ -29,7 +29,9 @@ typedef struct odbox_relay_nats_config {
  * first publish, so a relay process starts while NATS is down: the rows
  * then fail with the connect error and are retried with backoff. Once
  * connected, libnats reconnects by itself (every 500 ms, without end);
- * a publish meanwhile waits at most timeout_ms. The strings are copied.
+ * a publish meanwhile waits at most timeout_ms; a connection libnats
+ * closes for good (credentials refused twice, a server's -ERR) is
+ * replaced by the next publish. The strings are copied.
  * ODBOX_EINVAL for a bad config, ODBOX_EUNSUPPORTED when built without
  * libnats. Thread-safe. */
 int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odbox_error *err);
@@ -39,9 +41,11 @@ int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odb
  * unknown key is refused with its name. */
 int odbox_relay_nats_open_json(json_object *settings, void **broker, odbox_error *err);
 
-/* publish: thread-safe (one connection shared by the delivery's workers);
- * an expanded subject that is empty, has an empty token, a space or a
- * wildcard (* or >) is ODBOX_EINVAL for that row. close: NULL-safe. */
+/* publish: thread-safe (one connection shared by the delivery's workers;
+ * one that libnats closed for good is replaced on the next publish); an
+ * expanded subject that is empty, has an empty token, a space or a
+ * wildcard (* or >), or is over 1024 bytes, is ODBOX_EINVAL for that row.
+ * close: NULL-safe. */
 extern const odbox_relay_ops odbox_relay_nats_ops;
 
 #ifdef __cplusplus

@@ -3,7 +3,9 @@
  * 00000000-0000-4000-8000-<i % MODELS, 12 digits> of type RelayProbe with payload {"seq": i}, so a
  * consumer can check per model_id order. Exits 0, or 1 with the message.
  *
- * Usage: relay-writer DSN COUNT [BATCH [MODELS [START]]] */
+ * Usage: relay-writer DSN COUNT [BATCH [MODELS [START]]]
+ * RELAY_WRITER_NAMESPACE: the actions' namespace instead of
+ * com.example.relay_writer (a long one makes a long {namespace}). */
 #include <stdio.h>
 #include <stdlib.h>
 #include "odbox/odbox.h"
@@ -53,7 +55,9 @@ int main(int argc, char **argv)
     odbox_error e = {0};
     int rc = odbox_registry_open_dsn(argv[1], &r, &e);
     if (rc == ODBOX_OK)
-        rc = odbox_executor_open("com.example.relay_writer", r, NULL, &exe, &e);
+        rc = odbox_executor_open(getenv("RELAY_WRITER_NAMESPACE") ? getenv("RELAY_WRITER_NAMESPACE")
+                                                                  : "com.example.relay_writer",
+                                 r, NULL, &exe, &e);
     if (rc == ODBOX_OK)
         rc = odbox_executor_register_model(exe, &PROBE_T, &e);
     for (int i = start; i < start + count && rc == ODBOX_OK; i += batch) {
