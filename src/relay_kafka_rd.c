@@ -114,6 +114,11 @@ static int user_properties(rd_kafka_conf_t *conf, const char *const *props, odbo
 {
     static const char *const ours[] = {"enable.idempotence", "acks", "request.required.acks", "partitioner",
                                        "bootstrap.servers", "message.timeout.ms", "delivery.timeout.ms"};
+    /* A publish succeeds only on its message's delivery report: without the
+     * reports of delivered messages every row would time out and fail while
+     * Kafka stored it, and each retry would store it again. (librdkafka
+     * refuses the callbacks as strings too; named here for the message.) */
+    static const char *const reports[] = {"delivery.report.only.error", "dr_cb", "dr_msg_cb"};
     for (size_t i = 0; props && props[i]; i += 2) {
         if (!props[i + 1])
             return odbox_fail(err, ODBOX_EINVAL, "kafka relay: property %.80s has no value", props[i]);
@@ -122,6 +127,12 @@ static int user_properties(rd_kafka_conf_t *conf, const char *const *props, odbo
                 return odbox_fail(err, ODBOX_EINVAL,
                                   "kafka relay: property %s is odbox's (bootstrap_servers, timeout_ms, "
                                   "idempotence, acks=all, murmur2_random)",
+                                  props[i]);
+        for (size_t k = 0; k < sizeof reports / sizeof reports[0]; k++)
+            if (!strcmp(props[i], reports[k]))
+                return odbox_fail(err, ODBOX_EINVAL,
+                                  "kafka relay: property %s is odbox's (a publish succeeds only on its message's "
+                                  "delivery report, so every message must have one)",
                                   props[i]);
         int rc = conf_set(conf, props[i], props[i + 1], err);
         if (rc != ODBOX_OK)

@@ -26,7 +26,9 @@ typedef struct odbox_relay_kafka_config {
     const char *topic;             /* a template, e.g. "{model_type}" */
     /* Extra librdkafka settings: NULL-terminated name, value, name, value...;
      * may be NULL. bootstrap.servers, enable.idempotence, acks,
-     * partitioner and the message timeouts are odbox's: refused here. */
+     * partitioner, the message timeouts and delivery.report.only.error
+     * (a publish succeeds only on its delivery report) are odbox's:
+     * refused here. */
     const char *const *properties;
     int timeout_ms; /* a publish waits at most this for Kafka's acknowledgement; 0: 10000; at most 3600000 */
 } odbox_relay_kafka_config;

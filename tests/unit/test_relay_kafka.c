@@ -53,6 +53,18 @@ START_TEST(kafka_settings_are_refused_by_name)
             "property acks is odbox's");
     refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"no.such.setting\": \"1\"}}",
             ODBOX_EINVAL, "no.such.setting");
+    /* a publish succeeds on its delivery report: without the reports of
+     * delivered messages every row would fail while Kafka stores it */
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": "
+            "{\"delivery.report.only.error\": \"true\"}}",
+            ODBOX_EINVAL, "property delivery.report.only.error is odbox's");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": "
+            "{\"delivery.report.only.error\": \"false\"}}",
+            ODBOX_EINVAL, "delivery.report.only.error");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"dr_msg_cb\": \"x\"}}",
+            ODBOX_EINVAL, "dr_msg_cb");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"dr_cb\": \"x\"}}",
+            ODBOX_EINVAL, "dr_cb");
 #else
     refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\"}", ODBOX_EUNSUPPORTED, "librdkafka-dev");
 #endif
