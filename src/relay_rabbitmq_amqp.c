@@ -40,7 +40,9 @@
  * thread, whichever of them it waits for. */
 typedef struct waiter {
     uint64_t tag;
+    const char *id; /* the event's: a basic.return names its message by it */
     int done, rc;
+    int returned; /* the broker returned it (why says so): its ack fails it */
     char why[300];
     pthread_cond_t *cv; /* settled, or the reader's role is free */
     struct waiter *next;
@@ -53,6 +55,8 @@ typedef struct rconn {
     waiter *waiting;     /* unsettled publishes */
     int reading;         /* a waiter is the reader */
     int broken;
+    int returning;       /* a basic.return was read: its header frame names the message */
+    char returned[200];  /* ... and why the broker returned it */
     int users;           /* publishes holding it: under the broker's mutex */
     int retired;         /* out of the pool: under the broker's mutex */
 } rconn;
@@ -172,8 +176,13 @@ static void settle(rconn *c, uint64_t tag, int multiple, int rc, const char *why
     for (waiter **p = &c->waiting; *p;) {
         waiter *w = *p;
         if (w->tag == tag || (multiple && w->tag < tag)) {
-            w->done = 1, w->rc = rc;
-            snprintf(w->why, sizeof w->why, "%s", why);
+            w->done = 1;
+            if (w->returned && rc == ODBOX_OK) { /* acked, but it reached no queue: why says so */
+                w->rc = ODBOX_EIO;
+            } else {
+                w->rc = rc;
+                snprintf(w->why, sizeof w->why, "%s", why);
+            }
             *p = w->next;
             pthread_cond_signal(w->cv);
         } else
@@ -194,10 +203,34 @@ static void conn_break(rconn *c, int rc, const char *fmt, ...)
         settle(c, c->waiting->tag, 0, rc, why);
 }
 
+/* The broker returned the message of event id (a basic.return's header
+ * frame): its waiter fails when the message's ack comes, which RabbitMQ
+ * sends after the return. Returns come in publish order: of two publishes
+ * of one event, the earlier. */
+static void mark_returned(rconn *c, amqp_bytes_t id)
+{
+    waiter *first = NULL;
+    for (waiter *w = c->waiting; w; w = w->next)
+        if (!w->returned && strlen(w->id) == id.len && !memcmp(w->id, id.bytes, id.len) &&
+            (!first || w->tag < first->tag))
+            first = w;
+    if (first) {
+        first->returned = 1;
+        snprintf(first->why, sizeof first->why, "%s", c->returned);
+    }
+}
+
 /* What one frame read from the server means for the waiters. */
 static void on_frame(rconn *c, const amqp_frame_t *f)
 {
-    if (f->frame_type != AMQP_FRAME_METHOD)
+    if (f->frame_type == AMQP_FRAME_HEADER && c->returning) {
+        const amqp_basic_properties_t *p = f->payload.properties.decoded;
+        c->returning = 0;
+        if (p && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG))
+            mark_returned(c, p->message_id);
+        return;
+    }
+    if (f->frame_type != AMQP_FRAME_METHOD) /* a returned message's body */
         return;
     const amqp_method_t *m = &f->payload.method;
     if (m->id == AMQP_BASIC_ACK_METHOD) {
@@ -206,6 +239,12 @@ static void on_frame(rconn *c, const amqp_frame_t *f)
     } else if (m->id == AMQP_BASIC_NACK_METHOD) {
         const amqp_basic_nack_t *n = m->decoded;
         settle(c, n->delivery_tag, n->multiple, ODBOX_EIO, "the broker refused the message (basic.nack)");
+    } else if (m->id == AMQP_BASIC_RETURN_METHOD) {
+        const amqp_basic_return_t *r = m->decoded;
+        snprintf(c->returned, sizeof c->returned,
+                 "unroutable: %d %.*s: the broker returned the message (published mandatory), no queue took it",
+                 r->reply_code, (int)r->reply_text.len, (char *)r->reply_text.bytes);
+        c->returning = 1;
     } else if (m->id == AMQP_CHANNEL_CLOSE_METHOD || m->id == AMQP_CONNECTION_CLOSE_METHOD) {
         char why[256];
         amqp_rpc_reply_t r = {.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION, .reply = *m};
@@ -287,7 +326,10 @@ static void send_one(rconn *c, const odbox_envelope *env, amqp_bytes_t exchange,
         w->done = 1, w->rc = ODBOX_ECONNLOST, snprintf(w->why, sizeof w->why, "the connection broke");
         return;
     }
-    int st = amqp_basic_publish(c->st, CHANNEL, exchange, rk, 0, 0, &props, body);
+    w->id = env->event_id;
+    /* mandatory: a message no queue takes comes back (basic.return) instead
+     * of being confirmed and dropped */
+    int st = amqp_basic_publish(c->st, CHANNEL, exchange, rk, 1, 0, &props, body);
     if (st == AMQP_STATUS_BAD_AMQP_DATA) {
         /* a frame librabbitmq would not encode (a short string over 255
          * bytes): the message fails alone. names_for refuses every such
@@ -451,6 +493,13 @@ static int too_long(const char *what, const char *tmpl, const char *value, const
 static int names_for(const rbroker *b, const odbox_envelope *env, char **exchange, char **rk, odbox_error *err)
 {
     int rc = odbox_relay_expand(b->exchange, env, exchange, err);
+    /* "" is the default exchange, which routes by queue name: meant only
+     * when the template says so, not when a placeholder came out empty */
+    if (rc == ODBOX_OK && !**exchange && *b->exchange)
+        rc = odbox_fail(err, ODBOX_EINVAL,
+                        "rabbitmq relay: exchange template '%.100s' gives '' for event %.64s: the default exchange "
+                        "is meant only by the template \"\" itself",
+                        b->exchange, env->event_id);
     if (rc == ODBOX_OK)
         rc = odbox_relay_expand(b->routing_key, env, rk, err);
     if (rc == ODBOX_OK)

@@ -1,7 +1,8 @@
 /* odbox — the RabbitMQ relay (odbox/relay.h): publishes each event to an
  * exchange with publisher confirms and persistent messages (delivery mode
  * 2), message_id = the event id, content_type application/json, type =
- * the event type. Present in every build; without librabbitmq (configure
+ * the event type; mandatory: a message no queue takes fails its row
+ * (unroutable) instead of being confirmed and lost. Present in every build; without librabbitmq (configure
  * --without-rabbitmq, or librabbitmq-dev missing) open and open_json
  * return ODBOX_EUNSUPPORTED. See odbox_relay_rabbitmq(3), docs/relays.md. */
 #ifndef ODBOX_RELAY_RABBITMQ_H
@@ -17,7 +18,10 @@ extern "C" {
 typedef struct odbox_relay_rabbitmq_config {
     /* amqp://user:pass@host:port/vhost (amqps:// is refused); NULL: amqp://guest:guest@localhost:5672/ */
     const char *url;
-    const char *exchange;     /* template (odbox_relay_template_check); "" is the default exchange */
+    /* template (odbox_relay_template_check); "" is the default exchange,
+     * which routes by queue name; a template that expands to "" fails
+     * its row (ODBOX_EINVAL) */
+    const char *exchange;
     const char *routing_key;  /* template, e.g. "{model_type}.{event_type}" */
     int max_connections;      /* connections at most, opened as needed; 0: 8 */
     int timeout_ms;           /* connect, login and each confirm; 0: 10000; at most 3600000 */

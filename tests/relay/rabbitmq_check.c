@@ -31,13 +31,16 @@
  *               messages with confirms on one connection with THREADS
  *               unconfirmed (the relay's workers share one); the ratio
  *
- *   rabbitmq-check declare|count|raw|stall - URL N [CONNECTIONS WINDOW]
+ *   rabbitmq-check declare|count|raw|stall|route - URL N [CONNECTIONS WINDOW]
  *     (no database: bench/relay_rabbitmq.sh)
  *     declare   the exchange and the queue, purged
  *     count     reads the queue: N distinct events with their properties
  *     raw       N messages on CONNECTIONS connections (threads), each
  *               with up to WINDOW unconfirmed; msg/s
  *     stall     a publish while the node is stopped (rabbitmq_stall.c)
+ *     route     a missing exchange, an unroutable message and an empty
+ *               exchange in one round: each fails its row alone
+ *               (rabbitmq_route.c)
  *
  * Prints "key=value" lines the script checks; exit 0 when the mode's
  * checks hold. Every wait is bounded. */
@@ -51,9 +54,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "odbox/odbox.h"
+#include "rabbitmq_check.h"
 #include "rabbitmq_stall.h"
 
-#define EXCHANGE "odbox-test"
 #define PER_ACTION 10
 #define MODELS 8
 #define RELAY "rabbit_relay"
@@ -63,23 +66,14 @@ static const odbox_model_type PROBE_T = {"RabbitProbe", "rabbit_probes", ODBOX_K
 static const odbox_event_type EV = {"RabbitSent"};
 static odbox_registry *reg;
 static odbox_model *models[MODELS];
-static const char *url;
+const char *url;
 /* the long mode: row LONG_ROW of the writer's first action has an event
  * type of 250 bytes (when long_type.name is set), so its routing key is
  * 262, over AMQP's 255 */
 #define LONG_ROW 3
 #define LONG_KEY_TEMPLATE "{model_type}.{model_id}"
 static odbox_event_type long_type;
-static int failures;
-
-#define CHECK(cond, ...)                                                                                              \
-    do {                                                                                                              \
-        if (!(cond)) {                                                                                                \
-            failures++;                                                                                               \
-            fprintf(stderr, "FAIL: " __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                                      \
-        }                                                                                                             \
-    } while (0)
+int failures;
 
 static double now_s(void)
 {
@@ -136,7 +130,7 @@ static void write_events(int n, int pause_ms)
 
 /* ---- the consumer: a durable queue bound to the exchange ------------------------------------ */
 
-static amqp_connection_state_t amqp_connect_or_die(void)
+amqp_connection_state_t amqp_connect_or_die(void)
 {
     struct amqp_connection_info ci;
     char *u = strdup(url);
@@ -157,7 +151,7 @@ static amqp_connection_state_t amqp_connect_or_die(void)
     return st;
 }
 
-static void close_amqp(amqp_connection_state_t st)
+void close_amqp(amqp_connection_state_t st)
 {
     amqp_channel_close(st, 1, AMQP_REPLY_SUCCESS);
     amqp_connection_close(st, AMQP_REPLY_SUCCESS);
@@ -165,7 +159,7 @@ static void close_amqp(amqp_connection_state_t st)
 }
 
 /* the exchange and a durable queue: both survive stop_app/start_app */
-static void declare(void)
+void declare(void)
 {
     amqp_connection_state_t st = amqp_connect_or_die();
     amqp_exchange_declare(st, 1, amqp_cstring_bytes(EXCHANGE), amqp_cstring_bytes("topic"), 0, 1, 0, 0,
@@ -729,8 +723,11 @@ static int broker_only(const char *mode, int n, int conns, int window)
         tally t = consume(n);
         printf("arrived=%d distinct=%d duplicates=%d props_bad=%d\n", t.arrived, t.distinct, t.dups, t.props_bad);
         return t.distinct == n && t.props_bad == 0 ? 0 : 1;
-    } else if (!strcmp(mode, "stall"))
+    } else if (!strcmp(mode, "stall")) {
+        declare(); /* its messages go to the queue */
         return rabbit_stall(url);
+    } else if (!strcmp(mode, "route"))
+        return rabbit_route();
     else if (!strcmp(mode, "raw"))
         printf("raw: %d messages, %d connections, %d unconfirmed each: %.0f msg/s\n", n, conns, window,
                raw(n, conns, window));
@@ -743,7 +740,7 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         fprintf(stderr, "usage: rabbitmq-check deliver|ordered|down|bad|nack|long|sever|bench DSN URL N [THREADS]\n"
-                        "       rabbitmq-check declare|count|raw|stall - URL N [CONNECTIONS WINDOW]\n");
+                        "       rabbitmq-check declare|count|raw|stall|route - URL N [CONNECTIONS WINDOW]\n");
         return 2;
     }
     url = argv[3];

@@ -43,8 +43,9 @@ int rabbit_stall(const char *url)
     }
     odbox_error e = {0};
     void *b = NULL;
-    /* the default exchange and a routing key no queue has: confirmed, kept nowhere */
-    odbox_relay_rabbitmq_config cfg = {.url = url, .exchange = "", .routing_key = "odbox-stall-nowhere",
+    /* the default exchange and rabbitmq-check's queue (declared first; its
+     * next mode purges it): a message no queue took would fail */
+    odbox_relay_rabbitmq_config cfg = {.url = url, .exchange = "", .routing_key = "odbox-q",
                                        .timeout_ms = STALL_TIMEOUT_MS, .max_connections = 1};
     odbox_envelope env = {.event_id = "stall-1", .event_type = "RabbitStall"};
     int rc = odbox_relay_rabbitmq_open(&cfg, &b, &e);
