@@ -12,7 +12,13 @@
  * them; the others sleep on the condition variable. A connection that
  * broke (lost, closed by the server, no confirm within timeout_ms) fails
  * every publish waiting on it with the cause, leaves the pool at once and
- * is destroyed by the last publish still using it. */
+ * is destroyed by the last publish still using it.
+ *
+ * A publish to a missing exchange makes the server close the channel, and
+ * with it every publish in flight: so before its first publish to an
+ * exchange, a connection asks whether it exists (a passive
+ * exchange.declare on a channel of its own, which a 404 closes instead)
+ * and remembers the answer yes; the rows of a missing one fail alone. */
 #include "config.h"
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -29,6 +35,9 @@
 #include "relay_rabbitmq_internal.h"
 
 #define CHANNEL 1
+#define CHECK_CHANNEL 2 /* the exchanges' checks: a 404 closes this one */
+/* exchanges a connection remembers as there (then the oldest is asked again) */
+#define KNOWN_MAX 16
 /* The reader's poll slice: it re-checks librabbitmq's buffers (filled by
  * another call on the connection) at least this often. */
 #define READ_SLICE_MS 20
@@ -59,6 +68,9 @@ typedef struct rconn {
     char returned[200];  /* ... and why the broker returned it */
     int users;           /* publishes holding it: under the broker's mutex */
     int retired;         /* out of the pool: under the broker's mutex */
+    int check_open;      /* CHECK_CHANNEL is open */
+    char *known[KNOWN_MAX]; /* exchanges found there */
+    int nknown, next_known;
 } rconn;
 
 typedef struct rbroker {
@@ -100,6 +112,8 @@ static void conn_free(rconn *c)
      * dead peer would hold us for the rpc timeout */
     if (c->st)
         amqp_destroy_connection(c->st);
+    for (int i = 0; i < c->nknown; i++)
+        free(c->known[i]);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -218,6 +232,83 @@ static void mark_returned(rconn *c, amqp_bytes_t id)
         first->returned = 1;
         snprintf(first->why, sizeof first->why, "%s", c->returned);
     }
+}
+
+/* ---- the exchanges' checks ------------------------------------------------------------- */
+
+/* "" (the default exchange) always is. c->mu held. */
+static int exchange_known(const rconn *c, const char *name)
+{
+    if (!*name)
+        return 1;
+    for (int i = 0; i < c->nknown; i++)
+        if (!strcmp(c->known[i], name))
+            return 1;
+    return 0;
+}
+
+static void exchange_remember(rconn *c, const char *name)
+{
+    char *copy = strdup(name);
+    if (!copy) /* asked again next time */
+        return;
+    if (c->nknown < KNOWN_MAX) {
+        c->known[c->nknown++] = copy;
+        return;
+    }
+    free(c->known[c->next_known]); /* the oldest */
+    c->known[c->next_known] = copy;
+    c->next_known = (c->next_known + 1) % KNOWN_MAX;
+}
+
+/* Whether exchange name is there (c->mu held): ODBOX_OK, ODBOX_ENOTFOUND
+ * (the server's 404) or ODBOX_EIO (another refusal), why in why; a
+ * connection that broke meanwhile fails its waiters and gives
+ * ODBOX_ECONNLOST. Frames of the publishing channel that arrive during
+ * the check are queued by librabbitmq for the reader. */
+static int exchange_check(rconn *c, const char *name, char *why, size_t cap)
+{
+    if (exchange_known(c, name))
+        return ODBOX_OK;
+    if (c->broken) {
+        snprintf(why, cap, "the connection broke");
+        return ODBOX_ECONNLOST;
+    }
+    amqp_rpc_reply_t r = {.reply_type = AMQP_RESPONSE_NORMAL};
+    if (!c->check_open) {
+        amqp_channel_open(c->st, CHECK_CHANNEL);
+        r = amqp_get_rpc_reply(c->st);
+        c->check_open = r.reply_type == AMQP_RESPONSE_NORMAL;
+    }
+    if (c->check_open) {
+        amqp_exchange_declare(c->st, CHECK_CHANNEL, amqp_cstring_bytes(name), amqp_empty_bytes, 1, 0, 0, 0,
+                              amqp_empty_table);
+        r = amqp_get_rpc_reply(c->st);
+    }
+    char text[256];
+    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+        exchange_remember(c, name);
+        return ODBOX_OK;
+    }
+    if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        /* only the check's channel is closed: answered, it opens again for
+         * the next check */
+        const amqp_channel_close_t *cc = r.reply.decoded;
+        int code = cc->reply_code;
+        snprintf(why, cap, "exchange.declare (passive): %d %.*s", code, (int)cc->reply_text.len,
+                 (char *)cc->reply_text.bytes);
+        amqp_channel_close_ok_t ok = {0};
+        c->check_open = 0;
+        int st = amqp_send_method(c->st, CHECK_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+        if (st != AMQP_STATUS_OK)
+            conn_break(c, ODBOX_ECONNLOST, "channel.close-ok: %s", amqp_error_string2(st));
+        return code == AMQP_NOT_FOUND ? ODBOX_ENOTFOUND : ODBOX_EIO;
+    }
+    /* the connection closed by the server, lost, or no answer in time
+     * (librabbitmq then closes the socket) */
+    conn_break(c, ODBOX_ECONNLOST, "exchange.declare (passive): %s", reply_text(r, text, sizeof text));
+    snprintf(why, cap, "exchange.declare (passive): %s", text);
+    return ODBOX_ECONNLOST;
 }
 
 /* What one frame read from the server means for the waiters. */
@@ -349,14 +440,18 @@ static void send_one(rconn *c, const odbox_envelope *env, amqp_bytes_t exchange,
 }
 
 /* Publishes on c and waits for the confirm; 0 once acked. */
-static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, amqp_bytes_t exchange,
+static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, const char *exchange,
                         amqp_bytes_t rk, amqp_bytes_t body, odbox_error *err)
 {
     pthread_cond_t cv;
     odbox_cond_init_mono(&cv);
     waiter w = {.cv = &cv};
     pthread_mutex_lock(&c->mu);
-    send_one(c, env, exchange, rk, body, &w);
+    int rc = exchange_check(c, exchange, w.why, sizeof w.why);
+    if (rc != ODBOX_OK)
+        w.done = 1, w.rc = rc;
+    else
+        send_one(c, env, amqp_cstring_bytes(exchange), rk, body, &w);
     if (!w.done)
         await_confirm(b, c, &w);
     pthread_mutex_unlock(&c->mu);
@@ -525,7 +620,7 @@ static int rabbit_publish(void *broker, const odbox_envelope *env, const char *b
         rc = acquire(b, &c, err);
     if (rc == ODBOX_OK) {
         amqp_bytes_t msg = {.len = len, .bytes = (void *)body};
-        rc = conn_publish(b, c, env, amqp_cstring_bytes(exchange), amqp_cstring_bytes(rk), msg, err);
+        rc = conn_publish(b, c, env, exchange, amqp_cstring_bytes(rk), msg, err);
         release(b, c);
         if (rc != ODBOX_OK)
             odbox_error_prefix(err, rc, "exchange '%.100s', routing key '%.100s'", exchange, rk);
@@ -533,6 +628,22 @@ static int rabbit_publish(void *broker, const odbox_envelope *env, const char *b
     free(exchange);
     free(rk);
     return rc;
+}
+
+/* Each distinct exchange of a round not known on c checked once (c->mu
+ * held): the rows of one that is not there fail before anything is sent. */
+static void check_exchanges(rconn *c, size_t n, char *const *names, int *rcs, odbox_error *errs)
+{
+    char why[300];
+    for (size_t i = 0; i < n; i++) {
+        if (rcs[i] != ODBOX_OK || exchange_known(c, names[2 * i]))
+            continue;
+        int rc = exchange_check(c, names[2 * i], why, sizeof why);
+        for (size_t j = i; rc != ODBOX_OK && j < n; j++)
+            if (rcs[j] == ODBOX_OK && !strcmp(names[2 * j], names[2 * i]))
+                rcs[j] = odbox_fail(&errs[j], rc, "rabbitmq relay: exchange '%.100s', routing key '%.100s': %s",
+                                    names[2 * j], names[2 * j + 1], why);
+    }
 }
 
 /* A round's rows on one connection: every message sent, then every
@@ -558,6 +669,7 @@ static void rabbit_publish_batch(void *broker, size_t n, const odbox_envelope *c
         for (size_t i = 0; i < n; i++)
             ws[i].cv = &cv;
         pthread_mutex_lock(&c->mu);
+        check_exchanges(c, n, names, rcs, errs);
         for (size_t i = 0; i < n; i++)
             if (rcs[i] == ODBOX_OK)
                 send_one(c, envs[i], amqp_cstring_bytes(names[2 * i]), amqp_cstring_bytes(names[2 * i + 1]),

@@ -34,7 +34,9 @@ typedef struct odbox_relay_rabbitmq_config {
 /* Checks cfg and makes *broker (for odbox_relay_add with
  * odbox_relay_rabbitmq_ops). Connects lazily: the first publish opens a
  * connection, so a broker that is down makes publishes fail (and rows
- * retry), not the open. ODBOX_EINVAL for a bad url or template. */
+ * retry), not the open. ODBOX_EINVAL for a bad url or template. Each
+ * connection checks an exchange once before its first publish to it: the
+ * rows of one that does not exist fail alone (ODBOX_ENOTFOUND). */
 int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **broker, odbox_error *err);
 
 /* The same from a JSON object {"url", "exchange", "routing_key",

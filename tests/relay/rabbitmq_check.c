@@ -525,8 +525,8 @@ static void bad(int n)
     odbox_log_set(log_line, NULL, ODBOX_LOG_WARN);
     declare();
     write_events(n, 0);
-    /* the server closes the channel: the connection is replaced, the next
-     * publish fails the same way (failed > 1 with one connection each) */
+    /* the exchange's check (a passive exchange.declare) fails its rows,
+     * and the next round's asks again: failed > 1 */
     bad_one("bad_exchange", "no-such-exchange", url, "NOT_FOUND");
     bad_one("unreachable", EXCHANGE, "amqp://guest:guest@127.0.0.1:1/", "cannot connect");
 }
