@@ -4,7 +4,7 @@
  * name and event types, its own notifications, retries, backoff, expiry,
  * metrics and rows in `odbox handlers`; only its call is odbox's.
  *
- * The message body is the event as JSON, schema version 1 (docs/relays.md):
+ * The message body is the event as JSON, schema version 1 (odbox_relay(3)):
  *   {"schema_version": 1, "id": <event id>, "aggregatetype": <model type>,
  *    "aggregateid": <model id>, "type": <event type>, "payload": {...},
  *    "namespace": ..., "action_id": ..., "action_name": ...,
