@@ -66,6 +66,7 @@ static int setup_session(odbox_conn *c, const odbox_dialect *dialect, const char
     for (size_t i = 0; found->session_sql && found->session_sql(odbc, i, sql, sizeof sql); i++)
         if ((rc = odbox_conn_exec(c, sql, err)) != ODBOX_OK)
             return odbox_error_prefix(err, rc, "connect: session setup");
+    c->session_changed = 0; /* odbox's own settings */
     return ODBOX_OK;
 }
 
@@ -249,7 +250,10 @@ int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err)
     if (!c || !sql)
         return odbox_fail(err, ODBOX_EINVAL, "exec: connection or SQL is NULL");
     int rc = odbox_sql_refused_in_tx(c, sql, "exec", err);
-    return rc != ODBOX_OK ? rc : exec_sql(c, sql, odbox_sql_is_read(sql), err);
+    if (rc != ODBOX_OK)
+        return rc;
+    c->session_changed |= odbox_sql_changes_session(sql);
+    return exec_sql(c, sql, odbox_sql_is_read(sql), err);
 }
 
 static int set_autocommit(odbox_conn *c, int on, odbox_error *err)

@@ -29,6 +29,7 @@ struct odbox_conn {
     int in_tx;
     int tx_failed;             /* a statement failed in the open transaction (begin clears it) */
     int tx_owned;              /* an odbox_tx holds the transaction (odbox_conn_own_tx) */
+    int session_changed;       /* odbox_sql_changes_session since the setup: closed at release */
     int dead;
     char *secret;              /* password, scrubbed from driver messages */
     int64_t idle_since_us;     /* set by the pool */
@@ -86,6 +87,12 @@ int odbox_sql_is_read(const char *sql);
  * and a ';'. mysql_rules: the text follows MySQL's lexical rules ('#'
  * comments, backslash escapes; odbox_sql_split). */
 int odbox_sql_ends_tx(const char *sql, int mysql_rules);
+
+/* 1 when sql (by its first words) changes a session setting that odbox's
+ * setup made and its own statements rely on: the time zone, the client
+ * encoding, the date style, MySQL's sql_mode (SET, SET SESSION, SET
+ * @@...), or RESET or DISCARD anything. */
+int odbox_sql_changes_session(const char *sql);
 
 /* ODBOX_EINVAL when c is inside a transaction begun with odbox_conn_begin
  * and sql would end or restart it behind odbox's back (its state, the

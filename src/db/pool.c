@@ -202,7 +202,12 @@ static void give_back(odbox_pool *p, odbox_conn **cp, int discard)
     c->fresh = 0;
     c->tx_owned = 0;
     int lost = c->dead && !discard;
-    if (discard)
+    /* A session whose time zone, encoding or date style a caller changed
+     * would carry it to whoever gets it next, odbox's own statements
+     * included, which write and compare the database's time and read
+     * text as the setup left them: closed, a new one takes its place.
+     * Other settings (a lock timeout, a search path) stay, as before. */
+    if (discard || c->session_changed)
         c->dead = 1; /* its session is used no more, not even to roll back */
     if (c->in_tx && !c->dead) {
         odbox_error e;

@@ -7,6 +7,7 @@
  * every type (values.c parses it). Columns are bound to their buffers once
  * per statement, so a fetch copies every value in one driver call; a value
  * that did not fit is read again whole with SQLGetData. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -146,7 +147,7 @@ static int statement_ends_tx(const char *sql)
     if (rest)
         return sql_word(rest, "TRANSACTION") != NULL;
     if ((rest = sql_word(sql, "PREPARE"))) /* PostgreSQL's two-phase commit takes the transaction away */
-        return sql_word(rest, "TRANSACTION") != NULL;
+        return sql_word(rest, "TRANSACTION") && !sql_word(sql_word(rest, "TRANSACTION"), "FROM"); /* MySQL's name */
     if (!(rest = sql_word(sql, "ROLLBACK")))
         return 0;
     const char *after = sql_word(rest, "WORK");
@@ -161,8 +162,10 @@ int odbox_sql_ends_tx(const char *sql, int mysql_rules)
         return 1;
     /* A comment before the keyword, or a second statement after a ';',
      * hides it from the first words: the text is split as a migration
-     * file is (comments blanked), and each statement is looked at. */
-    if (!strpbrk(sql, mysql_rules ? ";-/#" : ";-/"))
+     * file is (comments blanked), and each statement is looked at. Not
+     * a CREATE: a trigger's or a routine's body (BEGIN ...; END, BEGIN
+     * ATOMIC) holds ';'s, and its END is no statement of its own. */
+    if (!strpbrk(sql, mysql_rules ? ";-/#" : ";-/") || sql_word(sql_start(sql), "CREATE"))
         return 0;
     odbox_sql_script script;
     odbox_error e;
@@ -173,6 +176,37 @@ int odbox_sql_ends_tx(const char *sql, int mysql_rules)
         ends = statement_ends_tx(script.stmts[i]);
     odbox_sql_script_free(&script);
     return ends;
+}
+
+int odbox_sql_changes_session(const char *sql)
+{
+    /* what odbox's session setup set and its statements rely on: the
+     * time zone (the database's time it writes and compares), the client
+     * encoding and date style (how it reads text and dates back), MySQL's
+     * sql_mode; RESET and DISCARD undo the setup whole */
+    static const char *const names[] = {"TIME ZONE", "TIMEZONE", "TIME_ZONE", "CLIENT_ENCODING", "NAMES",
+                                        "CHARACTER SET", "CHARSET", "CHARACTER_SET_", "COLLATION_CONNECTION",
+                                        "DATESTYLE", "INTERVALSTYLE", "SQL_MODE", "STANDARD_CONFORMING_STRINGS"};
+    sql = sql_start(sql);
+    if (sql_word(sql, "RESET") || sql_word(sql, "DISCARD"))
+        return 1;
+    const char *rest = sql_word(sql, "SET");
+    if (!rest)
+        return 0;
+    const char *after = sql_word(rest, "SESSION");
+    if (after)
+        rest = after;
+    if (!strncmp(rest, "@@", 2))
+        rest += 2;
+    if (!strncasecmp(rest, "SESSION.", 8))
+        rest += 8;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncasecmp(rest, names[i], n) &&
+            (names[i][n - 1] == '_' || !(isalnum((unsigned char)rest[n]) || rest[n] == '_')))
+            return 1;
+    }
+    return 0;
 }
 
 int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *what, odbox_error *err)
@@ -281,6 +315,7 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     s->key[keylen] = '\0';
     s->keylen = keylen;
     s->repeatable = odbox_sql_is_read(s->sql);
+    s->changes_session = odbox_sql_changes_session(s->sql);
     s->ends_tx = odbox_sql_ends_tx(s->sql, c->dialect && c->dialect->backslash_escapes);
     s->shape_fixed = shape_fixed;
     s->shape_cols = -1;
@@ -467,6 +502,7 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
     int rc = s->ends_tx || c->tx_failed ? odbox_sql_refused_in_tx(c, s->sql, "execute", err) : ODBOX_OK;
     if (rc != ODBOX_OK)
         return rc;
+    c->session_changed |= s->changes_session;
     while ((rc = execute_once(s, err)) != ODBOX_OK && c->again(c, rc, s->repeatable || c->in_tx, err))
         ;
     if (rc == ODBOX_OK)

@@ -44,6 +44,7 @@ struct odbox_stmt {
     char *sql;          /* the SQL text (key itself for text keys), to prepare it again */
     int repeatable;     /* odbox_sql_is_read(sql) */
     int ends_tx;        /* odbox_sql_ends_tx(sql) */
+    int changes_session; /* odbox_sql_changes_session(sql) */
     int in_use;         /* held by a caller */
     uint64_t last_used;
     bind *binds;

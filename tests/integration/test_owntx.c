@@ -308,12 +308,13 @@ START_TEST(a_transaction_ended_by_the_caller_is_refused)
 }
 END_TEST
 
-/* A caller's SET TIME ZONE on its transaction's connection stays on the
- * pooled session; the database's time that odbox writes and compares (a
- * key's created_date, purge's "now") is UTC still. Before, on PostgreSQL
- * the next keyed transaction on that session dated its key 12 hours back,
- * and a purge with a window of an hour removed it at once. (MySQL's
- * UTC_TIMESTAMP ignores time_zone; SQLite has none to set.) */
+/* A caller's SET TIME ZONE on its transaction's connection does not stay
+ * on the pooled session: a session whose settings a caller changed is
+ * closed at its release, and the next hand-out has odbox's UTC. The
+ * database's time that odbox writes and compares (a key's created_date,
+ * purge's "now") is UTC. Before, on PostgreSQL the next keyed transaction
+ * on that session dated its key 12 hours back, and a purge with a window
+ * of an hour removed it at once. (SQLite has no zone to set.) */
 START_TEST(a_callers_time_zone_does_not_move_the_databases_time)
 {
     ofx o;
@@ -326,6 +327,22 @@ START_TEST(a_callers_time_zone_does_not_move_the_databases_time)
         ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
     }
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    if (!itest_is("sqlite")) {
+        odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
+        odbox_conn *c = NULL;
+        ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
+        odbox_stmt *s = NULL;
+        const char *zone = NULL;
+        int is_null = 0;
+        ck_assert_int_eq(odbox_stmt_prepare(c, itest_is("pg") ? "SHOW TIME ZONE" : "SELECT @@session.time_zone", &s,
+                                            &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+        ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+        ck_assert_int_eq(odbox_stmt_get_text(s, 1, &zone, &is_null, &e), ODBOX_OK);
+        ck_assert_str_eq(zone, itest_is("pg") ? "UTC" : "+00:00");
+        odbox_stmt_free(&s);
+        odbox_pool_release(pool, &c);
+    }
     odbox_tx_config keyed = {.idempotency_key = "tz-key"};
     tx = begin(&o, &keyed); /* the pool hands out the session released last */
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);

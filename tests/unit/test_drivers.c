@@ -232,7 +232,10 @@ START_TEST(transaction_control_sql_is_recognised)
                                         "START SLAVE", "SELECT 'COMMIT'", "UPDATE t SET end_date = 1", "",
                                         "SELECT 1; SELECT 2", "SELECT ';COMMIT'", "SELECT 1 -- ; COMMIT",
                                         "/* COMMIT */ SELECT 1", "PREPARE p AS SELECT 1", "SELECT 1; /* ; */",
-                                        "SELECT 'unterminated; COMMIT", "SELECT 1; ROLLBACK TO a"};
+                                        "SELECT 'unterminated; COMMIT", "SELECT 1; ROLLBACK TO a",
+                                        "CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO l VALUES (1); END",
+                                        "CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END",
+                                        "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END"};
     for (int mysql = 0; mysql <= 1; mysql++) {
         for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
             ck_assert_msg(odbox_sql_ends_tx(ends[i], mysql) == 1, "'%s' ends a transaction (%d)", ends[i], mysql);
@@ -243,6 +246,30 @@ START_TEST(transaction_control_sql_is_recognised)
     ck_assert_int_eq(odbox_sql_ends_tx("DO $$BEGIN END$$", 0), 0);
     ck_assert_int_eq(odbox_sql_ends_tx("DO $$BEGIN; COMMIT; END$$", 0), 0);
     ck_assert_int_eq(odbox_sql_ends_tx("# note\nROLLBACK", 1), 1);
+    ck_assert_int_eq(odbox_sql_ends_tx("PREPARE transaction FROM 'SELECT 1'", 1), 0); /* MySQL: a name */
+}
+END_TEST
+
+/* The session settings whose change closes a session at its release
+ * (pool.c): those odbox's setup made and relies on; not others. */
+START_TEST(session_setting_changes_are_recognised)
+{
+    static const char *const changes[] = {"SET TIME ZONE 'Etc/GMT+12'", "set timezone = 'UTC'",
+                                          "SET SESSION TIME ZONE LOCAL", "SET time_zone = '-12:00'",
+                                          "SET @@time_zone = '+01:00'", "SET @@session.time_zone = '+01:00'",
+                                          "SET SESSION time_zone = 'x'", "SET client_encoding TO 'LATIN1'",
+                                          "SET NAMES latin1", "SET CHARACTER SET latin1",
+                                          "SET character_set_results = NULL", "SET DateStyle = 'SQL'",
+                                          "SET sql_mode = ''", "RESET ALL", "reset timezone", "DISCARD ALL"};
+    static const char *const stays[] = {"SET lock_timeout = 1000", "SET search_path TO app",
+                                        "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                                        "SET LOCAL statement_timeout = 5", "SET @x = 1", "SET time_zones_x = 1",
+                                        "SET SESSION innodb_lock_wait_timeout = 1", "SELECT 'SET TIME ZONE'",
+                                        "UPDATE t SET timezone = 'x'", "SETTLE", ""};
+    for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++)
+        ck_assert_msg(odbox_sql_changes_session(changes[i]) == 1, "'%s' changes the session", changes[i]);
+    for (size_t i = 0; i < sizeof stays / sizeof stays[0]; i++)
+        ck_assert_msg(odbox_sql_changes_session(stays[i]) == 0, "'%s' does not", stays[i]);
     ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT; SELECT 'b\\'", 1), 0);
     ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT; SELECT 'b\\'", 0), 1);
 }
@@ -260,6 +287,7 @@ Suite *drivers_suite(void)
     tcase_add_test(t, mysql_family_error_table);
     tcase_add_test(t, sqlite_error_table);
     tcase_add_test(t, transaction_control_sql_is_recognised);
+    tcase_add_test(t, session_setting_changes_are_recognised);
     suite_add_tcase(s, t);
     return s;
 }
