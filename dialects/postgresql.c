@@ -251,11 +251,10 @@ const odbox_dialect odbox_dialect_postgresql = {
     .interval_us_fmt = "CAST(EXTRACT(EPOCH FROM (%1$s - %2$s)) * 1000000 AS BIGINT)",
     .insert_select_ignore_fmt = "INSERT INTO %1$s (%2$s) %3$s ON CONFLICT DO NOTHING",
     .bound_rows_sql = bound_rows_sql,
-    /* In UTC whatever time zone the session has: the session sets UTC at
-     * connect, but a caller's SET TIME ZONE on a connection it got from
-     * the pool (an own transaction's) stays on it, and the bare
-     * timestamptz would then be stored, and compared with the timestamp
-     * columns, in that zone (a key's date hours off, purged early). */
+    /* The wall clock in UTC, the type of the eventlog's timestamp
+     * columns (the jobs' and subscriptions' timestamptz ones take it in
+     * the session's zone, UTC: a session whose zone a caller changed is
+     * closed at its release, pool.c). */
     .now_sql = "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')",
     /* CURRENT_TIMESTAMP is the transaction's start; statement_timestamp()
      * is the statement's (its Parse or Bind message), one value for all
