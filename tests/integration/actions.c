@@ -82,6 +82,38 @@ void execute_script_ok(odbox_executor *exe, const char *name, script *s, const c
     ck_assert_msg(rc == ODBOX_OK, "execute %s: %s %s", name, odbox_errname(rc), e.message);
 }
 
+int execute_keyed_json(odbox_executor *exe, const char *name, odbox_perform_fn perform, void *user, const char *key,
+                       const char *params_json, odbox_result *res, odbox_error *e)
+{
+    odbox_action a = {.name = name, .perform = perform, .user = user};
+    json_object *p = json_tokener_parse(params_json);
+    ck_assert_ptr_nonnull(p);
+    int rc = odbox_execute_keyed(exe, &a, p, key, NULL, res, e);
+    json_object_put(p);
+    return rc;
+}
+
+int make_dummy(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx;
+    maker *mk = user;
+    mk->calls++;
+    if (mk->refuse)
+        return odbox_error_set(err, ODBOX_EINVAL, "refused: a business rule");
+    const char *name = json_object_get_string(json_object_object_get(params, "name"));
+    int64_t amount = json_object_get_int64(json_object_object_get(params, "amount"));
+    odbox_model *m = dfx_dummy(NULL, name, amount);
+    json_object *payload = json_object_new_object();
+    int rc = odbox_plan_add(plan, m, err);
+    if (rc == ODBOX_OK)
+        rc = odbox_plan_emit(plan, m, &EV_CREATED, payload, err);
+    json_object_put(payload);
+    if (rc == ODBOX_OK)
+        odbox_plan_set_result(plan, json_tokener_parse("{\"n\":42,\"s\":\"x\"}"));
+    odbox_model_free(&m);
+    return rc;
+}
+
 /* ---- event rows ---------------------------------------------------------- */
 
 static void get_str(odbox_stmt *s, int col, char *buf, size_t cap, int *is_null)

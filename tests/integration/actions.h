@@ -54,6 +54,20 @@ int execute_script(odbox_executor *exe, const char *name, script *s, const char 
 /* The same, and expects success. */
 void execute_script_ok(odbox_executor *exe, const char *name, script *s, const char *params_json, odbox_result *res);
 
+/* Executes action name (perform with user) with idempotency key and the
+ * params that params_json holds (it must parse). */
+int execute_keyed_json(odbox_executor *exe, const char *name, odbox_perform_fn perform, void *user, const char *key,
+                       const char *params_json, odbox_result *res, odbox_error *e);
+
+/* A perform (user = a maker) that adds a dummy named params.name with
+ * params.amount and its created event, and sets a result; counts its
+ * calls, and refuses (ODBOX_EINVAL, a business rule) when told to. */
+typedef struct maker {
+    int calls;
+    int refuse;
+} maker;
+int make_dummy(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err);
+
 /* ---- many small actions from threads ------------------------------------- */
 
 #define MANY_MAX_THREADS 8

@@ -125,41 +125,10 @@ END_TEST
 
 /* ---- in this process ---------------------------------------------------------------- */
 
-typedef struct maker {
-    int calls;
-    int refuse; /* perform fails with ODBOX_EINVAL, a business rule */
-} maker;
-
-static int make_dummy(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
-{
-    (void)ctx;
-    maker *mk = user;
-    mk->calls++;
-    if (mk->refuse)
-        return odbox_error_set(err, ODBOX_EINVAL, "refused: a business rule");
-    const char *name = json_object_get_string(json_object_object_get(params, "name"));
-    int64_t amount = json_object_get_int64(json_object_object_get(params, "amount"));
-    odbox_model *m = dfx_dummy(NULL, name, amount);
-    json_object *payload = json_object_new_object();
-    int rc = odbox_plan_add(plan, m, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_plan_emit(plan, m, &EV_CREATED, payload, err);
-    json_object_put(payload);
-    if (rc == ODBOX_OK)
-        odbox_plan_set_result(plan, json_tokener_parse("{\"n\":42,\"s\":\"x\"}"));
-    odbox_model_free(&m);
-    return rc;
-}
-
 static int run_keyed(odbox_executor *exe, maker *mk, const char *key, const char *params, odbox_result *res,
                      odbox_error *e)
 {
-    odbox_action a = {.name = "MakeDummy", .perform = make_dummy, .user = mk};
-    json_object *p = json_tokener_parse(params);
-    ck_assert_ptr_nonnull(p);
-    int rc = odbox_execute_keyed(exe, &a, p, key, NULL, res, e);
-    json_object_put(p);
-    return rc;
+    return execute_keyed_json(exe, "MakeDummy", make_dummy, mk, key, params, res, e);
 }
 
 START_TEST(same_key_other_params_is_refused)

@@ -18,33 +18,6 @@ static int64_t keys(dfx *f)
     return itest_count(f->c[0], "SELECT COUNT(*) FROM %s", itest_evt(f->ev[0], "idempotency_keys"));
 }
 
-/* Adds a dummy named params.name with params.amount; counts its calls. */
-static int add_dummy(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
-{
-    (void)ctx;
-    (*(int *)user)++;
-    odbox_model *m = dfx_dummy(NULL, json_object_get_string(json_object_object_get(params, "name")),
-                               json_object_get_int64(json_object_object_get(params, "amount")));
-    json_object *payload = json_object_new_object();
-    int rc = odbox_plan_add(plan, m, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_plan_emit(plan, m, &EV_CREATED, payload, err);
-    json_object_put(payload);
-    odbox_model_free(&m);
-    return rc;
-}
-
-static int keyed(odbox_executor *exe, const char *name, int *calls, const char *key, const char *params_json,
-                 odbox_result *res, odbox_error *e)
-{
-    odbox_action a = {.name = name, .perform = add_dummy, .user = calls};
-    json_object *p = json_tokener_parse(params_json);
-    ck_assert_ptr_nonnull(p);
-    int rc = odbox_execute_keyed(exe, &a, p, key, NULL, res, e);
-    json_object_put(p);
-    return rc;
-}
-
 /* ---- another action's key ---------------------------------------------------------- */
 
 typedef struct mover {
@@ -75,17 +48,6 @@ static int move(odbox_context *ctx, json_object *params, odbox_plan *plan, void 
     return rc;
 }
 
-static int moved(odbox_executor *exe, const char *name, mover *mv, const char *key, const char *params_json,
-                 odbox_result *res, odbox_error *e)
-{
-    odbox_action a = {.name = name, .perform = move, .user = mv};
-    json_object *p = json_tokener_parse(params_json);
-    ck_assert_ptr_nonnull(p);
-    int rc = odbox_execute_keyed(exe, &a, p, key, NULL, res, e);
-    json_object_put(p);
-    return rc;
-}
-
 static int64_t keys_named(dfx *f, const char *where)
 {
     return itest_count(f->c[0], "SELECT COUNT(*) FROM %s WHERE %s", itest_evt(f->ev[0], "idempotency_keys"), where);
@@ -109,10 +71,11 @@ START_TEST(a_key_of_another_action_is_refused)
     mover deposit = {.sign = 1}, withdraw = {.sign = -1};
     odbox_result r1, r2;
     odbox_error e = {0};
-    ck_assert_msg(moved(exe, "Deposit", &deposit, "req-1", params, &r1, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(execute_keyed_json(exe, "Deposit", move, &deposit, "req-1", params, &r1, &e) == ODBOX_OK, "%s",
+                  e.message);
     ck_assert_int_eq(json_object_get_int64(r1.value), 110);
     for (int i = 0; i < 2; i++) { /* the same params, then others: the name decides first */
-        int rc = moved(exe, "Withdraw", &withdraw, "req-1", i ? other : params, &r2, &e);
+        int rc = execute_keyed_json(exe, "Withdraw", move, &withdraw, "req-1", i ? other : params, &r2, &e);
         ck_assert_msg(rc == ODBOX_EUNIQUE, "%s: %s (replayed %d)", odbox_errname(rc), e.message, r2.replayed);
         ck_assert_msg(strstr(e.message, "'req-1'") && strstr(e.message, "action Deposit") &&
                           strstr(e.message, "Withdraw") && strstr(e.message, r1.action_id) &&
@@ -128,14 +91,16 @@ START_TEST(a_key_of_another_action_is_refused)
     ck_assert_int_eq(keys(&f), 1);
     ck_assert_int_eq(keys_named(&f, "action_name = 'Deposit'"), 1);
     /* the deposit's outcome is intact: it replays for the deposit */
-    ck_assert_msg(moved(exe, "Deposit", &deposit, "req-1", params, &r2, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(execute_keyed_json(exe, "Deposit", move, &deposit, "req-1", params, &r2, &e) == ODBOX_OK, "%s",
+                  e.message);
     ck_assert_int_eq(r2.replayed, 1);
     ck_assert_str_eq(r2.action_id, r1.action_id);
     ck_assert_int_eq(json_object_get_int64(r2.value), 110);
     ck_assert_int_eq(deposit.calls, 1);
     odbox_result_clear(&r2);
     /* another key: the withdrawal runs */
-    ck_assert_msg(moved(exe, "Withdraw", &withdraw, "req-2", params, &r2, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(execute_keyed_json(exe, "Withdraw", move, &withdraw, "req-2", params, &r2, &e) == ODBOX_OK, "%s",
+                  e.message);
     ck_assert_int_eq(json_object_get_int64(r2.value), 100);
     ck_assert_int_eq(keys_named(&f, "action_name = 'Withdraw'"), 1);
     odbox_result_clear(&r1);
@@ -192,7 +157,8 @@ START_TEST(a_key_of_another_transaction_is_refused)
     snprintf(params, sizeof params, "{\"id\":\"%s\",\"amount\":1}", odbox_model_id(seed));
     mover deposit = {.sign = 1};
     odbox_result r;
-    ck_assert_msg(moved(exe, "Deposit", &deposit, "order-8", params, &r, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(execute_keyed_json(exe, "Deposit", move, &deposit, "order-8", params, &r, &e) == ODBOX_OK, "%s",
+                  e.message);
     odbox_result_clear(&r);
     ck_assert_int_eq(keyed_begin(exe, "PayOrder", "order-8", &tx, &e), ODBOX_EUNIQUE);
     ck_assert_msg(strstr(e.message, "action Deposit") && strstr(e.message, "PayOrder"), "%s", e.message);
@@ -242,14 +208,15 @@ START_TEST(a_key_without_an_action_name_replays_by_its_params)
     odbox_result r;
     odbox_error e = {0};
     for (int i = 0; i < 2; i++) {
-        ck_assert_msg(moved(exe, i ? "Withdraw" : "Deposit", i ? &withdraw : &deposit, "old-1", params, &r, &e) ==
-                          ODBOX_OK, "%s", e.message);
+        int rc = execute_keyed_json(exe, i ? "Withdraw" : "Deposit", move, i ? &withdraw : &deposit, "old-1", params,
+                                    &r, &e);
+        ck_assert_msg(rc == ODBOX_OK, "%s", e.message);
         ck_assert_int_eq(r.replayed, 1);
         ck_assert_str_eq(r.action_id, old_id);
         ck_assert_int_eq(json_object_get_int64(json_object_object_get(r.value, "n")), 7);
         odbox_result_clear(&r);
     }
-    ck_assert_int_eq(moved(exe, "Deposit", &deposit, "old-1", other, &r, &e), ODBOX_EUNIQUE);
+    ck_assert_int_eq(execute_keyed_json(exe, "Deposit", move, &deposit, "old-1", other, &r, &e), ODBOX_EUNIQUE);
     ck_assert_msg(strstr(e.message, "other parameters") && strstr(e.message, old_id), "%s", e.message);
     odbox_result_clear(&r);
     ck_assert_int_eq(deposit.calls + withdraw.calls, 0);
@@ -279,11 +246,12 @@ START_TEST(a_key_that_is_not_utf8_is_refused)
     dfx_open(&f, 1, 0);
     odbox_executor *exe = open_exe(&f);
     static const char *const bad[] = {"a\xff" "b", "req-\xed\xa0\x80", "\xc0\xaf"};
-    int calls = 0;
+    maker mk = {0};
     odbox_result res;
     odbox_error e = {0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = keyed(exe, "AddDummy", &calls, bad[i], "{\"name\":\"u8\",\"amount\":1}", &res, &e);
+        int rc = execute_keyed_json(exe, "AddDummy", make_dummy, &mk, bad[i], "{\"name\":\"u8\",\"amount\":1}", &res,
+                                    &e);
         ck_assert_msg(rc == ODBOX_EINVAL, "key %zu: %s: %s", i, odbox_errname(rc), e.message);
         ck_assert_msg(strstr(e.message, "not valid UTF-8") && !strstr(e.message, "migration"), "%s", e.message);
         ck_assert_int_eq(res.replayed, 0);
@@ -295,14 +263,15 @@ START_TEST(a_key_that_is_not_utf8_is_refused)
         ck_assert_msg(strstr(e.message, "not valid UTF-8"), "%s", e.message);
         ck_assert_ptr_null(tx);
     }
-    ck_assert_int_eq(calls, 0);
+    ck_assert_int_eq(mk.calls, 0);
     ck_assert_int_eq(keys(&f), 0);
     ck_assert_int_eq(dfx_events(&f, 0), 0);
     ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 0);
     /* a valid key (not ASCII) with the same call executes */
-    ck_assert_msg(keyed(exe, "AddDummy", &calls, "a\xc3\xbf" "b", "{\"name\":\"u8\",\"amount\":1}", &res, &e) ==
-                      ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(calls, 1);
+    int rc = execute_keyed_json(exe, "AddDummy", make_dummy, &mk, "a\xc3\xbf" "b", "{\"name\":\"u8\",\"amount\":1}",
+                                &res, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(mk.calls, 1);
     ck_assert_int_eq(keys(&f), 1);
     ck_assert_int_eq(dfx_events(&f, 0), 1);
     odbox_result_clear(&res);
