@@ -18,9 +18,11 @@
 
 #define MODEL_ID_MAX 255 /* events.model_id VARCHAR(255) */
 #define DEFAULT_ACTION_NAME "Transaction"
-/* emit's and commit's refusal when the caller ended the transaction */
-#define ENDED_MSG "%s: no open transaction on the transaction's connection (the caller committed or rolled it " \
-                  "back on odbox_tx_conn): nothing written; end it with odbox_tx_rollback"
+/* emit's and commit's refusal when the transaction is gone: the caller
+ * cannot end it (odbox_conn_own_tx), but a session lost while idle and
+ * not replaced leaves the connection with none */
+#define ENDED_MSG "%s: no open transaction on the transaction's connection (its session was lost and no new one " \
+                  "could be begun): nothing written; end it with odbox_tx_rollback"
 
 struct odbox_tx {
     odbox_executor *exe;
@@ -244,10 +246,10 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
 }
 
 /* The events (or the sentinel row), the hook's EVENTS_WRITTEN, COMMIT.
- * A connection whose transaction the caller ended (odbox_conn_commit or
- * odbox_conn_rollback on odbox_tx_conn) is refused before anything is
- * written: in autocommit the events INSERT would commit alone, without
- * the caller's rows (and without a keyed transaction's key). */
+ * A connection without its transaction (ENDED_MSG) is refused before
+ * anything is written: in autocommit the events INSERT would commit
+ * alone, without the caller's rows (and without a keyed transaction's
+ * key). */
 static int write_and_commit(odbox_tx *tx, odbox_hook_fn hook, void *hook_ud, odbox_error *err)
 {
     if (!odbox_conn_in_transaction(tx->conn))

@@ -146,8 +146,10 @@ static int statement_ends_tx(const char *sql)
     const char *rest = sql_word(sql, "START");
     if (rest)
         return sql_word(rest, "TRANSACTION") != NULL;
-    if ((rest = sql_word(sql, "PREPARE"))) /* PostgreSQL's two-phase commit takes the transaction away */
-        return sql_word(rest, "TRANSACTION") && !sql_word(sql_word(rest, "TRANSACTION"), "FROM"); /* MySQL's name */
+    if ((rest = sql_word(sql, "PREPARE"))) { /* PostgreSQL's two-phase commit takes the transaction away */
+        const char *after = sql_word(rest, "TRANSACTION");
+        return after && !sql_word(after, "FROM"); /* MySQL's PREPARE transaction FROM: a statement's name */
+    }
     if (!(rest = sql_word(sql, "ROLLBACK")))
         return 0;
     const char *after = sql_word(rest, "WORK");
