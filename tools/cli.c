@@ -64,10 +64,19 @@ int cli_fail_with(const cli *c, const odbox_error *err, json_object *more)
     return cli_exit_code(err->code);
 }
 
+/* -j alone or among other flags (-qj, -jq): the short options are all
+ * flags, so a cluster of them is one argument. */
+static int short_flags_with_j(const char *a)
+{
+    if (a[0] != '-' || a[1] == '-' || !a[1] || strspn(a + 1, "hjq") != strlen(a + 1))
+        return 0;
+    return strchr(a + 1, 'j') != NULL;
+}
+
 int cli_argv_json(int argc, char **argv)
 {
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-        if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "-j"))
+        if (!strcmp(argv[i], "--json") || short_flags_with_j(argv[i]))
             return 1;
     return 0;
 }
