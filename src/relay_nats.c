@@ -139,6 +139,21 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A call's budget, as a Kafka relay's: the connect and the stream check
+ * share timeout_ms from the call's start, the wait for acks ends a second
+ * after that, and a batch then waits at most one more second for ack
+ * handlers already running; so no call lasts past timeout_ms + 2 s, well
+ * within the handler timeout `odbox relay` gives it. */
+static int64_t connect_end_ms(const nats_broker *b, int64_t start_ms) { return start_ms + b->timeout_ms; }
+static int64_t acks_end_ms(const nats_broker *b, int64_t start_ms) { return start_ms + b->timeout_ms + 1000; }
+
+/* The milliseconds to end_ms, at least 1 (libnats reads 0 as its default). */
+static int64_t ms_left(int64_t end_ms)
+{
+    int64_t left = end_ms - mono_ms();
+    return left < 1 ? 1 : left;
+}
+
 /* A subject NATS would refuse or read as a pattern: the row's error. */
 static int check_subject(const char *s, odbox_error *err)
 {
@@ -213,8 +228,8 @@ static void conn_free(nats_conn *c)
     free(c);
 }
 
-/* A new connection for b, its stream checked (under b->mu). */
-static int connect_once(nats_broker *b, nats_conn **out, odbox_error *err)
+/* A new connection for b, its stream checked by end_ms (under b->mu). */
+static int connect_once(nats_broker *b, int64_t end_ms, nats_conn **out, odbox_error *err)
 {
     natsOptions *o = NULL;
     jsOptions jo;
@@ -237,7 +252,10 @@ static int connect_once(nats_broker *b, nats_conn **out, odbox_error *err)
         rc = nats_fail(err, s, jerr, "cannot connect to", b->url_shown);
     } else if (b->stream) {
         jsStreamInfo *si = NULL;
-        s = js_GetStreamInfo(&si, c->js, b->stream, NULL, &jerr);
+        jsOptions so;
+        jsOptions_Init(&so);
+        so.Wait = ms_left(end_ms);
+        s = js_GetStreamInfo(&si, c->js, b->stream, &so, &jerr);
         jsStreamInfo_Destroy(si);
         if (s != NATS_OK)
             rc = nats_fail(err, s, jerr, "stream", b->stream);
@@ -274,9 +292,9 @@ static void log_dropped(const nats_broker *b, const char *dropped)
 }
 
 /* The connection a publish uses until conn_release: b's, or a new one when
- * it has none or libnats closed it; a failed connect answers for
- * NATS_CONNECT_RETRY_MS. */
-static int conn_acquire(nats_broker *b, nats_conn **out, odbox_error *err)
+ * it has none or libnats closed it (checked by end_ms); a failed connect
+ * answers for NATS_CONNECT_RETRY_MS. */
+static int conn_acquire(nats_broker *b, int64_t end_ms, nats_conn **out, odbox_error *err)
 {
     int rc = ODBOX_OK;
     char dropped[256] = "";
@@ -286,7 +304,7 @@ static int conn_acquire(nats_broker *b, nats_conn **out, odbox_error *err)
         rc = b->failed.code;
         if (err)
             *err = b->failed;
-    } else if (!b->conn && (rc = connect_once(b, &b->conn, &b->failed)) != ODBOX_OK) {
+    } else if (!b->conn && (rc = connect_once(b, end_ms, &b->conn, &b->failed)) != ODBOX_OK) {
         b->failed_ms = mono_ms();
         if (err)
             *err = b->failed;
@@ -334,16 +352,18 @@ static int nats_publish(void *broker, const odbox_envelope *env, const char *bod
         return odbox_fail(err, ODBOX_EINVAL, "nats relay: publish without broker, event or body");
     char *subject = NULL;
     nats_conn *c = NULL;
+    int64_t start = mono_ms();
     int rc = subject_for(b, env, len, &subject, err);
     if (rc == ODBOX_OK)
-        rc = conn_acquire(b, &c, err);
+        rc = conn_acquire(b, connect_end_ms(b, start), &c, err);
     if (rc == ODBOX_OK) {
         jsPubOptions po;
         jsPubAck *ack = NULL;
         jsErrCode jerr = 0;
         jsPubOptions_Init(&po);
         po.MsgId = env->event_id;
-        po.MaxWait = b->timeout_ms;
+        int64_t left = ms_left(acks_end_ms(b, start));
+        po.MaxWait = left < b->timeout_ms ? left : b->timeout_ms;
         if (b->stream)
             po.ExpectStream = b->stream;
         natsStatus s = js_Publish(&ack, c->js, subject, body, (int)len, &po, &jerr);
@@ -403,7 +423,8 @@ static void batch_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, v
 /* Publishes every row asynchronously on a JetStream context of its own,
  * whose ack handler answers them, then waits for the answers: each
  * message has timeout_ms for its ack (libnats answers a late one with a
- * timeout), and the wait for them all ends one second after that. */
+ * timeout), and the wait for them all ends a second after the call's
+ * timeout_ms (connect_end_ms). */
 static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
                                const size_t *lens, int *rcs, odbox_error *errs)
 {
@@ -417,7 +438,8 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
         rcs[i] = 1;
     odbox_error e = {0};
     nats_conn *c = NULL;
-    int rc = conn_acquire(b, &c, &e);
+    int64_t start = mono_ms();
+    int rc = conn_acquire(b, connect_end_ms(b, start), &c, &e);
     natsStatus closed = NATS_OK; /* NATS_CONNECTION_CLOSED once a publish said so */
     jsCtx *js = NULL;
     jsOptions jo;
@@ -456,10 +478,11 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
         /* now, not after the 1 ms libnats's flusher waits for more; a
          * flush that does not come back soon (a reconnect) leaves the
          * messages to the acks' own bound */
-        natsConnection_FlushTimeout(c->nc, b->timeout_ms < 500 ? b->timeout_ms : 500);
+        int64_t left = ms_left(acks_end_ms(b, start));
+        natsConnection_FlushTimeout(c->nc, left < 500 ? left : 500);
         jsPubOptions wait;
         jsPubOptions_Init(&wait);
-        wait.MaxWait = b->timeout_ms + 1000;
+        wait.MaxWait = ms_left(acks_end_ms(b, start));
         if (js_PublishAsyncComplete(js, &wait) != NATS_OK) {
             /* take back what is still unanswered, then let an ack handler
              * already running finish before nb goes */
@@ -478,7 +501,8 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
             rcs[i] = rc;
             errs[i] = e;
         } else if (rcs[i] == 1) {
-            rcs[i] = odbox_fail(&errs[i], ODBOX_ETIMEDOUT, "nats relay: no ack within %d ms", b->timeout_ms + 1000);
+            rcs[i] = odbox_fail(&errs[i], ODBOX_ETIMEDOUT, "nats relay: no ack within %d ms of the call's start",
+                                b->timeout_ms + 1000);
         }
 }
 
