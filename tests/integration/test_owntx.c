@@ -4,7 +4,8 @@
  * (rolled back), or when the process dies before its commit (kill -9 of a
  * real process); a commit whose connection is lost is in doubt and
  * odbox_action_committed answers; bad input is refused and writes
- * nothing. Every check counts rows. */
+ * nothing. Races (a deadlock, eight processes on one key) are in
+ * test_owntx_races.c. Every check counts rows. */
 #include "config.h"
 #include <signal.h>
 #include <stdio.h>
@@ -12,141 +13,39 @@
 #include <string.h>
 #include <sys/wait.h>
 #include "action_internal.h"
-#include "actions.h"
 #include "jobs_fx.h"
-#include "odbox/tx.h"
-
-static const odbox_event_type PAID = {"OwnTxPaid"};
-
-typedef struct ofx {
-    dfx f;
-    char table[64];
-    odbox_executor *exe;
-    int commits;
-    size_t nevents;
-} ofx;
-
-static void on_commit(void *ud, odbox_shard_id shard, size_t nevents)
-{
-    ofx *o = ud;
-    (void)shard;
-    o->commits++;
-    o->nevents += nevents;
-}
-
-static void ofx_open(ofx *o)
-{
-    memset(o, 0, sizeof *o);
-    dfx_open(&o->f, 1, 0);
-    itest_name(o->table, sizeof o->table, "owntx");
-    itest_exec(o->f.c[0], "CREATE TABLE %s (id VARCHAR(100) PRIMARY KEY, amount BIGINT NOT NULL)", o->table);
-    o->exe = open_exe(&o->f);
-    odbox_error e;
-    ck_assert_int_eq(odbox_executor_add_commit_listener(o->exe, on_commit, o, &e), ODBOX_OK);
-}
-
-static void ofx_close(ofx *o)
-{
-    odbox_executor_free(&o->exe);
-    itest_exec(o->f.c[0], "DROP TABLE %s", o->table);
-    dfx_close(&o->f);
-}
-
-static int64_t rows(ofx *o) { return dfx_rows(&o->f, 0, o->table); }
-static int64_t events(ofx *o) { return dfx_events(&o->f, 0); }
-
-static int committed(ofx *o, const char *action_id)
-{
-    int yes = -1;
-    odbox_error e;
-    int rc = odbox_action_committed(o->f.r, (odbox_shard_id){0, 0}, action_id, &yes, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    return yes;
-}
-
-/* Neither the caller's rows nor the events landed, and the transaction
- * action_id did not commit. */
-static void nothing_landed(ofx *o, const char *action_id)
-{
-    ck_assert_int_eq(rows(o), 0);
-    ck_assert_int_eq(events(o), 0);
-    ck_assert_int_eq(committed(o, action_id), 0);
-}
-
-static odbox_tx *begin(ofx *o, const odbox_tx_config *cfg)
-{
-    odbox_tx *tx = NULL;
-    odbox_error e = {0};
-    int rc = odbox_tx_begin(o->exe, (odbox_shard_id){0, 0}, cfg, &tx, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_ptr_nonnull(tx);
-    /* a success leaves no error behind (a replay's claim conflict did) */
-    ck_assert_msg(e.code == 0 && !e.message[0], "OK, but %s: %s", odbox_errname(e.code), e.message);
-    return tx;
-}
-
-/* The caller's own statement: returns its code, *affected its row count. */
-static int run_sql(odbox_tx *tx, const char *sql, const char *id, int64_t amount, int64_t *affected)
-{
-    odbox_stmt *s = NULL;
-    odbox_error e;
-    int rc = odbox_stmt_prepare(odbox_tx_conn(tx), sql, &s, &e);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_int64(s, 1, amount, &e)) == ODBOX_OK &&
-        (rc = odbox_stmt_bind_text(s, 2, id, &e)) == ODBOX_OK && (rc = odbox_stmt_execute(s, &e)) == ODBOX_OK &&
-        affected)
-        *affected = odbox_stmt_rows_affected(s);
-    odbox_stmt_free(&s);
-    return rc;
-}
-
-static void insert_row(ofx *o, odbox_tx *tx, const char *id, int64_t amount)
-{
-    char sql[160];
-    snprintf(sql, sizeof sql, "INSERT INTO %s (amount, id) VALUES (?, ?)", o->table);
-    int64_t n = -1;
-    ck_assert_int_eq(run_sql(tx, sql, id, amount, &n), ODBOX_OK);
-    ck_assert_int_eq(n, 1);
-}
-
-static void emit(odbox_tx *tx, const char *id, const char *payload_json)
-{
-    json_object *p = json_tokener_parse(payload_json);
-    odbox_error e;
-    int rc = odbox_tx_emit(tx, "Order", id, &PAID, p, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    json_object_put(p);
-}
+#include "owntx_fx.h"
 
 START_TEST(rows_and_events_land_together_on_commit)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     json_object *params = json_tokener_parse("{\"request\":\"r-1\"}");
     odbox_tx_config cfg = {.action_name = "orders.Pay", .params = params};
     int64_t t0 = dfx_now_us();
-    odbox_tx *tx = begin(&o, &cfg);
+    odbox_tx *tx = txf_begin(&o, &cfg);
     char action_id[37];
     memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
     ck_assert(odbox_uuid_is_valid(action_id));
-    insert_row(&o, tx, "o-1", 10);
-    insert_row(&o, tx, "o-2", 20);
+    txf_insert_row(&o, tx, "o-1", 10);
+    txf_insert_row(&o, tx, "o-2", 20);
     /* an UPDATE and a read inside the transaction: its own rows are seen */
     char sql[160];
     snprintf(sql, sizeof sql, "UPDATE %s SET amount = amount + ? WHERE id = ?", o.table);
     int64_t n = -1;
-    ck_assert_int_eq(run_sql(tx, sql, "o-1", 5, &n), ODBOX_OK);
+    ck_assert_int_eq(txf_run_sql(tx, sql, "o-1", 5, &n), ODBOX_OK);
     ck_assert_int_eq(n, 1);
     ck_assert_int_eq(itest_count(odbox_tx_conn(tx), "SELECT SUM(amount) FROM %s", o.table), 35);
-    emit(tx, "o-1", "{\"amount\":15}");
-    emit(tx, "o-2", "{\"amount\":20}");
+    txf_emit(tx, "o-1", "{\"amount\":15}");
+    txf_emit(tx, "o-2", "{\"amount\":20}");
     /* nothing visible outside before the commit */
-    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(txf_events(&o), 0);
     odbox_error e;
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_ptr_null(tx);
     int64_t t1 = dfx_now_us();
-    ck_assert_int_eq(rows(&o), 2);
-    ck_assert_int_eq(events(&o), 2);
+    ck_assert_int_eq(txf_rows(&o), 2);
+    ck_assert_int_eq(txf_events(&o), 2);
     evrow r[4];
     ck_assert_int_eq(read_events(&o.f, 0, r, 4), 2);
     check_rows(r, 2, action_id, "orders.Pay", "{\"request\":\"r-1\"}", t0, t1);
@@ -155,7 +54,7 @@ START_TEST(rows_and_events_land_together_on_commit)
     ck_assert_str_eq(r[0].event_type, "OwnTxPaid");
     ck_assert(dfx_json_same(r[0].payload, "{\"amount\":15}"));
     ck_assert_str_eq(r[1].model_id, "o-2");
-    ck_assert_int_eq(committed(&o, action_id), 1);
+    ck_assert_int_eq(txf_committed(&o, action_id), 1);
     /* the wake-up after commit: the executor's listeners, with the count */
     ck_assert_int_eq(o.commits, 1);
     ck_assert_uint_eq(o.nevents, 2);
@@ -163,89 +62,89 @@ START_TEST(rows_and_events_land_together_on_commit)
     /* no event: the sentinel row, so that the commit can be asked about;
      * a caller's action id is used as given */
     odbox_tx_config mine = {.action_id = "0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6b"};
-    tx = begin(&o, &mine);
+    tx = txf_begin(&o, &mine);
     ck_assert_str_eq(odbox_tx_action_id(tx), mine.action_id);
-    insert_row(&o, tx, "o-3", 30);
+    txf_insert_row(&o, tx, "o-3", 30);
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(rows(&o), 3);
-    ck_assert_int_eq(events(&o), 3);
+    ck_assert_int_eq(txf_rows(&o), 3);
+    ck_assert_int_eq(txf_events(&o), 3);
     ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND event_type IS NULL "
                                            "AND model_id IS NULL AND action_name = 'Transaction'",
                                  itest_evt(o.f.ev[0], "events"), mine.action_id),
                      1);
-    ck_assert_int_eq(committed(&o, mine.action_id), 1);
+    ck_assert_int_eq(txf_committed(&o, mine.action_id), 1);
     ck_assert_int_eq(o.commits, 2);
     ck_assert_uint_eq(o.nevents, 2);
     json_object_put(params);
-    ofx_close(&o);
+    txf_close(&o);
 }
 END_TEST
 
 START_TEST(rollback_and_failed_statement_write_nothing)
 {
-    ofx o;
-    ofx_open(&o);
-    odbox_tx *tx = begin(&o, NULL);
+    txf o;
+    txf_open(&o);
+    odbox_tx *tx = txf_begin(&o, NULL);
     char action_id[37];
     memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
-    insert_row(&o, tx, "r-1", 1);
-    emit(tx, "r-1", "{}");
+    txf_insert_row(&o, tx, "r-1", 1);
+    txf_emit(tx, "r-1", "{}");
     odbox_tx_rollback(&tx);
     ck_assert_ptr_null(tx);
-    nothing_landed(&o, action_id);
+    txf_nothing_landed(&o, action_id);
 
     /* a statement fails (a duplicate key) after one succeeded: the
      * caller rolls back, nothing lands */
-    tx = begin(&o, NULL);
+    tx = txf_begin(&o, NULL);
     memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
-    insert_row(&o, tx, "dup", 1);
-    emit(tx, "dup", "{}");
+    txf_insert_row(&o, tx, "dup", 1);
+    txf_emit(tx, "dup", "{}");
     char sql[160];
     snprintf(sql, sizeof sql, "INSERT INTO %s (amount, id) VALUES (?, ?)", o.table);
-    ck_assert_int_eq(run_sql(tx, sql, "dup", 2, NULL), ODBOX_EUNIQUE);
+    ck_assert_int_eq(txf_run_sql(tx, sql, "dup", 2, NULL), ODBOX_EUNIQUE);
     odbox_tx_rollback(&tx);
-    nothing_landed(&o, action_id);
+    txf_nothing_landed(&o, action_id);
 
     /* a commit after a failed statement is refused on every database
      * (PostgreSQL has aborted the transaction, and psqlODBC rolled it
      * back, so that later statements would run in a new one): rolled
      * back, nothing lands, not even the events added after the failure */
-    tx = begin(&o, NULL);
+    tx = txf_begin(&o, NULL);
     memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
-    insert_row(&o, tx, "dup", 1);
-    ck_assert_int_eq(run_sql(tx, sql, "dup", 2, NULL), ODBOX_EUNIQUE);
+    txf_insert_row(&o, tx, "dup", 1);
+    ck_assert_int_eq(txf_run_sql(tx, sql, "dup", 2, NULL), ODBOX_EUNIQUE);
     /* a statement after the failure is not sent (MySQL's and MariaDB's
      * deadlock has rolled the transaction back, and it would autocommit) */
     odbox_error e3;
-    ck_assert_int_eq(run_sql(tx, sql, "after", 3, NULL), ODBOX_ESTATE);
+    ck_assert_int_eq(txf_run_sql(tx, sql, "after", 3, NULL), ODBOX_ESTATE);
     int rc = odbox_conn_exec(odbox_tx_conn(tx), "SELECT 1", &e3);
     ck_assert_msg(rc == ODBOX_ESTATE && strstr(e3.message, "a statement failed") &&
                       strstr(e3.message, "nothing was sent"), "%s: %s", odbox_errname(rc), e3.message);
-    emit(tx, "dup", "{}");
+    txf_emit(tx, "dup", "{}");
     odbox_error e2;
     rc = odbox_tx_commit(&tx, &e2);
     ck_assert_msg(rc == ODBOX_ESTATE, "%s: %s", odbox_errname(rc), e2.message);
     ck_assert_ptr_null(tx);
     ck_assert_msg(strstr(e2.message, "rolled back") && strstr(e2.message, "a statement failed"), "message: %s",
                   e2.message);
-    nothing_landed(&o, action_id);
+    txf_nothing_landed(&o, action_id);
 
     /* the hook fails the transaction after its events were written:
      * rolled back, nothing lands, no wake-up */
     hookrec h = {.fail_at = ODBOX_HOOK_EVENTS_WRITTEN, .fail_group = -1, .fail_member = -1, .fail_code = ODBOX_EDB};
     odbox_executor_set_hook(o.exe, record_hook, &h);
-    tx = begin(&o, NULL);
-    insert_row(&o, tx, "h-1", 1);
-    emit(tx, "h-1", "{}");
+    tx = txf_begin(&o, NULL);
+    txf_insert_row(&o, tx, "h-1", 1);
+    txf_emit(tx, "h-1", "{}");
     odbox_error e;
     ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_EDB);
     ck_assert_ptr_null(tx);
     ck_assert_msg(strstr(e.message, "rolled back"), "message: %s", e.message);
     odbox_executor_set_hook(o.exe, NULL, NULL);
-    ck_assert_int_eq(rows(&o), 0);
-    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(txf_rows(&o), 0);
+    ck_assert_int_eq(txf_events(&o), 0);
     ck_assert_int_eq(o.commits, 0);
-    ofx_close(&o);
+    txf_close(&o);
 }
 END_TEST
 
@@ -259,16 +158,16 @@ END_TEST
  * odbox_action_committed said never committed). */
 START_TEST(a_transaction_ended_by_the_caller_is_refused)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     for (int commit = 0; commit < 2; commit++) {
         odbox_tx_config keyed = {.idempotency_key = "ended-by-caller"};
-        odbox_tx *tx = begin(&o, commit ? &keyed : NULL);
+        odbox_tx *tx = txf_begin(&o, commit ? &keyed : NULL);
         ck_assert_int_eq(odbox_tx_replayed(tx), 0);
         char action_id[37];
         memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
-        insert_row(&o, tx, commit ? "e-commit" : "e-rollback", 1);
-        emit(tx, "e-1", "{}");
+        txf_insert_row(&o, tx, commit ? "e-commit" : "e-rollback", 1);
+        txf_emit(tx, "e-1", "{}");
         odbox_error e;
         int rc = odbox_conn_commit(odbox_tx_conn(tx), &e);
         ck_assert_msg(rc == ODBOX_ESTATE && strstr(e.message, "odbox_tx_commit"), "%s: %s", odbox_errname(rc),
@@ -278,23 +177,23 @@ START_TEST(a_transaction_ended_by_the_caller_is_refused)
         rc = odbox_conn_begin(odbox_tx_conn(tx), &e);
         ck_assert_msg(rc == ODBOX_ESTATE, "%s: %s", odbox_errname(rc), e.message);
         ck_assert_int_eq(odbox_conn_in_transaction(odbox_tx_conn(tx)), 1);
-        ck_assert_int_eq(rows(&o), 0);
+        ck_assert_int_eq(txf_rows(&o), 0);
         if (commit) {
             rc = odbox_tx_commit(&tx, &e);
             ck_assert_msg(rc == ODBOX_OK, "commit: %s: %s", odbox_errname(rc), e.message);
-            ck_assert_int_eq(committed(&o, action_id), 1);
-            ck_assert_int_eq(rows(&o), 1);
-            ck_assert_int_eq(events(&o), 1);
+            ck_assert_int_eq(txf_committed(&o, action_id), 1);
+            ck_assert_int_eq(txf_rows(&o), 1);
+            ck_assert_int_eq(txf_events(&o), 1);
         } else {
             odbox_tx_rollback(&tx);
-            nothing_landed(&o, action_id);
+            txf_nothing_landed(&o, action_id);
         }
         ck_assert_ptr_null(tx);
     }
     /* the committed key replays; the connection went back to the pool
      * as any other (a plain transaction on it is the caller's again) */
     odbox_tx_config keyed = {.idempotency_key = "ended-by-caller"};
-    odbox_tx *tx = begin(&o, &keyed);
+    odbox_tx *tx = txf_begin(&o, &keyed);
     ck_assert_int_eq(odbox_tx_replayed(tx), 1);
     odbox_tx_rollback(&tx);
     odbox_conn *c = NULL;
@@ -304,7 +203,7 @@ START_TEST(a_transaction_ended_by_the_caller_is_refused)
     ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_conn_rollback(c, &e), ODBOX_OK);
     odbox_pool_release(pool, &c);
-    ofx_close(&o);
+    txf_close(&o);
 }
 END_TEST
 
@@ -317,10 +216,10 @@ END_TEST
  * of an hour removed it at once. (SQLite has no zone to set.) */
 START_TEST(a_callers_time_zone_does_not_move_the_databases_time)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     odbox_error e;
-    odbox_tx *tx = begin(&o, NULL);
+    odbox_tx *tx = txf_begin(&o, NULL);
     if (!itest_is("sqlite")) {
         const char *set = itest_is("pg") ? "SET TIME ZONE 'Etc/GMT+12'" : "SET time_zone = '-12:00'";
         int rc = odbox_conn_exec(odbox_tx_conn(tx), set, &e);
@@ -344,7 +243,7 @@ START_TEST(a_callers_time_zone_does_not_move_the_databases_time)
         odbox_pool_release(pool, &c);
     }
     odbox_tx_config keyed = {.idempotency_key = "tz-key"};
-    tx = begin(&o, &keyed); /* the pool hands out the session released last */
+    tx = txf_begin(&o, &keyed); /* the pool hands out the session released last */
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
     odbox_purge_options po = {.older_than_us = 365LL * 86400 * 1000000, .keys_older_than_us = 3600LL * 1000000};
     odbox_purge_result *res = NULL;
@@ -354,7 +253,7 @@ START_TEST(a_callers_time_zone_does_not_move_the_databases_time)
     ck_assert_int_eq(res[0].keys, 0);
     odbox_purge_results_free(&res);
     ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(o.f.ev[0], "idempotency_keys")), 1);
-    ofx_close(&o);
+    txf_close(&o);
 }
 END_TEST
 
@@ -366,13 +265,13 @@ END_TEST
  * followed in a transaction of their own. */
 START_TEST(a_commit_sent_as_sql_is_refused)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     odbox_error e;
     int rc;
-    odbox_tx *tx = begin(&o, NULL);
+    odbox_tx *tx = txf_begin(&o, NULL);
     odbox_conn *c = odbox_tx_conn(tx);
-    insert_row(&o, tx, "raw-commit", 1);
+    txf_insert_row(&o, tx, "raw-commit", 1);
     static const char *const ending[] = {"COMMIT", " commit work", "\n(END)", "Abort", "ROLLBACK",
                                          "rollback transaction", "BEGIN", "START TRANSACTION",
                                          "/* app */ ROLLBACK", "-- note\nROLLBACK"};
@@ -394,16 +293,16 @@ START_TEST(a_commit_sent_as_sql_is_refused)
                   e.message);
     ck_assert_int_eq(odbox_conn_in_transaction(c), 1);
     ck_assert_int_eq(odbox_conn_exec(c, "SAVEPOINT before_second", &e), ODBOX_OK);
-    insert_row(&o, tx, "raw-rolled-back", 1);
+    txf_insert_row(&o, tx, "raw-rolled-back", 1);
     rc = odbox_conn_exec(c, "ROLLBACK TO SAVEPOINT before_second", &e);
     ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_int_eq(rows(&o), 0); /* nothing committed by the refused ones */
-    emit(tx, "raw-commit", "{}");
+    ck_assert_int_eq(txf_rows(&o), 0); /* nothing committed by the refused ones */
+    txf_emit(tx, "raw-commit", "{}");
     rc = odbox_tx_commit(&tx, &e);
     ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_int_eq(rows(&o), 1);
-    ck_assert_int_eq(events(&o), 1);
-    ofx_close(&o);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
+    txf_close(&o);
 }
 END_TEST
 
@@ -424,7 +323,7 @@ static int is_ready(void *arg)
     return ok;
 }
 
-static pid_t spawn_worker(ofx *o, const char *mode, const char *out)
+static pid_t spawn_worker(txf *o, const char *mode, const char *out)
 {
     char extra[128];
     snprintf(extra, sizeof extra, "eventlog=%s", o->f.ev[0]);
@@ -437,8 +336,8 @@ static pid_t spawn_worker(ofx *o, const char *mode, const char *out)
 
 START_TEST(killed_before_commit_nothing_lands)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     char out[128];
     snprintf(out, sizeof out, "/tmp/owntx-worker-%ld.out", (long)getpid());
     ready r = {out, ""};
@@ -449,60 +348,22 @@ START_TEST(killed_before_commit_nothing_lands)
     int st = 0;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    nothing_landed(&o, r.action_id);
+    txf_nothing_landed(&o, r.action_id);
 
     /* the same worker left to commit: its 3 rows and 3 events land */
     unlink(out);
     pid = spawn_worker(&o, "commit", out);
     ck_assert_int_eq(jt_reap(pid, 0), 0);
     ck_assert(is_ready(&r));
-    ck_assert_int_eq(rows(&o), 3);
-    ck_assert_int_eq(events(&o), 3);
+    ck_assert_int_eq(txf_rows(&o), 3);
+    ck_assert_int_eq(txf_events(&o), 3);
     ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE action_id = '%s' AND action_name = "
                                            "'OwnTxWorker' AND event_type = 'OwnTxWorked'",
                                  itest_evt(o.f.ev[0], "events"), r.action_id),
                      3);
-    ck_assert_int_eq(committed(&o, r.action_id), 1);
+    ck_assert_int_eq(txf_committed(&o, r.action_id), 1);
     unlink(out);
-    ofx_close(&o);
-}
-END_TEST
-
-/* Eight processes begin one key at once: one commits (its rows, its
- * event, its key row), seven replay it, all with its action id. */
-#define KEYED_WORKERS 8
-START_TEST(eight_processes_one_key_one_transaction)
-{
-    ofx o;
-    ofx_open(&o);
-    char extra[128], barrier[64], key[80], cmd[4096];
-    snprintf(extra, sizeof extra, "eventlog=%s", o.f.ev[0]);
-    itest_barrier_name(barrier, sizeof barrier, "owntx");
-    snprintf(key, sizeof key, "req-%s", o.table);
-    char *dsn = itest_dsn_with(1, extra);
-    const char *build = getenv("ODBOX_BUILDDIR");
-    snprintf(cmd, sizeof cmd, "'%s/tests/integration/owntx-worker' '%s' '%s' keyed 1 '%s' '%s'",
-             build ? build : ".", dsn, o.table, key, barrier);
-    free(dsn);
-    FILE *p[KEYED_WORKERS];
-    itest_start_together(p, KEYED_WORKERS, cmd, barrier);
-    char what[KEYED_WORKERS][16], id[KEYED_WORKERS][40];
-    int commits = 0;
-    for (int k = 0; k < KEYED_WORKERS; k++) {
-        ck_assert_int_eq(fscanf(p[k], "%15s %39s", what[k], id[k]), 2);
-        ck_assert_int_eq(pclose(p[k]), 0);
-        commits += !strcmp(what[k], "committed");
-        ck_assert_str_eq(id[k], id[0]);
-    }
-    unlink(barrier);
-    ck_assert_int_eq(commits, 1);
-    ck_assert_int_eq(rows(&o), 1);
-    ck_assert_int_eq(events(&o), 1);
-    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE idem_key = '%s'",
-                                 itest_evt(o.f.ev[0], "idempotency_keys"), key),
-                     1);
-    ck_assert_int_eq(committed(&o, id[0]), 1);
-    ofx_close(&o);
+    txf_close(&o);
 }
 END_TEST
 
@@ -512,34 +373,34 @@ END_TEST
  * does. */
 START_TEST(commit_on_a_lost_connection_is_in_doubt_tx)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     odbox_executor_set_hook(o.exe, kill_before_commit, &o.f);
-    odbox_tx *tx = begin(&o, NULL);
+    odbox_tx *tx = txf_begin(&o, NULL);
     char action_id[37];
     memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
-    insert_row(&o, tx, "lost", 1);
-    emit(tx, "lost", "{}");
+    txf_insert_row(&o, tx, "lost", 1);
+    txf_emit(tx, "lost", "{}");
     odbox_error e;
     int rc = odbox_tx_commit(&tx, &e);
     ck_assert_msg(rc == ODBOX_EINDOUBT && e.code == ODBOX_EINDOUBT, "%s: %s", odbox_errname(rc), e.message);
     ck_assert_ptr_null(tx);
     ck_assert_msg(strstr(e.message, "IN DOUBT") && strstr(e.message, action_id), "message: %s", e.message);
-    ck_assert_int_eq(committed(&o, action_id), 0);
-    ck_assert_int_eq(rows(&o), 0);
-    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(txf_committed(&o, action_id), 0);
+    ck_assert_int_eq(txf_rows(&o), 0);
+    ck_assert_int_eq(txf_events(&o), 0);
     ck_assert_int_eq(o.commits, 0);
 
     odbox_executor_set_hook(o.exe, NULL, NULL);
-    tx = begin(&o, NULL);
+    tx = txf_begin(&o, NULL);
     memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
-    insert_row(&o, tx, "landed", 1);
-    emit(tx, "landed", "{}");
+    txf_insert_row(&o, tx, "landed", 1);
+    txf_emit(tx, "landed", "{}");
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(committed(&o, action_id), 1);
-    ck_assert_int_eq(rows(&o), 1);
-    ck_assert_int_eq(events(&o), 1);
-    ofx_close(&o);
+    ck_assert_int_eq(txf_committed(&o, action_id), 1);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
+    txf_close(&o);
 }
 END_TEST
 
@@ -549,8 +410,8 @@ END_TEST
  * again and goes on; that lost statement does not spoil it. */
 START_TEST(a_session_lost_while_idle_is_replaced_under_the_transaction)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
     odbox_conn *c = NULL;
     odbox_error e;
@@ -558,21 +419,21 @@ START_TEST(a_session_lost_while_idle_is_replaced_under_the_transaction)
     int64_t id = itest_session_id(c);
     odbox_pool_release(pool, &c);
     itest_kill_session(o.f.c[0], id); /* well within the pool's 1 s without a ping */
-    odbox_tx *tx = begin(&o, NULL);
+    odbox_tx *tx = txf_begin(&o, NULL);
     char action_id[37];
     memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
     ck_assert_int_ne(itest_session_id(odbox_tx_conn(tx)), id);
-    insert_row(&o, tx, "replaced", 1);
-    emit(tx, "replaced", "{}");
+    txf_insert_row(&o, tx, "replaced", 1);
+    txf_emit(tx, "replaced", "{}");
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(rows(&o), 1);
-    ck_assert_int_eq(events(&o), 1);
-    ck_assert_int_eq(committed(&o, action_id), 1);
-    ofx_close(&o);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
+    ck_assert_int_eq(txf_committed(&o, action_id), 1);
+    txf_close(&o);
 }
 END_TEST
 
-static void refused_begin(ofx *o, odbox_executor *exe, odbox_shard_id id, const odbox_tx_config *cfg, int want,
+static void refused_begin(txf *o, odbox_executor *exe, odbox_shard_id id, const odbox_tx_config *cfg, int want,
                           const char *words)
 {
     odbox_tx *tx = (odbox_tx *)o; /* any non-NULL: begin sets it NULL */
@@ -597,22 +458,22 @@ static void refused_emit(odbox_tx *tx, const char *type, const char *id, const o
  * other params are refused; a rolled-back key stays unspent. */
 START_TEST(a_keyed_transaction_commits_once_and_replays)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     json_object *params = json_tokener_parse("{\"order\": \"k-1\"}");
     odbox_tx_config cfg = {.action_name = "PayOrder", .params = params, .idempotency_key = "request-k-1"};
-    odbox_tx *tx = begin(&o, &cfg);
+    odbox_tx *tx = txf_begin(&o, &cfg);
     ck_assert_int_eq(odbox_tx_replayed(tx), 0);
     char first[37];
     snprintf(first, sizeof first, "%s", odbox_tx_action_id(tx));
-    insert_row(&o, tx, "k-1", 10);
-    emit(tx, "k-1", "{\"amount\": 10}");
+    txf_insert_row(&o, tx, "k-1", 10);
+    txf_emit(tx, "k-1", "{\"amount\": 10}");
     odbox_error e;
     ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_OK);
-    ck_assert_int_eq(rows(&o), 1);
-    ck_assert_int_eq(events(&o), 1);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
 
-    tx = begin(&o, &cfg); /* the retried request */
+    tx = txf_begin(&o, &cfg); /* the retried request */
     ck_assert_int_eq(odbox_tx_replayed(tx), 1);
     ck_assert_str_eq(odbox_tx_action_id(tx), first);
     ck_assert_ptr_null(odbox_tx_conn(tx));
@@ -621,32 +482,32 @@ START_TEST(a_keyed_transaction_commits_once_and_replays)
     json_object_put(p);
     ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_OK);
     ck_assert_ptr_null(tx);
-    ck_assert_int_eq(rows(&o), 1);
-    ck_assert_int_eq(events(&o), 1);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
     ck_assert_int_eq(o.commits, 1);
 
     json_object *other = json_tokener_parse("{\"order\": \"k-2\"}");
     odbox_tx_config changed = {.params = other, .idempotency_key = "request-k-1"};
     refused_begin(&o, o.exe, (odbox_shard_id){0, 0}, &changed, ODBOX_EUNIQUE, first);
-    ck_assert_int_eq(events(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
 
     odbox_tx_config fresh = {.params = other, .idempotency_key = "request-k-2"};
-    tx = begin(&o, &fresh);
-    insert_row(&o, tx, "k-2", 20);
+    tx = txf_begin(&o, &fresh);
+    txf_insert_row(&o, tx, "k-2", 20);
     odbox_tx_rollback(&tx); /* the key stays unspent */
-    tx = begin(&o, &fresh);
+    tx = txf_begin(&o, &fresh);
     ck_assert_int_eq(odbox_tx_replayed(tx), 0);
-    insert_row(&o, tx, "k-2", 20);
-    emit(tx, "k-2", "{\"amount\": 20}");
+    txf_insert_row(&o, tx, "k-2", 20);
+    txf_emit(tx, "k-2", "{\"amount\": 20}");
     ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_OK);
-    ck_assert_int_eq(rows(&o), 2);
-    ck_assert_int_eq(events(&o), 2);
+    ck_assert_int_eq(txf_rows(&o), 2);
+    ck_assert_int_eq(txf_events(&o), 2);
     ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE idem_key LIKE 'request-k-%%'",
                                  itest_evt(o.f.ev[0], "idempotency_keys")),
                      2);
     json_object_put(params);
     json_object_put(other);
-    ofx_close(&o);
+    txf_close(&o);
 }
 END_TEST
 
@@ -657,13 +518,13 @@ END_TEST
  * nothing. */
 START_TEST(a_reused_action_id_is_refused)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     const char *id = "0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6c";
     odbox_tx_config first = {.action_id = id, .idempotency_key = "reuse-1"};
-    odbox_tx *tx = begin(&o, &first);
-    insert_row(&o, tx, "u-1", 1);
-    emit(tx, "u-1", "{}");
+    odbox_tx *tx = txf_begin(&o, &first);
+    txf_insert_row(&o, tx, "u-1", 1);
+    txf_emit(tx, "u-1", "{}");
     odbox_error e;
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
     odbox_tx_config again = {.action_id = id, .idempotency_key = "reuse-2"};
@@ -672,16 +533,16 @@ START_TEST(a_reused_action_id_is_refused)
     odbox_tx *t2 = (odbox_tx *)&o;
     ck_assert_int_eq(odbox_tx_begin(o.exe, (odbox_shard_id){0, 0}, &again, &t2, &e), ODBOX_EUNIQUE);
     ck_assert_msg(strstr(e.message, id) && strstr(e.message, "already used"), "message: %s", e.message);
-    ck_assert_int_eq(rows(&o), 1);
-    ck_assert_int_eq(events(&o), 1);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
     ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(o.f.ev[0], "idempotency_keys")), 1);
     /* the same key and params with the used id is the first one's replay */
     first.action_id = NULL;
-    tx = begin(&o, &first);
+    tx = txf_begin(&o, &first);
     ck_assert_int_eq(odbox_tx_replayed(tx), 1);
     ck_assert_str_eq(odbox_tx_action_id(tx), id);
     odbox_tx_rollback(&tx);
-    ofx_close(&o);
+    txf_close(&o);
 }
 END_TEST
 
@@ -693,8 +554,8 @@ END_TEST
  * shortens the bound to 1 s on the pool's sessions, as a service may. */
 START_TEST(a_keyed_begin_behind_an_open_holder_times_out)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
     odbox_conn *c[4] = {NULL}; /* every idle session of the pool, and then some */
     odbox_error e;
@@ -712,29 +573,29 @@ START_TEST(a_keyed_begin_behind_an_open_holder_times_out)
         odbox_pool_release(pool, &c[i]);
     }
     odbox_tx_config keyed = {.idempotency_key = "held-open"};
-    odbox_tx *holder = begin(&o, &keyed);
-    insert_row(&o, holder, "held", 1);
-    emit(holder, "held", "{}");
+    odbox_tx *holder = txf_begin(&o, &keyed);
+    txf_insert_row(&o, holder, "held", 1);
+    txf_emit(holder, "held", "{}");
     int64_t t0 = jt_mono_ms();
     refused_begin(&o, o.exe, (odbox_shard_id){0, 0}, &keyed, ODBOX_ETIMEDOUT, "another transaction");
     int64_t waited = jt_mono_ms() - t0;
     ck_assert_msg(waited >= 900 && waited < 20000, "waited %lld ms", (long long)waited);
-    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(txf_events(&o), 0);
     ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(o.f.ev[0], "idempotency_keys")), 0);
     ck_assert_msg(odbox_tx_commit(&holder, &e) == ODBOX_OK, "%s", e.message);
-    ck_assert_int_eq(rows(&o), 1);
-    ck_assert_int_eq(events(&o), 1);
-    odbox_tx *tx = begin(&o, &keyed);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
+    odbox_tx *tx = txf_begin(&o, &keyed);
     ck_assert_int_eq(odbox_tx_replayed(tx), 1);
     odbox_tx_rollback(&tx);
-    ofx_close(&o);
+    txf_close(&o);
 }
 END_TEST
 
 START_TEST(bad_input_is_refused_and_writes_nothing)
 {
-    ofx o;
-    ofx_open(&o);
+    txf o;
+    txf_open(&o);
     odbox_shard_id s0 = {0, 0};
     odbox_error e;
     ck_assert_int_eq(odbox_tx_begin(o.exe, s0, NULL, NULL, &e), ODBOX_EINVAL);
@@ -758,10 +619,10 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     odbox_tx_config too_long = {.idempotency_key = long_key};
     refused_begin(&o, o.exe, s0, &too_long, ODBOX_EINVAL, "key");
 
-    odbox_tx *tx = begin(&o, NULL);
+    odbox_tx *tx = txf_begin(&o, NULL);
     ck_assert_int_eq(odbox_tx_shard(tx).group, 0);
     ck_assert_int_eq(odbox_tx_shard(tx).member, 0);
-    insert_row(&o, tx, "b-1", 1);
+    txf_insert_row(&o, tx, "b-1", 1);
     json_object *obj = json_object_new_object();
     static const odbox_event_type EMPTY = {""}, SPACED = {"bad name"};
     refused_emit(NULL, "Order", "b-1", &PAID, obj, "tx is NULL");
@@ -784,11 +645,11 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     json_object_put(escaped);
     ck_assert_ptr_nonnull(odbox_tx_conn(tx));
     odbox_tx_rollback(&tx);
-    ck_assert_int_eq(rows(&o), 0);
-    ck_assert_int_eq(events(&o), 0);
+    ck_assert_int_eq(txf_rows(&o), 0);
+    ck_assert_int_eq(txf_events(&o), 0);
 
     /* a transaction after its commit or rollback: the pointer is NULL */
-    tx = begin(&o, NULL);
+    tx = txf_begin(&o, NULL);
     ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(odbox_tx_commit(&tx, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "NULL"), "message: %s", e.message);
@@ -798,12 +659,12 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     odbox_tx_rollback(NULL);
     ck_assert_ptr_null(odbox_tx_conn(tx));
     ck_assert_ptr_null(odbox_tx_action_id(tx));
-    ck_assert_int_eq(events(&o), 1); /* the empty commit's sentinel, only */
-    ck_assert_int_eq(rows(&o), 0);
+    ck_assert_int_eq(txf_events(&o), 1); /* the empty commit's sentinel, only */
+    ck_assert_int_eq(txf_rows(&o), 0);
     json_object_put(obj);
     json_object_put(arr);
     json_object_put(nul_obj);
-    ofx_close(&o);
+    txf_close(&o);
 }
 END_TEST
 
@@ -852,7 +713,7 @@ Suite *owntx_suite(void)
     tcase_add_test(t, a_keyed_transaction_commits_once_and_replays);
     tcase_add_test(t, a_reused_action_id_is_refused);
     tcase_add_test(t, a_keyed_begin_behind_an_open_holder_times_out);
-    tcase_add_test(t, eight_processes_one_key_one_transaction);
+    owntx_add_race_tests(t);
     suite_add_tcase(s, t);
     return s;
 }

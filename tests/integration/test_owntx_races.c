@@ -1,0 +1,157 @@
+/* odbox — own transactions that race (the owntx suite, with
+ * test_owntx.c): two transactions that deadlock, each with its rows and
+ * events, and eight processes that begin one idempotency key at once.
+ * Real threads and processes; every check counts rows. */
+#include "config.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "jobs_fx.h"
+#include "owntx_fx.h"
+
+/* One of two transactions that update the rows first and second, in
+ * that order, each by amount, and add an event; the other takes them the
+ * other way round. Nothing here asserts: the test's thread checks. */
+typedef struct crosser {
+    txf *o;
+    pthread_barrier_t *both_hold; /* both hold their first row */
+    const char *first, *second;
+    int64_t amount;
+    int begin_rc, first_rc, second_rc, after_rc, commit_rc;
+    char action_id[37];
+    odbox_error commit_err;
+} crosser;
+
+static void *cross(void *arg)
+{
+    crosser *x = arg;
+    char sql[160];
+    snprintf(sql, sizeof sql, "UPDATE %s SET amount = amount + ? WHERE id = ?", x->o->table);
+    odbox_tx *tx = NULL;
+    odbox_error e;
+    x->begin_rc = odbox_tx_begin(x->o->exe, (odbox_shard_id){0, 0}, NULL, &tx, &e);
+    if (x->begin_rc == ODBOX_OK) {
+        memcpy(x->action_id, odbox_tx_action_id(tx), sizeof x->action_id);
+        x->first_rc = txf_run_sql(tx, sql, x->first, x->amount, NULL);
+    }
+    pthread_barrier_wait(x->both_hold);
+    if (x->begin_rc != ODBOX_OK || x->first_rc != ODBOX_OK)
+        return NULL;
+    x->second_rc = txf_run_sql(tx, sql, x->second, x->amount, NULL);
+    if (x->second_rc != ODBOX_OK) /* not sent: the database rolled the transaction back */
+        x->after_rc = txf_run_sql(tx, sql, x->first, x->amount, NULL);
+    json_object *p = json_object_new_object();
+    if (odbox_tx_emit(tx, "Order", x->first, &PAID, p, &e) == ODBOX_OK)
+        x->commit_rc = odbox_tx_commit(&tx, &x->commit_err);
+    json_object_put(p);
+    odbox_tx_rollback(&tx);
+    return NULL;
+}
+
+static int64_t amount_of_row(txf *o, const char *id)
+{
+    return itest_count(o->f.c[0], "SELECT amount FROM %s WHERE id = '%s'", o->table, id);
+}
+
+/* Two own transactions take two rows in opposite orders: the database
+ * rolls one back (ODBOX_EDEADLOCK at its second UPDATE). Its statement
+ * after that is not sent (MySQL and MariaDB have ended the transaction
+ * and would autocommit it) and its commit is refused: its UPDATE and its
+ * event write nothing. The other commits both rows and its event. The
+ * loser's retry, on a session from the same pool, commits too. */
+START_TEST(a_deadlocked_transaction_writes_nothing)
+{
+    txf o;
+    txf_open(&o);
+    itest_exec(o.f.c[0], "INSERT INTO %s (id, amount) VALUES ('a', 0), ('b', 0)", o.table);
+    pthread_barrier_t both_hold;
+    pthread_barrier_init(&both_hold, NULL, 2);
+    crosser x[2] = {{&o, &both_hold, "a", "b", 1, 0, 0, 0, 0, 0, "", {0}},
+                    {&o, &both_hold, "b", "a", 10, 0, 0, 0, 0, 0, "", {0}}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, cross, &x[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&both_hold);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(x[i].begin_rc, ODBOX_OK);
+        ck_assert_int_eq(x[i].first_rc, ODBOX_OK);
+    }
+    ck_assert_msg((x[0].second_rc == ODBOX_EDEADLOCK) != (x[1].second_rc == ODBOX_EDEADLOCK),
+                  "second UPDATEs: %s and %s, want one ODBOX_EDEADLOCK", odbox_errname(x[0].second_rc),
+                  odbox_errname(x[1].second_rc));
+    crosser *lost = x[0].second_rc == ODBOX_EDEADLOCK ? &x[0] : &x[1], *won = lost == &x[0] ? &x[1] : &x[0];
+    ck_assert_int_eq(won->second_rc, ODBOX_OK);
+    ck_assert_msg(won->commit_rc == ODBOX_OK, "the winner's commit: %s", won->commit_err.message);
+    ck_assert_int_eq(lost->after_rc, ODBOX_ESTATE);
+    ck_assert_msg(lost->commit_rc == ODBOX_ESTATE && strstr(lost->commit_err.message, "rolled back"),
+                  "the loser's commit: %s: %s", odbox_errname(lost->commit_rc), lost->commit_err.message);
+    ck_assert_int_eq(amount_of_row(&o, "a"), won->amount);
+    ck_assert_int_eq(amount_of_row(&o, "b"), won->amount);
+    ck_assert_int_eq(txf_events(&o), 1);
+    ck_assert_int_eq(txf_committed(&o, won->action_id), 1);
+    ck_assert_int_eq(txf_committed(&o, lost->action_id), 0);
+    ck_assert_int_eq(o.commits, 1);
+
+    /* the retry the error invites */
+    odbox_tx *tx = txf_begin(&o, NULL);
+    char sql[160];
+    snprintf(sql, sizeof sql, "UPDATE %s SET amount = amount + ? WHERE id = ?", o.table);
+    ck_assert_int_eq(txf_run_sql(tx, sql, lost->first, lost->amount, NULL), ODBOX_OK);
+    ck_assert_int_eq(txf_run_sql(tx, sql, lost->second, lost->amount, NULL), ODBOX_OK);
+    txf_emit(tx, lost->first, "{}");
+    odbox_error e;
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(amount_of_row(&o, "a"), 11);
+    ck_assert_int_eq(amount_of_row(&o, "b"), 11);
+    ck_assert_int_eq(txf_events(&o), 2);
+    txf_close(&o);
+}
+END_TEST
+
+/* Eight processes begin one key at once: one commits (its rows, its
+ * event, its key row), seven replay it, all with its action id. */
+#define KEYED_WORKERS 8
+START_TEST(eight_processes_one_key_one_transaction)
+{
+    txf o;
+    txf_open(&o);
+    char extra[128], barrier[64], key[80], cmd[4096];
+    snprintf(extra, sizeof extra, "eventlog=%s", o.f.ev[0]);
+    itest_barrier_name(barrier, sizeof barrier, "owntx");
+    snprintf(key, sizeof key, "req-%s", o.table);
+    char *dsn = itest_dsn_with(1, extra);
+    const char *build = getenv("ODBOX_BUILDDIR");
+    snprintf(cmd, sizeof cmd, "'%s/tests/integration/owntx-worker' '%s' '%s' keyed 1 '%s' '%s'",
+             build ? build : ".", dsn, o.table, key, barrier);
+    free(dsn);
+    FILE *p[KEYED_WORKERS];
+    itest_start_together(p, KEYED_WORKERS, cmd, barrier);
+    char what[KEYED_WORKERS][16], id[KEYED_WORKERS][40];
+    int commits = 0;
+    for (int k = 0; k < KEYED_WORKERS; k++) {
+        ck_assert_int_eq(fscanf(p[k], "%15s %39s", what[k], id[k]), 2);
+        ck_assert_int_eq(pclose(p[k]), 0);
+        commits += !strcmp(what[k], "committed");
+        ck_assert_str_eq(id[k], id[0]);
+    }
+    unlink(barrier);
+    ck_assert_int_eq(commits, 1);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE idem_key = '%s'",
+                                 itest_evt(o.f.ev[0], "idempotency_keys"), key),
+                     1);
+    ck_assert_int_eq(txf_committed(&o, id[0]), 1);
+    txf_close(&o);
+}
+END_TEST
+
+void owntx_add_race_tests(TCase *t)
+{
+    tcase_add_test(t, a_deadlocked_transaction_writes_nothing);
+    tcase_add_test(t, eight_processes_one_key_one_transaction);
+}
