@@ -180,6 +180,10 @@ int odbox_conn_end(odbox_conn *c, int rc, odbox_error *err);
  * no other is sent: MySQL's and MariaDB's deadlock has rolled the
  * transaction back already, and what came next would autocommit. */
 void odbox_conn_own_tx(odbox_conn *c, int on);
+/* 1, with an error logged naming who, when an odbox_tx holds c: a
+ * release, discard or close of it would leave the transaction with a
+ * connection gone or handed to another caller, so those do nothing. */
+int odbox_conn_tx_owned(const odbox_conn *c, const char *who);
 
 /* A UUIDv7 of unix_ms whose 12-bit counter is seq (carrying into the
  * millisecond past 4095): the event ids of one action, in emission order. */

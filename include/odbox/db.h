@@ -44,7 +44,10 @@ int odbox_conn_open(const char *dsn, odbox_conn **out, odbox_error *err);
 
 /* Rolls back an open transaction and disconnects. NULL-safe; sets *c = NULL.
  * Statements still held are detached: using one returns ODBOX_ESTATE, and
- * odbox_stmt_free frees it. */
+ * odbox_stmt_free frees it. The connection of an odbox_tx (odbox_tx_conn)
+ * is neither closed nor released nor discarded (these three calls only
+ * set *c = NULL and log an error): odbox_tx_commit or odbox_tx_rollback
+ * releases it. */
 void odbox_conn_close(odbox_conn **c);
 
 const odbox_dialect *odbox_conn_dialect(const odbox_conn *c);
@@ -107,7 +110,8 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err);
 
 /* Returns c to the pool (an open transaction is rolled back; a dead
  * connection is closed; statements still held are detached, as by
- * odbox_conn_close). Sets *c = NULL. */
+ * odbox_conn_close). Sets *c = NULL. Not an odbox_tx's connection (see
+ * odbox_conn_close). */
 void odbox_pool_release(odbox_pool *p, odbox_conn **c);
 
 /* Closes c instead of returning it (its session state is unknown, e.g. a

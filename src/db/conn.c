@@ -150,6 +150,10 @@ void odbox_conn_close(odbox_conn **cp)
     if (!cp || !*cp)
         return;
     odbox_conn *c = *cp;
+    if (odbox_conn_tx_owned(c, "odbox_conn_close")) {
+        *cp = NULL;
+        return;
+    }
     odbox_stmt_detach(c, 0, "odbox_conn_close");
     disconnect(c);
     odbox_free_secret(c->secret);
@@ -270,6 +274,16 @@ void odbox_conn_own_tx(odbox_conn *c, int on)
 {
     if (c)
         c->tx_owned = on;
+}
+
+int odbox_conn_tx_owned(const odbox_conn *c, const char *who)
+{
+    if (!c || !c->tx_owned)
+        return 0;
+    odbox_log(ODBOX_LOG_ERROR, "%s: the connection belongs to an odbox_tx and stays with it: end the transaction "
+                               "with odbox_tx_commit or odbox_tx_rollback, which release it",
+              who);
+    return 1;
 }
 
 #define TX_OWNED_MSG "%s: the transaction belongs to an odbox_tx: end it with odbox_tx_commit or odbox_tx_rollback"

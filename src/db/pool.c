@@ -197,6 +197,8 @@ static void give_back(odbox_pool *p, odbox_conn **cp, int discard)
     *cp = NULL;
     if (c == lent.conn)
         return; /* its holder releases it */
+    if (odbox_conn_tx_owned(c, discard ? "odbox_pool_discard" : "odbox_pool_release"))
+        return; /* its odbox_tx releases it */
     if (c->nheld)
         odbox_stmt_detach(c, 1, discard ? "odbox_pool_discard" : "odbox_pool_release");
     c->fresh = 0;

@@ -150,7 +150,8 @@ END_TEST
 
 /* The caller tries to end or restart the transaction on the tx's
  * connection itself (odbox_conn_commit, odbox_conn_rollback or
- * odbox_conn_begin on odbox_tx_conn): refused with ODBOX_ESTATE, the
+ * odbox_conn_begin on odbox_tx_conn), or to release or close that
+ * connection: refused with ODBOX_ESTATE (the last three do nothing), the
  * transaction stays open, and its rows and events then land together or
  * not at all. Before, the caller's commit went through: its rows landed
  * alone and a keyed transaction's key was spent while odbox_tx_commit
@@ -176,13 +177,26 @@ START_TEST(a_transaction_ended_by_the_caller_is_refused)
         ck_assert_msg(rc == ODBOX_ESTATE, "%s: %s", odbox_errname(rc), e.message);
         rc = odbox_conn_begin(odbox_tx_conn(tx), &e);
         ck_assert_msg(rc == ODBOX_ESTATE, "%s: %s", odbox_errname(rc), e.message);
+        /* nor is its connection given back or closed under it (before, a
+         * release put it in the pool for the next caller, and the tx's
+         * own release later put it there twice; a close freed it) */
+        odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
+        odbox_conn *mine = odbox_tx_conn(tx);
+        odbox_pool_release(pool, &mine);
+        ck_assert_ptr_null(mine);
+        mine = odbox_tx_conn(tx);
+        odbox_pool_discard(pool, &mine);
+        mine = odbox_tx_conn(tx);
+        odbox_conn_close(&mine);
+        ck_assert_ptr_null(mine);
         ck_assert_int_eq(odbox_conn_in_transaction(odbox_tx_conn(tx)), 1);
+        txf_insert_row(&o, tx, commit ? "e-commit-2" : "e-rollback-2", 2);
         ck_assert_int_eq(txf_rows(&o), 0);
         if (commit) {
             rc = odbox_tx_commit(&tx, &e);
             ck_assert_msg(rc == ODBOX_OK, "commit: %s: %s", odbox_errname(rc), e.message);
             ck_assert_int_eq(txf_committed(&o, action_id), 1);
-            ck_assert_int_eq(txf_rows(&o), 1);
+            ck_assert_int_eq(txf_rows(&o), 2);
             ck_assert_int_eq(txf_events(&o), 1);
         } else {
             odbox_tx_rollback(&tx);
