@@ -8,6 +8,9 @@
 
 #define COLUMNS "id, namespace, idem_key, action_name, params_sha256, result, created_date"
 #define COLUMN_COUNT (ODBOX_IDEM_CLAIM_PARAMS + 1) /* created_date is no parameter */
+/* What a missing table or column reads as (ODBOX_EDB); a lock wait, a
+ * deadlock or a lost session has other causes. */
+#define MIGRATIONS_HINT(rc) ((rc) == ODBOX_EDB ? " (are migrations V11 and V15 applied?)" : "")
 
 int odbox_idem_key_check(const char *what, const char *key, odbox_error *err)
 {
@@ -107,7 +110,7 @@ int odbox_idem_find(odbox_conn *c, const char *eventlog, const char *ns, const c
     odbox_stmt_free(&s);
     if (rc != ODBOX_OK) {
         odbox_idem_outcome_clear(out);
-        odbox_error_prefix(err, rc, "reading idempotency key (are migrations V11 and V15 applied?)");
+        odbox_error_prefix(err, rc, "reading idempotency key%s", MIGRATIONS_HINT(rc));
     }
     return rc;
 }
@@ -170,26 +173,40 @@ int odbox_idem_claim(odbox_conn *c, const char *eventlog, const char *ns, const 
                                     "again once it ended",
                            key);
     else if (rc != ODBOX_OK)
-        odbox_error_prefix(err, rc, "claiming idempotency key (are migrations V11 and V15 applied?)");
+        odbox_error_prefix(err, rc, "claiming idempotency key '%.80s'%s", key, MIGRATIONS_HINT(rc));
     return rc;
 }
+
+/* InnoDB answers callers that wait on a key whose holder then rolls back
+ * with a deadlock among their own duplicate-key checks: all but one of
+ * them lose. The claim is the transaction's first statement, so nothing
+ * else is lost: claimed again, it waits for the one that won and then
+ * replays it, as on the other databases. */
+#define CLAIM_DEADLOCK_TRIES 5
 
 int odbox_idem_begin(odbox_shard *shard, const char *ns, const char *key, const odbox_idem_spend *sp,
                      odbox_conn **out, int *taken, odbox_error *err)
 {
     odbox_pool *pool = odbox_shard_primary(shard);
-    *out = NULL;
-    *taken = 0;
-    int rc = odbox_pool_acquire(pool, out, err);
-    if (rc == ODBOX_OK && (rc = odbox_conn_begin(*out, err)) == ODBOX_ETIMEDOUT) /* SQLite: BEGIN IMMEDIATE */
-        odbox_error_prefix(err, rc, "idempotency key '%.80s': another transaction holds the database's write lock "
-                                    "past the wait bound: nothing written",
-                           key);
-    if (rc == ODBOX_OK)
-        rc = odbox_idem_claim(*out, odbox_shard_eventlog(shard), ns, key, sp, taken, err);
-    if (rc != ODBOX_OK)
-        odbox_pool_release(pool, out); /* rolls the transaction back */
-    return rc;
+    int rc;
+    for (int attempt = 1;; attempt++) {
+        *out = NULL;
+        *taken = 0;
+        rc = odbox_pool_acquire(pool, out, err);
+        if (rc == ODBOX_OK && (rc = odbox_conn_begin(*out, err)) == ODBOX_ETIMEDOUT) /* SQLite: BEGIN IMMEDIATE */
+            odbox_error_prefix(err, rc, "idempotency key '%.80s': another transaction holds the database's write "
+                                        "lock past the wait bound: nothing written",
+                               key);
+        if (rc == ODBOX_OK)
+            rc = odbox_idem_claim(*out, odbox_shard_eventlog(shard), ns, key, sp, taken, err);
+        if (rc != ODBOX_OK)
+            odbox_pool_release(pool, out); /* rolls the transaction back */
+        if (rc != ODBOX_EDEADLOCK || attempt == CLAIM_DEADLOCK_TRIES)
+            return rc;
+        odbox_log(ODBOX_LOG_INFO, "idempotency key '%.80s': the claim lost a deadlock (attempt %d of %d); claiming "
+                                  "again",
+                  key, attempt, CLAIM_DEADLOCK_TRIES);
+    }
 }
 
 int odbox_idem_set_result(odbox_conn *c, const char *eventlog, const char *ns, const char *key,

@@ -494,6 +494,11 @@ int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err)
         if (rc == ODBOX_OK)
             rc = n ? write_in_one_statement(rn, c, shard, items, n, guarded, err)
                    : write_in_transaction(rn, c, shard, &w, err);
+        if (rc == ODBOX_ETIMEDOUT && rn->key) /* the write cannot tell which lock it waited for */
+            odbox_error_prefix(err, rc, "idempotency key '%.80s': another transaction holds it (or a row or lock "
+                                        "the action's write needs), uncommitted, past the lock wait bound (50 s "
+                                        "unless the session set its own): nothing written; try again once it ended",
+                               rn->key);
         if (c != rn->key_conn)
             odbox_pool_release(pool, &c);
     }

@@ -93,6 +93,26 @@ int execute_keyed_json(odbox_executor *exe, const char *name, odbox_perform_fn p
     return rc;
 }
 
+void dfx_short_lock_waits(dfx *f, int ms)
+{
+    odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(f->r));
+    odbox_conn *c[4] = {NULL}; /* every idle session of the pool, and then some */
+    odbox_error e;
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(odbox_pool_acquire(pool, &c[i], &e), ODBOX_OK);
+    if (itest_is("pg")) /* odbox's own bound, before the test shortens it */
+        ck_assert_int_eq(itest_count(c[0], "SELECT CASE WHEN current_setting('lock_timeout') = '50s' THEN 1 ELSE 0 "
+                                           "END"),
+                         1);
+    const odbox_dialect *d = odbox_conn_dialect(c[0]);
+    char sql[128];
+    for (int i = 0; i < 4; i++) {
+        ck_assert(d->bounded_session_sql && d->bounded_session_sql(0, ms, 0, sql, sizeof sql));
+        ck_assert_msg(odbox_conn_exec(c[i], sql, &e) == ODBOX_OK, "%s: %s", sql, e.message);
+        odbox_pool_release(pool, &c[i]);
+    }
+}
+
 int make_dummy(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
 {
     (void)ctx;

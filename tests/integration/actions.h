@@ -59,6 +59,11 @@ void execute_script_ok(odbox_executor *exe, const char *name, script *s, const c
 int execute_keyed_json(odbox_executor *exe, const char *name, odbox_perform_fn perform, void *user, const char *key,
                        const char *params_json, odbox_result *res, odbox_error *e);
 
+/* Bounds every lock wait of the default shard's pooled sessions to ms
+ * (the dialect's bounded_session_sql; odbox's own is 50 s), for a test
+ * that waits on a lock an open transaction holds. */
+void dfx_short_lock_waits(dfx *f, int ms);
+
 /* A perform (user = a maker) that adds a dummy named params.name with
  * params.amount and its created event, and sets a result; counts its
  * calls, and refuses (ODBOX_EINVAL, a business rule) when told to. */

@@ -280,8 +280,112 @@ START_TEST(a_key_that_is_not_utf8_is_refused)
 }
 END_TEST
 
+/* ---- a key another caller holds, a broken row, no table ---------------------------- */
+
+/* An own transaction holds a key, uncommitted: an action with that key
+ * waits for it to the sessions' lock wait bound (shortened here from 50
+ * s to 1 s) and returns ODBOX_ETIMEDOUT saying so, having written
+ * nothing; once the holder commits, the same call replays it. */
+START_TEST(a_keyed_call_behind_an_open_holder_times_out)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    dfx_short_lock_waits(&f, 1000);
+    json_object *params = json_tokener_parse("{\"name\":\"held\",\"amount\":1}");
+    odbox_tx_config cfg = {.action_name = "AddDummy", .params = params, .idempotency_key = "held-open"};
+    odbox_tx *holder = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_tx_begin(exe, (odbox_shard_id){0, 0}, &cfg, &holder, &e) == ODBOX_OK, "%s", e.message);
+    maker mk = {0};
+    odbox_result res;
+    int rc = execute_keyed_json(exe, "AddDummy", make_dummy, &mk, "held-open", "{\"name\":\"held\",\"amount\":1}",
+                                &res, &e);
+    ck_assert_msg(rc == ODBOX_ETIMEDOUT && strstr(e.message, "idempotency key 'held-open'") &&
+                      strstr(e.message, "another transaction holds it"),
+                  "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(res.replayed, 0);
+    odbox_result_clear(&res);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 0);
+    json_object *payload = json_object_new_object();
+    ck_assert_int_eq(odbox_tx_emit(holder, "Dummy", "held", &EV_CHANGED, payload, &e), ODBOX_OK);
+    json_object_put(payload);
+    ck_assert_msg(odbox_tx_commit(&holder, &e) == ODBOX_OK, "%s", e.message);
+    rc = execute_keyed_json(exe, "AddDummy", make_dummy, &mk, "held-open", "{\"name\":\"held\",\"amount\":1}", &res,
+                            &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(res.replayed, 1);
+    odbox_result_clear(&res);
+    ck_assert_int_eq(keys(&f), 1);
+    ck_assert_int_eq(dfx_events(&f, 0), 1);
+    json_object_put(params);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+/* A key row whose stored result is not JSON (written by hand, or cut):
+ * the replay says so (ODBOX_EDB), and perform does not run again. */
+START_TEST(a_stored_result_that_is_not_json_is_an_error)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    maker mk = {0};
+    odbox_result res;
+    odbox_error e = {0};
+    const char *params = "{\"name\":\"r-1\",\"amount\":1}";
+    ck_assert_msg(execute_keyed_json(exe, "AddDummy", make_dummy, &mk, "broken", params, &res, &e) == ODBOX_OK, "%s",
+                  e.message);
+    odbox_result_clear(&res);
+    itest_exec(f.c[0], "UPDATE %s SET result = '{cut' WHERE idem_key = 'broken'",
+               itest_evt(f.ev[0], "idempotency_keys"));
+    int rc = execute_keyed_json(exe, "AddDummy", make_dummy, &mk, "broken", params, &res, &e);
+    ck_assert_msg(rc == ODBOX_EDB && strstr(e.message, "stored result is not JSON"), "%s: %s", odbox_errname(rc),
+                  e.message);
+    odbox_result_clear(&res);
+    ck_assert_int_eq(mk.calls, 1);
+    ck_assert_int_eq(dfx_events(&f, 0), 1);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
+/* An eventlog without the keys' table (migration V11 not applied): a
+ * keyed action and a keyed own transaction fail naming the migrations,
+ * run nothing and write nothing. */
+START_TEST(a_key_without_its_table_names_the_migrations)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    itest_exec(f.c[0], "DROP TABLE %s", itest_evt(f.ev[0], "idempotency_keys"));
+    maker mk = {0};
+    odbox_result res;
+    odbox_error e = {0};
+    int rc = execute_keyed_json(exe, "AddDummy", make_dummy, &mk, "no-table", "{\"name\":\"t\",\"amount\":1}", &res,
+                                &e);
+    ck_assert_msg(rc != ODBOX_OK && strstr(e.message, "migrations V11 and V15"), "%s: %s", odbox_errname(rc),
+                  e.message);
+    odbox_result_clear(&res);
+    odbox_tx *tx = (odbox_tx *)&f;
+    odbox_tx_config cfg = {.action_name = "PayOrder", .idempotency_key = "no-table"};
+    rc = odbox_tx_begin(exe, (odbox_shard_id){0, 0}, &cfg, &tx, &e);
+    ck_assert_msg(rc != ODBOX_OK && strstr(e.message, "migrations V11 and V15"), "%s: %s", odbox_errname(rc),
+                  e.message);
+    ck_assert_ptr_null(tx);
+    ck_assert_int_eq(dfx_events(&f, 0), 0);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 0);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
 void idempotency_add_refusal_tests(TCase *t)
 {
+    tcase_add_test(t, a_keyed_call_behind_an_open_holder_times_out);
+    tcase_add_test(t, a_stored_result_that_is_not_json_is_an_error);
+    tcase_add_test(t, a_key_without_its_table_names_the_migrations);
     tcase_add_test(t, a_key_of_another_action_is_refused);
     tcase_add_test(t, a_key_of_another_transaction_is_refused);
     tcase_add_test(t, a_key_without_an_action_name_replays_by_its_params);

@@ -500,10 +500,21 @@ START_TEST(a_keyed_transaction_commits_once_and_replays)
     ck_assert_int_eq(txf_events(&o), 1);
     ck_assert_int_eq(o.commits, 1);
 
+    /* the same action with other params, and other params under
+     * another action's name: both refused, naming the first */
     json_object *other = json_tokener_parse("{\"order\": \"k-2\"}");
-    odbox_tx_config changed = {.params = other, .idempotency_key = "request-k-1"};
+    odbox_tx_config changed = {.action_name = "PayOrder", .params = other, .idempotency_key = "request-k-1"};
+    refused_begin(&o, o.exe, (odbox_shard_id){0, 0}, &changed, ODBOX_EUNIQUE, first);
+    changed.action_name = NULL;
     refused_begin(&o, o.exe, (odbox_shard_id){0, 0}, &changed, ODBOX_EUNIQUE, first);
     ck_assert_int_eq(txf_events(&o), 1);
+    /* the replayed transaction has no connection: a statement on it is
+     * refused, not sent */
+    tx = txf_begin(&o, &cfg);
+    odbox_stmt *st = NULL;
+    ck_assert_int_eq(odbox_stmt_prepare(odbox_tx_conn(tx), "SELECT 1", &st, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(st);
+    odbox_tx_rollback(&tx);
 
     odbox_tx_config fresh = {.params = other, .idempotency_key = "request-k-2"};
     tx = txf_begin(&o, &fresh);
@@ -570,22 +581,8 @@ START_TEST(a_keyed_begin_behind_an_open_holder_times_out)
 {
     txf o;
     txf_open(&o);
-    odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
-    odbox_conn *c[4] = {NULL}; /* every idle session of the pool, and then some */
     odbox_error e;
-    for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(odbox_pool_acquire(pool, &c[i], &e), ODBOX_OK);
-    if (itest_is("pg")) /* odbox's own bound, before the test shortens it */
-        ck_assert_int_eq(itest_count(c[0], "SELECT CASE WHEN current_setting('lock_timeout') = '50s' THEN 1 ELSE 0 "
-                                           "END"),
-                         1);
-    const odbox_dialect *d = odbox_conn_dialect(c[0]);
-    char sql[128];
-    for (int i = 0; i < 4; i++) {
-        ck_assert(d->bounded_session_sql && d->bounded_session_sql(0, 1000, 0, sql, sizeof sql));
-        ck_assert_msg(odbox_conn_exec(c[i], sql, &e) == ODBOX_OK, "%s: %s", sql, e.message);
-        odbox_pool_release(pool, &c[i]);
-    }
+    dfx_short_lock_waits(&o.f, 1000);
     odbox_tx_config keyed = {.idempotency_key = "held-open"};
     odbox_tx *holder = txf_begin(&o, &keyed);
     txf_insert_row(&o, holder, "held", 1);
@@ -632,6 +629,11 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     long_key[sizeof long_key - 1] = '\0';
     odbox_tx_config too_long = {.idempotency_key = long_key};
     refused_begin(&o, o.exe, s0, &too_long, ODBOX_EINVAL, "key");
+    char long_name[300];
+    memset(long_name, 'n', 256);
+    long_name[256] = '\0';
+    odbox_tx_config long_action = {.action_name = long_name};
+    refused_begin(&o, o.exe, s0, &long_action, ODBOX_EINVAL, "action name");
 
     odbox_tx *tx = txf_begin(&o, NULL);
     ck_assert_int_eq(odbox_tx_shard(tx).group, 0);
@@ -648,6 +650,7 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     refused_emit(tx, "Order", "b-1", &EMPTY, obj, "event type name");
     refused_emit(tx, "Order", "b-1", &SPACED, obj, "event type name");
     refused_emit(tx, "Or der", "b-1", &PAID, obj, "model type");
+    refused_emit(tx, long_name, "b-1", &PAID, obj, "model type");
     refused_emit(tx, "Order", "", &PAID, obj, "1 to 255 bytes");
     char longid[300];
     memset(longid, 'x', 256);
@@ -657,6 +660,8 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     json_object *escaped = json_tokener_parse("{\"note\": \"a\\\\u0000b\"}"); /* a backslash, then text */
     ck_assert_msg(odbox_tx_emit(tx, "Order", "b-1", &PAID, escaped, &e) == ODBOX_OK, "%s", e.message);
     json_object_put(escaped);
+    static const odbox_event_type PAID_TOO = {"OwnTxPaid"}; /* another descriptor, PAID's name */
+    refused_emit(tx, "Order", "b-1", &PAID_TOO, obj, "two different event types are named OwnTxPaid");
     ck_assert_ptr_nonnull(odbox_tx_conn(tx));
     odbox_tx_rollback(&tx);
     ck_assert_int_eq(txf_rows(&o), 0);
