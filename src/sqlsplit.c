@@ -22,6 +22,12 @@ static int push(odbox_sql_script *s, const char *from, const char *to, int meani
     return ODBOX_OK;
 }
 
+static int ident_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$' ||
+           (unsigned char)c >= 0x80;
+}
+
 static int line_of(const char *text, const char *p)
 {
     int line = 1;
@@ -47,7 +53,9 @@ int odbox_sql_split(const char *text, int mysql_rules, odbox_sql_script *out, od
     char *start = buf, *p = buf;
     int meaningful = 0; /* the current statement has more than comments */
     while (*p) {
-        if ((p[0] == '-' && p[1] == '-') || (mysql_rules && p[0] == '#')) {
+        /* MySQL's -- comment wants a blank after it: 1--1 is 1 - -1 there */
+        if ((p[0] == '-' && p[1] == '-' && (!mysql_rules || !p[2] || strchr(" \t\r\n", p[2]))) ||
+            (mysql_rules && p[0] == '#')) {
             while (*p && *p != '\n')
                 *p++ = ' ';
             continue;
@@ -68,13 +76,18 @@ int odbox_sql_split(const char *text, int mysql_rules, odbox_sql_script *out, od
         }
         if (*p == '\'' || *p == '"' || *p == '`') {
             char q = *p;
+            /* PostgreSQL's E'...' (an escape string) takes backslash
+             * escapes too: E or e alone before the quote */
+            int escapes = mysql_rules ? q != '`'
+                                      : q == '\'' && p > buf && (p[-1] == 'E' || p[-1] == 'e') &&
+                                            (p - 1 == buf || !ident_char(p[-2]));
             char *open = p++;
             for (;;) {
                 if (!*p) {
                     p = open;
                     goto unterminated;
                 }
-                if (mysql_rules && q != '`' && *p == '\\' && p[1]) { /* '...' and "..." strings */
+                if (escapes && *p == '\\' && p[1]) {
                     p += 2;
                     continue;
                 }
@@ -91,8 +104,9 @@ int odbox_sql_split(const char *text, int mysql_rules, odbox_sql_script *out, od
             meaningful = 1;
             continue;
         }
-        if (*p == '$') {
-            /* $tag$ ... $tag$ (tag may be empty) */
+        if (*p == '$' && !(p > buf && ident_char(p[-1]))) {
+            /* $tag$ ... $tag$ (tag may be empty); a $ inside an
+             * identifier (PostgreSQL allows x$y) starts none */
             char *t = p + 1;
             while ((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') || *t == '_' ||
                    (t > p + 1 && *t >= '0' && *t <= '9'))

@@ -11,13 +11,14 @@ typedef struct odbox_sql_script {
 } odbox_sql_script;
 
 /* Splits text at ';' outside string literals, quoted identifiers,
- * comments and PostgreSQL dollar quotes. Comments become blanks (but
- * MySQL's executable comments and hints); statements that hold only
- * blanks and comments are dropped. An unterminated literal or comment is
- * ODBOX_EINVAL. mysql_rules (a dialect's backslash_escapes): MySQL's and
- * MariaDB's lexical rules besides: '#' to the end of the line is a
- * comment, and a backslash escapes the next character in '...' and
- * "..." strings. */
+ * comments and PostgreSQL dollar quotes (and its E'...' strings, with
+ * backslash escapes). Comments become blanks (but MySQL's executable
+ * comments and hints); statements that hold only blanks and comments are
+ * dropped. An unterminated literal or comment is ODBOX_EINVAL.
+ * mysql_rules (a dialect's backslash_escapes): MySQL's and MariaDB's
+ * lexical rules besides: '#' to the end of the line is a comment, '--'
+ * one only before a blank, and a backslash escapes the next character
+ * in '...' and "..." strings. */
 int odbox_sql_split(const char *text, int mysql_rules, odbox_sql_script *out, odbox_error *err);
 void odbox_sql_script_free(odbox_sql_script *s);
 

@@ -62,9 +62,11 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
 /* The transaction's connection, for your own statements; valid until the
  * commit or rollback. odbox_conn_begin, odbox_conn_commit and
  * odbox_conn_rollback on it are refused (ODBOX_ESTATE): the events and
- * a key go with odbox_tx_commit only. A COMMIT, ROLLBACK or BEGIN sent
- * as SQL on it, also behind a comment or after a ';', is refused
- * (ODBOX_EINVAL, not sent; odbox_conn_exec); MySQL's implicit commit
+ * a key go with odbox_tx_commit only; nor is it released, discarded or
+ * closed by those calls. A COMMIT, ROLLBACK or BEGIN sent as SQL on it
+ * (on MySQL and MariaDB also SET autocommit, LOCK or UNLOCK TABLES),
+ * also behind a comment or after a ';', is refused (ODBOX_EINVAL, not
+ * sent; odbox_conn_exec); MySQL's implicit commit
  * before DDL cannot be seen: keep DDL out of it. A statement that fails
  * on the server spoils the transaction on every database: no other
  * statement is sent on it (ODBOX_ESTATE; MySQL's and MariaDB's deadlock

@@ -84,14 +84,16 @@ int odbox_sql_is_read(const char *sql);
 /* 1 when a statement of sql ends, or begins, a transaction: COMMIT, END,
  * ABORT, BEGIN, START TRANSACTION, PREPARE TRANSACTION, ROLLBACK (not
  * ROLLBACK TO a savepoint), also after a comment or another statement
- * and a ';'. mysql_rules: the text follows MySQL's lexical rules ('#'
- * comments, backslash escapes; odbox_sql_split). */
+ * and a ';'; and 1 for text odbox cannot split (an unterminated quote as
+ * it reads it). mysql_rules: the text follows MySQL's lexical rules ('#'
+ * comments, backslash escapes; odbox_sql_split), and SET autocommit and
+ * LOCK or UNLOCK TABLES, which commit there, count too. */
 int odbox_sql_ends_tx(const char *sql, int mysql_rules);
 
 /* 1 when sql (by its first words) changes a session setting that odbox's
  * setup made and its own statements rely on: the time zone, the client
- * encoding, the date style, MySQL's sql_mode (SET, SET SESSION, SET
- * @@...), or RESET or DISCARD anything. */
+ * encoding, the date style, MySQL's sql_mode and autocommit (SET, SET
+ * SESSION, SET @@...), or RESET or DISCARD anything. */
 int odbox_sql_changes_session(const char *sql);
 
 /* ODBOX_EINVAL when c is inside a transaction begun with odbox_conn_begin

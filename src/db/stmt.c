@@ -135,10 +135,42 @@ int odbox_sql_is_read(const char *sql)
     return sql_word(sql, "SELECT") || sql_word(sql, "SHOW");
 }
 
-/* One statement, by its first words. */
-static int statement_ends_tx(const char *sql)
+/* SET [SESSION] [@@[SESSION.]]name: name and what follows, or NULL.
+ * local: LOCAL too, which is SESSION on MySQL (on PostgreSQL, SET LOCAL
+ * lasts until the transaction ends). */
+static const char *set_target(const char *sql, int local)
+{
+    const char *rest = sql_word(sql_start(sql), "SET");
+    if (!rest)
+        return NULL;
+    const char *after = sql_word(rest, "SESSION");
+    if (after || (local && (after = sql_word(rest, "LOCAL"))))
+        rest = after;
+    if (!strncmp(rest, "@@", 2))
+        rest += 2;
+    if (!strncasecmp(rest, "SESSION.", 8))
+        rest += 8;
+    else if (local && !strncasecmp(rest, "LOCAL.", 6))
+        rest += 6;
+    return rest;
+}
+
+/* One statement, by its first words. With MySQL's rules also what
+ * commits there without a COMMIT: turning autocommit off or on (the
+ * next statement, or this one, commits) and LOCK or UNLOCK TABLES. */
+static int statement_ends_tx(const char *sql, int mysql_rules)
 {
     sql = sql_start(sql);
+    if (mysql_rules) {
+        const char *tables = sql_word(sql, "LOCK");
+        if (!tables)
+            tables = sql_word(sql, "UNLOCK");
+        if (tables && (sql_word(tables, "TABLES") || sql_word(tables, "TABLE")))
+            return 1;
+        const char *var = set_target(sql, 1);
+        if (var && sql_word(var, "AUTOCOMMIT"))
+            return 1;
+    }
     static const char *const words[] = {"COMMIT", "END", "ABORT", "BEGIN"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (sql_word(sql, words[i]))
@@ -158,24 +190,36 @@ static int statement_ends_tx(const char *sql)
     return !sql_word(after ? after : rest, "TO"); /* ROLLBACK TO a savepoint stays inside */
 }
 
+/* 1 when word (upper case) stands in sql as a word of its own. */
+static int has_word(const char *sql, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = sql; *p; p++)
+        if ((p == sql || !(isalnum((unsigned char)p[-1]) || p[-1] == '_')) && !strncasecmp(p, word, n) &&
+            !(isalnum((unsigned char)p[n]) || p[n] == '_'))
+            return 1;
+    return 0;
+}
+
 int odbox_sql_ends_tx(const char *sql, int mysql_rules)
 {
-    if (statement_ends_tx(sql))
+    if (statement_ends_tx(sql, mysql_rules))
         return 1;
     /* A comment before the keyword, or a second statement after a ';',
      * hides it from the first words: the text is split as a migration
      * file is (comments blanked), and each statement is looked at. Not
-     * a CREATE: a trigger's or a routine's body (BEGIN ...; END, BEGIN
-     * ATOMIC) holds ';'s, and its END is no statement of its own. */
-    if (!strpbrk(sql, mysql_rules ? ";-/#" : ";-/") || sql_word(sql_start(sql), "CREATE"))
+     * a CREATE with a compound body (a trigger's or a routine's BEGIN
+     * ...; END, BEGIN ATOMIC): it holds ';'s, and its END is no statement
+     * of its own. */
+    if (!strpbrk(sql, mysql_rules ? ";-/#" : ";-/") || (sql_word(sql_start(sql), "CREATE") && has_word(sql, "BEGIN")))
         return 0;
     odbox_sql_script script;
     odbox_error e;
     if (odbox_sql_split(sql, mysql_rules, &script, &e) != ODBOX_OK)
-        return 0; /* unterminated: the server refuses it whole */
+        return 1; /* unterminated as odbox reads it: what the server makes of it is not known, so not sent */
     int ends = 0;
     for (size_t i = 0; i < script.n && !ends; i++)
-        ends = statement_ends_tx(script.stmts[i]);
+        ends = statement_ends_tx(script.stmts[i], mysql_rules);
     odbox_sql_script_free(&script);
     return ends;
 }
@@ -185,23 +229,18 @@ int odbox_sql_changes_session(const char *sql)
     /* what odbox's session setup set and its statements rely on: the
      * time zone (the database's time it writes and compares), the client
      * encoding and date style (how it reads text and dates back), MySQL's
-     * sql_mode; RESET and DISCARD undo the setup whole */
+     * sql_mode and autocommit (on, as odbox keeps a session between its
+     * transactions); RESET and DISCARD undo the setup whole */
     static const char *const names[] = {"TIME ZONE", "TIMEZONE", "TIME_ZONE", "CLIENT_ENCODING", "NAMES",
                                         "CHARACTER SET", "CHARSET", "CHARACTER_SET_", "COLLATION_CONNECTION",
-                                        "DATESTYLE", "INTERVALSTYLE", "SQL_MODE", "STANDARD_CONFORMING_STRINGS"};
+                                        "DATESTYLE", "INTERVALSTYLE", "SQL_MODE", "STANDARD_CONFORMING_STRINGS",
+                                        "AUTOCOMMIT"};
     sql = sql_start(sql);
     if (sql_word(sql, "RESET") || sql_word(sql, "DISCARD"))
         return 1;
-    const char *rest = sql_word(sql, "SET");
+    const char *rest = set_target(sql, 0);
     if (!rest)
         return 0;
-    const char *after = sql_word(rest, "SESSION");
-    if (after)
-        rest = after;
-    if (!strncmp(rest, "@@", 2))
-        rest += 2;
-    if (!strncasecmp(rest, "SESSION.", 8))
-        rest += 8;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(names[i]);
         if (!strncasecmp(rest, names[i], n) &&

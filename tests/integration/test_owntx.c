@@ -267,6 +267,21 @@ START_TEST(a_callers_time_zone_does_not_move_the_databases_time)
     ck_assert_int_eq(res[0].keys, 0);
     odbox_purge_results_free(&res);
     ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(o.f.ev[0], "idempotency_keys")), 1);
+    if (itest_is("mysql") || itest_is("mariadb")) {
+        /* autocommit turned off on a pooled session, outside any
+         * transaction: closed at its release too; before, the next
+         * caller's autocommit INSERT reported OK and never committed */
+        odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
+        odbox_conn *c = NULL;
+        ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
+        ck_assert_msg(odbox_conn_exec(c, "SET autocommit = 0", &e) == ODBOX_OK, "%s", e.message);
+        odbox_pool_release(pool, &c);
+        ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
+        ck_assert_int_eq(itest_count(c, "SELECT @@autocommit"), 1);
+        itest_exec(c, "INSERT INTO %s (id, amount) VALUES ('after-autocommit', 1)", o.table);
+        odbox_pool_release(pool, &c);
+        ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE id = 'after-autocommit'", o.table), 1);
+    }
     txf_close(&o);
 }
 END_TEST
@@ -301,10 +316,28 @@ START_TEST(a_commit_sent_as_sql_is_refused)
         ck_assert_msg(rc == ODBOX_EINVAL, "%s: %s: %s", ending[i], odbox_errname(rc), e.message);
         odbox_stmt_free(&s);
     }
-    /* a second statement behind a ';' (sent as text, where drivers take two) */
-    rc = odbox_conn_exec(c, "SELECT 1; ROLLBACK", &e);
-    ck_assert_msg(rc == ODBOX_EINVAL && strstr(e.message, "nothing was sent"), "%s: %s", odbox_errname(rc),
-                  e.message);
+    /* a second statement behind a ';' (sent as text, where drivers take
+     * two), also behind PostgreSQL's E'...' string or a $ in a name */
+    static const char *const hidden[] = {"SELECT 1; ROLLBACK", "SELECT E'\\''; COMMIT",
+                                         "SELECT 1 AS x$y$; COMMIT; SELECT 1 AS z$y$"};
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
+        if (i > 0 && !itest_is("pg"))
+            break; /* text the other servers read otherwise */
+        rc = odbox_conn_exec(c, hidden[i], &e);
+        ck_assert_msg(rc == ODBOX_EINVAL && strstr(e.message, "nothing was sent"), "%s: %s: %s", hidden[i],
+                      odbox_errname(rc), e.message);
+    }
+    /* MySQL and MariaDB commit at SET autocommit and at LOCK or UNLOCK
+     * TABLES: refused there; before, they committed the caller's rows
+     * ahead of the events, and a session left with autocommit off went
+     * back to the pool, where the next caller's writes never committed */
+    static const char *const commits_on_mysql[] = {"SET autocommit = 0", "SET @@autocommit = 1",
+                                                   "LOCK TABLES t WRITE", "UNLOCK TABLES"};
+    for (size_t i = 0; (itest_is("mysql") || itest_is("mariadb")) && i < 4; i++) {
+        rc = odbox_conn_exec(c, commits_on_mysql[i], &e);
+        ck_assert_msg(rc == ODBOX_EINVAL && strstr(e.message, "nothing was sent"), "%s: %s: %s",
+                      commits_on_mysql[i], odbox_errname(rc), e.message);
+    }
     ck_assert_int_eq(odbox_conn_in_transaction(c), 1);
     ck_assert_int_eq(odbox_conn_exec(c, "SAVEPOINT before_second", &e), ODBOX_OK);
     txf_insert_row(&o, tx, "raw-rolled-back", 1);

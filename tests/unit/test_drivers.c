@@ -225,14 +225,15 @@ START_TEST(transaction_control_sql_is_recognised)
                                        "START TRANSACTION", "start  transaction read only", "COMMIT;",
                                        "/* app */ ROLLBACK", "-- note\nROLLBACK", "SELECT 1; ROLLBACK",
                                        "select 1;commit", "UPDATE t SET a = ';'; COMMIT",
-                                       "PREPARE TRANSACTION 'x'", "/* a */ /* b */ begin"};
+                                       "PREPARE TRANSACTION 'x'", "/* a */ /* b */ begin",
+                                       "SELECT 'unterminated; COMMIT", "CREATE TABLE t (a int); COMMIT"};
     static const char *const stays[] = {"ROLLBACK TO SAVEPOINT a", "rollback to a", "ROLLBACK WORK TO a",
                                         "ROLLBACK TRANSACTION TO SAVEPOINT a", "SAVEPOINT a",
                                         "RELEASE SAVEPOINT a", "COMMITTED", "ENDING", "BEGINNER",
                                         "START SLAVE", "SELECT 'COMMIT'", "UPDATE t SET end_date = 1", "",
                                         "SELECT 1; SELECT 2", "SELECT ';COMMIT'", "SELECT 1 -- ; COMMIT",
                                         "/* COMMIT */ SELECT 1", "PREPARE p AS SELECT 1", "SELECT 1; /* ; */",
-                                        "SELECT 'unterminated; COMMIT", "SELECT 1; ROLLBACK TO a",
+                                        "SELECT 1; ROLLBACK TO a",
                                         "CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO l VALUES (1); END",
                                         "CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END",
                                         "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END"};
@@ -247,6 +248,25 @@ START_TEST(transaction_control_sql_is_recognised)
     ck_assert_int_eq(odbox_sql_ends_tx("DO $$BEGIN; COMMIT; END$$", 0), 0);
     ck_assert_int_eq(odbox_sql_ends_tx("# note\nROLLBACK", 1), 1);
     ck_assert_int_eq(odbox_sql_ends_tx("PREPARE transaction FROM 'SELECT 1'", 1), 0); /* MySQL: a name */
+    /* PostgreSQL's E'...' strings take backslash escapes, and a $ inside
+     * an identifier starts no dollar quote: neither hides a COMMIT */
+    ck_assert_int_eq(odbox_sql_ends_tx("INSERT INTO t VALUES (E'\\''); COMMIT", 0), 1);
+    ck_assert_int_eq(odbox_sql_ends_tx("INSERT INTO t VALUES (e'\\''); COMMIT; SELECT E'\\''", 0), 1);
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT; SELECT 'b\\'", 0), 1); /* a plain string */
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 1 AS x$y$; COMMIT; SELECT 1 AS z$y$", 0), 1);
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT $1::int; COMMIT", 0), 1);
+    ck_assert_int_eq(odbox_sql_ends_tx("LOCK TABLE t IN SHARE MODE", 0), 0);
+    /* MySQL: what commits there without a COMMIT; its -- comment wants a blank */
+    static const char *const mysql_ends[] = {"SET autocommit = 0", "SET @@autocommit=1", "set session autocommit = 0",
+                                             "SET LOCAL autocommit=0", "SET @@session.autocommit = 0",
+                                             "LOCK TABLES t WRITE", "lock table t read", "UNLOCK TABLES",
+                                             "SELECT 1--1; COMMIT", "SELECT 1; SET autocommit = 1"};
+    for (size_t i = 0; i < sizeof mysql_ends / sizeof mysql_ends[0]; i++) {
+        ck_assert_msg(odbox_sql_ends_tx(mysql_ends[i], 1) == 1, "'%s' ends a transaction on MySQL", mysql_ends[i]);
+        ck_assert_msg(odbox_sql_ends_tx(mysql_ends[i], 0) == 0, "'%s' on PostgreSQL", mysql_ends[i]);
+    }
+    ck_assert_int_eq(odbox_sql_ends_tx("SET autocommit_x = 1", 1), 0);
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 1 -- ; COMMIT", 1), 0);
 }
 END_TEST
 
@@ -260,18 +280,20 @@ START_TEST(session_setting_changes_are_recognised)
                                           "SET SESSION time_zone = 'x'", "SET client_encoding TO 'LATIN1'",
                                           "SET NAMES latin1", "SET CHARACTER SET latin1",
                                           "SET character_set_results = NULL", "SET DateStyle = 'SQL'",
-                                          "SET sql_mode = ''", "RESET ALL", "reset timezone", "DISCARD ALL"};
+                                          "SET sql_mode = ''", "RESET ALL", "reset timezone", "DISCARD ALL",
+                                          "SET autocommit = 0", "SET @@session.autocommit = 0"};
     static const char *const stays[] = {"SET lock_timeout = 1000", "SET search_path TO app",
                                         "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
                                         "SET LOCAL statement_timeout = 5", "SET @x = 1", "SET time_zones_x = 1",
                                         "SET SESSION innodb_lock_wait_timeout = 1", "SELECT 'SET TIME ZONE'",
-                                        "UPDATE t SET timezone = 'x'", "SETTLE", ""};
+                                        "UPDATE t SET timezone = 'x'", "SETTLE", "SET LOCAL TIME ZONE 'UTC'", ""};
     for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++)
         ck_assert_msg(odbox_sql_changes_session(changes[i]) == 1, "'%s' changes the session", changes[i]);
     for (size_t i = 0; i < sizeof stays / sizeof stays[0]; i++)
         ck_assert_msg(odbox_sql_changes_session(stays[i]) == 0, "'%s' does not", stays[i]);
-    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT; SELECT 'b\\'", 1), 0);
-    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT; SELECT 'b\\'", 0), 1);
+    /* MySQL: one string; elsewhere a string, a COMMIT and an open quote */
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT'", 1), 0);
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT'", 0), 1);
 }
 END_TEST
 
