@@ -34,6 +34,7 @@ struct odbox_conn {
     char *secret;              /* password, scrubbed from driver messages */
     int64_t idle_since_us;     /* set by the pool */
     struct odbox_conn *next;   /* pool's idle list */
+    int idle;                  /* on that list (under the pool's mutex): a second release is the caller's bug */
     struct odbox_pool *pool;   /* the pool that hands it out; NULL from odbox_conn_open */
     const odbox_conn_owner *owner; /* that pool's, set with pool */
     uint64_t epoch;            /* the pool's count of lost connections when this one was last known live */

@@ -143,6 +143,7 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
             odbox_conn *c = p->idle;
             p->idle = c->next;
             c->next = NULL;
+            c->idle = 0;
             uint64_t epoch = p->epoch;
             pthread_mutex_unlock(&p->mu);
             if (usable(p, c, epoch)) {
@@ -199,6 +200,14 @@ static void give_back(odbox_pool *p, odbox_conn **cp, int discard)
         return; /* its holder releases it */
     if (odbox_conn_tx_owned(c, discard ? "odbox_pool_discard" : "odbox_pool_release"))
         return; /* its odbox_tx releases it */
+    pthread_mutex_lock(&p->mu);
+    int twice = c->idle;
+    pthread_mutex_unlock(&p->mu);
+    if (twice) { /* put on the idle list twice, it would be handed to two callers */
+        odbox_log(ODBOX_LOG_ERROR, "%s: the connection was released already: ignored",
+                  discard ? "odbox_pool_discard" : "odbox_pool_release");
+        return;
+    }
     if (c->nheld)
         odbox_stmt_detach(c, 1, discard ? "odbox_pool_discard" : "odbox_pool_release");
     c->fresh = 0;
@@ -224,6 +233,7 @@ static void give_back(odbox_pool *p, odbox_conn **cp, int discard)
         c->idle_since_us = odbox_now_us();
         pthread_mutex_lock(&p->mu);
         c->next = p->idle;
+        c->idle = 1;
         p->idle = c;
     }
     pthread_cond_signal(&p->cv);

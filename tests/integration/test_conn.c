@@ -310,7 +310,7 @@ static void record_log(void *ud, odbox_log_level level, const char *msg)
 {
     logged *l = ud;
     pthread_mutex_lock(&l->mu);
-    if (level == ODBOX_LOG_WARN) {
+    if (level == ODBOX_LOG_WARN || level == ODBOX_LOG_ERROR) {
         l->warnings++;
         snprintf(l->last, sizeof l->last, "%s", msg);
     }
@@ -398,6 +398,37 @@ START_TEST(releasing_a_connection_detaches_held_statements)
 }
 END_TEST
 
+/* A connection released twice (a copy of the pointer kept) is pooled
+ * once: the second release is logged and ignored, and two callers never
+ * get one session. Before, it went on the idle list twice, and the next
+ * two acquires shared it. */
+START_TEST(a_second_release_is_ignored)
+{
+    logged l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    odbox_log_set(record_log, &l, ODBOX_LOG_WARN);
+    odbox_pool *p = NULL;
+    odbox_pool_config cfg = {.size = 2, .acquire_timeout_ms = 5000};
+    odbox_error e;
+    ck_assert_int_eq(odbox_pool_open(itest_dsn(1), &cfg, &p, &e), ODBOX_OK);
+    odbox_conn *c = NULL, *copy;
+    ck_assert_int_eq(odbox_pool_acquire(p, &c, &e), ODBOX_OK);
+    copy = c;
+    odbox_pool_release(p, &c);
+    odbox_pool_release(p, &copy);
+    ck_assert_ptr_null(copy);
+    ck_assert_int_eq(l.warnings, 1);
+    ck_assert_msg(strstr(l.last, "released already"), "log: %s", l.last);
+    odbox_conn *a = NULL, *b = NULL;
+    ck_assert_int_eq(odbox_pool_acquire(p, &a, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_pool_acquire(p, &b, &e), ODBOX_OK);
+    ck_assert_ptr_ne(a, b);
+    odbox_pool_release(p, &a);
+    odbox_pool_release(p, &b);
+    odbox_pool_free(&p);
+    odbox_log_set(NULL, NULL, ODBOX_LOG_WARN);
+}
+END_TEST
+
 Suite *conn_suite(void)
 {
     Suite *s = suite_create("conn");
@@ -412,6 +443,7 @@ Suite *conn_suite(void)
     tcase_add_test(t, a_hanging_shard_does_not_delay_another);
     tcase_add_test(t, closing_a_connection_detaches_held_statements);
     tcase_add_test(t, releasing_a_connection_detaches_held_statements);
+    tcase_add_test(t, a_second_release_is_ignored);
     suite_add_tcase(s, t);
     return s;
 }
