@@ -205,9 +205,14 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
  * written to the key's row before the commit. There, while perform runs,
  * the thread's connection of the default shard's primary is that
  * transaction's: a perform that executes another action or begins an own
- * transaction on that shard gets ODBOX_ESTATE. Keys
- * are kept until odbox_purge_run removes them (keys_older_than_us,
- * default 7 days). Needs migration V11. Thread-safe as odbox_execute. */
+ * transaction on that shard gets ODBOX_ESTATE. A key another
+ * transaction holds, uncommitted, past the lock wait bound (50 s unless
+ * the session set its own) is ODBOX_ETIMEDOUT, nothing written; a key a
+ * concurrent execution took and then released, or whose claim lost a
+ * deadlock five times (MySQL/MariaDB), ODBOX_EDEADLOCK: execute again.
+ * Keys are kept until odbox_purge_run removes them (keys_older_than_us,
+ * default 7 days). Needs migrations V11 and V15. Thread-safe as
+ * odbox_execute. */
 int odbox_execute_keyed(odbox_executor *exe, const odbox_action *action, json_object *params, const char *key,
                         const odbox_exec_config *cfg, odbox_result *res, odbox_error *err);
 

@@ -54,8 +54,10 @@ typedef struct odbox_tx_config {
  * used by another action name or with other params, or, with a key, a
  * cfg->action_id that another keyed transaction used), ODBOX_ETIMEDOUT (a key held by another open
  * transaction past the lock wait bound: see odbox_tx_replayed),
- * ODBOX_ECROSSSHARD (a key off the default
- * shard), pool and database errors. *out is NULL on failure. */
+ * ODBOX_EDEADLOCK (a key's claim lost a deadlock five times, or the
+ * key was taken and then released by a concurrent transaction: begin
+ * again), ODBOX_ECROSSSHARD (a key off the default shard), pool and
+ * database errors. *out is NULL on failure. */
 int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_config *cfg, odbox_tx **out,
                    odbox_error *err);
 
@@ -108,7 +110,8 @@ odbox_shard_id odbox_tx_shard(const odbox_tx *tx);
  * JSON object (copied). It is written at commit. Registers et with the
  * executor as odbox_plan_emit does. ODBOX_EINVAL for a NULL or bad
  * argument; ODBOX_ESTATE for a replaying transaction, or one whose
- * transaction you ended on odbox_tx_conn; the transaction is unchanged. */
+ * connection has no transaction any more (its session was lost while
+ * idle and could not be replaced); the transaction is unchanged. */
 int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,
                   json_object *payload, odbox_error *err);
 
@@ -116,9 +119,9 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
  * commit listeners and wakes other processes' delivery, returns the
  * connection to its pool, frees the transaction and sets *tx to NULL,
  * whatever the outcome. On failure nothing was written (it was rolled
- * back; ODBOX_ESTATE: one of your statements had failed, or you had
- * ended the transaction on odbox_tx_conn, and then nothing of odbox's
- * was written), except ODBOX_EINDOUBT: the connection was lost after the
+ * back; ODBOX_ESTATE: one of your statements had failed, or the session
+ * was lost while idle and could not be replaced, and then nothing of
+ * odbox's was written), except ODBOX_EINDOUBT: the connection was lost after the
  * COMMIT was sent; odbox_action_committed with odbox_tx_action_id (read it
  * before committing) tells. ODBOX_EINVAL for a NULL tx or *tx. */
 int odbox_tx_commit(odbox_tx **tx, odbox_error *err);
