@@ -163,6 +163,8 @@ int odbox_stmt_prepare_keyed(odbox_conn *c, const char *sql, const odbox_sql_key
  * perform, whose key the transaction holds) need no second connection
  * of a pool that may have none free. One loan per thread. */
 void odbox_pool_lend(odbox_pool *p, odbox_conn *c);
+/* 1 while this thread's acquires of p get its loan. */
+int odbox_pool_lending(const odbox_pool *p);
 
 /* 1 when a statement failed on c since odbox_conn_begin opened its
  * transaction: what PostgreSQL has then aborted (and psqlODBC rolled

@@ -53,6 +53,8 @@ void odbox_pool_lend(odbox_pool *p, odbox_conn *c)
     lent.conn = p ? c : NULL;
 }
 
+int odbox_pool_lending(const odbox_pool *p) { return p && lent.pool == p; }
+
 static uint64_t note_lost(odbox_pool *p)
 {
     pthread_mutex_lock(&p->mu);

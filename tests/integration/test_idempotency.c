@@ -289,7 +289,8 @@ END_TEST
  * "inner") and then adds its own dummy. */
 typedef struct nesting {
     odbox_executor *exe;
-    int inner_rc;
+    int inner_rc, tx_rc;
+    char tx_message[sizeof ((odbox_error *)0)->message];
     maker mk;
 } nesting;
 
@@ -301,6 +302,10 @@ static int nested(odbox_context *ctx, json_object *params, odbox_plan *plan, voi
     odbox_error e = {0};
     n->inner_rc = odbox_execute(n->exe, &inner, p, NULL, NULL, &e);
     json_object_put(p);
+    odbox_tx *tx = NULL;
+    n->tx_rc = odbox_tx_begin(n->exe, (odbox_shard_id){0, 0}, NULL, &tx, &e);
+    snprintf(n->tx_message, sizeof n->tx_message, "%s", e.message);
+    odbox_tx_rollback(&tx);
     return make_dummy(ctx, params, plan, &n->mk, err);
 }
 
@@ -323,6 +328,9 @@ START_TEST(an_action_inside_a_keyed_perform)
     ck_assert_msg(rc == ODBOX_OK, "%s", e.message);
     int first = odbox_dialect_find(itest_dialect())->claims_keys_first;
     ck_assert_int_eq(n.inner_rc, first ? ODBOX_ESTATE : ODBOX_OK);
+    /* an own transaction begun there: refused, saying why */
+    ck_assert_int_eq(n.tx_rc, first ? ODBOX_ESTATE : ODBOX_OK);
+    ck_assert_msg(!first || strstr(n.tx_message, "keyed action's perform"), "%s", n.tx_message);
     ck_assert_int_eq(dummies(&f, "outer"), 1);
     ck_assert_int_eq(dummies(&f, "inner"), first ? 0 : 1);
     ck_assert_int_eq(dfx_events(&f, 0), first ? 1 : 2);
