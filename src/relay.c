@@ -283,6 +283,11 @@ int64_t odbox_relay_failed(const odbox_relay *r)
     return r ? atomic_load(&((odbox_relay *)r)->failed) : 0;
 }
 
+int odbox_relay_calls_running(const odbox_relay *r)
+{
+    return r ? atomic_load(&((odbox_relay *)r)->refs) - 1 : 0; /* each call holds one reference, the owner one */
+}
+
 void odbox_relay_free(odbox_relay **rp)
 {
     if (!rp || !*rp)

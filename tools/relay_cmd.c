@@ -267,10 +267,17 @@ static int add_relays(json_object *relays, relay_entry *es, odbox_handlers *h, o
 
 /* ---- running ------------------------------------------------------------------------ */
 
-/* 1 when a fan-out round on every shard found nothing and no row of the
- * relays is due; 0 when not; a negative code when a read failed. */
+/* 1 when no publish of this process runs, a fan-out round on every
+ * shard found nothing and no row of the relays is due; 0 when not; a
+ * negative code when a read failed. A running publish's rows are claimed
+ * (due only at their lease's end): without that look, a broker that took
+ * longer than two looks to answer made the process idle with its rows
+ * unpublished and unwritten. */
 static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es, size_t n, odbox_error *err)
 {
+    for (size_t i = 0; i < n; i++)
+        if (odbox_relay_calls_running(es[i].relay) > 0)
+            return 0;
     int rc = ODBOX_OK, idle = 1;
     for (size_t i = 0; rc == ODBOX_OK && i < odbox_registry_shard_count(r); i++) {
         odbox_delivery_round round = {0};

@@ -90,6 +90,11 @@ int odbox_relay_add(odbox_handlers *h, const odbox_relay_config *cfg, const odbo
 int64_t odbox_relay_published(const odbox_relay *r);
 int64_t odbox_relay_failed(const odbox_relay *r);
 
+/* Publish calls running now (a round's batch is one call), abandoned ones
+ * included until they return: while it is not 0 the rows of those calls
+ * are claimed, not due, and not yet written. 0 for NULL. */
+int odbox_relay_calls_running(const odbox_relay *r);
+
 /* Closes the broker and frees. After every delivery using the relay's
  * handlers is freed; a call such a delivery abandoned (still running at
  * handler_timeout_ms) may outlive it: the broker is then closed, and the

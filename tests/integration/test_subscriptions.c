@@ -586,6 +586,8 @@ START_TEST(a_relay_publishes_a_rounds_rows_at_once)
     fanout_until_idle(x.d, &x.f, NULL);
     odbox_delivery_round r = hx_handle(&x, 0);
     ck_assert_int_eq(r.timed_out, 10);
+    ck_assert_int_eq(odbox_relay_calls_running(relay), 1); /* the abandoned batch, still running */
+    ck_assert_int_eq(odbox_relay_calls_running(NULL), 0);
     ck_assert_int_eq(rows_of(&x, 0, "plain", "SUCCEEDED"), 10);
     ck_assert_int_eq(rows_of(&x, 0, "relay", "FAILED"), 10);
     ck_assert_int_eq(atomic_load(&g_batches), 1);
@@ -609,6 +611,9 @@ START_TEST(a_relay_publishes_a_rounds_rows_at_once)
     for (int waited = 0; atomic_load(&g_batch_returned) < 2 && waited < 5000; waited += 10)
         usleep(10 * 1000);
     ck_assert_int_eq(atomic_load(&g_batch_returned), 2);
+    for (int waited = 0; odbox_relay_calls_running(relay) > 0 && waited < 5000; waited += 10)
+        usleep(10 * 1000); /* the call's last steps after the broker's answers */
+    ck_assert_int_eq(odbox_relay_calls_running(relay), 0);
     ck_assert_int_eq(odbox_relay_published(relay), 10);
     ck_assert_int_eq(odbox_relay_failed(relay), 10);
     msg = last_error_of(&x, 0, "relay", &at);
