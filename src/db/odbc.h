@@ -88,7 +88,8 @@ int odbox_sql_is_read(const char *sql);
  * and a ';'; and 1 for text odbox cannot split (an unterminated quote as
  * it reads it). mysql_rules: the text follows MySQL's lexical rules ('#'
  * comments, backslash escapes; odbox_sql_split), and SET autocommit and
- * LOCK or UNLOCK TABLES, which commit there, count too. */
+ * LOCK or UNLOCK TABLES, which commit there, count too. ODBOX_ENOMEM
+ * when the split ran out of memory. */
 int odbox_sql_ends_tx(const char *sql, int mysql_rules);
 
 /* 1 when sql (by its first words) changes a session setting that odbox's

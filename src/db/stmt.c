@@ -215,8 +215,9 @@ int odbox_sql_ends_tx(const char *sql, int mysql_rules)
         return 0;
     odbox_sql_script script;
     odbox_error e;
-    if (odbox_sql_split(sql, mysql_rules, &script, &e) != ODBOX_OK)
-        return 1; /* unterminated as odbox reads it: what the server makes of it is not known, so not sent */
+    int rc = odbox_sql_split(sql, mysql_rules, &script, &e);
+    if (rc != ODBOX_OK) /* unterminated as odbox reads it: what the server makes of it is not known, so not sent */
+        return rc == ODBOX_ENOMEM ? rc : 1;
     int ends = 0;
     for (size_t i = 0; i < script.n && !ends; i++)
         ends = statement_ends_tx(script.stmts[i], mysql_rules);
@@ -257,7 +258,10 @@ int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *wh
                           "%s: a statement failed in this transaction, which can only be rolled back "
                           "(odbox_tx_rollback): nothing was sent",
                           what);
-    if (!c->in_tx || !odbox_sql_ends_tx(sql, c->dialect && c->dialect->backslash_escapes))
+    int ends = c->in_tx ? odbox_sql_ends_tx(sql, c->dialect && c->dialect->backslash_escapes) : 0;
+    if (ends == ODBOX_ENOMEM)
+        return odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
+    if (!ends)
         return ODBOX_OK;
     return odbox_fail(err, ODBOX_EINVAL,
                       "%s: '%.40s' would end or restart the transaction; nothing was sent: end it with %s",
@@ -357,7 +361,7 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     s->keylen = keylen;
     s->repeatable = odbox_sql_is_read(s->sql);
     s->changes_session = odbox_sql_changes_session(s->sql);
-    s->ends_tx = odbox_sql_ends_tx(s->sql, c->dialect && c->dialect->backslash_escapes);
+    s->ends_tx = odbox_sql_ends_tx(s->sql, c->dialect && c->dialect->backslash_escapes) != 0; /* ENOMEM: looked at again */
     s->shape_fixed = shape_fixed;
     s->shape_cols = -1;
     s->affected = -1;
