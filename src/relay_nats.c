@@ -7,8 +7,11 @@
 #include <time.h>
 #include "internal.h"
 #include "odbox/relay_nats.h"
+#include "relay_nats_internal.h"
 
-#define NATS_DEFAULT_URL "nats://127.0.0.1:4222"
+/* Not NATS_DEFAULT_URL: <nats/nats.h>, included below, defines that as
+ * nats://localhost:4222 and, a system header, replaces ours silently. */
+#define ODBOX_NATS_DEFAULT_URL "nats://127.0.0.1:4222"
 #define NATS_DEFAULT_TIMEOUT_MS 10000
 /* After a failed connect, publishes fail with its error this long rather
  * than each trying again: with a server that does not answer, the workers
@@ -534,7 +537,7 @@ int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odb
         free(b);
         return odbox_fail(err, ODBOX_ENOMEM, "nats relay: out of memory");
     }
-    b->url = strdup(cfg->url ? cfg->url : NATS_DEFAULT_URL);
+    b->url = strdup(cfg->url ? cfg->url : ODBOX_NATS_DEFAULT_URL);
     b->url_shown = url_without_secrets(b->url);
     b->subject = strdup(cfg->subject);
     b->stream = cfg->stream ? strdup(cfg->stream) : NULL;
@@ -545,6 +548,11 @@ int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odb
     }
     *broker = b;
     return ODBOX_OK;
+}
+
+const char *odbox_relay_nats_url_shown(const void *broker)
+{
+    return broker ? ((const nats_broker *)broker)->url_shown : NULL;
 }
 
 #else /* !HAVE_LIBNATS */
@@ -567,6 +575,11 @@ int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odb
         *broker = NULL;
     int rc = check_config(cfg, err);
     return rc == ODBOX_OK ? odbox_fail(err, ODBOX_EUNSUPPORTED, NATS_MISSING) : rc;
+}
+
+const char *odbox_relay_nats_url_shown(const void *broker)
+{
+    return NULL;
 }
 
 #endif

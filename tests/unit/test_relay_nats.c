@@ -5,6 +5,7 @@
 #include <string.h>
 #include <json-c/json.h>
 #include "odbox/odbox.h"
+#include "relay_nats_internal.h"
 #include "unit.h"
 
 static int open_text(const char *json, void **broker, odbox_error *err)
@@ -125,6 +126,23 @@ START_TEST(nats_url_password_is_in_no_message)
 }
 END_TEST
 
+/* No url: the documented default, not libnats's NATS_DEFAULT_URL
+ * (nats://localhost:4222), whose header once replaced ours silently. */
+START_TEST(nats_default_url_is_127_0_0_1)
+{
+    odbox_error e = {0};
+    void *b = NULL;
+    odbox_relay_nats_config c = {.subject = "a"};
+    int rc = odbox_relay_nats_open(&c, &b, &e);
+    if (rc == ODBOX_EUNSUPPORTED)
+        return;
+    ck_assert_int_eq(rc, ODBOX_OK);
+    ck_assert_str_eq(odbox_relay_nats_url_shown(b), "nats://127.0.0.1:4222");
+    odbox_relay_nats_ops.close(b);
+    ck_assert_ptr_null(odbox_relay_nats_url_shown(NULL));
+}
+END_TEST
+
 Suite *relay_nats_suite(void)
 {
     Suite *s = suite_create("relay_nats");
@@ -132,6 +150,7 @@ Suite *relay_nats_suite(void)
     tcase_add_test(t, nats_settings_are_checked_and_unknown_keys_named);
     tcase_add_test(t, nats_bad_subjects_fail_their_row_and_a_dead_server_fails_in_time);
     tcase_add_test(t, nats_url_password_is_in_no_message);
+    tcase_add_test(t, nats_default_url_is_127_0_0_1);
     suite_add_tcase(s, t);
     return s;
 }
