@@ -577,9 +577,9 @@ static int too_long(const char *what, const char *tmpl, const char *value, const
                           "AMQP's limit of %d",
                           what, tmpl, len, env->event_id, value, SHORTSTR_MAX);
     return odbox_fail(err, ODBOX_EINVAL,
-                      "rabbitmq relay: the event's %s ('%.60s...', %zu bytes) is over AMQP's limit of %d for the "
-                      "message's properties",
-                      what, value, len, SHORTSTR_MAX);
+                      "rabbitmq relay: event %.64s: the message's %s property ('%.60s...', %zu bytes) is over "
+                      "AMQP's limit of %d",
+                      env->event_id, what, value, len, SHORTSTR_MAX);
 }
 
 /* The exchange and routing key of env's message (malloc'd, or NULL);
@@ -604,7 +604,7 @@ static int names_for(const rbroker *b, const odbox_envelope *env, char **exchang
     if (rc == ODBOX_OK)
         rc = too_long("type", NULL, env->event_type, env, err);
     if (rc == ODBOX_OK)
-        rc = too_long("id", NULL, env->event_id, env, err);
+        rc = too_long("message_id", NULL, env->event_id, env, err);
     return rc;
 }
 

@@ -103,6 +103,25 @@ START_TEST(open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach)
                           .model_type = "Order"};
     ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
     ck_assert_msg(strstr(e.message, "cannot connect to 127.0.0.1:1"), "%s", e.message);
+    /* an event type or id AMQP cannot carry: its row fails before any
+     * connection, naming the message's property that is too long */
+    char long_name[300];
+    memset(long_name, 'T', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = 0;
+    odbox_envelope long_type = env, long_id = env;
+    long_type.event_type = long_name;
+    long_id.event_id = long_name;
+    void *fixed = NULL; /* a routing key without the type */
+    odbox_relay_rabbitmq_config fc = {.url = "amqp://guest:guest@127.0.0.1:1/", .routing_key = "x"};
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&fc, &fixed, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(fixed, &long_type, "{}", 2, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "the message's type property ('TTT") && strstr(e.message, "299 bytes") &&
+                      strstr(e.message, "limit of 255"),
+                  "%s", e.message);
+    ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(fixed, &long_id, "{}", 2, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "the message's message_id property ('TTT") && strstr(e.message, "299 bytes"),
+                  "%s", e.message);
+    odbox_relay_rabbitmq_ops.close(fixed);
     /* the failed connection was given back: a second publish tries again */
     ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
     ck_assert_str_eq(odbox_relay_rabbitmq_ops.kind, "rabbitmq");
