@@ -77,7 +77,7 @@ typedef struct rbroker {
     char *url;                        /* amqp_parse_url's buffer: info points into it */
     struct amqp_connection_info info;
     char *exchange, *routing_key;
-    int max, window, timeout_ms;
+    int max, window, timeout_ms, max_body;
     pthread_mutex_t mu;
     pthread_cond_t freed; /* a publish left a connection, or one closed */
     rconn **conns;        /* max slots, NULL when free */
@@ -584,9 +584,18 @@ static int too_long(const char *what, const char *tmpl, const char *value, const
 
 /* The exchange and routing key of env's message (malloc'd, or NULL);
  * ODBOX_EINVAL when one of them, or the event's type or id, is longer
- * than AMQP can carry. */
-static int names_for(const rbroker *b, const odbox_envelope *env, char **exchange, char **rk, odbox_error *err)
+ * than AMQP can carry, or its body (len bytes) is over max_message_bytes:
+ * the server would close the channel for it, failing every publish in
+ * flight on the connection, on every retry. */
+static int names_for(const rbroker *b, const odbox_envelope *env, size_t len, char **exchange, char **rk,
+                     odbox_error *err)
 {
+    *exchange = *rk = NULL;
+    if (len > (size_t)b->max_body)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "rabbitmq relay: event %.64s: a body of %zu bytes is over max_message_bytes %d (a body "
+                          "over the node's max_message_size makes it close the channel)",
+                          env->event_id, len, b->max_body);
     int rc = odbox_relay_expand(b->exchange, env, exchange, err);
     /* "" is the default exchange, which routes by queue name: meant only
      * when the template says so, not when a placeholder came out empty */
@@ -615,7 +624,7 @@ static int rabbit_publish(void *broker, const odbox_envelope *env, const char *b
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: broker, envelope or body is NULL");
     char *exchange = NULL, *rk = NULL;
     rconn *c = NULL;
-    int rc = names_for(b, env, &exchange, &rk, err);
+    int rc = names_for(b, env, len, &exchange, &rk, err);
     if (rc == ODBOX_OK)
         rc = acquire(b, &c, err);
     if (rc == ODBOX_OK) {
@@ -660,7 +669,7 @@ static void rabbit_publish_batch(void *broker, size_t n, const odbox_envelope *c
     int rc = names && ws ? ODBOX_OK : odbox_fail(&e, ODBOX_ENOMEM, "rabbitmq relay: out of memory");
     for (size_t i = 0; i < n; i++)
         if ((rcs[i] = rc) == ODBOX_OK)
-            rcs[i] = names_for(b, envs[i], &names[2 * i], &names[2 * i + 1], &errs[i]);
+            rcs[i] = names_for(b, envs[i], lens[i], &names[2 * i], &names[2 * i + 1], &errs[i]);
         else
             errs[i] = e;
     if (rc == ODBOX_OK && (rc = acquire(b, &c, &e)) == ODBOX_OK) {
@@ -733,6 +742,7 @@ static rbroker *broker_new(const odbox_relay_rabbitmq_config *cfg)
     b->max = cfg->max_connections ? cfg->max_connections : ODBOX_RABBITMQ_DEFAULT_MAX_CONNECTIONS;
     b->window = cfg->max_in_flight_per_connection ? cfg->max_in_flight_per_connection
                                                   : ODBOX_RABBITMQ_DEFAULT_IN_FLIGHT;
+    b->max_body = cfg->max_message_bytes ? cfg->max_message_bytes : ODBOX_RABBITMQ_DEFAULT_MAX_MESSAGE;
     b->url = strdup(cfg->url ? cfg->url : ODBOX_RABBITMQ_DEFAULT_URL);
     b->exchange = strdup(cfg->exchange ? cfg->exchange : "");
     b->routing_key = strdup(cfg->routing_key);

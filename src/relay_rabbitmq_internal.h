@@ -13,6 +13,10 @@
 /* bounds of max_connections and max_in_flight_per_connection */
 #define ODBOX_RABBITMQ_MAX_CONNECTIONS 1024
 #define ODBOX_RABBITMQ_MAX_IN_FLIGHT 65535
+/* max_message_bytes: RabbitMQ 4's default max_message_size, and the
+ * largest the server allows */
+#define ODBOX_RABBITMQ_DEFAULT_MAX_MESSAGE 16777216
+#define ODBOX_RABBITMQ_MAX_MESSAGE 536870912
 
 /* cfg from a relay's JSON settings (strings point into settings);
  * ODBOX_EINVAL for an unknown key or a wrong type, naming it. */

@@ -13,14 +13,14 @@ static int json_str(json_object *v, const char *key, const char **out, odbox_err
     return ODBOX_OK;
 }
 
-static int json_int(json_object *v, const char *key, int *out, odbox_error *err)
+static int json_int(json_object *v, const char *key, int max, int *out, odbox_error *err)
 {
     if (!json_object_is_type(v, json_type_int))
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay settings: \"%s\" must be an integer", key);
     int64_t n = json_object_get_int64(v);
-    if (n < 0 || n > 3600000)
-        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay settings: \"%s\" %lld is out of range (0..3600000)",
-                          key, (long long)n);
+    if (n < 0 || n > max)
+        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay settings: \"%s\" %lld is out of range (0..%d)", key,
+                          (long long)n, max);
     *out = (int)n;
     return ODBOX_OK;
 }
@@ -42,15 +42,17 @@ int odbox_relay_rabbitmq_parse(json_object *settings, odbox_relay_rabbitmq_confi
         else if (!strcmp(key, "routing_key"))
             rc = json_str(v, key, &cfg->routing_key, err);
         else if (!strcmp(key, "max_connections"))
-            rc = json_int(v, key, &cfg->max_connections, err);
+            rc = json_int(v, key, 3600000, &cfg->max_connections, err);
         else if (!strcmp(key, "timeout_ms"))
-            rc = json_int(v, key, &cfg->timeout_ms, err);
+            rc = json_int(v, key, 3600000, &cfg->timeout_ms, err);
         else if (!strcmp(key, "max_in_flight_per_connection"))
-            rc = json_int(v, key, &cfg->max_in_flight_per_connection, err);
+            rc = json_int(v, key, 3600000, &cfg->max_in_flight_per_connection, err);
+        else if (!strcmp(key, "max_message_bytes"))
+            rc = json_int(v, key, ODBOX_RABBITMQ_MAX_MESSAGE, &cfg->max_message_bytes, err);
         else
             rc = odbox_fail(err, ODBOX_EINVAL,
                             "rabbitmq relay settings: unknown key \"%.80s\" (known: url, exchange, routing_key, "
-                            "max_connections, max_in_flight_per_connection, timeout_ms)",
+                            "max_connections, max_in_flight_per_connection, max_message_bytes, timeout_ms)",
                             key);
     }
     return rc;
@@ -81,6 +83,9 @@ int odbox_relay_rabbitmq_check(const odbox_relay_rabbitmq_config *cfg, odbox_err
     if (cfg->max_in_flight_per_connection < 0 || cfg->max_in_flight_per_connection > ODBOX_RABBITMQ_MAX_IN_FLIGHT)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: max_in_flight_per_connection %d is out of range (0..%d)",
                           cfg->max_in_flight_per_connection, ODBOX_RABBITMQ_MAX_IN_FLIGHT);
+    if (cfg->max_message_bytes < 0 || cfg->max_message_bytes > ODBOX_RABBITMQ_MAX_MESSAGE)
+        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: max_message_bytes %d is out of range (0..%d)",
+                          cfg->max_message_bytes, ODBOX_RABBITMQ_MAX_MESSAGE);
     return ODBOX_OK;
 }
 

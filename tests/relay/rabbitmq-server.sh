@@ -11,6 +11,8 @@
 #       stopped, then started on the same data and ports; sever: the
 #       node closes every client connection, sockets and all; stall:
 #       the node's processes stopped with SIGSTOP; resume: continued)
+#   tests/relay/rabbitmq-server.sh max-message-size DIR BYTES
+#       the node's max_message_size, for channels opened from now on
 # Every wait is bounded (RABBIT_START_TIMEOUT, default 60 s).
 set -euo pipefail
 # the bare scripts, not /usr/sbin wrappers that switch to the rabbitmq user (who cannot read our mktemp dir)
@@ -120,6 +122,7 @@ case ${1:-} in
     stop-app) ctl "$2" stop_app >/dev/null ;;
     start-app) ctl "$2" start_app >/dev/null ;;
     sever) ctl "$2" close_all_connections "odbox test: severed" >/dev/null ;;
+    max-message-size) ctl "$2" eval "application:set_env(rabbit, max_message_size, $3)." >/dev/null ;;
     # the node's processes stopped (SIGSTOP: its sockets stay open, unread) and continued
     stall) kill -STOP -- "-$(cat "$2/server.pid")" ;;
     resume) kill -CONT -- "-$(cat "$2/server.pid")" ;;

@@ -45,8 +45,11 @@ int rabbit_stall(const char *url)
     void *b = NULL;
     /* the default exchange and rabbitmq-check's queue (declared first; its
      * next mode purges it): a message no queue took would fail */
+    /* max_message_bytes: the 32 MB body is over the default 16 MiB (RabbitMQ
+     * 4's max_message_size), within 3.x's 128 MiB */
     odbox_relay_rabbitmq_config cfg = {.url = url, .exchange = "", .routing_key = "odbox-q",
-                                       .timeout_ms = STALL_TIMEOUT_MS, .max_connections = 1};
+                                       .timeout_ms = STALL_TIMEOUT_MS, .max_connections = 1,
+                                       .max_message_bytes = 2 * STALL_BODY};
     odbox_envelope env = {.event_id = "stall-1", .event_type = "RabbitStall"};
     int rc = odbox_relay_rabbitmq_open(&cfg, &b, &e);
     if (rc == ODBOX_OK)

@@ -35,6 +35,15 @@ START_TEST(open_json_refuses_unknown_keys_and_wrong_types_naming_them)
     ck_assert_msg(strstr(e.message, "max_in_flight_per_connection 70000 is out of range"), "%s", e.message);
     ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"max_connections\": 5000}", &b, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "max_connections 5000 is out of range"), "%s", e.message);
+    /* a body limit beyond RabbitMQ's own, from JSON and from C */
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"max_message_bytes\": 536870913}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "\"max_message_bytes\" 536870913 is out of range (0..536870912)"), "%s",
+                  e.message);
+    ck_assert_int_eq(open_text("{\"routing_key\": \"x\", \"max_message_bytes\": \"1M\"}", &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "\"max_message_bytes\" must be an integer"), "%s", e.message);
+    odbox_relay_rabbitmq_config over = {.routing_key = "x", .max_message_bytes = -1};
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&over, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "max_message_bytes -1 is out of range"), "%s", e.message);
     ck_assert_int_eq(open_text("[1]", &b, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_relay_rabbitmq_open_json(NULL, &b, &e), ODBOX_EINVAL);
     /* no routing key; a template with an unknown placeholder */
@@ -122,6 +131,25 @@ START_TEST(open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach)
     ck_assert_msg(strstr(e.message, "the message's message_id property ('TTT") && strstr(e.message, "299 bytes"),
                   "%s", e.message);
     odbox_relay_rabbitmq_ops.close(fixed);
+    /* a body over max_message_bytes fails its row before any connection,
+     * alone in a round: the node would close the channel for it */
+    void *small = NULL;
+    ck_assert_int_eq(open_text("{\"url\": \"amqp://guest:guest@127.0.0.1:1/\", \"routing_key\": \"x\", "
+                               "\"max_message_bytes\": 10, \"timeout_ms\": 500}",
+                               &small, &e),
+                     ODBOX_OK);
+    ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(small, &env, "{\"big\": \"xxx\"}", 14, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "a body of 14 bytes is over max_message_bytes 10"), "%s", e.message);
+    const odbox_envelope *envs[] = {&env, &env};
+    const char *bodies[] = {"{\"big\": \"xxx\"}", "{}"};
+    size_t lens[] = {14, 2};
+    int rcs[2] = {0};
+    odbox_error errs[2] = {{0}};
+    odbox_relay_rabbitmq_ops.publish_batch(small, 2, envs, bodies, lens, rcs, errs);
+    ck_assert_int_eq(rcs[0], ODBOX_EINVAL);
+    ck_assert_msg(strstr(errs[0].message, "over max_message_bytes 10"), "%s", errs[0].message);
+    ck_assert_int_eq(rcs[1], ODBOX_ECONNECT); /* the other row went on to connect */
+    odbox_relay_rabbitmq_ops.close(small);
     /* the failed connection was given back: a second publish tries again */
     ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
     ck_assert_str_eq(odbox_relay_rabbitmq_ops.kind, "rabbitmq");
