@@ -249,6 +249,36 @@ static void producer_stop(kafka_producer *p, int flush_ms)
     free(p);
 }
 
+/* Kafka's legal topic names: [A-Za-z0-9._-]{1,249}. */
+static int topic_ok(const char *t)
+{
+    size_t n = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+    return n > 0 && n <= 249 && !t[n] && strcmp(t, ".") && strcmp(t, "..");
+}
+
+/* A topic template without a placeholder is every row's topic: one that
+ * is not a Kafka topic name fails at open, not each row at publish. */
+static int check_fixed_topic(const char *tmpl, odbox_error *err)
+{
+    static const char *const fills[2] = {"", "x"};
+    char *as[2] = {NULL, NULL};
+    int rc = ODBOX_OK;
+    for (int i = 0; i < 2 && rc == ODBOX_OK; i++) {
+        const char *f = fills[i];
+        odbox_envelope e = {.event_id = f, .ns = f, .action_id = f, .action_name = f, .model_id = f,
+                            .model_type = f, .event_type = f, .handler_name = f};
+        rc = odbox_relay_expand(tmpl, &e, &as[i], err);
+    }
+    if (rc == ODBOX_OK && !strcmp(as[0], as[1]) && !topic_ok(as[0])) /* no placeholder: the same either way */
+        rc = odbox_fail(err, ODBOX_EINVAL,
+                        "kafka relay: topic '%.200s' is not a Kafka topic name ([A-Za-z0-9._-], 1 to 249 "
+                        "characters, not . or ..)",
+                        as[0]);
+    free(as[0]);
+    free(as[1]);
+    return rc;
+}
+
 int odbox_relay_kafka_open(const odbox_relay_kafka_config *cfg, void **broker, odbox_error *err)
 {
     if (broker)
@@ -267,6 +297,8 @@ int odbox_relay_kafka_open(const odbox_relay_kafka_config *cfg, void **broker, o
     int rc = odbox_relay_template_check(cfg->topic, err);
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "kafka relay: topic");
+    if ((rc = check_fixed_topic(cfg->topic, err)) != ODBOX_OK)
+        return rc;
     kafka_broker *b = broker_new(cfg);
     if (!b)
         return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
@@ -345,13 +377,6 @@ static void producer_replace(kafka_broker *b, kafka_producer *old)
     b->replacing = 0;
     pthread_cond_broadcast(&b->gate);
     pthread_mutex_unlock(&b->mu);
-}
-
-/* Kafka's legal topic names: [A-Za-z0-9._-]{1,249}. */
-static int topic_ok(const char *t)
-{
-    size_t n = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
-    return n > 0 && n <= 249 && !t[n] && strcmp(t, ".") && strcmp(t, "..");
 }
 
 static rd_kafka_headers_t *event_headers(const odbox_envelope *env)

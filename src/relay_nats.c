@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include "internal.h"
 #include "odbox/relay_nats.h"
@@ -58,6 +59,178 @@ static int settings_from_json(json_object *s, odbox_relay_nats_config *c, odbox_
     return ODBOX_OK;
 }
 
+/* url with each server's userinfo (user:password, or a token) as ***, for
+ * messages: a server's last '@' ends it, since a password may hold one.
+ * NULL when out of memory. */
+static char *url_without_secrets(const char *url)
+{
+    odbox_buf out = {0};
+    for (const char *p = url;;) {
+        size_t n = strcspn(p, ",");
+        const char *scheme = strstr(p, "://");
+        /* what stays before the userinfo: the scheme, or the blanks libnats
+         * skips before a server without one */
+        size_t keep = scheme && scheme < p + n ? (size_t)(scheme - p) + 3 : strspn(p, " \t");
+        const char *at = NULL;
+        for (const char *q = p + keep; q < p + n; q++)
+            if (*q == '@')
+                at = q;
+        if (at) {
+            odbox_buf_appendn(&out, p, keep);
+            odbox_buf_append(&out, "***");
+            odbox_buf_appendn(&out, at, (size_t)(p + n - at));
+        } else {
+            odbox_buf_appendn(&out, p, n);
+        }
+        p += n;
+        if (!*p)
+            break;
+        odbox_buf_appendn(&out, p++, 1);
+    }
+    return odbox_buf_take(&out);
+}
+
+/* A subject NATS would refuse or read as a pattern: the row's error (the
+ * open's for a template without a placeholder). */
+static int check_subject(const char *s, odbox_error *err)
+{
+    const char *why = NULL;
+    size_t n = strlen(s);
+    if (n > NATS_SUBJECT_MAX)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "nats relay: subject '%.80s...' is %zu bytes: over the %d bytes odbox allows (nats-server "
+                          "closes the connection on a PUB line over its max_control_line, 4096 bytes by default)",
+                          s, n, NATS_SUBJECT_MAX);
+    if (!n)
+        why = "it is empty";
+    else if (s[0] == '.' || s[n - 1] == '.' || strstr(s, ".."))
+        why = "it has an empty token";
+    else if (strpbrk(s, " \t\r\n"))
+        why = "it has white space";
+    else if (strpbrk(s, "*>"))
+        why = "it has a wildcard (* or >)";
+    if (!why)
+        return ODBOX_OK;
+    return odbox_fail(err, ODBOX_EINVAL, "nats relay: subject '%.200s' is not a subject to publish to: %s", s, why);
+}
+
+/* One server of a url list (n bytes at p, blanks around it libnats
+ * skips): [nats:// or tls://][userinfo@]host[:port][/...] as libnats
+ * reads it, host an IPv6 address in brackets too; NULL when it is one,
+ * else why not. libnats would take http:// or a missing host and fail
+ * every publish with it: refused at open instead. */
+static const char *server_problem(const char *p, size_t n)
+{
+    while (n && (*p == ' ' || *p == '\t'))
+        p++, n--;
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (!n)
+        return "is empty";
+    const char *end = p + n, *scheme = NULL;
+    for (const char *q = p; q + 3 <= end && !scheme; q++)
+        if (!memcmp(q, "://", 3))
+            scheme = q;
+    if (scheme) {
+        size_t sn = (size_t)(scheme - p);
+        if (!(sn == 4 && !strncasecmp(p, "nats", 4)) && !(sn == 3 && !strncasecmp(p, "tls", 3)))
+            return "has a scheme other than nats:// or tls://";
+        p = scheme + 3;
+    }
+    const char *hostport = p;
+    for (const char *q = p; q < end; q++) /* the last '@' ends the userinfo, as url_without_secrets reads it */
+        if (*q == '@')
+            hostport = q + 1;
+    for (const char *q = hostport; q < end; q++)
+        if (*q == '/') { /* a path: libnats ignores it */
+            end = q;
+            break;
+        }
+    const char *port = NULL;
+    if (hostport < end && *hostport == '[') {
+        const char *close = NULL;
+        for (const char *q = hostport; q < end && !close; q++)
+            if (*q == ']')
+                close = q;
+        if (!close || close == hostport + 1)
+            return "has no host (an IPv6 address in [ ] without its ] or empty)";
+        if (close + 1 < end && close[1] != ':')
+            return "has something after the [host] that is not :port";
+        port = close + 1 < end ? close + 2 : NULL;
+    } else {
+        const char *colon = NULL;
+        for (const char *q = hostport; q < end; q++)
+            if (*q == ':') {
+                if (colon)
+                    return "has no host[:port] (more than one ':' outside [ ])";
+                colon = q;
+            }
+        if ((colon ? colon : end) == hostport)
+            return "has no host";
+        for (const char *q = hostport; q < (colon ? colon : end); q++)
+            if (*q == ' ' || *q == '\t' || *q == '[' || *q == ']')
+                return "has no host (white space or a bracket in it)";
+        port = colon ? colon + 1 : NULL;
+    }
+    if (port) {
+        long v = 0;
+        if (port == end)
+            return "has an empty port";
+        for (const char *q = port; q < end; q++) {
+            if (*q < '0' || *q > '9')
+                return "has a port that is not a number";
+            if ((v = v * 10 + (*q - '0')) > 65535)
+                return "has a port over 65535";
+        }
+        if (!v)
+            return "has port 0";
+    }
+    return NULL;
+}
+
+/* Each server of url, or ODBOX_EINVAL naming the first bad one (its
+ * passwords and tokens as ***). */
+static int check_urls(const char *url, odbox_error *err)
+{
+    for (const char *p = url;; p++) {
+        size_t n = strcspn(p, ",");
+        const char *why = server_problem(p, n);
+        if (why) {
+            char *entry = strndup(p, n), *shown = entry ? url_without_secrets(entry) : NULL;
+            int rc = odbox_fail(err, ODBOX_EINVAL,
+                                "nats relay: url: server '%.200s' %s (want [nats:// or tls://][user:password@]"
+                                "host[:port], a comma-separated list for a cluster)",
+                                shown ? shown : "?", why);
+            free(entry);
+            free(shown);
+            return rc;
+        }
+        p += n;
+        if (!*p)
+            return ODBOX_OK;
+    }
+}
+
+/* A subject template without a placeholder is the subject of every row:
+ * one NATS refuses fails at open, not each row at publish. */
+static int check_fixed_subject(const char *tmpl, odbox_error *err)
+{
+    static const char *const fills[2] = {"", "x"};
+    char *as[2] = {NULL, NULL};
+    int rc = ODBOX_OK;
+    for (int i = 0; i < 2 && rc == ODBOX_OK; i++) {
+        const char *f = fills[i];
+        odbox_envelope e = {.event_id = f, .ns = f, .action_id = f, .action_name = f, .model_id = f,
+                            .model_type = f, .event_type = f, .handler_name = f};
+        rc = odbox_relay_expand(tmpl, &e, &as[i], err);
+    }
+    if (rc == ODBOX_OK && !strcmp(as[0], as[1])) /* no placeholder: the same either way */
+        rc = check_subject(as[0], err);
+    free(as[0]);
+    free(as[1]);
+    return rc;
+}
+
 static int check_config(const odbox_relay_nats_config *cfg, odbox_error *err)
 {
     if (!cfg || !cfg->subject)
@@ -69,8 +242,12 @@ static int check_config(const odbox_relay_nats_config *cfg, odbox_error *err)
                           ODBOX_RELAY_TIMEOUT_MAX_MS);
     if (cfg->url && !*cfg->url)
         return odbox_fail(err, ODBOX_EINVAL, "nats relay: url is empty");
-    int rc = odbox_relay_template_check(cfg->subject, err);
-    return rc == ODBOX_OK ? rc : odbox_error_prefix(err, rc, "nats relay: subject");
+    int rc = cfg->url ? check_urls(cfg->url, err) : ODBOX_OK;
+    if (rc != ODBOX_OK)
+        return rc;
+    if ((rc = odbox_relay_template_check(cfg->subject, err)) != ODBOX_OK)
+        return odbox_error_prefix(err, rc, "nats relay: subject");
+    return check_fixed_subject(cfg->subject, err);
 }
 
 int odbox_relay_nats_open_json(json_object *settings, void **broker, odbox_error *err)
@@ -104,37 +281,6 @@ typedef struct nats_broker {
     odbox_error failed; /* ... and why */
 } nats_broker;
 
-/* url with each server's userinfo (user:password, or a token) as ***, for
- * messages: a server's last '@' ends it, since a password may hold one.
- * NULL when out of memory. */
-static char *url_without_secrets(const char *url)
-{
-    odbox_buf out = {0};
-    for (const char *p = url;;) {
-        size_t n = strcspn(p, ",");
-        const char *scheme = strstr(p, "://");
-        /* what stays before the userinfo: the scheme, or the blanks libnats
-         * skips before a server without one */
-        size_t keep = scheme && scheme < p + n ? (size_t)(scheme - p) + 3 : strspn(p, " \t");
-        const char *at = NULL;
-        for (const char *q = p + keep; q < p + n; q++)
-            if (*q == '@')
-                at = q;
-        if (at) {
-            odbox_buf_appendn(&out, p, keep);
-            odbox_buf_append(&out, "***");
-            odbox_buf_appendn(&out, at, (size_t)(p + n - at));
-        } else {
-            odbox_buf_appendn(&out, p, n);
-        }
-        p += n;
-        if (!*p)
-            break;
-        odbox_buf_appendn(&out, p++, 1);
-    }
-    return odbox_buf_take(&out);
-}
-
 static int64_t mono_ms(void)
 {
     struct timespec ts;
@@ -155,29 +301,6 @@ static int64_t ms_left(int64_t end_ms)
 {
     int64_t left = end_ms - mono_ms();
     return left < 1 ? 1 : left;
-}
-
-/* A subject NATS would refuse or read as a pattern: the row's error. */
-static int check_subject(const char *s, odbox_error *err)
-{
-    const char *why = NULL;
-    size_t n = strlen(s);
-    if (n > NATS_SUBJECT_MAX)
-        return odbox_fail(err, ODBOX_EINVAL,
-                          "nats relay: subject '%.80s...' is %zu bytes: over the %d bytes odbox allows (nats-server "
-                          "closes the connection on a PUB line over its max_control_line, 4096 bytes by default)",
-                          s, n, NATS_SUBJECT_MAX);
-    if (!n)
-        why = "it is empty";
-    else if (s[0] == '.' || s[n - 1] == '.' || strstr(s, ".."))
-        why = "it has an empty token";
-    else if (strpbrk(s, " \t\r\n"))
-        why = "it has white space";
-    else if (strpbrk(s, "*>"))
-        why = "it has a wildcard (* or >)";
-    if (!why)
-        return ODBOX_OK;
-    return odbox_fail(err, ODBOX_EINVAL, "nats relay: subject '%.200s' is not a subject to publish to: %s", s, why);
 }
 
 static int nats_code(natsStatus s)

@@ -36,7 +36,8 @@ typedef struct odbox_relay_kafka_config {
 /* Creates the producer (copied settings). It connects in the background
  * from here on and does not wait for it: an unreachable cluster shows as
  * publishes that fail after timeout_ms. ODBOX_EINVAL for a missing or bad
- * setting or topic template (odbox_relay_template_check), naming it.
+ * setting or topic template (odbox_relay_template_check; one without a
+ * placeholder must be a legal topic name), naming it.
  * *broker goes to odbox_relay_add with &odbox_relay_kafka_ops. */
 int odbox_relay_kafka_open(const odbox_relay_kafka_config *cfg, void **broker, odbox_error *err);
 

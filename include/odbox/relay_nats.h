@@ -24,7 +24,9 @@ typedef struct odbox_relay_nats_config {
     int timeout_ms;      /* connect, PubAck and stream check wait; 0: 10000; at most 3600000 */
 } odbox_relay_nats_config;
 
-/* Checks cfg (the subject template, the timeout) and makes *broker for
+/* Checks cfg (each server of the url: [nats:// or tls://][userinfo@]
+ * host[:port]; the subject template, and as a subject when it has no
+ * placeholder; the timeout) and makes *broker for
  * odbox_relay_add with odbox_relay_nats_ops. It connects lazily, on the
  * first publish, so a relay process starts while NATS is down: the rows
  * then fail with the connect error and are retried with backoff. Once

@@ -49,6 +49,13 @@ START_TEST(kafka_settings_are_refused_by_name)
     refused("{\"topic\": \"t\"}", ODBOX_EINVAL, "no bootstrap_servers");
     refused("{\"bootstrap_servers\": \"h:9092\"}", ODBOX_EINVAL, "no topic");
     refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"events.{nope}\"}", ODBOX_EINVAL, "{nope}");
+    /* a topic template without a placeholder is every row's topic: one
+     * that is no Kafka topic name is refused at open */
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"events/orders\"}", ODBOX_EINVAL,
+            "topic 'events/orders' is not a Kafka topic name");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"a b\"}", ODBOX_EINVAL, "topic 'a b' is not");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"..\"}", ODBOX_EINVAL, "topic '..' is not");
+    refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"{{x}}\"}", ODBOX_EINVAL, "topic '{x}' is not");
     refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"acks\": \"1\"}}", ODBOX_EINVAL,
             "property acks is odbox's");
     refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"no.such.setting\": \"1\"}}",
@@ -97,6 +104,10 @@ START_TEST(kafka_ops_are_versioned_and_close_is_null_safe)
     ck_assert_ptr_null(b);
     huge.timeout_ms = 3600000;
     ck_assert_int_eq(odbox_relay_kafka_open(&huge, &b, &e), ODBOX_OK);
+    odbox_relay_kafka_ops.close(b);
+    /* with a placeholder the topic is judged per row, at publish */
+    odbox_relay_kafka_config per_row = {.bootstrap_servers = "127.0.0.1:1", .topic = "a/{model_type}"};
+    ck_assert_int_eq(odbox_relay_kafka_open(&per_row, &b, &e), ODBOX_OK);
     odbox_relay_kafka_ops.close(b);
 #endif
 }

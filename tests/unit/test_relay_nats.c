@@ -143,6 +143,85 @@ START_TEST(nats_default_url_is_127_0_0_1)
 }
 END_TEST
 
+/* A url list entry libnats would take but no server could be (another
+ * scheme, no host, a bad port) is refused at open, naming the entry
+ * without its password; in every build. */
+START_TEST(nats_bad_urls_are_refused_at_open)
+{
+    static const char *const bad[][2] = {
+        {"http://127.0.0.1:1", "'http://127.0.0.1:1' has a scheme other than nats:// or tls://"},
+        {"::::", "'::::' has no host[:port]"},
+        {"nats://", "'nats://' has no host"},
+        {"nats://:4222", "has no host"},
+        {"nats://h:", "'nats://h:' has an empty port"},
+        {"nats://h:42x", "has a port that is not a number"},
+        {"nats://h:70000", "has a port over 65535"},
+        {"nats://h:0", "has port 0"},
+        {"nats://[::1", "has no host (an IPv6 address"},
+        {"nats://a:1,,nats://b:2", "server '' is empty"},
+        {"nats://a:1, ", "server ' ' is empty"},
+        {"nats://alice:S3cret@127.0.0.1:1, http://bob:Pw0rd@h:2", "server ' http://***@h:2' has a scheme"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        odbox_error e = {0};
+        void *b = (void *)&e;
+        odbox_relay_nats_config c = {.url = bad[i][0], .subject = "a"};
+        ck_assert_msg(odbox_relay_nats_open(&c, &b, &e) == ODBOX_EINVAL, "%s: %s", bad[i][0], e.message);
+        ck_assert_ptr_null(b);
+        ck_assert_msg(strstr(e.message, bad[i][1]), "%s: '%s' lacks '%s'", bad[i][0], e.message, bad[i][1]);
+        ck_assert_msg(!strstr(e.message, "S3cret") && !strstr(e.message, "Pw0rd"), "%s", e.message);
+    }
+    static const char *const good[] = {"nats://127.0.0.1:4222", "tls://nats.example:4443", "127.0.0.1:4222",
+                                       "NATS://h", "nats://[::1]:4222", "nats://u:p@h:1/ignored",
+                                       " nats://a:1 ,tok3n@b:2", "nats://h,tls://[fe80::1]"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        odbox_error e = {0};
+        void *b = NULL;
+        odbox_relay_nats_config c = {.url = good[i], .subject = "a"};
+        int rc = odbox_relay_nats_open(&c, &b, &e);
+        ck_assert_msg(rc == ODBOX_OK || rc == ODBOX_EUNSUPPORTED, "%s: %s", good[i], e.message);
+        odbox_relay_nats_ops.close(b);
+    }
+}
+END_TEST
+
+/* A subject template without a placeholder is every row's subject: one
+ * NATS refuses is refused at open; with a placeholder, per row. */
+START_TEST(nats_a_fixed_subject_nats_refuses_is_refused_at_open)
+{
+    char long_subject[1100];
+    memset(long_subject, 'x', sizeof long_subject - 1);
+    long_subject[sizeof long_subject - 1] = 0;
+    const char *const bad[][2] = {{"a.*", "it has a wildcard"}, {"a.>", "it has a wildcard"},
+                                  {"a b", "it has white space"}, {"a..b", "it has an empty token"},
+                                  {".a", "it has an empty token"}, {"", "it is empty"},
+                                  {long_subject, "is 1099 bytes: over the 1024"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        odbox_error e = {0};
+        void *b = (void *)&e;
+        odbox_relay_nats_config c = {.subject = bad[i][0]};
+        ck_assert_msg(odbox_relay_nats_open(&c, &b, &e) == ODBOX_EINVAL, "%s: %s", bad[i][0], e.message);
+        ck_assert_ptr_null(b);
+        ck_assert_msg(strstr(e.message, bad[i][1]), "'%s' lacks '%s'", e.message, bad[i][1]);
+    }
+    /* from JSON too */
+    json_object *o = json_tokener_parse("{\"subject\": \"events.*\"}");
+    odbox_error e = {0};
+    void *b = NULL;
+    ck_assert_int_eq(odbox_relay_nats_open_json(o, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "subject 'events.*' is not a subject to publish to"), "%s", e.message);
+    json_object_put(o);
+    /* "{{" is a brace, not a placeholder; a placeholder leaves it to the row */
+    const char *const good[] = {"a.{{b}}", "bad.{event_type}.*", "{model_type}"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        odbox_relay_nats_config c = {.subject = good[i]};
+        int rc = odbox_relay_nats_open(&c, &b, &e);
+        ck_assert_msg(rc == ODBOX_OK || rc == ODBOX_EUNSUPPORTED, "%s: %s", good[i], e.message);
+        odbox_relay_nats_ops.close(b);
+    }
+}
+END_TEST
+
 Suite *relay_nats_suite(void)
 {
     Suite *s = suite_create("relay_nats");
@@ -151,6 +230,8 @@ Suite *relay_nats_suite(void)
     tcase_add_test(t, nats_bad_subjects_fail_their_row_and_a_dead_server_fails_in_time);
     tcase_add_test(t, nats_url_password_is_in_no_message);
     tcase_add_test(t, nats_default_url_is_127_0_0_1);
+    tcase_add_test(t, nats_bad_urls_are_refused_at_open);
+    tcase_add_test(t, nats_a_fixed_subject_nats_refuses_is_refused_at_open);
     suite_add_tcase(s, t);
     return s;
 }
