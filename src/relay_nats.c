@@ -696,6 +696,8 @@ int odbox_relay_nats_open(const odbox_relay_nats_config *cfg, void **broker, odb
 {
     if (broker)
         *broker = NULL;
+    if (!broker) /* as with libnats: a build judges arguments the same */
+        return odbox_fail(err, ODBOX_EINVAL, "nats relay: broker is NULL");
     int rc = check_config(cfg, err);
     return rc == ODBOX_OK ? odbox_fail(err, ODBOX_EUNSUPPORTED, NATS_MISSING) : rc;
 }

@@ -76,7 +76,8 @@ typedef struct odbox_relay odbox_relay;
 
 /* Adds a relay to h: a handler named cfg->name whose call publishes the
  * event's body through ops (broker: the ops' own state). The relay takes
- * broker: odbox_relay_free closes it, as does a failed add. *out is the
+ * broker: odbox_relay_free closes it, as does a failed add (but for ops
+ * NULL or without close: then broker stays the caller's). *out is the
  * relay (free it after every delivery using h is freed). ODBOX_EINVAL for
  * bad arguments (as odbox_handlers_add), ODBOX_ESTATE once a delivery uses
  * h; *out is then NULL, except when the handler was added and its options

@@ -200,6 +200,94 @@ START_TEST(a_relay_is_added_as_a_handler_or_closes_its_broker)
 }
 END_TEST
 
+/* NULL arguments are EINVAL and the broker given is closed (when the
+ * ops can close it: with no ops or no close nothing can); once a
+ * delivery uses h, ESTATE, the broker closed too. */
+START_TEST(relay_add_refuses_null_arguments_and_a_delivered_registry)
+{
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    fake_broker fb = {0};
+    odbox_relay *r = (odbox_relay *)&fb;
+    const char *types[] = {"OrderPlaced", NULL};
+    odbox_relay_config cfg = {.name = "to-fake", .event_types = types};
+
+    ck_assert_int_eq(odbox_relay_add(NULL, &cfg, &fake_ops, &fb, &r, &e), ODBOX_EINVAL);
+    ck_assert_str_eq(e.message, "relay add: handlers, config, ops or out is NULL");
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(fb.closed, 1);
+    ck_assert_int_eq(odbox_relay_add(h, NULL, &fake_ops, &fb, &r, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(fb.closed, 2);
+    ck_assert_int_eq(odbox_relay_add(h, &cfg, &fake_ops, &fb, NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(fb.closed, 3);
+    ck_assert_int_eq(odbox_relay_add(h, &cfg, NULL, &fb, &r, &e), ODBOX_EINVAL); /* no close to call */
+    ck_assert_int_eq(fb.closed, 3);
+    /* a valid version without publish, or without close */
+    odbox_relay_ops no_publish = {ODBOX_RELAY_OPS_VERSION, "fake", NULL, fake_close, NULL};
+    ck_assert_int_eq(odbox_relay_add(h, &cfg, &no_publish, &fb, &r, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "ops of version 2 without publish or close"), "%s", e.message);
+    ck_assert_int_eq(fb.closed, 4);
+    odbox_relay_ops no_close = {1, "fake", fake_publish, NULL, NULL};
+    ck_assert_int_eq(odbox_relay_add(h, &cfg, &no_close, &fb, &r, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "ops of version 1 without publish or close"), "%s", e.message);
+    ck_assert_int_eq(fb.closed, 4);
+    ck_assert_ptr_null(r);
+    ck_assert_uint_eq(odbox_handlers_count(h), 0);
+    /* with NULL err too */
+    ck_assert_int_eq(odbox_relay_add(NULL, &cfg, &fake_ops, &fb, &r, NULL), ODBOX_EINVAL);
+    ck_assert_int_eq(fb.closed, 5);
+
+    /* once a delivery uses h */
+    ck_assert_msg(odbox_relay_add(h, &cfg, &fake_ops, &fb, &r, &e) == ODBOX_OK, "%s", e.message);
+    odbox_registry *reg = NULL;
+    odbox_delivery *d = NULL;
+    ck_assert_int_eq(odbox_registry_open_dsn("sqlite:///nonexistent-dir/relay.db", &reg, &e), ODBOX_OK);
+    ck_assert_msg(odbox_delivery_open(reg, h, NULL, &d, &e) == ODBOX_OK, "%s", e.message);
+    fake_broker late = {0};
+    odbox_relay *r2 = (odbox_relay *)&late;
+    odbox_relay_config cfg2 = {.name = "to-fake-late", .event_types = types};
+    ck_assert_int_eq(odbox_relay_add(h, &cfg2, &fake_ops, &late, &r2, &e), ODBOX_ESTATE);
+    ck_assert_msg(strstr(e.message, "a delivery uses these handlers already"), "%s", e.message);
+    ck_assert_ptr_null(r2);
+    ck_assert_int_eq(late.closed, 1);
+    ck_assert_uint_eq(odbox_handlers_count(h), 1);
+    odbox_delivery_free(&d);
+    odbox_relay_free(&r);
+    ck_assert_int_eq(fb.closed, 6);
+    odbox_handlers_free(&h);
+    odbox_registry_free(&reg);
+}
+END_TEST
+
+START_TEST(body_and_expand_refuse_null_arguments)
+{
+    odbox_envelope env = sample(NULL);
+    odbox_error e = {0};
+    char *out = (char *)&e;
+    size_t len = 7;
+    ck_assert_int_eq(odbox_relay_body(&env, NULL, &len, &e), ODBOX_EINVAL);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(odbox_relay_body(&env, &out, NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(out);
+    env.event_type = NULL;
+    out = (char *)&e;
+    ck_assert_int_eq(odbox_relay_body(&env, &out, &len, &e), ODBOX_EINVAL);
+    ck_assert_str_eq(e.message, "relay body: a NULL argument, event id or event type");
+    ck_assert_ptr_null(out);
+    env.event_type = "OrderPlaced";
+    out = (char *)&e;
+    ck_assert_int_eq(odbox_relay_expand("{event_type}", NULL, &out, &e), ODBOX_EINVAL);
+    ck_assert_str_eq(e.message, "relay template: envelope or out is NULL");
+    ck_assert_ptr_null(out);
+    ck_assert_int_eq(odbox_relay_expand("{event_type}", &env, NULL, &e), ODBOX_EINVAL);
+    out = (char *)&e;
+    ck_assert_int_eq(odbox_relay_expand(NULL, &env, &out, &e), ODBOX_EINVAL);
+    ck_assert_str_eq(e.message, "relay template: NULL");
+    ck_assert_ptr_null(out);
+}
+END_TEST
+
 Suite *relay_suite(void)
 {
     Suite *s = suite_create("relay");
@@ -207,6 +295,8 @@ Suite *relay_suite(void)
     tcase_add_test(t, the_body_is_the_event_in_schema_1);
     tcase_add_test(t, templates_expand_and_refuse_what_they_cannot);
     tcase_add_test(t, a_relay_is_added_as_a_handler_or_closes_its_broker);
+    tcase_add_test(t, relay_add_refuses_null_arguments_and_a_delivered_registry);
+    tcase_add_test(t, body_and_expand_refuse_null_arguments);
     suite_add_tcase(s, t);
     return s;
 }

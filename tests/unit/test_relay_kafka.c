@@ -105,6 +105,26 @@ START_TEST(kafka_ops_are_versioned_and_close_is_null_safe)
     huge.timeout_ms = 3600000;
     ck_assert_int_eq(odbox_relay_kafka_open(&huge, &b, &e), ODBOX_OK);
     odbox_relay_kafka_ops.close(b);
+    /* no broker to fill, from C and from JSON */
+    ck_assert_int_eq(odbox_relay_kafka_open(&huge, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "config or broker is NULL"), "%s", e.message);
+    json_object *o = json_tokener_parse("{\"bootstrap_servers\": \"127.0.0.1:1\", \"topic\": \"t\"}");
+    ck_assert_int_eq(odbox_relay_kafka_open_json(o, NULL, &e), ODBOX_EINVAL);
+    json_object_put(o);
+    /* a publish without a broker, an event, its id or type, or a body of len bytes */
+    huge.timeout_ms = 500;
+    ck_assert_int_eq(odbox_relay_kafka_open(&huge, &b, &e), ODBOX_OK);
+    odbox_envelope env = {.event_id = "7f1c2d3e-0000-4000-8000-000000000004", .event_type = "Placed"};
+    ck_assert_int_eq(odbox_relay_kafka_ops.publish(NULL, &env, "{}", 2, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "publish: a NULL argument"), "%s", e.message);
+    ck_assert_int_eq(odbox_relay_kafka_ops.publish(b, NULL, "{}", 2, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_relay_kafka_ops.publish(b, &env, NULL, 2, &e), ODBOX_EINVAL);
+    odbox_envelope no_id = env, no_type = env;
+    no_id.event_id = NULL;
+    no_type.event_type = NULL;
+    ck_assert_int_eq(odbox_relay_kafka_ops.publish(b, &no_id, "{}", 2, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_relay_kafka_ops.publish(b, &no_type, "{}", 2, &e), ODBOX_EINVAL);
+    odbox_relay_kafka_ops.close(b);
     /* with a placeholder the topic is judged per row, at publish */
     odbox_relay_kafka_config per_row = {.bootstrap_servers = "127.0.0.1:1", .topic = "a/{model_type}"};
     ck_assert_int_eq(odbox_relay_kafka_open(&per_row, &b, &e), ODBOX_OK);

@@ -222,6 +222,34 @@ START_TEST(nats_a_fixed_subject_nats_refuses_is_refused_at_open)
 }
 END_TEST
 
+/* open and open_json without a broker, publish without a broker, an
+ * event or a body: EINVAL, nothing connected */
+START_TEST(nats_null_arguments_are_refused)
+{
+    odbox_error e = {0};
+    odbox_relay_nats_config c = {.url = "nats://127.0.0.1:1", .subject = "a.{event_type}", .timeout_ms = 500};
+    ck_assert_int_eq(odbox_relay_nats_open(&c, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "broker is NULL"), "%s", e.message);
+    json_object *o = json_tokener_parse("{\"subject\": \"a\"}");
+    ck_assert_int_eq(odbox_relay_nats_open_json(o, NULL, &e), ODBOX_EINVAL);
+    json_object_put(o);
+    void *b = (void *)&e;
+    ck_assert_int_eq(odbox_relay_nats_open_json(NULL, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "not a JSON object"), "%s", e.message);
+    ck_assert_ptr_null(b);
+    int rc = odbox_relay_nats_open(&c, &b, &e);
+    if (rc == ODBOX_EUNSUPPORTED)
+        return;
+    ck_assert_int_eq(rc, ODBOX_OK);
+    odbox_envelope env = {.event_id = "7f1c2d3e-0000-4000-8000-000000000003", .event_type = "Placed"};
+    ck_assert_int_eq(odbox_relay_nats_ops.publish(NULL, &env, "{}", 2, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "publish without broker, event or body"), "%s", e.message);
+    ck_assert_int_eq(odbox_relay_nats_ops.publish(b, NULL, "{}", 2, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_relay_nats_ops.publish(b, &env, NULL, 0, &e), ODBOX_EINVAL);
+    odbox_relay_nats_ops.close(b);
+}
+END_TEST
+
 Suite *relay_nats_suite(void)
 {
     Suite *s = suite_create("relay_nats");
@@ -232,6 +260,7 @@ Suite *relay_nats_suite(void)
     tcase_add_test(t, nats_default_url_is_127_0_0_1);
     tcase_add_test(t, nats_bad_urls_are_refused_at_open);
     tcase_add_test(t, nats_a_fixed_subject_nats_refuses_is_refused_at_open);
+    tcase_add_test(t, nats_null_arguments_are_refused);
     suite_add_tcase(s, t);
     return s;
 }

@@ -153,6 +153,11 @@ START_TEST(open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach)
     /* the failed connection was given back: a second publish tries again */
     ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(b, &env, "{}", 2, &e), ODBOX_ECONNECT);
     ck_assert_str_eq(odbox_relay_rabbitmq_ops.kind, "rabbitmq");
+    /* a publish without a broker, an event or a body */
+    ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(NULL, &env, "{}", 2, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "broker, envelope or body is NULL"), "%s", e.message);
+    ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(b, NULL, "{}", 2, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_relay_rabbitmq_ops.publish(b, &env, NULL, 0, &e), ODBOX_EINVAL);
     odbox_relay_rabbitmq_ops.close(b);
     odbox_relay_rabbitmq_ops.close(NULL);
 }
@@ -170,6 +175,24 @@ START_TEST(without_librabbitmq_open_names_the_package)
 END_TEST
 #endif
 
+/* open and open_json without a config or a broker, in every build */
+START_TEST(open_refuses_null_arguments)
+{
+    odbox_error e = {0};
+    void *b = (void *)&e;
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(NULL, &b, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "config or broker is NULL"), "%s", e.message);
+    ck_assert_ptr_null(b);
+    odbox_relay_rabbitmq_config cfg = {.routing_key = "x"};
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&cfg, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "config or broker is NULL"), "%s", e.message);
+    json_object *o = json_tokener_parse("{\"routing_key\": \"x\"}");
+    ck_assert_int_eq(odbox_relay_rabbitmq_open_json(o, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "broker is NULL"), "%s", e.message);
+    json_object_put(o);
+}
+END_TEST
+
 Suite *relay_rabbitmq_suite(void)
 {
     Suite *s = suite_create("relay_rabbitmq");
@@ -177,6 +200,7 @@ Suite *relay_rabbitmq_suite(void)
     tcase_add_test(t, open_json_refuses_unknown_keys_and_wrong_types_naming_them);
     tcase_add_test(t, amqps_is_refused_at_open);
     tcase_add_test(t, a_timeout_over_an_hour_is_refused_from_c);
+    tcase_add_test(t, open_refuses_null_arguments);
 #ifdef HAVE_RABBITMQ
     tcase_add_test(t, open_is_lazy_and_a_publish_names_the_broker_it_cannot_reach);
 #else
