@@ -16,12 +16,10 @@ int odbox_relay_rabbitmq_open_json(json_object *settings, void **broker, odbox_e
         *broker = NULL;
     if (!broker)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay settings: broker is NULL");
-    odbox_relay_rabbitmq_config cfg;
-    int rc = odbox_relay_rabbitmq_parse(settings, &cfg, err);
-    return rc == ODBOX_OK ? odbox_relay_rabbitmq_open(&cfg, broker, err) : rc;
+    odbox_rabbitmq_settings s;
+    int rc = odbox_relay_rabbitmq_parse(settings, &s, err);
+    return rc == ODBOX_OK ? odbox_relay_rabbitmq_open_settings(&s, broker, err) : rc;
 }
-
-#ifndef HAVE_RABBITMQ
 
 int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **broker, odbox_error *err)
 {
@@ -29,7 +27,16 @@ int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **bro
         *broker = NULL;
     if (!cfg || !broker)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: config or broker is NULL");
-    int rc = odbox_relay_rabbitmq_check(cfg, err);
+    odbox_rabbitmq_settings s = {.cfg = *cfg};
+    return odbox_relay_rabbitmq_open_settings(&s, broker, err);
+}
+
+#ifndef HAVE_RABBITMQ
+
+int odbox_relay_rabbitmq_open_settings(const odbox_rabbitmq_settings *s, void **broker, odbox_error *err)
+{
+    *broker = NULL;
+    int rc = odbox_relay_rabbitmq_check(s, err);
     return rc != ODBOX_OK ? rc
                           : odbox_fail(err, ODBOX_EUNSUPPORTED,
                                        "rabbitmq relay: odbox was built without librabbitmq (install the Debian "

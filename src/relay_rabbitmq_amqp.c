@@ -733,8 +733,9 @@ static void rabbit_close(void *broker)
 const odbox_relay_ops odbox_relay_rabbitmq_ops = {ODBOX_RELAY_OPS_VERSION, "rabbitmq", rabbit_publish,
                                                   rabbit_close, rabbit_publish_batch};
 
-static rbroker *broker_new(const odbox_relay_rabbitmq_config *cfg)
+static rbroker *broker_new(const odbox_rabbitmq_settings *s)
 {
+    const odbox_relay_rabbitmq_config *cfg = &s->cfg;
     rbroker *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
@@ -742,7 +743,7 @@ static rbroker *broker_new(const odbox_relay_rabbitmq_config *cfg)
     b->max = cfg->max_connections ? cfg->max_connections : ODBOX_RABBITMQ_DEFAULT_MAX_CONNECTIONS;
     b->window = cfg->max_in_flight_per_connection ? cfg->max_in_flight_per_connection
                                                   : ODBOX_RABBITMQ_DEFAULT_IN_FLIGHT;
-    b->max_body = cfg->max_message_bytes ? cfg->max_message_bytes : ODBOX_RABBITMQ_DEFAULT_MAX_MESSAGE;
+    b->max_body = s->max_message_bytes ? s->max_message_bytes : ODBOX_RABBITMQ_DEFAULT_MAX_MESSAGE;
     b->url = strdup(cfg->url ? cfg->url : ODBOX_RABBITMQ_DEFAULT_URL);
     b->exchange = strdup(cfg->exchange ? cfg->exchange : "");
     b->routing_key = strdup(cfg->routing_key);
@@ -754,16 +755,13 @@ static rbroker *broker_new(const odbox_relay_rabbitmq_config *cfg)
     return b;
 }
 
-int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **broker, odbox_error *err)
+int odbox_relay_rabbitmq_open_settings(const odbox_rabbitmq_settings *s, void **broker, odbox_error *err)
 {
-    if (broker)
-        *broker = NULL;
-    if (!cfg || !broker)
-        return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: config or broker is NULL");
-    int rc = odbox_relay_rabbitmq_check(cfg, err);
+    *broker = NULL;
+    int rc = odbox_relay_rabbitmq_check(s, err);
     if (rc != ODBOX_OK)
         return rc;
-    rbroker *b = broker_new(cfg);
+    rbroker *b = broker_new(s);
     if (!b)
         return odbox_fail(err, ODBOX_ENOMEM, "rabbitmq relay: out of memory");
     amqp_default_connection_info(&b->info);

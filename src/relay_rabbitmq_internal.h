@@ -18,12 +18,22 @@
 #define ODBOX_RABBITMQ_DEFAULT_MAX_MESSAGE 16777216
 #define ODBOX_RABBITMQ_MAX_MESSAGE 536870912
 
-/* cfg from a relay's JSON settings (strings point into settings);
- * ODBOX_EINVAL for an unknown key or a wrong type, naming it. */
-int odbox_relay_rabbitmq_parse(json_object *settings, odbox_relay_rabbitmq_config *cfg, odbox_error *err);
+/* A relay's settings: the public config, and what only the JSON settings
+ * take (odbox_relay_rabbitmq_config's size is ABI). */
+typedef struct odbox_rabbitmq_settings {
+    odbox_relay_rabbitmq_config cfg;
+    int max_message_bytes; /* 0: ODBOX_RABBITMQ_DEFAULT_MAX_MESSAGE */
+} odbox_rabbitmq_settings;
 
-/* Checks cfg's templates and numbers (in every build, so a config file is
+/* s from a relay's JSON settings (strings point into settings);
+ * ODBOX_EINVAL for an unknown key or a wrong type, naming it. */
+int odbox_relay_rabbitmq_parse(json_object *settings, odbox_rabbitmq_settings *s, odbox_error *err);
+
+/* Checks the templates and numbers (in every build, so a config file is
  * judged the same with or without librabbitmq). */
-int odbox_relay_rabbitmq_check(const odbox_relay_rabbitmq_config *cfg, odbox_error *err);
+int odbox_relay_rabbitmq_check(const odbox_rabbitmq_settings *s, odbox_error *err);
+
+/* odbox_relay_rabbitmq_open with all the settings. */
+int odbox_relay_rabbitmq_open_settings(const odbox_rabbitmq_settings *s, void **broker, odbox_error *err);
 
 #endif

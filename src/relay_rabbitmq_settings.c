@@ -25,9 +25,10 @@ static int json_int(json_object *v, const char *key, int max, int *out, odbox_er
     return ODBOX_OK;
 }
 
-int odbox_relay_rabbitmq_parse(json_object *settings, odbox_relay_rabbitmq_config *cfg, odbox_error *err)
+int odbox_relay_rabbitmq_parse(json_object *settings, odbox_rabbitmq_settings *s, odbox_error *err)
 {
-    *cfg = (odbox_relay_rabbitmq_config){0};
+    memset(s, 0, sizeof *s);
+    odbox_relay_rabbitmq_config *cfg = &s->cfg;
     if (!json_object_is_type(settings, json_type_object))
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay settings: not a JSON object");
     int rc = ODBOX_OK;
@@ -48,7 +49,7 @@ int odbox_relay_rabbitmq_parse(json_object *settings, odbox_relay_rabbitmq_confi
         else if (!strcmp(key, "max_in_flight_per_connection"))
             rc = json_int(v, key, 3600000, &cfg->max_in_flight_per_connection, err);
         else if (!strcmp(key, "max_message_bytes"))
-            rc = json_int(v, key, ODBOX_RABBITMQ_MAX_MESSAGE, &cfg->max_message_bytes, err);
+            rc = json_int(v, key, ODBOX_RABBITMQ_MAX_MESSAGE, &s->max_message_bytes, err);
         else
             rc = odbox_fail(err, ODBOX_EINVAL,
                             "rabbitmq relay settings: unknown key \"%.80s\" (known: url, exchange, routing_key, "
@@ -58,8 +59,9 @@ int odbox_relay_rabbitmq_parse(json_object *settings, odbox_relay_rabbitmq_confi
     return rc;
 }
 
-int odbox_relay_rabbitmq_check(const odbox_relay_rabbitmq_config *cfg, odbox_error *err)
+int odbox_relay_rabbitmq_check(const odbox_rabbitmq_settings *s, odbox_error *err)
 {
+    const odbox_relay_rabbitmq_config *cfg = &s->cfg;
     int rc = ODBOX_OK;
     if (!cfg->routing_key)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: no routing_key (a template, e.g. {model_type}.{event_type})");
@@ -83,9 +85,9 @@ int odbox_relay_rabbitmq_check(const odbox_relay_rabbitmq_config *cfg, odbox_err
     if (cfg->max_in_flight_per_connection < 0 || cfg->max_in_flight_per_connection > ODBOX_RABBITMQ_MAX_IN_FLIGHT)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: max_in_flight_per_connection %d is out of range (0..%d)",
                           cfg->max_in_flight_per_connection, ODBOX_RABBITMQ_MAX_IN_FLIGHT);
-    if (cfg->max_message_bytes < 0 || cfg->max_message_bytes > ODBOX_RABBITMQ_MAX_MESSAGE)
+    if (s->max_message_bytes < 0 || s->max_message_bytes > ODBOX_RABBITMQ_MAX_MESSAGE)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: max_message_bytes %d is out of range (0..%d)",
-                          cfg->max_message_bytes, ODBOX_RABBITMQ_MAX_MESSAGE);
+                          s->max_message_bytes, ODBOX_RABBITMQ_MAX_MESSAGE);
     return ODBOX_OK;
 }
 

@@ -29,13 +29,6 @@ typedef struct odbox_relay_rabbitmq_config {
      * threads; a round's batch of publishes counts as one); a new
      * connection opens when all are full; 0: 16 */
     int max_in_flight_per_connection;
-    /* the longest body published: a longer one fails its row
-     * (ODBOX_EINVAL) before anything is sent, since a body over the
-     * node's max_message_size makes the server close the channel, and
-     * with it every other publish in flight on the connection; set it to
-     * the node's max_message_size (RabbitMQ 4: 16 MiB, 3.x: 128 MiB);
-     * 0: 16777216; at most 536870912 (RabbitMQ's own limit) */
-    int max_message_bytes;
 } odbox_relay_rabbitmq_config;
 
 /* Checks cfg and makes *broker (for odbox_relay_add with
@@ -49,7 +42,14 @@ int odbox_relay_rabbitmq_open(const odbox_relay_rabbitmq_config *cfg, void **bro
 /* The same from a JSON object {"url", "exchange", "routing_key",
  * "max_connections", "timeout_ms", "max_in_flight_per_connection",
  * "max_message_bytes"} (the "settings" of a relay in a config file); an
- * unknown key or a value of the wrong type is ODBOX_EINVAL, naming it. */
+ * unknown key or a value of the wrong type is ODBOX_EINVAL, naming it.
+ * max_message_bytes, only here (odbox_relay_rabbitmq_open takes its
+ * default): the longest body published, 0: 16777216 (RabbitMQ 4's
+ * max_message_size), at most 536870912; a longer body fails its row
+ * (ODBOX_EINVAL) before anything is sent, since a body over the node's
+ * max_message_size makes the server close the channel, and with it
+ * every other publish in flight on the connection. Set it to the node's
+ * max_message_size (RabbitMQ 3.x: 128 MiB). */
 int odbox_relay_rabbitmq_open_json(json_object *settings, void **broker, odbox_error *err);
 
 extern const odbox_relay_ops odbox_relay_rabbitmq_ops;

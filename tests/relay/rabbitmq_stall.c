@@ -45,13 +45,17 @@ int rabbit_stall(const char *url)
     void *b = NULL;
     /* the default exchange and rabbitmq-check's queue (declared first; its
      * next mode purges it): a message no queue took would fail */
-    /* max_message_bytes: the 32 MB body is over the default 16 MiB (RabbitMQ
-     * 4's max_message_size), within 3.x's 128 MiB */
-    odbox_relay_rabbitmq_config cfg = {.url = url, .exchange = "", .routing_key = "odbox-q",
-                                       .timeout_ms = STALL_TIMEOUT_MS, .max_connections = 1,
-                                       .max_message_bytes = 2 * STALL_BODY};
+    /* max_message_bytes (JSON settings only): the 32 MB body is over the
+     * default 16 MiB (RabbitMQ 4's max_message_size), within 3.x's 128 MiB */
+    char settings[512];
+    snprintf(settings, sizeof settings,
+             "{\"url\": \"%s\", \"exchange\": \"\", \"routing_key\": \"odbox-q\", \"timeout_ms\": %d, "
+             "\"max_connections\": 1, \"max_message_bytes\": %d}",
+             url, STALL_TIMEOUT_MS, 2 * STALL_BODY);
+    json_object *so = json_tokener_parse(settings);
     odbox_envelope env = {.event_id = "stall-1", .event_type = "RabbitStall"};
-    int rc = odbox_relay_rabbitmq_open(&cfg, &b, &e);
+    int rc = so ? odbox_relay_rabbitmq_open_json(so, &b, &e) : odbox_error_set(&e, ODBOX_EINVAL, "bad settings");
+    json_object_put(so);
     if (rc == ODBOX_OK)
         rc = odbox_relay_rabbitmq_ops.publish(b, &env, "{}", 2, &e);
     if (rc != ODBOX_OK) {
