@@ -119,6 +119,11 @@ int64_t odbox_sha256_int64(const void *data, size_t len);
  * INT_MAX would overflow. */
 #define ODBOX_RELAY_TIMEOUT_MAX_MS 3600000
 
+/* *fixed: tmpl's text (malloc'd) when it has no placeholder, so that
+ * every row's subject, topic or key is that text; NULL when it has one.
+ * ODBOX_EINVAL for a template odbox_relay_template_check refuses. */
+int odbox_relay_fixed_text(const char *tmpl, char **fixed, odbox_error *err);
+
 /* ---- generated statements, found again by key ------------------------ */
 
 /* What a statement's SQL is generated from, besides the connection's

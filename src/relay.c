@@ -147,6 +147,27 @@ int odbox_relay_template_check(const char *tmpl, odbox_error *err)
     return walk(tmpl, NULL, NULL, err);
 }
 
+int odbox_relay_fixed_text(const char *tmpl, char **fixed, odbox_error *err)
+{
+    /* expanded with every placeholder "" and then "x": the same text
+     * both times only without a placeholder */
+    static const char *const fills[2] = {"", "x"};
+    char *as[2] = {NULL, NULL};
+    int rc = ODBOX_OK;
+    *fixed = NULL;
+    for (int i = 0; i < 2 && rc == ODBOX_OK; i++) {
+        const char *f = fills[i];
+        odbox_envelope e = {.event_id = f, .ns = f, .action_id = f, .action_name = f, .model_id = f,
+                            .model_type = f, .event_type = f, .handler_name = f};
+        rc = odbox_relay_expand(tmpl, &e, &as[i], err);
+    }
+    if (rc == ODBOX_OK && !strcmp(as[0], as[1]))
+        *fixed = as[0], as[0] = NULL;
+    free(as[0]);
+    free(as[1]);
+    return rc;
+}
+
 int odbox_relay_expand(const char *tmpl, const odbox_envelope *env, char **out, odbox_error *err)
 {
     if (out)

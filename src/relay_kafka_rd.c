@@ -260,22 +260,14 @@ static int topic_ok(const char *t)
  * is not a Kafka topic name fails at open, not each row at publish. */
 static int check_fixed_topic(const char *tmpl, odbox_error *err)
 {
-    static const char *const fills[2] = {"", "x"};
-    char *as[2] = {NULL, NULL};
-    int rc = ODBOX_OK;
-    for (int i = 0; i < 2 && rc == ODBOX_OK; i++) {
-        const char *f = fills[i];
-        odbox_envelope e = {.event_id = f, .ns = f, .action_id = f, .action_name = f, .model_id = f,
-                            .model_type = f, .event_type = f, .handler_name = f};
-        rc = odbox_relay_expand(tmpl, &e, &as[i], err);
-    }
-    if (rc == ODBOX_OK && !strcmp(as[0], as[1]) && !topic_ok(as[0])) /* no placeholder: the same either way */
+    char *fixed = NULL;
+    int rc = odbox_relay_fixed_text(tmpl, &fixed, err);
+    if (rc == ODBOX_OK && fixed && !topic_ok(fixed))
         rc = odbox_fail(err, ODBOX_EINVAL,
                         "kafka relay: topic '%.200s' is not a Kafka topic name ([A-Za-z0-9._-], 1 to 249 "
                         "characters, not . or ..)",
-                        as[0]);
-    free(as[0]);
-    free(as[1]);
+                        fixed);
+    free(fixed);
     return rc;
 }
 

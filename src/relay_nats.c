@@ -215,19 +215,11 @@ static int check_urls(const char *url, odbox_error *err)
  * one NATS refuses fails at open, not each row at publish. */
 static int check_fixed_subject(const char *tmpl, odbox_error *err)
 {
-    static const char *const fills[2] = {"", "x"};
-    char *as[2] = {NULL, NULL};
-    int rc = ODBOX_OK;
-    for (int i = 0; i < 2 && rc == ODBOX_OK; i++) {
-        const char *f = fills[i];
-        odbox_envelope e = {.event_id = f, .ns = f, .action_id = f, .action_name = f, .model_id = f,
-                            .model_type = f, .event_type = f, .handler_name = f};
-        rc = odbox_relay_expand(tmpl, &e, &as[i], err);
-    }
-    if (rc == ODBOX_OK && !strcmp(as[0], as[1])) /* no placeholder: the same either way */
-        rc = check_subject(as[0], err);
-    free(as[0]);
-    free(as[1]);
+    char *fixed = NULL;
+    int rc = odbox_relay_fixed_text(tmpl, &fixed, err);
+    if (rc == ODBOX_OK && fixed)
+        rc = check_subject(fixed, err);
+    free(fixed);
     return rc;
 }
 
