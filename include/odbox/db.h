@@ -65,13 +65,15 @@ int odbox_conn_is_dead(odbox_conn *c);
 /* Runs one statement without parameters; results are discarded.
  * Inside a transaction begun with odbox_conn_begin, SQL that would end or
  * restart it (COMMIT, END, ABORT, BEGIN, START TRANSACTION, ROLLBACK but
- * not ROLLBACK TO a savepoint; on MySQL and MariaDB also SET autocommit
- * and LOCK or UNLOCK TABLES, which commit there), also behind a comment
- * or after a ';', or text whose quotes odbox cannot close, is refused
- * with ODBOX_EINVAL and not sent, here and at odbox_stmt_execute: end it
- * with odbox_conn_commit or odbox_conn_rollback. (MySQL and MariaDB also
- * commit implicitly before DDL and some other statements; odbox cannot
- * see that: run none inside a transaction.) */
+ * not ROLLBACK TO a savepoint; on MySQL and MariaDB also what commits
+ * there implicitly: DDL but a temporary table's CREATE and DROP,
+ * account statements (CREATE USER, GRANT, REVOKE, SET PASSWORD), table
+ * maintenance (ANALYZE, CHECK, OPTIMIZE, REPAIR TABLE, FLUSH, RESET),
+ * replica control, SET autocommit, LOCK or UNLOCK TABLES), also behind
+ * a comment or after a ';', or text whose quotes odbox cannot close, is
+ * refused with ODBOX_EINVAL and not sent, here and at
+ * odbox_stmt_execute: end it with odbox_conn_commit or
+ * odbox_conn_rollback, and run such statements outside it. */
 int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err);
 
 /* Explicit transactions. begin turns autocommit off; commit and rollback

@@ -66,10 +66,11 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
  * odbox_conn_rollback on it are refused (ODBOX_ESTATE): the events and
  * a key go with odbox_tx_commit only; nor is it released, discarded or
  * closed by those calls. A COMMIT, ROLLBACK or BEGIN sent as SQL on it
- * (on MySQL and MariaDB also SET autocommit, LOCK or UNLOCK TABLES),
- * also behind a comment or after a ';', is refused (ODBOX_EINVAL, not
- * sent; odbox_conn_exec); MySQL's implicit commit
- * before DDL cannot be seen: keep DDL out of it. A statement that fails
+ * (on MySQL and MariaDB also what commits implicitly there: DDL but a
+ * temporary table's CREATE and DROP, account and table-maintenance
+ * statements, SET autocommit, LOCK or UNLOCK TABLES), also behind a
+ * comment or after a ';', is refused (ODBOX_EINVAL, not sent;
+ * odbox_conn_exec). A statement that fails
  * on the server spoils the transaction on every database: no other
  * statement is sent on it (ODBOX_ESTATE; MySQL's and MariaDB's deadlock
  * has rolled it back, and what followed would autocommit), and

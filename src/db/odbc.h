@@ -87,9 +87,12 @@ int odbox_sql_is_read(const char *sql);
  * ROLLBACK TO a savepoint), also after a comment or another statement
  * and a ';'; and 1 for text odbox cannot split (an unterminated quote as
  * it reads it). mysql_rules: the text follows MySQL's lexical rules ('#'
- * comments, backslash escapes; odbox_sql_split), and SET autocommit and
- * LOCK or UNLOCK TABLES, which commit there, count too. ODBOX_ENOMEM
- * when the split ran out of memory. */
+ * comments, backslash escapes; odbox_sql_split), and what commits there
+ * implicitly (DDL but a temporary table's, account and table-maintenance
+ * statements, SET autocommit, LOCK or UNLOCK TABLES) is
+ * ODBOX_TX_IMPLICIT_COMMIT. ODBOX_ENOMEM when the split ran out of
+ * memory. */
+#define ODBOX_TX_IMPLICIT_COMMIT 2
 int odbox_sql_ends_tx(const char *sql, int mysql_rules);
 
 /* 1 when sql (by its first words) changes a session setting that odbox's

@@ -155,22 +155,59 @@ static const char *set_target(const char *sql, int local)
     return rest;
 }
 
-/* One statement, by its first words. With MySQL's rules also what
- * commits there without a COMMIT: turning autocommit off or on (the
- * next statement, or this one, commits) and LOCK or UNLOCK TABLES. */
+/* After CREATE [OR REPLACE] (MariaDB's) or DROP: the text after
+ * TEMPORARY (and TABLE), or NULL. */
+static const char *temporary_table(const char *rest)
+{
+    const char *after = sql_word(rest, "OR");
+    if (after && (after = sql_word(after, "REPLACE")))
+        rest = after;
+    rest = sql_word(rest, "TEMPORARY");
+    return rest ? sql_word(rest, "TABLE") : NULL;
+}
+
+/* MySQL and MariaDB commit the open transaction before (and after) DDL,
+ * account and table-maintenance statements, and the replica's controls
+ * (their manuals: "statements that cause an implicit commit"); not a
+ * temporary table's CREATE or DROP. Turning autocommit off or on commits
+ * too (the next statement, or this one), and so do LOCK and UNLOCK
+ * TABLES. */
+static int mysql_commits_implicitly(const char *sql)
+{
+    static const char *const ddl[] = {"ALTER",   "RENAME", "TRUNCATE", "GRANT", "REVOKE", "FLUSH", "INSTALL",
+                                      "UNINSTALL", "CACHE",  "RESET",    "CHANGE"};
+    for (size_t i = 0; i < sizeof ddl / sizeof ddl[0]; i++)
+        if (sql_word(sql, ddl[i]))
+            return 1;
+    const char *rest;
+    if ((rest = sql_word(sql, "CREATE")) || (rest = sql_word(sql, "DROP")))
+        return !temporary_table(rest);
+    static const char *const maintenance[] = {"ANALYZE", "OPTIMIZE", "REPAIR", "CHECK"};
+    for (size_t i = 0; i < sizeof maintenance / sizeof maintenance[0]; i++)
+        if ((rest = sql_word(sql, maintenance[i]))) {
+            const char *after = sql_word(rest, "NO_WRITE_TO_BINLOG");
+            if (after || (after = sql_word(rest, "LOCAL")))
+                rest = after;
+            return sql_word(rest, "TABLE") || sql_word(rest, "TABLES"); /* not MariaDB's ANALYZE SELECT */
+        }
+    if ((rest = sql_word(sql, "LOAD")))
+        return sql_word(rest, "INDEX") != NULL;
+    if ((rest = sql_word(sql, "START")) || (rest = sql_word(sql, "STOP")))
+        return sql_word(rest, "SLAVE") || sql_word(rest, "REPLICA") || sql_word(rest, "ALL");
+    if ((rest = sql_word(sql, "LOCK")) || (rest = sql_word(sql, "UNLOCK")))
+        return sql_word(rest, "TABLES") || sql_word(rest, "TABLE");
+    const char *var = set_target(sql, 1);
+    return var && (sql_word(var, "AUTOCOMMIT") || sql_word(var, "PASSWORD"));
+}
+
+/* One statement, by its first words: 1 when it ends or restarts the
+ * transaction, ODBOX_TX_IMPLICIT_COMMIT when (with MySQL's rules) the
+ * server commits the transaction before running it, else 0. */
 static int statement_ends_tx(const char *sql, int mysql_rules)
 {
     sql = sql_start(sql);
-    if (mysql_rules) {
-        const char *tables = sql_word(sql, "LOCK");
-        if (!tables)
-            tables = sql_word(sql, "UNLOCK");
-        if (tables && (sql_word(tables, "TABLES") || sql_word(tables, "TABLE")))
-            return 1;
-        const char *var = set_target(sql, 1);
-        if (var && sql_word(var, "AUTOCOMMIT"))
-            return 1;
-    }
+    if (mysql_rules && mysql_commits_implicitly(sql))
+        return ODBOX_TX_IMPLICIT_COMMIT;
     static const char *const words[] = {"COMMIT", "END", "ABORT", "BEGIN"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (sql_word(sql, words[i]))
@@ -201,24 +238,39 @@ static int has_word(const char *sql, const char *word)
     return 0;
 }
 
+/* A CREATE of a function, procedure or trigger whose body is compound
+ * (BEGIN ...; END, BEGIN ATOMIC): its ';'s and its END are no statements
+ * of their own. */
+static int compound_body(const char *sql)
+{
+    const char *rest = sql_word(sql_start(sql), "CREATE");
+    if (!rest)
+        return 0;
+    const char *after = sql_word(rest, "OR");
+    if (after && (after = sql_word(after, "REPLACE")))
+        rest = after;
+    if ((after = sql_word(rest, "TEMP")) || (after = sql_word(rest, "TEMPORARY")) ||
+        (after = sql_word(rest, "CONSTRAINT")))
+        rest = after;
+    return (sql_word(rest, "FUNCTION") || sql_word(rest, "PROCEDURE") || sql_word(rest, "TRIGGER")) &&
+           has_word(sql, "BEGIN");
+}
+
 int odbox_sql_ends_tx(const char *sql, int mysql_rules)
 {
-    if (statement_ends_tx(sql, mysql_rules))
-        return 1;
+    int ends = statement_ends_tx(sql, mysql_rules);
+    if (ends)
+        return ends;
     /* A comment before the keyword, or a second statement after a ';',
      * hides it from the first words: the text is split as a migration
-     * file is (comments blanked), and each statement is looked at. Not
-     * a CREATE with a compound body (a trigger's or a routine's BEGIN
-     * ...; END, BEGIN ATOMIC): it holds ';'s, and its END is no statement
-     * of its own. */
-    if (!strpbrk(sql, mysql_rules ? ";-/#" : ";-/") || (sql_word(sql_start(sql), "CREATE") && has_word(sql, "BEGIN")))
+     * file is (comments blanked), and each statement is looked at. */
+    if (!strpbrk(sql, mysql_rules ? ";-/#" : ";-/") || compound_body(sql))
         return 0;
     odbox_sql_script script;
     odbox_error e;
     int rc = odbox_sql_split(sql, mysql_rules, &script, &e);
     if (rc != ODBOX_OK) /* unterminated as odbox reads it: what the server makes of it is not known, so not sent */
         return rc == ODBOX_ENOMEM ? rc : 1;
-    int ends = 0;
     for (size_t i = 0; i < script.n && !ends; i++)
         ends = statement_ends_tx(script.stmts[i], mysql_rules);
     odbox_sql_script_free(&script);
@@ -263,6 +315,12 @@ int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *wh
         return odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
     if (!ends)
         return ODBOX_OK;
+    if (ends == ODBOX_TX_IMPLICIT_COMMIT)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "%s: '%.40s' would commit the transaction implicitly (MySQL and MariaDB commit at DDL, "
+                          "account and table-maintenance statements, SET autocommit and LOCK TABLES); nothing was "
+                          "sent: run it outside the transaction",
+                          what, sql_start(sql));
     return odbox_fail(err, ODBOX_EINVAL,
                       "%s: '%.40s' would end or restart the transaction; nothing was sent: end it with %s",
                       what, sql_start(sql),

@@ -1,7 +1,7 @@
 /* odbox — the fixture of the own-transaction suite (owntx: test_owntx.c,
- * test_owntx_races.c): a migrated database with a table of the caller's
- * own (id, amount), an executor counting its commits, and the caller's
- * statements, events and counts. The txf_ helpers assert (Check), so
+ * test_owntx_races.c, test_owntx_sql.c): a migrated database with a
+ * table of the caller's own (id, amount), an executor counting its
+ * commits, and the caller's statements, events and counts. The txf_ helpers assert (Check), so
  * they belong to a test's own thread. */
 #ifndef ODBOX_TESTS_OWNTX_FX_H
 #define ODBOX_TESTS_OWNTX_FX_H
@@ -34,7 +34,9 @@ odbox_tx *txf_begin(txf *o, const odbox_tx_config *cfg);
 int txf_run_sql(odbox_tx *tx, const char *sql, const char *id, int64_t amount, int64_t *affected);
 void txf_insert_row(txf *o, odbox_tx *tx, const char *id, int64_t amount);
 void txf_emit(odbox_tx *tx, const char *id, const char *payload_json);
-/* test_owntx_races.c's tests, into the owntx suite's case */
+/* test_owntx_races.c's and test_owntx_sql.c's tests, into the owntx
+ * suite's case */
 void owntx_add_race_tests(TCase *t);
+void owntx_add_sql_tests(TCase *t);
 
 #endif

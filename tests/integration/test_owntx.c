@@ -5,7 +5,7 @@
  * real process); a commit whose connection is lost is in doubt and
  * odbox_action_committed answers; bad input is refused and writes
  * nothing. Races (a deadlock, eight processes on one key) are in
- * test_owntx_races.c. Every check counts rows. */
+ * test_owntx_races.c, the SQL it refuses in test_owntx_sql.c. Every check counts rows. */
 #include "config.h"
 #include <signal.h>
 #include <stdio.h>
@@ -217,138 +217,6 @@ START_TEST(a_transaction_ended_by_the_caller_is_refused)
     ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_conn_rollback(c, &e), ODBOX_OK);
     odbox_pool_release(pool, &c);
-    txf_close(&o);
-}
-END_TEST
-
-/* A caller's SET TIME ZONE on its transaction's connection does not stay
- * on the pooled session: a session whose settings a caller changed is
- * closed at its release, and the next hand-out has odbox's UTC. The
- * database's time that odbox writes and compares (a key's created_date,
- * purge's "now") is UTC. Before, on PostgreSQL the next keyed transaction
- * on that session dated its key 12 hours back, and a purge with a window
- * of an hour removed it at once. (SQLite has no zone to set.) */
-START_TEST(a_callers_time_zone_does_not_move_the_databases_time)
-{
-    txf o;
-    txf_open(&o);
-    odbox_error e;
-    odbox_tx *tx = txf_begin(&o, NULL);
-    if (!itest_is("sqlite")) {
-        const char *set = itest_is("pg") ? "SET TIME ZONE 'Etc/GMT+12'" : "SET time_zone = '-12:00'";
-        int rc = odbox_conn_exec(odbox_tx_conn(tx), set, &e);
-        ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    }
-    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
-    if (!itest_is("sqlite")) {
-        odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
-        odbox_conn *c = NULL;
-        ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
-        odbox_stmt *s = NULL;
-        const char *zone = NULL;
-        int is_null = 0;
-        ck_assert_int_eq(odbox_stmt_prepare(c, itest_is("pg") ? "SHOW TIME ZONE" : "SELECT @@session.time_zone", &s,
-                                            &e), ODBOX_OK);
-        ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
-        ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
-        ck_assert_int_eq(odbox_stmt_get_text(s, 1, &zone, &is_null, &e), ODBOX_OK);
-        ck_assert_str_eq(zone, itest_is("pg") ? "UTC" : "+00:00");
-        odbox_stmt_free(&s);
-        odbox_pool_release(pool, &c);
-    }
-    odbox_tx_config keyed = {.idempotency_key = "tz-key"};
-    tx = txf_begin(&o, &keyed); /* the pool hands out the session released last */
-    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
-    odbox_purge_options po = {.older_than_us = 365LL * 86400 * 1000000, .keys_older_than_us = 3600LL * 1000000};
-    odbox_purge_result *res = NULL;
-    size_t n = 0;
-    int rc = odbox_purge_run(o.f.r, &po, &res, &n, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_int_eq(res[0].keys, 0);
-    odbox_purge_results_free(&res);
-    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(o.f.ev[0], "idempotency_keys")), 1);
-    if (itest_is("mysql") || itest_is("mariadb")) {
-        /* autocommit turned off on a pooled session, outside any
-         * transaction: closed at its release too; before, the next
-         * caller's autocommit INSERT reported OK and never committed */
-        odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
-        odbox_conn *c = NULL;
-        ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
-        ck_assert_msg(odbox_conn_exec(c, "SET autocommit = 0", &e) == ODBOX_OK, "%s", e.message);
-        odbox_pool_release(pool, &c);
-        ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
-        ck_assert_int_eq(itest_count(c, "SELECT @@autocommit"), 1);
-        itest_exec(c, "INSERT INTO %s (id, amount) VALUES ('after-autocommit', 1)", o.table);
-        odbox_pool_release(pool, &c);
-        ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE id = 'after-autocommit'", o.table), 1);
-    }
-    txf_close(&o);
-}
-END_TEST
-
-/* A COMMIT (or another statement that ends or restarts the transaction)
- * sent as SQL on the tx's connection is refused and not sent, through
- * odbox_conn_exec and through a prepared statement; a savepoint and ROLLBACK TO it stay allowed. The
- * transaction stays open, and its rows and events then land together.
- * Before, a raw COMMIT committed the caller's rows alone, and the events
- * followed in a transaction of their own. */
-START_TEST(a_commit_sent_as_sql_is_refused)
-{
-    txf o;
-    txf_open(&o);
-    odbox_error e;
-    int rc;
-    odbox_tx *tx = txf_begin(&o, NULL);
-    odbox_conn *c = odbox_tx_conn(tx);
-    txf_insert_row(&o, tx, "raw-commit", 1);
-    static const char *const ending[] = {"COMMIT", " commit work", "\n(END)", "Abort", "ROLLBACK",
-                                         "rollback transaction", "BEGIN", "START TRANSACTION",
-                                         "/* app */ ROLLBACK", "-- note\nROLLBACK"};
-    for (size_t i = 0; i < sizeof ending / sizeof ending[0]; i++) {
-        rc = odbox_conn_exec(c, ending[i], &e);
-        ck_assert_msg(rc == ODBOX_EINVAL, "%s: %s: %s", ending[i], odbox_errname(rc), e.message);
-        ck_assert_msg(strstr(e.message, "odbox_tx_commit") && strstr(e.message, "nothing was sent"),
-                      "message: %s", e.message);
-        odbox_stmt *s = NULL;
-        rc = odbox_stmt_prepare(c, ending[i], &s, &e);
-        ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-        rc = odbox_stmt_execute(s, &e);
-        ck_assert_msg(rc == ODBOX_EINVAL, "%s: %s: %s", ending[i], odbox_errname(rc), e.message);
-        odbox_stmt_free(&s);
-    }
-    /* a second statement behind a ';' (sent as text, where drivers take
-     * two), also behind PostgreSQL's E'...' string or a $ in a name */
-    static const char *const hidden[] = {"SELECT 1; ROLLBACK", "SELECT E'\\''; COMMIT",
-                                         "SELECT 1 AS x$y$; COMMIT; SELECT 1 AS z$y$"};
-    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
-        if (i > 0 && !itest_is("pg"))
-            break; /* text the other servers read otherwise */
-        rc = odbox_conn_exec(c, hidden[i], &e);
-        ck_assert_msg(rc == ODBOX_EINVAL && strstr(e.message, "nothing was sent"), "%s: %s: %s", hidden[i],
-                      odbox_errname(rc), e.message);
-    }
-    /* MySQL and MariaDB commit at SET autocommit and at LOCK or UNLOCK
-     * TABLES: refused there; before, they committed the caller's rows
-     * ahead of the events, and a session left with autocommit off went
-     * back to the pool, where the next caller's writes never committed */
-    static const char *const commits_on_mysql[] = {"SET autocommit = 0", "SET @@autocommit = 1",
-                                                   "LOCK TABLES t WRITE", "UNLOCK TABLES"};
-    for (size_t i = 0; (itest_is("mysql") || itest_is("mariadb")) && i < 4; i++) {
-        rc = odbox_conn_exec(c, commits_on_mysql[i], &e);
-        ck_assert_msg(rc == ODBOX_EINVAL && strstr(e.message, "nothing was sent"), "%s: %s: %s",
-                      commits_on_mysql[i], odbox_errname(rc), e.message);
-    }
-    ck_assert_int_eq(odbox_conn_in_transaction(c), 1);
-    ck_assert_int_eq(odbox_conn_exec(c, "SAVEPOINT before_second", &e), ODBOX_OK);
-    txf_insert_row(&o, tx, "raw-rolled-back", 1);
-    rc = odbox_conn_exec(c, "ROLLBACK TO SAVEPOINT before_second", &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_int_eq(txf_rows(&o), 0); /* nothing committed by the refused ones */
-    txf_emit(tx, "raw-commit", "{}");
-    rc = odbox_tx_commit(&tx, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_int_eq(txf_rows(&o), 1);
-    ck_assert_int_eq(txf_events(&o), 1);
     txf_close(&o);
 }
 END_TEST
@@ -756,8 +624,6 @@ Suite *owntx_suite(void)
     tcase_add_test(t, a_key_off_the_default_shard_is_refused);
     tcase_add_test(t, rollback_and_failed_statement_write_nothing);
     tcase_add_test(t, a_transaction_ended_by_the_caller_is_refused);
-    tcase_add_test(t, a_commit_sent_as_sql_is_refused);
-    tcase_add_test(t, a_callers_time_zone_does_not_move_the_databases_time);
     tcase_add_test(t, killed_before_commit_nothing_lands);
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt_tx);
     tcase_add_test(t, a_session_lost_while_idle_is_replaced_under_the_transaction);
@@ -766,6 +632,7 @@ Suite *owntx_suite(void)
     tcase_add_test(t, a_reused_action_id_is_refused);
     tcase_add_test(t, a_keyed_begin_behind_an_open_holder_times_out);
     owntx_add_race_tests(t);
+    owntx_add_sql_tests(t);
     suite_add_tcase(s, t);
     return s;
 }

@@ -226,17 +226,15 @@ START_TEST(transaction_control_sql_is_recognised)
                                        "/* app */ ROLLBACK", "-- note\nROLLBACK", "SELECT 1; ROLLBACK",
                                        "select 1;commit", "UPDATE t SET a = ';'; COMMIT",
                                        "PREPARE TRANSACTION 'x'", "/* a */ /* b */ begin",
-                                       "SELECT 'unterminated; COMMIT", "CREATE TABLE t (a int); COMMIT"};
+                                       "SELECT 'unterminated; COMMIT", "CREATE TEMPORARY TABLE t (a int); COMMIT",
+                                       "CREATE TEMPORARY TABLE t (begin int); COMMIT"};
     static const char *const stays[] = {"ROLLBACK TO SAVEPOINT a", "rollback to a", "ROLLBACK WORK TO a",
                                         "ROLLBACK TRANSACTION TO SAVEPOINT a", "SAVEPOINT a",
                                         "RELEASE SAVEPOINT a", "COMMITTED", "ENDING", "BEGINNER",
-                                        "START SLAVE", "SELECT 'COMMIT'", "UPDATE t SET end_date = 1", "",
+                                        "SELECT 'COMMIT'", "UPDATE t SET end_date = 1", "",
                                         "SELECT 1; SELECT 2", "SELECT ';COMMIT'", "SELECT 1 -- ; COMMIT",
                                         "/* COMMIT */ SELECT 1", "PREPARE p AS SELECT 1", "SELECT 1; /* ; */",
-                                        "SELECT 1; ROLLBACK TO a",
-                                        "CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO l VALUES (1); END",
-                                        "CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END",
-                                        "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END"};
+                                        "SELECT 1; ROLLBACK TO a", "CREATE TEMPORARY TABLE t (a int)"};
     for (int mysql = 0; mysql <= 1; mysql++) {
         for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
             ck_assert_msg(odbox_sql_ends_tx(ends[i], mysql) == 1, "'%s' ends a transaction (%d)", ends[i], mysql);
@@ -256,16 +254,49 @@ START_TEST(transaction_control_sql_is_recognised)
     ck_assert_int_eq(odbox_sql_ends_tx("SELECT 1 AS x$y$; COMMIT; SELECT 1 AS z$y$", 0), 1);
     ck_assert_int_eq(odbox_sql_ends_tx("SELECT $1::int; COMMIT", 0), 1);
     ck_assert_int_eq(odbox_sql_ends_tx("LOCK TABLE t IN SHARE MODE", 0), 0);
+    /* PostgreSQL's and SQLite's DDL stays in the transaction, bodies and
+     * all; a BEGIN elsewhere in a CREATE hides no COMMIT */
+    static const char *const ddl[] = {
+        "CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO l VALUES (1); END",
+        "CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END",
+        "create or replace procedure p() BEGIN SELECT 1; SELECT 2; END",
+        "CREATE TEMP TRIGGER tr AFTER INSERT ON t BEGIN SELECT 1; END", "CREATE TABLE t (a int)", "DROP TABLE t",
+        "START SLAVE", "CREATE INDEX i ON t (a)", "ALTER TABLE t ADD b int"};
+    for (size_t i = 0; i < sizeof ddl / sizeof ddl[0]; i++) {
+        ck_assert_msg(odbox_sql_ends_tx(ddl[i], 0) == 0, "'%s' on PostgreSQL", ddl[i]);
+        ck_assert_msg(odbox_sql_ends_tx(ddl[i], 1) == ODBOX_TX_IMPLICIT_COMMIT, "'%s' on MySQL", ddl[i]);
+    }
+    ck_assert_int_eq(odbox_sql_ends_tx("CREATE TABLE t (begin int); COMMIT", 0), 1);
+    ck_assert_int_eq(odbox_sql_ends_tx("CREATE TABLE t (a int); COMMIT", 0), 1);
     /* MySQL: what commits there without a COMMIT; its -- comment wants a blank */
     static const char *const mysql_ends[] = {"SET autocommit = 0", "SET @@autocommit=1", "set session autocommit = 0",
                                              "SET LOCAL autocommit=0", "SET @@session.autocommit = 0",
                                              "LOCK TABLES t WRITE", "lock table t read", "UNLOCK TABLES",
-                                             "SELECT 1--1; COMMIT", "SELECT 1; SET autocommit = 1"};
+                                             "SELECT 1; SET autocommit = 1", "RENAME TABLE a TO b",
+                                             "truncate table t", "DROP INDEX i ON t", "CREATE USER u",
+                                             "GRANT SELECT ON t TO u", "REVOKE ALL ON t FROM u", "SET PASSWORD = 'x'",
+                                             "FLUSH PRIVILEGES", "OPTIMIZE NO_WRITE_TO_BINLOG TABLE t",
+                                             "REPAIR LOCAL TABLE t", "ANALYZE TABLE t", "CHECK TABLE t",
+                                             "CACHE INDEX t IN c", "LOAD INDEX INTO CACHE t", "RESET MASTER",
+                                             "STOP REPLICA", "START ALL SLAVES", "CHANGE MASTER TO MASTER_HOST='h'",
+                                             "INSTALL PLUGIN p SONAME 'x.so'", "CREATE SEQUENCE s",
+                                             "/* app */ CREATE DATABASE d", "SELECT 1; DROP TABLE t",
+                                             "CREATE OR REPLACE TABLE t (a int)", "DROP TEMPORARY TABLES_X t"};
     for (size_t i = 0; i < sizeof mysql_ends / sizeof mysql_ends[0]; i++) {
-        ck_assert_msg(odbox_sql_ends_tx(mysql_ends[i], 1) == 1, "'%s' ends a transaction on MySQL", mysql_ends[i]);
+        ck_assert_msg(odbox_sql_ends_tx(mysql_ends[i], 1) == ODBOX_TX_IMPLICIT_COMMIT,
+                      "'%s' commits implicitly on MySQL", mysql_ends[i]);
         ck_assert_msg(odbox_sql_ends_tx(mysql_ends[i], 0) == 0, "'%s' on PostgreSQL", mysql_ends[i]);
     }
-    ck_assert_int_eq(odbox_sql_ends_tx("SET autocommit_x = 1", 1), 0);
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 1--1; COMMIT", 1), 1);
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT 1--1; COMMIT", 0), 0);
+    /* what commits nothing there: a temporary table's CREATE and DROP,
+     * MariaDB's ANALYZE of a query, a checksum */
+    static const char *const mysql_stays[] = {"CREATE TEMPORARY TABLE t (a int)", "drop temporary table if exists t",
+                                              "CREATE OR REPLACE TEMPORARY TABLE t (a int)", "ANALYZE SELECT 1",
+                                              "CHECKSUM TABLE t", "SET autocommit_x = 1", "SET password_x = 1",
+                                              "START TRANSACTION_X", "SELECT 1 -- ; COMMIT"};
+    for (size_t i = 0; i < sizeof mysql_stays / sizeof mysql_stays[0]; i++)
+        ck_assert_msg(odbox_sql_ends_tx(mysql_stays[i], 1) == 0, "'%s' on MySQL", mysql_stays[i]);
     ck_assert_int_eq(odbox_sql_ends_tx("SELECT 1 -- ; COMMIT", 1), 0);
 }
 END_TEST
