@@ -38,6 +38,8 @@ static const struct {
     {"sqlite", "a_deadlocked_transaction_writes_nothing", "SQLite has no row locks: writers queue for the file, nothing deadlocks"},
     {"sqlite", "a_session_lost_while_idle_is_replaced_under_the_transaction",
      "SQLite has no server session for another connection to end"},
+    {"sqlite", "a_lost_session_that_cannot_be_replaced_writes_nothing",
+     "SQLite has no server session for another connection to end, nor logins"},
     {"sqlite", "pool_replaces_dead_connections", "SQLite has no server session for another connection to end"},
     {"sqlite", "insert_and_find_round_trip/lost_under_a_write",
      "SQLite has no server session for another connection to end"},

@@ -1,7 +1,8 @@
 /* odbox — own transactions that race (the owntx suite, with
  * test_owntx.c): two transactions that deadlock, each with its rows and
- * events, and eight processes that begin one idempotency key at once.
- * Real threads and processes; every check counts rows. */
+ * events, eight processes that begin one idempotency key at once, and a
+ * transaction whose session another connection ends while new logins are
+ * refused. Real threads, processes and sessions; every check counts rows. */
 #include "config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -230,9 +231,131 @@ START_TEST(waiters_on_a_rolled_back_key_replay_the_next_holder)
 }
 END_TEST
 
+/* Turns the logins of c's own account off (off = 1) or on again. The
+ * account stays the same for the sessions already open, c's included,
+ * so c can turn them back on. CONNECTION LIMIT and max_user_connections
+ * would not do: PostgreSQL exempts superusers from the first, and the
+ * second counts sessions that come and go. */
+static int logins(odbox_conn *c, int off, odbox_error *e)
+{
+    if (itest_is("pg"))
+        return odbox_conn_exec(c, off ? "ALTER ROLE CURRENT_USER NOLOGIN" : "ALTER ROLE CURRENT_USER LOGIN", e);
+    odbox_stmt *s = NULL;
+    const char *who = NULL;
+    int is_null = 1, rc = odbox_stmt_prepare(c, "SELECT CURRENT_USER()", &s, e);
+    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, e)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, e)) == 1)
+        rc = odbox_stmt_get_text(s, 1, &who, &is_null, e);
+    const char *at = rc == ODBOX_OK && !is_null ? strrchr(who, '@') : NULL;
+    char sql[300];
+    if (at)
+        snprintf(sql, sizeof sql, "ALTER USER '%.*s'@'%s' ACCOUNT %s", (int)(at - who), who, at + 1,
+                 off ? "LOCK" : "UNLOCK");
+    odbox_stmt_free(&s);
+    if (rc >= ODBOX_OK && !at) {
+        snprintf(e->message, sizeof e->message, "CURRENT_USER() gave no user@host");
+        rc = ODBOX_EDB;
+    }
+    return rc == ODBOX_OK ? odbox_conn_exec(c, sql, e) : rc;
+}
+
+/* The session an own transaction gets is ended while it idles, and no
+ * new one can be had (the account's logins are off): nothing lands, and
+ * once logins are back the pool serves the next transaction. The pool
+ * hands out the session it was just given back (idle under its 1 s, so
+ * not pinged); where the loss is first seen decides the error. On
+ * PostgreSQL begin sends nothing: the caller's first statement sees it
+ * and tries a new session, which fails, so the transaction has none
+ * left, and emit and commit refuse with ODBOX_ESTATE rather than write
+ * into a session without it. MySQL and MariaDB cannot get there: begin
+ * sends START TRANSACTION, which sees the loss, and odbox_tx_begin fails
+ * (a session lost after it is not replaced: the caller's statement then
+ * fails and commit refuses as after any failed statement). The logins
+ * are turned back on before anything asserts, so that a failure here
+ * leaves the account usable for the tests after it. */
+START_TEST(a_lost_session_that_cannot_be_replaced_writes_nothing)
+{
+    txf o;
+    txf_open(&o);
+    int pg = itest_is("pg");
+    odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
+    odbox_conn *c = NULL, *was;
+    odbox_error e, begin_err = {0}, insert_err = {0}, emit_err = {0}, commit_err = {0}, off_err = {0}, on_err = {0};
+    ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
+    int64_t id = itest_session_id(c);
+    was = c;
+    odbox_pool_release(pool, &c);
+    odbox_tx *tx = pg ? txf_begin(&o, NULL) : NULL;
+    char action_id[37] = "", sql[160];
+    if (tx) {
+        ck_assert_ptr_eq(odbox_tx_conn(tx), was);
+        memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    }
+    snprintf(sql, sizeof sql, "INSERT INTO %s (amount, id) VALUES (?, ?)", o.table);
+
+    int off_rc = logins(o.f.c[0], 1, &off_err), begin_rc = -1, insert_rc = -1, emit_rc = -1, commit_rc = -1;
+    if (off_rc == ODBOX_OK) {
+        itest_kill_session(o.f.c[0], id);
+        if (!tx)
+            begin_rc = odbox_tx_begin(o.exe, (odbox_shard_id){0, 0}, NULL, &tx, &begin_err);
+        else {
+            odbox_stmt *s = NULL;
+            insert_rc = odbox_stmt_prepare(odbox_tx_conn(tx), sql, &s, &insert_err);
+            if (insert_rc == ODBOX_OK && (insert_rc = odbox_stmt_bind_int64(s, 1, 1, &insert_err)) == ODBOX_OK &&
+                (insert_rc = odbox_stmt_bind_text(s, 2, "lost", &insert_err)) == ODBOX_OK)
+                insert_rc = odbox_stmt_execute(s, &insert_err);
+            odbox_stmt_free(&s);
+            json_object *p = json_object_new_object();
+            emit_rc = odbox_tx_emit(tx, "Order", "lost", &PAID, p, &emit_err);
+            json_object_put(p);
+            commit_rc = odbox_tx_commit(&tx, &commit_err);
+        }
+    }
+    int on_rc = logins(o.f.c[0], 0, &on_err);
+    odbox_tx_rollback(&tx);
+    ck_assert_msg(off_rc == ODBOX_OK, "logins off: %s", off_err.message);
+    ck_assert_msg(on_rc == ODBOX_OK, "logins back on: %s", on_err.message);
+
+    if (pg) {
+        ck_assert_msg(insert_rc == ODBOX_ECONNLOST && strstr(insert_err.message, "reconnecting failed too"),
+                      "insert: %s: %s", odbox_errname(insert_rc), insert_err.message);
+        ck_assert_msg(emit_rc == ODBOX_ESTATE, "emit: %s: %s", odbox_errname(emit_rc), emit_err.message);
+        ck_assert_msg(strstr(emit_err.message, "tx emit: no open transaction on the transaction's connection (its "
+                                               "session was lost and no new one could be begun)"),
+                      "%s", emit_err.message);
+        ck_assert_msg(commit_rc == ODBOX_ESTATE, "commit: %s: %s", odbox_errname(commit_rc), commit_err.message);
+        ck_assert_msg(strstr(commit_err.message, "tx commit: no open transaction on the transaction's connection"),
+                      "%s", commit_err.message);
+        ck_assert_msg(strstr(commit_err.message, action_id), "%s", commit_err.message);
+        ck_assert_msg(!strstr(commit_err.message, "rolled back"), "nothing was there to roll back: %s",
+                      commit_err.message);
+    } else {
+        ck_assert_msg(begin_rc == ODBOX_ECONNLOST && strstr(begin_err.message, "reconnecting failed too"),
+                      "begin: %s: %s", odbox_errname(begin_rc), begin_err.message);
+    }
+    ck_assert_ptr_null(tx);
+    if (pg)
+        txf_nothing_landed(&o, action_id);
+    ck_assert_int_eq(txf_rows(&o), 0);
+    ck_assert_int_eq(txf_events(&o), 0);
+    ck_assert_int_eq(o.commits, 0);
+
+    tx = txf_begin(&o, NULL); /* the dead session was closed at its release, not pooled */
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    txf_insert_row(&o, tx, "after", 2);
+    txf_emit(tx, "after", "{}");
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
+    ck_assert_int_eq(txf_committed(&o, action_id), 1);
+    ck_assert_int_eq(o.commits, 1);
+    txf_close(&o);
+}
+END_TEST
+
 void owntx_add_race_tests(TCase *t)
 {
     tcase_add_test(t, waiters_on_a_rolled_back_key_replay_the_next_holder);
     tcase_add_test(t, a_deadlocked_transaction_writes_nothing);
     tcase_add_test(t, eight_processes_one_key_one_transaction);
+    tcase_add_test(t, a_lost_session_that_cannot_be_replaced_writes_nothing);
 }
