@@ -27,6 +27,7 @@ int kfx_max_inflight(void)
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static json_object *g_bodies;
 static char g_fatal_error[512]; /* a publish's error that names a fatal error */
+static atomic_int g_refusals_named; /* failed publishes naming TOPIC_AUTHORIZATION_FAILED */
 
 static int rec_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
 {
@@ -40,6 +41,8 @@ static int rec_publish(void *broker, const odbox_envelope *env, const char *body
         ;
     int rc = odbox_relay_kafka_ops.publish(broker, env, body, len, err);
     atomic_fetch_sub(&g_inflight, 1);
+    if (rc != ODBOX_OK && err && strstr(err->message, "(TOPIC_AUTHORIZATION_FAILED)"))
+        atomic_fetch_add(&g_refusals_named, 1);
     if (rc != ODBOX_OK && err && strstr(err->message, "fatal error")) {
         pthread_mutex_lock(&g_mu);
         snprintf(g_fatal_error, sizeof g_fatal_error, "%s", err->message);
@@ -65,12 +68,15 @@ static void rec_publish_batch(void *broker, size_t n, const odbox_envelope *cons
         ;
     odbox_relay_kafka_ops.publish_batch(broker, n, envs, bodies, lens, rcs, errs);
     atomic_fetch_sub(&g_inflight, (int)n);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (rcs[i] != ODBOX_OK && strstr(errs[i].message, "(TOPIC_AUTHORIZATION_FAILED)"))
+            atomic_fetch_add(&g_refusals_named, 1);
         if (rcs[i] != ODBOX_OK && strstr(errs[i].message, "fatal error")) {
             pthread_mutex_lock(&g_mu);
             snprintf(g_fatal_error, sizeof g_fatal_error, "%s", errs[i].message);
             pthread_mutex_unlock(&g_mu);
         }
+    }
 }
 
 static void rec_close(void *broker)
@@ -320,6 +326,75 @@ static void check_batch_unreachable(const char *servers)
         set_brokers(1);
 }
 
+/* The subscription's last error (what odbox handlers shows), or "". */
+static void last_error_of(rig *g, char *out, size_t cap)
+{
+    odbox_subscription *subs = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    KOK(odbox_subscriptions_list(g->f.reg, NULL, 0, &subs, &n, &e), e);
+    out[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(subs[i].name, g->handler) && subs[i].last_error)
+            snprintf(out, cap, "%s", subs[i].last_error);
+    odbox_subscriptions_free(&subs, n);
+}
+
+/* Produce requests the brokers refuse with a non-retriable error (every
+ * one answered TOPIC_AUTHORIZATION_FAILED, as a broker whose ACLs deny
+ * the relay's principal): the round's rows fail at once, naming the
+ * broker's error in each row's error and in the subscription's last
+ * error, and none SUCCEEDED; once the brokers take produces again, rows
+ * written after succeed, and so do the failed ones on their retry. */
+static void check_refused(void)
+{
+    enum { N = 10, REFUSALS = 200, PRODUCE_API = 0 /* ProduceRequest */ };
+    rig g;
+    rig_open(&g, "Refused", g_boot, 5000, 0, 4);
+    kfx_write(&g.f, N, 5);
+    rd_kafka_resp_err_t refusals[REFUSALS];
+    for (int i = 0; i < REFUSALS; i++)
+        refusals[i] = RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+    rd_kafka_mock_push_request_errors_array(g_mock, PRODUCE_API, REFUSALS, refusals);
+    odbox_error e = {0};
+    odbox_delivery_round fr = {0}, hr = {0};
+    KOK(odbox_delivery_fanout_round(g.d, g.f.shard, &fr, &e), e);
+    KOK(odbox_delivery_handling_round(g.d, g.f.shard, &hr, &e), e);
+    char last[1024];
+    last_error_of(&g, last, sizeof last);
+    long refused_ok = kfx_count(&g.f, g.handler, "SUCCEEDED"), failed_rows = kfx_count(&g.f, g.handler, "FAILED");
+    rd_kafka_mock_clear_request_errors(g_mock, PRODUCE_API);
+    int named = atomic_load(&g_refusals_named);
+    printf("ok refused: %zu rows failed (%d naming the refusal), %zu succeeded, %ld FAILED; last error: %s\n",
+           hr.failed, named, hr.succeeded, failed_rows, last);
+    KCHECK(hr.failed == N && hr.succeeded == 0 && refused_ok == 0 && failed_rows == N,
+           "refused: %zu failed, %zu succeeded, %ld SUCCEEDED, %ld FAILED", hr.failed, hr.succeeded, refused_ok,
+           failed_rows);
+    KCHECK(named == N, "refused: %d of %d rows' errors name TOPIC_AUTHORIZATION_FAILED", named, N);
+    KCHECK(strstr(last, "TOPIC_AUTHORIZATION_FAILED") && strstr(last, "Topic authorization failed") &&
+               strstr(last, g.topic),
+           "refused: the last error does not name the broker's refusal: '%s'", last);
+    kfx_write(&g.f, N, 5);
+    long ok = 0;
+    for (int i = 0; i < 20 && ok < 2 * N; i++) { /* the failed rows' backoff: 1-2 s */
+        ok += kfx_drain(&g.f, g.d, 5000);
+        usleep(200000);
+    }
+    kmsg *m = NULL;
+    size_t n = kfx_consume(g_boot, g.topic, 2 * N, 20000, &m);
+    json_object *seen = json_object_new_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_object_add(seen, m[i].h_id, NULL);
+    printf("ok refused_then_accepted: %ld rows SUCCEEDED, %zu messages, %d distinct of %d\n", ok, n,
+           json_object_object_length(seen), 2 * N);
+    KCHECK(ok == 2 * N && kfx_count(&g.f, g.handler, "SUCCEEDED") == 2 * N, "after the refusals: %ld SUCCEEDED", ok);
+    KCHECK(json_object_object_length(seen) == 2 * N, "after the refusals: %d of %d arrived",
+           json_object_object_length(seen), 2 * N);
+    json_object_put(seen);
+    kfx_msgs_free(m, n);
+    rig_close(&g);
+}
+
 /* An ordered relay: per key, the consumer sees seq 0, 1, 2... */
 static void check_ordered(void)
 {
@@ -496,6 +571,7 @@ int main(int argc, char **argv)
         check_ordered();
         check_fatal();
         check_errors();
+        check_refused();
         check_broker_down();
     }
     json_object_put(g_bodies);
