@@ -1,8 +1,9 @@
 /* odbox — own transactions that race (the owntx suite, with
  * test_owntx.c): two transactions that deadlock, each with its rows and
  * events, eight processes that begin one idempotency key at once, and a
- * transaction whose session another connection ends while new logins are
- * refused. Real threads, processes and sessions; every check counts rows. */
+ * transaction whose session another connection ends while new sessions
+ * are refused. Real threads, processes and sessions; every check counts
+ * rows. */
 #include "config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -231,110 +232,88 @@ START_TEST(waiters_on_a_rolled_back_key_replay_the_next_holder)
 }
 END_TEST
 
-/* Turns the logins of c's own account off (off = 1) or on again. The
- * account stays the same for the sessions already open, c's included,
- * so c can turn them back on. CONNECTION LIMIT and max_user_connections
- * would not do: PostgreSQL exempts superusers from the first, and the
- * second counts sessions that come and go. */
-static int logins(odbox_conn *c, int off, odbox_error *e)
+/* itest_dsn(1) with its database replaced by db (a URL DSN: the path
+ * after the host is the database). */
+static void dsn_of_database(const char *db, char *out, size_t cap)
 {
-    if (itest_is("pg"))
-        return odbox_conn_exec(c, off ? "ALTER ROLE CURRENT_USER NOLOGIN" : "ALTER ROLE CURRENT_USER LOGIN", e);
-    odbox_stmt *s = NULL;
-    const char *who = NULL;
-    int is_null = 1, rc = odbox_stmt_prepare(c, "SELECT CURRENT_USER()", &s, e);
-    if (rc == ODBOX_OK && (rc = odbox_stmt_execute(s, e)) == ODBOX_OK && (rc = odbox_stmt_fetch(s, e)) == 1)
-        rc = odbox_stmt_get_text(s, 1, &who, &is_null, e);
-    const char *at = rc == ODBOX_OK && !is_null ? strrchr(who, '@') : NULL;
-    char sql[300];
-    if (at)
-        snprintf(sql, sizeof sql, "ALTER USER '%.*s'@'%s' ACCOUNT %s", (int)(at - who), who, at + 1,
-                 off ? "LOCK" : "UNLOCK");
-    odbox_stmt_free(&s);
-    if (rc >= ODBOX_OK && !at) {
-        snprintf(e->message, sizeof e->message, "CURRENT_USER() gave no user@host");
-        rc = ODBOX_EDB;
-    }
-    return rc == ODBOX_OK ? odbox_conn_exec(c, sql, e) : rc;
+    const char *base = itest_dsn(1), *q = strchr(base, '?');
+    size_t end = q ? (size_t)(q - base) : strlen(base), slash = end;
+    while (slash > 0 && base[slash - 1] != '/')
+        slash--;
+    ck_assert_int_gt(slash, 0);
+    snprintf(out, cap, "%.*s%s%s", (int)slash, base, db, q ? q : "");
 }
 
 /* The session an own transaction gets is ended while it idles, and no
- * new one can be had (the account's logins are off): nothing lands, and
- * once logins are back the pool serves the next transaction. The pool
- * hands out the session it was just given back (idle under its 1 s, so
- * not pinged); where the loss is first seen decides the error. On
- * PostgreSQL begin sends nothing: the caller's first statement sees it
- * and tries a new session, which fails, so the transaction has none
- * left, and emit and commit refuse with ODBOX_ESTATE rather than write
- * into a session without it. MySQL and MariaDB cannot get there: begin
- * sends START TRANSACTION, which sees the loss, and odbox_tx_begin fails
- * (a session lost after it is not replaced: the caller's statement then
- * fails and commit refuses as after any failed statement). The logins
- * are turned back on before anything asserts, so that a failure here
- * leaves the account usable for the tests after it. */
+ * new one can be had: nothing lands, and once sessions can be had again
+ * the pool serves the next transaction. PostgreSQL only: begin sends
+ * nothing there, so the caller's first statement sees the loss and
+ * tries a new session, which fails, and the transaction has none left;
+ * emit and commit then refuse with ODBOX_ESTATE rather than write into
+ * a session without it. (MySQL and MariaDB cannot get there: begin
+ * sends START TRANSACTION, which sees a loss, and fails.) New sessions
+ * are refused by turning off the connections to a database of the
+ * test's own (ALLOW_CONNECTIONS), not the account's logins: the other
+ * tests running at the same time use the same account. */
 START_TEST(a_lost_session_that_cannot_be_replaced_writes_nothing)
 {
+    odbox_conn *admin = itest_connect(1);
+    char db[64], dsn[512], var[] = "ODBOX_TEST_PG_DSN";
+    snprintf(db, sizeof db, "odbox_lost_%ld", (long)getpid());
+    itest_exec(admin, "DROP DATABASE IF EXISTS %s", db);
+    itest_exec(admin, "CREATE DATABASE %s", db);
+    dsn_of_database(db, dsn, sizeof dsn);
+    ck_assert_int_eq(setenv(var, dsn, 1), 0); /* this test's process only (Check forks each test) */
     txf o;
     txf_open(&o);
-    int pg = itest_is("pg");
     odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(o.f.r));
     odbox_conn *c = NULL, *was;
-    odbox_error e, begin_err = {0}, insert_err = {0}, emit_err = {0}, commit_err = {0}, off_err = {0}, on_err = {0};
+    odbox_error e, insert_err = {0}, emit_err = {0}, commit_err = {0}, off_err = {0}, on_err = {0};
     ck_assert_int_eq(odbox_pool_acquire(pool, &c, &e), ODBOX_OK);
     int64_t id = itest_session_id(c);
     was = c;
     odbox_pool_release(pool, &c);
-    odbox_tx *tx = pg ? txf_begin(&o, NULL) : NULL;
-    char action_id[37] = "", sql[160];
-    if (tx) {
-        ck_assert_ptr_eq(odbox_tx_conn(tx), was);
-        memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
-    }
+    odbox_tx *tx = txf_begin(&o, NULL);
+    ck_assert_ptr_eq(odbox_tx_conn(tx), was); /* the session just given back, idle under 1 s: not pinged */
+    char action_id[37], sql[160], off_sql[128], on_sql[128];
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
     snprintf(sql, sizeof sql, "INSERT INTO %s (amount, id) VALUES (?, ?)", o.table);
+    snprintf(off_sql, sizeof off_sql, "ALTER DATABASE %s ALLOW_CONNECTIONS false", db);
+    snprintf(on_sql, sizeof on_sql, "ALTER DATABASE %s ALLOW_CONNECTIONS true", db);
 
-    int off_rc = logins(o.f.c[0], 1, &off_err), begin_rc = -1, insert_rc = -1, emit_rc = -1, commit_rc = -1;
+    int off_rc = odbox_conn_exec(admin, off_sql, &off_err), insert_rc = -1, emit_rc = -1, commit_rc = -1;
     if (off_rc == ODBOX_OK) {
-        itest_kill_session(o.f.c[0], id);
-        if (!tx)
-            begin_rc = odbox_tx_begin(o.exe, (odbox_shard_id){0, 0}, NULL, &tx, &begin_err);
-        else {
-            odbox_stmt *s = NULL;
-            insert_rc = odbox_stmt_prepare(odbox_tx_conn(tx), sql, &s, &insert_err);
-            if (insert_rc == ODBOX_OK && (insert_rc = odbox_stmt_bind_int64(s, 1, 1, &insert_err)) == ODBOX_OK &&
-                (insert_rc = odbox_stmt_bind_text(s, 2, "lost", &insert_err)) == ODBOX_OK)
-                insert_rc = odbox_stmt_execute(s, &insert_err);
-            odbox_stmt_free(&s);
-            json_object *p = json_object_new_object();
-            emit_rc = odbox_tx_emit(tx, "Order", "lost", &PAID, p, &emit_err);
-            json_object_put(p);
-            commit_rc = odbox_tx_commit(&tx, &commit_err);
-        }
+        itest_kill_session(admin, id);
+        odbox_stmt *s = NULL;
+        insert_rc = odbox_stmt_prepare(odbox_tx_conn(tx), sql, &s, &insert_err);
+        if (insert_rc == ODBOX_OK && (insert_rc = odbox_stmt_bind_int64(s, 1, 1, &insert_err)) == ODBOX_OK &&
+            (insert_rc = odbox_stmt_bind_text(s, 2, "lost", &insert_err)) == ODBOX_OK)
+            insert_rc = odbox_stmt_execute(s, &insert_err);
+        odbox_stmt_free(&s);
+        json_object *p = json_object_new_object();
+        emit_rc = odbox_tx_emit(tx, "Order", "lost", &PAID, p, &emit_err);
+        json_object_put(p);
+        commit_rc = odbox_tx_commit(&tx, &commit_err);
     }
-    int on_rc = logins(o.f.c[0], 0, &on_err);
+    int on_rc = odbox_conn_exec(admin, on_sql, &on_err); /* before anything asserts */
     odbox_tx_rollback(&tx);
-    ck_assert_msg(off_rc == ODBOX_OK, "logins off: %s", off_err.message);
-    ck_assert_msg(on_rc == ODBOX_OK, "logins back on: %s", on_err.message);
+    ck_assert_msg(off_rc == ODBOX_OK, "connections off: %s", off_err.message);
+    ck_assert_msg(on_rc == ODBOX_OK, "connections back on: %s", on_err.message);
 
-    if (pg) {
-        ck_assert_msg(insert_rc == ODBOX_ECONNLOST && strstr(insert_err.message, "reconnecting failed too"),
-                      "insert: %s: %s", odbox_errname(insert_rc), insert_err.message);
-        ck_assert_msg(emit_rc == ODBOX_ESTATE, "emit: %s: %s", odbox_errname(emit_rc), emit_err.message);
-        ck_assert_msg(strstr(emit_err.message, "tx emit: no open transaction on the transaction's connection (its "
-                                               "session was lost and no new one could be begun)"),
-                      "%s", emit_err.message);
-        ck_assert_msg(commit_rc == ODBOX_ESTATE, "commit: %s: %s", odbox_errname(commit_rc), commit_err.message);
-        ck_assert_msg(strstr(commit_err.message, "tx commit: no open transaction on the transaction's connection"),
-                      "%s", commit_err.message);
-        ck_assert_msg(strstr(commit_err.message, action_id), "%s", commit_err.message);
-        ck_assert_msg(!strstr(commit_err.message, "rolled back"), "nothing was there to roll back: %s",
-                      commit_err.message);
-    } else {
-        ck_assert_msg(begin_rc == ODBOX_ECONNLOST && strstr(begin_err.message, "reconnecting failed too"),
-                      "begin: %s: %s", odbox_errname(begin_rc), begin_err.message);
-    }
+    ck_assert_msg(insert_rc == ODBOX_ECONNLOST && strstr(insert_err.message, "reconnecting failed too"),
+                  "insert: %s: %s", odbox_errname(insert_rc), insert_err.message);
+    ck_assert_msg(emit_rc == ODBOX_ESTATE, "emit: %s: %s", odbox_errname(emit_rc), emit_err.message);
+    ck_assert_msg(strstr(emit_err.message, "tx emit: no open transaction on the transaction's connection (its "
+                                           "session was lost and no new one could be begun)"),
+                  "%s", emit_err.message);
+    ck_assert_msg(commit_rc == ODBOX_ESTATE, "commit: %s: %s", odbox_errname(commit_rc), commit_err.message);
+    ck_assert_msg(strstr(commit_err.message, "tx commit: no open transaction on the transaction's connection"), "%s",
+                  commit_err.message);
+    ck_assert_msg(strstr(commit_err.message, action_id), "%s", commit_err.message);
+    ck_assert_msg(!strstr(commit_err.message, "rolled back"), "nothing was there to roll back: %s",
+                  commit_err.message);
     ck_assert_ptr_null(tx);
-    if (pg)
-        txf_nothing_landed(&o, action_id);
+    txf_nothing_landed(&o, action_id);
     ck_assert_int_eq(txf_rows(&o), 0);
     ck_assert_int_eq(txf_events(&o), 0);
     ck_assert_int_eq(o.commits, 0);
@@ -349,6 +328,8 @@ START_TEST(a_lost_session_that_cannot_be_replaced_writes_nothing)
     ck_assert_int_eq(txf_committed(&o, action_id), 1);
     ck_assert_int_eq(o.commits, 1);
     txf_close(&o);
+    itest_exec(admin, "DROP DATABASE %s WITH (FORCE)", db);
+    odbox_conn_close(&admin);
 }
 END_TEST
 
