@@ -583,7 +583,12 @@ int cmd_demo(int argc, char **argv)
         char cwd[PATH_MAX] = "";
         if (db[0] != '/' && !getcwd(cwd, sizeof cwd))
             cwd[0] = 0;
-        snprintf(d->dsn_buf, sizeof d->dsn_buf, "sqlite://%s%s%s", cwd, cwd[0] ? "/" : "", db);
+        int n = snprintf(d->dsn_buf, sizeof d->dsn_buf, "sqlite://%s%s%s", cwd, cwd[0] ? "/" : "", db);
+        if (n < 0 || (size_t)n >= sizeof d->dsn_buf) {
+            code = demo_fail(d, ODBOX_EINVAL, "the database's path is longer than PATH_MAX");
+            free(d);
+            return code;
+        }
         d->dsn = d->dsn_buf;
     }
     odbox_error err = {0};
