@@ -259,8 +259,9 @@ static int write_and_commit(odbox_tx *tx, odbox_hook_fn hook, void *hook_ud, odb
     if (!odbox_conn_in_transaction(tx->conn))
         return odbox_fail(err, ODBOX_ESTATE, ENDED_MSG, "tx commit");
     if (odbox_conn_tx_failed(tx->conn))
-        return odbox_fail(err, ODBOX_ESTATE, "tx commit: a statement failed in this transaction, which can only be "
-                                             "rolled back (PostgreSQL has aborted it already)");
+        return odbox_fail(err, ODBOX_ESTATE, "tx commit: a statement failed in this transaction, so it is not "
+                                             "committed (that would keep the statements that succeeded without "
+                                             "the one that failed)");
     const staged_event *sentinel = NULL;
     const staged_event **rows = tx->nevents ? malloc(tx->nevents * sizeof *rows) : &sentinel;
     if (!rows)
