@@ -505,6 +505,8 @@ typedef struct nats_batch {
     size_t n;
     int *rcs; /* 1 until answered */
     odbox_error *errs;
+    size_t next; /* after the row acked last: acks come in publish order, so the next one's row is
+                    usually here (only the ack handler's thread reads and writes it) */
 } nats_batch;
 
 static void batch_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
@@ -513,11 +515,13 @@ static void batch_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, v
     nats_batch *nb = closure;
     const char *id = NULL;
     natsMsgHeader_Get(msg, "Nats-Msg-Id", &id); /* the event id, unique in a batch */
-    for (size_t i = 0; id && i < nb->n; i++) {
+    for (size_t k = 0; id && k < nb->n; k++) {
+        size_t i = (nb->next + k) % nb->n;
         /* only the row acked is read: the publisher may still be writing
          * the rcs of rows it could not publish */
         if (strcmp(nb->envs[i]->event_id, id))
             continue;
+        nb->next = i + 1;
         if (nb->rcs[i] != 1)
             break;
         if (pa) {
@@ -551,7 +555,7 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
         rcs[0] = nats_publish(broker, envs[0], bodies[0], lens[0], &errs[0]);
         return;
     }
-    nats_batch nb = {envs, n, rcs, errs};
+    nats_batch nb = {.envs = envs, .n = n, .rcs = rcs, .errs = errs};
     for (size_t i = 0; i < n; i++)
         rcs[i] = 1;
     odbox_error e = {0};
