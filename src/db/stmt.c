@@ -174,8 +174,8 @@ static const char *temporary_table(const char *rest)
  * TABLES. */
 static int mysql_commits_implicitly(const char *sql)
 {
-    static const char *const ddl[] = {"ALTER",   "RENAME", "TRUNCATE", "GRANT", "REVOKE", "FLUSH", "INSTALL",
-                                      "UNINSTALL", "CACHE",  "RESET",    "CHANGE"};
+    static const char *const ddl[] = {"ALTER", "RENAME", "TRUNCATE", "GRANT",  "REVOKE", "FLUSH",
+                                      "INSTALL", "UNINSTALL", "CACHE", "RESET", "CHANGE", "IMPORT"};
     for (size_t i = 0; i < sizeof ddl / sizeof ddl[0]; i++)
         if (sql_word(sql, ddl[i]))
             return 1;

@@ -279,7 +279,7 @@ START_TEST(transaction_control_sql_is_recognised)
                                              "REPAIR LOCAL TABLE t", "ANALYZE TABLE t", "CHECK TABLE t",
                                              "CACHE INDEX t IN c", "LOAD INDEX INTO CACHE t", "RESET MASTER",
                                              "STOP REPLICA", "START ALL SLAVES", "CHANGE MASTER TO MASTER_HOST='h'",
-                                             "INSTALL PLUGIN p SONAME 'x.so'", "CREATE SEQUENCE s",
+                                             "INSTALL PLUGIN p SONAME 'x.so'", "CREATE SEQUENCE s", "IMPORT TABLE FROM 'x.sdi'",
                                              "/* app */ CREATE DATABASE d", "SELECT 1; DROP TABLE t",
                                              "CREATE OR REPLACE TABLE t (a int)", "DROP TEMPORARY TABLES_X t"};
     for (size_t i = 0; i < sizeof mysql_ends / sizeof mysql_ends[0]; i++) {
