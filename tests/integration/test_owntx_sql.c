@@ -9,6 +9,18 @@
 #include "jobs_fx.h"
 #include "owntx_fx.h"
 
+/* Emits one event for id on tx and commits it: the caller's one row and
+ * the event land, and nothing else is there. */
+static void commit_lands_one(txf *o, odbox_tx **tx, const char *id)
+{
+    odbox_error e;
+    txf_emit(*tx, id, "{}");
+    int rc = odbox_tx_commit(tx, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(txf_rows(o), 1);
+    ck_assert_int_eq(txf_events(o), 1);
+}
+
 /* A caller's SET TIME ZONE on its transaction's connection does not stay
  * on the pooled session: a session whose settings a caller changed is
  * closed at its release, and the next hand-out has odbox's UTC. The
@@ -132,11 +144,7 @@ START_TEST(a_commit_sent_as_sql_is_refused)
     rc = odbox_conn_exec(c, "ROLLBACK TO SAVEPOINT before_second", &e);
     ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
     ck_assert_int_eq(txf_rows(&o), 0); /* nothing committed by the refused ones */
-    txf_emit(tx, "raw-commit", "{}");
-    rc = odbox_tx_commit(&tx, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_int_eq(txf_rows(&o), 1);
-    ck_assert_int_eq(txf_events(&o), 1);
+    commit_lands_one(&o, &tx, "raw-commit");
     txf_close(&o);
 }
 END_TEST
@@ -194,11 +202,7 @@ START_TEST(ddl_that_commits_implicitly_is_refused)
     /* the refusals left the session whole: a transaction on it commits */
     tx = txf_begin(&o, NULL);
     txf_insert_row(&o, tx, "after", 2);
-    txf_emit(tx, "after", "{}");
-    rc = odbox_tx_commit(&tx, &e);
-    ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
-    ck_assert_int_eq(txf_rows(&o), 1);
-    ck_assert_int_eq(txf_events(&o), 1);
+    commit_lands_one(&o, &tx, "after");
     txf_close(&o);
 }
 END_TEST
