@@ -282,7 +282,7 @@ static int apply(odbox_conn *c, const char *eventlog, const mset *set, const mfi
     int64_t started = odbox_now_us();
     int rc = odbox_sql_placeholders(f->text, "eventlog", eventlog, &text, err);
     if (rc == ODBOX_OK)
-        rc = odbox_sql_split(text, d->backslash_escapes, &script, err);
+        rc = odbox_sql_split(text, d->backslash_escapes ? ODBOX_SQL_MYSQL : 0, &script, err);
     free(text);
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "migrate: %s", f->script);

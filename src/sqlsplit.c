@@ -36,17 +36,19 @@ static int line_of(const char *text, const char *p)
     return line;
 }
 
-int odbox_sql_split(const char *text, int mysql_rules, odbox_sql_script *out, odbox_error *err)
+int odbox_sql_split(const char *text, int rules, odbox_sql_script *out, odbox_error *err)
 {
+    int mysql_rules = rules & ODBOX_SQL_MYSQL, open_exec = mysql_rules && (rules & ODBOX_SQL_OPEN_EXEC);
     memset(out, 0, sizeof *out);
     if (!text)
         return odbox_fail(err, ODBOX_EINVAL, "SQL script is NULL");
     /* comments are blanked in a copy (newlines kept): a driver that looks
      * for a second statement (SQLite's ODBC driver) takes a ';' in a
-     * comment for one. MySQL's executable comments and optimizer hints
-     * (slash-star followed by ! or +) are code: kept. MySQL's rules add
-     * '#' comments, and backslash escapes in both kinds of string ("..."
-     * is a string there, not ANSI_QUOTES' identifier). */
+     * comment for one. Optimizer hints (slash-star followed by +) are
+     * kept. MySQL's rules add executable comments (slash-star followed
+     * by ! or M!, kept as code), '#' comments, and backslash escapes in
+     * both kinds of string ("..." is a string there, not ANSI_QUOTES'
+     * identifier). */
     char *buf = strdup(text);
     if (!buf)
         return odbox_fail(err, ODBOX_ENOMEM, "SQL: out of memory");
@@ -64,7 +66,17 @@ int odbox_sql_split(const char *text, int mysql_rules, odbox_sql_script *out, od
             char *end = strstr(p + 2, "*/");
             if (!end)
                 goto unterminated;
-            if (p[2] == '!' || p[2] == '+') {
+            int exec = mysql_rules && (p[2] == '!' || (p[2] == 'M' && p[3] == '!'));
+            if (exec && open_exec) {
+                char *code = p + (p[2] == '!' ? 3 : 4);
+                while (*code >= '0' && *code <= '9')
+                    code++;
+                memset(p, ' ', (size_t)(code - p));
+                end[0] = end[1] = ' ';
+                p = code;
+                continue;
+            }
+            if (exec || p[2] == '+') {
                 p = end + 2;
                 meaningful = 1;
                 continue;

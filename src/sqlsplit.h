@@ -15,11 +15,18 @@ typedef struct odbox_sql_script {
  * backslash escapes). Comments become blanks (but MySQL's executable
  * comments and hints); statements that hold only blanks and comments are
  * dropped. An unterminated literal or comment is ODBOX_EINVAL.
- * mysql_rules (a dialect's backslash_escapes): MySQL's and MariaDB's
- * lexical rules besides: '#' to the end of the line is a comment, '--'
- * one only before a blank, and a backslash escapes the next character
- * in '...' and "..." strings. */
-int odbox_sql_split(const char *text, int mysql_rules, odbox_sql_script *out, odbox_error *err);
+ * rules: ODBOX_SQL_MYSQL (a dialect's backslash_escapes is 1) for
+ * MySQL's and MariaDB's lexical rules besides: '#' to the end of the
+ * line is a comment, '--' one only before a blank, a backslash escapes
+ * the next character in '...' and "..." strings, and executable comments
+ * (slash-star followed by '!' or MariaDB's 'M!') are code; elsewhere
+ * they are comments. With ODBOX_SQL_OPEN_EXEC too, an executable
+ * comment's markers (with its version) become blanks and its text is
+ * split as the rest: the text as a server whatever its version could
+ * run it, for looking at what it does. */
+#define ODBOX_SQL_MYSQL 1
+#define ODBOX_SQL_OPEN_EXEC 2
+int odbox_sql_split(const char *text, int rules, odbox_sql_script *out, odbox_error *err);
 void odbox_sql_script_free(odbox_sql_script *s);
 
 /* Replaces every ${name} with value; any other ${...} is ODBOX_EINVAL

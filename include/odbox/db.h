@@ -70,7 +70,8 @@ int odbox_conn_is_dead(odbox_conn *c);
  * account statements (CREATE USER, GRANT, REVOKE, SET PASSWORD), table
  * maintenance (ANALYZE, CHECK, OPTIMIZE, REPAIR TABLE, FLUSH, RESET),
  * replica control, SET autocommit, LOCK or UNLOCK TABLES), also behind
- * a comment or after a ';', or text whose quotes odbox cannot close, is
+ * a comment or a hint, inside MySQL's executable comments or after a
+ * ';', or text whose quotes odbox cannot close, is
  * refused with ODBOX_EINVAL and not sent, here and at
  * odbox_stmt_execute: end it with odbox_conn_commit or
  * odbox_conn_rollback, and run such statements outside it. */

@@ -206,6 +206,9 @@ static int mysql_commits_implicitly(const char *sql)
 static int statement_ends_tx(const char *sql, int mysql_rules)
 {
     sql = sql_start(sql);
+    const char *hint_end; /* an optimizer hint, which the split keeps, is no word of the statement */
+    while (!strncmp(sql, "/*+", 3) && (hint_end = strstr(sql + 3, "*/")))
+        sql = sql_start(hint_end + 2);
     if (mysql_rules && mysql_commits_implicitly(sql))
         return ODBOX_TX_IMPLICIT_COMMIT;
     static const char *const words[] = {"COMMIT", "END", "ABORT", "BEGIN"};
@@ -268,7 +271,9 @@ int odbox_sql_ends_tx(const char *sql, int mysql_rules)
         return 0;
     odbox_sql_script script;
     odbox_error e;
-    int rc = odbox_sql_split(sql, mysql_rules, &script, &e);
+    /* MySQL's executable comments are looked into: a server runs their
+     * text (when its version is at least theirs) */
+    int rc = odbox_sql_split(sql, mysql_rules ? ODBOX_SQL_MYSQL | ODBOX_SQL_OPEN_EXEC : 0, &script, &e);
     if (rc != ODBOX_OK) /* unterminated as odbox reads it: what the server makes of it is not known, so not sent */
         return rc == ODBOX_ENOMEM ? rc : 1;
     for (size_t i = 0; i < script.n && !ends; i++)

@@ -136,14 +136,28 @@ START_TEST(split_statements)
     ck_assert_str_eq(s.stmts[3], "SELECT 2");
     odbox_sql_script_free(&s);
 
-    /* inside a statement a comment keeps its lines; MySQL's executable
-     * comments and optimizer hints are code and stay */
-    ck_assert_int_eq(odbox_sql_split("ALTER TABLE t -- why; because\n ADD c INT /* x; */; "
-                                     "SELECT /*+ NO_ICP(t) */ 1 /*!50700 , 2 */", 0, &s, NULL),
+    /* inside a statement a comment keeps its lines; optimizer hints are
+     * code and stay, and so do MySQL's executable comments there (a
+     * comment elsewhere) */
+    for (int rules = 0; rules <= ODBOX_SQL_MYSQL; rules++) {
+        ck_assert_int_eq(odbox_sql_split("ALTER TABLE t -- why; because\n ADD c INT /* x; */; "
+                                         "SELECT /*+ NO_ICP(t) */ 1 /*!50700 , 2 */ /*M!100000 , 3 */",
+                                         rules, &s, NULL),
+                         ODBOX_OK);
+        ck_assert_uint_eq(s.n, 2);
+        ck_assert_str_eq(s.stmts[0], "ALTER TABLE t                \n ADD c INT");
+        ck_assert_str_eq(s.stmts[1], rules ? "SELECT /*+ NO_ICP(t) */ 1 /*!50700 , 2 */ /*M!100000 , 3 */"
+                                           : "SELECT /*+ NO_ICP(t) */ 1");
+        odbox_sql_script_free(&s);
+    }
+    /* opened: the markers and versions are blanks, the text is split */
+    ck_assert_int_eq(odbox_sql_split("SELECT 1 /*!50700 ; COMMIT */; /*M!100101 SET autocommit=0*/",
+                                     ODBOX_SQL_MYSQL | ODBOX_SQL_OPEN_EXEC, &s, NULL),
                      ODBOX_OK);
-    ck_assert_uint_eq(s.n, 2);
-    ck_assert_str_eq(s.stmts[0], "ALTER TABLE t                \n ADD c INT");
-    ck_assert_str_eq(s.stmts[1], "SELECT /*+ NO_ICP(t) */ 1 /*!50700 , 2 */");
+    ck_assert_uint_eq(s.n, 3);
+    ck_assert_str_eq(s.stmts[0], "SELECT 1");
+    ck_assert_str_eq(s.stmts[1], "COMMIT");
+    ck_assert_str_eq(s.stmts[2], "SET autocommit=0");
     odbox_sql_script_free(&s);
 
     ck_assert_int_eq(odbox_sql_split("INSERT INTO t VALUES ('a\\';b'); SELECT 1;", 1, &s, NULL), ODBOX_OK);

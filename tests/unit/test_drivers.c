@@ -288,6 +288,17 @@ START_TEST(transaction_control_sql_is_recognised)
         ck_assert_msg(odbox_sql_ends_tx(mysql_ends[i], 0) == 0, "'%s' on PostgreSQL", mysql_ends[i]);
     }
     ck_assert_int_eq(odbox_sql_ends_tx("SELECT 1--1; COMMIT", 1), 1);
+    /* MySQL and MariaDB run an executable comment's text; a hint is no
+     * word of the statement anywhere; a plain comment is nothing */
+    static const char *const executed[] = {"/*!40101 COMMIT */", "/*! ROLLBACK */", "SELECT 1 /*!; COMMIT */",
+                                           "/*M!100101 COMMIT */", "/*+ hint */ COMMIT", "/*+ a */ /*+ b */ BEGIN"};
+    for (size_t i = 0; i < sizeof executed / sizeof executed[0]; i++)
+        ck_assert_msg(odbox_sql_ends_tx(executed[i], 1) == 1, "'%s' on MySQL", executed[i]);
+    ck_assert_int_eq(odbox_sql_ends_tx("/*!40101 SET autocommit = 0 */", 1), ODBOX_TX_IMPLICIT_COMMIT);
+    ck_assert_int_eq(odbox_sql_ends_tx("/*+ hint */ COMMIT", 0), 1);
+    ck_assert_int_eq(odbox_sql_ends_tx("/*! x */ COMMIT", 0), 1); /* a comment on PostgreSQL */
+    ck_assert_int_eq(odbox_sql_ends_tx("/*!40101 COMMIT */", 0), 0);
+    ck_assert_int_eq(odbox_sql_ends_tx("SELECT /*+ MAX_EXECUTION_TIME(1) */ 1 /*!40101 , 2 */", 1), 0);
     ck_assert_int_eq(odbox_sql_ends_tx("SELECT 1--1; COMMIT", 0), 0);
     /* what commits nothing there: a temporary table's CREATE and DROP,
      * MariaDB's ANALYZE of a query, a checksum */
