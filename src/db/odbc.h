@@ -95,11 +95,14 @@ int odbox_sql_is_read(const char *sql);
 #define ODBOX_TX_IMPLICIT_COMMIT 2
 int odbox_sql_ends_tx(const char *sql, int mysql_rules);
 
-/* 1 when sql (by its first words) changes a session setting that odbox's
+/* 1 when a statement of sql changes a session setting that odbox's
  * setup made and its own statements rely on: the time zone, the client
  * encoding, the date style, MySQL's sql_mode and autocommit (SET, SET
- * SESSION, SET @@...), or RESET or DISCARD anything. */
-int odbox_sql_changes_session(const char *sql);
+ * SESSION, SET @@...; with mysql_rules any assignment of a SET's list,
+ * and LOCAL as SESSION), or RESET or DISCARD anything; also behind a
+ * comment or after a ';', as odbox_sql_ends_tx looks. ODBOX_ENOMEM when
+ * the split ran out of memory. */
+int odbox_sql_changes_session(const char *sql, int mysql_rules);
 
 /* ODBOX_EINVAL when c is inside a transaction begun with odbox_conn_begin
  * and sql would end or restart it behind odbox's back (its state, the

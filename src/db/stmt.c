@@ -135,14 +135,12 @@ int odbox_sql_is_read(const char *sql)
     return sql_word(sql, "SELECT") || sql_word(sql, "SHOW");
 }
 
-/* SET [SESSION] [@@[SESSION.]]name: name and what follows, or NULL.
- * local: LOCAL too, which is SESSION on MySQL (on PostgreSQL, SET LOCAL
- * lasts until the transaction ends). */
-static const char *set_target(const char *sql, int local)
+/* An assignment of a SET, [SESSION] [@@[SESSION.]]name = ...: name and
+ * what follows. local: LOCAL too, which is SESSION on MySQL (on
+ * PostgreSQL, SET LOCAL lasts until the transaction ends). */
+static const char *set_item_target(const char *item, int local)
 {
-    const char *rest = sql_word(sql_start(sql), "SET");
-    if (!rest)
-        return NULL;
+    const char *rest = sql_start(item);
     const char *after = sql_word(rest, "SESSION");
     if (after || (local && (after = sql_word(rest, "LOCAL"))))
         rest = after;
@@ -153,6 +151,43 @@ static const char *set_target(const char *sql, int local)
     else if (local && !strncasecmp(rest, "LOCAL.", 6))
         rest += 6;
     return rest;
+}
+
+/* 1 when an assignment of the SET statement sql sets a variable that
+ * match takes (given its name and what follows). mysql_rules: every
+ * assignment of the list (SET @a = 1, autocommit = 0 sets both; a ','
+ * inside parentheses or quotes separates nothing), LOCAL as SESSION;
+ * else only the first (PostgreSQL's SET takes one, and a ',' is its
+ * value's). */
+static int set_names(const char *sql, int mysql_rules, int (*match)(const char *target))
+{
+    const char *p = sql_word(sql_start(sql), "SET");
+    while (p) {
+        if (match(set_item_target(p, mysql_rules)))
+            return 1;
+        if (!mysql_rules)
+            return 0;
+        int depth = 0;
+        char quote = 0;
+        for (; *p && (quote || depth > 0 || (*p != ',' && *p != ';')); p++) {
+            if (quote && *p == '\\' && quote != '`' && p[1])
+                p++;
+            else if (quote)
+                quote = *p == quote ? 0 : quote;
+            else if (*p == '\'' || *p == '"' || *p == '`')
+                quote = *p;
+            else
+                depth += (*p == '(') - (*p == ')');
+        }
+        p = *p == ',' ? p + 1 : NULL;
+    }
+    return 0;
+}
+
+/* what commits when set: autocommit, and SET PASSWORD */
+static int commits_when_set(const char *target)
+{
+    return sql_word(target, "AUTOCOMMIT") || sql_word(target, "PASSWORD");
 }
 
 /* After CREATE [OR REPLACE] (MariaDB's) or DROP: the text after
@@ -196,8 +231,7 @@ static int mysql_commits_implicitly(const char *sql)
         return sql_word(rest, "SLAVE") || sql_word(rest, "REPLICA") || sql_word(rest, "ALL");
     if ((rest = sql_word(sql, "LOCK")) || (rest = sql_word(sql, "UNLOCK")))
         return sql_word(rest, "TABLES") || sql_word(rest, "TABLE");
-    const char *var = set_target(sql, 1);
-    return var && (sql_word(var, "AUTOCOMMIT") || sql_word(var, "PASSWORD"));
+    return set_names(sql, 1, commits_when_set);
 }
 
 /* One statement, by its first words: 1 when it ends or restarts the
@@ -259,53 +293,63 @@ static int compound_body(const char *sql)
            has_word(sql, "BEGIN");
 }
 
-int odbox_sql_ends_tx(const char *sql, int mysql_rules)
+/* check's answer for sql's first statement, by its first words; else,
+ * when a comment before them or a second statement after a ';' could
+ * hide one, the first answer not 0 for a statement of sql split as a
+ * migration file is (comments blanked; MySQL's executable comments
+ * opened, as a server runs their text). Text odbox cannot split is 1:
+ * what a server makes of it is not known. */
+static int any_statement(const char *sql, int mysql_rules, int (*check)(const char *stmt, int mysql_rules))
 {
-    int ends = statement_ends_tx(sql, mysql_rules);
-    if (ends)
-        return ends;
-    /* A comment before the keyword, or a second statement after a ';',
-     * hides it from the first words: the text is split as a migration
-     * file is (comments blanked), and each statement is looked at. */
-    if (!strpbrk(sql, mysql_rules ? ";-/#" : ";-/") || compound_body(sql))
-        return 0;
+    int answer = check(sql, mysql_rules);
+    if (answer || !strpbrk(sql, mysql_rules ? ";-/#" : ";-/") || compound_body(sql))
+        return answer;
     odbox_sql_script script;
     odbox_error e;
-    /* MySQL's executable comments are looked into: a server runs their
-     * text (when its version is at least theirs) */
     int rc = odbox_sql_split(sql, mysql_rules ? ODBOX_SQL_MYSQL | ODBOX_SQL_OPEN_EXEC : 0, &script, &e);
-    if (rc != ODBOX_OK) /* unterminated as odbox reads it: what the server makes of it is not known, so not sent */
+    if (rc != ODBOX_OK)
         return rc == ODBOX_ENOMEM ? rc : 1;
-    for (size_t i = 0; i < script.n && !ends; i++)
-        ends = statement_ends_tx(script.stmts[i], mysql_rules);
+    for (size_t i = 0; i < script.n && !answer; i++)
+        answer = check(script.stmts[i], mysql_rules);
     odbox_sql_script_free(&script);
-    return ends;
+    return answer;
 }
 
-int odbox_sql_changes_session(const char *sql)
+int odbox_sql_ends_tx(const char *sql, int mysql_rules)
 {
-    /* what odbox's session setup set and its statements rely on: the
-     * time zone (the database's time it writes and compares), the client
-     * encoding and date style (how it reads text and dates back), MySQL's
-     * sql_mode and autocommit (on, as odbox keeps a session between its
-     * transactions); RESET and DISCARD undo the setup whole */
+    return any_statement(sql, mysql_rules, statement_ends_tx);
+}
+
+/* A SET of what odbox's session setup set and its statements rely on:
+ * the time zone (the database's time it writes and compares), the
+ * client encoding and date style (how it reads text and dates back),
+ * MySQL's sql_mode and autocommit (on, as odbox keeps a session between
+ * its transactions). */
+static int setup_setting(const char *target)
+{
     static const char *const names[] = {"TIME ZONE", "TIMEZONE", "TIME_ZONE", "CLIENT_ENCODING", "NAMES",
                                         "CHARACTER SET", "CHARSET", "CHARACTER_SET_", "COLLATION_CONNECTION",
                                         "DATESTYLE", "INTERVALSTYLE", "SQL_MODE", "STANDARD_CONFORMING_STRINGS",
                                         "AUTOCOMMIT"};
-    sql = sql_start(sql);
-    if (sql_word(sql, "RESET") || sql_word(sql, "DISCARD"))
-        return 1;
-    const char *rest = set_target(sql, 0);
-    if (!rest)
-        return 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(names[i]);
-        if (!strncasecmp(rest, names[i], n) &&
-            (names[i][n - 1] == '_' || !(isalnum((unsigned char)rest[n]) || rest[n] == '_')))
+        if (!strncasecmp(target, names[i], n) &&
+            (names[i][n - 1] == '_' || !(isalnum((unsigned char)target[n]) || target[n] == '_')))
             return 1;
     }
     return 0;
+}
+
+/* RESET and DISCARD undo the setup whole. */
+static int statement_changes_session(const char *sql, int mysql_rules)
+{
+    sql = sql_start(sql);
+    return sql_word(sql, "RESET") || sql_word(sql, "DISCARD") || set_names(sql, mysql_rules, setup_setting);
+}
+
+int odbox_sql_changes_session(const char *sql, int mysql_rules)
+{
+    return any_statement(sql, mysql_rules, statement_changes_session);
 }
 
 int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *what, odbox_error *err)
@@ -423,8 +467,9 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     s->key[keylen] = '\0';
     s->keylen = keylen;
     s->repeatable = odbox_sql_is_read(s->sql);
-    s->changes_session = odbox_sql_changes_session(s->sql);
-    s->ends_tx = odbox_sql_ends_tx(s->sql, c->dialect && c->dialect->backslash_escapes) != 0; /* ENOMEM: looked at again */
+    int mysql_rules = c->dialect && c->dialect->backslash_escapes;
+    s->changes_session = odbox_sql_changes_session(s->sql, mysql_rules) != 0; /* ENOMEM: closed at release */
+    s->ends_tx = odbox_sql_ends_tx(s->sql, mysql_rules) != 0; /* ENOMEM: looked at again */
     s->shape_fixed = shape_fixed;
     s->shape_cols = -1;
     s->affected = -1;

@@ -329,10 +329,30 @@ START_TEST(session_setting_changes_are_recognised)
                                         "SET LOCAL statement_timeout = 5", "SET @x = 1", "SET time_zones_x = 1",
                                         "SET SESSION innodb_lock_wait_timeout = 1", "SELECT 'SET TIME ZONE'",
                                         "UPDATE t SET timezone = 'x'", "SETTLE", "SET LOCAL TIME ZONE 'UTC'", ""};
-    for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++)
-        ck_assert_msg(odbox_sql_changes_session(changes[i]) == 1, "'%s' changes the session", changes[i]);
+    for (int mysql = 0; mysql <= 1; mysql++)
+        for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++)
+            ck_assert_msg(odbox_sql_changes_session(changes[i], mysql) == 1, "'%s' changes the session (%d)",
+                          changes[i], mysql);
     for (size_t i = 0; i < sizeof stays / sizeof stays[0]; i++)
-        ck_assert_msg(odbox_sql_changes_session(stays[i]) == 0, "'%s' does not", stays[i]);
+        ck_assert_msg(odbox_sql_changes_session(stays[i], 0) == 0, "'%s' does not", stays[i]);
+    /* behind a ';' or a comment; MySQL's SET sets every variable of its
+     * list, LOCAL is SESSION there, and an executable comment is code */
+    static const char *const hidden[] = {"SELECT 1; SET time_zone = '+12:00'", "/* x */ SET TIME ZONE 'UTC'"};
+    for (int mysql = 0; mysql <= 1; mysql++)
+        for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
+            ck_assert_msg(odbox_sql_changes_session(hidden[i], mysql) == 1, "'%s' (%d)", hidden[i], mysql);
+    static const char *const mysql_changes[] = {"SET @x = 1, time_zone = '+12:00'", "SET @x = f(1, 2), sql_mode = ''",
+                                                "SET @a = '\\'', @@session.autocommit = 0",
+                                                "SET LOCAL time_zone = '+01:00'", "/*!40101 SET NAMES latin1 */"};
+    for (size_t i = 0; i < sizeof mysql_changes / sizeof mysql_changes[0]; i++)
+        ck_assert_msg(odbox_sql_changes_session(mysql_changes[i], 1) == 1, "'%s' on MySQL", mysql_changes[i]);
+    static const char *const mysql_stays[] = {"SET @x = 'a,time_zone=1', @y = 2", "SET @x = (1, 2), @y = 3",
+                                              "SET GLOBAL time_zone = '+01:00'", "SET @x = \"a\\\", sql_mode\""};
+    for (size_t i = 0; i < sizeof mysql_stays / sizeof mysql_stays[0]; i++)
+        ck_assert_msg(odbox_sql_changes_session(mysql_stays[i], 1) == 0, "'%s' on MySQL", mysql_stays[i]);
+    ck_assert_int_eq(odbox_sql_changes_session("SET search_path = a, time_zone", 0), 0); /* a value's ',' */
+    ck_assert_int_eq(odbox_sql_ends_tx("SET @x = 1, autocommit = 0", 1), ODBOX_TX_IMPLICIT_COMMIT);
+    ck_assert_int_eq(odbox_sql_ends_tx("SET @x = 'autocommit = 0', @y = 1", 1), 0);
     /* MySQL: one string; elsewhere a string, a COMMIT and an open quote */
     ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT'", 1), 0);
     ck_assert_int_eq(odbox_sql_ends_tx("SELECT 'a\\'; COMMIT'", 0), 1);
