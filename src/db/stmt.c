@@ -340,11 +340,28 @@ static int setup_setting(const char *target)
     return 0;
 }
 
+/* PostgreSQL's set_config('name', value, is_local) sets as SET does (or
+ * as SET LOCAL): taken for a change whatever its is_local. */
+static int set_config_call(const char *sql)
+{
+    for (const char *p = sql; (p = strcasestr(p, "set_config")) != NULL; p += 10) {
+        if (p > sql && (isalnum((unsigned char)p[-1]) || p[-1] == '_'))
+            continue;
+        const char *arg = p + 10;
+        while (*arg == ' ' || *arg == '\t' || *arg == '\n' || *arg == '\r' || *arg == '(')
+            arg++;
+        if (*arg == '\'' && setup_setting(arg + 1))
+            return 1;
+    }
+    return 0;
+}
+
 /* RESET and DISCARD undo the setup whole. */
 static int statement_changes_session(const char *sql, int mysql_rules)
 {
     sql = sql_start(sql);
-    return sql_word(sql, "RESET") || sql_word(sql, "DISCARD") || set_names(sql, mysql_rules, setup_setting);
+    return sql_word(sql, "RESET") || sql_word(sql, "DISCARD") || set_names(sql, mysql_rules, setup_setting) ||
+           set_config_call(sql);
 }
 
 int odbox_sql_changes_session(const char *sql, int mysql_rules)

@@ -35,8 +35,10 @@ START_TEST(a_callers_time_zone_does_not_move_the_databases_time)
     odbox_error e;
     odbox_tx *tx = txf_begin(&o, NULL);
     if (!itest_is("sqlite")) {
-        /* MySQL's SET sets each variable of its list: the zone behind another */
-        const char *set = itest_is("pg") ? "SET TIME ZONE 'Etc/GMT+12'" : "SET @odbox_x = 1, time_zone = '-12:00'";
+        /* PostgreSQL's set_config sets as SET does; MySQL's SET sets each
+         * variable of its list: the zone behind another */
+        const char *set = itest_is("pg") ? "SELECT set_config('TimeZone', 'Etc/GMT+12', false)"
+                                         : "SET @odbox_x = 1, time_zone = '-12:00'";
         int rc = odbox_conn_exec(odbox_tx_conn(tx), set, &e);
         ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
     }

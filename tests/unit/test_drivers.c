@@ -351,6 +351,11 @@ START_TEST(session_setting_changes_are_recognised)
     for (size_t i = 0; i < sizeof mysql_stays / sizeof mysql_stays[0]; i++)
         ck_assert_msg(odbox_sql_changes_session(mysql_stays[i], 1) == 0, "'%s' on MySQL", mysql_stays[i]);
     ck_assert_int_eq(odbox_sql_changes_session("SET search_path = a, time_zone", 0), 0); /* a value's ',' */
+    /* PostgreSQL's set_config sets as SET does */
+    ck_assert_int_eq(odbox_sql_changes_session("SELECT set_config('TimeZone', 'Etc/GMT+12', false)", 0), 1);
+    ck_assert_int_eq(odbox_sql_changes_session("SELECT 1, SET_CONFIG( 'datestyle', 'SQL', true)", 0), 1);
+    ck_assert_int_eq(odbox_sql_changes_session("SELECT set_config('lock_timeout', '1s', false)", 0), 0);
+    ck_assert_int_eq(odbox_sql_changes_session("SELECT my_set_config('TimeZone')", 0), 0);
     ck_assert_int_eq(odbox_sql_ends_tx("SET @x = 1, autocommit = 0", 1), ODBOX_TX_IMPLICIT_COMMIT);
     ck_assert_int_eq(odbox_sql_ends_tx("SET @x = 'autocommit = 0', @y = 1", 1), 0);
     /* MySQL: one string; elsewhere a string, a COMMIT and an open quote */
