@@ -74,7 +74,10 @@ int odbox_conn_is_dead(odbox_conn *c);
  * ';', or text whose quotes odbox cannot close, is
  * refused with ODBOX_EINVAL and not sent, here and at
  * odbox_stmt_execute: end it with odbox_conn_commit or
- * odbox_conn_rollback, and run such statements outside it. */
+ * odbox_conn_rollback, and run such statements outside it. odbox does
+ * not see into a stored procedure's body (CALL) or the text of a
+ * statement the server prepared (MySQL's EXECUTE): keep COMMIT and DDL
+ * out of those. */
 int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err);
 
 /* Explicit transactions. begin turns autocommit off; commit and rollback
