@@ -7,6 +7,7 @@
 #include "odbox/db.h"
 #include "odbox/dialect.h"
 #include "internal.h"
+#include "sqltext.h"
 
 #define ODBOX_STMT_CACHE 16
 
@@ -77,32 +78,6 @@ void odbox_stmt_detach(odbox_conn *c, int held_only, const char *what);
  * lose their driver handle and are prepared again, from their SQL text,
  * at their next execute. */
 void odbox_stmt_drop_handles(odbox_conn *c);
-
-/* 1 when sql is a read (it starts with SELECT or SHOW): sending it again
- * changes nothing. */
-int odbox_sql_is_read(const char *sql);
-
-/* 1 when a statement of sql ends, or begins, a transaction: COMMIT, END,
- * ABORT, BEGIN, START TRANSACTION, PREPARE TRANSACTION, ROLLBACK (not
- * ROLLBACK TO a savepoint), also after a comment or another statement
- * and a ';'; and 1 for text odbox cannot split (an unterminated quote as
- * it reads it). mysql_rules: the text follows MySQL's lexical rules ('#'
- * comments, backslash escapes; odbox_sql_split), and what commits there
- * implicitly (DDL but a temporary table's, account and table-maintenance
- * statements, SET autocommit, LOCK or UNLOCK TABLES) is
- * ODBOX_TX_IMPLICIT_COMMIT. ODBOX_ENOMEM when the split ran out of
- * memory. */
-#define ODBOX_TX_IMPLICIT_COMMIT 2
-int odbox_sql_ends_tx(const char *sql, int mysql_rules);
-
-/* 1 when a statement of sql changes a session setting that odbox's
- * setup made and its own statements rely on: the time zone, the client
- * encoding, the date style, MySQL's sql_mode and autocommit (SET, SET
- * SESSION, SET @@...; with mysql_rules any assignment of a SET's list,
- * and LOCAL as SESSION), or RESET or DISCARD anything; also behind a
- * comment or after a ';', as odbox_sql_ends_tx looks. ODBOX_ENOMEM when
- * the split ran out of memory. */
-int odbox_sql_changes_session(const char *sql, int mysql_rules);
 
 /* ODBOX_EINVAL when c is inside a transaction begun with odbox_conn_begin
  * and sql would end or restart it behind odbox's back (its state, the
