@@ -16,6 +16,12 @@ const char *odbox_sql_start(const char *sql)
     return sql;
 }
 
+/* c can be part of a word (a keyword, a name). */
+static int word_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_';
+}
+
 /* When sql starts with the keyword kw (any case) as a whole word: the
  * text after it and its blanks; else NULL. */
 static const char *sql_word(const char *sql, const char *kw)
@@ -24,11 +30,26 @@ static const char *sql_word(const char *sql, const char *kw)
     for (size_t k = 0; k < n; k++)
         if (!sql[k] || (sql[k] & ~0x20) != kw[k])
             return NULL;
-    char after = sql[n];
-    if ((after >= 'A' && after <= 'Z') || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9') ||
-        after == '_')
-        return NULL;
-    return odbox_sql_start(sql + n);
+    return word_char(sql[n]) ? NULL : odbox_sql_start(sql + n);
+}
+
+/* A statement's first word: past blanks, parentheses and optimizer hints
+ * (slash-star followed by +, which the split keeps), none of which is a
+ * word of the statement. */
+static const char *statement_start(const char *sql)
+{
+    sql = odbox_sql_start(sql);
+    const char *hint_end;
+    while (!strncmp(sql, "/*+", 3) && (hint_end = strstr(sql + 3, "*/")))
+        sql = odbox_sql_start(hint_end + 2);
+    return sql;
+}
+
+/* rest past MariaDB's OR REPLACE after CREATE, when it is there. */
+static const char *after_or_replace(const char *rest)
+{
+    const char *after = sql_word(rest, "OR");
+    return after && (after = sql_word(after, "REPLACE")) ? after : rest;
 }
 
 int odbox_sql_is_read(const char *sql)
@@ -96,10 +117,7 @@ static int commits_when_set(const char *target)
  * TEMPORARY (and TABLE), or NULL. */
 static const char *temporary_table(const char *rest)
 {
-    const char *after = sql_word(rest, "OR");
-    if (after && (after = sql_word(after, "REPLACE")))
-        rest = after;
-    rest = sql_word(rest, "TEMPORARY");
+    rest = sql_word(after_or_replace(rest), "TEMPORARY");
     return rest ? sql_word(rest, "TABLE") : NULL;
 }
 
@@ -141,10 +159,7 @@ static int mysql_commits_implicitly(const char *sql)
  * server commits the transaction before running it, else 0. */
 static int statement_ends_tx(const char *sql, int mysql_rules)
 {
-    sql = odbox_sql_start(sql);
-    const char *hint_end; /* an optimizer hint, which the split keeps, is no word of the statement */
-    while (!strncmp(sql, "/*+", 3) && (hint_end = strstr(sql + 3, "*/")))
-        sql = odbox_sql_start(hint_end + 2);
+    sql = statement_start(sql);
     if (mysql_rules && mysql_commits_implicitly(sql))
         return ODBOX_TX_IMPLICIT_COMMIT;
     static const char *const words[] = {"COMMIT", "END", "ABORT", "BEGIN"};
@@ -171,8 +186,7 @@ static int has_word(const char *sql, const char *word)
 {
     size_t n = strlen(word);
     for (const char *p = sql; *p; p++)
-        if ((p == sql || !(isalnum((unsigned char)p[-1]) || p[-1] == '_')) && !strncasecmp(p, word, n) &&
-            !(isalnum((unsigned char)p[n]) || p[n] == '_'))
+        if ((p == sql || !word_char(p[-1])) && !strncasecmp(p, word, n) && !word_char(p[n]))
             return 1;
     return 0;
 }
@@ -185,9 +199,8 @@ static int compound_body(const char *sql)
     const char *rest = sql_word(odbox_sql_start(sql), "CREATE");
     if (!rest)
         return 0;
-    const char *after = sql_word(rest, "OR");
-    if (after && (after = sql_word(after, "REPLACE")))
-        rest = after;
+    rest = after_or_replace(rest);
+    const char *after;
     if ((after = sql_word(rest, "TEMP")) || (after = sql_word(rest, "TEMPORARY")) ||
         (after = sql_word(rest, "CONSTRAINT")))
         rest = after;
@@ -235,8 +248,7 @@ static int setup_setting(const char *target)
                                         "AUTOCOMMIT"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(names[i]);
-        if (!strncasecmp(target, names[i], n) &&
-            (names[i][n - 1] == '_' || !(isalnum((unsigned char)target[n]) || target[n] == '_')))
+        if (!strncasecmp(target, names[i], n) && (names[i][n - 1] == '_' || !word_char(target[n])))
             return 1;
     }
     return 0;
@@ -247,11 +259,9 @@ static int setup_setting(const char *target)
 static int set_config_call(const char *sql)
 {
     for (const char *p = sql; (p = strcasestr(p, "set_config")) != NULL; p += 10) {
-        if (p > sql && (isalnum((unsigned char)p[-1]) || p[-1] == '_'))
+        if (p > sql && word_char(p[-1]))
             continue;
-        const char *arg = p + 10;
-        while (*arg == ' ' || *arg == '\t' || *arg == '\n' || *arg == '\r' || *arg == '(')
-            arg++;
+        const char *arg = odbox_sql_start(p + 10); /* past the '(' too */
         if (*arg == '\'' && setup_setting(arg + 1))
             return 1;
     }
@@ -261,7 +271,7 @@ static int set_config_call(const char *sql)
 /* RESET and DISCARD undo the setup whole. */
 static int statement_changes_session(const char *sql, int mysql_rules)
 {
-    sql = odbox_sql_start(sql);
+    sql = statement_start(sql);
     return sql_word(sql, "RESET") || sql_word(sql, "DISCARD") || set_names(sql, mysql_rules, setup_setting) ||
            set_config_call(sql);
 }

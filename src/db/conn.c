@@ -256,7 +256,7 @@ int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err)
     int rc = odbox_sql_refused_in_tx(c, sql, "exec", err);
     if (rc != ODBOX_OK)
         return rc;
-    c->session_changed |= odbox_sql_changes_session(sql, c->dialect && c->dialect->backslash_escapes) != 0;
+    c->session_changed |= odbox_sql_changes_session(sql, odbox_conn_mysql_rules(c)) != 0;
     return exec_sql(c, sql, odbox_sql_is_read(sql), err);
 }
 

@@ -67,6 +67,14 @@ struct odbox_conn {
     void (*release_local_locks)(const struct odbox_conn *c);
 };
 
+/* c's SQL text follows MySQL's lexical rules (its dialect's
+ * backslash_escapes): what odbox_sql_ends_tx and odbox_sql_changes_session
+ * take as mysql_rules. */
+static inline int odbox_conn_mysql_rules(const odbox_conn *c)
+{
+    return c->dialect && c->dialect->backslash_escapes;
+}
+
 /* Before c disconnects: frees its cached statements and detaches the ones
  * callers still hold (a later use returns ODBOX_ESTATE; odbox_stmt_free
  * frees them), logging each as a caller's mistake; `what` names the

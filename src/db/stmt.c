@@ -111,7 +111,7 @@ int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *wh
                           "%s: a statement failed in this transaction, which can only be rolled back "
                           "(odbox_tx_rollback): nothing was sent",
                           what);
-    int ends = c->in_tx ? odbox_sql_ends_tx(sql, c->dialect && c->dialect->backslash_escapes) : 0;
+    int ends = c->in_tx ? odbox_sql_ends_tx(sql, odbox_conn_mysql_rules(c)) : 0;
     if (ends == ODBOX_ENOMEM)
         return odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
     if (!ends)
@@ -219,7 +219,7 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     s->key[keylen] = '\0';
     s->keylen = keylen;
     s->repeatable = odbox_sql_is_read(s->sql);
-    int mysql_rules = c->dialect && c->dialect->backslash_escapes;
+    int mysql_rules = odbox_conn_mysql_rules(c);
     s->changes_session = odbox_sql_changes_session(s->sql, mysql_rules) != 0; /* ENOMEM: closed at release */
     s->ends_tx = odbox_sql_ends_tx(s->sql, mysql_rules) != 0; /* ENOMEM: looked at again */
     s->shape_fixed = shape_fixed;

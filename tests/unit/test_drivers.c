@@ -337,7 +337,8 @@ START_TEST(session_setting_changes_are_recognised)
         ck_assert_msg(odbox_sql_changes_session(stays[i], 0) == 0, "'%s' does not", stays[i]);
     /* behind a ';' or a comment; MySQL's SET sets every variable of its
      * list, LOCAL is SESSION there, and an executable comment is code */
-    static const char *const hidden[] = {"SELECT 1; SET time_zone = '+12:00'", "/* x */ SET TIME ZONE 'UTC'"};
+    static const char *const hidden[] = {"SELECT 1; SET time_zone = '+12:00'", "/* x */ SET TIME ZONE 'UTC'",
+                                         "/*+ hint */ SET time_zone = '+12:00'"};
     for (int mysql = 0; mysql <= 1; mysql++)
         for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
             ck_assert_msg(odbox_sql_changes_session(hidden[i], mysql) == 1, "'%s' (%d)", hidden[i], mysql);
