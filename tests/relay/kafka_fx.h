@@ -6,16 +6,21 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include "odbox/odbox.h"
 
+/* _exit, not exit: librdkafka's threads are still running at a failed
+ * check, and exit's handlers would free what they use (under ASan a
+ * use-after-free, after which the program never ended). */
 #define KFAIL(...)                                                                                                 \
     do {                                                                                                           \
         fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
         fprintf(stderr, __VA_ARGS__);                                                                              \
         fputc('\n', stderr);                                                                                       \
-        exit(1);                                                                                                   \
+        fflush(NULL);                                                                                              \
+        _exit(1);                                                                                                  \
     } while (0)
 #define KCHECK(cond, ...)                                                                                          \
     do {                                                                                                           \
