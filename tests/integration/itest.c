@@ -35,6 +35,7 @@ static const struct {
     {"sqlite", "server_gone_mid_transaction", "SQLite has no server session for another connection to end"},
     {"sqlite", "commit_on_a_lost_connection_is_in_doubt", "SQLite has no server session for another connection to end"},
     {"sqlite", "commit_on_a_lost_connection_is_in_doubt_tx", "SQLite has no server session for another connection to end"},
+    {"sqlite", "a_commit_whose_answer_is_lost_is_in_doubt_and_landed", "SQLite has no network between odbox and the database"},
     {"sqlite", "a_deadlocked_transaction_writes_nothing", "SQLite has no row locks: writers queue for the file, nothing deadlocks"},
     {"sqlite", "a_session_lost_while_idle_is_replaced_under_the_transaction",
      "SQLite has no server session for another connection to end"},

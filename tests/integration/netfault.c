@@ -20,11 +20,12 @@ struct netfault {
     pthread_t thread;
     pthread_mutex_t mu;
     int listen_fd, port;
-    int ctl[2];              /* the test writes 's' (stall) or 'q' (quit) */
+    int ctl[2];              /* the test writes 's' (stall), 'c' (cut) or 'q' (quit) */
     int proxy;               /* forward to upstream_port */
     int upstream_port;
     struct in_addr upstream;
     int stalled;
+    int cut_armed;           /* netfault_cut_next_answer */
     int accepted;
     int client[MAX_CONNS], server[MAX_CONNS]; /* -1: free slot */
 };
@@ -105,7 +106,10 @@ static void *run(void *ud)
             char cmd = 'q';
             if (read(n->ctl[0], &cmd, 1) != 1 || cmd == 'q')
                 break;
-            n->stalled = 1;
+            if (cmd == 'c')
+                n->cut_armed = 1;
+            else
+                n->stalled = 1;
             continue;
         }
         if (p[1].revents & POLLIN) {
@@ -129,8 +133,12 @@ static void *run(void *ud)
             if (!p[k].revents || n->client[i] < 0)
                 continue;
             int from = p[k].fd, to = from == n->client[i] ? n->server[i] : n->client[i];
-            if (!pump(from, to))
+            if (n->cut_armed && from == n->server[i]) {
+                n->cut_armed = 0;
                 close_pair(n, i);
+            } else if (!pump(from, to)) {
+                close_pair(n, i);
+            }
         }
     }
     return NULL;
@@ -156,6 +164,16 @@ static netfault *start(int proxy, const char *host, int port)
 
 netfault *netfault_black_hole(void) { return start(0, NULL, 0); }
 netfault *netfault_proxy(const char *host, int port) { return start(1, host, port); }
+
+netfault *netfault_proxy_to(const char *dsn)
+{
+    odbox_dsn *d = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_dsn_parse(dsn, &d, &e) == 0, "%s", e.message);
+    netfault *n = start(1, d->host, d->port);
+    odbox_dsn_free(&d);
+    return n;
+}
 int netfault_port(const netfault *n) { return n->port; }
 
 int netfault_accepted(netfault *n)
@@ -171,19 +189,22 @@ static void command(netfault *n, char cmd)
     ck_assert_int_eq(write(n->ctl[1], &cmd, 1), 1);
 }
 
-void netfault_stall(netfault *n)
+/* Sends cmd and waits until the thread has read it: from then on it acts
+ * on it, before it forwards anything more. */
+static void command_taken(netfault *n, char cmd)
 {
-    command(n, 's');
-    /* the thread polls no connection socket once it has read the command;
-     * wait until it has */
+    command(n, cmd);
     for (int i = 0; i < 500; i++) {
         struct pollfd p = {.fd = n->ctl[0], .events = POLLIN};
         if (poll(&p, 1, 0) == 0)
             return;
         usleep(10 * 1000);
     }
-    ck_abort_msg("proxy thread did not take the stall command");
+    ck_abort_msg("proxy thread did not take the '%c' command", cmd);
 }
+
+void netfault_stall(netfault *n) { command_taken(n, 's'); }
+void netfault_cut_next_answer(netfault *n) { command_taken(n, 'c'); }
 
 void netfault_free(netfault **np)
 {

@@ -12,12 +12,19 @@ typedef struct netfault netfault;
 netfault *netfault_black_hole(void);
 /* Forwards each accepted connection to host:port, both ways. */
 netfault *netfault_proxy(const char *host, int port);
+/* The same, to the server of dsn (a URL). */
+netfault *netfault_proxy_to(const char *dsn);
 /* The port it listens on. */
 int netfault_port(const netfault *n);
 /* Connections accepted so far. */
 int netfault_accepted(netfault *n);
 /* From now on forwards nothing either way; connections stay open. */
 void netfault_stall(netfault *n);
+/* The next answer a server sends, on any connection, is dropped and that
+ * connection closed both ways; then forwards as before. What the client
+ * sent reached the server: a COMMIT whose answer is lost after the
+ * server committed. */
+void netfault_cut_next_answer(netfault *n);
 /* Stops the thread and closes every socket. NULL-safe; sets *n = NULL. */
 void netfault_free(netfault **n);
 

@@ -139,10 +139,7 @@ START_TEST(read_gives_up_when_the_server_goes_silent)
         fprintf(stderr, "read_gives_up_when_the_server_goes_silent: not on PostgreSQL (no client read timeout)\n");
         return;
     }
-    char host[128];
-    int port;
-    server_address(host, sizeof host, &port);
-    netfault *px = netfault_proxy(host, port);
+    netfault *px = netfault_proxy_to(itest_dsn(1));
     char *dsn = netfault_dsn(itest_dsn(1), netfault_port(px), "read_timeout=2");
     odbox_conn *c = NULL;
     odbox_error e;

@@ -1,9 +1,9 @@
 /* odbox — own transactions that race (the owntx suite, with
  * test_owntx.c): two transactions that deadlock, each with its rows and
- * events, eight processes that begin one idempotency key at once, and a
+ * events, eight processes that begin one idempotency key at once, a
  * transaction whose session another connection ends while new sessions
- * are refused. Real threads, processes and sessions; every check counts
- * rows. */
+ * are refused, and a COMMIT whose answer a proxy drops. Real threads,
+ * processes, sessions and sockets; every check counts rows. */
 #include "config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "jobs_fx.h"
+#include "netfault.h"
 #include "owntx_fx.h"
 
 /* One of two transactions that update the rows first and second, in
@@ -333,10 +334,73 @@ START_TEST(a_lost_session_that_cannot_be_replaced_writes_nothing)
 }
 END_TEST
 
+static int cut_the_commits_answer(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn)
+{
+    (void)shard;
+    (void)conn;
+    if (at == ODBOX_HOOK_EVENTS_WRITTEN)
+        netfault_cut_next_answer(ud);
+    return 0;
+}
+
+/* The COMMIT reaches the server, which commits, and its answer is lost
+ * on the way back (a proxy drops it and closes the connection): in
+ * doubt, and odbox_action_committed says it committed, as the rows and
+ * the event show. The other half of commit_on_a_lost_connection_is_in_
+ * doubt_tx, where the session ends before its COMMIT. */
+START_TEST(a_commit_whose_answer_is_lost_is_in_doubt_and_landed)
+{
+    txf o;
+    txf_open(&o);
+    netfault *px = netfault_proxy_to(itest_dsn(1));
+    char *dsn = netfault_dsn(itest_dsn(1), netfault_port(px), NULL);
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = dsn, .eventlog = o.f.ev[0]};
+    odbox_registry_config cfg = {.shards = &sc, .nshards = 1, .has_default = 1, .default_shard = {0, 0}};
+    odbox_registry *r = NULL;
+    odbox_executor *exe = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_registry_open(&cfg, &r, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_executor_open(NS, r, NULL, &exe, &e) == ODBOX_OK, "%s", e.message);
+    odbox_executor_set_hook(exe, cut_the_commits_answer, px);
+
+    odbox_tx *tx = NULL;
+    ck_assert_msg(odbox_tx_begin(exe, (odbox_shard_id){0, 0}, NULL, &tx, &e) == ODBOX_OK, "%s", e.message);
+    char action_id[37];
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    txf_insert_row(&o, tx, "answer-lost", 7);
+    txf_emit(tx, "answer-lost", "{}");
+    int rc = odbox_tx_commit(&tx, &e);
+    ck_assert_msg(rc == ODBOX_EINDOUBT && e.code == ODBOX_EINDOUBT, "%s: %s", odbox_errname(rc), e.message);
+    ck_assert_msg(strstr(e.message, "IN DOUBT") && strstr(e.message, action_id), "message: %s", e.message);
+    ck_assert_ptr_null(tx);
+    ck_assert_int_eq(txf_committed(&o, action_id), 1);
+    ck_assert_int_eq(txf_rows(&o), 1);
+    ck_assert_int_eq(txf_events(&o), 1);
+
+    /* the lost session is not pooled: the next transaction, through the
+     * same proxy, lands */
+    odbox_executor_set_hook(exe, NULL, NULL);
+    ck_assert_msg(odbox_tx_begin(exe, (odbox_shard_id){0, 0}, NULL, &tx, &e) == ODBOX_OK, "%s", e.message);
+    memcpy(action_id, odbox_tx_action_id(tx), sizeof action_id);
+    txf_insert_row(&o, tx, "after", 1);
+    txf_emit(tx, "after", "{}");
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(txf_committed(&o, action_id), 1);
+    ck_assert_int_eq(txf_rows(&o), 2);
+    ck_assert_int_eq(txf_events(&o), 2);
+    odbox_executor_free(&exe);
+    odbox_registry_free(&r);
+    netfault_free(&px);
+    free(dsn);
+    txf_close(&o);
+}
+END_TEST
+
 void owntx_add_race_tests(TCase *t)
 {
     tcase_add_test(t, waiters_on_a_rolled_back_key_replay_the_next_holder);
     tcase_add_test(t, a_deadlocked_transaction_writes_nothing);
     tcase_add_test(t, eight_processes_one_key_one_transaction);
     tcase_add_test(t, a_lost_session_that_cannot_be_replaced_writes_nothing);
+    tcase_add_test(t, a_commit_whose_answer_is_lost_is_in_doubt_and_landed);
 }
