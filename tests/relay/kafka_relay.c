@@ -29,6 +29,20 @@ static json_object *g_bodies;
 static char g_fatal_error[512]; /* a publish's error that names a fatal error */
 static atomic_int g_refusals_named; /* failed publishes naming TOPIC_AUTHORIZATION_FAILED */
 static char g_other_error[512];     /* the last failed publish's error that does not (g_mu) */
+static json_object *g_keys_in_flight; /* model_id -> publishes unconfirmed (g_mu) */
+static int g_key_overlaps;            /* a publish began while its model_id had one unconfirmed (g_mu) */
+
+/* Counts model_id in (delta 1) or out (-1) of flight. */
+static void key_in_flight(const char *model_id, int delta)
+{
+    if (!model_id)
+        return;
+    json_object *v = NULL;
+    int now = (json_object_object_get_ex(g_keys_in_flight, model_id, &v) ? json_object_get_int(v) : 0) + delta;
+    if (delta > 0 && now > 1)
+        g_key_overlaps++;
+    json_object_object_add(g_keys_in_flight, model_id, json_object_new_int(now));
+}
 
 /* Counts a failed publish's error as naming the refusal, or keeps it. */
 static void note_failure(const char *message)
@@ -48,12 +62,16 @@ static int rec_publish(void *broker, const odbox_envelope *env, const char *body
     atomic_store(&g_body_len, len);
     pthread_mutex_lock(&g_mu);
     json_object_object_add(g_bodies, env->event_id, json_object_new_string_len(body, (int)len));
+    key_in_flight(env->model_id, 1);
     pthread_mutex_unlock(&g_mu);
     int c = atomic_fetch_add(&g_inflight, 1) + 1, m = atomic_load(&g_max_inflight);
     while (c > m && !atomic_compare_exchange_weak(&g_max_inflight, &m, c))
         ;
     int rc = odbox_relay_kafka_ops.publish(broker, env, body, len, err);
     atomic_fetch_sub(&g_inflight, 1);
+    pthread_mutex_lock(&g_mu);
+    key_in_flight(env->model_id, -1);
+    pthread_mutex_unlock(&g_mu);
     if (rc != ODBOX_OK && err)
         note_failure(err->message);
     if (rc != ODBOX_OK && err && strstr(err->message, "fatal error")) {
@@ -74,6 +92,7 @@ static void rec_publish_batch(void *broker, size_t n, const odbox_envelope *cons
     for (size_t i = 0; i < n; i++) {
         atomic_store(&g_body_len, lens[i]);
         json_object_object_add(g_bodies, envs[i]->event_id, json_object_new_string_len(bodies[i], (int)lens[i]));
+        key_in_flight(envs[i]->model_id, 1);
     }
     pthread_mutex_unlock(&g_mu);
     int c = atomic_fetch_add(&g_inflight, (int)n) + (int)n, m = atomic_load(&g_max_inflight);
@@ -81,6 +100,10 @@ static void rec_publish_batch(void *broker, size_t n, const odbox_envelope *cons
         ;
     odbox_relay_kafka_ops.publish_batch(broker, n, envs, bodies, lens, rcs, errs);
     atomic_fetch_sub(&g_inflight, (int)n);
+    pthread_mutex_lock(&g_mu);
+    for (size_t i = 0; i < n; i++)
+        key_in_flight(envs[i]->model_id, -1);
+    pthread_mutex_unlock(&g_mu);
     for (size_t i = 0; i < n; i++) {
         if (rcs[i] != ODBOX_OK)
             note_failure(errs[i].message);
@@ -424,10 +447,17 @@ static void check_ordered(void)
     rig g;
     rig_open(&g, "Order", g_boot, 10000, 1, 8);
     kfx_write(&g.f, N, KEYS);
+    pthread_mutex_lock(&g_mu);
+    g_key_overlaps = 0;
+    pthread_mutex_unlock(&g_mu);
     long ok = 0;
     for (int i = 0; i < 100 && ok < N; i++)
         ok += kfx_drain(&g.f, g.d, 20000);
     KCHECK(ok == N, "ordered: %ld of %d SUCCEEDED", ok, N);
+    pthread_mutex_lock(&g_mu);
+    int overlaps = g_key_overlaps;
+    pthread_mutex_unlock(&g_mu);
+    KCHECK(overlaps == 0, "ordered: %d publishes began while their model_id had one unconfirmed", overlaps);
     kmsg *m = NULL;
     size_t n = kfx_consume(g_boot, g.topic, N, 20000, &m);
     int last[KEYS];
@@ -445,7 +475,9 @@ static void check_ordered(void)
     }
     for (int k = 0; k < KEYS; k++)
         KCHECK(last[k] == N / KEYS - 1, "key %d ends at %d", k, last[k]);
-    printf("ok ordered: %d events on %d keys, %zu messages, in order per key (%zu repeats)\n", N, KEYS, n, repeats);
+    printf("ok ordered: %d events on %d keys, %zu messages, in order per key (%zu repeats), never two of one key "
+           "unconfirmed\n",
+           N, KEYS, n, repeats);
     kfx_msgs_free(m, n);
     rig_close(&g);
 }
@@ -555,9 +587,11 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     g_bodies = json_object_new_object();
+    g_keys_in_flight = json_object_new_object();
     if (argc >= 2 && strcmp(argv[1], "bench")) {
         int rc = kafka_kill_main(argc, argv);
         json_object_put(g_bodies);
+        json_object_put(g_keys_in_flight);
         return rc;
     }
     /* a real broker (tests/docker): the checks that need no mock cluster */
@@ -572,6 +606,7 @@ int main(int argc, char **argv)
         check_fatal();
         check_errors();
         json_object_put(g_bodies);
+        json_object_put(g_keys_in_flight);
         return 0;
     }
     char errstr[512];
@@ -597,6 +632,7 @@ int main(int argc, char **argv)
         check_broker_down();
     }
     json_object_put(g_bodies);
+    json_object_put(g_keys_in_flight);
     rd_kafka_mock_cluster_destroy(g_mock);
     rd_kafka_destroy(host);
     return 0;
