@@ -88,7 +88,7 @@ relay_run() {
 EOF
     "$W" "$dsn" "$N" 100 100
     relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" "$(drained_sql eventlog)" psql_on "$db"
-    read -r _ msgs _ _ _ dups _ _ _ size <<<"$("$T" count "$url" "R$procs")"
+    read -r _ msgs _ _ _ dups _ _ _ size _ <<<"$("$T" count "$url" "R$procs")"
     [[ $msgs == "$N" && $dups == 0 ]] || die "relay x$procs: stream has $msgs messages, $dups duplicates"
     rate=$((N * 1000 / relay_ms))
     drain_rate=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))

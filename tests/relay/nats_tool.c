@@ -51,7 +51,7 @@ static int count(jsCtx *js, const char *stream)
     uint64_t first = si->State.FirstSeq, last = si->State.LastSeq, n = si->State.Msgs;
     jsStreamInfo_Destroy(si);
     json_object *ids = json_object_new_object(), *seqs = json_object_new_object();
-    long long messages = 0, dups = 0, disorder = 0, bytes = 0;
+    long long messages = 0, dups = 0, disorder = 0, bytes = 0, id_bad = 0, unkeyed = 0;
     for (uint64_t q = first; n && q <= last; q++) {
         natsMsg *m = NULL;
         if ((s = js_GetMsg(&m, js, stream, q, NULL, &j)) != NATS_OK)
@@ -65,7 +65,10 @@ static int count(jsCtx *js, const char *stream)
             dups++;
         else if (id)
             json_object_object_add(ids, id, json_object_new_int(1));
-        json_object *body = json_tokener_parse(natsMsg_GetData(m)), *agg, *pl, *seq;
+        json_object *body = json_tokener_parse(natsMsg_GetData(m)), *agg, *pl, *seq, *eid;
+        /* the header the stream deduplicates by is the event's id */
+        if (!id || !json_object_object_get_ex(body, "id", &eid) || strcmp(json_object_get_string(eid), id))
+            id_bad++;
         if (body && json_object_object_get_ex(body, "aggregateid", &agg) && json_object_get_string(agg) &&
             json_object_object_get_ex(body, "payload", &pl) && json_object_object_get_ex(pl, "seq", &seq)) {
             const char *a = json_object_get_string(agg);
@@ -73,12 +76,14 @@ static int count(jsCtx *js, const char *stream)
                 disorder++;
             else
                 json_object_object_add(seqs, a, json_object_new_int(json_object_get_int(seq)));
+        } else {
+            unkeyed++; /* no order to check */
         }
         json_object_put(body);
         natsMsg_Destroy(m);
     }
-    printf("messages %lld distinct %d duplicates %lld disorder %lld bytes %lld\n", messages,
-           json_object_object_length(ids), dups, disorder, messages ? bytes / messages : 0);
+    printf("messages %lld distinct %d duplicates %lld disorder %lld bytes %lld id_bad %lld unkeyed %lld\n", messages,
+           json_object_object_length(ids), dups, disorder, messages ? bytes / messages : 0, id_bad, unkeyed);
     json_object_put(ids);
     json_object_put(seqs);
     return 0;
