@@ -50,8 +50,11 @@ START_TEST(the_body_is_the_event_in_schema_1)
     ck_assert_str_eq(json_object_get_string(v), "shop");
     ck_assert(json_object_object_get_ex(o, "action_name", &v));
     ck_assert_str_eq(json_object_get_string(v), "PlaceOrder");
+    ck_assert(json_object_object_get_ex(o, "action_id", &v));
+    ck_assert_str_eq(json_object_get_string(v), env.action_id);
     ck_assert(json_object_object_get_ex(o, "payload", &v));
     ck_assert(json_object_equal(v, payload));
+    ck_assert_int_eq(json_object_object_length(o), 10); /* docs/relays.md's ten fields, no more */
     /* slashes are not escaped */
     ck_assert_ptr_nonnull(strstr(body, "caf\u00e9 / 'q'"));
     json_object_put(o);
