@@ -663,5 +663,18 @@ int odbox_relay_kafka_test_fatal(void *broker, const char *reason)
     return e ? ODBOX_EINVAL : ODBOX_OK;
 }
 
+int odbox_relay_kafka_test_setting(void *broker, const char *name, char *out, size_t cap)
+{
+    kafka_broker *b = broker;
+    struct timespec deadline = odbox_mono_after(b->timeout_ms);
+    kafka_producer *p = NULL;
+    if (gate_enter(b, &deadline, &p, NULL) != ODBOX_OK)
+        return ODBOX_ETIMEDOUT;
+    size_t size = cap;
+    rd_kafka_conf_res_t r = p ? rd_kafka_conf_get(rd_kafka_conf(p->rk), name, out, &size) : RD_KAFKA_CONF_INVALID;
+    gate_leave(b);
+    return r == RD_KAFKA_CONF_OK ? ODBOX_OK : ODBOX_ENOTFOUND;
+}
+
 const odbox_relay_ops odbox_relay_kafka_ops = {ODBOX_RELAY_OPS_VERSION, "kafka", kafka_publish, kafka_close,
                                                kafka_publish_batch};

@@ -169,6 +169,14 @@ static void check_all_arrive(void)
     long ok = kfx_drain(&g.f, g.d, 60000);
     KCHECK(ok == N, "succeeded %ld of %d", ok, N);
     KCHECK(kfx_count(&g.f, g.handler, "SUCCEEDED") == N, "rows SUCCEEDED");
+    /* the producer that published them, as librdkafka reads its settings
+     * back: idempotent, every in-sync replica's ack, Java's partitioner */
+    static const char *const want[] = {"enable.idempotence", "true", "acks", "-1", "partitioner", "murmur2_random"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i += 2) {
+        char v[64] = "";
+        KCHECK(odbox_relay_kafka_test_setting(g.broker, want[i], v, sizeof v) == ODBOX_OK, "no setting %s", want[i]);
+        KCHECK(!strcmp(v, want[i + 1]), "the producer's %s is %s, want %s", want[i], v, want[i + 1]);
+    }
     kmsg *m = NULL;
     size_t n = kfx_consume(g_boot, g.topic, N, 30000, &m);
     json_object *seen = json_object_new_object();
@@ -192,8 +200,9 @@ static void check_all_arrive(void)
                m[i].key, m[i].partition, kfx_java_partition(m[i].key, KFX_PARTITIONS));
     }
     size_t unique = (size_t)json_object_object_length(seen);
-    printf("ok all_arrive: %d events, %zu messages, %zu distinct, %zu duplicates, %ld rows SUCCEEDED\n", N, n, unique,
-           dups, ok);
+    printf("ok all_arrive: %d events, %zu messages, %zu distinct, %zu duplicates, %ld rows SUCCEEDED; the producer: "
+           "enable.idempotence true, acks -1 (all), partitioner murmur2_random\n",
+           N, n, unique, dups, ok);
     KCHECK(unique == N, "%zu of %d events arrived", unique, N);
     json_object_put(seen);
     kfx_msgs_free(m, n);
