@@ -35,9 +35,10 @@ run_suites() {
     echo "=== 3/4 make check with AddressSanitizer + UndefinedBehaviorSanitizer"
     (tests/configure-dir.sh build-asan --enable-sanitizers && cd build-asan &&
         make -j"$jobs" >/dev/null && make -j"$jobs" check) || { cat build-asan/test-suite.log; server_logs; exit 1; }
-    # The tarball's own check: it builds, installs (installcheck) and its
-    # unit, SQLite, CLI, header, ABI and quickstart tests pass from it; every
-    # server tier already ran above on these same sources.
+    # The tarball's own check: it builds without the three brokers'
+    # libraries (AM_DISTCHECK_CONFIGURE_FLAGS), installs (installcheck) and
+    # its unit, SQLite, CLI, header, ABI and quickstart tests pass from it;
+    # every server tier already ran above on these same sources.
     echo "=== 4/4 make distcheck"
     make -C build -j"$jobs" distcheck TESTS="$DISTCHECK_TESTS" >build/distcheck.log 2>&1 || {
         tail -100 build/distcheck.log
