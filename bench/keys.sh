@@ -35,7 +35,6 @@ build_bench bench/odbox-bench-deposit
 export ODBOX_MIGRATIONS_DIR=${ODBOX_MIGRATIONS_DIR:-$SRCDIR/migrations}
 bench_tmp
 
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
 run() { # dsn clients [options...] -> tps; a fresh table and eventlog each run
     local dsn=$1 n=$2
     shift 2
@@ -77,7 +76,7 @@ for db in "${DBS[@]}"; do
                 echo "$k" >>"$TMP/keyed"
                 say "   $path, $n client(s), round $round: no key $p tx/s, key $k tx/s"
             done
-            p=$(median <"$TMP/plain") k=$(median <"$TMP/keyed")
+            p=$(median_lines <"$TMP/plain") k=$(median_lines <"$TMP/keyed")
             say "$db, $path, $n client(s): no key $p tx/s, key $k tx/s, ratio $(awk -v a="$k" -v b="$p" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')"
         done
     done

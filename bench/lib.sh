@@ -211,6 +211,8 @@ ceiling_db_run() {
 }
 
 # A number from a benchmark program's one-line JSON (its keys are unique).
+# The median of the numbers on stdin, one per line.
+median_lines() { sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
 json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" "$2"; }
 
 wait_quiet() {

@@ -136,7 +136,6 @@ run_odbox() { # db clients -> tps (and checks the events)
     ((events == tx)) || die "odbox --owntx: $events events for $tx transactions"
     printf '%s' "$tps"
 }
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
 
 for db in "${DBS[@]}"; do
     case $db in
@@ -171,7 +170,7 @@ for db in "${DBS[@]}"; do
             echo "$r" >>"$TMP/r"
             say "   $n client(s), round $round: odbox_tx $o tx/s, raw $r tx/s"
         done
-        o=$(median <"$TMP/o") r=$(median <"$TMP/r")
+        o=$(median_lines <"$TMP/o") r=$(median_lines <"$TMP/r")
         say "$db, $n client(s): odbox_tx $o tx/s, raw $r tx/s, ratio $(awk -v a="$o" -v b="$r" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}') (goal 0.97)"
     done
 done
