@@ -30,6 +30,7 @@ struct odbox_executor {
     size_t nevents;
     odbox_hook_fn hook;
     void *hook_ud;
+    int claim_keys_first;            /* odbox_executor_claim_keys_first */
     odbox_callbacks listeners;       /* odbox_commit_fn, tag 0 */
     /* NOTIFY after commits with events, for workers in other processes
      * (where the dialect can and the DSN does not say notify=off) */
@@ -163,6 +164,15 @@ void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud)
     pthread_rwlock_wrlock(&exe->mu);
     exe->hook = hook;
     exe->hook_ud = ud;
+    pthread_rwlock_unlock(&exe->mu);
+}
+
+void odbox_executor_claim_keys_first(odbox_executor *exe, int on)
+{
+    if (!exe)
+        return;
+    pthread_rwlock_wrlock(&exe->mu);
+    exe->claim_keys_first = on != 0;
     pthread_rwlock_unlock(&exe->mu);
 }
 
@@ -562,10 +572,12 @@ static int replay(odbox_executor *exe, const keyed *k, odbox_result *res, int *f
     return rc;
 }
 
-static int claims_first(odbox_executor *exe)
+/* asked: odbox_executor_claim_keys_first */
+static int claims_first(odbox_executor *exe, int asked)
 {
     const odbox_dialect *d = odbox_pool_dialect(odbox_shard_primary(odbox_registry_default_shard(exe->registry)));
-    return d && d->claims_keys_first; /* NULL: a raw DSN not connected yet; the read first is right anywhere */
+    /* d NULL: a raw DSN not connected yet; the read first is right anywhere */
+    return asked || (d && d->claims_keys_first);
 }
 
 /* Where the dialect claims keys first: the default shard's transaction
@@ -611,11 +623,12 @@ static int attempt_once(odbox_executor *exe, const odbox_action *action, json_ob
     pthread_rwlock_rdlock(&exe->mu);
     run rn = {exe->ns, action, params_json, ctx.action_id, odbox_now_us(), &plan, exe->hook, exe->hook_ud,
               k->key, k->sha, NULL, &k->taken, NULL};
+    int claim_asked = exe->claim_keys_first;
     pthread_rwlock_unlock(&exe->mu);
     odbox_result attempt_res = {0};
     odbox_error_clear(err);
     int found = 0, rc = ODBOX_OK;
-    if (k->key && claims_first(exe))
+    if (k->key && claims_first(exe, claim_asked))
         rc = claim_first(exe, k, ctx.action_id, &rn.key_conn, res, &found, err);
     else if (k->key)
         rc = replay(exe, k, res, &found, err);

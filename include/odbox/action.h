@@ -165,6 +165,19 @@ typedef enum odbox_hook_point {
 typedef int (*odbox_hook_fn)(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn *conn);
 void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud);
 
+/* on 1: odbox_execute_keyed claims its key before perform on every
+ * dialect, as MySQL/MariaDB always do: the default shard's transaction
+ * begins with the key's INSERT, so a second caller with the same key at
+ * the same moment waits there for the first and never runs perform. It
+ * costs that transaction's BEGIN and COMMIT, and the shard is written in
+ * separate statements, not as one. On SQLite the claim holds the
+ * database's write lock through perform. 0 (the default): the dialect's
+ * way; on PostgreSQL and SQLite the key is read before perform and
+ * written with the rows, so two callers at the same moment may both run
+ * perform, and one of them then writes nothing and returns the other's
+ * outcome. A NULL exe does nothing. */
+void odbox_executor_claim_keys_first(odbox_executor *exe, int on);
+
 /* Runs the action. params must be a JSON object (NULL: {}). cfg NULL:
  * the executor's defaults. res (may be NULL) gets the action id, retry
  * counts and perform's result, also on failure. Codes: perform's own,

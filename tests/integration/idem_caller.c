@@ -15,6 +15,9 @@
  * else perform ran and the claim (or a stale version) met the winner's
  * key.
  *
+ * With IDEM_CLAIM_KEYS_FIRST=1 in its environment the executor claims
+ * keys first (odbox_executor_claim_keys_first).
+ *
  * Usage: idem-caller DSN KEY NAME AMOUNT BARRIER_FILE PAUSE_MS [UPDATE_ID] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +106,9 @@ int main(int argc, char **argv)
         rc = odbox_executor_open("com.example.odbox_test", r, NULL, &exe, &e);
     if (rc == ODBOX_OK)
         rc = odbox_executor_register_model(exe, &DUMMY, &e);
+    const char *first = getenv("IDEM_CLAIM_KEYS_FIRST");
+    if (rc == ODBOX_OK && first && !strcmp(first, "1"))
+        odbox_executor_claim_keys_first(exe, 1);
     for (int waited = 0; rc == ODBOX_OK && access(argv[5], F_OK) != 0; waited += 5) {
         if (waited > 30000) {
             fprintf(stderr, "idem-caller: no barrier file after 30 s\n");

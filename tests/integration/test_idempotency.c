@@ -43,7 +43,8 @@ typedef struct outcome {
  * them: where the dialect claims keys first, the losers waited for the
  * winner at the key's INSERT and none ran perform; elsewhere each read
  * the key as free, so at least one met it at the claim, after perform. */
-static void run_callers(dfx *f, const char *key, const char *name, const char *update_id, outcome *o)
+static void run_callers_how(dfx *f, const char *key, const char *name, const char *update_id, int claim_first,
+                            outcome *o)
 {
     char extra[128], barrier[64], cmd[4096];
     snprintf(extra, sizeof extra, "eventlog=%s", f->ev[0]);
@@ -52,7 +53,8 @@ static void run_callers(dfx *f, const char *key, const char *name, const char *u
     const char *build = getenv("ODBOX_BUILDDIR");
     /* each perform pauses 300 ms: all eight reach the key's INSERT
      * while the first holds it uncommitted, and the unique key decides */
-    snprintf(cmd, sizeof cmd, "'%s/tests/integration/idem-caller' '%s' '%s' '%s' 7 '%s' 300 %s",
+    snprintf(cmd, sizeof cmd,
+             "IDEM_CLAIM_KEYS_FIRST=%d '%s/tests/integration/idem-caller' '%s' '%s' '%s' 7 '%s' 300 %s", claim_first,
              build ? build : ".", dsn, key, name, barrier, update_id ? update_id : "");
     free(dsn);
     FILE *p[CALLERS];
@@ -73,14 +75,19 @@ static void run_callers(dfx *f, const char *key, const char *name, const char *u
         ck_assert_str_eq(o[k].action_id, o[0].action_id);
         ck_assert_str_eq(o[k].result, o[0].result);
     }
-    printf("%s (%s): 1 commit, %d replayed (%d met the key after perform ran), action_id %s\n",
+    printf("%s (%s%s): 1 commit, %d replayed (%d met the key after perform ran), action_id %s\n",
            update_id ? "eight processes, one key, one UPDATE" : "eight processes, one key, one INSERT",
-           itest_dialect(), replayed, at_claim, o[0].action_id);
+           itest_dialect(), claim_first ? ", keys claimed first" : "", replayed, at_claim, o[0].action_id);
     ck_assert_int_eq(replayed, CALLERS - 1);
-    if (odbox_dialect_find(itest_dialect())->claims_keys_first)
+    if (claim_first || odbox_dialect_find(itest_dialect())->claims_keys_first)
         ck_assert_int_eq(at_claim, 0);
     else
         ck_assert_int_ge(at_claim, 1);
+}
+
+static void run_callers(dfx *f, const char *key, const char *name, const char *update_id, outcome *o)
+{
+    run_callers_how(f, key, name, update_id, 0, o);
 }
 
 START_TEST(eight_processes_one_key_one_commit)
@@ -114,6 +121,27 @@ START_TEST(eight_processes_one_key_one_update)
     dfx_insert(&f, 0, &seed, 1);
     outcome o[CALLERS];
     run_callers(&f, "req-update", "upd", odbox_model_id(seed), o);
+    ck_assert_ptr_nonnull(strstr(o[0].result, "\"amount\":107"));
+    ck_assert_int_eq(amount_of(&f, odbox_model_id(seed)), 107);
+    ck_assert_int_eq(dfx_events(&f, 0), 1);
+    ck_assert_int_eq(keys(&f), 1);
+    odbox_model_free(&seed);
+    dfx_close(&f);
+}
+END_TEST
+
+/* odbox_executor_claim_keys_first: on every dialect the seven others wait
+ * for the first at the key's INSERT and none runs perform (attempts 0),
+ * where PostgreSQL's and SQLite's default lets some run it. */
+START_TEST(eight_processes_one_key_claimed_first_perform_once)
+{
+    odbox_executor_claim_keys_first(NULL, 1); /* does nothing */
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_model *seed = dfx_dummy(NULL, "first", 100);
+    dfx_insert(&f, 0, &seed, 1);
+    outcome o[CALLERS];
+    run_callers_how(&f, "req-first", "first", odbox_model_id(seed), 1, o);
     ck_assert_ptr_nonnull(strstr(o[0].result, "\"amount\":107"));
     ck_assert_int_eq(amount_of(&f, odbox_model_id(seed)), 107);
     ck_assert_int_eq(dfx_events(&f, 0), 1);
@@ -538,6 +566,7 @@ Suite *idempotency_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, eight_processes_one_key_one_commit);
     tcase_add_test(t, eight_processes_one_key_one_update);
+    tcase_add_test(t, eight_processes_one_key_claimed_first_perform_once);
     tcase_add_test(t, same_key_other_params_is_refused);
     tcase_add_test(t, a_refused_perform_does_not_spend_the_key);
     tcase_add_test(t, a_keyed_action_needs_one_connection);
