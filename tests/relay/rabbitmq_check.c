@@ -24,7 +24,8 @@
  *               alone with ODBOX_EINVAL naming the template, the others
  *               are confirmed and arrive; then the same through a
  *               delivery: the others SUCCEEDED and arrived
- *     write     N events, 50 ms between actions (PER_ACTION each)
+ *     write     N events, 50 ms between actions (PER_ACTION each;
+ *               $RABBIT_WRITE_PAUSE_MS sets another pause)
  *     work      a relay process until SIGTERM (the test kill -9s it)
  *     verify    drains what write wrote: all SUCCEEDED, all arrived
  *     bench     deliver, then a raw librabbitmq loop publishing the same
@@ -770,7 +771,7 @@ int main(int argc, char **argv)
         down(n);
     else if (!strcmp(argv[1], "write")) { /* N events, 50 ms between actions */
         declare();
-        write_events(n, 50);
+        write_events(n, getenv("RABBIT_WRITE_PAUSE_MS") ? atoi(getenv("RABBIT_WRITE_PAUSE_MS")) : 50);
     } else if (!strcmp(argv[1], "work"))
         work();
     else if (!strcmp(argv[1], "verify")) /* drains what write wrote, counts what arrived */
