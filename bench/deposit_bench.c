@@ -20,15 +20,17 @@
  * perform and the key's INSERT in the transaction (on PostgreSQL, one
  * more item of the one statement). With --owntx, every transaction
  * carries its own key (odbox_tx_config.idempotency_key): the key's INSERT
- * as its first statement, no read. Compare a run with and one without,
- * on the same server, for the cost of a key.
+ * as its first statement, no read. --claim-keys-first (with --keys, not
+ * --owntx): odbox_executor_claim_keys_first, the key's INSERT opening the
+ * transaction before perform on every dialect. Compare a run with and one
+ * without, on the same server, for the cost of a key (bench/keys.sh).
  *
  * bench/deposit.sh runs pgbench (PostgreSQL) and mariadb-slap (MariaDB)
  * with the same statements (from --print-sql) on the same server in the
  * same run and prints the ratios.
  *
  * Usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx] [--keys]
- *                            [--table NAME] [--eventlog NAME] [--payload JSON]
+ *                            [--claim-keys-first] [--table NAME] [--eventlog NAME] [--payload JSON]
  *        odbox-bench-deposit [--dsn DSN] --setup --clients N [--table NAME] [--eventlog NAME]
  *        odbox-bench-deposit [--dsn DSN | --dialect NAME] --print-sql [--clients N] [...]
  * Without --dsn the DSN comes from ODBOX_BENCH_DSN (keeps the password off
@@ -112,6 +114,7 @@ static atomic_int g_stop;
 static int g_owntx;                        /* --owntx */
 static char g_own_update[256];             /* --owntx: the caller's own UPDATE */
 static int g_keys;                         /* --keys: a new idempotency key per deposit */
+static int g_claim_first;                  /* --claim-keys-first */
 
 static void wallet_id_of(int k, char out[40])
 {
@@ -301,7 +304,7 @@ static void usage(const char *msg)
         fprintf(stderr, "odbox-bench-deposit: %s\n", msg);
     fprintf(stderr,
             "usage: odbox-bench-deposit [--dsn DSN] --clients N --seconds S [--json] [--owntx] [--keys]\n"
-            "                           [--table NAME] [--eventlog NAME] [--payload JSON]\n"
+            "                           [--claim-keys-first] [--table NAME] [--eventlog NAME] [--payload JSON]\n"
             "       odbox-bench-deposit [--dsn DSN] --setup --clients N [--table NAME] [--eventlog NAME]\n"
             "       odbox-bench-deposit [--dsn DSN | --dialect NAME] --print-sql [--clients N]\n"
             "                           [--table NAME] [--eventlog NAME] [--payload JSON]\n"
@@ -401,6 +404,8 @@ int main(int argc, char **argv)
             do_setup = 1;
         } else if (!strcmp(a, "--keys")) {
             g_keys = 1;
+        } else if (!strcmp(a, "--claim-keys-first")) {
+            g_claim_first = 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(NULL);
         } else if (!v) {
@@ -433,6 +438,8 @@ int main(int argc, char **argv)
     json_object *pl = json_tokener_parse(payload);
     if (!pl || !json_object_is_type(pl, json_type_object))
         usage("--payload must be a JSON object");
+    if (g_claim_first && (!g_keys || g_owntx))
+        usage("--claim-keys-first goes with --keys, without --owntx (an own transaction claims its key first anyway)");
     char *payload_text = strdup(json_object_to_json_string_ext(pl, JSON_C_TO_STRING_PLAIN));
     json_object_put(pl);
     if (!payload_text) {
@@ -520,6 +527,7 @@ int main(int argc, char **argv)
         odbox_registry_free(&g_registry);
         return 1;
     }
+    odbox_executor_claim_keys_first(g_exe, g_claim_first);
 
     /* Open the pool's N connections before the clock starts (pgbench
      * connects first too), and report the server. */
@@ -654,7 +662,7 @@ int main(int argc, char **argv)
         json_string(stdout, table);
         printf(",\"eventlog\":");
         json_string(stdout, eventlog);
-        printf(",\"keys\":%s", g_keys ? "true" : "false");
+        printf(",\"keys\":%s,\"claim_keys_first\":%s", g_keys ? "true" : "false", g_claim_first ? "true" : "false");
         printf(",\"clients\":%ld,\"threads\":%ld,\"pool_size\":%ld,\"events_per_action\":1,"
                "\"seconds\":%.3f,\"actions\":%" PRIu64 ",\"errors\":0,\"retries\":%" PRIu64 ",\"tps\":%.3f,"
                "\"actions_per_client\":[",
@@ -682,7 +690,8 @@ int main(int argc, char **argv)
         printf("                  %s\n", q.insert);
         if (g_keys)
             printf("idempotency keys: one per deposit (%s)\n",
-                   g_owntx ? "the transaction's first statement, an INSERT" : "a SELECT before perform, an INSERT with the writes");
+                   g_owntx || g_claim_first ? "the transaction's first statement, an INSERT"
+                                            : "a SELECT before perform, an INSERT with the writes");
         printf("clients:          %ld (threads %ld, pool size %ld), one wallet each, 1 event per action\n", clients,
                clients, clients);
         printf("duration:         %.3f s\n", elapsed);

@@ -4,8 +4,10 @@
 # as every request would carry one), on the action path (odbox_execute /
 # odbox_execute_keyed) and in the caller's own transaction (--owntx,
 # odbox_tx_config.idempotency_key), alternating in the same run on the same
-# server. Prints transactions per second, medians, and the ratio key / no
-# key. The goal is in statements, not time: a key costs at most one extra
+# server; on the action path also with the key claimed before perform on
+# every dialect (--claim-keys-first, odbox_executor_claim_keys_first).
+# Prints transactions per second, medians, and the ratio key / no key.
+# The goal is in statements, not time: a key costs at most one extra
 # statement, in the same transaction (bench/README.md counts them in the
 # servers' statement logs).
 #
@@ -66,18 +68,29 @@ for db in "${DBS[@]}"; do
         opt=()
         [[ $path == action ]] || opt=(--owntx)
         for n in "${CLIENTS[@]}"; do
-            : >"$TMP/plain" && : >"$TMP/keyed"
+            : >"$TMP/plain" && : >"$TMP/keyed" && : >"$TMP/first"
             for ((round = 1; round <= BENCH_ROUNDS; round++)); do
                 # without a key first in odd rounds, with one first in even ones
                 if ((round % 2 == 0)); then k=$(run "$dsn" "$n" "${opt[@]}" --keys); fi
                 p=$(run "$dsn" "$n" "${opt[@]}")
                 if ((round % 2 == 1)); then k=$(run "$dsn" "$n" "${opt[@]}" --keys); fi
+                # an action's key claimed before perform on every dialect
+                f=-
+                [[ $path == owntx ]] || f=$(run "$dsn" "$n" --keys --claim-keys-first)
                 echo "$p" >>"$TMP/plain"
                 echo "$k" >>"$TMP/keyed"
-                say "   $path, $n client(s), round $round: no key $p tx/s, key $k tx/s"
+                echo "$f" >>"$TMP/first"
+                r="   $path, $n client(s), round $round: no key $p tx/s, key $k tx/s"
+                [[ $f == - ]] || r+=", key claimed first $f tx/s"
+                say "$r"
             done
             p=$(median_lines <"$TMP/plain") k=$(median_lines <"$TMP/keyed")
-            say "$db, $path, $n client(s): no key $p tx/s, key $k tx/s, ratio $(awk -v a="$k" -v b="$p" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')"
+            line="$db, $path, $n client(s): no key $p tx/s, key $k tx/s, ratio $(awk -v a="$k" -v b="$p" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')"
+            if [[ $path == action ]]; then
+                f=$(median_lines <"$TMP/first")
+                line+="; key claimed first (odbox_executor_claim_keys_first) $f tx/s, ratio $(awk -v a="$f" -v b="$p" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')"
+            fi
+            say "$line"
         done
     done
 done
