@@ -580,9 +580,9 @@ static int claims_first(odbox_executor *exe, int asked)
     return asked || (d && d->claims_keys_first);
 }
 
-/* Where the dialect claims keys first: the default shard's transaction
- * begins here with the key's INSERT, and perform's reads of that shard
- * borrow its connection (odbox_pool_lend). *conn NULL and *found 1: the
+/* Where keys are claimed first (the dialect's way, or asked for): the
+ * default shard's transaction begins here with the key's INSERT, and
+ * perform's reads of that shard borrow its connection (odbox_pool_lend). *conn NULL and *found 1: the
  * key was taken, res holds its outcome. */
 static int claim_first(odbox_executor *exe, const keyed *k, const char *action_id, odbox_conn **conn,
                        odbox_result *res, int *found, odbox_error *err)

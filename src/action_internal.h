@@ -51,7 +51,8 @@ typedef struct run {
     const char *result_json;
     int *key_taken;
     /* NULL, or the default shard's connection whose open transaction
-     * claimed the key before perform (claims_keys_first): the shard's
+     * claimed the key before perform (claims_keys_first, or
+     * odbox_executor_claim_keys_first): the shard's
      * writes and the key's result go into it, and its commit is theirs */
     odbox_conn *key_conn;
 } run;

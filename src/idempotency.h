@@ -15,7 +15,8 @@
  *   first statement of the transaction: odbox_idem_claim
  *                     taken -> roll back, odbox_idem_lookup
  * or, where the transaction may as well start before the work (an own
- * transaction; a keyed action where the dialect claims_keys_first):
+ * transaction; a keyed action where the dialect claims_keys_first, or
+ * every keyed action after odbox_executor_claim_keys_first):
  *   odbox_idem_begin: taken -> odbox_idem_lookup; else work, then
  *   odbox_idem_set_result when there is a result, and commit.
  * Not installed. */

@@ -211,7 +211,8 @@ int odbox_execute(odbox_executor *exe, const odbox_action *action, json_object *
  * ODBOX_ECROSSSHARD, nothing written). Where the shard is written in one
  * statement (see above), the key's INSERT is a part of it, made to depend
  * on the UPDATE as the other rows are, and the key is read before perform.
- * On MySQL/MariaDB the transaction begins before perform with the key's
+ * On MySQL/MariaDB (and on every dialect after
+ * odbox_executor_claim_keys_first) the transaction begins before perform with the key's
  * INSERT, which finds a key that executed, and perform's reads of the
  * default shard run in it on its connection (a second caller with the
  * key waits for the first at that INSERT, through perform); the result is
