@@ -40,11 +40,12 @@ typedef struct outcome {
  * dummy update_id, or adding dummies named name), lets them go together,
  * and asserts one commit and equal results: returns the commit's
  * action_id in o[0]. Then asserts that the database decided between
- * them: where the dialect claims keys first, the losers waited for the
- * winner at the key's INSERT and none ran perform; elsewhere each read
+ * them: where keys are claimed first (the dialect's way, or claim_first:
+ * odbox_executor_claim_keys_first in each caller), the losers waited for
+ * the winner at the key's INSERT and none ran perform; elsewhere each read
  * the key as free, so at least one met it at the claim, after perform. */
-static void run_callers_how(dfx *f, const char *key, const char *name, const char *update_id, int claim_first,
-                            outcome *o)
+static void run_callers(dfx *f, const char *key, const char *name, const char *update_id, int claim_first,
+                        outcome *o)
 {
     char extra[128], barrier[64], cmd[4096];
     snprintf(extra, sizeof extra, "eventlog=%s", f->ev[0]);
@@ -85,10 +86,6 @@ static void run_callers_how(dfx *f, const char *key, const char *name, const cha
         ck_assert_int_ge(at_claim, 1);
 }
 
-static void run_callers(dfx *f, const char *key, const char *name, const char *update_id, outcome *o)
-{
-    run_callers_how(f, key, name, update_id, 0, o);
-}
 
 START_TEST(eight_processes_one_key_one_commit)
 {
@@ -98,7 +95,7 @@ START_TEST(eight_processes_one_key_one_commit)
     itest_name(name, sizeof name, "idem");
     snprintf(key, sizeof key, "req-%s", name);
     outcome o[CALLERS];
-    run_callers(&f, key, name, NULL, o);
+    run_callers(&f, key, name, NULL, 0, o);
     /* exactly one commit: one domain row, one event, one key */
     char where[128];
     snprintf(where, sizeof where, "action_id = '%s'", o[0].action_id);
@@ -113,20 +110,25 @@ END_TEST
 /* The same with an optimistic UPDATE of one row: on PostgreSQL the
  * one-statement write, where a caller may meet the winner's row version
  * before its key. */
-START_TEST(eight_processes_one_key_one_update)
+static void eight_callers_one_update(const char *key, const char *name, int claim_first)
 {
     dfx f;
     dfx_open(&f, 1, 0);
-    odbox_model *seed = dfx_dummy(NULL, "upd", 100);
+    odbox_model *seed = dfx_dummy(NULL, name, 100);
     dfx_insert(&f, 0, &seed, 1);
     outcome o[CALLERS];
-    run_callers(&f, "req-update", "upd", odbox_model_id(seed), o);
+    run_callers(&f, key, name, odbox_model_id(seed), claim_first, o);
     ck_assert_ptr_nonnull(strstr(o[0].result, "\"amount\":107"));
     ck_assert_int_eq(amount_of(&f, odbox_model_id(seed)), 107);
     ck_assert_int_eq(dfx_events(&f, 0), 1);
     ck_assert_int_eq(keys(&f), 1);
     odbox_model_free(&seed);
     dfx_close(&f);
+}
+
+START_TEST(eight_processes_one_key_one_update)
+{
+    eight_callers_one_update("req-update", "upd", 0);
 }
 END_TEST
 
@@ -136,18 +138,7 @@ END_TEST
 START_TEST(eight_processes_one_key_claimed_first_perform_once)
 {
     odbox_executor_claim_keys_first(NULL, 1); /* does nothing */
-    dfx f;
-    dfx_open(&f, 1, 0);
-    odbox_model *seed = dfx_dummy(NULL, "first", 100);
-    dfx_insert(&f, 0, &seed, 1);
-    outcome o[CALLERS];
-    run_callers_how(&f, "req-first", "first", odbox_model_id(seed), 1, o);
-    ck_assert_ptr_nonnull(strstr(o[0].result, "\"amount\":107"));
-    ck_assert_int_eq(amount_of(&f, odbox_model_id(seed)), 107);
-    ck_assert_int_eq(dfx_events(&f, 0), 1);
-    ck_assert_int_eq(keys(&f), 1);
-    odbox_model_free(&seed);
-    dfx_close(&f);
+    eight_callers_one_update("req-first", "first", 1);
 }
 END_TEST
 

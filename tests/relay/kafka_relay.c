@@ -44,50 +44,23 @@ static void key_in_flight(const char *model_id, int delta)
     json_object_object_add(g_keys_in_flight, model_id, json_object_new_int(now));
 }
 
-/* Counts a failed publish's error as naming the refusal, or keeps it. */
+/* A failed publish's error (g_mu held): kept when it names a fatal
+ * error, counted when it names the refusal, else kept as another's. */
 static void note_failure(const char *message)
 {
-    if (strstr(message, "(TOPIC_AUTHORIZATION_FAILED)")) {
+    if (strstr(message, "fatal error"))
+        snprintf(g_fatal_error, sizeof g_fatal_error, "%s", message);
+    if (strstr(message, "(TOPIC_AUTHORIZATION_FAILED)"))
         atomic_fetch_add(&g_refusals_named, 1);
-        return;
-    }
-    pthread_mutex_lock(&g_mu);
-    snprintf(g_other_error, sizeof g_other_error, "%s", message);
-    pthread_mutex_unlock(&g_mu);
+    else
+        snprintf(g_other_error, sizeof g_other_error, "%s", message);
 }
 
-static int rec_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
+/* Before n publishes: counted, each body kept by event id, each model_id
+ * in flight, and the most publishes at once. */
+static void publishes_begin(size_t n, const odbox_envelope *const *envs, const char *const *bodies, const size_t *lens)
 {
-    atomic_fetch_add(&g_attempts, 1);
-    atomic_store(&g_body_len, len);
-    pthread_mutex_lock(&g_mu);
-    json_object_object_add(g_bodies, env->event_id, json_object_new_string_len(body, (int)len));
-    key_in_flight(env->model_id, 1);
-    pthread_mutex_unlock(&g_mu);
-    int c = atomic_fetch_add(&g_inflight, 1) + 1, m = atomic_load(&g_max_inflight);
-    while (c > m && !atomic_compare_exchange_weak(&g_max_inflight, &m, c))
-        ;
-    int rc = odbox_relay_kafka_ops.publish(broker, env, body, len, err);
-    atomic_fetch_sub(&g_inflight, 1);
-    pthread_mutex_lock(&g_mu);
-    key_in_flight(env->model_id, -1);
-    pthread_mutex_unlock(&g_mu);
-    if (rc != ODBOX_OK && err)
-        note_failure(err->message);
-    if (rc != ODBOX_OK && err && strstr(err->message, "fatal error")) {
-        pthread_mutex_lock(&g_mu);
-        snprintf(g_fatal_error, sizeof g_fatal_error, "%s", err->message);
-        pthread_mutex_unlock(&g_mu);
-    }
-    return rc;
-}
-
-/* The same records for a round's rows, published through the relay's
- * batch (what `odbox relay` runs). */
-static void rec_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
-                              const size_t *lens, int *rcs, odbox_error *errs)
-{
-    atomic_fetch_add(&g_attempts, (int)n);
+    atomic_fetch_add(&g_attempts, (long)n);
     pthread_mutex_lock(&g_mu);
     for (size_t i = 0; i < n; i++) {
         atomic_store(&g_body_len, lens[i]);
@@ -98,21 +71,38 @@ static void rec_publish_batch(void *broker, size_t n, const odbox_envelope *cons
     int c = atomic_fetch_add(&g_inflight, (int)n) + (int)n, m = atomic_load(&g_max_inflight);
     while (c > m && !atomic_compare_exchange_weak(&g_max_inflight, &m, c))
         ;
-    odbox_relay_kafka_ops.publish_batch(broker, n, envs, bodies, lens, rcs, errs);
+}
+
+/* After them: out of flight, and each failure's error noted (errs may be
+ * NULL: no messages). */
+static void publishes_end(size_t n, const odbox_envelope *const *envs, const int *rcs, const odbox_error *errs)
+{
     atomic_fetch_sub(&g_inflight, (int)n);
     pthread_mutex_lock(&g_mu);
-    for (size_t i = 0; i < n; i++)
-        key_in_flight(envs[i]->model_id, -1);
-    pthread_mutex_unlock(&g_mu);
     for (size_t i = 0; i < n; i++) {
-        if (rcs[i] != ODBOX_OK)
+        key_in_flight(envs[i]->model_id, -1);
+        if (rcs[i] != ODBOX_OK && errs)
             note_failure(errs[i].message);
-        if (rcs[i] != ODBOX_OK && strstr(errs[i].message, "fatal error")) {
-            pthread_mutex_lock(&g_mu);
-            snprintf(g_fatal_error, sizeof g_fatal_error, "%s", errs[i].message);
-            pthread_mutex_unlock(&g_mu);
-        }
     }
+    pthread_mutex_unlock(&g_mu);
+}
+
+static int rec_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)
+{
+    publishes_begin(1, &env, &body, &len);
+    int rc = odbox_relay_kafka_ops.publish(broker, env, body, len, err);
+    publishes_end(1, &env, &rc, err);
+    return rc;
+}
+
+/* The same records for a round's rows, published through the relay's
+ * batch (what `odbox relay` runs). */
+static void rec_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs, const char *const *bodies,
+                              const size_t *lens, int *rcs, odbox_error *errs)
+{
+    publishes_begin(n, envs, bodies, lens);
+    odbox_relay_kafka_ops.publish_batch(broker, n, envs, bodies, lens, rcs, errs);
+    publishes_end(n, envs, rcs, errs);
 }
 
 static void rec_close(void *broker)
