@@ -28,11 +28,49 @@ bench_tmp() {
 }
 bench_cleanup() {
     local p me
+    split_cpus_restore
     me=$(id -un)
     for p in "${ODBC_PIDS[@]}"; do
         rm -f /tmp/psqlodbc_*"$me$p".log
     done
     rm -rf "$TMP"
+}
+
+# BENCH_SPLIT_CPUS=1: the tests/db servers (PostgreSQL's postmaster and
+# its processes, mariadbd) on CPU 0, and this script with every client it
+# starts on the other CPUs, as when clients and database run on machines
+# of their own; with 0 (the default) all share every CPU. The servers get
+# every CPU back at exit (split_cpus_restore, from bench_cleanup).
+split_cpus() {
+    [[ ${BENCH_SPLIT_CPUS:-0} == 1 ]] || return 0
+    (($(nproc --all) >= 2)) || die "BENCH_SPLIT_CPUS=1 needs 2 CPUs or more"
+    [[ -n ${ODBOX_PG_DATADIR:-} || -n ${ODBOX_MARIADB_SOCKET:-} ]] ||
+        die "BENCH_SPLIT_CPUS=1 pins the servers of tests/db/with-servers.sh only (ODBOX_PG_DATADIR, ODBOX_MARIADB_SOCKET)"
+    split_cpus_servers 0 || die "could not pin the servers to CPU 0 (taskset)"
+    taskset -p -c "1-$(($(nproc --all) - 1))" $$ >/dev/null || die "could not pin the clients (taskset)"
+    SPLIT_CPUS=1
+}
+split_cpus_servers() { # cpu list: every server process (and thread) onto it
+    local f p pids=()
+    f=${ODBOX_PG_DATADIR:+$ODBOX_PG_DATADIR/postmaster.pid}
+    [[ -n $f && -r $f ]] && pids+=("$(head -1 "$f")") && mapfile -t -O ${#pids[@]} pids < <(pgrep -P "${pids[0]}")
+    f=${ODBOX_MARIADB_SOCKET:+$(dirname "$ODBOX_MARIADB_SOCKET")/mariadbd.pid}
+    [[ -n $f && -r $f ]] && pids+=("$(cat "$f")")
+    ((${#pids[@]})) || return 1
+    for p in "${pids[@]}"; do taskset -a -p -c "$1" "$p" >/dev/null 2>&1 || true; done
+}
+split_cpus_restore() {
+    [[ ${SPLIT_CPUS:-0} == 1 ]] || return 0
+    SPLIT_CPUS=0
+    split_cpus_servers "0-$(($(nproc --all) - 1))" || true
+}
+cpus_line() { # what BENCH_SPLIT_CPUS chose, for the figures' header
+    if [[ ${SPLIT_CPUS:-0} == 1 ]]; then
+        local last=$(($(nproc --all) - 1))
+        echo "CPUs: servers on CPU 0, clients on CPU 1$( ((last == 1)) || echo "-$last") (BENCH_SPLIT_CPUS=1)"
+    else
+        echo "CPUs: servers and clients share all $(nproc --all) (BENCH_SPLIT_CPUS=0)"
+    fi
 }
 
 # The PostgreSQL password only in the environment of each client command,

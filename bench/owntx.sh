@@ -13,7 +13,8 @@
 # Environment: ODBOX_BUILDDIR (default <repo>/build), BENCH_DATABASES
 # ("pg mariadb"), BENCH_SECONDS (10), BENCH_CLIENTS ("1 8"), BENCH_ROUNDS
 # (1; figures are medians), BENCH_TABLE (bench_wallets, dropped and
-# recreated). The ratio never fails the run.
+# recreated), BENCH_SPLIT_CPUS (0; 1: servers on CPU 0, clients on the
+# others, bench/lib.sh). The ratio never fails the run.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRCDIR=$(cd "$HERE/.." && pwd)
@@ -35,6 +36,8 @@ BIN=$BUILDDIR/bench/odbox-bench-deposit
 make -C "$BUILDDIR" -s -j2 bench/odbox-bench-deposit >&2 || die "building odbox-bench-deposit failed"
 export ODBOX_MIGRATIONS_DIR=${ODBOX_MIGRATIONS_DIR:-$SRCDIR/migrations}
 bench_tmp
+split_cpus
+say "machine: $(nproc --all) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(cpus_line)"
 
 obx() { # db args...
     local db=$1 dsn
