@@ -36,6 +36,16 @@ bench_cleanup() {
     rm -rf "$TMP"
 }
 
+# under_pg_servers SCRIPT ARGS...: without ODBOX_TEST_PG_DSN, runs SCRIPT
+# again under tests/db/with-servers.sh --only pg (a throwaway PostgreSQL;
+# BENCH_UNDER_SERVERS says so); with it, returns. Needs BUILDDIR, SRCDIR.
+under_pg_servers() {
+    [[ -z ${ODBOX_TEST_PG_DSN:-} ]] || return 0
+    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
+    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
+    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$@"
+}
+
 # BENCH_SPLIT_CPUS=1: the tests/db servers (PostgreSQL's postmaster and
 # its processes, mariadbd) on CPU 0, and this script with every client it
 # starts on the other CPUs, as when clients and database run on machines

@@ -54,11 +54,7 @@ LOOPS=${BENCH_LOOPS:-4}
 ROUNDS=${BENCH_ROUNDS:-5}
 GOAL=0.8
 
-if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
-    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
-    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
-    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_kafka.sh" "$@"
-fi
+under_pg_servers "$HERE/relay_kafka.sh" "$@"
 ((WORKERS >= 1 && WORKERS <= 16)) || die "BENCH_WORKERS must be 1..16"
 make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/kafka-relay bench/odbox-bench-relay-ceiling >/dev/null ||
     die "build failed (configure with librdkafka-dev installed)"

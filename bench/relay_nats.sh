@@ -37,11 +37,7 @@ N=${BENCH_EVENTS:-40000}
 WORKERS=${BENCH_WORKERS:-8}
 GOAL=0.8
 
-if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
-    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
-    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
-    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_nats.sh" "$@"
-fi
+under_pg_servers "$HERE/relay_nats.sh" "$@"
 command -v nats-server >/dev/null || die "nats-server not found (tests/db/install-deps.sh installs it)"
 make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/nats-tool bench/odbox-bench-relay-ceiling >/dev/null ||
     die "build failed (configure with libnats-dev installed)"

@@ -45,11 +45,7 @@ WORKERS=${BENCH_WORKERS:-16}
 PROCS=${BENCH_PROCS:-1 4}
 GOAL=0.8
 
-if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
-    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
-    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
-    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_rabbitmq.sh" "$@"
-fi
+under_pg_servers "$HERE/relay_rabbitmq.sh" "$@"
 ((WORKERS <= 16)) || die "BENCH_WORKERS $WORKERS: at most 16 (one connection per relay process)"
 make -C "$BUILDDIR" -s odbox tests/relay/relay-writer tests/relay/rabbitmq-check bench/odbox-bench-relay-ceiling >/dev/null ||
     die "build failed (configure with librabbitmq-dev installed)"

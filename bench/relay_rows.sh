@@ -27,11 +27,7 @@ ROUNDS=${BENCH_ROUNDS:-3}
 [[ $N =~ ^[1-9][0-9]*$ && $BATCH =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ ]] ||
     die "BENCH_EVENTS, BENCH_BATCH, BENCH_ROUNDS: positive integers"
 
-if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
-    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
-    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
-    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/relay_rows.sh" "$@"
-fi
+under_pg_servers "$HERE/relay_rows.sh" "$@"
 build_bench odbox
 build_bench tests/relay/relay-writer
 base=${ODBOX_TEST_PG_DSN%%\?*}

@@ -39,19 +39,27 @@ BEGIN
   END LOOP;
 END $$;
 
+-- The next batch of undelivered events, read whole as a relay publishes
+-- them; their ids (NULL when none is left).
+CREATE OR REPLACE FUNCTION relay_rows_read(batch INT) RETURNS UUID[] LANGUAGE plpgsql AS $$
+DECLARE ids UUID[]; r RECORD;
+BEGIN
+  FOR r IN SELECT id, namespace, action_id, action_name, action_params, started_date, completion_date,
+      model_id, model_type, event_type, payload, event_date FROM eventlog.events
+      WHERE delivered = FALSE AND event_type = 'RelayProbed' ORDER BY event_date LIMIT batch LOOP
+    ids := ids || r.id;
+  END LOOP;
+  RETURN ids;
+END $$;
+
 -- relay_rows_outcome_row: a notification row written once, with its
 -- outcome: the events read, then the SUCCEEDED rows and the flip in
 -- one transaction (nothing written while the batch is in flight).
 CREATE OR REPLACE PROCEDURE relay_rows_outcome_row(batch INT) LANGUAGE plpgsql AS $$
-DECLARE ids UUID[]; r RECORD;
+DECLARE ids UUID[];
 BEGIN
   LOOP
-    ids := NULL;
-    FOR r IN SELECT id, namespace, action_id, action_name, action_params, started_date, completion_date,
-        model_id, model_type, event_type, payload, event_date FROM eventlog.events
-        WHERE delivered = FALSE AND event_type = 'RelayProbed' ORDER BY event_date LIMIT batch LOOP
-      ids := ids || r.id;
-    END LOOP;
+    ids := relay_rows_read(batch);
     EXIT WHEN ids IS NULL;
     COMMIT;
     INSERT INTO eventlog.event_notifications (id, event_id, handler_name, namespace, action_id, action_name,
@@ -69,15 +77,10 @@ END $$;
 -- relay_rows_events_only: no notification row for a success (a failure
 -- would write one, for its retries): the events read, then the flip.
 CREATE OR REPLACE PROCEDURE relay_rows_events_only(batch INT) LANGUAGE plpgsql AS $$
-DECLARE ids UUID[]; r RECORD;
+DECLARE ids UUID[];
 BEGIN
   LOOP
-    ids := NULL;
-    FOR r IN SELECT id, namespace, action_id, action_name, action_params, started_date, completion_date,
-        model_id, model_type, event_type, payload, event_date FROM eventlog.events
-        WHERE delivered = FALSE AND event_type = 'RelayProbed' ORDER BY event_date LIMIT batch LOOP
-      ids := ids || r.id;
-    END LOOP;
+    ids := relay_rows_read(batch);
     EXIT WHEN ids IS NULL;
     COMMIT;
     UPDATE eventlog.events SET delivered = TRUE WHERE id = ANY(ids);

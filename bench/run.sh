@@ -57,11 +57,7 @@ BIN=$BUILDDIR/bench/odbox-bench-insert
 build_bench bench/odbox-bench-insert
 
 # ---- (b) a server ----------------------------------------------------------------
-if [[ -z ${ODBOX_TEST_PG_DSN:-} ]]; then
-    [[ -z ${BENCH_UNDER_SERVERS:-} ]] || die "with-servers.sh did not set ODBOX_TEST_PG_DSN"
-    export BENCH_UNDER_SERVERS=1 ODBOX_BUILDDIR=$BUILDDIR
-    exec bash "$SRCDIR/tests/db/with-servers.sh" --only pg -- bash "$HERE/run.sh" "$@"
-fi
+under_pg_servers "$HERE/run.sh" "$@"
 pg_clients
 
 bench_tmp
