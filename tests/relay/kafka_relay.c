@@ -388,8 +388,8 @@ static void last_error_of(rig *g, char *out, size_t cap)
  * on their retry. A refusal comes back two ways, in the delivery report
  * or at once from the produce call (the topic's error, cached after the
  * first), and either way the row's error names its code. Some rows
- * behind a refused one may not be reported before their timeout (4 of 10
- * in one local run): their error names the refusal as the last error. */
+ * behind a refused one may not be reported before their timeout (6 of 10
+ * in one CI run under ASan): their error names the refusal as the last error. */
 static void check_refused(void)
 {
     enum { N = 10, REFUSALS = 200, PRODUCE_API = 0 /* ProduceRequest */ };
