@@ -36,6 +36,11 @@ bench_cleanup() {
     rm -rf "$TMP"
 }
 
+# The CPU's model name, and the line every benchmark starts its figures
+# with (what follows the model is the caller's).
+cpu_model() { sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1; }
+machine_line() { echo "machine: $(nproc --all) CPUs, $(cpu_model)"; }
+
 # under_pg_servers SCRIPT ARGS...: without ODBOX_TEST_PG_DSN, runs SCRIPT
 # again under tests/db/with-servers.sh --only pg (a throwaway PostgreSQL;
 # BENCH_UNDER_SERVERS says so); with it, returns. Needs BUILDDIR, SRCDIR.
@@ -296,7 +301,7 @@ report_setup() {
         PG_TEST_FSYNC=$(printf '%s\n' /usr/lib/postgresql/*/bin/pg_test_fsync | sort -V | tail -1)
     fi
     say "== machine"
-    cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+    cpu=$(cpu_model)
     mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
     say "cpu:        ${cpu:-unknown} (nproc $(nproc))"
     say "memory:     $mem"

@@ -37,7 +37,7 @@ make -C "$BUILDDIR" -s -j2 bench/odbox-bench-deposit >&2 || die "building odbox-
 export ODBOX_MIGRATIONS_DIR=${ODBOX_MIGRATIONS_DIR:-$SRCDIR/migrations}
 bench_tmp
 split_cpus
-say "machine: $(nproc --all) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(cpus_line)"
+say "$(machine_line); $(cpus_line)"
 
 obx() { # db args...
     local db=$1 dsn

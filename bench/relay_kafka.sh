@@ -136,7 +136,7 @@ raw_run() {
 }
 
 say "== odbox relay -> Kafka (librdkafka mock cluster) vs a raw librdkafka producer with the same confirms"
-say "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
+say "$(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?'), mock cluster of 3 brokers in its own process, 6 partitions, acks=all, idempotent, linger.ms 0"
 say "PostgreSQL: $base (throwaway, tests/db defaults); $N events per round (committed 100 per action, 200 model ids); $ROUNDS rounds"
 say "relay: odbox relay --workers $WORKERS --loops $LOOPS per process, poll 100 ms, handling batch default; raw: $WORKERS threads per process, one message each in flight"

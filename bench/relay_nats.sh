@@ -99,7 +99,7 @@ raw_run() {
 }
 
 say "== odbox relay -> NATS JetStream vs raw libnats (js_Publish + PubAck), $N events"
-say "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); nats-server $(nats-server --version | awk '{print $NF}'), file storage"
+say "$(machine_line); nats-server $(nats-server --version | awk '{print $NF}'), file storage"
 say "PostgreSQL: $base (throwaway, tests/db defaults); relay: $WORKERS workers/process, poll 100 ms, batch defaults"
 for procs in 1 4; do
     relay_run "$procs"

@@ -94,7 +94,7 @@ EOF
 }
 
 say "== odbox relay -> RabbitMQ vs a raw librabbitmq loop (persistent messages, publisher confirms), $N events"
-say "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
+say "$(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?'), a private node; a topic exchange bound to one durable queue"
 say "PostgreSQL: $base (throwaway, tests/db defaults); relay: $WORKERS workers/process (one connection each, up to $WORKERS unconfirmed), poll 100 ms, writer batches of 100, handling batch defaults"
 for procs in $PROCS; do

@@ -53,7 +53,7 @@ run() {
 }
 
 say "== the database's work per relayed event, three row layouts, $N events, batches of $BATCH, $ROUNDS round(s)"
-say "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
+say "$(machine_line)"
 say "PostgreSQL $(psql_on "${base##*/}" "SHOW server_version"): fsync=$(psql_on "${base##*/}" "SHOW fsync"), synchronous_commit=$(psql_on "${base##*/}" "SHOW synchronous_commit")"
 declare -A W C
 for ((r = 1; r <= ROUNDS; r++)); do

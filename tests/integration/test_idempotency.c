@@ -86,7 +86,6 @@ static void run_callers(dfx *f, const char *key, const char *name, const char *u
         ck_assert_int_ge(at_claim, 1);
 }
 
-
 START_TEST(eight_processes_one_key_one_commit)
 {
     dfx f;
