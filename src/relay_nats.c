@@ -188,18 +188,29 @@ static const char *server_problem(const char *p, size_t n)
     return NULL;
 }
 
+#define URL_WANT "(want [nats:// or tls://][user:password@]host[:port], a comma-separated list for a cluster)"
+
 /* Each server of url, or ODBOX_EINVAL naming the first bad one (its
- * passwords and tokens as ***). */
+ * passwords and tokens as ***). A ',' always separates servers, as
+ * libnats reads a list, so one in a password or token splits it: a piece
+ * without an '@' of its own in a url that has one is not quoted, lest it
+ * be the first part of a password. */
 static int check_urls(const char *url, odbox_error *err)
 {
-    for (const char *p = url;; p++) {
+    int nth = 1, count = 1;
+    for (const char *q = url; (q = strchr(q, ',')) != NULL; q++)
+        count++;
+    for (const char *p = url;; p++, nth++) {
         size_t n = strcspn(p, ",");
         const char *why = server_problem(p, n);
+        if (why && !memchr(p, '@', n) && strchr(url, '@'))
+            return odbox_fail(err, ODBOX_EINVAL,
+                              "nats relay: url: server %d of %d %s; not quoted: the url holds a password or token, "
+                              "and a ',' in one would split it (a ',' always separates servers) " URL_WANT,
+                              nth, count, why);
         if (why) {
             char *entry = strndup(p, n), *shown = entry ? url_without_secrets(entry) : NULL;
-            int rc = odbox_fail(err, ODBOX_EINVAL,
-                                "nats relay: url: server '%.200s' %s (want [nats:// or tls://][user:password@]"
-                                "host[:port], a comma-separated list for a cluster)",
+            int rc = odbox_fail(err, ODBOX_EINVAL, "nats relay: url: server '%.200s' %s " URL_WANT,
                                 shown ? shown : "?", why);
             free(entry);
             free(shown);
@@ -319,13 +330,52 @@ static int nats_fail(odbox_error *err, natsStatus s, jsErrCode jerr, const char 
                       natsStatus_GetText(s), (int)s, (int)jerr);
 }
 
+/* The servers of b's url for natsOptions_SetServers: natsOptions_SetURL
+ * takes one server, and reads "nats://a:1,nats://b:2" as a host named
+ * "a:1,nats://b". *tls: one of them asks for it (tls://). */
+static natsStatus url_servers(const nats_broker *b, char **copy, const char ***servers, int *count, int *tls)
+{
+    *count = 1;
+    *tls = 0;
+    for (const char *q = b->url; (q = strchr(q, ',')) != NULL; q++)
+        (*count)++;
+    *copy = strdup(b->url);
+    *servers = calloc((size_t)*count, sizeof **servers);
+    if (!*copy || !*servers)
+        return NATS_NO_MEMORY;
+    char *p = *copy;
+    for (int i = 0; i < *count; i++) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        (*servers)[i] = p;
+        p += strspn(p, " \t"); /* libnats trims a server's blanks itself */
+        *tls |= !strncasecmp(p, "tls://", 6);
+        p = comma ? comma + 1 : p;
+    }
+    return NATS_OK;
+}
+
 static natsStatus make_options(const nats_broker *b, natsOptions **o)
 {
-    natsStatus s = natsOptions_Create(o);
+    char *copy = NULL;
+    const char **servers = NULL;
+    int count = 0, tls = 0;
+    natsStatus s = url_servers(b, &copy, &servers, &count, &tls);
     if (s == NATS_OK)
-        s = natsOptions_SetURL(*o, b->url); /* a comma-separated list too */
+        s = natsOptions_Create(o);
     if (s == NATS_OK)
-        s = natsOptions_SetTimeout(*o, b->timeout_ms);
+        s = natsOptions_SetServers(*o, servers, count);
+    /* libnats 3.4 does not read the scheme: without this, tls:// to a
+     * server that does not ask for TLS would send the password in clear */
+    if (s == NATS_OK && tls)
+        s = natsOptions_SetSecure(*o, true);
+    free(copy);
+    free(servers);
+    /* libnats tries the servers one after another, each for this long:
+     * together they keep to the call's connect budget */
+    if (s == NATS_OK)
+        s = natsOptions_SetTimeout(*o, b->timeout_ms / count > 0 ? b->timeout_ms / count : 1);
     /* once connected, reconnect forever; a publish meanwhile waits at most
      * timeout_ms for its ack, so no wait is unbounded */
     if (s == NATS_OK)
@@ -451,6 +501,14 @@ static void conn_release(nats_broker *b, nats_conn *c, natsStatus s)
     log_dropped(b, dropped);
 }
 
+/* A redelivery the stream dropped: worth seeing, not a fault. */
+static void log_duplicate(const odbox_envelope *env, const char *stream)
+{
+    odbox_log(ODBOX_LOG_INFO, "relay %s: event %s was in %s%s already (a redelivery, dropped)",
+              env->handler_name ? env->handler_name : "?", env->event_id, stream ? "stream " : "its stream",
+              stream ? stream : "");
+}
+
 /* The subject of env's message (*subject malloc'd, or NULL), or why it
  * cannot be published: a subject NATS refuses, a body libnats cannot take. */
 static int subject_for(const nats_broker *b, const odbox_envelope *env, size_t len, char **subject,
@@ -485,9 +543,8 @@ static int nats_publish(void *broker, const odbox_envelope *env, const char *bod
         if (b->stream)
             po.ExpectStream = b->stream;
         natsStatus s = js_Publish(&ack, c->js, subject, body, (int)len, &po, &jerr);
-        if (s == NATS_OK && ack && ack->Duplicate) /* a redelivery the stream dropped: worth seeing, not a fault */
-            odbox_log(ODBOX_LOG_INFO, "relay %s: event %s was in stream %s already (a redelivery, dropped)",
-                      env->handler_name ? env->handler_name : "?", env->event_id, ack->Stream ? ack->Stream : "?");
+        if (s == NATS_OK && ack && ack->Duplicate)
+            log_duplicate(env, ack->Stream);
         jsPubAck_Destroy(ack);
         if (s != NATS_OK)
             rc = nats_fail(err, s, jerr, "publish to", subject);
@@ -505,6 +562,11 @@ typedef struct nats_batch {
     size_t n;
     int *rcs; /* 1 until answered */
     odbox_error *errs;
+    /* the rows whose ack said Duplicate (NULL: out of memory, not told),
+     * logged by the publisher once the wait is over: the ack handler only
+     * writes memory, so the 1 s given to one already running is enough
+     * (a log callback could block for longer, and nb would be gone) */
+    unsigned char *dup;
     size_t next; /* after the row acked last: acks come in publish order, so the next one's row is
                     usually here (only the ack handler's thread reads and writes it) */
 } nats_batch;
@@ -526,10 +588,8 @@ static void batch_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, v
             break;
         if (pa) {
             nb->rcs[i] = ODBOX_OK;
-            if (pa->Duplicate)
-                odbox_log(ODBOX_LOG_INFO, "relay %s: event %s was in stream %s already (a redelivery, dropped)",
-                          nb->envs[i]->handler_name ? nb->envs[i]->handler_name : "?", id,
-                          pa->Stream ? pa->Stream : "?");
+            if (pa->Duplicate && nb->dup)
+                nb->dup[i] = 1;
         } else {
             natsStatus s = pae ? pae->Err : NATS_ERR;
             nb->rcs[i] = odbox_fail(&nb->errs[i], nats_code(s), "nats relay: publish to %.200s: %s (status %d, "
@@ -555,7 +615,7 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
         rcs[0] = nats_publish(broker, envs[0], bodies[0], lens[0], &errs[0]);
         return;
     }
-    nats_batch nb = {.envs = envs, .n = n, .rcs = rcs, .errs = errs};
+    nats_batch nb = {.envs = envs, .n = n, .rcs = rcs, .errs = errs, .dup = calloc(n, 1)};
     for (size_t i = 0; i < n; i++)
         rcs[i] = 1;
     odbox_error e = {0};
@@ -618,6 +678,10 @@ static void nats_publish_batch(void *broker, size_t n, const odbox_envelope *con
     }
     if (c)
         conn_release(b, c, closed);
+    for (size_t i = 0; nb.dup && i < n; i++)
+        if (nb.dup[i] && rcs[i] == ODBOX_OK)
+            log_duplicate(envs[i], b->stream);
+    free(nb.dup);
     for (size_t i = 0; i < n; i++)
         if (rcs[i] == 1 && rc != ODBOX_OK) {
             rcs[i] = rc;

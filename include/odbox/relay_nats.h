@@ -17,11 +17,14 @@ extern "C" {
 #endif
 
 typedef struct odbox_relay_nats_config {
-    const char *url;     /* e.g. nats://127.0.0.1:4222; a comma-separated list for a cluster; NULL: that one;
-                          * a password or token in it is *** in every message */
+    const char *url;     /* e.g. nats://127.0.0.1:4222; a comma-separated list for a cluster (a ',' always
+                          * separates servers: a password or token cannot hold one); NULL: that one;
+                          * tls:// on any server makes TLS required; a password or token in it is ***
+                          * in every message */
     const char *subject; /* template (odbox_relay_expand), e.g. "events.{model_type}.{event_type}" */
     const char *stream;  /* may be NULL: else checked to exist when the relay connects */
-    int timeout_ms;      /* connect, PubAck and stream check wait; 0: 10000; at most 3600000 */
+    int timeout_ms;      /* connect (shared by a list's servers), PubAck and stream check wait; 0: 10000;
+                          * at most 3600000 */
 } odbox_relay_nats_config;
 
 /* Checks cfg (each server of the url: [nats:// or tls://][userinfo@]

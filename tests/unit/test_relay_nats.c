@@ -161,6 +161,9 @@ START_TEST(nats_bad_urls_are_refused_at_open)
         {"nats://a:1,,nats://b:2", "server '' is empty"},
         {"nats://a:1, ", "server ' ' is empty"},
         {"nats://alice:S3cret@127.0.0.1:1, http://bob:Pw0rd@h:2", "server ' http://***@h:2' has a scheme"},
+        /* a ',' in a password splits it: the piece before is not quoted */
+        {"nats://alice:S3c,ret@127.0.0.1:4222", "server 1 of 2 has a port that is not a number; not quoted"},
+        {"nats://h:1,nats://alice:S3c,ret@h:2", "server 2 of 3 has a port that is not a number; not quoted"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         odbox_error e = {0};
@@ -169,7 +172,7 @@ START_TEST(nats_bad_urls_are_refused_at_open)
         ck_assert_msg(odbox_relay_nats_open(&c, &b, &e) == ODBOX_EINVAL, "%s: %s", bad[i][0], e.message);
         ck_assert_ptr_null(b);
         ck_assert_msg(strstr(e.message, bad[i][1]), "%s: '%s' lacks '%s'", bad[i][0], e.message, bad[i][1]);
-        ck_assert_msg(!strstr(e.message, "S3cret") && !strstr(e.message, "Pw0rd"), "%s", e.message);
+        ck_assert_msg(!strstr(e.message, "S3c") && !strstr(e.message, "Pw0rd"), "%s", e.message);
     }
     static const char *const good[] = {"nats://127.0.0.1:4222", "tls://nats.example:4443", "127.0.0.1:4222",
                                        "NATS://h", "nats://[::1]:4222", "nats://u:p@h:1/ignored",
