@@ -14,7 +14,8 @@
 # ("pg mariadb"), BENCH_SECONDS (10), BENCH_CLIENTS ("1 8"), BENCH_ROUNDS
 # (1; figures are medians), BENCH_TABLE (bench_wallets, dropped and
 # recreated), BENCH_SPLIT_CPUS (0; 1: servers on CPU 0, clients on the
-# others, bench/lib.sh). The ratio never fails the run.
+# others, bench/lib.sh), BENCH_PG_DRIVER (odbc; libpq: odbox's PostgreSQL
+# DSN with driver=libpq, docs/dsn.md). The ratio never fails the run.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRCDIR=$(cd "$HERE/.." && pwd)
@@ -26,6 +27,8 @@ BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_CLIENTS=${BENCH_CLIENTS:-"1 8"}
 BENCH_ROUNDS=${BENCH_ROUNDS:-1}
 BENCH_TABLE=${BENCH_TABLE:-bench_wallets}
+BENCH_PG_DRIVER=${BENCH_PG_DRIVER:-odbc}
+[[ $BENCH_PG_DRIVER == odbc || $BENCH_PG_DRIVER == libpq ]] || die "BENCH_PG_DRIVER: odbc or libpq"
 EVENTLOG=eventlog
 RAW_TS='2025-01-01 00:00:00.000000'
 [[ $BENCH_SECONDS =~ ^[1-9][0-9]*$ && $BENCH_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_SECONDS, BENCH_ROUNDS: positive integers"
@@ -43,6 +46,9 @@ obx() { # db args...
     local db=$1 dsn
     shift
     if [[ $db == pg ]]; then dsn=$ODBOX_TEST_PG_DSN; else dsn=$ODBOX_TEST_MARIADB_DSN; fi
+    if [[ $db == pg && $BENCH_PG_DRIVER == libpq ]]; then
+        if [[ $dsn == *\?* ]]; then dsn="$dsn&driver=libpq"; else dsn="$dsn?driver=libpq"; fi
+    fi
     ODBOX_BENCH_DSN=$dsn "$BIN" --table "$BENCH_TABLE" --eventlog "$EVENTLOG" "$@"
 }
 # A fresh table and eventlog before every run, then on PostgreSQL a
@@ -154,7 +160,7 @@ for db in "${DBS[@]}"; do
         *) die "BENCH_DATABASES: unknown database '$db'" ;;
     esac
     if [[ $db == pg ]]; then
-        say "== PostgreSQL $(pgsql 'SHOW server_version'), fsync=$(pgsql 'SHOW fsync'), synchronous_commit=$(pgsql 'SHOW synchronous_commit')"
+        say "== PostgreSQL $(pgsql 'SHOW server_version'), fsync=$(pgsql 'SHOW fsync'), synchronous_commit=$(pgsql 'SHOW synchronous_commit'), odbox through $BENCH_PG_DRIVER"
     else
         say "== MariaDB $(mysql_ 'SELECT VERSION()'), innodb_flush_log_at_trx_commit=$(mysql_ 'SELECT @@innodb_flush_log_at_trx_commit'), sync_binlog=$(mysql_ 'SELECT @@sync_binlog')"
     fi

@@ -243,6 +243,7 @@ const odbox_dialect odbox_dialect_postgresql = {
     .listen_open = odbox_pg_listen_open,
     .listen_wait = odbox_pg_listen_wait,
     .listen_close = odbox_pg_listen_close,
+    .libpq_conninfo = odbox_pg_conninfo,
 #endif
     /* by ctid: a Tid Scan, where id IN (...) may hash-join a scan of the
      * whole table */

@@ -167,9 +167,10 @@ static void params_free(params *p)
 
 /* libpq's parameters for the server dsn names: a URL's parts and those of
  * its options that are libpq keywords (sslmode, ...), or a raw string's
- * Server, Port, Database, Uid and Pwd. */
+ * Server, Port, Database, Uid and Pwd; then extra's keys and values
+ * (NULL-terminated pairs) that the DSN did not set. */
 static int build_params(const odbox_dsn *dsn, params *p, const PQconninfoOption *known, char *port_buf,
-                        size_t port_cap, odbox_error *err)
+                        size_t port_cap, const char *const *extra, odbox_error *err)
 {
     memset(p, 0, sizeof *p);
     if (dsn->raw) {
@@ -210,13 +211,8 @@ static int build_params(const odbox_dsn *dsn, params *p, const PQconninfoOption 
     }
     set(p, "user", dsn->user);
     set(p, "password", dsn->password);
-    /* Seen by operators in pg_stat_activity; keepalives find a server that
-     * went away while the session waits, which it does most of its life. */
-    set(p, "application_name", "odbox-wake");
-    set(p, "keepalives", "1");
-    set(p, "keepalives_idle", "30");
-    set(p, "keepalives_interval", "10");
-    set(p, "keepalives_count", "3");
+    for (size_t i = 0; extra[i]; i += 2)
+        set(p, extra[i], extra[i + 1]);
     p->keys[p->n] = NULL;
     p->vals[p->n] = NULL;
     return ODBOX_OK;
@@ -327,7 +323,11 @@ int odbox_pg_listen_open(const odbox_dsn *dsn, const char *const *channels, size
     PQconninfoOption *known = PQconndefaults();
     params p;
     char port[16];
-    int rc = known ? build_params(dsn, &p, known, port, sizeof port, err)
+    /* Seen by operators in pg_stat_activity; keepalives find a server that
+     * went away while the session waits, which it does most of its life. */
+    static const char *const extra[] = {"application_name", "odbox-wake", "keepalives", "1", "keepalives_idle", "30",
+                                        "keepalives_interval", "10", "keepalives_count", "3", NULL};
+    int rc = known ? build_params(dsn, &p, known, port, sizeof port, extra, err)
                    : odbox_fail(err, ODBOX_ENOMEM, "wake-up listener: out of memory");
     if (rc == ODBOX_OK) {
         l->pg = PQconnectStartParams(p.keys, p.vals, 0);
@@ -387,4 +387,85 @@ int odbox_pg_listen_wait(odbox_listener *l, int timeout_ms, int cancel_fd, unsig
     if (!PQconsumeInput(l->pg) || PQstatus(l->pg) == CONNECTION_BAD)
         return pg_fail(err, ODBOX_ECONNLOST, "session lost", l->pg, NULL);
     return take(l, got);
+}
+
+/* ---- the connection string of driver=libpq (src/db/pq.c) --------------------- */
+
+/* Appends key='value' to b, with ' and \ escaped as libpq reads them. */
+static void conninfo_add(odbox_buf *b, const char *key, const char *value)
+{
+    odbox_buf_cat(b, b->len ? " " : "", key, "='", (char *)NULL);
+    for (const char *v = value; *v; v++) {
+        if (*v == '\'' || *v == '\\')
+            odbox_buf_appendn(b, "\\", 1);
+        odbox_buf_appendn(b, v, 1);
+    }
+    odbox_buf_append(b, "'");
+}
+
+/* The timeouts as psqlODBC's connection string sets them
+ * (dialects/postgresql.c): connect_timeout bounds the TCP connect and the
+ * login; keepalives and tcp_user_timeout drop a session whose peer has
+ * not answered for about read_timeout. DateStyle ISO as psqlODBC sets it:
+ * the text values odbox parses. */
+int odbox_pg_conninfo(const odbox_dsn *dsn, char **out, odbox_error *err)
+{
+    *out = NULL;
+    odbox_timeouts t;
+    int rc = odbox_dsn_timeouts(dsn, &t, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    char connect_s[16], idle[16], interval[16], user_timeout[24];
+    snprintf(connect_s, sizeof connect_s, "%d", t.connect_s);
+    snprintf(idle, sizeof idle, "%d", t.read_s / 2 > 0 ? t.read_s / 2 : 1);
+    snprintf(interval, sizeof interval, "%d", t.read_s / 10 > 0 ? t.read_s / 10 : 1);
+    snprintf(user_timeout, sizeof user_timeout, "%d", t.read_s * 1000);
+    const char *const extra[] = {
+        "application_name", "odbox",
+        "client_encoding", "UTF8",
+        "options", "-c DateStyle=ISO",
+        "keepalives", "1",
+        "keepalives_idle", idle,
+        "keepalives_interval", interval,
+        "keepalives_count", "5",
+        "tcp_user_timeout", user_timeout,
+        t.connect_s > 0 ? "connect_timeout" : NULL, connect_s, /* last: NULL ends the list */
+        NULL,
+    };
+    const char *const *use = extra;
+    const char *const no_read[] = {"application_name", "odbox", "client_encoding", "UTF8", "options",
+                                   "-c DateStyle=ISO", t.connect_s > 0 ? "connect_timeout" : NULL, connect_s, NULL};
+    if (t.read_s <= 0)
+        use = no_read;
+    PQconninfoOption *known = PQconndefaults();
+    if (!known)
+        return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
+    /* an ODBC driver's option (ConnSettings, ...) would be dropped without
+     * a word, and what it asked for not done */
+    for (size_t i = 0; i < dsn->noptions; i++) {
+        const char *k = dsn->options[i].key;
+        if (!libpq_keyword(known, k) && !odbox_strcaseeq(k, "read_timeout")) {
+            rc = odbox_fail(err, ODBOX_EINVAL,
+                            "DSN: option '%.64s' is not one of libpq's connection keywords, which are all "
+                            "driver=libpq takes (PostgreSQL's manual, \"Parameter Key Words\")",
+                            k);
+            PQconninfoFree(known);
+            return rc;
+        }
+    }
+    params p;
+    char port[16];
+    rc = build_params(dsn, &p, known, port, sizeof port, use, err);
+    PQconninfoFree(known);
+    if (rc != ODBOX_OK)
+        return rc;
+    odbox_buf b = {0};
+    for (size_t i = 0; i < p.n; i++)
+        conninfo_add(&b, p.keys[i], p.vals[i]);
+    params_free(&p);
+    if (!(*out = odbox_buf_take(&b))) {
+        odbox_buf_reset(&b);
+        return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
+    }
+    return ODBOX_OK;
 }

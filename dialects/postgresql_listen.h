@@ -9,5 +9,7 @@ int odbox_pg_listen_open(const odbox_dsn *dsn, const char *const *channels, size
                          int cancel_fd, odbox_listener **out, odbox_error *err);
 int odbox_pg_listen_wait(odbox_listener *l, int timeout_ms, int cancel_fd, unsigned *got, odbox_error *err);
 void odbox_pg_listen_close(odbox_listener **l);
+/* The dialect's libpq_conninfo (odbox/dialect.h). */
+int odbox_pg_conninfo(const odbox_dsn *dsn, char **out, odbox_error *err);
 
 #endif

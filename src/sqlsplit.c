@@ -203,3 +203,59 @@ int odbox_sql_placeholders(const char *text, const char *name, const char *value
         return odbox_fail(err, ODBOX_ENOMEM, "SQL: out of memory");
     return ODBOX_OK;
 }
+
+/* PostgreSQL's lexical rules, as odbox_sql_split reads them but for
+ * nested comments, which PostgreSQL allows. */
+char *odbox_sql_number_params(const char *sql, int *n)
+{
+    odbox_buf b = {0};
+    const char *p = sql, *from = sql;
+    *n = 0;
+    while (*p) {
+        const char *end = NULL;
+        if (p[0] == '-' && p[1] == '-') {
+            end = p + strcspn(p, "\n");
+        } else if (p[0] == '/' && p[1] == '*') {
+            int depth = 1;
+            for (end = p + 2; *end && depth; end++)
+                if (end[0] == '/' && end[1] == '*')
+                    depth++, end++;
+                else if (end[0] == '*' && end[1] == '/')
+                    depth--, end++;
+        } else if (*p == '\'' || *p == '"') {
+            int escapes = *p == '\'' && p > sql && (p[-1] == 'E' || p[-1] == 'e') && (p - 1 == sql || !ident_char(p[-2]));
+            for (end = p + 1; *end; end++) {
+                if (escapes && *end == '\\' && end[1])
+                    end++;
+                else if (*end == *p && end[1] == *p)
+                    end++;
+                else if (*end == *p)
+                    break;
+            }
+            if (*end)
+                end++;
+        } else if (*p == '$' && (p == sql || !ident_char(p[-1]))) {
+            const char *t = p + 1;
+            while ((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') || *t == '_' || (t > p + 1 && *t >= '0' && *t <= '9'))
+                t++;
+            if (*t == '$') {
+                size_t tl = (size_t)(t - p + 1);
+                const char *close = NULL;
+                for (const char *q = t + 1; *q && !close; q++)
+                    if (!strncmp(q, p, tl))
+                        close = q;
+                end = close ? close + tl : t + strlen(t);
+            }
+        } else if (*p == '?') {
+            odbox_buf_appendn(&b, from, (size_t)(p - from));
+            odbox_buf_appendf(&b, "$%d", ++*n);
+            from = ++p;
+            continue;
+        }
+        p = end ? end : p + 1;
+    }
+    odbox_buf_append(&b, from);
+    if (!b.data && !b.oom)
+        odbox_buf_append(&b, "");
+    return odbox_buf_take(&b);
+}

@@ -34,4 +34,11 @@ void odbox_sql_script_free(odbox_sql_script *s);
 int odbox_sql_placeholders(const char *text, const char *name, const char *value, char **out,
                            odbox_error *err);
 
+/* sql with $1, $2, ... for its '?' placeholders, outside string
+ * literals (and E'...' with backslash escapes), quoted names, comments
+ * (nested ones too) and dollar quotes, as PostgreSQL reads them (libpq
+ * numbers its parameters); *n their count. malloc'd; NULL when out of
+ * memory. Text odbox cannot close is copied as it is. */
+char *odbox_sql_number_params(const char *sql, int *n);
+
 #endif

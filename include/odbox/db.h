@@ -1,6 +1,7 @@
-/* odbox — the ODBC core: connections, pools, transactions, statements.
+/* odbox — the database core: connections, pools, transactions, statements.
  *
- * Knows ODBC and nothing about outboxes. SQL that differs per database is
+ * Talks ODBC (or libpq, for a PostgreSQL URL with driver=libpq) and knows
+ * nothing about outboxes. SQL that differs per database is
  * not written here: ask the connection's dialect (odbox/dialect.h).
  *
  * Thread model: an odbox_conn and its statements are used by one thread at
@@ -53,7 +54,8 @@ void odbox_conn_close(odbox_conn **c);
 const odbox_dialect *odbox_conn_dialect(const odbox_conn *c);
 
 /* The server's product name and version as reported by the driver
- * (SQLGetInfo SQL_DBMS_NAME / SQL_DBMS_VER). Valid while c is open. */
+ * (SQLGetInfo SQL_DBMS_NAME / SQL_DBMS_VER; through libpq "PostgreSQL"
+ * and the server_version parameter). Valid while c is open. */
 const char *odbox_conn_server_name(const odbox_conn *c);
 const char *odbox_conn_server_version(const odbox_conn *c);
 

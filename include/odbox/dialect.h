@@ -346,6 +346,12 @@ typedef struct odbox_dialect {
      * too_old_hint (what to do instead). */
     const char *min_server_version;
     const char *too_old_hint;
+    /* The database's own client library instead of ODBC, for a URL with
+     * driver=libpq: libpq's connection string (malloc'd, holds the
+     * password) for the server dsn names, with its connect_timeout= and
+     * read_timeout= (docs/dsn.md). NULL where there is none (or odbox was
+     * built without libpq): driver=libpq is then refused. */
+    int (*libpq_conninfo)(const odbox_dsn *dsn, char **out, odbox_error *err);
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

@@ -4,7 +4,8 @@
  * mysql://..., mariadb://..., sqlite:///path/file.db) or a raw ODBC
  * connection string ("DSN=name;..." or "Driver=...;..."), which passes
  * through unchanged. `dialect=` (URL query or raw key) forces the dialect;
- * `driver=` overrides the ODBC driver name; `eventlog=` (URL query or raw
+ * `driver=` overrides the ODBC driver name (`driver=libpq` on a PostgreSQL
+ * URL: libpq instead of ODBC, docs/dsn.md); `eventlog=` (URL query or raw
  * key, a name as odbox_name_is_valid wants it) names the shard's eventlog
  * container; `notify=off` turns off the shard's cross-process wake-ups
  * (PostgreSQL NOTIFY/LISTEN, see docs/wakeups.md) and `notify_interval_ms=` spaces

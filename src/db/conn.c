@@ -1,54 +1,16 @@
 /* odbox — connections and transactions. */
-#include <pthread.h>
+#include "config.h"
 #include <stdlib.h>
 #include <string.h>
 #include "odbc.h"
 #include "dialects.h"
 
-/* Connects run in parallel, so that a server that does not answer holds
- * up no connect to another (each waits at most its login timeout). What
- * the drivers share, evidence from their sources:
- *  - psqlODBC 13 calls setlocale(LC_CTYPE, "") at every connect
- *    (connection.c:1153 -> multibyte.c:497), which is not thread-safe,
- *    unless the connection string's ConnSettings names the client
- *    encoding (connection.c:1043); the PostgreSQL dialect's connection
- *    string does (dialects/postgresql.c).
- *  - MariaDB Connector/ODBC 3.1 sets its global state up when the ODBC
- *    environment is allocated (ma_environment.c, MADB_EnvInit), which
- *    odbc.c does once; libmariadb initialises under pthread_once
- *    (mariadb_lib.c, mysql_server_init).
- *  - unixODBC 2.3 reads odbcinst.ini under its own mutex
- *    (SQLGetPrivateProfileString.c) and, with the default Threading=0,
- *    holds no lock of its own across the driver's connect
- *    (SQLConnect.c, dbc_change_thread_support).
- * A raw ODBC string is the user's: its driver is unknown and it may lack
- * ConnSettings, so raw-string connects are serialised with each other. */
-static pthread_mutex_t raw_connect_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void get_info_text(SQLHDBC dbc, SQLUSMALLINT what, char *buf, size_t cap)
-{
-    SQLSMALLINT len = 0;
-    buf[0] = '\0';
-    if (!ODBOX_SQL_OK(SQLGetInfo(dbc, what, buf, (SQLSMALLINT)cap, &len)))
-        buf[0] = '\0';
-    buf[cap - 1] = '\0';
-}
-
-/* Reads what the driver can do, finds the dialect (a raw string's from
- * the server's answers) and runs its session statements; odbc is the
- * connection string the session was opened with. */
-static int setup_session(odbox_conn *c, const odbox_dialect *dialect, const char *odbc, odbox_error *err)
+/* Finds the dialect (a raw string's from the server's answers) and runs
+ * its session statements; conn_string is what the session was opened
+ * with (the dialect's session_sql reads it). */
+static int setup_session(odbox_conn *c, const odbox_dialect *dialect, const char *conn_string, odbox_error *err)
 {
     int rc;
-    SQLUSMALLINT commit_cb = SQL_CB_DELETE, rollback_cb = SQL_CB_DELETE;
-    SQLGetInfo(c->dbc, SQL_CURSOR_COMMIT_BEHAVIOR, &commit_cb, sizeof commit_cb, NULL);
-    SQLGetInfo(c->dbc, SQL_CURSOR_ROLLBACK_BEHAVIOR, &rollback_cb, sizeof rollback_cb, NULL);
-    c->cache_ok = commit_cb != SQL_CB_DELETE && rollback_cb != SQL_CB_DELETE;
-    SQLUINTEGER getdata = 0;
-    SQLGetInfo(c->dbc, SQL_GETDATA_EXTENSIONS, &getdata, sizeof getdata, NULL);
-    c->bind_columns = (getdata & (SQL_GD_BOUND | SQL_GD_ANY_COLUMN)) == (SQL_GD_BOUND | SQL_GD_ANY_COLUMN);
-    get_info_text(c->dbc, SQL_DBMS_NAME, c->server_name, sizeof c->server_name);
-    get_info_text(c->dbc, SQL_DBMS_VER, c->server_version, sizeof c->server_version);
     const odbox_dialect *found = dialect ? dialect : odbox_dialect_detect(c->server_name, c->server_version);
     if (!found)
         return odbox_fail(err, ODBOX_EUNSUPPORTED,
@@ -63,54 +25,28 @@ static int setup_session(odbox_conn *c, const odbox_dialect *dialect, const char
             return odbox_error_prefix(err, rc, "connect: session setup");
     }
     char sql[128];
-    for (size_t i = 0; found->session_sql && found->session_sql(odbc, i, sql, sizeof sql); i++)
+    for (size_t i = 0; conn_string && found->session_sql && found->session_sql(conn_string, i, sql, sizeof sql); i++)
         if ((rc = odbox_conn_exec(c, sql, err)) != ODBOX_OK)
             return odbox_error_prefix(err, rc, "connect: session setup");
     c->session_changed = 0; /* odbox's own settings */
     return ODBOX_OK;
 }
 
-/* Connects c (no ODBC connection yet) to dsn_text and sets the session
- * up. A dialect c already has (a reconnect) must be the server's. */
+/* Connects c (no session yet) to dsn_text through the driver it asks
+ * for, and sets the session up. A dialect c already has (a reconnect)
+ * must be the server's. */
 static int connect_dbc(odbox_conn *c, const char *dsn_text, odbox_error *err)
 {
-    SQLHENV env;
-    const odbox_dialect *dialect = NULL;
-    char *odbc = NULL, *secret = NULL;
-    int login_timeout_s = 0, raw = 0, rc;
-    if ((rc = odbox_odbc_env(&env, err)) != ODBOX_OK ||
-        (rc = odbox_dsn_connect_options(dsn_text, &login_timeout_s, &raw, err)) != ODBOX_OK ||
-        (rc = odbox_dsn_resolve(dsn_text, &dialect, &odbc, &secret, err)) != ODBOX_OK)
+    char *conn_string = NULL;
+    const odbox_dialect *named = NULL;
+    int rc = odbox_db_driver_for(dsn_text, &c->drv, err);
+    if (rc == ODBOX_OK)
+        rc = c->drv->connect(c, dsn_text, &named, &conn_string, err);
+    if (rc != ODBOX_OK)
         return rc;
-    odbox_free_secret(c->secret);
-    c->secret = secret;
-    if (!c->dialect)
-        c->dialect = dialect; /* NULL for a raw string until detected below */
-    if (!ODBOX_SQL_OK(SQLAllocHandle(SQL_HANDLE_DBC, env, &c->dbc))) {
-        c->dbc = SQL_NULL_HDBC;
-        odbox_free_secret(odbc);
-        return odbox_fail(err, ODBOX_ENOMEM, "connect: cannot allocate an ODBC connection handle");
-    }
-    /* psqlODBC: libpq's connect_timeout. MariaDB's driver ignores it and
-     * reads CONN_TIMEOUT from the string instead. */
-    SQLSetConnectAttr(c->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(uintptr_t)login_timeout_s, 0);
-    if (raw)
-        pthread_mutex_lock(&raw_connect_mu);
-    SQLRETURN r = SQLDriverConnect(c->dbc, NULL, (SQLCHAR *)odbc, SQL_NTS, NULL, 0, NULL, SQL_DRIVER_NOPROMPT);
-    if (raw)
-        pthread_mutex_unlock(&raw_connect_mu);
-    if (!ODBOX_SQL_OK(r)) {
-        odbox_free_secret(odbc);
-        odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "connect");
-        if (err)
-            err->code = ODBOX_ECONNECT;
-        SQLFreeHandle(SQL_HANDLE_DBC, c->dbc);
-        c->dbc = SQL_NULL_HDBC;
-        return ODBOX_ECONNECT;
-    }
     c->dead = 0;
-    rc = setup_session(c, dialect, odbc, err);
-    odbox_free_secret(odbc);
+    rc = setup_session(c, named, conn_string, err);
+    odbox_free_secret(conn_string);
     return rc;
 }
 
@@ -136,13 +72,8 @@ static void disconnect(odbox_conn *c)
 {
     if (c->dialect && c->dialect->lock_key_form == ODBOX_LOCK_KEY_NONE && c->release_local_locks)
         c->release_local_locks(c); /* as a server does when a session ends */
-    if (c->dbc == SQL_NULL_HDBC)
-        return;
-    if (c->in_tx && !c->dead)
-        SQLEndTran(SQL_HANDLE_DBC, c->dbc, SQL_ROLLBACK);
-    SQLDisconnect(c->dbc);
-    SQLFreeHandle(SQL_HANDLE_DBC, c->dbc);
-    c->dbc = SQL_NULL_HDBC;
+    if (c->drv)
+        c->drv->disconnect(c);
 }
 
 void odbox_conn_close(odbox_conn **cp)
@@ -213,30 +144,16 @@ int odbox_conn_is_dead(odbox_conn *c)
 {
     if (!c || c->dead)
         return 1;
-    SQLUINTEGER dead = SQL_CD_FALSE;
-    if (ODBOX_SQL_OK(SQLGetConnectAttr(c->dbc, SQL_ATTR_CONNECTION_DEAD, &dead, 0, NULL)) &&
-        dead == SQL_CD_TRUE)
+    if (!c->drv || c->drv->is_dead(c))
         c->dead = 1;
     return c->dead;
 }
 
 static int exec_once(odbox_conn *c, const char *sql, odbox_error *err)
 {
-    SQLHSTMT h;
     if (c->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "exec: the connection is dead");
-    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &h);
-    if (!ODBOX_SQL_OK(r))
-        return odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "exec");
-    r = SQLExecDirect(h, (SQLCHAR *)sql, SQL_NTS);
-    int rc = ODBOX_OK;
-    if (!ODBOX_SQL_OK(r) && r != SQL_NO_DATA)
-        rc = odbox_odbc_fail(SQL_HANDLE_STMT, h, r, c, err, "exec");
-    else
-        while (ODBOX_SQL_OK(SQLMoreResults(h)))
-            ;
-    SQLFreeHandle(SQL_HANDLE_STMT, h);
-    return rc;
+    return c->drv->exec(c, sql, err);
 }
 
 static int exec_sql(odbox_conn *c, const char *sql, int repeatable, odbox_error *err)
@@ -262,12 +179,7 @@ int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err)
 
 static int set_autocommit(odbox_conn *c, int on, odbox_error *err)
 {
-    SQLRETURN r = SQLSetConnectAttr(c->dbc, SQL_ATTR_AUTOCOMMIT,
-                                    (SQLPOINTER)(uintptr_t)(on ? SQL_AUTOCOMMIT_ON : SQL_AUTOCOMMIT_OFF),
-                                    SQL_IS_UINTEGER);
-    if (!ODBOX_SQL_OK(r))
-        return odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, on ? "autocommit on" : "begin");
-    return ODBOX_OK;
+    return c->drv->autocommit(c, on, err);
 }
 
 void odbox_conn_own_tx(odbox_conn *c, int on)
@@ -331,9 +243,9 @@ int odbox_conn_end(odbox_conn *c, int rc, odbox_error *err)
 /* Ends the transaction and restores autocommit. A connection whose
  * rollback or autocommit restore failed is marked dead: re-enabling
  * autocommit on top of an unknown transaction state could commit it. */
-static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
+static int end_tran(odbox_conn *c, int commit, odbox_error *err)
 {
-    const char *what = how == SQL_COMMIT ? "commit" : "rollback";
+    const char *what = commit ? "commit" : "rollback";
     if (!c)
         return odbox_fail(err, ODBOX_EINVAL, "%s: connection is NULL", what);
     if (!c->in_tx)
@@ -342,38 +254,36 @@ static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
     if (c->dead) {
         /* The server ended the session: whatever was pending is gone. */
         c->in_tx = 0;
-        if (how == SQL_ROLLBACK)
+        if (!commit)
             return ODBOX_OK;
         return odbox_fail(err, ODBOX_ECONNLOST,
                           "commit: the connection was lost; the transaction did not commit");
     }
     int rc = ODBOX_OK;
-    const char *sql = how == SQL_COMMIT ? c->dialect->commit_sql : c->dialect->rollback_sql;
+    const char *sql = commit ? c->dialect->commit_sql : c->dialect->rollback_sql;
     if (sql) {
         /* autocommit stayed on: the statement ends the transaction */
         c->in_tx = 0;
         rc = odbox_conn_exec(c, sql, err);
-        if (rc != ODBOX_OK && how == SQL_COMMIT && !c->dead) {
+        if (rc != ODBOX_OK && commit && !c->dead) {
             odbox_error e2;
             if (odbox_conn_exec(c, c->dialect->rollback_sql, &e2) != ODBOX_OK)
                 c->dead = 1;
         } else if (rc != ODBOX_OK) {
             c->dead = 1;
         }
-        if (rc != ODBOX_OK && how == SQL_COMMIT)
+        if (rc != ODBOX_OK && commit)
             rc = odbox_commit_failed(rc, err);
         if (rc != ODBOX_OK)
             odbox_error_prefix(err, rc, "%s", what);
         return rc;
     }
-    SQLRETURN r = SQLEndTran(SQL_HANDLE_DBC, c->dbc, how);
-    if (!ODBOX_SQL_OK(r)) {
-        rc = odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, what);
-        if (how == SQL_COMMIT)
+    if ((rc = c->drv->end_tran(c, commit, err)) != ODBOX_OK) {
+        if (commit)
             rc = odbox_commit_failed(rc, err);
-        if (how == SQL_COMMIT && !c->dead) {
-            r = SQLEndTran(SQL_HANDLE_DBC, c->dbc, SQL_ROLLBACK);
-            if (!ODBOX_SQL_OK(r))
+        if (commit && !c->dead) {
+            odbox_error e2;
+            if (c->drv->end_tran(c, 0, &e2) != ODBOX_OK)
                 c->dead = 1;
         } else {
             c->dead = 1;
@@ -396,13 +306,13 @@ static int end_tran(odbox_conn *c, SQLSMALLINT how, odbox_error *err)
 
 int odbox_conn_commit(odbox_conn *c, odbox_error *err)
 {
-    return c && c->tx_owned ? odbox_fail(err, ODBOX_ESTATE, TX_OWNED_MSG, "commit") : end_tran(c, SQL_COMMIT, err);
+    return c && c->tx_owned ? odbox_fail(err, ODBOX_ESTATE, TX_OWNED_MSG, "commit") : end_tran(c, 1, err);
 }
 
 int odbox_conn_rollback(odbox_conn *c, odbox_error *err)
 {
     return c && c->tx_owned ? odbox_fail(err, ODBOX_ESTATE, TX_OWNED_MSG, "rollback")
-                            : end_tran(c, SQL_ROLLBACK, err);
+                            : end_tran(c, 0, err);
 }
 
 int odbox_conn_query_int64(odbox_conn *c, const char *sql, int64_t *v, odbox_error *err)
@@ -438,4 +348,31 @@ int odbox_conn_table_exists(odbox_conn *c, const char *container, const char *ta
     odbox_stmt_free(&s);
     *exists = n > 0;
     return rc < 0 ? rc : ODBOX_OK;
+}
+
+int odbox_db_driver_for(const char *dsn_text, const odbox_db_driver **out, odbox_error *err)
+{
+    odbox_dsn *dsn = NULL;
+    int rc = odbox_dsn_parse(dsn_text, &dsn, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    *out = &odbox_db_odbc;
+    if (dsn->driver && odbox_strcaseeq(dsn->driver, "libpq")) {
+        const odbox_dialect *d = odbox_dialect_find(dsn->dialect ? dsn->dialect : dsn->scheme ? dsn->scheme : "");
+        if (dsn->raw || !d || !d->libpq_conninfo)
+            rc = odbox_fail(err, ODBOX_EUNSUPPORTED,
+                            "DSN: driver=libpq takes a postgresql:// URL%s",
+#ifdef HAVE_LIBPQ
+                            ""
+#else
+                            ", and odbox was built without libpq (install libpq-dev and configure again)"
+#endif
+            );
+#ifdef HAVE_LIBPQ
+        else
+            *out = &odbox_db_libpq;
+#endif
+    }
+    odbox_dsn_free(&dsn);
+    return rc;
 }

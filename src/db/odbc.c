@@ -1,5 +1,5 @@
-/* odbox — the ODBC environment and the one place where ODBC diagnostics
- * become odbox errors. */
+/* odbox — the ODBC environment and the one place where a driver's
+ * diagnostics become odbox errors. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +134,32 @@ int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *con
         }
         scrub(e->message, sizeof e->message, conn->secret);
     }
+    e->code = code;
+    return code;
+}
+
+int odbox_db_fail(odbox_conn *conn, odbox_error *err, const char *what, int lost, const char *sqlstate,
+                  const char *text)
+{
+    odbox_error local;
+    odbox_error *e = err ? err : &local;
+    memset(e, 0, sizeof *e);
+    snprintf(e->sqlstate, sizeof e->sqlstate, "%s", sqlstate);
+    int code = lost ? ODBOX_ECONNLOST : odbox_odbc_map(conn->dialect, e->sqlstate, 0, text);
+    /* libpq's messages end in a newline and may run over several lines
+     * (DETAIL, HINT): one line, as ODBC's records are joined */
+    size_t used = (size_t)snprintf(e->message, sizeof e->message, "%s: [%s] ", what, e->sqlstate);
+    for (const char *t = text; used < sizeof e->message - 1 && *t; t++) {
+        if (*t == '\n' && !t[1])
+            break;
+        e->message[used++] = *t == '\n' ? ' ' : *t;
+    }
+    e->message[used < sizeof e->message ? used : sizeof e->message - 1] = '\0';
+    if (conn->in_tx)
+        conn->tx_failed = 1;
+    if (code == ODBOX_ECONNLOST)
+        conn->dead = 1;
+    scrub(e->message, sizeof e->message, conn->secret);
     e->code = code;
     return code;
 }

@@ -8,6 +8,7 @@
 #include "odbox/dialect.h"
 #include "internal.h"
 #include "sqltext.h"
+#include "driver.h"
 
 #define ODBOX_STMT_CACHE 16
 
@@ -23,7 +24,9 @@ typedef struct odbox_conn_owner {
 } odbox_conn_owner;
 
 struct odbox_conn {
-    SQLHDBC dbc;
+    const odbox_db_driver *drv; /* the client the session goes through */
+    SQLHDBC dbc;               /* ODBC's session */
+    void *native;              /* another driver's session (libpq's PGconn) */
     const odbox_dialect *dialect;
     char server_name[64];
     char server_version[64];
@@ -115,6 +118,14 @@ int odbox_odbc_env(SQLHENV *env, odbox_error *err);
  * error says the connection is gone. `what` names the operation. */
 int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *conn,
                     odbox_error *err, const char *what);
+
+/* The error of a driver that is not ODBC (pq.c), as odbox_odbc_fail
+ * makes it: "what: [sqlstate] text" without the password, the code
+ * through the dialect's map_error (ODBOX_ECONNLOST when lost: the
+ * session is gone), conn's transaction marked failed and a lost conn
+ * dead. */
+int odbox_db_fail(odbox_conn *conn, odbox_error *err, const char *what, int lost, const char *sqlstate,
+                  const char *text);
 
 /* SQLSTATE + native code (+ the driver's message) -> ODBOX_E*, through
  * the dialect's map_error (the standard SQLSTATEs only while d is NULL: a

@@ -3,10 +3,8 @@
  *
  * A freed statement goes back to its connection's cache and the next
  * prepare of the same SQL reuses it (no new server-side prepare).
- * Rows are read whole at fetch as text, which every driver can produce for
- * every type (values.c parses it). Columns are bound to their buffers once
- * per statement, so a fetch copies every value in one driver call; a value
- * that did not fit is read again whole with SQLGetData. */
+ * What goes to the server goes through the connection's driver
+ * (driver.h). */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -15,17 +13,6 @@
 static void stmt_destroy(odbox_stmt *s);
 
 static void close_cursor(odbox_stmt *s);
-
-static void free_columns(odbox_stmt *s)
-{
-    if (s->ncols && s->h != SQL_NULL_HSTMT)
-        SQLFreeStmt(s->h, SQL_UNBIND);
-    for (int i = 0; i < s->ncols; i++)
-        free(s->cols[i].data);
-    free(s->cols);
-    s->cols = NULL;
-    s->ncols = 0;
-}
 
 static void link_stmt(odbox_conn *c, odbox_stmt *s)
 {
@@ -60,14 +47,13 @@ static void unlink_stmt(odbox_stmt *s)
     s->conn = NULL;
 }
 
-/* Frees the driver's handle of s and forgets what the driver knew of it:
- * bound parameters and columns, the open result. */
-static void drop_handle(odbox_stmt *s)
+/* Frees what the driver holds for s (send: tell the server too; not
+ * after a reconnect, whose old session is gone) and forgets what it knew
+ * of it: bound parameters and columns, the open result. */
+static void drop_handle(odbox_stmt *s, int send)
 {
-    free_columns(s);
-    if (s->h != SQL_NULL_HSTMT)
-        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
-    s->h = SQL_NULL_HSTMT;
+    if (s->conn)
+        s->conn->drv->unprepare(s, send);
     for (int i = 0; i < s->cap; i++)
         s->binds[i].drv_bound = 0;
     s->drv_nbinds = 0;
@@ -82,7 +68,7 @@ void odbox_stmt_detach(odbox_conn *c, int held_only, const char *what)
         if (s->in_use) {
             odbox_log(ODBOX_LOG_WARN, "%s: a statement was still held (%.48s...); it is detached: using it "
                       "returns ODBOX_ESTATE, odbox_stmt_free frees it", what, s->sql);
-            drop_handle(s);
+            drop_handle(s, 1);
             unlink_stmt(s);
         } else if (!held_only) {
             stmt_destroy(s);
@@ -96,10 +82,12 @@ void odbox_stmt_drop_handles(odbox_conn *c)
     odbox_stmt *s = c->stmts;
     while (s) {
         odbox_stmt *next = s->next;
-        if (s->in_use)
-            drop_handle(s);
-        else
+        if (s->in_use) {
+            drop_handle(s, 0);
+        } else {
+            s->conn->drv->unprepare(s, 0);
             stmt_destroy(s);
+        }
         s = next;
     }
 }
@@ -167,30 +155,6 @@ static int cache_put(odbox_conn *c, odbox_stmt *s)
     return 1;
 }
 
-/* Gives s a driver handle on its connection's session and prepares its
- * SQL there. */
-static int make_handle(odbox_stmt *s, odbox_error *err)
-{
-    odbox_conn *c = s->conn;
-    SQLRETURN r = SQLAllocHandle(SQL_HANDLE_STMT, c->dbc, &s->h);
-    if (!ODBOX_SQL_OK(r)) {
-        s->h = SQL_NULL_HSTMT;
-        return odbox_odbc_fail(SQL_HANDLE_DBC, c->dbc, r, c, err, "prepare");
-    }
-    r = SQLPrepare(s->h, (SQLCHAR *)s->sql, SQL_NTS);
-    if (!ODBOX_SQL_OK(r)) {
-        int rc = odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, c, err, "prepare");
-        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
-        s->h = SQL_NULL_HSTMT;
-        return rc;
-    }
-    /* so that a parameter left unbound at the end is refused as one in
-     * the middle is, not sent for the driver to refuse in its words */
-    SQLSMALLINT n = 0;
-    s->nparams = ODBOX_SQL_OK(SQLNumParams(s->h, &n)) ? n : 0;
-    return ODBOX_OK;
-}
-
 /* key is the SQL text itself (without its NUL) or a caller's key. */
 static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keylen, int shape_fixed,
                    odbox_stmt **out, odbox_error *err)
@@ -229,8 +193,11 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     s->last_used = ++c->cache_clock;
     link_stmt(c, s);
     c->nheld++;
-    int rc;
-    while ((rc = make_handle(s, err)) != ODBOX_OK && c->again(c, rc, 1, err))
+    int rc = ODBOX_OK;
+    /* SQL that would end a transaction is prepared at its execute, where
+     * inside one it is refused unsent (a driver that prepares on the
+     * server, libpq, would send it now) */
+    while (!s->ends_tx && (rc = c->drv->prepare(s, err)) != ODBOX_OK && c->again(c, rc, 1, err))
         ;
     if (rc != ODBOX_OK) {
         stmt_destroy(s);
@@ -310,10 +277,10 @@ void odbox_stmt_clear_binds(odbox_stmt *s)
 
 static void stmt_destroy(odbox_stmt *s)
 {
+    if (s->conn)
+        s->conn->drv->unprepare(s, 1);
     unlink_stmt(s);
-    free_columns(s);
-    if (s->h != SQL_NULL_HSTMT)
-        SQLFreeHandle(SQL_HANDLE_STMT, s->h);
+    free(s->cols);
     for (int i = 0; i < s->cap; i++)
         free(s->binds[i].text);
     free(s->binds);
@@ -330,7 +297,7 @@ void odbox_stmt_free(odbox_stmt **sp)
     odbox_stmt *s = *sp;
     *sp = NULL;
     odbox_conn *c = s->conn;
-    if (c && c->cache_ok && !c->dead && s->h != SQL_NULL_HSTMT) {
+    if (c && c->cache_ok && !c->dead && c->drv->prepared(s)) {
         close_cursor(s);
         s->in_use = 0;
         c->nheld--;
@@ -351,45 +318,31 @@ static void close_cursor(odbox_stmt *s)
     if (s->executed && !s->cols_known)
         know_columns(s, NULL);
     if (s->open_cursor)
-        SQLFreeStmt(s->h, SQL_CLOSE);
+        s->conn->drv->close_cursor(s);
     s->open_cursor = 0;
     s->have_row = 0;
 }
 
 static int execute_once(odbox_stmt *s, odbox_error *err)
 {
-    if (s->conn->dead)
+    odbox_conn *c = s->conn;
+    if (c->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "execute: the connection is dead");
     int rc;
-    if (s->h == SQL_NULL_HSTMT && (rc = make_handle(s, err)) != ODBOX_OK)
+    if (!c->drv->prepared(s) && (rc = c->drv->prepare(s, err)) != ODBOX_OK)
         return rc;
     close_cursor(s);
     s->affected = -1;
     s->affected_known = 0;
     s->cols_known = 0;
     s->executed = 0;
-    if (s->drv_nbinds > s->nbinds) {
-        SQLFreeStmt(s->h, SQL_RESET_PARAMS);
-        for (int i = 0; i < s->cap; i++)
-            s->binds[i].drv_bound = 0;
-    }
     for (int i = 0; i < s->nbinds; i++)
         if (!s->binds[i].set)
             return odbox_fail(err, ODBOX_EINVAL, "execute: parameter %d is not bound", i + 1);
     if (s->nbinds < s->nparams)
         return odbox_fail(err, ODBOX_EINVAL, "execute: parameter %d of %d is not bound", s->nbinds + 1, s->nparams);
-    /* Last first: a driver that grows its parameter array to each number
-     * it is given (sqliteodbc reallocs per parameter) then grows it once,
-     * not once per parameter of a 30000-parameter INSERT. */
-    for (int i = s->nbinds - 1; i >= 0; i--) {
-        SQLRETURN r = odbox_stmt_bind_param(s, i);
-        if (!ODBOX_SQL_OK(r))
-            return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "bind");
-    }
-    s->drv_nbinds = s->nbinds;
-    SQLRETURN r = SQLExecute(s->h);
-    if (!ODBOX_SQL_OK(r) && r != SQL_NO_DATA)
-        return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "execute");
+    if ((rc = c->drv->execute(s, err)) != ODBOX_OK)
+        return rc;
     s->executed = 1;
     return ODBOX_OK;
 }
@@ -415,19 +368,6 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
     return rc;
 }
 
-/* (Re)binds column i to its buffer; on failure no column stays bound,
- * so the driver never holds a buffer odbox may move. */
-static int bind_column(odbox_stmt *s, int i)
-{
-    column *col = &s->cols[i];
-    if (ODBOX_SQL_OK(SQLBindCol(s->h, (SQLUSMALLINT)(i + 1), SQL_C_CHAR, col->data, (SQLLEN)col->cap, &col->ind)))
-        return ODBOX_OK;
-    SQLFreeStmt(s->h, SQL_UNBIND);
-    for (int k = 0; k < s->ncols; k++)
-        s->cols[k].bound = 0;
-    return ODBOX_EDB;
-}
-
 /* Asks the driver for the result's columns once per execute. */
 static int know_columns(odbox_stmt *s, odbox_error *err)
 {
@@ -435,39 +375,10 @@ static int know_columns(odbox_stmt *s, odbox_error *err)
         return ODBOX_OK;
     s->cols_known = 1;
     s->result_cols = 0;
-    SQLSMALLINT ncols = 0;
-    if (s->shape_fixed && s->shape_cols >= 0)
-        ncols = (SQLSMALLINT)s->shape_cols;
-    else if (!ODBOX_SQL_OK(SQLNumResultCols(s->h, &ncols)))
-        return ODBOX_OK;
-    else if (s->shape_fixed)
-        s->shape_cols = ncols > 0 ? ncols : 0;
-    if (ncols <= 0)
-        return ODBOX_OK;
-    s->result_cols = ncols;
-    s->open_cursor = 1;
-    if (ncols == s->ncols)
-        return ODBOX_OK; /* a reused statement: same SQL, same columns */
-    free_columns(s);
-    if (!(s->cols = calloc((size_t)ncols, sizeof *s->cols))) {
+    int rc = s->conn->drv->columns(s, err);
+    if (rc != ODBOX_OK)
         s->cols_known = 0;
-        return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
-    }
-    s->ncols = ncols;
-    for (SQLSMALLINT i = 0; i < ncols; i++) {
-        column *col = &s->cols[i];
-        SQLLEN type = 0;
-        if (ODBOX_SQL_OK(SQLColAttribute(s->h, (SQLUSMALLINT)(i + 1), SQL_DESC_CONCISE_TYPE, NULL, 0, NULL, &type)))
-            col->is_guid = type == SQL_GUID;
-        col->cap = 128;
-        if (!(col->data = malloc(col->cap))) {
-            free_columns(s);
-            s->cols_known = 0;
-            return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
-        }
-        col->bound = s->conn->bind_columns && bind_column(s, i) == ODBOX_OK;
-    }
-    return ODBOX_OK;
+    return rc;
 }
 
 int64_t odbox_stmt_rows_affected(odbox_stmt *s)
@@ -475,8 +386,7 @@ int64_t odbox_stmt_rows_affected(odbox_stmt *s)
     if (!s || !s->conn || !s->executed)
         return -1;
     if (!s->affected_known) {
-        SQLLEN n = -1;
-        s->affected = ODBOX_SQL_OK(SQLRowCount(s->h, &n)) ? n : -1;
+        s->affected = s->conn->drv->rows_affected(s);
         s->affected_known = 1;
     }
     return s->affected;
@@ -507,69 +417,10 @@ int odbox_stmt_column_index(odbox_stmt *s, const char *name)
     int n = odbox_stmt_column_count(s);
     for (int i = 1; name && i <= n; i++) {
         char label[256];
-        SQLSMALLINT len = 0;
-        if (ODBOX_SQL_OK(SQLColAttribute(s->h, (SQLUSMALLINT)i, SQL_DESC_LABEL, label, sizeof label, &len, NULL)) &&
-            !strcasecmp(label, name))
+        if (s->conn->drv->column_label(s, i, label, sizeof label) && !strcasecmp(label, name))
             return i;
     }
     return 0;
-}
-
-/* A column's buffer grown to at least need bytes, bound again when it
- * was bound. */
-static int grow_column(odbox_stmt *s, int i, size_t need, odbox_error *err)
-{
-    column *col = &s->cols[i];
-    char *p = realloc(col->data, need);
-    if (!p)
-        return odbox_fail(err, ODBOX_ENOMEM, "fetch: out of memory");
-    col->data = p;
-    col->cap = need;
-    if (col->bound)
-        bind_column(s, i); /* failing, nothing stays bound */
-    return ODBOX_OK;
-}
-
-/* Reads column i of the current row whole as text with SQLGetData; size
- * (0: unknown) is its length in bytes when the bound fetch told it. The
- * buffer is made large enough for the first call to return the whole
- * value: after a bound fetch psqlODBC starts every SQLGetData call on a
- * bound column at its first byte, so a second chunk would repeat it. */
-static int read_column(odbox_stmt *s, int i, size_t size, odbox_error *err)
-{
-    column *col = &s->cols[i];
-    size_t used = 0;
-    if (size + 1 > col->cap) {
-        int rc = grow_column(s, i, size + 1, err);
-        if (rc != ODBOX_OK)
-            return rc;
-    }
-    col->is_null = 0;
-    col->data[0] = '\0';
-    for (;;) {
-        SQLLEN ind = 0;
-        SQLRETURN r = SQLGetData(s->h, (SQLUSMALLINT)(i + 1), SQL_C_CHAR, col->data + used,
-                                 (SQLLEN)(col->cap - used), &ind);
-        if (r == SQL_NO_DATA)
-            return ODBOX_OK;
-        if (!ODBOX_SQL_OK(r))
-            return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "fetch");
-        if (ind == SQL_NULL_DATA) {
-            col->is_null = 1;
-            col->data[0] = '\0';
-            return ODBOX_OK;
-        }
-        if (r == SQL_SUCCESS)
-            return ODBOX_OK;
-        /* Truncated: the chunk filled the buffer minus its NUL. */
-        used = col->cap - 1;
-        size_t need = (ind != SQL_NO_TOTAL && ind >= 0) ? used + (size_t)ind + 1 : col->cap * 2;
-        if (need <= col->cap)
-            need = col->cap * 2;
-        int rc = grow_column(s, i, need, err);
-        if (rc != ODBOX_OK)
-            return rc;
-    }
 }
 
 int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err)
@@ -585,28 +436,12 @@ int odbox_stmt_fetch(odbox_stmt *s, odbox_error *err)
         return rc;
     if (!s->open_cursor)
         return 0;
-    SQLRETURN r = SQLFetch(s->h);
-    if (r == SQL_NO_DATA) {
+    if ((rc = s->conn->drv->fetch(s, err)) == 0) {
         close_cursor(s);
         return 0;
     }
-    if (!ODBOX_SQL_OK(r))
-        return odbox_odbc_fail(SQL_HANDLE_STMT, s->h, r, s->conn, err, "fetch");
-    for (int i = 0; i < s->ncols; i++) {
-        column *col = &s->cols[i];
-        if (col->bound && col->ind == SQL_NULL_DATA) {
-            col->is_null = 1;
-            col->data[0] = '\0';
-        } else if (col->bound && col->ind >= 0 && (size_t)col->ind < col->cap) {
-            col->is_null = 0;
-        } else if ((rc = read_column(s, i, col->bound && col->ind > 0 ? (size_t)col->ind : 0, err)) != ODBOX_OK) {
-            return rc; /* unbound, or longer than its buffer */
-        }
-        if (col->is_guid)
-            for (char *p = col->data; *p; p++)
-                if (*p >= 'A' && *p <= 'F')
-                    *p = (char)(*p - 'A' + 'a');
-    }
+    if (rc < 0)
+        return rc;
     s->have_row = 1;
     return 1;
 }

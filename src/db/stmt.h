@@ -38,7 +38,8 @@ typedef struct column {
 struct odbox_stmt {
     odbox_conn *conn;   /* NULL once detached: its connection was closed or released while held */
     struct odbox_stmt *prev, *next; /* the connection's statements */
-    SQLHSTMT h;         /* SQL_NULL_HSTMT after a reconnect, until the next execute */
+    SQLHSTMT h;         /* ODBC's; SQL_NULL_HSTMT after a reconnect, until the next execute */
+    void *native;       /* another driver's statement (pq.c) */
     char *key;          /* the cache key: SQL text, or a caller's key */
     size_t keylen;
     char *sql;          /* the SQL text (key itself for text keys), to prepare it again */
@@ -66,10 +67,6 @@ struct odbox_stmt {
     int shape_fixed;
     int shape_cols;     /* -1: not asked yet */
 };
-
-/* Hands parameter i (from 0) to the driver unless it already has this
- * buffer with this type and size. */
-SQLRETURN odbox_stmt_bind_param(odbox_stmt *s, int i);
 
 /* The error of using a detached statement (ODBOX_ESTATE); what names the
  * operation. */

@@ -4,7 +4,8 @@
  * driver at execute, so any number of parameters can be bound (multi-row
  * statements) and the caller's buffers are never referenced. A bind slot
  * keeps its buffer, and a parameter is re-bound with the driver only when
- * its type or buffer changed: executing again costs no ODBC bind calls.
+ * its type or buffer changed: executing again costs no ODBC bind calls
+ * (odbc_driver.c).
  * Rows are read as text (stmt.c), which every driver can produce for every
  * type; the typed getters parse that text. */
 #include <errno.h>
@@ -234,54 +235,6 @@ int odbox_stmt_bind_null(odbox_stmt *s, int idx, odbox_type t, odbox_error *err)
         return rc;
     b->ind = SQL_NULL_DATA;
     return ODBOX_OK;
-}
-
-/* The value itself is read at execute. */
-SQLRETURN odbox_stmt_bind_param(odbox_stmt *s, int i)
-{
-    bind *b = &s->binds[i];
-    SQLUSMALLINT no = (SQLUSMALLINT)(i + 1);
-    SQLSMALLINT ctype, sqltype, digits = 0;
-    SQLULEN size = 0;
-    void *buf;
-    SQLLEN buflen = 0;
-    switch (b->type) {
-    case ODBOX_TYPE_TEXT:
-    case ODBOX_TYPE_UUID:
-    case ODBOX_TYPE_JSON:
-        /* the size is the buffer's, so a longer value in the same buffer
-         * needs no new bind */
-        size = b->cap > 1 ? b->cap - 1 : 1;
-        ctype = SQL_C_CHAR;
-        sqltype = size > 4000 ? SQL_LONGVARCHAR : SQL_VARCHAR;
-        buf = b->text;
-        buflen = (SQLLEN)b->cap;
-        break;
-    case ODBOX_TYPE_INT64:
-    case ODBOX_TYPE_BOOL:
-        if (s->conn->dialect->numbers_as_text) {
-            ctype = SQL_C_CHAR, sqltype = SQL_VARCHAR, size = 20, buf = b->text_form, buflen = sizeof b->text_form;
-        } else if (b->type == ODBOX_TYPE_INT64) {
-            ctype = SQL_C_SBIGINT, sqltype = SQL_BIGINT, buf = &b->v.i;
-        } else {
-            ctype = SQL_C_BIT, sqltype = SQL_BIT, size = 1, buf = &b->v.b;
-        }
-        break;
-    case ODBOX_TYPE_DOUBLE: ctype = SQL_C_DOUBLE, sqltype = SQL_DOUBLE, buf = &b->v.d; break;
-    case ODBOX_TYPE_TIMESTAMP:
-        /* text, see odbox_stmt_bind_timestamp */
-        ctype = SQL_C_CHAR, sqltype = SQL_VARCHAR, size = 26, buf = b->text_form, buflen = sizeof b->text_form;
-        break;
-    default: return SQL_ERROR;
-    }
-    if (b->drv_bound && b->drv_type == b->type && b->drv_buf == buf && b->drv_size == size)
-        return SQL_SUCCESS;
-    SQLRETURN r = SQLBindParameter(s->h, no, SQL_PARAM_INPUT, ctype, sqltype, size, digits, buf, buflen, &b->ind);
-    b->drv_bound = ODBOX_SQL_OK(r);
-    b->drv_type = b->type;
-    b->drv_buf = buf;
-    b->drv_size = size;
-    return r;
 }
 
 /* The column col of the current row, for a getter whose output is v.

@@ -150,8 +150,14 @@ const char *itest_unreachable_dsn(const char *secret)
     if (itest_is("sqlite"))
         snprintf(dsn, sizeof dsn, "sqlite:///nonexistent-odbox-dir/x.db");
     else
-        snprintf(dsn, sizeof dsn, "%s://u:%s@127.0.0.1:1/db", itest_is("pg") ? "postgresql" : itest_dialect(), secret);
+        snprintf(dsn, sizeof dsn, "%s://u:%s@127.0.0.1:1/db%s", itest_is("pg") ? "postgresql" : itest_dialect(), secret,
+                 itest_libpq() ? "?driver=libpq" : "");
     return dsn;
+}
+
+int itest_libpq(void)
+{
+    return itest_is("pg") && strstr(itest_dsn(1), "driver=libpq") != NULL;
 }
 
 odbox_conn *itest_connect(int which)

@@ -33,6 +33,9 @@ char *itest_dsn_with(int which, const char *extra);
 /* A DSN of the dialect under test that cannot connect: a server port
  * nobody listens on, with secret as the password; on SQLite a file in a
  * directory that does not exist (no password there). Static buffer. */
+/* 1 when the PostgreSQL suites run through libpq (the DSN's
+ * driver=libpq) rather than ODBC. */
+int itest_libpq(void);
 const char *itest_unreachable_dsn(const char *secret);
 
 odbox_conn *itest_connect(int which);

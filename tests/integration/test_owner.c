@@ -65,7 +65,10 @@ static void other_app_open(other_app *a, odbox_conn *admin)
     itest_exec(admin, "%s", sql);
     if (is_pg()) {
         char opt[128];
-        snprintf(opt, sizeof opt, "ConnSettings=SET%%20search_path%%20TO%%20%s", a->name);
+        if (itest_libpq())
+            snprintf(opt, sizeof opt, "options=-c%%20search_path%%3D%s", a->name);
+        else
+            snprintf(opt, sizeof opt, "ConnSettings=SET%%20search_path%%20TO%%20%s", a->name);
         a->dsn = itest_dsn_with(1, opt);
         return;
     }

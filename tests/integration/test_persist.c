@@ -349,7 +349,8 @@ END_TEST
  * transaction, its BEGIN meets the lost session, which is replaced under
  * it and the action lands on its first attempt; where it is one
  * statement in autocommit (PostgreSQL), that statement was the commit:
- * in doubt, never sent again. */
+ * in doubt, never sent again; through libpq, whose prepare goes to the
+ * server first, the prepare meets it and the write lands once. */
 START_TEST(connection_lost_while_idle)
 {
     dfx f;
@@ -369,7 +370,14 @@ START_TEST(connection_lost_while_idle)
     script s = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1};
     odbox_result res;
     int rc = execute_script(exe, "AfterIdle", &s, NULL, &cfg, &res, &e);
-    if (one_statement) {
+    if (one_statement && itest_libpq()) {
+        /* libpq prepares on the server: the prepare met the lost session,
+         * which was replaced before the write was sent, once */
+        ck_assert_msg(rc == ODBOX_OK, "%s: %s", odbox_errname(rc), e.message);
+        ck_assert_int_eq(s.calls, 1);
+        ck_assert_int_eq(committed(&f, res.action_id), 1);
+        ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 1);
+    } else if (one_statement) {
         ck_assert_msg(rc == ODBOX_EINDOUBT, "%s: %s", odbox_errname(rc), e.message);
         ck_assert_int_eq(s.calls, 1);
         ck_assert_int_eq(committed(&f, res.action_id), 0);

@@ -711,6 +711,40 @@ START_TEST(idempotency_keys_refuse_bad_input)
 }
 END_TEST
 
+/* libpq's $n for '?': only the placeholders, never a '?' inside a
+ * string, an escape string, a quoted name, a comment (nested too) or a
+ * dollar quote; text after an unclosed quote is copied as it is. */
+START_TEST(number_params)
+{
+    static const struct {
+        const char *in, *out;
+        int n;
+    } cases[] = {
+        {"SELECT ?", "SELECT $1", 1},
+        {"INSERT INTO t VALUES (?,?),(?,?)", "INSERT INTO t VALUES ($1,$2),($3,$4)", 4},
+        {"SELECT '?', ?", "SELECT '?', $1", 1},
+        {"SELECT 'it''s ?', ?", "SELECT 'it''s ?', $1", 1},
+        {"SELECT E'\\'?', ?", "SELECT E'\\'?', $1", 1},
+        {"SELECT \"a?\" FROM t WHERE x = ?", "SELECT \"a?\" FROM t WHERE x = $1", 1},
+        {"SELECT ? -- why?\n, ?", "SELECT $1 -- why?\n, $2", 2},
+        {"SELECT /* ? /* ? */ ? */ ?", "SELECT /* ? /* ? */ ? */ $1", 1},
+        {"SELECT $$?$$, $tag$ ? $$ ? $tag$, ?", "SELECT $$?$$, $tag$ ? $$ ? $tag$, $1", 1},
+        {"SELECT x$y, ?", "SELECT x$y, $1", 1},
+        {"SELECT 1", "SELECT 1", 0},
+        {"", "", 0},
+        {"SELECT 'open ?", "SELECT 'open ?", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = -1;
+        char *out = odbox_sql_number_params(cases[i].in, &n);
+        ck_assert_ptr_nonnull(out);
+        ck_assert_msg(!strcmp(out, cases[i].out), "%s -> %s", cases[i].in, out);
+        ck_assert_int_eq(n, cases[i].n);
+        free(out);
+    }
+}
+END_TEST
+
 Suite *basics_suite(void)
 {
     Suite *s = suite_create("basics");
@@ -724,6 +758,7 @@ Suite *basics_suite(void)
     tcase_add_test(t, split_mysql_rules);
     tcase_add_test(t, a_text_file_takes_about_its_size);
     tcase_add_test(t, placeholders);
+    tcase_add_test(t, number_params);
     tcase_add_test(t, names);
     tcase_add_test(t, shard_ids);
     tcase_add_test(t, dialect_table);

@@ -1,6 +1,7 @@
 /* odbox — unit tests of what each dialect says to its driver and how it
  * reads its driver's diagnostics: timeouts in connection strings, and the
  * error tables (SQLSTATE and native numbers to ODBOX_E* codes). */
+#include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,61 @@ START_TEST(postgresql_names_the_client_encoding)
 }
 END_TEST
 
+/* driver=libpq: libpq's connection string carries the URL's parts with
+ * ' and \ escaped, the timeouts as psqlODBC's pqopt does, and libpq's
+ * own keywords; an ODBC driver's option is refused, not dropped. Where
+ * libpq cannot go, driver=libpq is refused before anything connects. */
+START_TEST(driver_libpq_connection_string)
+{
+    odbox_conn *c = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_conn_open("mysql://u:pw@127.0.0.1:1/db?driver=libpq", &c, &e), ODBOX_EUNSUPPORTED);
+    ck_assert_msg(strstr(e.message, "driver=libpq"), "%s", e.message);
+    ck_assert_ptr_null(c);
+#ifdef HAVE_LIBPQ
+    const odbox_dialect *d = &odbox_dialect_postgresql;
+    ck_assert_ptr_nonnull(d->libpq_conninfo);
+    odbox_dsn *dsn = NULL;
+    char *info = NULL;
+    ck_assert_int_eq(odbox_dsn_parse("postgresql://u:p%27w%5C@h:5433/db?sslmode=disable&connect_timeout=5&read_timeout=30",
+                                     &dsn, &e), ODBOX_OK);
+    ck_assert_int_eq(d->libpq_conninfo(dsn, &info, &e), ODBOX_OK);
+    assert_has(info, "host='h'");
+    assert_has(info, "port='5433'");
+    assert_has(info, "dbname='db'");
+    assert_has(info, "password='p\\'w\\\\'");
+    assert_has(info, "sslmode='disable'");
+    assert_has(info, "connect_timeout='5'");
+    assert_has(info, "keepalives_idle='15'");
+    assert_has(info, "keepalives_interval='3'");
+    assert_has(info, "tcp_user_timeout='30000'");
+    assert_has(info, "options='-c DateStyle=ISO'");
+    ck_assert_msg(!strstr(info, "read_timeout"), "%s", info);
+    free(info);
+    odbox_dsn_free(&dsn);
+    /* no read limit: no keepalives; connect_timeout=0 is libpq's "wait" too */
+    ck_assert_int_eq(odbox_dsn_parse("postgresql://u@h/db?read_timeout=0", &dsn, &e), ODBOX_OK);
+    ck_assert_int_eq(d->libpq_conninfo(dsn, &info, &e), ODBOX_OK);
+    ck_assert_msg(!strstr(info, "tcp_user_timeout") && !strstr(info, "keepalives"), "%s", info);
+    assert_has(info, "connect_timeout='10'");
+    free(info);
+    odbox_dsn_free(&dsn);
+    ck_assert_int_eq(odbox_conn_open("postgresql://u:Pw-9@127.0.0.1:1/db?driver=libpq&ConnSettings=SET%20x", &c, &e),
+                     ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "'ConnSettings'") && strstr(e.message, "libpq"), "%s", e.message);
+    ck_assert_msg(!strstr(e.message, "Pw-9"), "%s", e.message);
+    /* a server that is not there: a connect error, without the password */
+    ck_assert_int_eq(odbox_conn_open("postgresql://u:Pw-9@127.0.0.1:1/db?driver=libpq&connect_timeout=2", &c, &e),
+                     ODBOX_ECONNECT);
+    ck_assert_msg(!strstr(e.message, "Pw-9"), "%s", e.message);
+    ck_assert_ptr_null(c);
+#else
+    ck_assert_int_eq(odbox_conn_open("postgresql://u@127.0.0.1:1/db?driver=libpq", &c, &e), ODBOX_EUNSUPPORTED);
+    ck_assert_msg(strstr(e.message, "libpq-dev"), "%s", e.message);
+#endif
+}
+END_TEST
+
 /* What odbox_conn_exec and odbox_stmt_execute refuse inside a
  * transaction: the statements that end or restart it, in any case and
  * spacing, whole words only, also behind a comment or a ';'; ROLLBACK TO
@@ -372,6 +428,7 @@ Suite *drivers_suite(void)
     tcase_add_test(t, timeouts_reach_each_driver);
     tcase_add_test(t, bad_timeouts_are_refused);
     tcase_add_test(t, postgresql_names_the_client_encoding);
+    tcase_add_test(t, driver_libpq_connection_string);
     tcase_add_test(t, every_dialect_maps_errors);
     tcase_add_test(t, postgresql_error_table);
     tcase_add_test(t, mysql_family_error_table);

@@ -1,0 +1,335 @@
+/* odbox — the libpq driver (driver.h): PostgreSQL without ODBC, for a
+ * postgresql:// URL with driver=libpq.
+ *
+ * Why a second client: per transaction, psqlODBC and unixODBC cost about
+ * as much client CPU as libpq itself and odbox together (callgrind:
+ * 60,600 instructions a transaction, of which libc 21,300 mostly for
+ * psqlODBC's formatting, psqlODBC 14,300, libpq 9,600), which at 8
+ * clients on shared cores is the gap to pgbench (docs/benchmarks.md).
+ *
+ * What it sends: statements are prepared by name (PQprepare) and run
+ * with text parameters (PQexecPrepared), their results read as text, as
+ * psqlODBC does with UseServerSidePrepare=1; BEGIN, COMMIT and ROLLBACK
+ * are simple queries. Every value travels as text with no type (OID 0),
+ * so the server types each parameter from where it stands, as the
+ * dialect's CAST(? AS ...) forms expect. A freed statement is
+ * deallocated without waiting for the answer (libpq reads it before the
+ * next query). Timeouts come from the connection string the dialect
+ * builds (libpq_conninfo). */
+#include "config.h"
+#include <libpq-fe.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stmt.h"
+#include "dialects.h"
+#include "sqlsplit.h"
+
+#define BOOLOID 16
+
+typedef struct pq_stmt {
+    char name[32];     /* the prepared statement's, unique in the process; "" when not prepared */
+    char *text;        /* the SQL with $1, $2, ... for its '?' */
+    PGresult *res;     /* the last execute's result */
+    int row, nrows;
+    int nparams;       /* its '?' */
+    const char **vals; /* the parameters' values at execute */
+    int nvals;
+} pq_stmt;
+
+static PGconn *pg_of(const odbox_conn *c) { return (PGconn *)c->native; }
+
+/* libpq prints notices to stderr by default; a library must not. */
+static void notice(void *arg, const char *message)
+{
+    (void)arg;
+    odbox_log(ODBOX_LOG_DEBUG, "postgresql says: %.*s", (int)strcspn(message, "\n"), message);
+}
+
+/* The error of res (or of the session when res has none). */
+static int fail(odbox_conn *c, const PGresult *res, odbox_error *err, const char *what)
+{
+    PGconn *pg = pg_of(c);
+    int lost = !pg || PQstatus(pg) == CONNECTION_BAD;
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *text = res ? PQresultErrorMessage(res) : NULL;
+    if (!text || !*text)
+        text = pg ? PQerrorMessage(pg) : "no session";
+    if (!state)
+        state = lost ? "08006" : "HY000";
+    return odbox_db_fail(c, err, what, lost, state, text);
+}
+
+static int pq_connect(odbox_conn *c, const char *dsn_text, const odbox_dialect **named, char **conn_string,
+                      odbox_error *err)
+{
+    odbox_dsn *dsn = NULL;
+    char *info = NULL;
+    *conn_string = NULL;
+    int rc = odbox_dsn_parse(dsn_text, &dsn, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    const odbox_dialect *d = odbox_dialect_find(dsn->dialect ? dsn->dialect : dsn->scheme);
+    odbox_free_secret(c->secret);
+    c->secret = dsn->password ? odbox_strdup(dsn->password) : NULL;
+    if (dsn->password && !c->secret)
+        rc = odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
+    else
+        rc = d->libpq_conninfo(dsn, &info, err);
+    odbox_dsn_free(&dsn);
+    if (rc != ODBOX_OK)
+        return rc;
+    *named = d;
+    if (!c->dialect)
+        c->dialect = d;
+    PGconn *pg = PQconnectdb(info);
+    odbox_free_secret(info);
+    if (!pg)
+        return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
+    c->native = pg;
+    if (PQstatus(pg) != CONNECTION_OK) {
+        odbox_db_fail(c, err, "connect", 0, "08001", PQerrorMessage(pg));
+        if (err)
+            err->code = ODBOX_ECONNECT;
+        PQfinish(pg);
+        c->native = NULL;
+        return ODBOX_ECONNECT;
+    }
+    PQsetNoticeProcessor(pg, notice, NULL);
+    c->cache_ok = 1; /* prepared statements outlive transactions */
+    c->bind_columns = 0;
+    snprintf(c->server_name, sizeof c->server_name, "PostgreSQL");
+    const char *v = PQparameterStatus(pg, "server_version");
+    snprintf(c->server_version, sizeof c->server_version, "%s", v ? v : "");
+    return ODBOX_OK;
+}
+
+/* The server rolls back what the session left open when it ends. */
+static void pq_disconnect(odbox_conn *c)
+{
+    if (c->native)
+        PQfinish(pg_of(c));
+    c->native = NULL;
+}
+
+static int pq_is_dead(odbox_conn *c) { return !c->native || PQstatus(pg_of(c)) == CONNECTION_BAD; }
+
+static int command(odbox_conn *c, const char *sql, const char *what, odbox_error *err)
+{
+    PGresult *r = PQexec(pg_of(c), sql);
+    ExecStatusType st = PQresultStatus(r);
+    int rc = ODBOX_OK;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY)
+        rc = fail(c, r, err, what);
+    else if (!strcmp(what, "commit") && !strcmp(PQcmdStatus(r), "ROLLBACK"))
+        /* a COMMIT of a transaction that failed rolls it back, and says
+         * so only in its tag */
+        rc = odbox_db_fail(c, err, what, 0, "25P02",
+                           "the transaction was rolled back: a statement in it had failed");
+    PQclear(r);
+    return rc;
+}
+
+static int pq_exec(odbox_conn *c, const char *sql, odbox_error *err) { return command(c, sql, "exec", err); }
+
+/* BEGIN at once (a session found lost then is replaced before anything
+ * of the transaction was sent); COMMIT or ROLLBACK ended it already. */
+static int pq_autocommit(odbox_conn *c, int on, odbox_error *err)
+{
+    return on ? ODBOX_OK : command(c, "BEGIN", "begin", err);
+}
+
+static int pq_end_tran(odbox_conn *c, int commit, odbox_error *err)
+{
+    return command(c, commit ? "COMMIT" : "ROLLBACK", commit ? "commit" : "rollback", err);
+}
+
+/* ---- statements ---------------------------------------------------------- */
+
+static void free_columns(odbox_stmt *s)
+{
+    for (int i = 0; i < s->ncols; i++)
+        free(s->cols[i].data);
+    free(s->cols);
+    s->cols = NULL;
+    s->ncols = 0;
+}
+
+static int pq_prepare(odbox_stmt *s, odbox_error *err)
+{
+    static atomic_ullong seq;
+    odbox_conn *c = s->conn;
+    pq_stmt *q = s->native;
+    if (!q && !(q = s->native = calloc(1, sizeof *q)))
+        return odbox_fail(err, ODBOX_ENOMEM, "prepare: out of memory");
+    if (!q->text && !(q->text = odbox_sql_number_params(s->sql, &q->nparams)))
+        return odbox_fail(err, ODBOX_ENOMEM, "prepare: out of memory");
+    char name[32];
+    snprintf(name, sizeof name, "odbox_%llu", (unsigned long long)atomic_fetch_add(&seq, 1) + 1);
+    PGresult *r = PQprepare(pg_of(c), name, q->text, 0, NULL);
+    int rc = PQresultStatus(r) == PGRES_COMMAND_OK ? ODBOX_OK : fail(c, r, err, "prepare");
+    PQclear(r);
+    if (rc != ODBOX_OK)
+        return rc;
+    memcpy(q->name, name, sizeof name);
+    s->nparams = q->nparams;
+    return ODBOX_OK;
+}
+
+static int pq_prepared(const odbox_stmt *s)
+{
+    const pq_stmt *q = s->native;
+    return q && q->name[0];
+}
+
+static void pq_unprepare(odbox_stmt *s, int send)
+{
+    pq_stmt *q = s->native;
+    free_columns(s);
+    if (!q)
+        return;
+    PQclear(q->res);
+    q->res = NULL;
+    odbox_conn *c = s->conn;
+    if (send && q->name[0] && c && c->native && !c->dead && PQstatus(pg_of(c)) == CONNECTION_OK) {
+        char sql[48];
+        snprintf(sql, sizeof sql, "DEALLOCATE %s", q->name);
+        PQsendQuery(pg_of(c), sql); /* its answer is read (and dropped) before the next query's */
+    }
+    q->name[0] = '\0';
+    if (send) { /* the statement goes away, not just its session */
+        free(q->text);
+        free(q->vals);
+        free(q);
+        s->native = NULL;
+    }
+}
+
+static int pq_execute(odbox_stmt *s, odbox_error *err)
+{
+    pq_stmt *q = s->native;
+    int n = s->nparams;
+    if (n > q->nvals) {
+        const char **v = realloc(q->vals, (size_t)n * sizeof *v);
+        if (!v)
+            return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+        q->vals = v;
+        q->nvals = n;
+    }
+    for (int i = 0; i < n && i < s->nbinds; i++) {
+        bind *b = &s->binds[i];
+        const char *v = b->text_form;
+        if (b->ind == SQL_NULL_DATA)
+            v = NULL;
+        else if (b->type == ODBOX_TYPE_TEXT || b->type == ODBOX_TYPE_UUID || b->type == ODBOX_TYPE_JSON)
+            v = b->text;
+        else if (b->type == ODBOX_TYPE_DOUBLE)
+            snprintf(b->text_form, sizeof b->text_form, "%.17g", b->v.d);
+        else if (b->type == ODBOX_TYPE_INT64 && !s->conn->dialect->numbers_as_text)
+            snprintf(b->text_form, sizeof b->text_form, "%lld", (long long)b->v.i);
+        else if (b->type == ODBOX_TYPE_BOOL && !s->conn->dialect->numbers_as_text)
+            snprintf(b->text_form, sizeof b->text_form, "%d", b->v.b);
+        q->vals[i] = v;
+    }
+    PQclear(q->res);
+    q->res = PQexecPrepared(pg_of(s->conn), q->name, n, q->vals, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(q->res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
+        int rc = fail(s->conn, q->res, err, "execute");
+        PQclear(q->res);
+        q->res = NULL;
+        return rc;
+    }
+    q->row = -1;
+    q->nrows = st == PGRES_TUPLES_OK ? PQntuples(q->res) : 0;
+    return ODBOX_OK;
+}
+
+static int pq_columns(odbox_stmt *s, odbox_error *err)
+{
+    pq_stmt *q = s->native;
+    int n = q && q->res && PQresultStatus(q->res) == PGRES_TUPLES_OK ? PQnfields(q->res) : 0;
+    if (n <= 0)
+        return ODBOX_OK;
+    s->result_cols = n;
+    s->open_cursor = 1;
+    if (n == s->ncols)
+        return ODBOX_OK;
+    free_columns(s);
+    if (!(s->cols = calloc((size_t)n, sizeof *s->cols)))
+        return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+    s->ncols = n;
+    return ODBOX_OK;
+}
+
+static int pq_fetch(odbox_stmt *s, odbox_error *err)
+{
+    pq_stmt *q = s->native;
+    if (!q || !q->res || ++q->row >= q->nrows)
+        return 0;
+    for (int i = 0; i < s->ncols; i++) {
+        column *col = &s->cols[i];
+        int null = PQgetisnull(q->res, q->row, i);
+        const char *v = null ? "" : PQgetvalue(q->res, q->row, i);
+        size_t len = null ? 0 : (size_t)PQgetlength(q->res, q->row, i);
+        if (!null && PQftype(q->res, i) == BOOLOID) /* 't' and 'f', as psqlODBC gives them */
+            v = *v == 't' ? "1" : "0", len = 1;
+        if (len + 1 > col->cap) {
+            size_t cap = len + 1 < 64 ? 64 : len + 1;
+            char *p = realloc(col->data, cap);
+            if (!p)
+                return odbox_fail(err, ODBOX_ENOMEM, "fetch: out of memory");
+            col->data = p;
+            col->cap = cap;
+        }
+        memcpy(col->data, v, len);
+        col->data[len] = '\0';
+        col->is_null = null;
+    }
+    return 1;
+}
+
+static void pq_close_cursor(odbox_stmt *s)
+{
+    pq_stmt *q = s->native;
+    if (q)
+        q->nrows = 0;
+}
+
+static int64_t pq_rows_affected(odbox_stmt *s)
+{
+    pq_stmt *q = s->native;
+    const char *t = q && q->res ? PQcmdTuples(q->res) : "";
+    return *t ? strtoll(t, NULL, 10) : -1;
+}
+
+static int pq_column_label(odbox_stmt *s, int i, char *buf, size_t cap)
+{
+    pq_stmt *q = s->native;
+    const char *name = q && q->res ? PQfname(q->res, i - 1) : NULL;
+    if (!name)
+        return 0;
+    snprintf(buf, cap, "%s", name);
+    return 1;
+}
+
+const odbox_db_driver odbox_db_libpq = {
+    .version = ODBOX_DB_DRIVER_VERSION,
+    .name = "libpq",
+    .connect = pq_connect,
+    .disconnect = pq_disconnect,
+    .is_dead = pq_is_dead,
+    .exec = pq_exec,
+    .autocommit = pq_autocommit,
+    .end_tran = pq_end_tran,
+    .prepare = pq_prepare,
+    .prepared = pq_prepared,
+    .unprepare = pq_unprepare,
+    .execute = pq_execute,
+    .columns = pq_columns,
+    .fetch = pq_fetch,
+    .close_cursor = pq_close_cursor,
+    .rows_affected = pq_rows_affected,
+    .column_label = pq_column_label,
+};
