@@ -27,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,10 @@ typedef struct rconn {
     uint64_t tag;        /* the delivery tag of the last publish on the channel */
     waiter *waiting;     /* unsettled publishes */
     int reading;         /* a waiter is the reader */
-    int broken;
+    /* set under mu; read without it by the pool, which must not wait for
+     * a publish blocked in a send or an RPC under mu */
+    atomic_int broken;
+    char why[300];       /* why it broke: a row failing on it later names it */
     int returning;       /* a basic.return was read: its header frame names the message */
     char returned[200];  /* ... and why the broker returned it */
     int users;           /* publishes holding it: under the broker's mutex */
@@ -212,7 +216,9 @@ static void conn_break(rconn *c, int rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    c->broken = 1;
+    if (!c->broken) /* the first cause; what follows is its consequence */
+        snprintf(c->why, sizeof c->why, "%s", why);
+    atomic_store(&c->broken, 1);
     while (c->waiting)
         settle(c, c->waiting->tag, 0, rc, why);
 }
@@ -271,7 +277,7 @@ static int exchange_check(rconn *c, const char *name, char *why, size_t cap)
     if (exchange_known(c, name))
         return ODBOX_OK;
     if (c->broken) {
-        snprintf(why, cap, "the connection broke");
+        snprintf(why, cap, "the connection broke: %.250s", c->why);
         return ODBOX_ECONNLOST;
     }
     amqp_rpc_reply_t r = {.reply_type = AMQP_RESPONSE_NORMAL};
@@ -414,7 +420,7 @@ static void send_one(rconn *c, const odbox_envelope *env, amqp_bytes_t exchange,
         .type = amqp_cstring_bytes(env->event_type),
     };
     if (c->broken) {
-        w->done = 1, w->rc = ODBOX_ECONNLOST, snprintf(w->why, sizeof w->why, "the connection broke");
+        w->done = 1, w->rc = ODBOX_ECONNLOST, snprintf(w->why, sizeof w->why, "the connection broke: %.250s", c->why);
         return;
     }
     w->id = env->event_id;
@@ -462,13 +468,19 @@ static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, c
 /* ---- the pool ------------------------------------------------------------------------- */
 
 /* The open connection with the fewest publishes in flight below the
- * window, or NULL (b->mu held). */
-static rconn *least_busy(const rbroker *b)
+ * window, or NULL (b->mu held). A broken one leaves the pool here if its
+ * users have not left it yet: a publish now would only fail on it, and
+ * its slot is free for a new one. */
+static rconn *least_busy(rbroker *b)
 {
     rconn *best = NULL;
     for (int i = 0; i < b->max; i++) {
         rconn *c = b->conns[i];
-        if (c && c->users < b->window && (!best || c->users < best->users))
+        if (c && atomic_load(&c->broken)) {
+            b->conns[i] = NULL, c->retired = 1;
+            if (c->users == 0) /* none to destroy it on leaving */
+                conn_free(c);
+        } else if (c && c->users < b->window && (!best || c->users < best->users))
             best = c;
     }
     return best;
@@ -537,13 +549,15 @@ static int acquire(rbroker *b, rconn **out, odbox_error *err)
     return add_conn(b, out, err);
 }
 
+void (*odbox_relay_rabbitmq_test_leaving_broken)(void *broker);
+
 /* Leaves c; a broken c leaves the pool at once (new publishes open
  * another) and is destroyed by its last user. */
 static void release(rbroker *b, rconn *c)
 {
-    pthread_mutex_lock(&c->mu);
-    int broken = c->broken;
-    pthread_mutex_unlock(&c->mu);
+    if (odbox_relay_rabbitmq_test_leaving_broken && atomic_load(&c->broken))
+        odbox_relay_rabbitmq_test_leaving_broken(b);
+    int broken = atomic_load(&c->broken);
     pthread_mutex_lock(&b->mu);
     c->users--;
     if (broken && !c->retired) {

@@ -36,4 +36,10 @@ int odbox_relay_rabbitmq_check(const odbox_rabbitmq_settings *s, odbox_error *er
 /* odbox_relay_rabbitmq_open with all the settings. */
 int odbox_relay_rabbitmq_open_settings(const odbox_rabbitmq_settings *s, void **broker, odbox_error *err);
 
+/* Tests only (NULL otherwise; with librabbitmq): called by a publish
+ * whose connection broke, just before it leaves the connection, so that
+ * a test can publish in the moment another thread's publish would meet
+ * the broken connection (tests/unit/test_relay_rabbitmq_pool.c). */
+extern void (*odbox_relay_rabbitmq_test_leaving_broken)(void *broker);
+
 #endif

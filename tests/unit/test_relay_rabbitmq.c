@@ -6,6 +6,9 @@
 #include <json-c/json.h>
 #include "odbox/odbox.h"
 #include "unit.h"
+#ifdef HAVE_RABBITMQ
+#include "rabbit_fake.h"
+#endif
 
 /* open_json of text: the code, the message in e */
 static int open_text(const char *text, void **broker, odbox_error *e)
@@ -206,5 +209,8 @@ Suite *relay_rabbitmq_suite(void)
     tcase_add_test(t, without_librabbitmq_open_names_the_package);
 #endif
     suite_add_tcase(s, t);
+#ifdef HAVE_RABBITMQ
+    suite_add_tcase(s, relay_rabbitmq_pool_tcase());
+#endif
     return s;
 }

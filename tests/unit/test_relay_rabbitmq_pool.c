@@ -1,0 +1,105 @@
+/* odbox — the RabbitMQ relay's pool against a fake node (rabbit_fake.c),
+ * at the moments a real node cannot be made to pick: a connection the
+ * node closed while a publish still holds it, a confirm read during
+ * another publish's exchange check. */
+#include "config.h"
+#include <pthread.h>
+#include <string.h>
+#include <json-c/json.h>
+#include "odbox/odbox.h"
+#include "relay_rabbitmq_internal.h"
+#include "rabbit_fake.h"
+
+/* a broker on the fake node; exchange template {model_type} */
+static void *fake_broker(const rabbit_fake *f, int timeout_ms, int max_connections)
+{
+    odbox_relay_rabbitmq_config cfg = {.url = rabbit_fake_url(f), .exchange = "{model_type}", .routing_key = "k",
+                                       .timeout_ms = timeout_ms, .max_connections = max_connections};
+    odbox_error e = {0};
+    void *b = NULL;
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&cfg, &b, &e), ODBOX_OK);
+    return b;
+}
+
+static odbox_envelope envelope(const char *id, const char *exchange)
+{
+    return (odbox_envelope){.event_id = id, .event_type = "Probed", .model_type = exchange, .model_id = "m"};
+}
+
+/* what a publish made while a broken connection is still held met */
+static void *left_broker;
+static int left_calls, left_rc;
+static odbox_error left_err;
+
+static void publish_meanwhile(void *broker)
+{
+    if (left_calls++)
+        return;
+    left_broker = broker;
+    odbox_envelope env = envelope("e-2", "ex");
+    left_rc = odbox_relay_rabbitmq_ops.publish(broker, &env, "{}", 2, &left_err);
+}
+
+/* The node closes the connection (320) instead of confirming; before the
+ * publish that read the close leaves it, another publish comes: it goes
+ * on a new connection and is confirmed (before, it took the broken one
+ * from the pool and failed with "the connection broke"). One connection
+ * at most: the broken one does not hold the slot. */
+START_TEST(a_publish_meanwhile_skips_a_connection_the_node_closed)
+{
+    rabbit_fake_script s = {.close_on_publish = 1};
+    rabbit_fake *f = rabbit_fake_start(&s);
+    ck_assert_ptr_nonnull(f);
+    void *b = fake_broker(f, 5000, 1);
+    odbox_relay_rabbitmq_test_leaving_broken = publish_meanwhile;
+    odbox_envelope env = envelope("e-1", "ex");
+    odbox_error e = {0};
+    int rc = odbox_relay_rabbitmq_ops.publish(b, &env, "{}", 2, &e);
+    odbox_relay_rabbitmq_test_leaving_broken = NULL;
+    ck_assert_int_ne(rc, ODBOX_OK);
+    ck_assert_msg(strstr(e.message, "320 CONNECTION_FORCED"), "%s", e.message);
+    ck_assert_msg(left_rc == ODBOX_OK, "the publish meanwhile: %s: %s", odbox_errname(left_rc), left_err.message);
+    ck_assert_int_eq(left_calls, 1);
+    ck_assert_int_eq(rabbit_fake_connections(f), 2);
+    ck_assert_int_eq(rabbit_fake_published(f, 1), 1);
+    odbox_relay_rabbitmq_ops.close(b);
+    rabbit_fake_stop(f);
+}
+END_TEST
+
+/* A round whose first exchange's check meets the node's close (320): the
+ * row after it, on the same broken connection, names that cause too
+ * (before: "the connection broke", nothing more). */
+START_TEST(a_row_failing_on_a_broken_connection_names_the_cause)
+{
+    rabbit_fake_script s = {.close_on_declare = "gone"};
+    rabbit_fake *f = rabbit_fake_start(&s);
+    ck_assert_ptr_nonnull(f);
+    void *b = fake_broker(f, 5000, 1);
+    odbox_envelope e0 = envelope("e-1", "gone"), e1 = envelope("e-2", "other");
+    const odbox_envelope *envs[] = {&e0, &e1};
+    const char *bodies[] = {"{}", "{}"};
+    size_t lens[] = {2, 2};
+    int rcs[2] = {0};
+    odbox_error errs[2] = {{0}};
+    odbox_relay_rabbitmq_ops.publish_batch(b, 2, envs, bodies, lens, rcs, errs);
+    ck_assert_int_eq(rcs[0], ODBOX_ECONNLOST);
+    ck_assert_msg(strstr(errs[0].message, "320 CONNECTION_FORCED"), "%s", errs[0].message);
+    ck_assert_int_eq(rcs[1], ODBOX_ECONNLOST);
+    ck_assert_msg(strstr(errs[1].message, "exchange 'other'") && strstr(errs[1].message, "the connection broke: ") &&
+                      strstr(errs[1].message, "320 CONNECTION_FORCED"),
+                  "%s", errs[1].message);
+    ck_assert_int_eq(rabbit_fake_published(f, 0), 0);
+    odbox_relay_rabbitmq_ops.close(b);
+    rabbit_fake_stop(f);
+}
+END_TEST
+
+TCase *relay_rabbitmq_pool_tcase(void)
+{
+    TCase *t = tcase_create("relay_rabbitmq_pool");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, a_publish_meanwhile_skips_a_connection_the_node_closed);
+    tcase_add_test(t, a_row_failing_on_a_broken_connection_names_the_cause);
+    return t;
+}
