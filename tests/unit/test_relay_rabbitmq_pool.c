@@ -5,6 +5,7 @@
 #include "config.h"
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 #include <json-c/json.h>
 #include "odbox/odbox.h"
 #include "relay_rabbitmq_internal.h"
@@ -95,11 +96,57 @@ START_TEST(a_row_failing_on_a_broken_connection_names_the_cause)
 }
 END_TEST
 
+typedef struct {
+    void *broker;
+    int rc;
+    odbox_error err;
+} publisher;
+
+static void *publish_held(void *p)
+{
+    publisher *a = p;
+    odbox_envelope env = envelope("e-held", "ok");
+    a->rc = odbox_relay_rabbitmq_ops.publish(a->broker, &env, "{}", 2, &a->err);
+    return NULL;
+}
+
+/* A publish's ack comes while another publish holds the connection for
+ * its exchange's check (the node answers that check late, the ack just
+ * before the answer: librabbitmq reads the ack during that RPC and keeps
+ * it), and the first publish's timeout_ms has passed by the time it may
+ * read again: it is confirmed, not failed with "no confirm within" (a
+ * duplicate on the retry), and the check's publish too. */
+START_TEST(an_ack_read_during_another_publishs_check_confirms_after_the_deadline)
+{
+    enum { TIMEOUT_MS = 2000 };
+    /* the check from half the timeout on, answered at 1.25 of it: after
+     * the first publish's deadline, within the check's own */
+    rabbit_fake_script s = {.slow_declare = "slow", .slow_declare_ms = TIMEOUT_MS * 5 / 4};
+    rabbit_fake *f = rabbit_fake_start(&s);
+    ck_assert_ptr_nonnull(f);
+    publisher held = {.broker = fake_broker(f, TIMEOUT_MS, 1)};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, publish_held, &held), 0);
+    usleep(TIMEOUT_MS / 2 * 1000);
+    odbox_envelope env = envelope("e-check", "slow");
+    odbox_error e = {0};
+    int rc = odbox_relay_rabbitmq_ops.publish(held.broker, &env, "{}", 2, &e);
+    pthread_join(th, NULL);
+    ck_assert_msg(held.rc == ODBOX_OK, "the held publish: %s: %s", odbox_errname(held.rc), held.err.message);
+    ck_assert_msg(rc == ODBOX_OK, "the checking publish: %s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(rabbit_fake_connections(f), 1);
+    ck_assert_int_eq(rabbit_fake_published(f, 0), 2);
+    odbox_relay_rabbitmq_ops.close(held.broker);
+    rabbit_fake_stop(f);
+}
+END_TEST
+
 TCase *relay_rabbitmq_pool_tcase(void)
 {
     TCase *t = tcase_create("relay_rabbitmq_pool");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, a_publish_meanwhile_skips_a_connection_the_node_closed);
     tcase_add_test(t, a_row_failing_on_a_broken_connection_names_the_cause);
+    tcase_add_test(t, an_ack_read_during_another_publishs_check_confirms_after_the_deadline);
     return t;
 }
