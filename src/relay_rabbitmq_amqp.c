@@ -86,6 +86,7 @@ typedef struct rbroker {
     pthread_cond_t freed; /* a publish left a connection, or one closed */
     rconn **conns;        /* max slots, NULL when free */
     int opening;          /* slots reserved by publishes opening a connection */
+    char connect_why[256]; /* why the last opening failed, "" once one opened */
 } rbroker;
 
 /* ---- one connection ------------------------------------------------------------------ */
@@ -508,10 +509,14 @@ static int open_slots(const rbroker *b)
 /* A new connection into a free slot (its reservation made by acquire). */
 static int add_conn(rbroker *b, rconn **out, odbox_error *err)
 {
+    static const char prefix[] = "rabbitmq relay: ";
     rconn *c = NULL;
-    int rc = conn_open(b, &c, err);
+    odbox_error e = {0};
+    int rc = conn_open(b, &c, &e);
     pthread_mutex_lock(&b->mu);
     b->opening--;
+    snprintf(b->connect_why, sizeof b->connect_why, "%s",
+             rc == ODBOX_OK ? "" : e.message + (strncmp(e.message, prefix, strlen(prefix)) ? 0 : strlen(prefix)));
     if (rc == ODBOX_OK) {
         for (int i = 0; i < b->max; i++)
             if (!b->conns[i]) {
@@ -523,6 +528,8 @@ static int add_conn(rbroker *b, rconn **out, odbox_error *err)
     }
     pthread_cond_broadcast(&b->freed);
     pthread_mutex_unlock(&b->mu);
+    if (rc != ODBOX_OK && err)
+        *err = e;
     return rc;
 }
 
@@ -534,7 +541,8 @@ static int acquire(rbroker *b, rconn **out, odbox_error *err)
     struct timespec deadline = odbox_mono_after(b->timeout_ms);
     pthread_mutex_lock(&b->mu);
     rconn *c = NULL;
-    int w = 0, open_new = 0;
+    int w = 0, open_new = 0, opening = 0, open = 0;
+    char last[sizeof b->connect_why];
     for (;;) {
         if ((c = least_busy(b)) != NULL) {
             c->users++;
@@ -548,16 +556,25 @@ static int acquire(rbroker *b, rconn **out, odbox_error *err)
             break;
         w = pthread_cond_timedwait(&b->freed, &b->mu, &deadline);
     }
+    if (!c && !open_new) /* what the slots are doing, for the error */
+        opening = b->opening, open = open_slots(b) - b->opening, memcpy(last, b->connect_why, sizeof last);
     pthread_mutex_unlock(&b->mu);
     if (c) {
         *out = c;
         return ODBOX_OK;
     }
-    if (!open_new)
-        return odbox_fail(err, ODBOX_ETIMEDOUT,
-                          "rabbitmq relay: %d connections with %d publishes in flight each, none free for %d ms",
-                          b->max, b->window, b->timeout_ms);
-    return add_conn(b, out, err);
+    if (open_new)
+        return add_conn(b, out, err);
+    /* a node that is slow or unreachable must not read as a busy one */
+    if (!open)
+        return odbox_fail(err, ODBOX_ECONNECT,
+                          "rabbitmq relay: no connection within %d ms: still connecting to %.100s:%d (%d of at most %d "
+                          "connections being opened)%s%.200s",
+                          b->timeout_ms, b->info.host, b->info.port, opening, b->max, *last ? "; the last attempt: " : "",
+                          last);
+    return odbox_fail(err, ODBOX_ETIMEDOUT,
+                      "rabbitmq relay: %d connections with %d publishes in flight each, none free for %d ms%s", open,
+                      b->window, b->timeout_ms, opening ? " (the others still connecting)" : "");
 }
 
 void (*odbox_relay_rabbitmq_test_leaving_broken)(void *broker);

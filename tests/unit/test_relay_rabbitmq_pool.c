@@ -4,6 +4,7 @@
  * another publish's exchange check. */
 #include "config.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <json-c/json.h>
@@ -141,6 +142,38 @@ START_TEST(an_ack_read_during_another_publishs_check_confirms_after_the_deadline
 }
 END_TEST
 
+/* The only connection allowed is still being opened (the node answers
+ * channel.open and confirm.select late, each within timeout_ms) when a
+ * second publish has waited timeout_ms for it: that publish says it is
+ * still connecting to the node (before: "1 connections with 16 publishes
+ * in flight each, none free", as if the node were busy); the first is
+ * confirmed once the connection is open. */
+START_TEST(a_publish_waiting_for_a_connection_being_opened_says_so)
+{
+    enum { TIMEOUT_MS = 2000 };
+    rabbit_fake_script s = {.slow_open_ms = TIMEOUT_MS * 3 / 4};
+    rabbit_fake *f = rabbit_fake_start(&s);
+    ck_assert_ptr_nonnull(f);
+    publisher first = {.broker = fake_broker(f, TIMEOUT_MS, 1)};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, publish_held, &first), 0);
+    usleep(TIMEOUT_MS / 5 * 1000);
+    odbox_envelope env = envelope("e-waiting", "ok");
+    odbox_error e = {0};
+    int rc = odbox_relay_rabbitmq_ops.publish(first.broker, &env, "{}", 2, &e);
+    pthread_join(th, NULL);
+    char want[80];
+    snprintf(want, sizeof want, "still connecting to 127.0.0.1:%d", rabbit_fake_port(f));
+    ck_assert_msg(rc == ODBOX_ECONNECT && strstr(e.message, want) && strstr(e.message, "2000 ms"), "%s: %s",
+                  odbox_errname(rc), e.message);
+    ck_assert_msg(first.rc == ODBOX_OK, "the first publish: %s: %s", odbox_errname(first.rc), first.err.message);
+    ck_assert_int_eq(rabbit_fake_connections(f), 1);
+    ck_assert_int_eq(rabbit_fake_published(f, 0), 1);
+    odbox_relay_rabbitmq_ops.close(first.broker);
+    rabbit_fake_stop(f);
+}
+END_TEST
+
 TCase *relay_rabbitmq_pool_tcase(void)
 {
     TCase *t = tcase_create("relay_rabbitmq_pool");
@@ -148,5 +181,6 @@ TCase *relay_rabbitmq_pool_tcase(void)
     tcase_add_test(t, a_publish_meanwhile_skips_a_connection_the_node_closed);
     tcase_add_test(t, a_row_failing_on_a_broken_connection_names_the_cause);
     tcase_add_test(t, an_ack_read_during_another_publishs_check_confirms_after_the_deadline);
+    tcase_add_test(t, a_publish_waiting_for_a_connection_being_opened_says_so);
     return t;
 }
