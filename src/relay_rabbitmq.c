@@ -3,7 +3,8 @@
  * with confirms, each carrying up to max_in_flight_per_connection
  * unconfirmed publishes of several threads (this file: open_json and the
  * build without librabbitmq; relay_rabbitmq_settings.c: parsing and
- * checks; relay_rabbitmq_amqp.c: the pool and the publishing). */
+ * checks; relay_rabbitmq_amqp.c: the pool and the publishing;
+ * relay_rabbitmq_conn.c: opening a connection). */
 #include "config.h"
 #include <stdlib.h>
 #include <string.h>

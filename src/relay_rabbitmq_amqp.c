@@ -18,13 +18,11 @@
  * with it every publish in flight: so before its first publish to an
  * exchange, a connection asks whether it exists (a passive
  * exchange.declare on a channel of its own, which a 404 closes instead)
- * and remembers the answer yes; the rows of a missing one fail alone. */
+ * and remembers the answer yes; the rows of a missing one fail alone.
+ * Opening a connection: relay_rabbitmq_conn.c. */
 #include "config.h"
 #include <amqp.h>
-#include <amqp_tcp_socket.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,49 +31,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "relay_rabbitmq_conn.h"
 #include "relay_rabbitmq_internal.h"
 
-#define CHANNEL 1
-#define CHECK_CHANNEL 2 /* the exchanges' checks: a 404 closes this one */
-/* exchanges a connection remembers as there (then the oldest is asked again) */
-#define KNOWN_MAX 16
 /* The reader's poll slice: it re-checks librabbitmq's buffers (filled by
  * another call on the connection) at least this often. */
 #define READ_SLICE_MS 20
-
-/* A publish waiting for its confirm (its publisher's). Its publisher's
- * condition variable: the reader wakes the waiters it settled and the
- * one that reads next, not every thread on the connection; the waiters
- * of one thread's batch share one, so that waking any of them wakes the
- * thread, whichever of them it waits for. */
-typedef struct waiter {
-    uint64_t tag;
-    const char *id; /* the event's: a basic.return names its message by it */
-    int done, rc;
-    int returned; /* the broker returned it (why says so): its ack fails it */
-    char why[300];
-    pthread_cond_t *cv; /* settled, or the reader's role is free */
-    struct waiter *next;
-} waiter;
-
-typedef struct rconn {
-    amqp_connection_state_t st;
-    pthread_mutex_t mu;  /* every librabbitmq call on st, and the fields below */
-    uint64_t tag;        /* the delivery tag of the last publish on the channel */
-    waiter *waiting;     /* unsettled publishes */
-    int reading;         /* a waiter is the reader */
-    /* set under mu; read without it by the pool, which must not wait for
-     * a publish blocked in a send or an RPC under mu */
-    atomic_int broken;
-    char why[300];       /* why it broke: a row failing on it later names it */
-    int returning;       /* a basic.return was read: its header frame names the message */
-    char returned[200];  /* ... and why the broker returned it */
-    int users;           /* publishes holding it: under the broker's mutex */
-    int retired;         /* out of the pool: under the broker's mutex */
-    int check_open;      /* CHECK_CHANNEL is open */
-    char *known[KNOWN_MAX]; /* exchanges found there */
-    int nknown, next_known;
-} rconn;
 
 typedef struct rbroker {
     char *url;                        /* amqp_parse_url's buffer: info points into it */
@@ -88,106 +49,6 @@ typedef struct rbroker {
     int opening;          /* slots reserved by publishes opening a connection */
     char connect_why[256]; /* why the last opening failed, "" once one opened */
 } rbroker;
-
-/* ---- one connection ------------------------------------------------------------------ */
-
-/* A failed RPC reply as text into buf. */
-static const char *reply_text(amqp_rpc_reply_t r, char *buf, size_t cap)
-{
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
-        snprintf(buf, cap, "%s", amqp_error_string2(r.library_error));
-    else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-        amqp_connection_close_t *c = r.reply.decoded;
-        snprintf(buf, cap, "connection closed by the server: %d %.*s", c->reply_code, (int)c->reply_text.len,
-                 (char *)c->reply_text.bytes);
-    } else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
-        amqp_channel_close_t *c = r.reply.decoded;
-        snprintf(buf, cap, "channel closed by the server: %d %.*s", c->reply_code, (int)c->reply_text.len,
-                 (char *)c->reply_text.bytes);
-    } else
-        snprintf(buf, cap, "no reply");
-    return buf;
-}
-
-static void conn_free(rconn *c)
-{
-    if (!c)
-        return;
-    /* no goodbye handshake: the connection may be the broken one, and a
-     * dead peer would hold us for the rpc timeout */
-    if (c->st)
-        amqp_destroy_connection(c->st);
-    for (int i = 0; i < c->nknown; i++)
-        free(c->known[i]);
-    pthread_mutex_destroy(&c->mu);
-    free(c);
-}
-
-static rconn *conn_new(void)
-{
-    rconn *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    pthread_mutex_init(&c->mu, NULL);
-    if (!(c->st = amqp_new_connection())) {
-        conn_free(c);
-        return NULL;
-    }
-    return c;
-}
-
-static int conn_open(const rbroker *b, rconn **out, odbox_error *err)
-{
-    char why[256];
-    rconn *c = conn_new();
-    if (!c)
-        return odbox_fail(err, ODBOX_ENOMEM, "rabbitmq relay: out of memory");
-    struct timeval tv = {.tv_sec = b->timeout_ms / 1000, .tv_usec = (b->timeout_ms % 1000) * 1000};
-    amqp_socket_t *sock = amqp_tcp_socket_new(c->st);
-    int st = sock ? amqp_socket_open_noblock(sock, b->info.host, b->info.port, &tv) : AMQP_STATUS_NO_MEMORY;
-    if (st != AMQP_STATUS_OK) {
-        conn_free(c);
-        return odbox_fail(err, ODBOX_ECONNECT, "rabbitmq relay: cannot connect to %.100s:%d: %s", b->info.host,
-                          b->info.port, amqp_error_string2(st));
-    }
-    /* librabbitmq sends a publish with no deadline (it polls for room in
-     * the socket for ever), and we send under c->mu: a stalled peer would
-     * hold the connection and every publisher on it. With this the kernel
-     * aborts the connection once sent data (or a zero window's probes)
-     * go unacknowledged for timeout_ms: the send fails and conn_break
-     * fails the publishes waiting on it (tests/relay/rabbitmq_stall.c:
-     * the node's processes stopped while a 32 MB message is sent). */
-    int user_timeout = b->timeout_ms;
-    if (setsockopt(amqp_get_sockfd(c->st), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout) != 0) {
-        int e = errno;
-        conn_free(c);
-        return odbox_fail(err, ODBOX_ECONNECT,
-                          "rabbitmq relay: %.100s:%d: cannot bound a send's wait (TCP_USER_TIMEOUT): %s", b->info.host,
-                          b->info.port, strerror(e));
-    }
-    amqp_set_handshake_timeout(c->st, &tv);
-    amqp_set_rpc_timeout(c->st, &tv);
-    amqp_rpc_reply_t r = amqp_login(c->st, b->info.vhost, 0, AMQP_DEFAULT_FRAME_SIZE, 0, AMQP_SASL_METHOD_PLAIN,
-                                    b->info.user, b->info.password);
-    const char *step = "login";
-    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-        step = "channel.open";
-        amqp_channel_open(c->st, CHANNEL);
-        r = amqp_get_rpc_reply(c->st);
-    }
-    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-        step = "confirm.select";
-        amqp_confirm_select(c->st, CHANNEL);
-        r = amqp_get_rpc_reply(c->st);
-    }
-    if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-        conn_free(c);
-        return odbox_fail(err, ODBOX_ECONNECT, "rabbitmq relay: %.100s:%d vhost %.80s: %s: %s", b->info.host,
-                          b->info.port, b->info.vhost, step, reply_text(r, why, sizeof why));
-    }
-    *out = c;
-    return ODBOX_OK;
-}
 
 /* Settles the waiters tag names (and those below it when multiple). */
 static void settle(rconn *c, uint64_t tag, int multiple, int rc, const char *why)
@@ -313,7 +174,7 @@ static int exchange_check(rconn *c, const char *name, char *why, size_t cap)
     }
     /* the connection closed by the server, lost, or no answer in time
      * (librabbitmq then closes the socket) */
-    conn_break(c, ODBOX_ECONNLOST, "exchange.declare (passive): %s", reply_text(r, text, sizeof text));
+    conn_break(c, ODBOX_ECONNLOST, "exchange.declare (passive): %s", odbox_rabbitmq_reply_text(r, text, sizeof text));
     snprintf(why, cap, "exchange.declare (passive): %s", text);
     return ODBOX_ECONNLOST;
 }
@@ -346,7 +207,7 @@ static void on_frame(rconn *c, const amqp_frame_t *f)
     } else if (m->id == AMQP_CHANNEL_CLOSE_METHOD || m->id == AMQP_CONNECTION_CLOSE_METHOD) {
         char why[256];
         amqp_rpc_reply_t r = {.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION, .reply = *m};
-        conn_break(c, ODBOX_EIO, "%s", reply_text(r, why, sizeof why));
+        conn_break(c, ODBOX_EIO, "%s", odbox_rabbitmq_reply_text(r, why, sizeof why));
     }
 }
 
@@ -491,7 +352,7 @@ static rconn *least_busy(rbroker *b)
         if (c && atomic_load(&c->broken)) {
             b->conns[i] = NULL, c->retired = 1;
             if (c->users == 0) /* none to destroy it on leaving */
-                conn_free(c);
+                odbox_rabbitmq_conn_free(c);
         } else if (c && c->users < b->window && (!best || c->users < best->users))
             best = c;
     }
@@ -512,7 +373,7 @@ static int add_conn(rbroker *b, rconn **out, odbox_error *err)
     static const char prefix[] = "rabbitmq relay: ";
     rconn *c = NULL;
     odbox_error e = {0};
-    int rc = conn_open(b, &c, &e);
+    int rc = odbox_rabbitmq_conn_open(&b->info, b->timeout_ms, &c, &e);
     pthread_mutex_lock(&b->mu);
     b->opening--;
     snprintf(b->connect_why, sizeof b->connect_why, "%s",
@@ -570,8 +431,8 @@ static int acquire(rbroker *b, rconn **out, odbox_error *err)
         return odbox_fail(err, ODBOX_ECONNECT,
                           "rabbitmq relay: no connection within %d ms: still connecting to %.100s:%d (%d of at most %d "
                           "connections being opened)%s%.200s",
-                          b->timeout_ms, b->info.host, b->info.port, opening, b->max, *last ? "; the last attempt: " : "",
-                          last);
+                          b->timeout_ms, b->info.host, b->info.port, opening, b->max,
+                          *last ? "; the last attempt: " : "", last);
     return odbox_fail(err, ODBOX_ETIMEDOUT,
                       "rabbitmq relay: %d connections with %d publishes in flight each, none free for %d ms%s", open,
                       b->window, b->timeout_ms, opening ? " (the others still connecting)" : "");
@@ -598,7 +459,7 @@ static void release(rbroker *b, rconn *c)
     pthread_cond_broadcast(&b->freed);
     pthread_mutex_unlock(&b->mu);
     if (destroy)
-        conn_free(c);
+        odbox_rabbitmq_conn_free(c);
 }
 
 /* AMQP 0-9-1's short string: the exchange, the routing key, and the
@@ -753,7 +614,7 @@ static void broker_free(rbroker *b)
         return;
     if (b->conns)
         for (int i = 0; i < b->max; i++)
-            conn_free(b->conns[i]);
+            odbox_rabbitmq_conn_free(b->conns[i]);
     free(b->conns);
     free(b->url);
     free(b->exchange);

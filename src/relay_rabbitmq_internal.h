@@ -1,6 +1,6 @@
 /* odbox — the RabbitMQ relay's parts: settings (relay_rabbitmq_settings.c),
  * open_json and the build without librabbitmq (relay_rabbitmq.c), and
- * publishing with librabbitmq (relay_rabbitmq_amqp.c). */
+ * publishing with librabbitmq (relay_rabbitmq_amqp.c, relay_rabbitmq_conn.c). */
 #ifndef ODBOX_RELAY_RABBITMQ_INTERNAL_H
 #define ODBOX_RELAY_RABBITMQ_INTERNAL_H
 

@@ -1,8 +1,11 @@
 /* odbox — the RabbitMQ relay's pool against a fake node (rabbit_fake.c),
  * at the moments a real node cannot be made to pick: a connection the
  * node closed while a publish still holds it, a confirm read during
- * another publish's exchange check. */
+ * another publish's exchange check, a connection slow to open; and a
+ * host name whose lookup hangs. */
 #include "config.h"
+#include <dlfcn.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -174,6 +177,58 @@ START_TEST(a_publish_waiting_for_a_connection_being_opened_says_so)
 }
 END_TEST
 
+/* A name whose lookup hangs for SLOW_DNS_MS, then fails: this program's
+ * getaddrinfo is the one librabbitmq and the relay call (the executable's
+ * symbol comes first); it hands every other name to the C library's. */
+#define SLOW_HOST "slow-dns.odbox.invalid"
+enum { SLOW_DNS_MS = 3000 };
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res)
+{
+    if (node && !strcmp(node, SLOW_HOST)) {
+        usleep(SLOW_DNS_MS * 1000);
+        return EAI_AGAIN;
+    }
+    int (*libc)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+    *(void **)&libc = dlsym(RTLD_NEXT, "getaddrinfo");
+    return libc ? libc(node, service, hints, res) : EAI_SYSTEM;
+}
+
+/* A broker whose host name's lookup hangs: the publish fails within
+ * timeout_ms, saying the name was not resolved in time (before, it
+ * waited for the lookup, however long: the resolver's own timeouts,
+ * seconds to minutes, and said "hostname lookup failed"). */
+START_TEST(a_host_name_lookup_is_bounded_by_timeout_ms)
+{
+    odbox_relay_rabbitmq_config cfg = {.url = "amqp://guest:guest@" SLOW_HOST ":5672/", .routing_key = "k",
+                                       .timeout_ms = 500};
+    odbox_error e = {0};
+    void *b = NULL;
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&cfg, &b, &e), ODBOX_OK);
+    odbox_envelope env = envelope("e-dns", "ok");
+    int rc = odbox_relay_rabbitmq_ops.publish(b, &env, "{}", 2, &e);
+    ck_assert_msg(rc == ODBOX_ECONNECT && strstr(e.message, "cannot connect to " SLOW_HOST ":5672") &&
+                      strstr(e.message, "not resolved within 500 ms"),
+                  "%s: %s", odbox_errname(rc), e.message);
+    /* a name that resolves at once still connects as before */
+    rabbit_fake_script s = {0};
+    rabbit_fake *f = rabbit_fake_start(&s);
+    ck_assert_ptr_nonnull(f);
+    char url[80];
+    snprintf(url, sizeof url, "amqp://guest:guest@localhost:%d/", rabbit_fake_port(f));
+    odbox_relay_rabbitmq_config local = {.url = url, .exchange = "{model_type}", .routing_key = "k",
+                                         .timeout_ms = 2000};
+    void *lb = NULL;
+    ck_assert_int_eq(odbox_relay_rabbitmq_open(&local, &lb, &e), ODBOX_OK);
+    rc = odbox_relay_rabbitmq_ops.publish(lb, &env, "{}", 2, &e);
+    ck_assert_msg(rc == ODBOX_OK, "localhost: %s: %s", odbox_errname(rc), e.message);
+    ck_assert_int_eq(rabbit_fake_published(f, 0), 1);
+    odbox_relay_rabbitmq_ops.close(lb);
+    odbox_relay_rabbitmq_ops.close(b);
+    rabbit_fake_stop(f);
+}
+END_TEST
+
 TCase *relay_rabbitmq_pool_tcase(void)
 {
     TCase *t = tcase_create("relay_rabbitmq_pool");
@@ -182,5 +237,6 @@ TCase *relay_rabbitmq_pool_tcase(void)
     tcase_add_test(t, a_row_failing_on_a_broken_connection_names_the_cause);
     tcase_add_test(t, an_ack_read_during_another_publishs_check_confirms_after_the_deadline);
     tcase_add_test(t, a_publish_waiting_for_a_connection_being_opened_says_so);
+    tcase_add_test(t, a_host_name_lookup_is_bounded_by_timeout_ms);
     return t;
 }
