@@ -131,11 +131,25 @@ static int conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, 
     return ODBOX_OK;
 }
 
-/* The guarantees are odbox's: a property that would change them is refused. */
+/* name is one of n names, or "topic." and one: librdkafka applies a
+ * topic setting given so to every topic, where odbox's then silently
+ * overrode it. */
+static int named(const char *name, const char *const *names, size_t n)
+{
+    const char *bare = strncmp(name, "topic.", 6) ? name : name + 6;
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(name, names[k]) || !strcmp(bare, names[k]))
+            return 1;
+    return 0;
+}
+
+/* The guarantees are odbox's: a property that would change them is
+ * refused, under librdkafka's aliases too. */
 static int user_properties(rd_kafka_conf_t *conf, const char *const *props, odbox_error *err)
 {
     static const char *const ours[] = {"enable.idempotence", "acks", "request.required.acks", "partitioner",
-                                       "bootstrap.servers", "message.timeout.ms", "delivery.timeout.ms"};
+                                       "bootstrap.servers", "metadata.broker.list", "message.timeout.ms",
+                                       "delivery.timeout.ms"};
     /* A publish succeeds only on its message's delivery report: without the
      * reports of delivered messages every row would time out and fail while
      * Kafka stored it, and each retry would store it again. (librdkafka
@@ -144,18 +158,16 @@ static int user_properties(rd_kafka_conf_t *conf, const char *const *props, odbo
     for (size_t i = 0; props && props[i]; i += 2) {
         if (!props[i + 1])
             return odbox_fail(err, ODBOX_EINVAL, "kafka relay: property %.80s has no value", props[i]);
-        for (size_t k = 0; k < sizeof ours / sizeof ours[0]; k++)
-            if (!strcmp(props[i], ours[k]))
-                return odbox_fail(err, ODBOX_EINVAL,
-                                  "kafka relay: property %s is odbox's (bootstrap_servers, timeout_ms, "
-                                  "idempotence, acks=all, murmur2_random)",
-                                  props[i]);
-        for (size_t k = 0; k < sizeof reports / sizeof reports[0]; k++)
-            if (!strcmp(props[i], reports[k]))
-                return odbox_fail(err, ODBOX_EINVAL,
-                                  "kafka relay: property %s is odbox's (a publish succeeds only on its message's "
-                                  "delivery report, so every message must have one)",
-                                  props[i]);
+        if (named(props[i], ours, sizeof ours / sizeof ours[0]))
+            return odbox_fail(err, ODBOX_EINVAL,
+                              "kafka relay: property %s is odbox's (bootstrap_servers, timeout_ms, "
+                              "idempotence, acks=all, murmur2_random)",
+                              props[i]);
+        if (named(props[i], reports, sizeof reports / sizeof reports[0]))
+            return odbox_fail(err, ODBOX_EINVAL,
+                              "kafka relay: property %s is odbox's (a publish succeeds only on its message's "
+                              "delivery report, so every message must have one)",
+                              props[i]);
         int rc = conf_set(conf, props[i], props[i + 1], err);
         if (rc != ODBOX_OK)
             return rc;

@@ -28,7 +28,9 @@ typedef struct odbox_relay_kafka_config {
      * may be NULL. bootstrap.servers, enable.idempotence, acks,
      * partitioner, the message timeouts and delivery.report.only.error
      * (a publish succeeds only on its delivery report) are odbox's:
-     * refused here. */
+     * refused here, under librdkafka's aliases (metadata.broker.list,
+     * request.required.acks, delivery.timeout.ms) and as "topic." and
+     * the name (topic.acks) too. */
     const char *const *properties;
     int timeout_ms; /* a publish waits at most this for Kafka's acknowledgement; 0: 10000; at most 3600000 */
 } odbox_relay_kafka_config;

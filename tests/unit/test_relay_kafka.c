@@ -3,6 +3,7 @@
  * tests/relay/kafka.test). */
 #include "config.h"
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <json-c/json.h>
 #include "odbox/odbox.h"
@@ -58,6 +59,20 @@ START_TEST(kafka_settings_are_refused_by_name)
     refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"{{x}}\"}", ODBOX_EINVAL, "topic '{x}' is not");
     refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"acks\": \"1\"}}", ODBOX_EINVAL,
             "property acks is odbox's");
+    /* librdkafka's other names for them: its aliases, and a topic
+     * setting as "topic." and its name (once set, then silently
+     * overridden by odbox's) */
+    static const char *const aliases[] = {"request.required.acks", "delivery.timeout.ms", "metadata.broker.list",
+                                          "topic.acks", "topic.request.required.acks", "topic.partitioner",
+                                          "topic.message.timeout.ms", "topic.delivery.timeout.ms"};
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        char text[256], needle[96];
+        snprintf(text, sizeof text,
+                 "{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"%s\": \"1\"}}",
+                 aliases[i]);
+        snprintf(needle, sizeof needle, "property %s is odbox's", aliases[i]);
+        refused(text, ODBOX_EINVAL, needle);
+    }
     refused("{\"bootstrap_servers\": \"h:9092\", \"topic\": \"t\", \"properties\": {\"no.such.setting\": \"1\"}}",
             ODBOX_EINVAL, "no.such.setting");
     /* a publish succeeds on its delivery report: without the reports of
@@ -124,6 +139,11 @@ START_TEST(kafka_ops_are_versioned_and_close_is_null_safe)
     no_type.event_type = NULL;
     ck_assert_int_eq(odbox_relay_kafka_ops.publish(b, &no_id, "{}", 2, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_relay_kafka_ops.publish(b, &no_type, "{}", 2, &e), ODBOX_EINVAL);
+    odbox_relay_kafka_ops.close(b);
+    /* a setting of the producer's own whose name begins with "topic." */
+    static const char *const refresh[] = {"topic.metadata.refresh.interval.ms", "60000", NULL};
+    odbox_relay_kafka_config topic_prefix = {.bootstrap_servers = "127.0.0.1:1", .topic = "t", .properties = refresh};
+    ck_assert_msg(odbox_relay_kafka_open(&topic_prefix, &b, &e) == ODBOX_OK, "%s", e.message);
     odbox_relay_kafka_ops.close(b);
     /* with a placeholder the topic is judged per row, at publish */
     odbox_relay_kafka_config per_row = {.bootstrap_servers = "127.0.0.1:1", .topic = "a/{model_type}"};
