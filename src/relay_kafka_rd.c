@@ -12,7 +12,12 @@
 #include "relay_kafka_internal.h"
 
 enum { KAFKA_DEFAULT_TIMEOUT_MS = 10000, KAFKA_REPORT_GRACE_MS = 2000, KAFKA_POLL_MS = 100, KAFKA_WARM_MAX = 256 };
-enum { KAFKA_NOT_PRODUCED = -2 }; /* report_failed: the deadline passed before the produce */
+/* How a publish's message failed (report_failed): apart from the report's
+ * error code, as librdkafka's own codes are negative and -1 is one. */
+typedef enum { KAFKA_REPORTED, KAFKA_NO_REPORT, KAFKA_NOT_PRODUCED } kafka_outcome;
+/* kafka_producer.stop: its poll thread polls, returns (the closer tears
+ * the producer down), or tears it down itself (a replaced producer). */
+enum { KAFKA_RUN, KAFKA_STOP, KAFKA_RETIRE };
 
 /* One librdkafka producer and its poll thread. A fatal error (idempotence
  * broken) makes every later produce fail, so the broker replaces it. */
@@ -20,22 +25,25 @@ typedef struct kafka_producer {
     rd_kafka_t *rk;
     pthread_t poller;
     atomic_int stop;
-    pthread_mutex_t warm_mu; /* guards warm */
-    char *warm[KAFKA_WARM_MAX]; /* topics whose metadata it has */
+    atomic_int gone; /* KAFKA_RETIRE: torn down, its poll thread ending */
+    int refs;        /* under the broker's mu: the broker's while it is p, and each publish's */
+    struct kafka_producer *next; /* in the broker's retired list */
+    pthread_mutex_t warm_mu;     /* guards warm */
+    char *warm[KAFKA_WARM_MAX];  /* topics whose metadata it has */
     size_t nwarm;
 } kafka_producer;
 
 typedef struct kafka_broker {
-    kafka_producer *p;     /* NULL between a replacement's stop and start */
+    kafka_producer *p;     /* NULL when a replacement failed to start one */
     rd_kafka_conf_t *conf; /* each producer gets a copy */
     char *topic;           /* the template */
     char *servers;         /* for error messages */
     int timeout_ms;
-    pthread_mutex_t mu;  /* guards the waiters, last_error, p, users, replacing */
+    pthread_mutex_t mu;  /* guards the waiters, last_error, p, the producers' refs, replacing, retired */
     pthread_cond_t cv;   /* a delivery report arrived */
-    pthread_cond_t gate; /* users fell to 0, or a replacement ended */
-    int users;           /* publishes using p */
+    pthread_cond_t gate; /* a replacement ended */
     int replacing;
+    kafka_producer *retired; /* replaced, unused: torn down by their poll threads, joined by reap */
     char last_error[256];
 } kafka_broker;
 
@@ -115,11 +123,29 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
               fac, buf);
 }
 
+/* Destroys p's librdkafka handle, its poll thread stopped. What could not
+ * be delivered is purged: its reports free the waiters. */
+static void producer_teardown(kafka_producer *p)
+{
+    rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_poll(p->rk, 0);
+    rd_kafka_destroy(p->rk);
+    for (size_t i = 0; i < p->nwarm; i++)
+        free(p->warm[i]);
+    pthread_mutex_destroy(&p->warm_mu);
+}
+
+/* A replaced producer is torn down here, by its own thread: no publish
+ * waits for librdkafka's destroy. */
 static void *poll_loop(void *arg)
 {
     kafka_producer *p = arg;
-    while (!atomic_load(&p->stop))
+    while (atomic_load(&p->stop) == KAFKA_RUN)
         rd_kafka_poll(p->rk, KAFKA_POLL_MS);
+    if (atomic_load(&p->stop) == KAFKA_RETIRE) {
+        producer_teardown(p);
+        atomic_store(&p->gone, 1);
+    }
     return NULL;
 }
 
@@ -245,7 +271,9 @@ static int producer_start(kafka_broker *b, kafka_producer **out, odbox_error *er
         return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
     }
     char errstr[512];
-    atomic_init(&p->stop, 0);
+    atomic_init(&p->stop, KAFKA_RUN);
+    atomic_init(&p->gone, 0);
+    p->refs = 1; /* the broker's */
     pthread_mutex_init(&p->warm_mu, NULL);
     if (!(p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr))) {
         rd_kafka_conf_destroy(conf);
@@ -271,16 +299,46 @@ static void producer_stop(kafka_producer *p, int flush_ms)
     /* the poll thread serves the flush's reports too, so it stops after */
     if (flush_ms > 0)
         rd_kafka_flush(p->rk, flush_ms);
-    atomic_store(&p->stop, 1);
+    atomic_store(&p->stop, KAFKA_STOP);
     pthread_join(p->poller, NULL);
-    /* what could not be delivered is purged: its reports free the waiters */
-    rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    rd_kafka_poll(p->rk, 0);
-    rd_kafka_destroy(p->rk);
-    for (size_t i = 0; i < p->nwarm; i++)
-        free(p->warm[i]);
-    pthread_mutex_destroy(&p->warm_mu);
+    producer_teardown(p);
     free(p);
+}
+
+/* Drops a reference to p (under mu). The last, once p was replaced,
+ * retires it: its poll thread tears it down. Who drops it does not wait. */
+static void producer_unref(kafka_broker *b, kafka_producer *p)
+{
+    if (--p->refs > 0)
+        return;
+    p->next = b->retired;
+    b->retired = p;
+    atomic_store(&p->stop, KAFKA_RETIRE);
+}
+
+/* Joins and frees the retired producers torn down by now; with all, every
+ * one, waiting for their teardowns (close: no publish is left to end). */
+static void producers_reap(kafka_broker *b, int all)
+{
+    kafka_producer *done = NULL;
+    pthread_mutex_lock(&b->mu);
+    for (kafka_producer **pp = &b->retired; *pp;) {
+        kafka_producer *p = *pp;
+        if (all || atomic_load(&p->gone)) {
+            *pp = p->next;
+            p->next = done;
+            done = p;
+        } else {
+            pp = &p->next;
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    while (done) {
+        kafka_producer *p = done;
+        done = p->next;
+        pthread_join(p->poller, NULL);
+        free(p);
+    }
 }
 
 /* Kafka's legal topic names: [A-Za-z0-9._-]{1,249}. */
@@ -338,8 +396,9 @@ int odbox_relay_kafka_open(const odbox_relay_kafka_config *cfg, void **broker, o
     return ODBOX_OK;
 }
 
-/* The producer a publish uses until gate_leave: waits (until deadline)
- * while it is being replaced. *p is NULL when a replacement failed. */
+/* The producer a publish uses (a reference to it) until gate_leave: waits
+ * (until deadline) while a new one is being started. *p is NULL when a
+ * replacement failed. */
 static int gate_enter(kafka_broker *b, const struct timespec *deadline, kafka_producer **p, odbox_error *err)
 {
     pthread_mutex_lock(&b->mu);
@@ -347,8 +406,8 @@ static int gate_enter(kafka_broker *b, const struct timespec *deadline, kafka_pr
         ;
     int busy = b->replacing;
     *p = busy ? NULL : b->p;
-    if (!busy)
-        b->users++;
+    if (*p)
+        (*p)->refs++;
     pthread_mutex_unlock(&b->mu);
     if (busy)
         return odbox_fail(err, ODBOX_ETIMEDOUT,
@@ -357,41 +416,29 @@ static int gate_enter(kafka_broker *b, const struct timespec *deadline, kafka_pr
     return ODBOX_OK;
 }
 
-static void gate_leave(kafka_broker *b)
+static void gate_leave(kafka_broker *b, kafka_producer *p)
 {
+    if (!p)
+        return;
     pthread_mutex_lock(&b->mu);
-    if (--b->users == 0 && b->replacing)
-        pthread_cond_broadcast(&b->gate);
+    producer_unref(b, p);
     pthread_mutex_unlock(&b->mu);
 }
 
-/* Replaces old (NULL: none) by a new producer once no publish uses it;
- * a no-op when another thread replaced it already. Publishes in flight end
- * by their own deadlines, so the wait for them is bounded by the same. */
+/* Replaces old (NULL: none) by a new producer at once; a no-op when
+ * another thread replaced it already. The publishes still on old keep it
+ * (their references) until each ends by its own deadline: waiting for
+ * them would add up to a whole further timeout to this call. */
 static void producer_replace(kafka_broker *b, kafka_producer *old)
 {
-    struct timespec deadline = odbox_mono_after(b->timeout_ms + KAFKA_REPORT_GRACE_MS);
     pthread_mutex_lock(&b->mu);
     if (b->p != old || b->replacing) {
         pthread_mutex_unlock(&b->mu);
         return;
     }
     b->replacing = 1;
-    while (b->users > 0 && pthread_cond_timedwait(&b->gate, &b->mu, &deadline) == 0)
-        ;
-    int in_use = b->users > 0;
-    if (!in_use)
-        b->p = NULL;
-    else
-        b->replacing = 0; /* the next publish that meets the fatal error tries again */
     pthread_mutex_unlock(&b->mu);
-    if (in_use) {
-        pthread_cond_broadcast(&b->gate);
-        odbox_log(ODBOX_LOG_WARN, "kafka relay: the producer is still in use after %d ms: not replaced yet",
-                  b->timeout_ms + KAFKA_REPORT_GRACE_MS);
-        return;
-    }
-    producer_stop(old, 0); /* its messages failed already: no flush */
+    producers_reap(b, 0); /* those of earlier replacements, torn down by now */
     kafka_producer *p = NULL;
     odbox_error e = {0};
     if (producer_start(b, &p, &e) == ODBOX_OK)
@@ -400,6 +447,8 @@ static void producer_replace(kafka_broker *b, kafka_producer *old)
         odbox_log(ODBOX_LOG_ERROR, "kafka relay: no new producer: %s", e.message);
     pthread_mutex_lock(&b->mu);
     b->p = p;
+    if (old)
+        producer_unref(b, old); /* the broker's */
     b->replacing = 0;
     pthread_cond_broadcast(&b->gate);
     pthread_mutex_unlock(&b->mu);
@@ -498,38 +547,42 @@ static rd_kafka_resp_err_t produce(rd_kafka_t *rk, const char *topic, const odbo
     }
 }
 
-/* Waits for w's report until deadline; the report's error, or -1 when
- * none came. */
-static int await_report(kafka_broker *b, kafka_waiter *w, const struct timespec *deadline)
-{
-    pthread_mutex_lock(&b->mu);
-    while (!w->done && pthread_cond_timedwait(&b->cv, &b->mu, deadline) == 0)
-        ;
-    int e = w->done ? (int)w->err : -1;
-    waiter_release(w);
-    pthread_mutex_unlock(&b->mu);
-    return e;
-}
-
-/* e: the report's error, -1 when none came in time, KAFKA_NOT_PRODUCED
- * when the deadline passed before the message was produced. */
-static int report_failed(kafka_broker *b, const char *topic, int e, odbox_error *err)
+/* e: the report's error when how is KAFKA_REPORTED. */
+static int report_failed(kafka_broker *b, const char *topic, kafka_outcome how, rd_kafka_resp_err_t e,
+                         odbox_error *err)
 {
     char last[256];
     pthread_mutex_lock(&b->mu);
     snprintf(last, sizeof last, "%s", b->last_error[0] ? b->last_error : "none");
     pthread_mutex_unlock(&b->mu);
-    if (e == KAFKA_NOT_PRODUCED)
+    if (how == KAFKA_NOT_PRODUCED)
         return odbox_fail(err, ODBOX_ETIMEDOUT,
                           "kafka relay: topic %.200s at %.200s: not produced: the %d ms of the call passed while "
                           "asking the cluster for topic metadata (last error: %s)",
                           topic, b->servers, b->timeout_ms + KAFKA_REPORT_GRACE_MS, last);
-    if (e < 0 || e == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
+    if (how == KAFKA_NO_REPORT || e == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
         return odbox_fail(err, ODBOX_ETIMEDOUT,
                           "kafka relay: topic %.200s at %.200s: not acknowledged within %d ms (last error: %s)",
                           topic, b->servers, b->timeout_ms, last);
     return odbox_fail(err, ODBOX_ECONNLOST, "kafka relay: topic %.200s at %.200s: %s (%s)", topic, b->servers,
-                      rd_kafka_err2str((rd_kafka_resp_err_t)e), rd_kafka_err2name((rd_kafka_resp_err_t)e));
+                      rd_kafka_err2str(e), rd_kafka_err2name(e));
+}
+
+/* Waits for w's report until deadline: 0 when it says Kafka stored the
+ * message, else report_failed's error. */
+static int await_report(kafka_broker *b, kafka_waiter *w, const struct timespec *deadline, const char *topic,
+                        odbox_error *err)
+{
+    pthread_mutex_lock(&b->mu);
+    while (!w->done && pthread_cond_timedwait(&b->cv, &b->mu, deadline) == 0)
+        ;
+    int reported = w->done;
+    rd_kafka_resp_err_t e = w->err;
+    waiter_release(w);
+    pthread_mutex_unlock(&b->mu);
+    if (reported && e == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return ODBOX_OK;
+    return report_failed(b, topic, reported ? KAFKA_REPORTED : KAFKA_NO_REPORT, e, err);
 }
 
 /* When p stopped on a fatal error: the publish's error names it. */
@@ -555,7 +608,7 @@ static int produce_on(kafka_broker *b, kafka_producer *p, const char *topic, con
                       odbox_error *err)
 {
     if (odbox_mono_passed(deadline))
-        return report_failed(b, topic, KAFKA_NOT_PRODUCED, err);
+        return report_failed(b, topic, KAFKA_NOT_PRODUCED, RD_KAFKA_RESP_ERR_NO_ERROR, err);
     if (!(*w = calloc(1, sizeof **w)))
         return odbox_fail(err, ODBOX_ENOMEM, "kafka relay: out of memory");
     (*w)->refs = 2;
@@ -618,16 +671,13 @@ static int kafka_publish(void *broker, const odbox_envelope *env, const char *bo
     kafka_waiter *w = NULL;
     if (rc == ODBOX_OK && (rc = producer_for(b, &deadline, topic, &p, &entered, &fatal, err)) == ODBOX_OK)
         topic_warm(p, topic, b->timeout_ms, &deadline);
-    if (rc == ODBOX_OK && (rc = produce_on(b, p, topic, env, body, len, &deadline, &w, err)) == ODBOX_OK) {
-        int r = await_report(b, w, &deadline);
-        rc = r == 0 ? ODBOX_OK : report_failed(b, topic, r, err);
-    }
-    if (rc != ODBOX_OK && p && !fatal)
-        fatal = fatal_failed(b, p, topic, err);
-    if (entered)
-        gate_leave(b);
+    if (rc == ODBOX_OK && (rc = produce_on(b, p, topic, env, body, len, &deadline, &w, err)) == ODBOX_OK)
+        rc = await_report(b, w, &deadline, topic, err);
+    if (rc != ODBOX_OK && p && !fatal && (fatal = fatal_failed(b, p, topic, err)))
+        rc = ODBOX_ECONNLOST; /* as its message says */
     if (entered && (fatal || !p))
         producer_replace(b, p);
+    gate_leave(b, p);
     free(topic);
     return rc;
 }
@@ -659,20 +709,18 @@ static void kafka_publish_batch(void *broker, size_t n, const odbox_envelope *co
             errs[i] = e;
         }
     for (size_t i = 0; i < n; i++) {
-        if (ws && ws[i]) {
-            int r = await_report(b, ws[i], &deadline);
-            rcs[i] = r == 0 ? ODBOX_OK : report_failed(b, topics[i], r, &errs[i]);
-        }
+        if (ws && ws[i])
+            rcs[i] = await_report(b, ws[i], &deadline, topics[i], &errs[i]);
         failed |= rcs[i] != ODBOX_OK;
     }
+    /* the rows the producer failed, not those whose topic is no topic name */
     if (failed && p && !fatal && (fatal = fatal_failed(b, p, "", &e)))
         for (size_t i = 0; i < n; i++)
-            if (rcs[i] != ODBOX_OK && topics[i])
-                fatal_failed(b, p, topics[i], &errs[i]); /* names the row's topic */
-    if (entered)
-        gate_leave(b);
+            if (rcs[i] != ODBOX_OK && topics[i] && topic_ok(topics[i]) && fatal_failed(b, p, topics[i], &errs[i]))
+                rcs[i] = ODBOX_ECONNLOST;
     if (entered && (fatal || !p))
         producer_replace(b, p);
+    gate_leave(b, p);
     for (size_t i = 0; topics && i < n; i++)
         free(topics[i]);
     free(topics);
@@ -685,6 +733,7 @@ static void kafka_close(void *broker)
     if (!b)
         return;
     producer_stop(b->p, b->timeout_ms);
+    producers_reap(b, 1);
     broker_free(b);
 }
 
@@ -699,7 +748,7 @@ int odbox_relay_kafka_test_fatal(void *broker, const char *reason)
         return ODBOX_ETIMEDOUT;
     rd_kafka_resp_err_t e = p ? rd_kafka_test_fatal_error(p->rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
                               : RD_KAFKA_RESP_ERR__STATE;
-    gate_leave(b);
+    gate_leave(b, p);
     return e ? ODBOX_EINVAL : ODBOX_OK;
 }
 
@@ -712,7 +761,7 @@ int odbox_relay_kafka_test_setting(void *broker, const char *name, char *out, si
         return ODBOX_ETIMEDOUT;
     size_t size = cap;
     rd_kafka_conf_res_t r = p ? rd_kafka_conf_get(rd_kafka_conf(p->rk), name, out, &size) : RD_KAFKA_CONF_INVALID;
-    gate_leave(b);
+    gate_leave(b, p);
     return r == RD_KAFKA_CONF_OK ? ODBOX_OK : ODBOX_ENOTFOUND;
 }
 

@@ -49,10 +49,11 @@ int odbox_relay_kafka_open(const odbox_relay_kafka_config *cfg, void **broker, o
 int odbox_relay_kafka_open_json(json_object *settings, void **broker, odbox_error *err);
 
 /* publish: thread-safe (one producer for every worker thread); 0 once the
- * message's delivery report says Kafka stored it. After a fatal producer
- * error the publishes in flight fail (ODBOX_ECONNLOST, naming it) and the
- * producer is replaced by a new one. close: flushes for at
- * most timeout_ms, then destroys the producer; NULL-safe. */
+ * message's delivery report says Kafka stored it; returns within
+ * timeout_ms and 2 s. After a fatal producer error the publishes in flight
+ * fail (ODBOX_ECONNLOST, naming it) and the producer is replaced by a new
+ * one. close: flushes for at most timeout_ms, then destroys the producer
+ * (and waits for replaced ones' destruction); NULL-safe. */
 extern const odbox_relay_ops odbox_relay_kafka_ops;
 
 #ifdef __cplusplus

@@ -107,6 +107,9 @@ void kafka_bench(int n);
  * producing n messages of body_len bytes to topic on `threads` threads,
  * each waiting for its message's delivery report; messages/s. */
 double kfx_raw_run(const char *boot, const char *topic, int n, int threads, size_t body_len);
+/* kafka_fatal.c: fatal errors meeting publishes in flight (kafka-relay
+ * fatal runs these alone) */
+void kafka_fatal_checks(void);
 /* kafka_kill.c: the processes of the kill -9 check (kafka.test) */
 int kafka_kill_main(int argc, char **argv);
 

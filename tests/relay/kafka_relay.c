@@ -597,7 +597,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     g_bodies = json_object_new_object();
     g_keys_in_flight = json_object_new_object();
-    if (argc >= 2 && strcmp(argv[1], "bench")) {
+    if (argc >= 2 && strcmp(argv[1], "bench") && strcmp(argv[1], "fatal")) {
         int rc = kafka_kill_main(argc, argv);
         json_object_put(g_bodies);
         json_object_put(g_keys_in_flight);
@@ -629,6 +629,8 @@ int main(int argc, char **argv)
     printf("mock cluster: %s\n", g_boot);
     if (argc == 3 && !strcmp(argv[1], "bench")) {
         kafka_bench(atoi(argv[2]));
+    } else if (argc == 2 && !strcmp(argv[1], "fatal")) {
+        kafka_fatal_checks();
     } else {
         check_murmur2();
         check_batch_unreachable("127.0.0.1:1");
@@ -636,6 +638,7 @@ int main(int argc, char **argv)
         check_all_arrive();
         check_ordered();
         check_fatal();
+        kafka_fatal_checks();
         check_errors();
         check_refused();
         check_broker_down();
