@@ -8,6 +8,7 @@
  * executor's hook points EVENTS_WRITTEN and COMMITTED sit where they sit
  * in an action's transaction, and a commit wakes delivery as an action's
  * does. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include "action_internal.h"
@@ -163,8 +164,10 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
                                              "store");
     }
     tx->action.name = tx->action_name;
-    if (cfg->action_id)
-        memcpy(tx->action_id, cfg->action_id, sizeof tx->action_id);
+    if (cfg->action_id) /* in lower case, as the event rows keep it: the key row's id is text, compared byte by
+                         * byte on PostgreSQL and SQLite, so the same UUID in upper case would pass for unused */
+        for (size_t i = 0; i < sizeof tx->action_id; i++)
+            tx->action_id[i] = (char)tolower((unsigned char)cfg->action_id[i]);
     else
         odbox_uuid_v4(tx->action_id);
     tx->started_us = odbox_now_us();

@@ -79,8 +79,9 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
  * otherwise commit the statements that succeeded). */
 odbox_conn *odbox_tx_conn(odbox_tx *tx);
 
-/* The action_id written to the transaction's event rows (36 characters):
- * the one to give odbox_action_committed. NULL for a NULL tx. */
+/* The action_id written to the transaction's event rows (36 characters,
+ * in lower case, whatever the case of cfg->action_id): the one to give
+ * odbox_action_committed. NULL for a NULL tx. */
 const char *odbox_tx_action_id(const odbox_tx *tx);
 
 /* 1 when the transaction's idempotency key executed before (in this

@@ -472,6 +472,44 @@ START_TEST(a_reused_action_id_is_refused)
 }
 END_TEST
 
+/* An action id is a UUID, whatever the case of its hex digits: the same
+ * id in upper case is the id used before, refused at a keyed begin on
+ * every dialect (the keys table's id is text, compared byte by byte on
+ * PostgreSQL and SQLite and without case on MySQL/MariaDB, so before it
+ * was refused on two of them only, and two commits could carry one
+ * action id, which odbox_action_committed cannot tell apart). The
+ * transaction carries the id in lower case, as its event rows do. */
+START_TEST(a_reused_action_id_in_upper_case_is_refused)
+{
+    txf o;
+    txf_open(&o);
+    const char *upper = "0190A5B2-3C4D-7E8F-9A0B-1C2D3E4F5A6D", *lower = "0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6d";
+    odbox_tx_config first = {.action_id = upper, .idempotency_key = "case-1"};
+    odbox_tx *tx = txf_begin(&o, &first);
+    char id[37];
+    snprintf(id, sizeof id, "%s", odbox_tx_action_id(tx));
+    txf_emit(tx, "c-1", "{}");
+    odbox_error e;
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(txf_committed(&o, upper), 1);
+    ck_assert_int_eq(txf_committed(&o, lower), 1);
+    odbox_tx_config again = {.action_id = lower, .idempotency_key = "case-2"};
+    refused_begin(&o, o.exe, (odbox_shard_id){0, 0}, &again, ODBOX_EUNIQUE, "already used");
+    again.action_id = "0190a5B2-3C4D-7E8F-9A0B-1C2D3E4F5a6d";
+    refused_begin(&o, o.exe, (odbox_shard_id){0, 0}, &again, ODBOX_EUNIQUE, "already used");
+    ck_assert_str_eq(id, lower);
+    ck_assert_int_eq(txf_events(&o), 1);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s", itest_evt(o.f.ev[0], "idempotency_keys")), 1);
+    /* the first key's replay answers with the id as its rows carry it */
+    first.action_id = NULL;
+    tx = txf_begin(&o, &first);
+    ck_assert_int_eq(odbox_tx_replayed(tx), 1);
+    ck_assert_str_eq(odbox_tx_action_id(tx), lower);
+    odbox_tx_rollback(&tx);
+    txf_close(&o);
+}
+END_TEST
+
 /* A keyed begin whose key an open transaction holds waits on the key
  * row, with a bound: PostgreSQL's sessions of odbox have a lock_timeout of
  * 50 s, InnoDB's default innodb_lock_wait_timeout. Past it, begin is
@@ -636,6 +674,7 @@ Suite *owntx_suite(void)
     tcase_add_test(t, bad_input_is_refused_and_writes_nothing);
     tcase_add_test(t, a_keyed_transaction_commits_once_and_replays);
     tcase_add_test(t, a_reused_action_id_is_refused);
+    tcase_add_test(t, a_reused_action_id_in_upper_case_is_refused);
     tcase_add_test(t, a_keyed_begin_behind_an_open_holder_times_out);
     owntx_add_race_tests(t);
     owntx_add_sql_tests(t);
