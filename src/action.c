@@ -402,12 +402,16 @@ int odbox_plan_emit_after(odbox_plan *p, const odbox_model *m, const odbox_event
     ev->model_id = strdup(m->id);
     ev->payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN));
     int nul = ev->payload && odbox_json_has_nul(ev->payload);
-    if (!ev->model_id || !ev->payload || nul) {
+    long bad = ev->payload && !nul ? odbox_utf8_bad_at(ev->payload) : -1;
+    if (!ev->model_id || !ev->payload || nul || bad >= 0) {
         free(ev->model_id);
         free(ev->payload);
-        return nul ? odbox_fail(err, ODBOX_EINVAL, "emit %s: the payload holds the character U+0000, which "
-                                                   "PostgreSQL cannot store", et->name ? et->name : "")
-                   : odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory");
+        return nul        ? odbox_fail(err, ODBOX_EINVAL, "emit %s: the payload holds the character U+0000, which "
+                                                          "PostgreSQL cannot store", et->name ? et->name : "")
+               : bad >= 0 ? odbox_fail(err, ODBOX_EINVAL, "emit %s: the payload is not valid UTF-8 (byte %ld of its "
+                                                          "JSON text), which PostgreSQL and MySQL/MariaDB cannot "
+                                                          "store", et->name ? et->name : "", bad)
+                          : odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory");
     }
     p->nevents++;
     return ODBOX_OK;
@@ -642,6 +646,11 @@ static int attempt_once(odbox_executor *exe, const odbox_action *action, json_ob
     if (rc == ODBOX_OK && k->key && plan.result &&
         !(result_json = strdup(json_object_to_json_string_ext(plan.result, JSON_C_TO_STRING_PLAIN))))
         rc = odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+    long bad = result_json ? odbox_utf8_bad_at(result_json) : -1; /* the key's row keeps it as text */
+    if (rc == ODBOX_OK && bad >= 0)
+        rc = odbox_fail(err, ODBOX_EINVAL, "action %s: its result is not valid UTF-8 (byte %ld of its JSON text), "
+                                           "which the idempotency key's row cannot keep on PostgreSQL and "
+                                           "MySQL/MariaDB: nothing written, the key unspent", action->name, bad);
     rn.result_json = result_json;
     if (rc == ODBOX_OK)
         rc = persist(&rn, cfg, &attempt_res, err);
@@ -702,12 +711,17 @@ static int execute(odbox_executor *exe, const odbox_action *action, json_object 
     /* A copy: perform may serialise params itself, which reuses the
      * object's string buffer. */
     char *params_json = strdup(json_object_to_json_string_ext(prm, JSON_C_TO_STRING_PLAIN));
-    if (!params_json || odbox_json_has_nul(params_json)) {
+    int nul = params_json && odbox_json_has_nul(params_json);
+    long bad = params_json && !nul ? odbox_utf8_bad_at(params_json) : -1;
+    if (!params_json || nul || bad >= 0) {
         if (own)
             json_object_put(own);
-        rc = params_json ? odbox_fail(err, ODBOX_EINVAL, "execute %s: params hold the character U+0000, which "
-                                                         "PostgreSQL cannot store", action->name)
-                         : odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
+        rc = nul        ? odbox_fail(err, ODBOX_EINVAL, "execute %s: params hold the character U+0000, which "
+                                                        "PostgreSQL cannot store", action->name)
+             : bad >= 0 ? odbox_fail(err, ODBOX_EINVAL, "execute %s: params are not valid UTF-8 (byte %ld of their "
+                                                        "JSON text), which PostgreSQL and MySQL/MariaDB cannot store",
+                                     action->name, bad)
+                        : odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
         free(params_json);
         return rc;
     }

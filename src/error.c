@@ -255,6 +255,15 @@ size_t odbox_utf8_len(const unsigned char *s)
     return n;
 }
 
+long odbox_utf8_bad_at(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0, len; u[i]; i += len)
+        if ((len = u[i] < 0x80 ? 1 : odbox_utf8_len(u + i)) == 0)
+            return (long)i;
+    return -1;
+}
+
 const unsigned char odbox_hex_digit[256] = {
 #define X16 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16
     X16, X16, X16,

@@ -78,6 +78,14 @@ int odbox_read_text_file(const char *what, const char *path, size_t max, char **
  * form, a surrogate or a code point past U+10FFFF. */
 size_t odbox_utf8_len(const unsigned char *s);
 
+/* The offset of the first byte of the NUL-ended s that does not start a
+ * valid UTF-8 sequence (odbox_utf8_len), or -1 when s is all UTF-8. Text
+ * odbox writes as text or JSON (params, payloads, a key's result) is
+ * checked with it before any write: PostgreSQL and MySQL/MariaDB refuse
+ * other bytes at the INSERT, losing the transaction at its commit, while
+ * SQLite stores them. */
+long odbox_utf8_bad_at(const char *s);
+
 /* 0..15 for a hex digit of either case, else -1; the table has 16 for
  * every byte that is not a hex digit (for loops over many digits). */
 int odbox_hex_value(int c);

@@ -163,6 +163,12 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
         return odbox_fail(err, ODBOX_EINVAL, "tx begin: params hold the character U+0000, which PostgreSQL cannot "
                                              "store");
     }
+    long bad = odbox_utf8_bad_at(tx->params_json);
+    if (bad >= 0) {
+        tx_free(tx);
+        return odbox_fail(err, ODBOX_EINVAL, "tx begin: params are not valid UTF-8 (byte %ld of their JSON text), "
+                                             "which PostgreSQL and MySQL/MariaDB cannot store", bad);
+    }
     tx->action.name = tx->action_name;
     if (cfg->action_id) /* in lower case, as the event rows keep it: the key row's id is text, compared byte by
                          * byte on PostgreSQL and SQLite, so the same UUID in upper case would pass for unused */
@@ -211,6 +217,9 @@ static int check_emit(const odbox_tx *tx, const char *model_type, const char *mo
     size_t idlen = strlen(model_id);
     if (idlen == 0 || idlen > MODEL_ID_MAX)
         return odbox_fail(err, ODBOX_EINVAL, "tx emit: model id must be 1 to %d bytes (got %zu)", MODEL_ID_MAX, idlen);
+    long bad = odbox_utf8_bad_at(model_id); /* refused here, not by some databases at the commit */
+    if (bad >= 0)
+        return odbox_fail(err, ODBOX_EINVAL, "tx emit: model id is not valid UTF-8 (byte %ld)", bad);
     if (!json_object_is_type(payload, json_type_object))
         return odbox_fail(err, ODBOX_EINVAL, "tx emit %s: the payload must be a JSON object", et->name ? et->name : "");
     return ODBOX_OK;
@@ -240,13 +249,17 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
     ev.model_type = strdup(model_type);
     ev.payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN));
     int nul = ev.payload && odbox_json_has_nul(ev.payload);
-    if (!ev.model_id || !ev.model_type || !ev.payload || nul) {
+    long bad = ev.payload && !nul ? odbox_utf8_bad_at(ev.payload) : -1;
+    if (!ev.model_id || !ev.model_type || !ev.payload || nul || bad >= 0) {
         free(ev.model_id);
         free((char *)ev.model_type);
         free(ev.payload);
-        return nul ? odbox_fail(err, ODBOX_EINVAL, "tx emit %s: the payload holds the character U+0000, which "
-                                                   "PostgreSQL cannot store", et->name ? et->name : "")
-                   : odbox_fail(err, ODBOX_ENOMEM, "tx emit: out of memory");
+        return nul        ? odbox_fail(err, ODBOX_EINVAL, "tx emit %s: the payload holds the character U+0000, which "
+                                                          "PostgreSQL cannot store", et->name ? et->name : "")
+               : bad >= 0 ? odbox_fail(err, ODBOX_EINVAL, "tx emit %s: the payload is not valid UTF-8 (byte %ld of "
+                                                          "its JSON text), which PostgreSQL and MySQL/MariaDB cannot "
+                                                          "store", et->name ? et->name : "", bad)
+                          : odbox_fail(err, ODBOX_ENOMEM, "tx emit: out of memory");
     }
     tx->events[tx->nevents++] = ev;
     return ODBOX_OK;

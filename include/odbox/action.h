@@ -65,8 +65,9 @@ int odbox_plan_add(odbox_plan *p, const odbox_model *m, odbox_error *err);
  * be NULL) gets N + 1, the version the row will have. */
 int odbox_plan_update(odbox_plan *p, const odbox_model *m, int64_t *next_version, odbox_error *err);
 /* Emits an event on model m (staged or not; its type registered): payload
- * must be a JSON object, NULL is ODBOX_EINVAL (serialised now; the caller
- * keeps its reference). */
+ * must be a JSON object, NULL is ODBOX_EINVAL, and so is text in it that is
+ * not UTF-8 or holds U+0000 (serialised now; the caller keeps its
+ * reference). */
 int odbox_plan_emit(odbox_plan *p, const odbox_model *m, const odbox_event_type *et,
                     json_object *payload, odbox_error *err);
 /* As odbox_plan_emit, delivered no earlier than deliver_after_us (UTC
@@ -178,7 +179,9 @@ void odbox_executor_set_hook(odbox_executor *exe, odbox_hook_fn hook, void *ud);
  * outcome. A NULL exe does nothing. */
 void odbox_executor_claim_keys_first(odbox_executor *exe, int on);
 
-/* Runs the action. params must be a JSON object (NULL: {}). cfg NULL:
+/* Runs the action. params must be a JSON object (NULL: {}) of UTF-8 text
+ * without U+0000 (else ODBOX_EINVAL; a keyed action's result that is not
+ * UTF-8 is too: its key's row keeps it as text). cfg NULL:
  * the executor's defaults. res (may be NULL) gets the action id, retry
  * counts and perform's result, also on failure. Codes: perform's own,
  * ODBOX_ESTALE (retries exhausted), ODBOX_ECROSSSHARD (nothing written),

@@ -108,8 +108,8 @@ int odbox_tx_replayed(const odbox_tx *tx);
 odbox_shard_id odbox_tx_shard(const odbox_tx *tx);
 
 /* Adds an event on the model (model_type: [A-Za-z_][A-Za-z0-9_]*, model_id:
- * 1 to 255 bytes of text, e.g. your row's key) of type et with payload, a
- * JSON object (copied). It is written at commit. Registers et with the
+ * 1 to 255 bytes of UTF-8, e.g. your row's key) of type et with payload, a
+ * JSON object of UTF-8 text without U+0000 (copied; cfg->params too). It is written at commit. Registers et with the
  * executor as odbox_plan_emit does. ODBOX_EINVAL for a NULL or bad
  * argument; ODBOX_ESTATE for a replaying transaction, or one whose
  * connection has no transaction any more (its session was lost while

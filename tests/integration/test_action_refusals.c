@@ -19,9 +19,11 @@ START_TEST(params_and_payloads_must_be_objects)
     odbox_executor *exe = open_exe(&f);
     odbox_result res;
     odbox_error e;
-    /* U+0000, which PostgreSQL's jsonb refuses: refused on every database
-     * before anything is sent (before, it failed only PostgreSQL's commit) */
-    const char *bad_params[] = {"[1, 2]", "42", "\"text\"", "true", "{\"a\": \"x\\u0000y\"}"};
+    /* U+0000, which PostgreSQL's jsonb refuses, and text that is not
+     * UTF-8 (a byte 0xff), which PostgreSQL and MySQL/MariaDB refuse:
+     * refused on every database before anything is sent (before, they
+     * failed those databases' commit, and SQLite stored them) */
+    const char *bad_params[] = {"[1, 2]", "42", "\"text\"", "true", "{\"a\": \"x\\u0000y\"}", "{\"a\": \"x\xffy\"}"};
     for (size_t i = 0; i < sizeof bad_params / sizeof bad_params[0]; i++) {
         script s = {0};
         int rc = execute_script(exe, "Params", &s, bad_params[i], NULL, &res, &e);
@@ -33,7 +35,7 @@ START_TEST(params_and_payloads_must_be_objects)
     assert_empty(&f, 0);
 
     odbox_model *d = dfx_dummy(NULL, "p", 1);
-    const char *bad_payloads[] = {"[1, 2]", "42", "\"text\"", "null", "{\"a\": \"\\u0000\"}"};
+    const char *bad_payloads[] = {"[1, 2]", "42", "\"text\"", "null", "{\"a\": \"\\u0000\"}", "{\"a\": \"\xc3(\"}"};
     for (size_t i = 0; i < sizeof bad_payloads / sizeof bad_payloads[0]; i++) {
         script s = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, bad_payloads[i]}}, .nemit = 1};
         int rc = execute_script(exe, "Payload", &s, NULL, NULL, &res, &e);

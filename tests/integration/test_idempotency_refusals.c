@@ -351,6 +351,39 @@ START_TEST(a_stored_result_that_is_not_json_is_an_error)
 }
 END_TEST
 
+/* A keyed action whose result holds text that is not UTF-8: the key's
+ * row keeps the result as text, which PostgreSQL and MySQL/MariaDB
+ * refuse at its write (the action lost at its commit there) and SQLite
+ * stores. Refused alike (ODBOX_EINVAL), nothing written and the key
+ * unspent, so the same key runs once the result is fixed. */
+START_TEST(a_keyed_result_that_is_not_utf8_is_refused)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_model *d = dfx_dummy(NULL, "u8", 1);
+    script s = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1, .result = "{\"s\": \"a\xff" "b\"}"};
+    odbox_action a = {.name = "Utf8Result", .perform = scripted, .user = &s};
+    odbox_result res;
+    odbox_error e = {0};
+    int rc = odbox_execute_keyed(exe, &a, NULL, "utf8-result", NULL, &res, &e);
+    ck_assert_msg(rc == ODBOX_EINVAL && strstr(e.message, "UTF-8"), "%s: %s", odbox_errname(rc), e.message);
+    odbox_result_clear(&res);
+    ck_assert_int_eq(keys(&f), 0);
+    ck_assert_int_eq(dfx_events(&f, 0), 0);
+    ck_assert_int_eq(dfx_rows(&f, 0, "dummies"), 0);
+    s.result = "{\"s\": \"ab\"}";
+    ck_assert_msg(odbox_execute_keyed(exe, &a, NULL, "utf8-result", NULL, &res, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(res.replayed, 0);
+    odbox_result_clear(&res);
+    ck_assert_int_eq(keys(&f), 1);
+    ck_assert_int_eq(dfx_events(&f, 0), 1);
+    odbox_model_free(&d);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
 /* An eventlog without the keys' table (migration V11 not applied): a
  * keyed action and a keyed own transaction fail naming the migrations,
  * run nothing and write nothing. */
@@ -385,6 +418,7 @@ void idempotency_add_refusal_tests(TCase *t)
 {
     tcase_add_test(t, a_keyed_call_behind_an_open_holder_times_out);
     tcase_add_test(t, a_stored_result_that_is_not_json_is_an_error);
+    tcase_add_test(t, a_keyed_result_that_is_not_utf8_is_refused);
     tcase_add_test(t, a_key_without_its_table_names_the_migrations);
     tcase_add_test(t, a_key_of_another_action_is_refused);
     tcase_add_test(t, a_key_of_another_transaction_is_refused);

@@ -561,6 +561,13 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     json_object *nul_obj = json_tokener_parse("{\"note\": \"a\\u0000b\"}");
     odbox_tx_config nul_params = {.params = nul_obj};
     refused_begin(&o, o.exe, s0, &nul_params, ODBOX_EINVAL, "U+0000");
+    /* text that is not UTF-8, which PostgreSQL and MySQL/MariaDB refuse
+     * at the events' INSERT (losing the caller's transaction at its
+     * commit) and SQLite stores: refused alike, before any write */
+    json_object *bad_utf8 = json_object_new_object();
+    json_object_object_add(bad_utf8, "note", json_object_new_string("a\xff" "b"));
+    odbox_tx_config utf8_params = {.params = bad_utf8};
+    refused_begin(&o, o.exe, s0, &utf8_params, ODBOX_EINVAL, "UTF-8");
     odbox_tx_config empty_key = {.idempotency_key = ""};
     refused_begin(&o, o.exe, s0, &empty_key, ODBOX_EINVAL, "key");
     char long_key[300];
@@ -596,6 +603,8 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     longid[256] = 0;
     refused_emit(tx, "Order", longid, &PAID, obj, "1 to 255 bytes");
     refused_emit(tx, "Order", "b-1", &PAID, nul_obj, "U+0000");
+    refused_emit(tx, "Order", "b-1", &PAID, bad_utf8, "UTF-8");
+    refused_emit(tx, "Order", "b-\xe2\x82", &PAID, obj, "UTF-8"); /* a sequence cut short */
     json_object *escaped = json_tokener_parse("{\"note\": \"a\\\\u0000b\"}"); /* a backslash, then text */
     ck_assert_msg(odbox_tx_emit(tx, "Order", "b-1", &PAID, escaped, &e) == ODBOX_OK, "%s", e.message);
     json_object_put(escaped);
@@ -628,6 +637,7 @@ START_TEST(bad_input_is_refused_and_writes_nothing)
     json_object_put(obj);
     json_object_put(arr);
     json_object_put(nul_obj);
+    json_object_put(bad_utf8);
     txf_close(&o);
 }
 END_TEST

@@ -67,6 +67,20 @@ START_TEST(a_key_must_be_valid_utf8)
 }
 END_TEST
 
+/* Where text that odbox writes stops being UTF-8 (params, payloads, a
+ * key's result): the first bad byte's offset, or -1. */
+START_TEST(the_first_byte_that_is_not_utf8)
+{
+    ck_assert_int_eq(odbox_utf8_bad_at(""), -1);
+    ck_assert_int_eq(odbox_utf8_bad_at("{\"a\":\"caf\xc3\xa9 \xf0\x9f\x98\x80\"}"), -1);
+    ck_assert_int_eq(odbox_utf8_bad_at("\xff"), 0);
+    ck_assert_int_eq(odbox_utf8_bad_at("ab\xc3("), 2);         /* a sequence cut by an ASCII byte */
+    ck_assert_int_eq(odbox_utf8_bad_at("abc\xe2\x82"), 3);     /* cut by the end */
+    ck_assert_int_eq(odbox_utf8_bad_at("x\xed\xa0\x80"), 1);   /* a surrogate */
+    ck_assert_int_eq(odbox_utf8_bad_at("\x01\x7f ok"), -1);    /* control characters are UTF-8 */
+}
+END_TEST
+
 /* The sequence lengths the check steps by (prometheus' escaping too). */
 START_TEST(utf8_sequence_lengths)
 {
@@ -134,6 +148,7 @@ Suite *keys_suite(void)
     TCase *t = tcase_create("keys");
     tcase_add_test(t, a_key_must_be_valid_utf8);
     tcase_add_test(t, utf8_sequence_lengths);
+    tcase_add_test(t, the_first_byte_that_is_not_utf8);
     tcase_add_test(t, a_transaction_key_must_be_valid_utf8);
     tcase_add_test(t, a_stored_key_answers_its_action_only);
     suite_add_tcase(s, t);
