@@ -147,11 +147,7 @@ static void free_columns(odbox_stmt *s)
 {
     if (s->ncols && s->h != SQL_NULL_HSTMT)
         SQLFreeStmt(s->h, SQL_UNBIND);
-    for (int i = 0; i < s->ncols; i++)
-        free(s->cols[i].data);
-    free(s->cols);
-    s->cols = NULL;
-    s->ncols = 0;
+    odbox_stmt_free_columns(s);
 }
 
 static int odbc_prepare(odbox_stmt *s, odbox_error *err)

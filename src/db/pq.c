@@ -9,8 +9,11 @@
  *
  * What it sends: statements are prepared by name (PQprepare) and run
  * with text parameters (PQexecPrepared), their results read as text, as
- * psqlODBC does with UseServerSidePrepare=1; BEGIN, COMMIT and ROLLBACK
- * are simple queries. Every value travels as text with no type (OID 0),
+ * psqlODBC does with UseServerSidePrepare=1. BEGIN waits for the
+ * transaction's first statement and goes in the same round trip (libpq's
+ * pipeline, or one simple query), as psqlODBC sends it; COMMIT and
+ * ROLLBACK are simple queries, and end a transaction that sent nothing
+ * without a round trip. Every value travels as text with no type (OID 0),
  * so the server types each parameter from where it stands, as the
  * dialect's CAST(? AS ...) forms expect. A freed statement is
  * deallocated without waiting for the answer (libpq reads it before the
@@ -38,7 +41,23 @@ typedef struct pq_stmt {
     int nvals;
 } pq_stmt;
 
-static PGconn *pg_of(const odbox_conn *c) { return (PGconn *)c->native; }
+/* The session: odbox_conn's native. */
+typedef struct pq_conn {
+    PGconn *pg;
+    int begin_pending; /* begun, and BEGIN not sent yet */
+} pq_conn;
+
+static pq_conn *pc_of(const odbox_conn *c) { return (pq_conn *)c->native; }
+static PGconn *pg_of(const odbox_conn *c) { return c->native ? pc_of(c)->pg : NULL; }
+
+/* Reads and drops what is left of earlier queries (a DEALLOCATE sent
+ * without waiting): a pipeline starts only on an idle session. */
+static void drain(PGconn *pg)
+{
+    PGresult *r;
+    while ((r = PQgetResult(pg)) != NULL)
+        PQclear(r);
+}
 
 /* libpq prints notices to stderr by default; a library must not. */
 static void notice(void *arg, const char *message)
@@ -83,16 +102,21 @@ static int pq_connect(odbox_conn *c, const char *dsn_text, const odbox_dialect *
     *named = d;
     if (!c->dialect)
         c->dialect = d;
-    PGconn *pg = PQconnectdb(info);
+    pq_conn *pc = calloc(1, sizeof *pc);
+    PGconn *pg = pc ? PQconnectdb(info) : NULL;
     odbox_free_secret(info);
-    if (!pg)
+    if (!pg) {
+        free(pc);
         return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
-    c->native = pg;
+    }
+    pc->pg = pg;
+    c->native = pc;
     if (PQstatus(pg) != CONNECTION_OK) {
         odbox_db_fail(c, err, "connect", 0, "08001", PQerrorMessage(pg));
         if (err)
             err->code = ODBOX_ECONNECT;
         PQfinish(pg);
+        free(pc);
         c->native = NULL;
         return ODBOX_ECONNECT;
     }
@@ -108,8 +132,10 @@ static int pq_connect(odbox_conn *c, const char *dsn_text, const odbox_dialect *
 /* The server rolls back what the session left open when it ends. */
 static void pq_disconnect(odbox_conn *c)
 {
-    if (c->native)
+    if (c->native) {
         PQfinish(pg_of(c));
+        free(c->native);
+    }
     c->native = NULL;
 }
 
@@ -131,30 +157,42 @@ static int command(odbox_conn *c, const char *sql, const char *what, odbox_error
     return rc;
 }
 
-static int pq_exec(odbox_conn *c, const char *sql, odbox_error *err) { return command(c, sql, "exec", err); }
+/* A pending BEGIN goes first in the same simple query. */
+static int pq_exec(odbox_conn *c, const char *sql, odbox_error *err)
+{
+    pq_conn *pc = pc_of(c);
+    if (!pc->begin_pending)
+        return command(c, sql, "exec", err);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "BEGIN; ", sql, (char *)NULL);
+    char *both = odbox_buf_take(&b);
+    if (!both)
+        return odbox_fail(err, ODBOX_ENOMEM, "exec: out of memory");
+    pc->begin_pending = 0;
+    int rc = command(c, both, "exec", err);
+    free(both);
+    return rc;
+}
 
-/* BEGIN at once (a session found lost then is replaced before anything
- * of the transaction was sent); COMMIT or ROLLBACK ended it already. */
+/* Nothing is sent at BEGIN: it goes with the first statement. */
 static int pq_autocommit(odbox_conn *c, int on, odbox_error *err)
 {
-    return on ? ODBOX_OK : command(c, "BEGIN", "begin", err);
+    (void)err;
+    pc_of(c)->begin_pending = !on;
+    return ODBOX_OK;
 }
 
 static int pq_end_tran(odbox_conn *c, int commit, odbox_error *err)
 {
+    pq_conn *pc = pc_of(c);
+    if (pc->begin_pending) { /* the server saw no transaction: nothing to end */
+        pc->begin_pending = 0;
+        return ODBOX_OK;
+    }
     return command(c, commit ? "COMMIT" : "ROLLBACK", commit ? "commit" : "rollback", err);
 }
 
 /* ---- statements ---------------------------------------------------------- */
-
-static void free_columns(odbox_stmt *s)
-{
-    for (int i = 0; i < s->ncols; i++)
-        free(s->cols[i].data);
-    free(s->cols);
-    s->cols = NULL;
-    s->ncols = 0;
-}
 
 static int pq_prepare(odbox_stmt *s, odbox_error *err)
 {
@@ -186,7 +224,7 @@ static int pq_prepared(const odbox_stmt *s)
 static void pq_unprepare(odbox_stmt *s, int send)
 {
     pq_stmt *q = s->native;
-    free_columns(s);
+    odbox_stmt_free_columns(s);
     if (!q)
         return;
     PQclear(q->res);
@@ -204,6 +242,38 @@ static void pq_unprepare(odbox_stmt *s, int send)
         free(q);
         s->native = NULL;
     }
+}
+
+/* BEGIN and q in one round trip (a pipeline): q's result, or BEGIN's
+ * error in its place when BEGIN failed; NULL when nothing came (the
+ * session is gone: the caller reads PQstatus). */
+static PGresult *begin_and_execute(PGconn *pg, const pq_stmt *q, int n)
+{
+    drain(pg);
+    if (!PQenterPipelineMode(pg))
+        return NULL;
+    PGresult *results[2] = {NULL, NULL};
+    if (PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) &&
+        PQsendQueryPrepared(pg, q->name, n, q->vals, NULL, NULL, 0) && PQpipelineSync(pg)) {
+        /* each query's results end with a NULL; then the sync's */
+        for (int i = 0; i < 2; i++) {
+            PGresult *r = PQgetResult(pg);
+            if (!r)
+                break;
+            results[i] = r;
+            while ((r = PQgetResult(pg)) != NULL)
+                PQclear(r);
+        }
+        PGresult *sync = PQgetResult(pg);
+        PQclear(sync);
+    }
+    PQexitPipelineMode(pg);
+    if (results[0] && PQresultStatus(results[0]) != PGRES_COMMAND_OK) {
+        PQclear(results[1]);
+        return results[0];
+    }
+    PQclear(results[0]);
+    return results[1];
 }
 
 static int pq_execute(odbox_stmt *s, odbox_error *err)
@@ -233,7 +303,13 @@ static int pq_execute(odbox_stmt *s, odbox_error *err)
         q->vals[i] = v;
     }
     PQclear(q->res);
-    q->res = PQexecPrepared(pg_of(s->conn), q->name, n, q->vals, NULL, NULL, 0);
+    pq_conn *pc = pc_of(s->conn);
+    if (pc->begin_pending) {
+        pc->begin_pending = 0;
+        q->res = begin_and_execute(pc->pg, q, n);
+    } else {
+        q->res = PQexecPrepared(pc->pg, q->name, n, q->vals, NULL, NULL, 0);
+    }
     ExecStatusType st = PQresultStatus(q->res);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
         int rc = fail(s->conn, q->res, err, "execute");
@@ -256,7 +332,7 @@ static int pq_columns(odbox_stmt *s, odbox_error *err)
     s->open_cursor = 1;
     if (n == s->ncols)
         return ODBOX_OK;
-    free_columns(s);
+    odbox_stmt_free_columns(s);
     if (!(s->cols = calloc((size_t)n, sizeof *s->cols)))
         return odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
     s->ncols = n;

@@ -280,7 +280,6 @@ static void stmt_destroy(odbox_stmt *s)
     if (s->conn)
         s->conn->drv->unprepare(s, 1);
     unlink_stmt(s);
-    free(s->cols);
     for (int i = 0; i < s->cap; i++)
         free(s->binds[i].text);
     free(s->binds);

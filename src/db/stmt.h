@@ -68,6 +68,9 @@ struct odbox_stmt {
     int shape_cols;     /* -1: not asked yet */
 };
 
+/* Frees s's column buffers (values.c; a driver unbinds them first). */
+void odbox_stmt_free_columns(odbox_stmt *s);
+
 /* The error of using a detached statement (ODBOX_ESTATE); what names the
  * operation. */
 int odbox_stmt_detached(odbox_error *err, const char *what);

@@ -25,6 +25,15 @@ int odbox_stmt_detached(odbox_error *err, const char *what)
                       what);
 }
 
+void odbox_stmt_free_columns(odbox_stmt *s)
+{
+    for (int i = 0; i < s->ncols; i++)
+        free(s->cols[i].data);
+    free(s->cols);
+    s->cols = NULL;
+    s->ncols = 0;
+}
+
 /* The bind slot of parameter idx (from 1), typed t and marked set. */
 static int slot(odbox_stmt *s, int idx, odbox_type t, bind **out, odbox_error *err)
 {
