@@ -459,9 +459,23 @@ int odbox_pg_conninfo(const odbox_dsn *dsn, char **out, odbox_error *err)
     PQconninfoFree(known);
     if (rc != ODBOX_OK)
         return rc;
+    /* the DSN's own options= keeps the ISO dates odbox parses, last so
+     * that they win */
+    odbox_buf opts = {0};
+    for (size_t i = 0; i < p.n; i++)
+        if (!strcmp(p.keys[i], "options") && strcmp(p.vals[i], "-c DateStyle=ISO")) {
+            odbox_buf_cat(&opts, p.vals[i], " -c DateStyle=ISO", (char *)NULL);
+            if (opts.oom) {
+                params_free(&p);
+                odbox_buf_reset(&opts);
+                return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
+            }
+            p.vals[i] = opts.data;
+        }
     odbox_buf b = {0};
     for (size_t i = 0; i < p.n; i++)
         conninfo_add(&b, p.keys[i], p.vals[i]);
+    odbox_buf_reset(&opts);
     params_free(&p);
     if (!(*out = odbox_buf_take(&b))) {
         odbox_buf_reset(&b);

@@ -15,6 +15,10 @@
 typedef struct odbox_db_driver {
     int version;       /* ODBOX_DB_DRIVER_VERSION */
     const char *name;  /* "odbc", "libpq" */
+    /* 1 when prepare sends the SQL to the server at once (libpq): SQL
+     * that would end a transaction then waits for its execute, where
+     * inside one it is refused unsent. */
+    int prepares_on_server;
 
     /* Opens c's session to dsn_text (c has none): sets c->secret, the
      * dialect when c has none yet, server_name, server_version, cache_ok

@@ -17,8 +17,9 @@
  * so the server types each parameter from where it stands, as the
  * dialect's CAST(? AS ...) forms expect. A freed statement is
  * deallocated without waiting for the answer (libpq reads it before the
- * next query). Timeouts come from the connection string the dialect
- * builds (libpq_conninfo). */
+ * next query): at once outside a transaction, after its end inside one.
+ * COPY is refused (odbox reads results, not data streams). Timeouts come
+ * from the connection string the dialect builds (libpq_conninfo). */
 #include "config.h"
 #include <libpq-fe.h>
 #include <stdatomic.h>
@@ -36,6 +37,7 @@ typedef struct pq_stmt {
     char *text;        /* the SQL with $1, $2, ... for its '?' */
     PGresult *res;     /* the last execute's result */
     int row, nrows;
+    int64_t affected;  /* the last execute's row count, -1: none */
     int nparams;       /* its '?' */
     const char **vals; /* the parameters' values at execute */
     int nvals;
@@ -45,18 +47,41 @@ typedef struct pq_stmt {
 typedef struct pq_conn {
     PGconn *pg;
     int begin_pending; /* begun, and BEGIN not sent yet */
+    /* Freed statements still prepared on the server: "DEALLOCATE a;
+     * DEALLOCATE b; ...", sent after the transaction's end (inside one it
+     * could be refused, 25P02, and a refusal would end it) or at once
+     * outside one, without waiting for the answer. */
+    odbox_buf closing;
 } pq_conn;
 
 static pq_conn *pc_of(const odbox_conn *c) { return (pq_conn *)c->native; }
 static PGconn *pg_of(const odbox_conn *c) { return c->native ? pc_of(c)->pg : NULL; }
 
 /* Reads and drops what is left of earlier queries (a DEALLOCATE sent
- * without waiting): a pipeline starts only on an idle session. */
+ * without waiting): a pipeline starts only on an idle session. A COPY
+ * never ends this way: the caller refused it (copy_refused). */
 static void drain(PGconn *pg)
 {
     PGresult *r;
-    while ((r = PQgetResult(pg)) != NULL)
+    while ((r = PQgetResult(pg)) != NULL) {
+        ExecStatusType st = PQresultStatus(r);
         PQclear(r);
+        if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH)
+            break;
+    }
+}
+
+/* Sends the DEALLOCATEs of freed statements, without waiting: libpq reads
+ * the answer before the next query's (drain, or PQexec's own). */
+static void send_closing(pq_conn *pc)
+{
+    if (!pc->closing.len || PQstatus(pc->pg) != CONNECTION_OK)
+        return;
+    drain(pc->pg);
+    char *sql = odbox_buf_take(&pc->closing);
+    if (sql)
+        PQsendQuery(pc->pg, sql);
+    free(sql);
 }
 
 /* libpq prints notices to stderr by default; a library must not. */
@@ -78,6 +103,18 @@ static int fail(odbox_conn *c, const PGresult *res, odbox_error *err, const char
     if (!state)
         state = lost ? "08006" : "HY000";
     return odbox_db_fail(c, err, what, lost, state, text);
+}
+
+/* odbox reads results, not COPY's data stream: a session left in COPY
+ * cannot go on, so it is closed and the statement refused. */
+static int copy_refused(odbox_conn *c, const PGresult *r, odbox_error *err, const char *what)
+{
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COPY_IN && st != PGRES_COPY_OUT && st != PGRES_COPY_BOTH)
+        return ODBOX_OK;
+    c->dead = 1;
+    return odbox_fail(err, ODBOX_EUNSUPPORTED,
+                      "%s: COPY is not run through odbox's statements (driver=libpq): the session is closed", what);
 }
 
 static int pq_connect(odbox_conn *c, const char *dsn_text, const odbox_dialect **named, char **conn_string,
@@ -134,6 +171,7 @@ static void pq_disconnect(odbox_conn *c)
 {
     if (c->native) {
         PQfinish(pg_of(c));
+        odbox_buf_reset(&pc_of(c)->closing);
         free(c->native);
     }
     c->native = NULL;
@@ -145,8 +183,10 @@ static int command(odbox_conn *c, const char *sql, const char *what, odbox_error
 {
     PGresult *r = PQexec(pg_of(c), sql);
     ExecStatusType st = PQresultStatus(r);
-    int rc = ODBOX_OK;
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY)
+    int rc = copy_refused(c, r, err, what);
+    if (rc != ODBOX_OK)
+        ;
+    else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY)
         rc = fail(c, r, err, what);
     else if (!strcmp(what, "commit") && !strcmp(PQcmdStatus(r), "ROLLBACK"))
         /* a COMMIT of a transaction that failed rolls it back, and says
@@ -157,21 +197,19 @@ static int command(odbox_conn *c, const char *sql, const char *what, odbox_error
     return rc;
 }
 
-/* A pending BEGIN goes first in the same simple query. */
+/* A pending BEGIN is sent first, on its own: in one simple query with
+ * sql, a syntax error in sql would stop the BEGIN too (the server parses
+ * the whole text first), and the statements after it would each commit. */
 static int pq_exec(odbox_conn *c, const char *sql, odbox_error *err)
 {
     pq_conn *pc = pc_of(c);
-    if (!pc->begin_pending)
-        return command(c, sql, "exec", err);
-    odbox_buf b = {0};
-    odbox_buf_cat(&b, "BEGIN; ", sql, (char *)NULL);
-    char *both = odbox_buf_take(&b);
-    if (!both)
-        return odbox_fail(err, ODBOX_ENOMEM, "exec: out of memory");
-    pc->begin_pending = 0;
-    int rc = command(c, both, "exec", err);
-    free(both);
-    return rc;
+    if (pc->begin_pending) {
+        int rc = command(c, "BEGIN", "begin", err);
+        if (rc != ODBOX_OK)
+            return rc;
+        pc->begin_pending = 0;
+    }
+    return command(c, sql, "exec", err);
 }
 
 /* Nothing is sent at BEGIN: it goes with the first statement. */
@@ -185,11 +223,13 @@ static int pq_autocommit(odbox_conn *c, int on, odbox_error *err)
 static int pq_end_tran(odbox_conn *c, int commit, odbox_error *err)
 {
     pq_conn *pc = pc_of(c);
-    if (pc->begin_pending) { /* the server saw no transaction: nothing to end */
+    int rc = ODBOX_OK;
+    if (pc->begin_pending) /* the server saw no transaction: nothing to end */
         pc->begin_pending = 0;
-        return ODBOX_OK;
-    }
-    return command(c, commit ? "COMMIT" : "ROLLBACK", commit ? "commit" : "rollback", err);
+    else
+        rc = command(c, commit ? "COMMIT" : "ROLLBACK", commit ? "commit" : "rollback", err);
+    send_closing(pc);
+    return rc;
 }
 
 /* ---- statements ---------------------------------------------------------- */
@@ -230,10 +270,11 @@ static void pq_unprepare(odbox_stmt *s, int send)
     PQclear(q->res);
     q->res = NULL;
     odbox_conn *c = s->conn;
-    if (send && q->name[0] && c && c->native && !c->dead && PQstatus(pg_of(c)) == CONNECTION_OK) {
-        char sql[48];
-        snprintf(sql, sizeof sql, "DEALLOCATE %s", q->name);
-        PQsendQuery(pg_of(c), sql); /* its answer is read (and dropped) before the next query's */
+    if (send && q->name[0] && c && c->native && !c->dead) {
+        pq_conn *pc = pc_of(c);
+        odbox_buf_cat(&pc->closing, "DEALLOCATE ", q->name, "; ", (char *)NULL);
+        if (!c->in_tx)
+            send_closing(pc);
     }
     q->name[0] = '\0';
     if (send) { /* the statement goes away, not just its session */
@@ -256,14 +297,20 @@ static PGresult *begin_and_execute(PGconn *pg, const pq_stmt *q, int n)
     if (PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) &&
         PQsendQueryPrepared(pg, q->name, n, q->vals, NULL, NULL, 0) && PQpipelineSync(pg)) {
         /* each query's results end with a NULL; then the sync's */
-        for (int i = 0; i < 2; i++) {
+        int copy = 0;
+        for (int i = 0; i < 2 && !copy; i++) {
             PGresult *r = PQgetResult(pg);
             if (!r)
                 break;
             results[i] = r;
-            while ((r = PQgetResult(pg)) != NULL)
+            ExecStatusType st = PQresultStatus(r);
+            /* a COPY's results never end: its caller refuses it and closes the session */
+            copy = st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH;
+            while (!copy && (r = PQgetResult(pg)) != NULL)
                 PQclear(r);
         }
+        if (copy)
+            return results[1] ? (PQclear(results[0]), results[1]) : results[0];
         PGresult *sync = PQgetResult(pg);
         PQclear(sync);
     }
@@ -294,8 +341,12 @@ static int pq_execute(odbox_stmt *s, odbox_error *err)
             v = NULL;
         else if (b->type == ODBOX_TYPE_TEXT || b->type == ODBOX_TYPE_UUID || b->type == ODBOX_TYPE_JSON)
             v = b->text;
-        else if (b->type == ODBOX_TYPE_DOUBLE)
+        else if (b->type == ODBOX_TYPE_DOUBLE) {
             snprintf(b->text_form, sizeof b->text_form, "%.17g", b->v.d);
+            char *comma = strchr(b->text_form, ','); /* a locale's decimal comma */
+            if (comma)
+                *comma = '.';
+        }
         else if (b->type == ODBOX_TYPE_INT64 && !s->conn->dialect->numbers_as_text)
             snprintf(b->text_form, sizeof b->text_form, "%lld", (long long)b->v.i);
         else if (b->type == ODBOX_TYPE_BOOL && !s->conn->dialect->numbers_as_text)
@@ -305,18 +356,23 @@ static int pq_execute(odbox_stmt *s, odbox_error *err)
     PQclear(q->res);
     pq_conn *pc = pc_of(s->conn);
     if (pc->begin_pending) {
-        pc->begin_pending = 0;
         q->res = begin_and_execute(pc->pg, q, n);
+        /* BEGIN ran unless the server is still outside a transaction */
+        pc->begin_pending = PQstatus(pc->pg) == CONNECTION_OK && PQtransactionStatus(pc->pg) == PQTRANS_IDLE;
     } else {
         q->res = PQexecPrepared(pc->pg, q->name, n, q->vals, NULL, NULL, 0);
     }
     ExecStatusType st = PQresultStatus(q->res);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
-        int rc = fail(s->conn, q->res, err, "execute");
+    int rc = copy_refused(s->conn, q->res, err, "execute");
+    if (rc == ODBOX_OK && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY)
+        rc = fail(s->conn, q->res, err, "execute");
+    if (rc != ODBOX_OK) {
         PQclear(q->res);
         q->res = NULL;
         return rc;
     }
+    const char *t = PQcmdTuples(q->res);
+    q->affected = *t ? strtoll(t, NULL, 10) : -1;
     q->row = -1;
     q->nrows = st == PGRES_TUPLES_OK ? PQntuples(q->res) : 0;
     return ODBOX_OK;
@@ -366,18 +422,22 @@ static int pq_fetch(odbox_stmt *s, odbox_error *err)
     return 1;
 }
 
+/* The rows go: a cached statement keeps no result (ODBC's SQL_CLOSE
+ * frees the driver's too). */
 static void pq_close_cursor(odbox_stmt *s)
 {
     pq_stmt *q = s->native;
-    if (q)
+    if (q) {
+        PQclear(q->res);
+        q->res = NULL;
         q->nrows = 0;
+    }
 }
 
 static int64_t pq_rows_affected(odbox_stmt *s)
 {
     pq_stmt *q = s->native;
-    const char *t = q && q->res ? PQcmdTuples(q->res) : "";
-    return *t ? strtoll(t, NULL, 10) : -1;
+    return q ? q->affected : -1;
 }
 
 static int pq_column_label(odbox_stmt *s, int i, char *buf, size_t cap)
@@ -393,6 +453,7 @@ static int pq_column_label(odbox_stmt *s, int i, char *buf, size_t cap)
 const odbox_db_driver odbox_db_libpq = {
     .version = ODBOX_DB_DRIVER_VERSION,
     .name = "libpq",
+    .prepares_on_server = 1,
     .connect = pq_connect,
     .disconnect = pq_disconnect,
     .is_dead = pq_is_dead,

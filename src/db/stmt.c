@@ -195,9 +195,9 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     c->nheld++;
     int rc = ODBOX_OK;
     /* SQL that would end a transaction is prepared at its execute, where
-     * inside one it is refused unsent (a driver that prepares on the
-     * server, libpq, would send it now) */
-    while (!s->ends_tx && (rc = c->drv->prepare(s, err)) != ODBOX_OK && c->again(c, rc, 1, err))
+     * inside one it is refused unsent, by a driver that would send it now */
+    int defer = s->ends_tx && c->drv->prepares_on_server;
+    while (!defer && (rc = c->drv->prepare(s, err)) != ODBOX_OK && c->again(c, rc, 1, err))
         ;
     if (rc != ODBOX_OK) {
         stmt_destroy(s);
@@ -322,14 +322,18 @@ static void close_cursor(odbox_stmt *s)
     s->have_row = 0;
 }
 
-static int execute_once(odbox_stmt *s, odbox_error *err)
+/* *unsent: the failure came before the statement itself was sent (its
+ * prepare), so it is safe to send again. */
+static int execute_once(odbox_stmt *s, int *unsent, odbox_error *err)
 {
     odbox_conn *c = s->conn;
     if (c->dead)
         return odbox_fail(err, ODBOX_ECONNLOST, "execute: the connection is dead");
     int rc;
+    *unsent = 1;
     if (!c->drv->prepared(s) && (rc = c->drv->prepare(s, err)) != ODBOX_OK)
         return rc;
+    *unsent = 0;
     close_cursor(s);
     s->affected = -1;
     s->affected_known = 0;
@@ -360,7 +364,8 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
     if (rc != ODBOX_OK)
         return rc;
     c->session_changed |= s->changes_session;
-    while ((rc = execute_once(s, err)) != ODBOX_OK && c->again(c, rc, s->repeatable || c->in_tx, err))
+    int unsent = 0;
+    while ((rc = execute_once(s, &unsent, err)) != ODBOX_OK && c->again(c, rc, s->repeatable || c->in_tx || unsent, err))
         ;
     if (rc == ODBOX_OK)
         c->fresh = 0;

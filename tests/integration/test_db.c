@@ -240,6 +240,86 @@ START_TEST(question_marks_in_text_are_not_parameters)
 }
 END_TEST
 
+/* A statement that fails to parse as a transaction's first leaves it a
+ * transaction: what follows is rolled back with it (libpq sends the
+ * deferred BEGIN on its own, not in one text with the statement, which
+ * the server would refuse whole). */
+START_TEST(a_syntax_error_first_keeps_the_transaction)
+{
+    odbox_conn *c = itest_connect(1);
+    odbox_error e;
+    char t[64];
+    itest_name(t, sizeof t, "tx_first");
+    itest_exec(c, "CREATE TABLE %s (a INT)", t);
+    char sql[128];
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    snprintf(sql, sizeof sql, "INSRT INTO %s VALUES (1)", t);
+    ck_assert_int_ne(odbox_conn_exec(c, sql, &e), ODBOX_OK);
+    ck_assert_msg(!strstr(e.message, "BEGIN"), "%s", e.message);
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (2)", t);
+    odbox_conn_exec(c, sql, &e); /* refused (PostgreSQL, 25P02) or not: the rollback takes it */
+    odbox_conn_rollback(c, &e);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", t), 0);
+    itest_exec(c, "DROP TABLE %s", t);
+    odbox_conn_close(&c);
+}
+END_TEST
+
+/* Through libpq: freed statements are deallocated on the server (none
+ * piles up past the cache, also when several are freed at once and in a
+ * failed transaction); the DSN's own options= keeps ISO dates; a COPY is
+ * refused and ends the session instead of hanging. */
+START_TEST(libpq_statements_and_sessions)
+{
+    if (!itest_libpq())
+        return;
+    odbox_conn *c = itest_connect(1);
+    odbox_error e;
+    odbox_stmt *held[40] = {0};
+    const char *count = "SELECT COUNT(*) FROM pg_prepared_statements";
+    for (int round = 0; round < 3; round++) {
+        if (round == 2)
+            ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+        for (int i = 0; i < 40; i++) {
+            char sql[64];
+            snprintf(sql, sizeof sql, "SELECT %d + %d", round, i);
+            ck_assert_msg(odbox_stmt_prepare(c, sql, &held[i], &e) == ODBOX_OK, "%s", e.message);
+        }
+        if (round == 2) /* freed inside a transaction that failed */
+            ck_assert_int_ne(odbox_conn_exec(c, "SELECT 1/0", &e), ODBOX_OK);
+        for (int i = 0; i < 40; i++) /* back to back: all but the cache's go */
+            odbox_stmt_free(&held[i]);
+        if (round == 2)
+            ck_assert_int_eq(odbox_conn_rollback(c, &e), ODBOX_OK);
+        int64_t n = -1;
+        ck_assert_msg(odbox_conn_query_int64(c, count, &n, &e) == ODBOX_OK, "%s", e.message);
+        ck_assert_msg(n <= 17, "round %d: %lld statements prepared on the server", round, (long long)n);
+    }
+    odbox_conn_close(&c);
+
+    char *dsn = itest_dsn_with(1, "options=-c%20DateStyle%3DSQL,DMY");
+    ck_assert_int_eq(odbox_conn_open(dsn, &c, &e), ODBOX_OK);
+    free(dsn);
+    odbox_stmt *s = NULL;
+    int64_t us = 0;
+    ck_assert_int_eq(odbox_stmt_prepare(c, "SELECT CAST('2026-03-04 05:06:07' AS TIMESTAMP)", &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_fetch(s, &e), 1);
+    ck_assert_msg(odbox_stmt_get_timestamp(s, 1, &us, NULL, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(us, 1772600767000000LL);
+    odbox_stmt_free(&s);
+
+    ck_assert_int_eq(odbox_stmt_prepare(c, "COPY (SELECT 1) TO STDOUT", &s, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_stmt_execute(s, &e), ODBOX_EUNSUPPORTED);
+    ck_assert_msg(strstr(e.message, "COPY"), "%s", e.message);
+    ck_assert(odbox_conn_is_dead(c));
+    odbox_stmt_free(&s);
+    odbox_conn_rollback(c, &e);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 START_TEST(multi_row_insert)
 {
     odbox_conn *c = itest_connect(1);
@@ -686,6 +766,8 @@ Suite *db_suite(void)
     tcase_add_test(t, unique_conflict_and_transactions);
     tcase_add_test(t, multi_row_insert);
     tcase_add_test(t, question_marks_in_text_are_not_parameters);
+    tcase_add_test(t, a_syntax_error_first_keeps_the_transaction);
+    tcase_add_test(t, libpq_statements_and_sessions);
     tcase_add_test(t, server_gone_mid_transaction);
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt);
     tcase_add_test(t, pool_bounds_and_timeout);
