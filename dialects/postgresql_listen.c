@@ -420,23 +420,18 @@ int odbox_pg_conninfo(const odbox_dsn *dsn, char **out, odbox_error *err)
     snprintf(idle, sizeof idle, "%d", t.read_s / 2 > 0 ? t.read_s / 2 : 1);
     snprintf(interval, sizeof interval, "%d", t.read_s / 10 > 0 ? t.read_s / 10 : 1);
     snprintf(user_timeout, sizeof user_timeout, "%d", t.read_s * 1000);
-    const char *const extra[] = {
-        "application_name", "odbox",
-        "client_encoding", "UTF8",
-        "options", "-c DateStyle=ISO",
-        "keepalives", "1",
-        "keepalives_idle", idle,
-        "keepalives_interval", interval,
-        "keepalives_count", "5",
-        "tcp_user_timeout", user_timeout,
-        t.connect_s > 0 ? "connect_timeout" : NULL, connect_s, /* last: NULL ends the list */
-        NULL,
-    };
-    const char *const *use = extra;
-    const char *const no_read[] = {"application_name", "odbox", "client_encoding", "UTF8", "options",
-                                   "-c DateStyle=ISO", t.connect_s > 0 ? "connect_timeout" : NULL, connect_s, NULL};
-    if (t.read_s <= 0)
-        use = no_read;
+    static const char iso[] = "-c DateStyle=ISO";
+    const char *extra[21] = {"application_name", "odbox", "client_encoding", "UTF8", "options", iso};
+    size_t n = 6;
+    if (t.connect_s > 0)
+        extra[n++] = "connect_timeout", extra[n++] = connect_s;
+    if (t.read_s > 0) {
+        const char *const keepalive[] = {"keepalives", "1", "keepalives_idle", idle, "keepalives_interval",
+                                         interval, "keepalives_count", "5", "tcp_user_timeout", user_timeout};
+        memcpy(extra + n, keepalive, sizeof keepalive);
+        n += sizeof keepalive / sizeof keepalive[0];
+    }
+    extra[n] = NULL;
     PQconninfoOption *known = PQconndefaults();
     if (!known)
         return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
@@ -455,7 +450,7 @@ int odbox_pg_conninfo(const odbox_dsn *dsn, char **out, odbox_error *err)
     }
     params p;
     char port[16];
-    rc = build_params(dsn, &p, known, port, sizeof port, use, err);
+    rc = build_params(dsn, &p, known, port, sizeof port, extra, err);
     PQconninfoFree(known);
     if (rc != ODBOX_OK)
         return rc;
@@ -463,8 +458,8 @@ int odbox_pg_conninfo(const odbox_dsn *dsn, char **out, odbox_error *err)
      * that they win */
     odbox_buf opts = {0};
     for (size_t i = 0; i < p.n; i++)
-        if (!strcmp(p.keys[i], "options") && strcmp(p.vals[i], "-c DateStyle=ISO")) {
-            odbox_buf_cat(&opts, p.vals[i], " -c DateStyle=ISO", (char *)NULL);
+        if (!strcmp(p.keys[i], "options") && p.vals[i] != iso) {
+            odbox_buf_cat(&opts, p.vals[i], " ", iso, (char *)NULL);
             if (opts.oom) {
                 params_free(&p);
                 odbox_buf_reset(&opts);

@@ -359,7 +359,7 @@ int odbox_db_driver_for(const char *dsn_text, const odbox_db_driver **out, odbox
     *out = &odbox_db_odbc;
     if (dsn->driver && odbox_strcaseeq(dsn->driver, "libpq")) {
         const odbox_dialect *d = odbox_dialect_find(dsn->dialect ? dsn->dialect : dsn->scheme ? dsn->scheme : "");
-        if (dsn->raw || !d || !d->libpq_conninfo)
+        if (!d || !d->libpq_conninfo) /* a raw string's Driver= is ODBC's: never "libpq" here */
             rc = odbox_fail(err, ODBOX_EUNSUPPORTED,
                             "DSN: driver=libpq takes a postgresql:// URL%s",
 #ifdef HAVE_LIBPQ

@@ -44,8 +44,9 @@ typedef struct odbox_db_driver {
     int (*prepare)(odbox_stmt *s, odbox_error *err);
     /* 1 when s is prepared on the current session. */
     int (*prepared)(const odbox_stmt *s);
-    /* Forgets what the session holds for s (after a reconnect, the
-     * session is gone: nothing is sent), and its columns. */
+    /* Frees what the driver keeps for s (its columns too); send: tells
+     * the server to forget it (not after a reconnect: that session is
+     * gone). */
     void (*unprepare)(odbox_stmt *s, int send);
     /* Sends s with its binds s->binds[0..nbinds). */
     int (*execute)(odbox_stmt *s, odbox_error *err);

@@ -81,6 +81,21 @@ static void scrub(char *msg, size_t cap, const char *secret)
     }
 }
 
+/* What every driver error does to its connection: a statement failed in
+ * its transaction, a lost session leaves it dead, and the message loses
+ * the password. */
+static int settle(odbox_conn *conn, odbox_error *e, int code)
+{
+    if (conn && conn->in_tx)
+        conn->tx_failed = 1;
+    if (conn && code == ODBOX_ECONNLOST)
+        conn->dead = 1;
+    if (conn)
+        scrub(e->message, sizeof e->message, conn->secret);
+    e->code = code;
+    return code;
+}
+
 int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *conn,
                     odbox_error *err, const char *what)
 {
@@ -120,22 +135,11 @@ int odbox_odbc_fail(SQLSMALLINT type, SQLHANDLE h, SQLRETURN rc, odbox_conn *con
     if (first && rc != SQL_INVALID_HANDLE)
         snprintf(e->message + used, sizeof e->message - used, "failed without diagnostics");
 
-    if (conn && conn->in_tx)
-        conn->tx_failed = 1;
-    if (conn) {
-        SQLUINTEGER dead = SQL_CD_FALSE;
-        if (code == ODBOX_ECONNLOST)
-            conn->dead = 1;
-        else if (conn->dbc && ODBOX_SQL_OK(SQLGetConnectAttr(conn->dbc, SQL_ATTR_CONNECTION_DEAD,
-                                                             &dead, 0, NULL)) &&
-                 dead == SQL_CD_TRUE) {
-            conn->dead = 1;
-            code = ODBOX_ECONNLOST;
-        }
-        scrub(e->message, sizeof e->message, conn->secret);
-    }
-    e->code = code;
-    return code;
+    SQLUINTEGER dead = SQL_CD_FALSE;
+    if (conn && code != ODBOX_ECONNLOST && conn->dbc &&
+        ODBOX_SQL_OK(SQLGetConnectAttr(conn->dbc, SQL_ATTR_CONNECTION_DEAD, &dead, 0, NULL)) && dead == SQL_CD_TRUE)
+        code = ODBOX_ECONNLOST;
+    return settle(conn, e, code);
 }
 
 int odbox_db_fail(odbox_conn *conn, odbox_error *err, const char *what, int lost, const char *sqlstate,
@@ -155,11 +159,5 @@ int odbox_db_fail(odbox_conn *conn, odbox_error *err, const char *what, int lost
         e->message[used++] = *t == '\n' ? ' ' : *t;
     }
     e->message[used < sizeof e->message ? used : sizeof e->message - 1] = '\0';
-    if (conn->in_tx)
-        conn->tx_failed = 1;
-    if (code == ODBOX_ECONNLOST)
-        conn->dead = 1;
-    scrub(e->message, sizeof e->message, conn->secret);
-    e->code = code;
-    return code;
+    return settle(conn, e, code);
 }

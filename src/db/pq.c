@@ -57,6 +57,17 @@ typedef struct pq_conn {
 static pq_conn *pc_of(const odbox_conn *c) { return (pq_conn *)c->native; }
 static PGconn *pg_of(const odbox_conn *c) { return c->native ? pc_of(c)->pg : NULL; }
 
+static int is_copy(ExecStatusType st)
+{
+    return st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH;
+}
+
+/* A result that is no error (a COPY is refused apart: copy_refused). */
+static int succeeded(ExecStatusType st)
+{
+    return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY;
+}
+
 /* Reads and drops what is left of earlier queries (a DEALLOCATE sent
  * without waiting): a pipeline starts only on an idle session. A COPY
  * never ends this way: the caller refused it (copy_refused). */
@@ -64,9 +75,9 @@ static void drain(PGconn *pg)
 {
     PGresult *r;
     while ((r = PQgetResult(pg)) != NULL) {
-        ExecStatusType st = PQresultStatus(r);
+        int copy = is_copy(PQresultStatus(r));
         PQclear(r);
-        if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH)
+        if (copy)
             break;
     }
 }
@@ -109,8 +120,7 @@ static int fail(odbox_conn *c, const PGresult *res, odbox_error *err, const char
  * cannot go on, so it is closed and the statement refused. */
 static int copy_refused(odbox_conn *c, const PGresult *r, odbox_error *err, const char *what)
 {
-    ExecStatusType st = PQresultStatus(r);
-    if (st != PGRES_COPY_IN && st != PGRES_COPY_OUT && st != PGRES_COPY_BOTH)
+    if (!is_copy(PQresultStatus(r)))
         return ODBOX_OK;
     c->dead = 1;
     return odbox_fail(err, ODBOX_EUNSUPPORTED,
@@ -182,13 +192,10 @@ static int pq_is_dead(odbox_conn *c) { return !c->native || PQstatus(pg_of(c)) =
 static int command(odbox_conn *c, const char *sql, const char *what, odbox_error *err)
 {
     PGresult *r = PQexec(pg_of(c), sql);
-    ExecStatusType st = PQresultStatus(r);
     int rc = copy_refused(c, r, err, what);
-    if (rc != ODBOX_OK)
-        ;
-    else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY)
+    if (rc == ODBOX_OK && !succeeded(PQresultStatus(r)))
         rc = fail(c, r, err, what);
-    else if (!strcmp(what, "commit") && !strcmp(PQcmdStatus(r), "ROLLBACK"))
+    else if (rc == ODBOX_OK && !strcmp(what, "commit") && !strcmp(PQcmdStatus(r), "ROLLBACK"))
         /* a COMMIT of a transaction that failed rolls it back, and says
          * so only in its tag */
         rc = odbox_db_fail(c, err, what, 0, "25P02",
@@ -276,13 +283,10 @@ static void pq_unprepare(odbox_stmt *s, int send)
         if (!c->in_tx)
             send_closing(pc);
     }
-    q->name[0] = '\0';
-    if (send) { /* the statement goes away, not just its session */
-        free(q->text);
-        free(q->vals);
-        free(q);
-        s->native = NULL;
-    }
+    free(q->text);
+    free(q->vals);
+    free(q);
+    s->native = NULL;
 }
 
 /* BEGIN and q in one round trip (a pipeline): q's result, or BEGIN's
@@ -303,9 +307,8 @@ static PGresult *begin_and_execute(PGconn *pg, const pq_stmt *q, int n)
             if (!r)
                 break;
             results[i] = r;
-            ExecStatusType st = PQresultStatus(r);
             /* a COPY's results never end: its caller refuses it and closes the session */
-            copy = st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH;
+            copy = is_copy(PQresultStatus(r));
             while (!copy && (r = PQgetResult(pg)) != NULL)
                 PQclear(r);
         }
@@ -364,7 +367,7 @@ static int pq_execute(odbox_stmt *s, odbox_error *err)
     }
     ExecStatusType st = PQresultStatus(q->res);
     int rc = copy_refused(s->conn, q->res, err, "execute");
-    if (rc == ODBOX_OK && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY)
+    if (rc == ODBOX_OK && !succeeded(st))
         rc = fail(s->conn, q->res, err, "execute");
     if (rc != ODBOX_OK) {
         PQclear(q->res);

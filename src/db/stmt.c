@@ -10,7 +10,7 @@
 #include <strings.h>
 #include "stmt.h"
 
-static void stmt_destroy(odbox_stmt *s);
+static void stmt_destroy(odbox_stmt *s, int send);
 
 static void close_cursor(odbox_stmt *s);
 
@@ -71,7 +71,7 @@ void odbox_stmt_detach(odbox_conn *c, int held_only, const char *what)
             drop_handle(s, 1);
             unlink_stmt(s);
         } else if (!held_only) {
-            stmt_destroy(s);
+            stmt_destroy(s, 1);
         }
         s = next;
     }
@@ -82,12 +82,10 @@ void odbox_stmt_drop_handles(odbox_conn *c)
     odbox_stmt *s = c->stmts;
     while (s) {
         odbox_stmt *next = s->next;
-        if (s->in_use) {
+        if (s->in_use)
             drop_handle(s, 0);
-        } else {
-            s->conn->drv->unprepare(s, 0);
-            stmt_destroy(s);
-        }
+        else
+            stmt_destroy(s, 0);
         s = next;
     }
 }
@@ -149,7 +147,7 @@ static int cache_put(odbox_conn *c, odbox_stmt *s)
                 victim = i;
         if (victim < 0)
             return 0;
-        stmt_destroy(c->cache[victim]);
+        stmt_destroy(c->cache[victim], 1);
     }
     c->cache[c->ncache++] = s;
     return 1;
@@ -200,7 +198,7 @@ static int prepare(odbox_conn *c, const char *sql, const void *key, size_t keyle
     while (!defer && (rc = c->drv->prepare(s, err)) != ODBOX_OK && c->again(c, rc, 1, err))
         ;
     if (rc != ODBOX_OK) {
-        stmt_destroy(s);
+        stmt_destroy(s, 1);
         return rc;
     }
     *out = s;
@@ -275,10 +273,12 @@ void odbox_stmt_clear_binds(odbox_stmt *s)
     s->nbinds = 0;
 }
 
-static void stmt_destroy(odbox_stmt *s)
+/* send: tell the server (not after a reconnect: the old session is
+ * gone). */
+static void stmt_destroy(odbox_stmt *s, int send)
 {
     if (s->conn)
-        s->conn->drv->unprepare(s, 1);
+        s->conn->drv->unprepare(s, send);
     unlink_stmt(s);
     for (int i = 0; i < s->cap; i++)
         free(s->binds[i].text);
@@ -305,7 +305,7 @@ void odbox_stmt_free(odbox_stmt **sp)
         s->in_use = 1; /* as unlink_stmt counts it */
         c->nheld++;
     }
-    stmt_destroy(s);
+    stmt_destroy(s, 1);
 }
 
 static int know_columns(odbox_stmt *s, odbox_error *err);
