@@ -401,17 +401,13 @@ int odbox_plan_emit_after(odbox_plan *p, const odbox_model *m, const odbox_event
     ev->shard = odbox_registry_shard_for_id(p->exe->registry, m->id);
     ev->model_id = strdup(m->id);
     ev->payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN));
-    int nul = ev->payload && odbox_json_has_nul(ev->payload);
-    long bad = ev->payload && !nul ? odbox_utf8_bad_at(ev->payload) : -1;
-    if (!ev->model_id || !ev->payload || nul || bad >= 0) {
+    rc = !ev->model_id || !ev->payload
+             ? odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory")
+             : odbox_json_storable(ev->payload, "emit", et->name ? et->name : "", "the payload", 0, err);
+    if (rc != ODBOX_OK) {
         free(ev->model_id);
         free(ev->payload);
-        return nul        ? odbox_fail(err, ODBOX_EINVAL, "emit %s: the payload holds the character U+0000, which "
-                                                          "PostgreSQL cannot store", et->name ? et->name : "")
-               : bad >= 0 ? odbox_fail(err, ODBOX_EINVAL, "emit %s: the payload is not valid UTF-8 (byte %ld of its "
-                                                          "JSON text), which PostgreSQL and MySQL/MariaDB cannot "
-                                                          "store", et->name ? et->name : "", bad)
-                          : odbox_fail(err, ODBOX_ENOMEM, "emit: out of memory");
+        return rc;
     }
     p->nevents++;
     return ODBOX_OK;
@@ -711,17 +707,11 @@ static int execute(odbox_executor *exe, const odbox_action *action, json_object 
     /* A copy: perform may serialise params itself, which reuses the
      * object's string buffer. */
     char *params_json = strdup(json_object_to_json_string_ext(prm, JSON_C_TO_STRING_PLAIN));
-    int nul = params_json && odbox_json_has_nul(params_json);
-    long bad = params_json && !nul ? odbox_utf8_bad_at(params_json) : -1;
-    if (!params_json || nul || bad >= 0) {
+    rc = !params_json ? odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory")
+                      : odbox_json_storable(params_json, "execute", action->name, "params", 1, err);
+    if (rc != ODBOX_OK) {
         if (own)
             json_object_put(own);
-        rc = nul        ? odbox_fail(err, ODBOX_EINVAL, "execute %s: params hold the character U+0000, which "
-                                                        "PostgreSQL cannot store", action->name)
-             : bad >= 0 ? odbox_fail(err, ODBOX_EINVAL, "execute %s: params are not valid UTF-8 (byte %ld of their "
-                                                        "JSON text), which PostgreSQL and MySQL/MariaDB cannot store",
-                                     action->name, bad)
-                        : odbox_fail(err, ODBOX_ENOMEM, "execute: out of memory");
         free(params_json);
         return rc;
     }

@@ -264,6 +264,24 @@ long odbox_utf8_bad_at(const char *s)
     return -1;
 }
 
+int odbox_json_storable(const char *json, const char *what, const char *name, const char *subject, int plural,
+                        odbox_error *err)
+{
+    const char *sep = name ? " " : "";
+    if (!name)
+        name = "";
+    if (odbox_json_has_nul(json))
+        return odbox_fail(err, ODBOX_EINVAL, "%s%s%s: %s %s the character U+0000, which PostgreSQL cannot store",
+                          what, sep, name, subject, plural ? "hold" : "holds");
+    long bad = odbox_utf8_bad_at(json);
+    if (bad >= 0)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "%s%s%s: %s %s not valid UTF-8 (byte %ld of %s JSON text), which PostgreSQL and "
+                          "MySQL/MariaDB cannot store",
+                          what, sep, name, subject, plural ? "are" : "is", bad, plural ? "their" : "its");
+    return ODBOX_OK;
+}
+
 const unsigned char odbox_hex_digit[256] = {
 #define X16 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16
     X16, X16, X16,

@@ -67,6 +67,14 @@ int odbox_strcaseeq(const char *a, const char *b); /* ASCII, NULL-safe */
  * at its commit on one of them. */
 int odbox_json_has_nul(const char *json);
 
+/* ODBOX_OK when the JSON text odbox is about to write (params, a payload)
+ * can be stored on every database: no U+0000 (odbox_json_has_nul) and
+ * only UTF-8 (odbox_utf8_bad_at). Else ODBOX_EINVAL, "<what>[ <name>]:
+ * <subject> ...", naming the first bad byte; plural: the subject is
+ * ("params hold"). */
+int odbox_json_storable(const char *json, const char *what, const char *name, const char *subject, int plural,
+                        odbox_error *err);
+
 /* Reads a whole text file of at most max bytes into *out (NUL-ended,
  * malloc'd). ODBOX_EIO when it cannot be opened or read (what names the
  * caller in the message), ODBOX_EINVAL when larger or holding a NUL. */

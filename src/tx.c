@@ -158,16 +158,10 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
         tx_free(tx);
         return odbox_fail(err, ODBOX_ENOMEM, "tx begin: out of memory");
     }
-    if (odbox_json_has_nul(tx->params_json)) {
+    rc = odbox_json_storable(tx->params_json, "tx begin", NULL, "params", 1, err);
+    if (rc != ODBOX_OK) {
         tx_free(tx);
-        return odbox_fail(err, ODBOX_EINVAL, "tx begin: params hold the character U+0000, which PostgreSQL cannot "
-                                             "store");
-    }
-    long bad = odbox_utf8_bad_at(tx->params_json);
-    if (bad >= 0) {
-        tx_free(tx);
-        return odbox_fail(err, ODBOX_EINVAL, "tx begin: params are not valid UTF-8 (byte %ld of their JSON text), "
-                                             "which PostgreSQL and MySQL/MariaDB cannot store", bad);
+        return rc;
     }
     tx->action.name = tx->action_name;
     if (cfg->action_id) /* in lower case, as the event rows keep it: the key row's id is text, compared byte by
@@ -248,18 +242,14 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
     ev.model_id = strdup(model_id);
     ev.model_type = strdup(model_type);
     ev.payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN));
-    int nul = ev.payload && odbox_json_has_nul(ev.payload);
-    long bad = ev.payload && !nul ? odbox_utf8_bad_at(ev.payload) : -1;
-    if (!ev.model_id || !ev.model_type || !ev.payload || nul || bad >= 0) {
+    rc = !ev.model_id || !ev.model_type || !ev.payload
+             ? odbox_fail(err, ODBOX_ENOMEM, "tx emit: out of memory")
+             : odbox_json_storable(ev.payload, "tx emit", et->name ? et->name : "", "the payload", 0, err);
+    if (rc != ODBOX_OK) {
         free(ev.model_id);
         free((char *)ev.model_type);
         free(ev.payload);
-        return nul        ? odbox_fail(err, ODBOX_EINVAL, "tx emit %s: the payload holds the character U+0000, which "
-                                                          "PostgreSQL cannot store", et->name ? et->name : "")
-               : bad >= 0 ? odbox_fail(err, ODBOX_EINVAL, "tx emit %s: the payload is not valid UTF-8 (byte %ld of "
-                                                          "its JSON text), which PostgreSQL and MySQL/MariaDB cannot "
-                                                          "store", et->name ? et->name : "", bad)
-                          : odbox_fail(err, ODBOX_ENOMEM, "tx emit: out of memory");
+        return rc;
     }
     tx->events[tx->nevents++] = ev;
     return ODBOX_OK;
