@@ -245,6 +245,7 @@ const odbox_dialect odbox_dialect_postgresql = {
     .listen_close = odbox_pg_listen_close,
     .libpq_conninfo = odbox_pg_conninfo,
 #endif
+    .failed_statement_aborts_tx = 1,
     /* by ctid: a Tid Scan, where id IN (...) may hash-join a scan of the
      * whole table */
     .delete_batch_fmt =

@@ -154,6 +154,18 @@ static int mysql_commits_implicitly(const char *sql)
     return set_names(sql, 1, commits_when_set);
 }
 
+/* sql past ROLLBACK [WORK | TRANSACTION]; NULL when it starts otherwise. */
+static const char *after_rollback(const char *sql)
+{
+    const char *rest = sql_word(sql, "ROLLBACK");
+    if (!rest)
+        return NULL;
+    const char *after = sql_word(rest, "WORK");
+    if (!after)
+        after = sql_word(rest, "TRANSACTION");
+    return after ? after : rest;
+}
+
 /* One statement, by its first words: 1 when it ends or restarts the
  * transaction, ODBOX_TX_IMPLICIT_COMMIT when (with MySQL's rules) the
  * server commits the transaction before running it, else 0. */
@@ -173,12 +185,15 @@ static int statement_ends_tx(const char *sql, int mysql_rules)
         const char *after = sql_word(rest, "TRANSACTION");
         return after && !sql_word(after, "FROM"); /* MySQL's PREPARE transaction FROM: a statement's name */
     }
-    if (!(rest = sql_word(sql, "ROLLBACK")))
+    if (!(rest = after_rollback(sql)))
         return 0;
-    const char *after = sql_word(rest, "WORK");
-    if (!after)
-        after = sql_word(rest, "TRANSACTION");
-    return !sql_word(after ? after : rest, "TO"); /* ROLLBACK TO a savepoint stays inside */
+    return !sql_word(rest, "TO"); /* ROLLBACK TO a savepoint stays inside */
+}
+
+int odbox_sql_is_savepoint_rollback(const char *sql)
+{
+    const char *rest = after_rollback(statement_start(sql));
+    return rest && sql_word(rest, "TO");
 }
 
 /* 1 when word (upper case) stands in sql as a word of its own. */

@@ -23,6 +23,11 @@ int odbox_sql_is_read(const char *sql);
 #define ODBOX_TX_IMPLICIT_COMMIT 2
 int odbox_sql_ends_tx(const char *sql, int mysql_rules);
 
+/* 1 when sql's first statement is ROLLBACK TO a savepoint (ROLLBACK
+ * [WORK | TRANSACTION] TO [SAVEPOINT] name): what a transaction whose
+ * server aborted it at a failed statement may still take. */
+int odbox_sql_is_savepoint_rollback(const char *sql);
+
 /* 1 when a statement of sql changes a session setting that odbox's
  * setup made and its own statements rely on: the time zone, the client
  * encoding, the date style, MySQL's sql_mode and autocommit (SET, SET

@@ -87,7 +87,11 @@ int odbox_conn_exec(odbox_conn *c, const char *sql, odbox_error *err);
  * begin inside a transaction and commit/rollback outside one return
  * ODBOX_ESTATE. A commit whose connection is lost once the COMMIT has
  * been sent returns ODBOX_EINDOUBT: the server may have committed; one
- * lost before that returns ODBOX_ECONNLOST (nothing committed). */
+ * lost before that returns ODBOX_ECONNLOST (nothing committed). Where a
+ * failed statement aborts the transaction (PostgreSQL), nothing more is
+ * sent in it but ROLLBACK TO a savepoint (ODBOX_ESTATE), and commit rolls
+ * it back and returns ODBOX_EDB; MySQL, MariaDB and SQLite keep the
+ * transaction and what it wrote before the failure. */
 int odbox_conn_begin(odbox_conn *c, odbox_error *err);
 int odbox_conn_commit(odbox_conn *c, odbox_error *err);
 int odbox_conn_rollback(odbox_conn *c, odbox_error *err);

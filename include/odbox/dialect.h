@@ -352,6 +352,14 @@ typedef struct odbox_dialect {
      * read_timeout= (docs/dsn.md). NULL where there is none (or odbox was
      * built without libpq): driver=libpq is then refused. */
     int (*libpq_conninfo)(const odbox_dsn *dsn, char **out, odbox_error *err);
+    /* 1 when a failed statement aborts the whole transaction (PostgreSQL:
+     * every later statement fails until ROLLBACK, or ROLLBACK TO a
+     * savepoint). odbox then sends nothing else in that transaction and
+     * its commit rolls back: psqlODBC (Protocol=7.4-1) rolls it back at
+     * the failure and would run the statements that follow, and commit
+     * them, in a new one. 0: a failed statement leaves the transaction
+     * and what it wrote before (MySQL, MariaDB, SQLite). */
+    int failed_statement_aborts_tx;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

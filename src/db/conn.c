@@ -156,13 +156,20 @@ static int exec_once(odbox_conn *c, const char *sql, odbox_error *err)
     return c->drv->exec(c, sql, err);
 }
 
+void odbox_conn_sent(odbox_conn *c, const char *sql)
+{
+    c->fresh = 0;
+    if (c->tx_failed && odbox_sql_is_savepoint_rollback(sql))
+        c->tx_failed = 0; /* back before the failure */
+}
+
 static int exec_sql(odbox_conn *c, const char *sql, int repeatable, odbox_error *err)
 {
     int rc;
     while ((rc = exec_once(c, sql, err)) != ODBOX_OK && odbox_conn_again(c, rc, repeatable || c->in_tx, err))
         ;
     if (rc == ODBOX_OK)
-        c->fresh = 0;
+        odbox_conn_sent(c, sql);
     return rc;
 }
 
@@ -260,6 +267,14 @@ static int end_tran(odbox_conn *c, int commit, odbox_error *err)
                           "commit: the connection was lost; the transaction did not commit");
     }
     int rc = ODBOX_OK;
+    if (commit && c->tx_failed && c->dialect->failed_statement_aborts_tx) {
+        odbox_error e2;
+        if (end_tran(c, 0, &e2) != ODBOX_OK)
+            odbox_log(ODBOX_LOG_WARN, "commit: the rollback of an aborted transaction failed too: %s", e2.message);
+        return odbox_fail(err, ODBOX_EDB,
+                          "commit: a statement failed in this transaction and the server aborted it: it was "
+                          "rolled back, nothing of it committed");
+    }
     const char *sql = commit ? c->dialect->commit_sql : c->dialect->rollback_sql;
     if (sql) {
         /* autocommit stayed on: the statement ends the transaction */

@@ -93,8 +93,14 @@ void odbox_stmt_drop_handles(odbox_conn *c);
 /* ODBOX_EINVAL when c is inside a transaction begun with odbox_conn_begin
  * and sql would end or restart it behind odbox's back (its state, the
  * own transaction's events and the pool's rollback would then be wrong);
- * else ODBOX_OK. `what` names the operation. */
+ * ODBOX_ESTATE after a failed statement in an odbox_tx's transaction, or
+ * in one the server aborted (failed_statement_aborts_tx) unless sql
+ * rolls back to a savepoint; else ODBOX_OK. `what` names the operation. */
 int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *what, odbox_error *err);
+
+/* sql ran on c: c is no longer fresh, and a ROLLBACK TO a savepoint
+ * clears the transaction's failure. */
+void odbox_conn_sent(odbox_conn *c, const char *sql);
 
 /* After an operation on c failed with rc: 1 when c was handed out fresh
  * (the server had answered nothing on this hand-out), the failure says

@@ -97,6 +97,11 @@ int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *wh
                           "%s: a statement failed in this transaction, which can only be rolled back "
                           "(odbox_tx_rollback): nothing was sent",
                           what);
+    if (c->in_tx && c->tx_failed && c->dialect->failed_statement_aborts_tx && !odbox_sql_is_savepoint_rollback(sql))
+        return odbox_fail(err, ODBOX_ESTATE,
+                          "%s: a statement failed in this transaction and the server aborted it; nothing was "
+                          "sent: end it with odbox_conn_rollback (or ROLLBACK TO a savepoint taken before)",
+                          what);
     int ends = c->in_tx ? odbox_sql_ends_tx(sql, odbox_conn_mysql_rules(c)) : 0;
     if (ends == ODBOX_ENOMEM)
         return odbox_fail(err, ODBOX_ENOMEM, "%s: out of memory", what);
@@ -368,7 +373,7 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
     while ((rc = execute_once(s, &unsent, err)) != ODBOX_OK && c->again(c, rc, s->repeatable || c->in_tx || unsent, err))
         ;
     if (rc == ODBOX_OK)
-        c->fresh = 0;
+        odbox_conn_sent(c, s->sql);
     return rc;
 }
 

@@ -265,6 +265,68 @@ START_TEST(a_syntax_error_first_keeps_the_transaction)
 }
 END_TEST
 
+/* A failed statement leaves a transaction all or nothing. Where the
+ * server aborts the transaction at the failure (PostgreSQL), nothing
+ * more is sent, whether through exec or a prepared statement, and the
+ * commit rolls back: psqlODBC had rolled back at the failure and ran, and
+ * committed, what followed in a new transaction (only row 2 was left).
+ * Elsewhere the transaction goes on with what it wrote. ROLLBACK TO a
+ * savepoint taken before the failure resumes it where the server can. */
+START_TEST(a_failed_statement_leaves_all_or_nothing)
+{
+    odbox_conn *c = itest_connect(1);
+    odbox_error e;
+    char t[64], sql[128];
+    itest_name(t, sizeof t, "tx_fail");
+    itest_exec(c, "CREATE TABLE %s (a INT PRIMARY KEY)", t);
+    int aborts = odbox_conn_dialect(c)->failed_statement_aborts_tx;
+    odbox_stmt *s = NULL;
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (?)", t);
+    ck_assert_int_eq(odbox_stmt_prepare(c, sql, &s, &e), ODBOX_OK);
+
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (1)", t);
+    ck_assert_int_eq(odbox_conn_exec(c, sql, &e), ODBOX_OK);
+    ck_assert_int_ne(odbox_conn_exec(c, sql, &e), ODBOX_OK); /* a duplicate */
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (2)", t);
+    int rc = odbox_conn_exec(c, sql, &e);
+    ck_assert_int_eq(odbox_stmt_bind_int64(s, 1, 3, &e), ODBOX_OK);
+    int rc_prepared = odbox_stmt_execute(s, &e);
+    if (aborts) {
+        ck_assert_int_eq(rc, ODBOX_ESTATE);
+        ck_assert_int_eq(rc_prepared, ODBOX_ESTATE);
+        ck_assert_msg(strstr(e.message, "nothing was sent"), "%s", e.message);
+        ck_assert_int_eq(odbox_conn_commit(c, &e), ODBOX_EDB);
+        ck_assert_msg(strstr(e.message, "rolled back"), "%s", e.message);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", t), 0);
+    } else {
+        ck_assert_int_eq(rc, ODBOX_OK);
+        ck_assert_int_eq(rc_prepared, ODBOX_OK);
+        ck_assert_int_eq(odbox_conn_commit(c, &e), ODBOX_OK);
+        ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", t), 3);
+    }
+    odbox_stmt_free(&s);
+
+    /* back to a savepoint: the server takes the transaction up again
+     * (libpq, MySQL, MariaDB, SQLite); psqlODBC had rolled it all back,
+     * so the savepoint is gone and so is the whole transaction */
+    itest_exec(c, "DELETE FROM %s", t);
+    ck_assert_int_eq(odbox_conn_begin(c, &e), ODBOX_OK);
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (4)", t);
+    ck_assert_int_eq(odbox_conn_exec(c, sql, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_conn_exec(c, "SAVEPOINT before_dup", &e), ODBOX_OK);
+    ck_assert_int_ne(odbox_conn_exec(c, sql, &e), ODBOX_OK);
+    int resumed = odbox_conn_exec(c, "ROLLBACK TO SAVEPOINT before_dup", &e) == ODBOX_OK;
+    ck_assert_msg(resumed || (aborts && !itest_libpq()), "%s", e.message);
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (5)", t);
+    ck_assert_int_eq(odbox_conn_exec(c, sql, &e), resumed ? ODBOX_OK : ODBOX_ESTATE);
+    ck_assert_int_eq(odbox_conn_commit(c, &e), resumed ? ODBOX_OK : ODBOX_EDB);
+    ck_assert_int_eq(itest_count(c, "SELECT COUNT(*) FROM %s", t), resumed ? 2 : 0);
+    itest_exec(c, "DROP TABLE %s", t);
+    odbox_conn_close(&c);
+}
+END_TEST
+
 /* Through libpq: freed statements are deallocated on the server (none
  * piles up past the cache, also when several are freed at once and in a
  * failed transaction); the DSN's own options= keeps ISO dates; a COPY is
@@ -767,6 +829,7 @@ Suite *db_suite(void)
     tcase_add_test(t, multi_row_insert);
     tcase_add_test(t, question_marks_in_text_are_not_parameters);
     tcase_add_test(t, a_syntax_error_first_keeps_the_transaction);
+    tcase_add_test(t, a_failed_statement_leaves_all_or_nothing);
     tcase_add_test(t, libpq_statements_and_sessions);
     tcase_add_test(t, server_gone_mid_transaction);
     tcase_add_test(t, commit_on_a_lost_connection_is_in_doubt);

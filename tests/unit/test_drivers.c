@@ -297,6 +297,15 @@ START_TEST(transaction_control_sql_is_recognised)
         for (size_t i = 0; i < sizeof stays / sizeof stays[0]; i++)
             ck_assert_msg(odbox_sql_ends_tx(stays[i], mysql) == 0, "'%s' does not (%d)", stays[i], mysql);
     }
+    /* what a transaction the server aborted still takes: a savepoint
+     * rollback first, nothing else */
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_msg(odbox_sql_is_savepoint_rollback(stays[i]), "'%s' rolls back to a savepoint", stays[i]);
+    static const char *const not_savepoint[] = {"ROLLBACK", "SAVEPOINT a", "RELEASE SAVEPOINT a",
+                                                "SELECT 1; ROLLBACK TO a", "ROLLBACKTO a", "INSERT INTO t VALUES (1)"};
+    for (size_t i = 0; i < sizeof not_savepoint / sizeof not_savepoint[0]; i++)
+        ck_assert_msg(!odbox_sql_is_savepoint_rollback(not_savepoint[i]), "'%s' is no savepoint rollback",
+                      not_savepoint[i]);
     /* PostgreSQL's dollar quotes; MySQL's '#' comments and backslash escapes */
     ck_assert_int_eq(odbox_sql_ends_tx("DO $$BEGIN END$$", 0), 0);
     ck_assert_int_eq(odbox_sql_ends_tx("DO $$BEGIN; COMMIT; END$$", 0), 0);
