@@ -1,4 +1,5 @@
 /* odbox — model types and model values. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <json-c/json.h>
@@ -225,8 +226,27 @@ static size_t utf8_length(const char *s)
     return n;
 }
 
+/* Text and JSON only as every database stores them, refused here rather
+ * than by some databases at the action's commit. */
+static int storable_text(const odbox_model *m, const odbox_column *c, const char *s, odbox_error *err)
+{
+    if (c->type == ODBOX_TYPE_JSON) {
+        char subject[80];
+        snprintf(subject, sizeof subject, "column %.64s", c->name);
+        return odbox_json_storable(s, "model", m->type->name, subject, 0, err);
+    }
+    long bad = odbox_utf8_bad_at(s);
+    if (bad >= 0)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "model %s: column %s: not valid UTF-8 (byte %ld), which PostgreSQL and MySQL/MariaDB "
+                          "cannot store",
+                          m->type->name, c->name, bad);
+    return ODBOX_OK;
+}
+
 int odbox_model_set(odbox_model *m, const char *column, const odbox_value *v, odbox_error *err)
 {
+    int rc;
     int i = column_for(m, column, err);
     if (i < 0)
         return i;
@@ -243,6 +263,8 @@ int odbox_model_set(odbox_model *m, const char *column, const odbox_value *v, od
     case ODBOX_TYPE_JSON:
         if (!v->s)
             goto set_null;
+        if (c->type != ODBOX_TYPE_UUID && (rc = storable_text(m, c, v->s, err)) != ODBOX_OK)
+            return rc;
         if (c->type == ODBOX_TYPE_TEXT && c->max_length && utf8_length(v->s) > (size_t)c->max_length)
             return odbox_fail(err, ODBOX_EINVAL, "model %s: column %s: value longer than %d characters", m->type->name,
                               c->name, c->max_length);

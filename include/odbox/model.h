@@ -91,9 +91,10 @@ int64_t odbox_model_updated(const odbox_model *m);
 int odbox_model_set_state(odbox_model *m, const char *state, odbox_error *err);
 
 /* Column setters copy; ODBOX_EINVAL for an unknown column, a type that
- * does not match, NULL in a NOT NULL column, an overlong text, or text
- * that is not one whole JSON document (any JSON value but the bare null:
- * SQL NULL is odbox_model_set_null). */
+ * does not match, NULL in a NOT NULL column, an overlong text, text or
+ * JSON that is not valid UTF-8 or JSON holding U+0000 (not every database
+ * stores them), or text that is not one whole JSON document (any JSON
+ * value but the bare null: SQL NULL is odbox_model_set_null). */
 int odbox_model_set(odbox_model *m, const char *column, const odbox_value *v, odbox_error *err);
 int odbox_model_set_text(odbox_model *m, const char *column, const char *v, odbox_error *err);
 int odbox_model_set_int64(odbox_model *m, const char *column, int64_t v, odbox_error *err);

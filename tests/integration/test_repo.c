@@ -136,6 +136,17 @@ static void model_setters_refuse(odbox_model *m)
     text[100] = '\0';
     ck_assert_int_eq(odbox_model_set_text(m, "name", text, &e), ODBOX_OK);
     ck_assert_int_eq(odbox_model_set_json(m, "aliases", "{\"a\": ", &e), ODBOX_EINVAL);
+    /* refused here, where PostgreSQL and MySQL/MariaDB refused them at the
+     * commit (and SQLite stored them) */
+    ck_assert_int_eq(odbox_model_set_text(m, "name", "caf\xe9", &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "column name: not valid UTF-8 (byte 3)"), "%s", e.message);
+    const char *kept = NULL;
+    ck_assert_int_eq(odbox_model_get_text(m, "name", &kept, &e), ODBOX_OK);
+    ck_assert_str_eq(kept, text); /* the value before stays */
+    ck_assert_int_eq(odbox_model_set_json(m, "aliases", "[\"\xc3\"]", &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "column aliases is not valid UTF-8"), "%s", e.message);
+    ck_assert_int_eq(odbox_model_set_json(m, "aliases", "[\"a\\u0000\"]", &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "U+0000"), "%s", e.message);
     ck_assert(odbox_model_is_null(m, "aliases"));
     odbox_value v = {.type = ODBOX_TYPE_TEXT, .s = "x"};
     ck_assert_int_eq(odbox_model_set(m, "amount", &v, &e), ODBOX_EINVAL);
