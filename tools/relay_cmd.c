@@ -3,6 +3,7 @@
  * registry, until SIGTERM/SIGINT or, with --until-idle, until none of
  * their notifications is due. */
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,29 +303,106 @@ static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es,
     return rc == ODBOX_OK ? idle : rc;
 }
 
+/* The idle looks run on a thread of their own: they read the database,
+ * and a server that stops answering while its TCP stays up holds a read
+ * without end. The main thread only keeps the deadline and the signals;
+ * a look still in the database at the end is left running, and what it
+ * reads (registry, delivery, relays) is then not freed: the process
+ * ends. Static, as a left look may outlive run(). */
+static struct idle_look {
+    pthread_mutex_t mu;
+    int busy, done, result; /* result: 1 idle, 0 not, a negative code */
+    odbox_error err;
+    odbox_registry *r;
+    odbox_delivery *d;
+    const relay_entry *es;
+    size_t n;
+    /* kept reachable with the above when a look is left */
+    odbox_jobs *jobs;
+    odbox_handlers *h;
+    json_object *config;
+} look = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *look_main(void *arg)
+{
+    (void)arg;
+    odbox_error e = {0};
+    int rc = idle_now(look.r, look.d, look.es, look.n, &e);
+    pthread_mutex_lock(&look.mu);
+    look.result = rc;
+    look.err = e;
+    look.busy = 0;
+    look.done = 1;
+    pthread_mutex_unlock(&look.mu);
+    return NULL;
+}
+
+static int look_busy(void)
+{
+    pthread_mutex_lock(&look.mu);
+    int busy = look.busy;
+    pthread_mutex_unlock(&look.mu);
+    return busy;
+}
+
+/* Starts a look; 1 when one ran to its end since the last call, with its
+ * result in *result and err. */
+static int look_step(int start, int *result, odbox_error *err)
+{
+    pthread_mutex_lock(&look.mu);
+    int done = look.done;
+    if (done) {
+        *result = look.result;
+        *err = look.err;
+        look.done = 0;
+    } else if (start && !look.busy) {
+        pthread_t t;
+        look.busy = 1;
+        if (pthread_create(&t, NULL, look_main, NULL) == 0)
+            pthread_detach(t);
+        else {
+            look.busy = 0;
+            *result = odbox_error_set(err, ODBOX_ENOMEM, "relay: cannot start a thread for the idle look");
+            done = 1;
+        }
+    }
+    pthread_mutex_unlock(&look.mu);
+    return done;
+}
+
 /* Until a signal, or idle twice in a row (a round of another process may
- * have held rows the first look missed). */
+ * have held rows the first look missed), or --timeout-ms. */
 static int wait_for_end(odbox_registry *r, odbox_delivery *d, const relay_opts *o, const relay_entry *es, size_t n,
                         int *idle, odbox_error *err)
 {
     int64_t start = cli_mono_us() / 1000, next_check = start;
-    int streak = 0;
-    while (!stop_requested) {
+    int streak = 0, failed = ODBOX_OK;
+    odbox_error last = {0};
+    look.r = r, look.d = d, look.es = es, look.n = n;
+    while (!stop_requested && o->until_idle) {
         int64_t t = cli_mono_us() / 1000;
-        if (o->until_idle && t >= next_check) {
-            int rc = idle_now(r, d, es, n, err);
-            streak = rc == 1 ? streak + 1 : 0;
+        int result;
+        if (look_step(t >= next_check, &result, &last)) {
+            streak = result == 1 ? streak + 1 : 0;
+            failed = result < 0 ? result : ODBOX_OK;
             if (streak >= 2) {
                 *idle = 1;
                 return ODBOX_OK;
             }
-            if (t - start >= o->timeout_ms)
-                return rc < 0 ? rc
-                              : odbox_error_set(err, ODBOX_ETIMEDOUT, "relay: not idle after %d ms", o->timeout_ms);
             next_check = t + IDLE_CHECK_MS;
+        }
+        if (t - start >= o->timeout_ms) {
+            if (failed != ODBOX_OK) {
+                *err = last;
+                return failed;
+            }
+            return odbox_error_set(err, ODBOX_ETIMEDOUT, "relay: not idle after %d ms%s", o->timeout_ms,
+                                   look_busy() ? " (the database has not answered its last look)" : "");
         }
         sleep_ms(CHECK_MS);
     }
+    while (!stop_requested)
+        sleep_ms(CHECK_MS);
     return ODBOX_OK;
 }
 
@@ -367,7 +445,8 @@ static void report(const relay_opts *o, const relay_entry *es, size_t n, int idl
     json_object_put(doc);
 }
 
-static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n, const relay_opts *o,
+/* *left: a look was left in the database (nothing of r, es freed). */
+static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n, const relay_opts *o, int *left,
                odbox_error *err)
 {
     int64_t start = cli_mono_us() / 1000;
@@ -409,10 +488,18 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
             *err = stop_err;
         }
     }
-    odbox_delivery_free(&d);
-    odbox_jobs_free(&jobs);
+    if (look_busy()) {
+        fprintf(stderr, "odbox relay: warning: the database has not answered the last idle look; not waited for\n");
+        look.jobs = jobs, look.h = h;
+        *left = 1;
+    } else {
+        odbox_delivery_free(&d);
+        odbox_jobs_free(&jobs);
+    }
     if (rc == ODBOX_OK)
         report(o, es, n, idle, cli_mono_us() / 1000 - start);
+    if (*left)
+        return rc;
     for (size_t i = 0; i < n; i++)
         odbox_relay_free(&es[i].relay);
     odbox_handlers_free(&h);
@@ -448,11 +535,15 @@ int cmd_relay(int argc, char **argv)
     size_t n = json_object_array_length(relays);
     relay_entry *es = calloc(n, sizeof *es);
     int rc = es ? ODBOX_OK : odbox_error_set(&err, ODBOX_ENOMEM, "relay: out of memory");
+    int left = 0;
+    look.config = root;
     if (rc == ODBOX_OK) {
         install_signals();
         odbox_log_set(log_to_stderr, NULL, o.verbose ? ODBOX_LOG_INFO : ODBOX_LOG_WARN);
-        rc = run(r, relays, es, n, &o, &err);
+        rc = run(r, relays, es, n, &o, &left, &err);
     }
+    if (left) /* the look still reads them; the process ends */
+        return rc == ODBOX_OK ? 0 : cli_fail(&o.c, &err);
     odbox_registry_free(&r);
     for (size_t i = 0; es && i < n; i++)
         free(es[i].types);

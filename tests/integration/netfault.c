@@ -10,9 +10,20 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <check.h>
 #include "odbox/dsn.h"
 #include "netfault.h"
+
+/* netfault runs inside Check's tests and in tests/relay/stall-proxy,
+ * outside them (where any ck_assert exits): a failure is printed and
+ * aborts, which a test reports as its signal. */
+#define require(cond, ...)                                                                                 \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            fprintf(stderr, "netfault: " __VA_ARGS__);                                                       \
+            fputc('\n', stderr);                                                                            \
+            abort();                                                                                         \
+        }                                                                                                    \
+    } while (0)
 
 #define MAX_CONNS 64
 
@@ -33,13 +44,13 @@ struct netfault {
 static int listen_any_port(int *port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
+    require(fd >= 0, "socket failed");
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    ck_assert_int_eq(listen(fd, MAX_CONNS), 0);
+    require(bind(fd, (struct sockaddr *)&a, sizeof a) == 0, "bind failed");
+    require(listen(fd, MAX_CONNS) == 0, "listen failed");
     socklen_t len = sizeof a;
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    require(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname failed");
     *port = ntohs(a.sin_port);
     return fd;
 }
@@ -147,18 +158,18 @@ static void *run(void *ud)
 static netfault *start(int proxy, const char *host, int port)
 {
     netfault *n = calloc(1, sizeof *n);
-    ck_assert_ptr_nonnull(n);
+    require(n != NULL, "out of memory");
     pthread_mutex_init(&n->mu, NULL);
     for (int i = 0; i < MAX_CONNS; i++)
         n->client[i] = n->server[i] = -1;
     n->proxy = proxy;
     if (proxy) {
         n->upstream_port = port;
-        ck_assert_msg(inet_pton(AF_INET, host, &n->upstream) == 1, "proxy: '%s' is not an IPv4 address", host);
+        require(inet_pton(AF_INET, host, &n->upstream) == 1, "proxy: '%s' is not an IPv4 address", host);
     }
     n->listen_fd = listen_any_port(&n->port);
-    ck_assert_int_eq(pipe(n->ctl), 0);
-    ck_assert_int_eq(pthread_create(&n->thread, NULL, run, n), 0);
+    require(pipe(n->ctl) == 0, "pipe failed");
+    require(pthread_create(&n->thread, NULL, run, n) == 0, "pthread_create failed");
     return n;
 }
 
@@ -169,7 +180,7 @@ netfault *netfault_proxy_to(const char *dsn)
 {
     odbox_dsn *d = NULL;
     odbox_error e;
-    ck_assert_msg(odbox_dsn_parse(dsn, &d, &e) == 0, "%s", e.message);
+    require(odbox_dsn_parse(dsn, &d, &e) == 0, "%s", e.message);
     netfault *n = start(1, d->host, d->port);
     odbox_dsn_free(&d);
     return n;
@@ -186,7 +197,7 @@ int netfault_accepted(netfault *n)
 
 static void command(netfault *n, char cmd)
 {
-    ck_assert_int_eq(write(n->ctl[1], &cmd, 1), 1);
+    require(write(n->ctl[1], &cmd, 1) == 1, "cannot reach the proxy thread");
 }
 
 /* Sends cmd and waits until the thread has read it: from then on it acts
@@ -200,7 +211,7 @@ static void command_taken(netfault *n, char cmd)
             return;
         usleep(10 * 1000);
     }
-    ck_abort_msg("proxy thread did not take the '%c' command", cmd);
+    require(0, "proxy thread did not take the '%c' command", cmd);
 }
 
 void netfault_stall(netfault *n) { command_taken(n, 's'); }
@@ -227,10 +238,10 @@ char *netfault_dsn(const char *text, int port, const char *extra)
 {
     odbox_dsn *d = NULL;
     odbox_error e;
-    ck_assert_msg(odbox_dsn_parse(text, &d, &e) == 0, "%s", e.message);
-    ck_assert_msg(d->scheme && d->noptions == 0, "netfault_dsn: a URL without options is expected");
+    require(odbox_dsn_parse(text, &d, &e) == 0, "%s", e.message);
+    require(d->scheme && d->noptions == 0, "netfault_dsn: a URL without options is expected");
     char *out = malloc(1024);
-    ck_assert_ptr_nonnull(out);
+    require(out != NULL, "out of memory");
     snprintf(out, 1024, "%s://%s%s%s@127.0.0.1:%d/%s%s%s", d->scheme, d->user ? d->user : "",
              d->password ? ":" : "", d->password ? d->password : "", port, d->database ? d->database : "",
              extra ? "?" : "", extra ? extra : "");
