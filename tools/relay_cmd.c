@@ -308,7 +308,8 @@ static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es,
  * without end. The main thread only keeps the deadline and the signals;
  * a look still in the database at the end is left running, and what it
  * reads (registry, delivery, relays) is then not freed: the process
- * ends. Static, as a left look may outlive run(). */
+ * ends; so when the jobs' stop leaves a round of the delivery running.
+ * Static, as a left look may outlive run(). */
 static struct idle_look {
     pthread_mutex_t mu;
     int busy, done, result; /* result: 1 idle, 0 not, a negative code */
@@ -445,7 +446,8 @@ static void report(const relay_opts *o, const relay_entry *es, size_t n, int idl
     json_object_put(doc);
 }
 
-/* *left: a look was left in the database (nothing of r, es freed). */
+/* *left: a look or a job was left in the database (nothing of r, es
+ * freed). */
 static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n, const relay_opts *o, int *left,
                odbox_error *err)
 {
@@ -480,17 +482,20 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
         rc = odbox_jobs_start(jobs, err);
     if (rc == ODBOX_OK)
         rc = wait_for_end(r, d, o, es, n, &idle, err);
+    int jobs_left = 0; /* the stop gave up on a fan-out or handling round: the delivery's free would wait for it */
     if (jobs) {
         odbox_error stop_err = {0};
         int src = odbox_jobs_stop(jobs, &stop_err);
+        jobs_left = src == ODBOX_ETIMEDOUT;
         if (rc == ODBOX_OK && src != ODBOX_OK) {
             rc = src;
             *err = stop_err;
         }
     }
-    if (look_busy()) {
+    if (look_busy())
         fprintf(stderr, "odbox relay: warning: the database has not answered the last idle look; not waited for\n");
-        look.jobs = jobs, look.h = h;
+    if (look_busy() || jobs_left) {
+        look.jobs = jobs, look.h = h, look.d = d, look.r = r, look.es = es;
         *left = 1;
     } else {
         odbox_delivery_free(&d);
