@@ -244,6 +244,19 @@ relay_timed() {
 # ratio A B: A / B with two decimals.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
+# BENCH_PG_DRIVER: the client odbox reaches PostgreSQL through, odbc (the
+# default) or libpq (a DSN with driver=libpq, docs/dsn.md).
+BENCH_PG_DRIVER=${BENCH_PG_DRIVER:-odbc}
+[[ $BENCH_PG_DRIVER == odbc || $BENCH_PG_DRIVER == libpq ]] || die "BENCH_PG_DRIVER: odbc or libpq"
+# pg_db_dsn DB QUERY: odbox's URL of database DB on base's server (base:
+# ODBOX_TEST_PG_DSN without its query) with QUERY's options (a=b&c=d or
+# ""), through BENCH_PG_DRIVER.
+pg_db_dsn() {
+    local q=$2
+    [[ $BENCH_PG_DRIVER == odbc ]] || q=${q:+$q&}driver=libpq
+    echo "${base%/*}/$1${q:+?$q}"
+}
+
 # ceiling_db_run PROCS: N events written as the relay runs write them,
 # into a database of their own (dbs, for the script's cleanup), drained by
 # PROCS odbox-bench-relay-ceiling processes (relay_timed); sets ceil and
@@ -253,7 +266,7 @@ ceiling_db_run() {
     local db="ceiling_bench_$$_$1" dsn
     dbs+=("$db")
     psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" && psql_on "${base##*/}" "CREATE DATABASE $db"
-    dsn="${base%/*}/$db"
+    dsn=$(pg_db_dsn "$db" "")
     "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
     "$W" "$dsn" "$N" 100 100
     relay_timed "ceiling:$dsn" "$1" "ceiling x$1" "$(drained_sql eventlog)" psql_on "$db"

@@ -33,6 +33,7 @@
 #
 # Usage: bench/relay_kafka.sh
 # Environment:
+#   BENCH_PG_DRIVER  odbc (default) or libpq: odbox's client of PostgreSQL (bench/lib.sh)
 #   ODBOX_BUILDDIR   build directory (default: <repo>/build)
 #   BENCH_EVENTS     events per round (default 40000; a multiple of 4 x BENCH_WORKERS)
 #   BENCH_WORKERS    publishing threads per relay process (default 8, at most 16)
@@ -90,7 +91,7 @@ boot=$(head -1 "$tmp/mock")
 # fresh_eventlog NAME: a migrated eventlog NAME holding N events; its DSN in dsn
 fresh_eventlog() {
     logs+=("$1")
-    dsn="$base?eventlog=$1"
+    dsn=$(pg_db_dsn "${base##*/}" "eventlog=$1")
     "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
     "$W" "$dsn" "$N" 100 200
 }
@@ -138,7 +139,7 @@ raw_run() {
 say "== odbox relay -> Kafka (librdkafka mock cluster) vs a raw librdkafka producer with the same confirms"
 say "$(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?'), mock cluster of 3 brokers in its own process, 6 partitions, acks=all, idempotent, linger.ms 0"
-say "PostgreSQL: $base (throwaway, tests/db defaults); $N events per round (committed 100 per action, 200 model ids); $ROUNDS rounds"
+say "PostgreSQL: $base (throwaway, tests/db defaults), odbox through $BENCH_PG_DRIVER; $N events per round (committed 100 per action, 200 model ids); $ROUNDS rounds"
 say "relay: odbox relay --workers $WORKERS --loops $LOOPS per process, poll 100 ms, handling batch default; raw: $WORKERS threads per process, one message each in flight"
 for procs in 1 4; do
     rates=() drains=() raws=() ceils=()

@@ -19,6 +19,7 @@
 #
 # Usage: bench/relay_nats.sh
 # Environment:
+#   BENCH_PG_DRIVER  odbc (default) or libpq: odbox's client of PostgreSQL (bench/lib.sh)
 #   ODBOX_BUILDDIR   build directory (default: <repo>/build)
 #   BENCH_EVENTS     events per run (default 40000: the relay processes' start,
 #                    in their time, stays a small part of it)
@@ -74,7 +75,8 @@ relay_run() {
     local procs=$1 db="relay_bench_$$_$1"
     dbs+=("$db")
     psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" && psql_on "${base##*/}" "CREATE DATABASE $db"
-    local dsn="${base%/*}/$db"
+    local dsn
+    dsn=$(pg_db_dsn "$db" "")
     "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
     "$T" create "$url" "R$procs" "r$procs.>" >/dev/null
     cat >"$tmp/r$procs.json" <<EOF
@@ -100,7 +102,7 @@ raw_run() {
 
 say "== odbox relay -> NATS JetStream vs raw libnats (js_Publish + PubAck), $N events"
 say "$(machine_line); nats-server $(nats-server --version | awk '{print $NF}'), file storage"
-say "PostgreSQL: $base (throwaway, tests/db defaults); relay: $WORKERS workers/process, poll 100 ms, batch defaults"
+say "PostgreSQL: $base (throwaway, tests/db defaults), odbox through $BENCH_PG_DRIVER; relay: $WORKERS workers/process, poll 100 ms, batch defaults"
 for procs in 1 4; do
     relay_run "$procs"
     b0=$(busy_ticks)

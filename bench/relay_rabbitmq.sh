@@ -24,6 +24,7 @@
 #
 # Usage: bench/relay_rabbitmq.sh
 # Environment:
+#   BENCH_PG_DRIVER  odbc (default) or libpq: odbox's client of PostgreSQL (bench/lib.sh)
 #   ODBOX_BUILDDIR   build directory (default: <repo>/build)
 #   BENCH_EVENTS     events per run (default 40000: the relay processes' start,
 #                    in their time, stays a small part of it)
@@ -78,7 +79,8 @@ relay_run() {
     local procs=$1 db="rabbit_bench_$$_$1"
     dbs+=("$db")
     psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" && psql_on "${base##*/}" "CREATE DATABASE $db"
-    local dsn="${base%/*}/$db"
+    local dsn
+    dsn=$(pg_db_dsn "$db" "")
     "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
     "$C" declare - "$url" "$N" >/dev/null
     cat >"$tmp/r$procs.json" <<EOF
@@ -96,7 +98,7 @@ EOF
 say "== odbox relay -> RabbitMQ vs a raw librabbitmq loop (persistent messages, publisher confirms), $N events"
 say "$(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?'), a private node; a topic exchange bound to one durable queue"
-say "PostgreSQL: $base (throwaway, tests/db defaults); relay: $WORKERS workers/process (one connection each, up to $WORKERS unconfirmed), poll 100 ms, writer batches of 100, handling batch defaults"
+say "PostgreSQL: $base (throwaway, tests/db defaults), odbox through $BENCH_PG_DRIVER; relay: $WORKERS workers/process (one connection each, up to $WORKERS unconfirmed), poll 100 ms, writer batches of 100, handling batch defaults"
 for procs in $PROCS; do
     relay_run "$procs"
     b0=$(busy_ticks)
