@@ -94,6 +94,11 @@ struct timespec odbox_mono_after(int64_t ms)
     return t;
 }
 
+struct timespec odbox_mono_at(int64_t mono_us)
+{
+    return (struct timespec){.tv_sec = (time_t)(mono_us / 1000000), .tv_nsec = (long)(mono_us % 1000000) * 1000L};
+}
+
 void odbox_sleep_ms(int64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};

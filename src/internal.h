@@ -117,6 +117,9 @@ int64_t odbox_mono_us(void);
 /* A deadline ms from now on CLOCK_MONOTONIC (for condition variables set
  * to that clock), and whether it has passed (src/clock.c). */
 struct timespec odbox_mono_after(int64_t ms);
+/* The deadline at mono_us (an odbox_mono_us reading), for the same
+ * condition variables. */
+struct timespec odbox_mono_at(int64_t mono_us);
 int odbox_mono_passed(const struct timespec *deadline);
 /* Initialises cv to wait on CLOCK_MONOTONIC (odbox_mono_after's
  * deadlines; src/clock.c). */

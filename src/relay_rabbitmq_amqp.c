@@ -14,6 +14,12 @@
  * every publish waiting on it with the cause, leaves the pool at once and
  * is destroyed by the last publish still using it.
  *
+ * A publish (one call, a round's batch too) has one deadline, timeout_ms
+ * from its start, for all it waits for: a place on a connection, opening
+ * one, the exchange's check and the confirm each get what is left (one
+ * timeout_ms each, they added up to 3-4 times it, past the relay's
+ * handler_timeout_ms).
+ *
  * A publish to a missing exchange makes the server close the channel, and
  * with it every publish in flight: so before its first publish to an
  * exchange, a connection asks whether it exists (a passive
@@ -129,12 +135,14 @@ static void exchange_remember(rconn *c, const char *name)
     c->next_known = (c->next_known + 1) % KNOWN_MAX;
 }
 
-/* Whether exchange name is there (c->mu held): ODBOX_OK, ODBOX_ENOTFOUND
- * (the server's 404) or ODBOX_EIO (another refusal), why in why; a
- * connection that broke meanwhile fails its waiters and gives
- * ODBOX_ECONNLOST. Frames of the publishing channel that arrive during
- * the check are queued by librabbitmq for the reader. */
-static int exchange_check(rconn *c, const char *name, char *why, size_t cap)
+/* Whether exchange name is there (c->mu held), asked by end_us (the
+ * publish's deadline): ODBOX_OK, ODBOX_ENOTFOUND (the server's 404) or
+ * ODBOX_EIO (another refusal), why in why; a connection that broke
+ * meanwhile fails its waiters and gives ODBOX_ECONNLOST, an answer that
+ * did not come by end_us ODBOX_ETIMEDOUT (librabbitmq closes the socket
+ * then: the connection broke too). Frames of the publishing channel that
+ * arrive during the check are queued by librabbitmq for the reader. */
+static int exchange_check(const rbroker *b, rconn *c, const char *name, int64_t end_us, char *why, size_t cap)
 {
     if (exchange_known(c, name))
         return ODBOX_OK;
@@ -142,6 +150,14 @@ static int exchange_check(rconn *c, const char *name, char *why, size_t cap)
         snprintf(why, cap, "the connection broke: %.250s", c->why);
         return ODBOX_ECONNLOST;
     }
+    int left = odbox_rabbitmq_left_ms(end_us);
+    if (!left) { /* nothing sent: the connection stays as it is */
+        snprintf(why, cap, "exchange.declare (passive): nothing was left of the call's timeout_ms (%d ms) to ask",
+                 b->timeout_ms);
+        return ODBOX_ETIMEDOUT;
+    }
+    struct timeval tv = {.tv_sec = left / 1000, .tv_usec = (left % 1000) * 1000};
+    amqp_set_rpc_timeout(c->st, &tv);
     amqp_rpc_reply_t r = {.reply_type = AMQP_RESPONSE_NORMAL};
     if (!c->check_open) {
         amqp_channel_open(c->st, CHECK_CHANNEL);
@@ -175,6 +191,13 @@ static int exchange_check(rconn *c, const char *name, char *why, size_t cap)
     /* the connection closed by the server, lost, or no answer in time
      * (librabbitmq then closes the socket) */
     conn_break(c, ODBOX_ECONNLOST, "exchange.declare (passive): %s", odbox_rabbitmq_reply_text(r, text, sizeof text));
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) {
+        snprintf(why, cap,
+                 "exchange.declare (passive): %.100s: no answer within the %d ms left of the call's timeout_ms "
+                 "(%d ms)",
+                 text, left, b->timeout_ms);
+        return ODBOX_ETIMEDOUT;
+    }
     snprintf(why, cap, "exchange.declare (passive): %s", text);
     return ODBOX_ECONNLOST;
 }
@@ -234,20 +257,36 @@ static void read_frames(rconn *c, int slice_ms)
             conn_break(c, ODBOX_ECONNLOST, "connection lost: %s", amqp_error_string2(st));
             break;
         }
+        c->silent_since_us = odbox_mono_us(), c->abandoned = 0; /* the node is there */
         on_frame(c, &f);
     }
     if (!c->broken)
         amqp_maybe_release_buffers(c->st);
 }
 
-/* Waits (c->mu held) until w is settled: as the reader when nobody is,
- * else asleep until the reader settles it or hands it the role. No
- * confirm by the deadline breaks the connection: its confirms no longer
- * come. */
-static void await_confirm(const rbroker *b, rconn *c, waiter *w)
+/* Takes w out of the waiting list (c->mu held): its publish leaves
+ * before its confirm, which is then read and dropped. */
+static void unwait(rconn *c, waiter *w)
 {
-    struct timespec deadline = odbox_mono_after(b->timeout_ms);
-    int64_t end_us = odbox_mono_us() + (int64_t)b->timeout_ms * 1000;
+    for (waiter **p = &c->waiting; *p; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            return;
+        }
+}
+
+/* Waits (c->mu held) until w is settled or end_us (the publish's
+ * deadline) passes: as the reader when nobody is, else asleep until the
+ * reader settles it or hands it the role. At the deadline, a node that
+ * has sent nothing for timeout_ms while it owed a confirm has stalled:
+ * the connection breaks (its confirms no longer come). Else the publish
+ * leaves alone: its call ran out of time (the wait for a place or the
+ * connect took the rest), which says nothing of the connection, and
+ * breaking it would fail every other publish in flight on it. */
+static void await_confirm(const rbroker *b, rconn *c, waiter *w, int64_t end_us)
+{
+    struct timespec deadline = odbox_mono_at(end_us);
+    int had_ms = odbox_rabbitmq_left_ms(end_us); /* for the message */
     int was_reader = 0, drained = 0;
     while (!w->done) {
         int64_t left_ms = (end_us - odbox_mono_us()) / 1000;
@@ -263,7 +302,16 @@ static void await_confirm(const rbroker *b, rconn *c, waiter *w)
             continue;
         }
         if (left_ms <= 0) {
-            conn_break(c, ODBOX_ETIMEDOUT, "no confirm within %d ms", b->timeout_ms);
+            if (odbox_mono_us() - c->silent_since_us >= (int64_t)b->timeout_ms * 1000) {
+                conn_break(c, ODBOX_ETIMEDOUT, "no confirm within %d ms", b->timeout_ms);
+                break;
+            }
+            unwait(c, w);
+            c->abandoned = 1;
+            w->done = 1, w->rc = ODBOX_ETIMEDOUT;
+            snprintf(w->why, sizeof w->why,
+                     "no confirm within the call's timeout_ms (%d ms; %d ms of it were left for the confirm)",
+                     b->timeout_ms, had_ms);
             break;
         }
         if (c->reading) {
@@ -313,26 +361,28 @@ static void send_one(rconn *c, const odbox_envelope *env, amqp_bytes_t exchange,
         w->done = 1, w->rc = ODBOX_ECONNLOST;
         snprintf(w->why, sizeof w->why, "publish: %s", amqp_error_string2(st));
     } else {
+        if (!c->waiting && !c->abandoned) /* the node owes a confirm from now */
+            c->silent_since_us = odbox_mono_us();
         w->tag = ++c->tag;
         w->next = c->waiting, c->waiting = w;
     }
 }
 
-/* Publishes on c and waits for the confirm; 0 once acked. */
+/* Publishes on c and waits for the confirm, by end_us; 0 once acked. */
 static int conn_publish(const rbroker *b, rconn *c, const odbox_envelope *env, const char *exchange,
-                        amqp_bytes_t rk, amqp_bytes_t body, odbox_error *err)
+                        amqp_bytes_t rk, amqp_bytes_t body, int64_t end_us, odbox_error *err)
 {
     pthread_cond_t cv;
     odbox_cond_init_mono(&cv);
     waiter w = {.cv = &cv};
     pthread_mutex_lock(&c->mu);
-    int rc = exchange_check(c, exchange, w.why, sizeof w.why);
+    int rc = exchange_check(b, c, exchange, end_us, w.why, sizeof w.why);
     if (rc != ODBOX_OK)
         w.done = 1, w.rc = rc;
     else
         send_one(c, env, amqp_cstring_bytes(exchange), rk, body, &w);
     if (!w.done)
-        await_confirm(b, c, &w);
+        await_confirm(b, c, &w, end_us);
     pthread_mutex_unlock(&c->mu);
     pthread_cond_destroy(&cv);
     return w.rc == ODBOX_OK ? ODBOX_OK : odbox_fail(err, w.rc, "rabbitmq relay: %s", w.why);
@@ -367,13 +417,14 @@ static int open_slots(const rbroker *b)
     return n;
 }
 
-/* A new connection into a free slot (its reservation made by acquire). */
-static int add_conn(rbroker *b, rconn **out, odbox_error *err)
+/* A new connection into a free slot (its reservation made by acquire),
+ * opened by end_us. */
+static int add_conn(rbroker *b, int64_t end_us, rconn **out, odbox_error *err)
 {
     static const char prefix[] = "rabbitmq relay: ";
     rconn *c = NULL;
     odbox_error e = {0};
-    int rc = odbox_rabbitmq_conn_open(&b->info, b->timeout_ms, &c, &e);
+    int rc = odbox_rabbitmq_conn_open(&b->info, b->timeout_ms, end_us, &c, &e);
     pthread_mutex_lock(&b->mu);
     b->opening--;
     snprintf(b->connect_why, sizeof b->connect_why, "%s",
@@ -395,11 +446,11 @@ static int add_conn(rbroker *b, rconn **out, odbox_error *err)
 }
 
 /* A connection to publish on: the least busy one below the window; a new
- * one when all are full and fewer than max are open; else waits (bounded
- * by timeout_ms) for a place. */
-static int acquire(rbroker *b, rconn **out, odbox_error *err)
+ * one when all are full and fewer than max are open; else waits (until
+ * end_us, the publish's deadline) for a place. */
+static int acquire(rbroker *b, int64_t end_us, rconn **out, odbox_error *err)
 {
-    struct timespec deadline = odbox_mono_after(b->timeout_ms);
+    struct timespec deadline = odbox_mono_at(end_us);
     pthread_mutex_lock(&b->mu);
     rconn *c = NULL;
     int w = 0, open_new = 0, opening = 0, open = 0;
@@ -425,7 +476,7 @@ static int acquire(rbroker *b, rconn **out, odbox_error *err)
         return ODBOX_OK;
     }
     if (open_new)
-        return add_conn(b, out, err);
+        return add_conn(b, end_us, out, err);
     /* a node that is slow or unreachable must not read as a busy one */
     if (!open)
         return odbox_fail(err, ODBOX_ECONNECT,
@@ -525,14 +576,16 @@ static int rabbit_publish(void *broker, const odbox_envelope *env, const char *b
     rbroker *b = broker;
     if (!b || !env || !body)
         return odbox_fail(err, ODBOX_EINVAL, "rabbitmq relay: broker, envelope or body is NULL");
+    /* the call's one deadline: every stage below gets what is left */
+    int64_t end_us = odbox_mono_us() + (int64_t)b->timeout_ms * 1000;
     char *exchange = NULL, *rk = NULL;
     rconn *c = NULL;
     int rc = names_for(b, env, len, &exchange, &rk, err);
     if (rc == ODBOX_OK)
-        rc = acquire(b, &c, err);
+        rc = acquire(b, end_us, &c, err);
     if (rc == ODBOX_OK) {
         amqp_bytes_t msg = {.len = len, .bytes = (void *)body};
-        rc = conn_publish(b, c, env, exchange, amqp_cstring_bytes(rk), msg, err);
+        rc = conn_publish(b, c, env, exchange, amqp_cstring_bytes(rk), msg, end_us, err);
         release(b, c);
         if (rc != ODBOX_OK)
             odbox_error_prefix(err, rc, "exchange '%.100s', routing key '%.100s'", exchange, rk);
@@ -543,14 +596,16 @@ static int rabbit_publish(void *broker, const odbox_envelope *env, const char *b
 }
 
 /* Each distinct exchange of a round not known on c checked once (c->mu
- * held): the rows of one that is not there fail before anything is sent. */
-static void check_exchanges(rconn *c, size_t n, char *const *names, int *rcs, odbox_error *errs)
+ * held), by end_us: the rows of one that is not there fail before
+ * anything is sent. */
+static void check_exchanges(const rbroker *b, rconn *c, size_t n, char *const *names, int64_t end_us, int *rcs,
+                            odbox_error *errs)
 {
     char why[300];
     for (size_t i = 0; i < n; i++) {
         if (rcs[i] != ODBOX_OK || exchange_known(c, names[2 * i]))
             continue;
-        int rc = exchange_check(c, names[2 * i], why, sizeof why);
+        int rc = exchange_check(b, c, names[2 * i], end_us, why, sizeof why);
         for (size_t j = i; rc != ODBOX_OK && j < n; j++)
             if (rcs[j] == ODBOX_OK && !strcmp(names[2 * j], names[2 * i]))
                 rcs[j] = odbox_fail(&errs[j], rc, "rabbitmq relay: exchange '%.100s', routing key '%.100s': %s",
@@ -559,12 +614,14 @@ static void check_exchanges(rconn *c, size_t n, char *const *names, int *rcs, od
 }
 
 /* A round's rows on one connection: every message sent, then every
- * confirm awaited (a reader settles many at a time). rcs[i] that is not
- * ODBOX_OK on entry (its names did not expand) is left as it is. */
+ * confirm awaited (a reader settles many at a time), all within one
+ * timeout_ms. rcs[i] that is not ODBOX_OK on entry (its names did not
+ * expand) is left as it is. */
 static void rabbit_publish_batch(void *broker, size_t n, const odbox_envelope *const *envs,
                                  const char *const *bodies, const size_t *lens, int *rcs, odbox_error *errs)
 {
     rbroker *b = broker;
+    int64_t end_us = odbox_mono_us() + (int64_t)b->timeout_ms * 1000; /* the call's one deadline */
     char **names = calloc(2 * n, sizeof *names); /* exchange, routing key per row */
     waiter *ws = calloc(n, sizeof *ws);
     odbox_error e = {0};
@@ -575,20 +632,20 @@ static void rabbit_publish_batch(void *broker, size_t n, const odbox_envelope *c
             rcs[i] = names_for(b, envs[i], lens[i], &names[2 * i], &names[2 * i + 1], &errs[i]);
         else
             errs[i] = e;
-    if (rc == ODBOX_OK && (rc = acquire(b, &c, &e)) == ODBOX_OK) {
+    if (rc == ODBOX_OK && (rc = acquire(b, end_us, &c, &e)) == ODBOX_OK) {
         pthread_cond_t cv;
         odbox_cond_init_mono(&cv);
         for (size_t i = 0; i < n; i++)
             ws[i].cv = &cv;
         pthread_mutex_lock(&c->mu);
-        check_exchanges(c, n, names, rcs, errs);
+        check_exchanges(b, c, n, names, end_us, rcs, errs);
         for (size_t i = 0; i < n; i++)
             if (rcs[i] == ODBOX_OK)
                 send_one(c, envs[i], amqp_cstring_bytes(names[2 * i]), amqp_cstring_bytes(names[2 * i + 1]),
                          (amqp_bytes_t){.len = lens[i], .bytes = (void *)bodies[i]}, &ws[i]);
         for (size_t i = 0; i < n; i++)
             if (rcs[i] == ODBOX_OK && !ws[i].done)
-                await_confirm(b, c, &ws[i]);
+                await_confirm(b, c, &ws[i], end_us);
         pthread_mutex_unlock(&c->mu);
         release(b, c);
         pthread_cond_destroy(&cv);

@@ -1,10 +1,11 @@
 /* odbox — the RabbitMQ relay's connections (librabbitmq): opening one,
- * the host name's lookup included, within timeout_ms. The pool and the
- * publishing are in relay_rabbitmq_amqp.c. */
+ * the host name's lookup included, within what is left of the publish's
+ * timeout_ms. The pool and the publishing are in relay_rabbitmq_amqp.c. */
 #include "config.h"
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,6 +46,14 @@ void odbox_rabbitmq_conn_free(rconn *c)
         free(c->known[i]);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+int odbox_rabbitmq_left_ms(int64_t end_us)
+{
+    int64_t left_us = end_us - odbox_mono_us();
+    if (left_us <= 0)
+        return 0;
+    return left_us / 1000 >= INT_MAX ? INT_MAX : (int)((left_us + 999) / 1000);
 }
 
 static rconn *conn_new(void)
@@ -105,7 +114,8 @@ static void *lookup_main(void *p)
     return NULL;
 }
 
-/* host's addresses into *out (freeaddrinfo), within timeout_ms. */
+/* host's addresses into *out (freeaddrinfo), within timeout_ms (what is
+ * left of the publish's). */
 static int resolve(const char *host, int port, int timeout_ms, struct addrinfo **out, char *why, size_t cap)
 {
     lookup *l = calloc(1, sizeof *l);
@@ -149,17 +159,17 @@ static int resolve(const char *host, int port, int timeout_ms, struct addrinfo *
     return done && rc == 0 ? ODBOX_OK : ODBOX_ECONNECT;
 }
 
-/* sock connected to host:port within timeout_ms: the name resolved here,
- * each address then handed to librabbitmq as a number (which it resolves
- * at once) with the time left. */
-static int socket_open(amqp_socket_t *sock, const char *host, int port, int timeout_ms, char *why, size_t cap)
+/* sock connected to host:port by end_us: the name resolved here, each
+ * address then handed to librabbitmq as a number (which it resolves at
+ * once) with the time left. */
+static int socket_open(amqp_socket_t *sock, const char *host, int port, int64_t end_us, char *why, size_t cap)
 {
-    int64_t end_us = odbox_mono_us() + (int64_t)timeout_ms * 1000;
     struct addrinfo *res = NULL;
-    int rc = resolve(host, port, timeout_ms, &res, why, cap);
+    int rc = resolve(host, port, odbox_rabbitmq_left_ms(end_us), &res, why, cap);
     if (rc != ODBOX_OK)
         return rc;
     int st = AMQP_STATUS_HOSTNAME_RESOLUTION_FAILED;
+    int tried = 0;
     for (struct addrinfo *a = res; a && st != AMQP_STATUS_OK; a = a->ai_next) {
         char num[NI_MAXHOST];
         int64_t left_us = end_us - odbox_mono_us();
@@ -171,23 +181,45 @@ static int socket_open(amqp_socket_t *sock, const char *host, int port, int time
             continue;
         struct timeval tv = {.tv_sec = left_us / 1000000, .tv_usec = left_us % 1000000};
         st = amqp_socket_open_noblock(sock, num, port, &tv);
+        tried = 1;
     }
     freeaddrinfo(res);
     if (st == AMQP_STATUS_OK)
         return ODBOX_OK;
-    snprintf(why, cap, "%s", amqp_error_string2(st));
+    if (!tried && st == AMQP_STATUS_TIMEOUT) /* the lookup took what was left */
+        snprintf(why, cap, "the call's timeout_ms ran out after the host name's lookup");
+    else
+        snprintf(why, cap, "%s", amqp_error_string2(st));
     return ODBOX_ECONNECT;
 }
 
-int odbox_rabbitmq_conn_open(const struct amqp_connection_info *info, int timeout_ms, rconn **out, odbox_error *err)
+/* librabbitmq's bounds for the login and the RPCs after it: what is left
+ * until end_us, 0 (nothing set) once it has passed. */
+static int bound_rpcs(amqp_connection_state_t st, int64_t end_us)
+{
+    int left = odbox_rabbitmq_left_ms(end_us);
+    struct timeval tv = {.tv_sec = left / 1000, .tv_usec = (left % 1000) * 1000};
+    if (left) {
+        amqp_set_handshake_timeout(st, &tv);
+        amqp_set_rpc_timeout(st, &tv);
+    }
+    return left;
+}
+
+int odbox_rabbitmq_conn_open(const struct amqp_connection_info *info, int timeout_ms, int64_t end_us, rconn **out,
+                             odbox_error *err)
 {
     char why[256];
+    if (!odbox_rabbitmq_left_ms(end_us)) /* the wait for a place took it all */
+        return odbox_fail(err, ODBOX_ECONNECT,
+                          "rabbitmq relay: cannot connect to %.100s:%d: nothing was left of the call's timeout_ms "
+                          "(%d ms) to connect in",
+                          info->host, info->port, timeout_ms);
     rconn *c = conn_new();
     if (!c)
         return odbox_fail(err, ODBOX_ENOMEM, "rabbitmq relay: out of memory");
-    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
     amqp_socket_t *sock = amqp_tcp_socket_new(c->st);
-    int rc = sock ? socket_open(sock, info->host, info->port, timeout_ms, why, sizeof why) : ODBOX_ENOMEM;
+    int rc = sock ? socket_open(sock, info->host, info->port, end_us, why, sizeof why) : ODBOX_ENOMEM;
     if (rc != ODBOX_OK) {
         odbox_rabbitmq_conn_free(c);
         return odbox_fail(err, rc, "rabbitmq relay: cannot connect to %.100s:%d: %s", info->host, info->port,
@@ -199,7 +231,9 @@ int odbox_rabbitmq_conn_open(const struct amqp_connection_info *info, int timeou
      * aborts the connection once sent data (or a zero window's probes)
      * go unacknowledged for timeout_ms: the send fails and conn_break
      * fails the publishes waiting on it (tests/relay/rabbitmq_stall.c:
-     * the node's processes stopped while a 32 MB message is sent). */
+     * the node's processes stopped while a 32 MB message is sent). The
+     * connection's, for its life: the whole timeout_ms, not the rest of
+     * the publish that opens it. */
     int user_timeout = timeout_ms;
     if (setsockopt(amqp_get_sockfd(c->st), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout) != 0) {
         int e = errno;
@@ -208,25 +242,36 @@ int odbox_rabbitmq_conn_open(const struct amqp_connection_info *info, int timeou
                           "rabbitmq relay: %.100s:%d: cannot bound a send's wait (TCP_USER_TIMEOUT): %s", info->host,
                           info->port, strerror(e));
     }
-    amqp_set_handshake_timeout(c->st, &tv);
-    amqp_set_rpc_timeout(c->st, &tv);
-    amqp_rpc_reply_t r = amqp_login(c->st, info->vhost, 0, AMQP_DEFAULT_FRAME_SIZE, 0, AMQP_SASL_METHOD_PLAIN,
-                                    info->user, info->password);
+    /* each step bounded by what is left of the publish's timeout_ms */
+    amqp_rpc_reply_t r = {.reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION, .library_error = AMQP_STATUS_TIMEOUT};
     const char *step = "login";
+    if (bound_rpcs(c->st, end_us))
+        r = amqp_login(c->st, info->vhost, 0, AMQP_DEFAULT_FRAME_SIZE, 0, AMQP_SASL_METHOD_PLAIN, info->user,
+                       info->password);
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
         step = "channel.open";
-        amqp_channel_open(c->st, CHANNEL);
-        r = amqp_get_rpc_reply(c->st);
+        r = (amqp_rpc_reply_t){.reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION, .library_error = AMQP_STATUS_TIMEOUT};
+        if (bound_rpcs(c->st, end_us)) {
+            amqp_channel_open(c->st, CHANNEL);
+            r = amqp_get_rpc_reply(c->st);
+        }
     }
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
         step = "confirm.select";
-        amqp_confirm_select(c->st, CHANNEL);
-        r = amqp_get_rpc_reply(c->st);
+        r = (amqp_rpc_reply_t){.reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION, .library_error = AMQP_STATUS_TIMEOUT};
+        if (bound_rpcs(c->st, end_us)) {
+            amqp_confirm_select(c->st, CHANNEL);
+            r = amqp_get_rpc_reply(c->st);
+        }
     }
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+        /* a step that timed out ran out of the call's timeout_ms (its
+         * bound was what was left of it) */
+        int ran_out = r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT;
         odbox_rabbitmq_conn_free(c);
-        return odbox_fail(err, ODBOX_ECONNECT, "rabbitmq relay: %.100s:%d vhost %.80s: %s: %s", info->host,
-                          info->port, info->vhost, step, odbox_rabbitmq_reply_text(r, why, sizeof why));
+        return odbox_fail(err, ODBOX_ECONNECT, "rabbitmq relay: %.100s:%d vhost %.80s: %s: %s%s", info->host,
+                          info->port, info->vhost, step, odbox_rabbitmq_reply_text(r, why, sizeof why),
+                          ran_out ? " (the call's timeout_ms ran out while connecting)" : "");
     }
     *out = c;
     return ODBOX_OK;

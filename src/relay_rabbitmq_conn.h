@@ -40,6 +40,13 @@ typedef struct rconn {
      * a publish blocked in a send or an RPC under mu */
     atomic_int broken;
     char why[300];       /* why it broke: a row failing on it later names it */
+    /* since when the node owes a confirm and has sent nothing (its last
+     * frame, or the send that found nothing owed): timeout_ms of it is a
+     * stall, which breaks the connection. A publish whose own call ran
+     * out first leaves alone, its confirm still owed (abandoned: the
+     * next send does not restart the count; the next frame does) */
+    int64_t silent_since_us;
+    int abandoned;
     int returning;       /* a basic.return was read: its header frame names the message */
     char returned[200];  /* ... and why the broker returned it */
     int users;           /* publishes holding it: under the broker's mutex */
@@ -53,9 +60,16 @@ typedef struct rconn {
 const char *odbox_rabbitmq_reply_text(amqp_rpc_reply_t r, char *buf, size_t cap);
 
 /* A connection to info's node, channel CHANNEL open in confirm mode, every
- * step (the host name's lookup included) within timeout_ms; ODBOX_ECONNECT
- * naming the host and the step that failed. */
-int odbox_rabbitmq_conn_open(const struct amqp_connection_info *info, int timeout_ms, rconn **out, odbox_error *err);
+ * step (the host name's lookup included) done by end_us (odbox_mono_us:
+ * the publish's deadline, its timeout_ms from its start); ODBOX_ECONNECT
+ * naming the host and the step that failed. timeout_ms is the
+ * connection's own bound for a send (TCP_USER_TIMEOUT). */
+int odbox_rabbitmq_conn_open(const struct amqp_connection_info *info, int timeout_ms, int64_t end_us, rconn **out,
+                             odbox_error *err);
+
+/* Milliseconds left until end_us (odbox_mono_us), rounded up; 0 once it
+ * has passed. */
+int odbox_rabbitmq_left_ms(int64_t end_us);
 
 /* Without the goodbye handshake; NULL is accepted. */
 void odbox_rabbitmq_conn_free(rconn *c);

@@ -24,7 +24,9 @@ typedef struct odbox_relay_rabbitmq_config {
     const char *exchange;
     const char *routing_key;  /* template, e.g. "{model_type}.{event_type}" */
     int max_connections;      /* connections at most, opened as needed; 0: 8 */
-    int timeout_ms;           /* connect, login and each confirm; 0: 10000; at most 3600000 */
+    /* one bound for a publish call, all its waits together (a place,
+     * the connect and login, the confirm); 0: 10000; at most 3600000 */
+    int timeout_ms;
     /* unconfirmed publishes one connection carries at once (from several
      * threads; a round's batch of publishes counts as one); a new
      * connection opens when all are full; 0: 16 */

@@ -165,6 +165,13 @@ static int on_method(fake_conn *c, amqp_channel_t ch, const amqp_method_t *m)
             send_close(c);
             return 0;
         }
+        if (c->k == 0 && c->tag == 1 && s->close_after_ms) {
+            fake_sleep_ms(s->close_after_ms);
+            send_close(c);
+            return 0;
+        }
+        if (s->never_ack)
+            return 1;
         if (c->tag == 1 && s->slow_declare) {
             c->held = 1, c->held_at_ms = fake_now_ms();
             return 1;

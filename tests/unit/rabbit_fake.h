@@ -20,6 +20,12 @@ typedef struct rabbit_fake_script {
     int slow_declare_ms;
     /* channel.open-ok and confirm.select-ok each come this late */
     int slow_open_ms;
+    /* the first connection's first publish is not acked: the node closes
+     * that connection (320 CONNECTION_FORCED) this long after it (0: no) */
+    int close_after_ms;
+    /* no publish is acked (a node that stalled), close_after_ms's close
+     * aside */
+    int never_ack;
 } rabbit_fake_script;
 
 typedef struct rabbit_fake rabbit_fake;
