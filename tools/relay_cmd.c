@@ -46,6 +46,7 @@ const char usage_relay[] =
 #define DEFAULT_BATCH 250
 #define CHECK_MS 100
 #define IDLE_CHECK_MS 250
+#define LOOK_WAIT_MS 1000 /* a look still running at the end: its usual few ms and then some */
 #define STOP_WAIT_MS 5000
 #define JOBS_STOP_MS 15000
 #define RELAY_TIMEOUT_DEFAULT_MS 10000
@@ -338,12 +339,17 @@ static void *look_main(void *arg)
     return NULL;
 }
 
-static int look_busy(void)
+/* 1 while a look runs, after waiting at most wait_ms for it to end */
+static int look_busy(int wait_ms)
 {
-    pthread_mutex_lock(&look.mu);
-    int busy = look.busy;
-    pthread_mutex_unlock(&look.mu);
-    return busy;
+    for (;; wait_ms -= CHECK_MS) {
+        pthread_mutex_lock(&look.mu);
+        int busy = look.busy;
+        pthread_mutex_unlock(&look.mu);
+        if (!busy || wait_ms <= 0)
+            return busy;
+        sleep_ms(CHECK_MS);
+    }
 }
 
 /* Starts a look; 1 when one ran to its end since the last call, with its
@@ -398,7 +404,7 @@ static int wait_for_end(odbox_registry *r, odbox_delivery *d, const relay_opts *
                 return failed;
             }
             return odbox_error_set(err, ODBOX_ETIMEDOUT, "relay: not idle after %d ms%s", o->timeout_ms,
-                                   look_busy() ? " (the database has not answered its last look)" : "");
+                                   look_busy(LOOK_WAIT_MS) ? " (the database has not answered its last look)" : "");
         }
         sleep_ms(CHECK_MS);
     }
@@ -492,9 +498,10 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
             *err = stop_err;
         }
     }
-    if (look_busy())
+    int look_left = look_busy(LOOK_WAIT_MS);
+    if (look_left)
         fprintf(stderr, "odbox relay: warning: the database has not answered the last idle look; not waited for\n");
-    if (look_busy() || jobs_left) {
+    if (look_left || jobs_left) {
         look.jobs = jobs, look.h = h, look.d = d, look.r = r, look.es = es;
         *left = 1;
     } else {
