@@ -156,20 +156,13 @@ static int exec_once(odbox_conn *c, const char *sql, odbox_error *err)
     return c->drv->exec(c, sql, err);
 }
 
-void odbox_conn_sent(odbox_conn *c, const char *sql)
-{
-    c->fresh = 0;
-    if (c->tx_failed && odbox_sql_is_savepoint_rollback(sql))
-        c->tx_failed = 0; /* back before the failure */
-}
-
 static int exec_sql(odbox_conn *c, const char *sql, int repeatable, odbox_error *err)
 {
     int rc;
     while ((rc = exec_once(c, sql, err)) != ODBOX_OK && odbox_conn_again(c, rc, repeatable || c->in_tx, err))
         ;
     if (rc == ODBOX_OK)
-        odbox_conn_sent(c, sql);
+        odbox_sql_sent(c, sql);
     return rc;
 }
 

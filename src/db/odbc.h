@@ -100,7 +100,7 @@ int odbox_sql_refused_in_tx(const odbox_conn *c, const char *sql, const char *wh
 
 /* sql ran on c: c is no longer fresh, and a ROLLBACK TO a savepoint
  * clears the transaction's failure. */
-void odbox_conn_sent(odbox_conn *c, const char *sql);
+void odbox_sql_sent(odbox_conn *c, const char *sql);
 
 /* After an operation on c failed with rc: 1 when c was handed out fresh
  * (the server had answered nothing on this hand-out), the failure says

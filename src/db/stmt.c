@@ -355,6 +355,13 @@ static int execute_once(odbox_stmt *s, int *unsent, odbox_error *err)
     return ODBOX_OK;
 }
 
+void odbox_sql_sent(odbox_conn *c, const char *sql)
+{
+    c->fresh = 0;
+    if (c->tx_failed && odbox_sql_is_savepoint_rollback(sql))
+        c->tx_failed = 0; /* back before the failure */
+}
+
 /* A read, or any statement of a transaction that has sent nothing yet,
  * is sent again on a new session when the hand-out's connection turns
  * out lost (odbox_conn_again); a write in autocommit never is. */
@@ -373,7 +380,7 @@ int odbox_stmt_execute(odbox_stmt *s, odbox_error *err)
     while ((rc = execute_once(s, &unsent, err)) != ODBOX_OK && c->again(c, rc, s->repeatable || c->in_tx || unsent, err))
         ;
     if (rc == ODBOX_OK)
-        odbox_conn_sent(c, s->sql);
+        odbox_sql_sent(c, s->sql);
     return rc;
 }
 
