@@ -640,8 +640,11 @@ END_TEST
 
 /* PostgreSQL: another session holds the row the outcome UPDATE waits for,
  * then asks for the table in SHARE mode, which the UPDATE holds in ROW
- * EXCLUSIVE mode. The UPDATE, waiting longer, is the one deadlock_timeout
- * aborts. */
+ * EXCLUSIVE mode. The UPDATE's session looks for the deadlock 5 s into
+ * its wait and the other's only after 60 s, so the UPDATE is the one
+ * aborted: with both at the server's 1 s, a slow machine (ASan) let the
+ * UPDATE's one look pass before the cycle closed, and the other's LOCK
+ * lost instead. */
 typedef struct dl_probe {
     hx *x;
     const char *event;
@@ -657,6 +660,7 @@ static void *dl_close_the_cycle(void *arg)
                                                        "= 'Lock' AND query LIKE 'UPDATE %%event_notifications%%'");
          i++)
         usleep(10000); /* at most 10 s for the UPDATE to wait */
+    itest_exec(p->other, "SET deadlock_timeout = '60s'");
     itest_exec(p->other, "LOCK TABLE %s.event_notifications IN SHARE MODE", p->x->f.ev[0]);
     odbox_error e = {0};
     odbox_conn_rollback(p->other, &e);
@@ -668,10 +672,10 @@ static int dl_hook(void *ud, odbox_delivery_point at, odbox_shard *s, odbox_conn
 {
     dl_probe *p = ud;
     (void)s;
-    (void)conn;
     if (at != ODBOX_DELIVERY_CALLS_DONE || round->job != ODBOX_DELIVERY_HANDLING || p->started)
         return 0;
     odbox_error e = {0};
+    ck_assert_msg(odbox_conn_exec(conn, "SET deadlock_timeout = '5s'", &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(odbox_conn_begin(p->other, &e), ODBOX_OK);
     itest_exec(p->other, "UPDATE %s.event_notifications SET attempts = attempts WHERE event_id = '%s'", p->x->f.ev[0],
                p->event);
