@@ -319,7 +319,7 @@ static struct idle_look {
     odbox_delivery *d;
     const relay_entry *es;
     size_t n;
-    /* kept reachable with the above when a look is left */
+    /* what else a left look or round may use, kept reachable */
     odbox_jobs *jobs;
     odbox_handlers *h;
     json_object *config;
@@ -379,13 +379,11 @@ static int look_step(int start, int *result, odbox_error *err)
 
 /* Until a signal, or idle twice in a row (a round of another process may
  * have held rows the first look missed), or --timeout-ms. */
-static int wait_for_end(odbox_registry *r, odbox_delivery *d, const relay_opts *o, const relay_entry *es, size_t n,
-                        int *idle, odbox_error *err)
+static int wait_for_end(const relay_opts *o, int *idle, odbox_error *err)
 {
     int64_t start = cli_mono_us() / 1000, next_check = start;
     int streak = 0, failed = ODBOX_OK;
     odbox_error last = {0};
-    look.r = r, look.d = d, look.es = es, look.n = n;
     while (!stop_requested && o->until_idle) {
         int64_t t = cli_mono_us() / 1000;
         int result;
@@ -486,8 +484,9 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
         rc = odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, err);
     if (rc == ODBOX_OK)
         rc = odbox_jobs_start(jobs, err);
+    look.r = r, look.d = d, look.es = es, look.n = n, look.jobs = jobs, look.h = h;
     if (rc == ODBOX_OK)
-        rc = wait_for_end(r, d, o, es, n, &idle, err);
+        rc = wait_for_end(o, &idle, err);
     int jobs_left = 0; /* the stop gave up on a fan-out or handling round: the delivery's free would wait for it */
     if (jobs) {
         odbox_error stop_err = {0};
@@ -502,7 +501,6 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
     if (look_left)
         fprintf(stderr, "odbox relay: warning: the database has not answered the last idle look; not waited for\n");
     if (look_left || jobs_left) {
-        look.jobs = jobs, look.h = h, look.d = d, look.r = r, look.es = es;
         *left = 1;
     } else {
         odbox_delivery_free(&d);
