@@ -564,6 +564,9 @@ static int report_failed(kafka_broker *b, const char *topic, kafka_outcome how, 
         return odbox_fail(err, ODBOX_ETIMEDOUT,
                           "kafka relay: topic %.200s at %.200s: not acknowledged within %d ms (last error: %s)",
                           topic, b->servers, b->timeout_ms, last);
+    if (our_own_doing(e)) /* librdkafka's own teardown: the cluster's last word is the cause */
+        return odbox_fail(err, ODBOX_ECONNLOST, "kafka relay: topic %.200s at %.200s: %s (%s; last error: %s)",
+                          topic, b->servers, rd_kafka_err2str(e), rd_kafka_err2name(e), last);
     return odbox_fail(err, ODBOX_ECONNLOST, "kafka relay: topic %.200s at %.200s: %s (%s)", topic, b->servers,
                       rd_kafka_err2str(e), rd_kafka_err2name(e));
 }
