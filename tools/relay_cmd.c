@@ -77,18 +77,27 @@ typedef struct relay_entry {
     odbox_relay *relay;
 } relay_entry;
 
-static volatile sig_atomic_t stop_requested;
+/* SIGTERM and SIGINT, blocked in every thread from before the first (the
+ * registry's, the jobs', the relays' own) and taken by the main thread in
+ * its waits: a signal never interrupts a library call on another thread
+ * (a poll or a read failing with EINTR mid-publish). */
+static sigset_t stop_signals;
+static int stop_requested;
 
-static void on_signal(int sig)
+static void block_stop_signals(void)
 {
-    (void)sig;
-    stop_requested = 1;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 }
 
+/* Waits ms, or less when SIGTERM or SIGINT comes. */
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL); /* a signal ends it early: the loop looks again */
+    if (sigtimedwait(&stop_signals, NULL, &ts) > 0)
+        stop_requested = 1;
 }
 
 static int parse_ms(int json, const char *name, const char *text, long min, long max, long *out)
@@ -418,16 +427,6 @@ static void log_to_stderr(void *ud, odbox_log_level level, const char *message)
     fprintf(stderr, "odbox relay: %s: %s\n", names[level < 0 || level > 3 ? 3 : level], message);
 }
 
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-}
-
 static void report(const relay_opts *o, const relay_entry *es, size_t n, int idle, int64_t elapsed_ms)
 {
     json_object *doc = json_object_new_object(), *arr = json_object_new_array();
@@ -524,6 +523,7 @@ int cmd_relay(int argc, char **argv)
         return u;
     odbox_error err = {0};
     odbox_registry *r = NULL;
+    block_stop_signals();
     /* the registry's reading first: a file that cannot be read or is no
      * valid config fails as it does for every other command */
     if (odbox_registry_load(o.c.config, &r, &err) != ODBOX_OK)
@@ -548,7 +548,6 @@ int cmd_relay(int argc, char **argv)
     int left = 0;
     look.config = root;
     if (rc == ODBOX_OK) {
-        install_signals();
         odbox_log_set(log_to_stderr, NULL, o.verbose ? ODBOX_LOG_INFO : ODBOX_LOG_WARN);
         rc = run(r, relays, es, n, &o, &left, &err);
     }
