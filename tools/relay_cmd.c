@@ -32,6 +32,7 @@ const char usage_relay[] =
     "  --poll-ms N     fan-out and handling poll (default 1000)\n"
     "  --backoff-ms N  a failed row waits N x 2^(attempts-1), at most 300000 (default 30000)\n"
     "  --lease-ms N    a claimed row is claimed again after N ms when its process died\n"
+    "                  or its publish still runs (warned when not past every timeout_ms)\n"
     "                  (default: the longest relay timeout + 35000)\n"
     "  --verbose       also the library's info lines (e.g. a redelivery the broker dropped)\n"
     "\n"
@@ -240,12 +241,15 @@ static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **s
 /* The longest "timeout_ms" of the relays' settings: calls get that and some. */
 static int longest_timeout(json_object *relays)
 {
-    int longest = RELAY_TIMEOUT_DEFAULT_MS;
+    int longest = 0;
     for (size_t i = 0; i < json_object_array_length(relays); i++) {
         json_object *s, *t;
+        int ms = RELAY_TIMEOUT_DEFAULT_MS; /* a relay without its own (0: the default) */
         if (json_object_object_get_ex(json_object_array_get_idx(relays, i), "settings", &s) &&
-            json_object_object_get_ex(s, "timeout_ms", &t) && json_object_get_int(t) > longest)
-            longest = json_object_get_int(t);
+            json_object_object_get_ex(s, "timeout_ms", &t) && json_object_get_int(t) > 0)
+            ms = json_object_get_int(t);
+        if (ms > longest)
+            longest = ms;
     }
     return longest;
 }
@@ -481,6 +485,11 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
         rc = odbox_jobs_open(r, &jc, &jobs, err);
     if (rc == ODBOX_OK)
         rc = odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, err);
+    if (rc == ODBOX_OK && o->lease_ms && o->lease_ms <= timeout)
+        fprintf(stderr,
+                "odbox relay: warning: --lease-ms %d is not longer than a publish may take (timeout_ms %d): "
+                "another process may claim and publish a row again while its publish runs\n",
+                o->lease_ms, timeout);
     if (rc == ODBOX_OK)
         rc = odbox_jobs_start(jobs, err);
     look.r = r, look.d = d, look.es = es, look.n = n, look.jobs = jobs, look.h = h;
