@@ -191,7 +191,7 @@ static int exchange_check(const rbroker *b, rconn *c, const char *name, int64_t 
     /* the connection closed by the server, lost, or no answer in time
      * (librabbitmq then closes the socket) */
     conn_break(c, ODBOX_ECONNLOST, "exchange.declare (passive): %s", odbox_rabbitmq_reply_text(r, text, sizeof text));
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) {
+    if (odbox_rabbitmq_timed_out(r)) {
         snprintf(why, cap,
                  "exchange.declare (passive): %.100s: no answer within the %d ms left of the call's timeout_ms "
                  "(%d ms)",

@@ -193,6 +193,16 @@ static int socket_open(amqp_socket_t *sock, const char *host, int port, int64_t 
     return ODBOX_ECONNECT;
 }
 
+/* A step not sent, nothing being left of the call's timeout_ms: as one
+ * that ran out while it waited. */
+#define NO_TIME_LEFT \
+    ((amqp_rpc_reply_t){.reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION, .library_error = AMQP_STATUS_TIMEOUT})
+
+int odbox_rabbitmq_timed_out(amqp_rpc_reply_t r)
+{
+    return r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT;
+}
+
 /* librabbitmq's bounds for the login and the RPCs after it: what is left
  * until end_us, 0 (nothing set) once it has passed. */
 static int bound_rpcs(amqp_connection_state_t st, int64_t end_us)
@@ -243,14 +253,14 @@ int odbox_rabbitmq_conn_open(const struct amqp_connection_info *info, int timeou
                           info->port, strerror(e));
     }
     /* each step bounded by what is left of the publish's timeout_ms */
-    amqp_rpc_reply_t r = {.reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION, .library_error = AMQP_STATUS_TIMEOUT};
+    amqp_rpc_reply_t r = NO_TIME_LEFT;
     const char *step = "login";
     if (bound_rpcs(c->st, end_us))
         r = amqp_login(c->st, info->vhost, 0, AMQP_DEFAULT_FRAME_SIZE, 0, AMQP_SASL_METHOD_PLAIN, info->user,
                        info->password);
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
         step = "channel.open";
-        r = (amqp_rpc_reply_t){.reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION, .library_error = AMQP_STATUS_TIMEOUT};
+        r = NO_TIME_LEFT;
         if (bound_rpcs(c->st, end_us)) {
             amqp_channel_open(c->st, CHANNEL);
             r = amqp_get_rpc_reply(c->st);
@@ -258,7 +268,7 @@ int odbox_rabbitmq_conn_open(const struct amqp_connection_info *info, int timeou
     }
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
         step = "confirm.select";
-        r = (amqp_rpc_reply_t){.reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION, .library_error = AMQP_STATUS_TIMEOUT};
+        r = NO_TIME_LEFT;
         if (bound_rpcs(c->st, end_us)) {
             amqp_confirm_select(c->st, CHANNEL);
             r = amqp_get_rpc_reply(c->st);
@@ -267,7 +277,7 @@ int odbox_rabbitmq_conn_open(const struct amqp_connection_info *info, int timeou
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
         /* a step that timed out ran out of the call's timeout_ms (its
          * bound was what was left of it) */
-        int ran_out = r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT;
+        int ran_out = odbox_rabbitmq_timed_out(r);
         odbox_rabbitmq_conn_free(c);
         return odbox_fail(err, ODBOX_ECONNECT, "rabbitmq relay: %.100s:%d vhost %.80s: %s: %s%s", info->host,
                           info->port, info->vhost, step, odbox_rabbitmq_reply_text(r, why, sizeof why),

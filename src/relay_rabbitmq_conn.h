@@ -59,6 +59,9 @@ typedef struct rconn {
 /* A failed RPC reply as text into buf. */
 const char *odbox_rabbitmq_reply_text(amqp_rpc_reply_t r, char *buf, size_t cap);
 
+/* 1 when r is librabbitmq's timeout: no answer within the bound set. */
+int odbox_rabbitmq_timed_out(amqp_rpc_reply_t r);
+
 /* A connection to info's node, channel CHANNEL open in confirm mode, every
  * step (the host name's lookup included) done by end_us (odbox_mono_us:
  * the publish's deadline, its timeout_ms from its start); ODBOX_ECONNECT
