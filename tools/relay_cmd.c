@@ -31,9 +31,9 @@ const char usage_relay[] =
     "                  where the broker's confirms take long, e.g. Kafka with acks=all)\n"
     "  --poll-ms N     fan-out and handling poll (default 1000)\n"
     "  --backoff-ms N  a failed row waits N x 2^(attempts-1), at most 300000 (default 30000)\n"
-    "  --lease-ms N    a claimed row is claimed again after N ms when its process died\n"
-    "                  or its publish still runs (warned when not past every timeout_ms)\n"
-    "                  (default: the longest relay timeout + 35000)\n"
+    "  --lease-ms N    a claimed row is claimed again after N ms when its process died or\n"
+    "                  its publish still runs (warned when not past every timeout_ms + 2000;\n"
+    "                  default: the longest relay timeout + 35000)\n"
     "  --verbose       also the library's info lines (e.g. a redelivery the broker dropped)\n"
     "\n"
     "Exit codes: 0 stopped or idle; 1 runtime error; 2 usage, an unknown kind, a\n"
@@ -51,6 +51,9 @@ const char usage_relay[] =
 #define STOP_WAIT_MS 5000
 #define JOBS_STOP_MS 15000
 #define RELAY_TIMEOUT_DEFAULT_MS 10000
+/* A NATS or Kafka call lasts at most its timeout_ms and this (a
+ * RabbitMQ one its timeout_ms): how long a publish may run. */
+#define RELAY_CALL_GRACE_MS 2000
 
 /* The brokers this odbox knows; one built without its library answers
  * ODBOX_EUNSUPPORTED from open_json. */
@@ -485,11 +488,11 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
         rc = odbox_jobs_open(r, &jc, &jobs, err);
     if (rc == ODBOX_OK)
         rc = odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, err);
-    if (rc == ODBOX_OK && o->lease_ms && o->lease_ms <= timeout)
+    if (rc == ODBOX_OK && o->lease_ms && o->lease_ms <= timeout + RELAY_CALL_GRACE_MS)
         fprintf(stderr,
-                "odbox relay: warning: --lease-ms %d is not longer than a publish may take (timeout_ms %d): "
-                "another process may claim and publish a row again while its publish runs\n",
-                o->lease_ms, timeout);
+                "odbox relay: warning: --lease-ms %d is not longer than a publish may take (timeout_ms %d + "
+                "%d ms): another process may claim and publish a row again while its publish runs\n",
+                o->lease_ms, timeout, RELAY_CALL_GRACE_MS);
     if (rc == ODBOX_OK)
         rc = odbox_jobs_start(jobs, err);
     look.r = r, look.d = d, look.es = es, look.n = n, look.jobs = jobs, look.h = h;
