@@ -284,8 +284,10 @@ int odbox_jobs_wake(odbox_jobs *r, const char *name)
  * appended to late. */
 static void stop_threads(odbox_jobs *r, char *late, size_t cap)
 {
+    /* in 64 bits: a bound near INT_MAX (wait as long as it takes) must
+     * not wrap into the past and abandon every callback at once */
     struct timespec deadline = odbox_mono_after(r->shutdown_ms);
-    struct timespec last = odbox_mono_after(r->shutdown_ms + 3 * r->statement_ms);
+    struct timespec last = odbox_mono_after((int64_t)r->shutdown_ms + 3 * (int64_t)r->statement_ms);
     for (int i = 0; i < r->services_started; i++)
         r->services[i].stop(r->services[i].ud);
     pthread_mutex_lock(&r->mu);
@@ -341,7 +343,7 @@ static void stop_threads(odbox_jobs *r, char *late, size_t cap)
     pthread_mutex_lock(&r->mu);
     r->stopped = 1;
     pthread_cond_broadcast(&r->hb_cv);
-    struct timespec hb_last = odbox_mono_after(2 * r->statement_ms);
+    struct timespec hb_last = odbox_mono_after(2 * (int64_t)r->statement_ms);
     while (r->hb_started && !r->hb_exited && !odbox_mono_passed(&hb_last))
         pthread_cond_timedwait(&r->done_cv, &r->mu, &hb_last);
     int hb = r->hb_started;

@@ -5,6 +5,7 @@
  * over, the bounded shutdown, operations on unknown names, and pause /
  * resume / run-now from the CLI on a running registry. Several
  * registries and processes: test_jobs_cluster.c. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,6 +368,46 @@ START_TEST(shutdown_waits_up_to_its_bound)
 }
 END_TEST
 
+/* A very long bound ("wait as long as it takes": INT_MAX ms) is still a
+ * bound to wait for: the callback that finishes in a second is waited
+ * for and recorded, not abandoned at once. */
+static atomic_int g_slow_running, g_slow_returned;
+
+static int slow_job(odbox_job_context *ctx, void *user, odbox_error *err)
+{
+    (void)user, (void)err;
+    atomic_store(&g_slow_running, 1);
+    while (odbox_job_context_wait(ctx, 60000) != ODBOX_JOB_WAIT_STOP)
+        ;
+    jt_sleep_ms(1000); /* finishing its work */
+    atomic_store(&g_slow_returned, 1);
+    return ODBOX_OK;
+}
+
+START_TEST(shutdown_with_the_longest_bound_waits)
+{
+    jfx f;
+    jfx_open(&f);
+    odbox_jobs_config cfg = {.poll_interval_ms = 20,
+                             .heartbeat_interval_ms = 100,
+                             .shutdown_max_wait_ms = INT_MAX};
+    odbox_job a = {.name = f.job, .schedule = odbox_schedule_fixed_delay(3600000), .execute = slow_job};
+    odbox_jobs *j = jt_open_jobs(f.r, &cfg, &a);
+    jt_start(j);
+    ck_assert(jt_wait_for(flag_set, &g_slow_running));
+    odbox_error e = {0};
+    int rc = odbox_jobs_stop(j, &e);
+    ck_assert_msg(rc == ODBOX_OK, "%d %s", rc, e.message);
+    ck_assert_int_eq(jt_load(&g_slow_returned), 1);
+    ck_assert_int_eq(itest_count(f.c, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = '%s' AND "
+                                      "picked = FALSE AND last_success IS NOT NULL",
+                                 f.job),
+                     1);
+    odbox_jobs_free(&j);
+    jfx_close(&f);
+}
+END_TEST
+
 /* ---- operations: unknown names, list, wake, run now while running --------------------------------- */
 
 START_TEST(operations_and_wake)
@@ -568,6 +609,7 @@ Suite *jobs_suite(void)
     tcase_add_test(tc, fraction_dead_and_wake);
     tcase_add_test(tc, row_taken_over_while_running);
     tcase_add_test(tc, shutdown_waits_up_to_its_bound);
+    tcase_add_test(tc, shutdown_with_the_longest_bound_waits);
     tcase_add_test(tc, operations_and_wake);
     tcase_add_test(tc, heartbeat_age_in_the_database_time);
     tcase_add_test(tc, cli_pause_resume_run_now);
