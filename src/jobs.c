@@ -77,16 +77,21 @@ int odbox_jobs_open(odbox_registry *registry, const odbox_jobs_config *cfg, odbo
     if (!r)
         return odbox_fail(err, ODBOX_ENOMEM, "jobs: out of memory");
     int rc, dead_ms = 0;
-    if ((int64_t)cfg->heartbeat_interval_ms * cfg->missed_heartbeats_limit > INT32_MAX) {
-        free(r);
-        return odbox_fail(err, ODBOX_EINVAL, "jobs: heartbeat interval x missed heartbeats limit is too large");
-    }
     if ((rc = config_int("poll interval (ms)", cfg->poll_interval_ms, DEFAULT_POLL_MS, &r->poll_ms, err)) != ODBOX_OK ||
         (rc = config_int("heartbeat interval (ms)", cfg->heartbeat_interval_ms, DEFAULT_HEARTBEAT_MS, &r->heartbeat_ms,
                          err)) != ODBOX_OK ||
         (rc = config_int("missed heartbeats limit", cfg->missed_heartbeats_limit, DEFAULT_MISSED_HEARTBEATS,
-                         &r->missed_limit, err)) != ODBOX_OK ||
-        (rc = config_int("shutdown max wait (ms)", cfg->shutdown_max_wait_ms, DEFAULT_SHUTDOWN_MS, &r->shutdown_ms,
+                         &r->missed_limit, err)) != ODBOX_OK) {
+        free(r);
+        return rc;
+    }
+    /* with the defaults in place: a value given for one of the two times
+     * the other's default must not wrap into a negative or short window */
+    if ((int64_t)r->heartbeat_ms * r->missed_limit > INT32_MAX) {
+        free(r);
+        return odbox_fail(err, ODBOX_EINVAL, "jobs: heartbeat interval x missed heartbeats limit is too large");
+    }
+    if ((rc = config_int("shutdown max wait (ms)", cfg->shutdown_max_wait_ms, DEFAULT_SHUTDOWN_MS, &r->shutdown_ms,
                          err)) != ODBOX_OK ||
         (rc = config_int("statement timeout (ms)", cfg->statement_timeout_ms, DEFAULT_STATEMENT_TIMEOUT_MS,
                          &r->statement_ms, err)) != ODBOX_OK ||
@@ -95,13 +100,13 @@ int odbox_jobs_open(odbox_registry *registry, const odbox_jobs_config *cfg, odbo
         free(r);
         return rc;
     }
-    if (dead_ms < 2 * r->heartbeat_ms) {
+    if (dead_ms < 2 * (int64_t)r->heartbeat_ms) {
         int hb = r->heartbeat_ms;
         free(r);
         return odbox_fail(err, ODBOX_EINVAL,
-                          "jobs: the dead window (%d ms) must be at least two heartbeat intervals (%d ms): a live "
+                          "jobs: the dead window (%d ms) must be at least two heartbeat intervals (%lld ms): a live "
                           "run would be taken for dead between two heartbeats",
-                          dead_ms, 2 * hb);
+                          dead_ms, 2 * (long long)hb);
     }
     r->dead_us = (int64_t)dead_ms * 1000;
     r->pool = pool;

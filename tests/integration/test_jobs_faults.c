@@ -221,6 +221,15 @@ START_TEST(dead_window_settings_checked)
     cfg = (odbox_jobs_config){.statement_timeout_ms = -5};
     ck_assert_int_eq(odbox_jobs_open(f.r, &cfg, &j, &e), ODBOX_EINVAL);
     ck_assert_ptr_null(j);
+    /* a limit whose window, with the default heartbeat interval, does
+     * not fit in an int: refused as too large, not wrapped into a
+     * negative window (or a short one) */
+    cfg = (odbox_jobs_config){.missed_heartbeats_limit = 300000};
+    ck_assert_int_eq(odbox_jobs_open(f.r, &cfg, &j, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "too large"), "%s", e.message);
+    cfg = (odbox_jobs_config){.missed_heartbeats_limit = 500000};
+    ck_assert_int_eq(odbox_jobs_open(f.r, &cfg, &j, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(j);
     jfx_close(&f);
 }
 END_TEST
