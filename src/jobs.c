@@ -212,9 +212,14 @@ int odbox_jobs_start(odbox_jobs *r, odbox_error *err)
     if (!r)
         return odbox_fail(err, ODBOX_EINVAL, "jobs start: registry is NULL");
     pthread_mutex_lock(&r->mu);
-    int started = r->started;
-    r->started = 1;
+    int started = r->started, stopped = r->stopping;
+    if (!stopped)
+        r->started = 1;
     pthread_mutex_unlock(&r->mu);
+    /* a stop before start ends the registry: its threads would see the
+     * stop and exit at once, and nothing would ever run */
+    if (stopped && !started)
+        return odbox_fail(err, ODBOX_ESTATE, "jobs start: the job registry was stopped already");
     if (started)
         return odbox_fail(err, ODBOX_ESTATE, "jobs start: started already");
     int rc = odbox_jobs_session(r, &r->hb_conn, err);

@@ -175,7 +175,8 @@ int odbox_jobs_add(odbox_jobs *jobs, const odbox_job *job, odbox_error *err);
  * than 10 s from now and not held), then starts one thread per job and
  * the heartbeat thread. Refuses to start (ODBOX_EDB, "run odbox
  * migrate") when the tables are missing, and with the database's error
- * when it cannot write them; nothing runs then. Once only (ODBOX_ESTATE). */
+ * when it cannot write them; nothing runs then. Once only, and not
+ * after odbox_jobs_stop (ODBOX_ESTATE). */
 int odbox_jobs_start(odbox_jobs *jobs, odbox_error *err);
 
 /* Wakes name's thread: it polls its row now, or, while the job runs,

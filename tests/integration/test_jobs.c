@@ -408,6 +408,30 @@ START_TEST(shutdown_with_the_longest_bound_waits)
 }
 END_TEST
 
+/* A stop before start (a shutdown path that ran first) ends the
+ * registry: a start after it is refused, not "started" with threads
+ * that exit at once and a job that never runs. */
+START_TEST(start_after_stop_is_refused)
+{
+    jfx f;
+    jfx_open(&f);
+    jt_counter k = {0};
+    odbox_job job = {
+        .name = f.job, .schedule = odbox_schedule_fixed_delay(3600000), .execute = jt_count_job, .user = &k};
+    odbox_jobs *j = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_jobs_open(f.r, &(odbox_jobs_config){.poll_interval_ms = 20}, &j, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_jobs_add(j, &job, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_jobs_stop(j, &e), ODBOX_OK);
+    int rc = odbox_jobs_start(j, &e);
+    jt_sleep_ms(300);
+    ck_assert_msg(rc == ODBOX_ESTATE, "start after stop: %d, and the job ran %d time(s)", rc, jt_load(&k.calls));
+    ck_assert_msg(strstr(e.message, "stopped"), "%s", e.message);
+    odbox_jobs_free(&j);
+    jfx_close(&f);
+}
+END_TEST
+
 /* ---- operations: unknown names, list, wake, run now while running --------------------------------- */
 
 START_TEST(operations_and_wake)
@@ -610,6 +634,7 @@ Suite *jobs_suite(void)
     tcase_add_test(tc, row_taken_over_while_running);
     tcase_add_test(tc, shutdown_waits_up_to_its_bound);
     tcase_add_test(tc, shutdown_with_the_longest_bound_waits);
+    tcase_add_test(tc, start_after_stop_is_refused);
     tcase_add_test(tc, operations_and_wake);
     tcase_add_test(tc, heartbeat_age_in_the_database_time);
     tcase_add_test(tc, cli_pause_resume_run_now);
