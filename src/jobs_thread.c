@@ -99,16 +99,26 @@ static void finish_run(job_rt *j, int64_t version, int succeeded, int64_t seen_r
     odbox_jobs *r = j->reg;
     odbox_error e = {0};
     int64_t done_us = 0, next_us;
-    int done = 0, rc = odbox_jobs_session(r, &j->conn, &e);
-    if (rc == ODBOX_OK)
-        rc = now_on(r, j->conn, &done_us, &e);
-    if (rc == ODBOX_OK && odbox_schedule_next(&j->schedule, done_us, &next_us, &e) != ODBOX_OK) {
-        odbox_log(ODBOX_LOG_ERROR, "job '%s': no next execution time: %s; the row stays held until it is dead",
-                  j->name, e.message);
-        return;
+    int done = 0, rc = ODBOX_ECONNLOST;
+    /* the session sat idle through the callback, which may have run for
+     * long: a server, proxy or failover may have ended it meanwhile. One
+     * more try on a new session, or the run would stay held until the
+     * dead window, then count as a failure and run again. The UPDATE is
+     * guarded by the version, so a first one that landed unanswered
+     * makes the second change nothing. */
+    for (int attempt = 0; attempt < 2 && rc == ODBOX_ECONNLOST; attempt++) {
+        if (attempt)
+            session_failed(&j->conn);
+        if ((rc = odbox_jobs_session(r, &j->conn, &e)) == ODBOX_OK)
+            rc = now_on(r, j->conn, &done_us, &e);
+        if (rc == ODBOX_OK && odbox_schedule_next(&j->schedule, done_us, &next_us, &e) != ODBOX_OK) {
+            odbox_log(ODBOX_LOG_ERROR, "job '%s': no next execution time: %s; the row stays held until it is dead",
+                      j->name, e.message);
+            return;
+        }
+        if (rc == ODBOX_OK)
+            rc = odbox_job_row_finish(j->conn, j->name, version, succeeded, done_us, next_us, &done, &e);
     }
-    if (rc == ODBOX_OK)
-        rc = odbox_job_row_finish(j->conn, j->name, version, succeeded, done_us, next_us, &done, &e);
     if (rc == ODBOX_OK && done) {
         j->due_in_us = next_us - done_us;
         j->ran_last = 1;

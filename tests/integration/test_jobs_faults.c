@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include "internal.h"
+#include "jobs_run.h"
 #include "jobs_fx.h"
 
 #define HOUR_US (3600 * INT64_C(1000000))
@@ -234,6 +235,51 @@ START_TEST(dead_window_settings_checked)
 }
 END_TEST
 
+/* ---- a session lost while the job ran ------------------------------------------------------- */
+
+/* The job's session sits idle while a long callback runs; a proxy's
+ * idle timeout, a failover or a DBA may end it meanwhile. The run that
+ * succeeded must still be recorded, not left held until the dead
+ * window (then counted as a failure and run again). */
+typedef struct session_killer {
+    odbox_conn *admin;
+    atomic_int returned;
+} session_killer;
+
+static int killer_returned(void *arg) { return atomic_load(&((session_killer *)arg)->returned); }
+
+static int kill_own_session(odbox_job_context *ctx, void *user, odbox_error *err)
+{
+    (void)err;
+    session_killer *k = user;
+    /* the job thread is in this callback: its session is idle */
+    itest_kill_session(k->admin, itest_session_id(ctx->job->conn));
+    atomic_store(&k->returned, 1);
+    return ODBOX_OK;
+}
+
+START_TEST(a_run_whose_session_was_lost_meanwhile_is_recorded)
+{
+    jfx f;
+    jfx_open(&f);
+    session_killer k = {f.c, 0};
+    odbox_jobs_config cfg = {.poll_interval_ms = 50, .heartbeat_interval_ms = 10000};
+    odbox_job job = {.name = f.job, .schedule = odbox_schedule_fixed_delay(3600000), .execute = kill_own_session,
+                     .user = &k};
+    odbox_jobs *j = jt_open_jobs(f.r, &cfg, &job);
+    jt_start(j);
+    ck_assert(jt_wait_for(killer_returned, &k));
+    jt_row_state settled = {&f, 0, 0};
+    int ok = jt_wait_for(jt_row_settled, &settled);
+    odbox_job_info in = jt_must_row(&f, f.job);
+    odbox_jobs_free(&j);
+    ck_assert_msg(ok && in.last_success_us != 0,
+                  "the run's outcome was not recorded: picked %d, last success %lld (held until the dead window)",
+                  in.picked, (long long)in.last_success_us);
+    jfx_close(&f);
+}
+END_TEST
+
 /* ---- item 5: heartbeats while the pool is exhausted ------------------------------------------------ */
 
 typedef struct waiter_job {
@@ -367,6 +413,7 @@ Suite *jobs_faults_suite(void)
     tcase_add_test(tc, dead_window_settings_checked);
     tcase_add_test(tc, heartbeats_go_on_while_the_application_holds_every_connection);
     tcase_add_test(tc, a_stop_is_bounded_while_another_session_locks_the_row);
+    tcase_add_test(tc, a_run_whose_session_was_lost_meanwhile_is_recorded);
     suite_add_tcase(s, tc);
     return s;
 }
