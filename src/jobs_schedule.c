@@ -210,9 +210,13 @@ int odbox_schedule_check(const odbox_schedule *s, odbox_error *err)
         return odbox_fail(err, ODBOX_EINVAL, "schedule is NULL");
     switch (s->kind) {
     case ODBOX_SCHEDULE_FIXED_DELAY:
-        if (s->delay_ms <= 0 || s->delay_ms > MAX_TIME_US / 1000)
+        if (s->delay_ms <= 0)
             return odbox_fail(err, ODBOX_EINVAL, "schedule: fixed delay %lld ms must be > 0",
                               (long long)s->delay_ms);
+        if (s->delay_ms > MAX_TIME_US / 1000)
+            return odbox_fail(err, ODBOX_EINVAL,
+                              "schedule: fixed delay %lld ms must be in 1..%lld ms (to the year 9999)",
+                              (long long)s->delay_ms, (long long)(MAX_TIME_US / 1000));
         return ODBOX_OK;
     case ODBOX_SCHEDULE_CRON:
         if (!(s->minutes & ((UINT64_C(1) << 60) - 1)) || s->minutes >> 60 || !s->hours || s->hours >> 24 ||

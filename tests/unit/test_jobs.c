@@ -148,6 +148,11 @@ START_TEST(fixed_delay_and_checks)
     ck_assert_ptr_nonnull(strstr(e.message, "fixed delay 0 ms must be > 0"));
     ck_assert_int_eq(odbox_schedule_next(&neg, 0, &t, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_schedule_initial(&neg, 0, &t, &e), ODBOX_EINVAL);
+    /* too long: the message gives the range, not "must be > 0" for a
+     * positive value */
+    odbox_schedule huge = odbox_schedule_fixed_delay(INT64_MAX);
+    ck_assert_int_eq(odbox_schedule_next(&huge, 0, &t, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "1..") && !strstr(e.message, "must be > 0"), "%s", e.message);
     ck_assert_int_eq(odbox_schedule_next(&none, 0, &t, &e), ODBOX_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.message, "not set"));
     ck_assert_int_eq(odbox_schedule_next(NULL, 0, &t, &e), ODBOX_EINVAL);
