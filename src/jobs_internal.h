@@ -106,9 +106,10 @@ int odbox_job_row_finish(odbox_conn *c, const char *name, int64_t version, int s
                          int64_t next_us, int *done, odbox_error *err);
 
 /* me waits for a turn at name until until_us (odbox_job_waiters); clear
- * ends that once it has the row. */
+ * ends that once it has the row, and deletes the waits that expired by
+ * now_us (ODBOX_JOB_DB_NOW: the database's time). */
 int odbox_job_wait_mark(odbox_conn *c, const char *name, const char *me, int64_t until_us, odbox_error *err);
-int odbox_job_wait_clear(odbox_conn *c, const char *name, const char *me, odbox_error *err);
+int odbox_job_wait_clear(odbox_conn *c, const char *name, const char *me, int64_t now_us, odbox_error *err);
 
 /* The name of one of odbox's own jobs for the eventlog of registry's
  * default shard: base for the default eventlog ("eventlog", the name

@@ -354,12 +354,16 @@ int odbox_job_wait_mark(odbox_conn *c, const char *name, const char *me, int64_t
     return b.rc;
 }
 
-int odbox_job_wait_clear(odbox_conn *c, const char *name, const char *me, odbox_error *err)
+int odbox_job_wait_clear(odbox_conn *c, const char *name, const char *me, int64_t now_us, odbox_error *err)
 {
+    /* expired rows too: those of processes that exited while waiting
+     * (each host:pid leaves one) are read by no one and would pile up */
     binder b;
-    prepare_now(c, "DELETE FROM " WAITERS " WHERE task_name = ? AND picked_by = ?", 0, &b, err);
+    prepare_now(c, "DELETE FROM " WAITERS " WHERE task_name = ? AND (picked_by = ? OR waiting_until <= {now})", now_us,
+                &b, err);
     b_text(&b, name);
     b_text(&b, me);
+    b_time(&b, now_us);
     if (b.rc == ODBOX_OK)
         b.rc = odbox_stmt_execute(b.s, err);
     odbox_stmt_free(&b.s);

@@ -237,7 +237,7 @@ static int poll_row(job_rt *j, int64_t *version, int64_t *seen_requests)
     }
     if (rc != ODBOX_OK || !done)
         return 0; /* another process was first, or it was paused meanwhile */
-    if (odbox_job_wait_clear(j->conn, j->name, r->picked_by, &e) != ODBOX_OK) {
+    if (odbox_job_wait_clear(j->conn, j->name, r->picked_by, stmt_now(r), &e) != ODBOX_OK) {
         odbox_log(ODBOX_LOG_WARN, "job '%s': ending its wait for a turn failed: %s", j->name, e.message);
         session_failed(&j->conn);
     }

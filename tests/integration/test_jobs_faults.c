@@ -164,6 +164,39 @@ START_TEST(a_deleted_row_is_inserted_again)
 }
 END_TEST
 
+/* A process that waited for a turn and then exited (stopped, killed, or
+ * restarted under another host:pid) leaves its row in odbox_job_waiters;
+ * an expired row is read by no one, so a claim deletes it: the table
+ * holds the live waiters, not every process that ever waited. */
+START_TEST(expired_waiters_are_deleted)
+{
+    jfx f;
+    jfx_open(&f);
+    itest_exec(f.c,
+               "INSERT INTO odbox_job_waiters (task_name, picked_by, waiting_until) VALUES "
+               "('%s', 'gone:1', '2020-01-01 00:00:00'), ('%s', 'alive:2', '2999-01-01 00:00:00')",
+               f.job, f.job);
+    jt_counter k = {0};
+    odbox_jobs_config cfg = {.poll_interval_ms = 50};
+    odbox_job job = {.name = f.job, .schedule = odbox_schedule_fixed_delay(3600000), .execute = jt_count_job,
+                     .user = &k};
+    odbox_jobs *j = jt_open_jobs(f.r, &cfg, &job);
+    jt_start(j);
+    jt_awaited a = {&k, 1};
+    ck_assert(jt_wait_for(jt_returned_n, &a));
+    odbox_jobs_free(&j);
+    ck_assert_int_eq(itest_count(f.c, "SELECT COUNT(*) FROM odbox_job_waiters WHERE task_name = '%s' AND "
+                                      "picked_by = 'gone:1'",
+                                 f.job),
+                     0);
+    ck_assert_int_eq(itest_count(f.c, "SELECT COUNT(*) FROM odbox_job_waiters WHERE task_name = '%s' AND "
+                                      "picked_by = 'alive:2'",
+                                 f.job),
+                     1);
+    jfx_close(&f);
+}
+END_TEST
+
 /* ---- item 4: db-scheduler's dead window, on db-scheduler's rows ------------------------------------ */
 
 /* A row as db-scheduler's JdbcTaskRepository leaves it while its
@@ -409,6 +442,7 @@ Suite *jobs_faults_suite(void)
     tcase_add_test(tc, a_clock_an_hour_behind_takes_over_a_dead_run);
     tcase_add_test(tc, an_always_due_job_takes_turns_across_processes);
     tcase_add_test(tc, a_deleted_row_is_inserted_again);
+    tcase_add_test(tc, expired_waiters_are_deleted);
     tcase_add_test(tc, db_schedulers_window_leaves_its_live_run_alone);
     tcase_add_test(tc, dead_window_settings_checked);
     tcase_add_test(tc, heartbeats_go_on_while_the_application_holds_every_connection);
