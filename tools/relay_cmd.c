@@ -355,18 +355,22 @@ static void *look_main(void *arg)
     return NULL;
 }
 
-/* 1 while a look runs, after waiting at most wait_ms for it to end */
-static int look_busy(int wait_ms)
+/* 1 while *busy (guarded by mu) holds, after waiting at most wait_ms
+ * for it to clear */
+static int still_busy(pthread_mutex_t *mu, const int *busy, int wait_ms)
 {
     for (;; wait_ms -= CHECK_MS) {
-        pthread_mutex_lock(&look.mu);
-        int busy = look.busy;
-        pthread_mutex_unlock(&look.mu);
-        if (!busy || wait_ms <= 0)
-            return busy;
+        pthread_mutex_lock(mu);
+        int b = *busy;
+        pthread_mutex_unlock(mu);
+        if (!b || wait_ms <= 0)
+            return b;
         sleep_ms(CHECK_MS);
     }
 }
+
+/* 1 while a look runs, after waiting at most wait_ms for it to end */
+static int look_busy(int wait_ms) { return still_busy(&look.mu, &look.busy, wait_ms); }
 
 /* Starts a look; 1 when one ran to its end since the last call, with its
  * result in *result and err. */
@@ -393,11 +397,118 @@ static int look_step(int start, int *result, odbox_error *err)
     return done;
 }
 
-/* Until a signal, or idle twice in a row (a round of another process may
- * have held rows the first look missed), or --timeout-ms. */
-static int wait_for_end(const relay_opts *o, int *idle, odbox_error *err)
+/* The delivery and the jobs are opened and started, and at the end
+ * freed, on a thread of their own, as the looks run: each step reads or
+ * writes the database (the jobs' rows; a hand-off given back, the
+ * subscriptions' heartbeat joined), and a server that stops answering
+ * meanwhile (its TCP up: no bound) must hold neither --timeout-ms nor
+ * SIGTERM. A step still running past its bound is left (nothing is
+ * freed) and the process ends. Static, as a left step outlives run(). */
+static struct delivery_steps {
+    pthread_mutex_t mu;
+    int busy, rc;
+    odbox_error err;
+    odbox_registry *r;
+    odbox_handlers *h;
+    odbox_delivery_config dc;
+    odbox_jobs_config jc;
+    odbox_delivery *d;
+    odbox_jobs *jobs;
+} steps = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void step_done(int rc, const odbox_error *e)
 {
-    int64_t start = cli_mono_us() / 1000, next_check = start;
+    pthread_mutex_lock(&steps.mu);
+    steps.rc = rc, steps.err = *e, steps.busy = 0;
+    pthread_mutex_unlock(&steps.mu);
+}
+
+static void *start_main(void *arg)
+{
+    (void)arg;
+    odbox_error e = {0};
+    int rc = odbox_delivery_open(steps.r, steps.h, &steps.dc, &steps.d, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_jobs_open(steps.r, &steps.jc, &steps.jobs, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_delivery_add_jobs(steps.d, steps.jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_jobs_start(steps.jobs, &e);
+    step_done(rc, &e);
+    return NULL;
+}
+
+static void *free_main(void *arg)
+{
+    (void)arg;
+    odbox_error e = {0};
+    odbox_delivery_free(&steps.d);
+    odbox_jobs_free(&steps.jobs);
+    step_done(ODBOX_OK, &e);
+    return NULL;
+}
+
+/* Starts a step on its thread; 0, or -1 when no thread could start. */
+static int step_run(void *(*step)(void *))
+{
+    pthread_t t;
+    steps.busy = 1;
+    if (pthread_create(&t, NULL, step, NULL) != 0) {
+        steps.busy = 0;
+        return -1;
+    }
+    pthread_detach(t);
+    return 0;
+}
+
+/* 1 when the delivery and the jobs were freed within wait_ms */
+static int freed_in_time(int wait_ms)
+{
+    if (step_run(free_main)) {
+        free_main(NULL);
+        return 1;
+    }
+    return !still_busy(&steps.mu, &steps.busy, wait_ms);
+}
+
+/* Runs the start and waits for it: after a signal or --timeout-ms (with
+ * --until-idle, from begin_ms) at most STOP_WAIT_MS more; *left = 1 when
+ * it still runs then. */
+static int start_delivery(const relay_opts *o, int64_t begin_ms, int *left, odbox_error *err)
+{
+    if (step_run(start_main))
+        return odbox_error_set(err, ODBOX_ENOMEM, "relay: cannot start a thread for the delivery's start");
+    for (int64_t give_up = -1;; sleep_ms(CHECK_MS)) {
+        int64_t now = cli_mono_us() / 1000;
+        pthread_mutex_lock(&steps.mu);
+        int busy = steps.busy, rc = steps.rc;
+        if (!busy && rc != ODBOX_OK)
+            *err = steps.err;
+        pthread_mutex_unlock(&steps.mu);
+        if (!busy)
+            return rc;
+        if (give_up < 0 && (stop_requested || (o->until_idle && now - begin_ms >= o->timeout_ms)))
+            give_up = now + STOP_WAIT_MS;
+        if (give_up >= 0 && now >= give_up) {
+            *left = 1;
+            if (stop_requested)
+                return odbox_error_set(err, ODBOX_ETIMEDOUT,
+                                       "relay: stopped while starting: the database has not answered in %lld ms; "
+                                       "not waited for",
+                                       (long long)(now - begin_ms));
+            return odbox_error_set(err, ODBOX_ETIMEDOUT,
+                                   "relay: not idle after %d ms (the database has not answered the start)",
+                                   o->timeout_ms);
+        }
+    }
+}
+
+/* Until a signal, or idle twice in a row (a round of another process may
+ * have held rows the first look missed), or --timeout-ms (from start,
+ * in ms of cli_mono_us). */
+static int wait_for_end(const relay_opts *o, int64_t start, int *idle, odbox_error *err)
+{
+    int64_t next_check = cli_mono_us() / 1000;
     int streak = 0, failed = ODBOX_OK;
     odbox_error last = {0};
     while (!stop_requested && o->until_idle) {
@@ -456,8 +567,8 @@ static void report(const relay_opts *o, const relay_entry *es, size_t n, int idl
     json_object_put(doc);
 }
 
-/* *left: a look or a job was left in the database (nothing of r, es
- * freed). */
+/* *left: a look, a job, the start or the frees were left in the
+ * database (nothing of r, es freed). */
 static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n, const relay_opts *o, int *left,
                odbox_error *err)
 {
@@ -482,22 +593,22 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
     int rc = odbox_handlers_new(&h, err);
     if (rc == ODBOX_OK)
         rc = add_relays(relays, es, h, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_delivery_open(r, h, &dc, &d, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_jobs_open(r, &jc, &jobs, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_delivery_add_jobs(d, jobs, ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING, err);
     if (rc == ODBOX_OK && o->lease_ms && o->lease_ms <= timeout + RELAY_CALL_GRACE_MS)
         fprintf(stderr,
                 "odbox relay: warning: --lease-ms %d is not longer than a publish may take (timeout_ms %d + "
                 "%d ms): another process may claim and publish a row again while its publish runs\n",
                 o->lease_ms, timeout, RELAY_CALL_GRACE_MS);
+    look.r = r, look.es = es, look.n = n, look.h = h;
+    if (rc == ODBOX_OK) {
+        steps.r = r, steps.h = h, steps.dc = dc, steps.jc = jc;
+        rc = start_delivery(o, start, left, err);
+        if (*left)
+            return rc;
+        d = steps.d, jobs = steps.jobs;
+    }
+    look.d = d, look.jobs = jobs;
     if (rc == ODBOX_OK)
-        rc = odbox_jobs_start(jobs, err);
-    look.r = r, look.d = d, look.es = es, look.n = n, look.jobs = jobs, look.h = h;
-    if (rc == ODBOX_OK)
-        rc = wait_for_end(o, &idle, err);
+        rc = wait_for_end(o, start, &idle, err);
     int jobs_left = 0; /* the stop gave up on a fan-out or handling round: the delivery's free would wait for it */
     if (jobs) {
         odbox_error stop_err = {0};
@@ -513,9 +624,11 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
         fprintf(stderr, "odbox relay: warning: the database has not answered the last idle look; not waited for\n");
     if (look_left || jobs_left) {
         *left = 1;
-    } else {
-        odbox_delivery_free(&d);
-        odbox_jobs_free(&jobs);
+    } else if (!freed_in_time(dc.handler_timeout_ms)) {
+        fprintf(stderr, "odbox relay: warning: the delivery's free waited %d ms for the database (a statement "
+                        "still runs); not waited for\n",
+                dc.handler_timeout_ms);
+        *left = 1;
     }
     if (rc == ODBOX_OK)
         report(o, es, n, idle, cli_mono_us() / 1000 - start);
