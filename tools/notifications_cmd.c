@@ -19,7 +19,8 @@ const char usage_notifications[] =
     "requeue: FAILED and EXPIRED notifications (all, one handler's or one id) go\n"
     "back to PENDING, due now by the database's time, with attempts 0 and a fresh\n"
     "retention window; prints how many moved, and how many it skipped as in flight\n"
-    "(a handling round is calling them: their outcome decides them).\n"
+    "(a handling round is calling them: their outcome decides them), also before\n"
+    "an error on a later shard (what the earlier shards moved).\n"
     "\n"
     "  --state S          PENDING, FAILED, SUCCEEDED or EXPIRED (requeue: FAILED or\n"
     "                     EXPIRED; default both)\n"
@@ -114,25 +115,35 @@ static int show_rows(odbox_registry *r, const odbox_notification_filter *f, size
     return ODBOX_OK;
 }
 
-static int requeue(odbox_registry *r, const nopts *o, odbox_shard *shard, const cli *c, odbox_error *err)
+/* The counts as JSON members of o: "requeued", "in_flight". */
+static json_object *requeue_json(json_object *o, const odbox_requeue_result *res)
+{
+    json_object_object_add(o, "requeued", json_object_new_int64(res->moved));
+    json_object_object_add(o, "in_flight", json_object_new_int64(res->in_flight));
+    return o;
+}
+
+/* What moved is told also before an error (the shards before the failing
+ * one are requeued for good, and run again the command would not say):
+ * in the error's JSON document then (cli_fail_with, *done). */
+static int requeue(odbox_registry *r, const nopts *o, odbox_shard *shard, const cli *c, json_object **done,
+                   odbox_error *err)
 {
     odbox_requeue_spec s = {.shard = shard, .state = o->state, .handler = o->handler, .id = o->id};
     odbox_requeue_result res;
     int rc = odbox_notifications_requeue_run(r, &s, &res, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    if (c->json) {
+    if (rc != ODBOX_OK && c->json) {
+        *done = requeue_json(json_object_new_object(), &res);
+    } else if (c->json) {
         json_object *top = json_object_new_object();
         json_object_object_add(top, "ok", json_object_new_boolean(1));
-        json_object_object_add(top, "requeued", json_object_new_int64(res.moved));
-        json_object_object_add(top, "in_flight", json_object_new_int64(res.in_flight));
-        cli_print_json(top);
+        cli_print_json(requeue_json(top, &res));
         json_object_put(top);
-    } else {
+    } else if (rc == ODBOX_OK || res.moved || res.in_flight) {
         printf("requeued %lld notification(s); skipped %lld in flight\n", (long long)res.moved,
                (long long)res.in_flight);
     }
-    return ODBOX_OK;
+    return rc;
 }
 
 int cmd_notifications(int argc, char **argv)
@@ -160,13 +171,14 @@ int cmd_notifications(int argc, char **argv)
         u = ops_number(&c, "list", o.list, 100000, &limit);
     odbox_error err = {0};
     int rc = ODBOX_OK;
+    json_object *done = NULL;
     if (!u) {
         odbox_notification_filter f = {.shard = shard, .state = o.state, .handler = o.handler,
                                        .event_type = o.event_type};
-        rc = is_requeue ? requeue(r, &o, shard, &c, &err)
+        rc = is_requeue ? requeue(r, &o, shard, &c, &done, &err)
              : limit    ? show_rows(r, &f, (size_t)limit, &c, &err)
                         : show_counts(r, &f, &c, &err);
     }
     odbox_registry_free(&r);
-    return u ? u : rc == ODBOX_OK ? 0 : cli_fail(&c, &err);
+    return u ? u : rc == ODBOX_OK ? 0 : cli_fail_with(&c, &err, done);
 }
