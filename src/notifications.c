@@ -510,6 +510,8 @@ static int prepare_built(odbox_conn *c, odbox_buf *b, odbox_stmt **s, odbox_erro
     return rc;
 }
 
+#define REQUEUE_TRIES 5
+
 /* The requeue of one shard: one UPDATE, then the count of the rows it
  * left because a round holds them. "now" is the clock's, or the
  * database's own (now_sql, no parameter): the rows' times and leases are
@@ -542,8 +544,19 @@ static int shard_requeue(const odbox_shard *sh, const char *state, const odbox_r
                   at, ")", (char *)NULL);
     requeue_filter(&b, d, state, q);
     odbox_stmt *s = NULL;
-    if ((rc = prepare_built(c, &b, &s, err)) == ODBOX_OK &&
-        (rc = requeue_bind_run(s, now, 4, state, q, err)) == ODBOX_OK) {
+    /* A deadlock (MySQL/MariaDB lock the rows the UPDATE scans, and a
+     * handling round or a purge writes them in another order) rolled the
+     * UPDATE back whole, in autocommit: it goes again, as an outcome's
+     * does, rather than failing with "try restarting transaction". */
+    rc = prepare_built(c, &b, &s, err);
+    for (int attempt = 1; rc == ODBOX_OK; attempt++) {
+        rc = requeue_bind_run(s, now, 4, state, q, err);
+        if (rc != ODBOX_EDEADLOCK || attempt == REQUEUE_TRIES)
+            break;
+        odbox_sleep_ms(attempt * 10);
+        rc = ODBOX_OK;
+    }
+    if (rc == ODBOX_OK) {
         int64_t k = odbox_stmt_rows_affected(s);
         if (k < 0)
             rc = odbox_fail(err, ODBOX_EDB, "notifications: the driver did not tell how many rows moved");

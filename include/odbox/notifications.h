@@ -149,7 +149,8 @@ typedef struct odbox_requeue_result {
  * attempts it read) and the row called again after the lease; requeue
  * it after the round, if it failed. res (may be NULL) gets the counts.
  * One UPDATE per shard, guarded by the state and the lease: a row the
- * handling job finishes or claims meanwhile is not moved. ODBOX_EINVAL:
+ * handling job finishes or claims meanwhile is not moved; one that loses
+ * a deadlock (rolled back whole) goes again, up to 5 times. ODBOX_EINVAL:
  * another state, an id that is not a UUID, or both a handler and an id;
  * ODBOX_ENOTFOUND: the id names no FAILED or EXPIRED notification (the
  * message says its state when it has one); an id that is in flight is

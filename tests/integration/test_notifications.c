@@ -5,7 +5,9 @@
  * quantiles, the window) and their Prometheus text read back by the
  * strict parser, and an unreachable shard; without a clock, all of it in
  * the database's time; requeue leaves the rows a round holds. */
+#include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../prom/promparse.h"
@@ -532,6 +534,76 @@ START_TEST(requeue_skips_rows_in_flight)
 }
 END_TEST
 
+/* A requeue that loses a deadlock to another transaction (MySQL and
+ * MariaDB lock the rows it scans; a handling round or a purge writes the
+ * same rows in another order) is one UPDATE rolled back whole: it goes
+ * again rather than failing the operator's command with "try restarting
+ * transaction". Here the other transaction holds one row, the requeue
+ * locks those it scans before it and waits for it, and the other then
+ * asks for all the others: one of the two is the victim (unless the
+ * requeue happened to scan the held row first). */
+typedef struct requeue_call {
+    ofx *f;
+    int rc;
+    odbox_requeue_result res;
+    odbox_error e;
+} requeue_call;
+
+static void *requeue_thread(void *arg)
+{
+    requeue_call *q = arg;
+    odbox_requeue_spec s = {.handler = "audit"};
+    q->rc = odbox_notifications_requeue_run(q->f->r, &s, &q->res, &q->e);
+    return NULL;
+}
+
+START_TEST(requeue_survives_a_deadlock)
+{
+    if (itest_is("sqlite"))
+        return; /* one writer at a time: no deadlock */
+    ofx f;
+    ofx_open(&f, 1);
+    int64_t now = ofx_db_now(&f, 0);
+    char id[8][37];
+    for (int i = 0; i < 8; i++)
+        ofx_notification(&f, 0, &(nrow){.handler = "audit", .state = "FAILED", .attempts = 1, .next_retry = now - (60 - i) * SEC}, id[i]);
+    const char *t = itest_evt(f.ev[0], "event_notifications");
+    char table[256];
+    snprintf(table, sizeof table, "%s", t);
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_conn_begin(f.c[0], &e), ODBOX_OK);
+    /* heavier than the requeue, so that InnoDB picks the requeue as the
+     * victim (PostgreSQL: the requeue waits first, so its check runs first) */
+    itest_exec(f.c[0], "UPDATE %s SET attempts = attempts + 1 WHERE handler_name = 'audit' AND id = '%s'", table,
+               id[4]);
+    for (int i = 0; i < 40; i++)
+        ofx_notification(&f, 0, &(nrow){.handler = "other", .state = "SUCCEEDED", .attempts = 1}, NULL);
+    requeue_call q = {.f = &f};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, requeue_thread, &q), 0);
+    usleep(1500 * 1000); /* the requeue waits for the middle row */
+    odbox_stmt *s = NULL;
+    char sql[512];
+    snprintf(sql, sizeof sql, "UPDATE %s SET attempts = attempts + 1 WHERE handler_name = 'audit' AND id <> '%s'",
+             table, id[4]);
+    int rc = odbox_stmt_prepare(f.c[0], sql, &s, &e);
+    if (rc == ODBOX_OK)
+        rc = odbox_stmt_execute(s, &e);
+    odbox_stmt_free(&s);
+    if (rc == ODBOX_OK)
+        ck_assert_int_eq(odbox_conn_commit(f.c[0], &e), ODBOX_OK);
+    else
+        odbox_conn_rollback(f.c[0], NULL);
+    pthread_join(th, NULL);
+    ck_assert_msg(q.rc == ODBOX_OK, "requeue: %s (the other transaction: %s)", q.e.message,
+                  rc == ODBOX_OK ? "committed" : e.message);
+    ck_assert_int_eq(q.res.moved, 8);
+    for (int i = 0; i < 8; i++)
+        ck_assert_str_eq(ofx_notification_state(&f, 0, id[i]), "PENDING");
+    ofx_close(&f);
+}
+END_TEST
+
 START_TEST(unreachable_or_unmigrated_shard)
 {
     odbox_registry *r = NULL;
@@ -572,6 +644,7 @@ Suite *notifications_suite(void)
     tcase_add_test(tc, counts_and_lag_in_the_database_time);
     tcase_add_test(tc, requeue_in_the_database_time);
     tcase_add_test(tc, requeue_skips_rows_in_flight);
+    tcase_add_test(tc, requeue_survives_a_deadlock);
     tcase_add_test(tc, unreachable_or_unmigrated_shard);
     suite_add_tcase(s, tc);
     return s;
