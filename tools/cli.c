@@ -38,6 +38,44 @@ void cli_print_json(json_object *o)
                                                JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
+/* The length of the valid UTF-8 sequence at p (0: not one). */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned c = p[0];
+    size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    /* no overlong form, surrogate or code point past U+10FFFF */
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) || (c == 0xF0 && p[1] < 0x90) ||
+        (c == 0xF4 && p[1] > 0x8F))
+        return 0;
+    return n;
+}
+
+json_object *cli_json_text(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t len = strlen(s), out = 0;
+    char *t = malloc(3 * len + 1);
+    if (!t)
+        return json_object_new_string("");
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = utf8_len(p);
+        if (n) {
+            memcpy(t + out, p, n);
+            out += n, p += n;
+        } else {
+            memcpy(t + out, "\xEF\xBF\xBD", 3); /* U+FFFD */
+            out += 3, p++;
+        }
+    }
+    json_object *o = json_object_new_string_len(t, (int)out);
+    free(t);
+    return o;
+}
+
 /* {"ok": false, "error", "sqlstate", "message"} and more's members. */
 static void print_error_doc(const odbox_error *err, json_object *more)
 {
@@ -45,7 +83,7 @@ static void print_error_doc(const odbox_error *err, json_object *more)
     json_object_object_add(o, "ok", json_object_new_boolean(0));
     json_object_object_add(o, "error", json_object_new_string(odbox_errname(err->code)));
     json_object_object_add(o, "sqlstate", json_object_new_string(err->sqlstate));
-    json_object_object_add(o, "message", json_object_new_string(err->message));
+    json_object_object_add(o, "message", cli_json_text(err->message));
     if (more) {
         json_object_object_foreach(more, key, val) json_object_object_add(o, key, json_object_get(val));
     }

@@ -63,6 +63,10 @@ int cli_argv_json(int argc, char **argv);
 int cli_usage_error(int json, const char *who, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prints a JSON document on stdout, indented, '/' left as it is. */
 void cli_print_json(json_object *o);
+/* A JSON string of text from outside (a database's or a handler's
+ * message): its bytes that are not UTF-8 become U+FFFD, as JSON is
+ * UTF-8 and json-c would write them as they are. NULL: NULL. */
+json_object *cli_json_text(const char *s);
 /* "G.M" */
 void cli_shard_name(const odbox_shard *s, char *buf, size_t cap);
 /* "2030-01-01 00:15:00" (text) or "2030-01-01T00:15:00.000000Z" (iso, for

@@ -130,7 +130,7 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
             json_object_object_add(o, "oldest_due_age_s", json_object_new_double(s->oldest_due_age_us / 1e6));
             json_object_object_add(o, "lag_p50_s", json_object_new_double(s->lag_p50_us / 1e6));
             json_object_object_add(o, "lag_p99_s", json_object_new_double(s->lag_p99_us / 1e6));
-            json_object_object_add(o, "last_error", v[i].last_error ? json_object_new_string(v[i].last_error) : NULL);
+            json_object_object_add(o, "last_error", cli_json_text(v[i].last_error));
             json_object_object_add(o, "last_error_at",
                                    v[i].last_error_us ? json_object_new_string(cli_format_time(v[i].last_error_us, 1,
                                                                                                t, sizeof t))
