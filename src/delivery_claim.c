@@ -148,13 +148,47 @@ static int served_bind(const odbox_handlers *hs, int g, odbox_stmt *s, int *idx,
 }
 
 /* The look for an unfinished row of n's handler and order_key older than
- * n (event_date, then the event id): a row that holds n back. */
-static void older_row(odbox_buf *b, const odbox_dialect *d, const char *table)
+ * n (event_date, then the event id): a row that holds n back. A handler
+ * renamed (former_names) is one order under all its names: its backlog
+ * under a former name holds back the newer rows the fan-out writes under
+ * the new one (before, those overtook it). One term per handler with
+ * former names (older_key, older_bind); the others' probe is as it was. */
+static void older_row(odbox_buf *b, const odbox_dialect *d, const char *table, const odbox_handlers *hs)
 {
     odbox_buf_cat(b, "SELECT 1 FROM ", table, " o", d->order_probe_hint ? d->order_probe_hint : "",
-                  " WHERE o.handler_name = n.handler_name AND o.order_key = n.order_key"
-                  " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < n.event_id))",
-                  (char *)NULL);
+                  " WHERE (o.handler_name = n.handler_name", (char *)NULL);
+    for (size_t k = 0; k < hs->n; k++) {
+        if (!hs->v[k].nformer)
+            continue;
+        odbox_buf_append(b, " OR (n.handler_name IN (");
+        odbox_buf_list(b, "?", 1 + hs->v[k].nformer);
+        odbox_buf_append(b, ") AND o.handler_name IN (");
+        odbox_buf_list(b, "?", 1 + hs->v[k].nformer);
+        odbox_buf_append(b, "))");
+    }
+    odbox_buf_append(b, ") AND o.order_key = n.order_key"
+                        " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < n.event_id))");
+}
+
+/* The shape of older_row's text, in a statement's cache key. */
+static void older_key(odbox_sql_key *key, const odbox_handlers *hs)
+{
+    for (size_t k = 0; k < hs->n; k++)
+        if (hs->v[k].nformer)
+            odbox_sql_key_add_count(key, 3, hs->v[k].nformer);
+}
+
+/* Binds older_row's parameters from *idx. */
+static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_error *err)
+{
+    int rc = ODBOX_OK;
+    for (size_t k = 0; k < hs->n && rc == ODBOX_OK; k++)
+        for (int twice = 0; twice < 2 && hs->v[k].nformer && rc == ODBOX_OK; twice++) {
+            rc = odbox_stmt_bind_text(s, (*idx)++, hs->v[k].name, err);
+            for (size_t f = 0; f < hs->v[k].nformer && rc == ODBOX_OK; f++)
+                rc = odbox_stmt_bind_text(s, (*idx)++, hs->v[k].former[f], err);
+        }
+    return rc;
 }
 
 /* Due rows that no round holds (lease_until NULL or past), in
@@ -197,7 +231,7 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
     odbox_buf_append(&b, " AND ");
     served_sql(&b, hs, g);
     odbox_buf_cat(&b, " AND (n.order_key IS NULL OR NOT EXISTS (", (char *)NULL);
-    older_row(&b, d, table);
+    older_row(&b, d, table, hs);
     odbox_buf_append(&b, "))");
     odbox_buf_cat(&b, " AND next_retry_at <= ", db_time ? d->now_sql : "?",
                   " AND (lease_until IS NULL OR lease_until <= ", db_time ? d->now_sql : "?",
@@ -320,6 +354,7 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
     odbox_sql_key_init(&key, SQL_DUE_READ, nserved);
     odbox_sql_key_add_count(&key, variant + 1, (size_t)d->db_time);
     served_key(&key, d->h, g);
+    older_key(&key, d->h);
     odbox_sql_key_add(&key, 0, h->table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
@@ -331,6 +366,8 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
     idx = 1;
     if (rc == ODBOX_OK)
         rc = served_bind(d->h, g, s, &idx, err);
+    if (rc == ODBOX_OK)
+        rc = older_bind(d->h, s, &idx, err);
     for (int t = 0; t < 2 && rc == ODBOX_OK && !d->db_time; t++) /* next_retry_at, lease_until */
         rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK)
@@ -406,12 +443,16 @@ static int recheck_order(hround *h, odbox_conn *c, odbox_error *err)
         n += h->calls[i]->ordered;
     if (!n || !h->dialect->claim_order_recheck)
         return ODBOX_OK;
-    size_t per = (size_t)(h->dialect->max_params - 1), next = 0;
+    size_t nolder = 0; /* older_row's parameters */
+    for (size_t k = 0; k < h->d->h->n; k++)
+        nolder += h->d->h->v[k].nformer ? 2 * (1 + h->d->h->v[k].nformer) : 0;
+    size_t per = (size_t)h->dialect->max_params - 1 - nolder, next = 0;
     int rc = ODBOX_OK;
     for (size_t at = 0; at < n && rc == ODBOX_OK; at += per) {
         size_t k = n - at < per ? n - at : per;
         odbox_sql_key key;
         odbox_sql_key_init(&key, SQL_ORDER_RECHECK, k);
+        older_key(&key, h->d->h);
         odbox_sql_key_add(&key, 0, h->table);
         odbox_stmt *s = NULL;
         rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
@@ -420,7 +461,7 @@ static int recheck_order(hround *h, odbox_conn *c, odbox_error *err)
             odbox_buf_cat(&b, "SELECT n.id FROM ", h->table, " n WHERE n.id IN (", (char *)NULL);
             odbox_buf_list(&b, h->dialect->uuid_param, k);
             odbox_buf_append(&b, ") AND EXISTS (");
-            older_row(&b, h->dialect, h->table);
+            older_row(&b, h->dialect, h->table, h->d->h);
             odbox_buf_append(&b, ")");
             char *sql = odbox_buf_take(&b);
             rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
@@ -432,6 +473,9 @@ static int recheck_order(hround *h, odbox_conn *c, odbox_error *err)
                 next++;
             rc = odbox_stmt_bind_valid_uuid(s, (int)i + 1, h->calls[next]->env.notification_id, err);
         }
+        int idx = (int)k + 1;
+        if (rc == ODBOX_OK)
+            rc = older_bind(h->d->h, s, &idx, err);
         if (rc == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         h->rd->statements++;

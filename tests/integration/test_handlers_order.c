@@ -662,6 +662,64 @@ START_TEST(the_order_is_the_subscriptions_and_reaches_its_backlog)
 }
 END_TEST
 
+/* A handler that fails seq 0 once, logging the seqs it was called with. */
+static int fail_first_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    seq_log *l = user;
+    pthread_mutex_lock(&l->mu);
+    int first = l->n == 0;
+    if (l->n < 8)
+        l->seq[l->n++] = seq_of(env);
+    pthread_mutex_unlock(&l->mu);
+    return first && seq_of(env) == 0 ? odbox_fail(err, ODBOX_EINVAL, "seq 0 fails once") : 0;
+}
+
+/* An ordered subscription renamed (the new handler lists the old name in
+ * former_names): the old name's backlog reaches the new handler, and a
+ * newer event of a model, fanned out under the new name, waits for the
+ * model's older row under the former name (a failure of it included). */
+START_TEST(a_renamed_ordered_handler_keeps_the_order_of_its_former_rows)
+{
+    hx x;
+    hx_open(&x, 1);
+    static seq_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    odbox_handler_options ordered = {.ordered = 1};
+    hx_deliver(&x, one_handler("ledger-v1", fail_first_handle, &log, &ordered), NULL);
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "renamed", 1);
+    emit_seq(x.exe, m, 0, 1, 0);
+    while (hx_fanout(&x, 0).read > 0)
+        ;
+    odbox_handlers *h2 = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h2, &e), ODBOX_OK);
+    const char *const former[] = {"ledger-v1", NULL};
+    odbox_handler hd = {.name = "ledger-v2", .former_names = former, .event_type = EV_O.name,
+                        .handle = fail_first_handle, .user = &log};
+    ck_assert_int_eq(odbox_handlers_add(h2, &hd, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_handlers_set_options(h2, "ledger-v2", &ordered, &e), ODBOX_OK);
+    odbox_delivery *d2 = registered(&x, h2);
+    emit_seq(x.exe, m, 1, 1, 0);
+    while (hx_fanout(&x, 0).read > 0)
+        ;
+    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ledger-v1'"), 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ledger-v2'"), 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "order_key IS NOT NULL"), 2);
+    for (int i = 0; i < 3; i++) {
+        odbox_delivery_round r;
+        ck_assert_msg(odbox_delivery_handling_round(d2, hx_shard(&x, 0), &r, &e) == ODBOX_OK, "%s", e.message);
+    }
+    /* seq 0 failed and waits for its retry: seq 1 must not have run */
+    ck_assert_int_ge(log.n, 1);
+    ck_assert_int_eq(log.seq[0], 0);
+    ck_assert_msg(log.n == 1, "seq %d of the model ran while its seq 0 (under the former name) awaits a retry",
+                  log.seq[1]);
+    odbox_delivery_free(&d2);
+    odbox_handlers_free(&h2);
+    odbox_model_free(&m);
+    hx_close(&x);
+}
+END_TEST
+
 /* ---- order while the fan-out writes ------------------------------------------------ */
 
 enum { RACE_ACTIONS = 6, RACE_LOOPS = 4 };
@@ -788,6 +846,7 @@ Suite *handlers_order_suite(void)
     tcase_add_test(tc, a_fast_writer_clock_does_not_reorder_a_model);
     tcase_add_test(tc, a_fast_writer_clock_does_not_reorder_own_transactions);
     tcase_add_test(tc, bad_options_and_times_are_refused);
+    tcase_add_test(tc, a_renamed_ordered_handler_keeps_the_order_of_its_former_rows);
     suite_add_tcase(s, tc);
     return s;
 }
