@@ -12,15 +12,27 @@
 /* bytes of a message kept: the error of a call is one line */
 #define NOTE_MAX 1000
 
-/* The length of message cut to at most max bytes at a UTF-8 boundary. */
-static size_t utf8_cut(const char *message, size_t max)
+/* message as text of at most NOTE_MAX bytes, cut between characters,
+ * each byte that starts no valid UTF-8 sequence replaced by U+FFFD: a
+ * handler's or a driver's message may be in another encoding, which
+ * PostgreSQL and MySQL/MariaDB refuse (the note was lost: "cannot record
+ * the last error") and SQLite kept as it was (`odbox handlers --json`
+ * printed it). */
+static void note_text(const char *message, char text[NOTE_MAX + 1])
 {
-    size_t n = strlen(message);
-    if (n <= max)
-        return n;
-    while (max > 0 && ((unsigned char)message[max] & 0xC0) == 0x80)
-        max--;
-    return max;
+    const unsigned char *u = (const unsigned char *)message;
+    size_t out = 0;
+    for (size_t i = 0, len; u[i]; i += len) {
+        const char *from = message + i;
+        size_t n = len = u[i] < 0x80 ? 1 : odbox_utf8_len(u + i);
+        if (!len)
+            from = "\xEF\xBF\xBD", n = 3, len = 1;
+        if (out + n > NOTE_MAX)
+            break;
+        memcpy(text + out, from, n);
+        out += n;
+    }
+    text[out] = '\0';
 }
 
 void odbox_subs_note_error(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, int handler, const char *message)
@@ -35,9 +47,7 @@ void odbox_subs_note_error(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, i
     const odbox_dialect *dl = odbox_conn_dialect(c);
     char subs[ODBOX_NAME_MAX * 2 + 32], text[NOTE_MAX + 1];
     odbox_dialect_eventlog_table(dl, odbox_shard_eventlog(ds->shard), "subscriptions", subs, sizeof subs);
-    size_t n = utf8_cut(message, NOTE_MAX);
-    memcpy(text, message, n);
-    text[n] = '\0';
+    note_text(message, text);
     odbox_buf b = {0};
     odbox_buf_cat(&b, "UPDATE ", subs, " SET last_error = ?, last_error_date = ", dl->now_sql, " WHERE name = ?",
                   (char *)NULL);

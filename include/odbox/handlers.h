@@ -383,7 +383,9 @@ typedef struct odbox_subscription {
     size_t nprocesses;
     /* The message of the latest failed call a process recorded (a handler's
      * error, a relay's broker error, a timeout), at most once a second per
-     * subscription and process; NULL: none yet. A later success leaves it. */
+     * subscription and process, as UTF-8 (its first 1000 bytes; a byte
+     * that is not UTF-8 becomes U+FFFD); NULL: none yet. A later success
+     * leaves it. */
     char *last_error;
     int64_t last_error_us; /* when (database time, UTC us); 0: none */
 } odbox_subscription;

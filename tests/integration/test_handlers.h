@@ -41,6 +41,7 @@ typedef struct hbeh {
     atomic_int calls;
     int fail_first;        /* the first this many calls fail */
     int fail_always;
+    const char *fail_message; /* a failure's message (else "<name>: scripted failure of call N") */
     atomic_int block;      /* while set, a call waits (at most 30 s) */
     atomic_int blocked;    /* calls waiting now */
     atomic_int finished;   /* calls returned (the last thing a call does) */

@@ -114,7 +114,10 @@ int hb_handle(const odbox_envelope *env, void *user, odbox_error *err)
     }
     int rc = 0;
     if (b->fail_always || k < b->fail_first) {
-        snprintf(err->message, sizeof err->message, "%s: scripted failure of call %d", b->name, k + 1);
+        if (b->fail_message)
+            snprintf(err->message, sizeof err->message, "%s", b->fail_message);
+        else
+            snprintf(err->message, sizeof err->message, "%s: scripted failure of call %d", b->name, k + 1);
         rc = ODBOX_EDB;
     }
     atomic_fetch_add(&b->finished, 1);

@@ -261,6 +261,32 @@ START_TEST(a_failed_call_is_its_subscriptions_last_error)
 }
 END_TEST
 
+/* A handler's message in another encoding (Latin-1 here, and a sequence
+ * cut short) is its subscription's last error as UTF-8, each bad byte
+ * U+FFFD. Before, PostgreSQL and MySQL/MariaDB refused the UPDATE (no
+ * last error, a warning in the log) and SQLite kept the bytes, which
+ * `odbox handlers --json` printed. */
+START_TEST(a_last_error_in_another_encoding_is_kept_as_utf8)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh bad;
+    hbeh_init(&bad, &x.rec, NULL);
+    bad.fail_always = 1;
+    bad.fail_message = "ung\xFCltig: \xE2\x82 cut, caf\xC3\xA9";
+    hx_deliver(&x, handlers_of(1, (const char *[]){"bad"}, (const char *[]){EV_A.name}, (hbeh *[]){&bad}), NULL);
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+    fanout_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(hx_handle(&x, 0).failed, 1);
+    int64_t at = 0;
+    char *msg = last_error_of(&x, 0, "bad", &at);
+    ck_assert_msg(msg != NULL, "no last error recorded");
+    ck_assert_str_eq(msg, "ung\xEF\xBF\xBDltig: \xEF\xBF\xBD\xEF\xBF\xBD cut, caf\xC3\xA9");
+    free(msg);
+    hx_close(&x);
+}
+END_TEST
+
 START_TEST(a_retired_subscription_gets_no_new_rows)
 {
     hx x;
@@ -645,6 +671,7 @@ Suite *subscriptions_suite(void)
     tcase_add_test(tc, a_subscription_outlives_its_process);
     tcase_add_test(tc, a_relay_publishes_a_rounds_rows_at_once);
     tcase_add_test(tc, a_failed_call_is_its_subscriptions_last_error);
+    tcase_add_test(tc, a_last_error_in_another_encoding_is_kept_as_utf8);
     tcase_add_test(tc, a_retired_subscription_gets_no_new_rows);
     tcase_add_test(tc, a_replay_writes_the_retained_events_once);
     tcase_add_test(tc, a_replay_is_in_the_database_time);
