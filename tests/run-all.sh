@@ -8,6 +8,12 @@
 #   2. make check-valgrind  unit tier under valgrind
 #   3. make check           again in a build with AddressSanitizer + UBSan
 #   4. make distcheck       the release tarball builds, installs and passes
+# Tiers 1, 2 and 4 run one after the other against one set of servers
+# while tier 3 is built and run against a set of its own, at the same
+# time: most of a tier's time is spent waiting (on leases, timeouts,
+# processes killed and restarted), so two tiers share the cores well, and
+# each tier's server restarts cut only its own sessions. Each tier's
+# output goes to its own log (build/tier-*.log), shown when it fails.
 # The servers are stopped and removed at the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,17 +30,14 @@ server_logs() {
     done
 }
 
-run_suites() {
+# Tiers 1, 2 and 4, in ./build.
+default_tiers() {
     set -euo pipefail
     local jobs
     jobs=$(nproc)
-    echo "=== 1/4 make check (default build: -Wall -Wextra -Werror)"
     make -C build -j"$jobs" check || { cat build/test-suite.log; server_logs; exit 1; }
     echo "=== 2/4 unit tier under valgrind"
     make -C build check-valgrind
-    echo "=== 3/4 make check with AddressSanitizer + UndefinedBehaviorSanitizer"
-    (tests/configure-dir.sh build-asan --enable-sanitizers && cd build-asan &&
-        make -j"$jobs" >/dev/null && make -j"$jobs" check) || { cat build-asan/test-suite.log; server_logs; exit 1; }
     # The tarball's own check: it builds without the three brokers'
     # libraries (AM_DISTCHECK_CONFIGURE_FLAGS), installs (installcheck) and
     # its unit, SQLite, CLI, header, ABI and quickstart tests pass from it;
@@ -46,11 +49,42 @@ run_suites() {
         exit 1
     }
     grep -E '^(# (TOTAL|PASS|SKIP|FAIL|ERROR)|=+$|odbox-.*archives ready)' build/distcheck.log | tail -12
-    echo "=== all test tiers passed"
+}
+
+# Tier 3, in ./build-asan (configured and built already).
+asan_tier() {
+    set -euo pipefail
+    make -C build-asan -j"$(nproc)" check || { cat build-asan/test-suite.log; server_logs; exit 1; }
 }
 DISTCHECK_TESTS="tests/unit/unit tests/integration/sqlite.test tests/cli/cli.test tests/headers/headers.test tests/abi/abi.test tests/quickstart/quickstart.test tests/setup/intree.test tests/man/man.test tests/layers/layers.test"
 export DISTCHECK_TESTS
-export -f run_suites server_logs
-# --standby: the replica suite reads a real streaming standby (a second
-# PostgreSQL, started from a pg_basebackup of the first: about a second)
-tests/db/with-servers.sh --standby -- bash -c "cd '$top' && run_suites"
+export -f default_tiers asan_tier server_logs
+
+logs=(build/tier-default.log build/tier-asan.log)
+echo "=== 1/4 make check (default build: -Wall -Wextra -Werror), 2/4 and 4/4 after it: ${logs[0]}"
+tests/db/with-servers.sh --standby -- bash -c "cd '$top' && default_tiers" >"${logs[0]}" 2>&1 &
+default_pid=$!
+echo "=== 3/4 make check with AddressSanitizer + UndefinedBehaviorSanitizer, at the same time: ${logs[1]}"
+(
+    set -euo pipefail
+    tests/configure-dir.sh build-asan --enable-sanitizers
+    make -C build-asan -j"$(nproc)" >/dev/null
+    tests/db/with-servers.sh --standby -- bash -c "cd '$top' && asan_tier"
+) >"${logs[1]}" 2>&1 &
+asan_pid=$!
+asan_rc=0 default_rc=0
+wait "$asan_pid" || asan_rc=$?
+wait "$default_pid" || default_rc=$?
+for i in 0 1; do
+    log=${logs[$i]} rc=$default_rc
+    ((i == 0)) || rc=$asan_rc
+    if ((rc == 0)); then
+        echo "=== $log: passed"
+        grep -E '^(=== |# (TOTAL|PASS|SKIP|FAIL|ERROR)|odbox-db: servers ready|odbox-.*archives ready)' "$log"
+    else
+        echo "=== $log: FAILED (exit $rc)"
+        cat "$log"
+    fi
+done
+((asan_rc == 0 && default_rc == 0)) || exit 1
+echo "=== all test tiers passed"
