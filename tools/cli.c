@@ -8,16 +8,27 @@
 #include <unistd.h>
 #include "cli.h"
 
-const char cli_usage_target[] =
+static const char usage_target[] =
     "  --dsn DSN          one database (URL or ODBC string); default $ODBOX_DSN\n"
     "  --config FILE      a registry config file (JSON, see docs/registry.md)\n"
     "  --eventlog NAME    with --dsn: the eventlog schema/database (default: the DSN's\n"
-    "                     eventlog=, else eventlog)\n"
+    "                     eventlog=, else eventlog)\n";
+static const char usage_migrations[] =
     "  --dir DIR          also the service's own migrations (DIR/<dialect>/ or DIR)\n"
     "  --set NAME         history name of --dir's migrations (default: app)\n"
     "  --migrations DIR   odbox's own migrations (default: $ODBOX_MIGRATIONS_DIR, else\n"
-    "                     the installed copy)\n"
-    "  --json             machine-readable output on stdout\n";
+    "                     the installed copy)\n";
+
+void cli_print_usage(FILE *f, const char *usage, int takes)
+{
+    fputs(usage, f);
+    if (takes & CLI_TARGET_ONLY)
+        return;
+    fputs(usage_target, f);
+    if (!(takes & CLI_OPS))
+        fputs(usage_migrations, f);
+    fputs("  --json             machine-readable output on stdout\n", f);
+}
 
 int cli_exit_code(int rc)
 {
@@ -170,19 +181,21 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int take
                 goto unknown;
             c->yes = 1;
             break;
-        case 'h': printf("%s%s", usage, takes & CLI_TARGET_ONLY ? "" : cli_usage_target); exit(0);
+        case 'h': cli_print_usage(stdout, usage, takes); exit(0);
         default:
         unknown:
             cli_usage_error(c->json, "odbox", "unknown or incomplete option '%s'", argv[optind - 1]);
-            fprintf(stderr, "%s%s", usage, takes & CLI_TARGET_ONLY ? "" : cli_usage_target);
+            cli_print_usage(stderr, usage, takes);
             return EXIT_USAGE;
         }
-        if ((takes & CLI_TARGET_ONLY) && !strchr("dcj", ch)) {
+        /* an option of another command is refused, not ignored */
+        const char *own = takes & CLI_TARGET_ONLY ? "dcj" : takes & CLI_OPS ? "dcejy" : NULL;
+        if (own && !strchr(own, ch)) {
             if (li >= 0)
                 cli_usage_error(c->json, "odbox", "%s takes no option '--%s'", argv[0], opts[li].name);
             else
                 cli_usage_error(c->json, "odbox", "%s takes no option '-%c'", argv[0], ch);
-            fputs(usage, stderr);
+            cli_print_usage(stderr, usage, takes);
             return EXIT_USAGE;
         }
         li = -1;

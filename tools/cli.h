@@ -3,6 +3,7 @@
 #ifndef ODBOX_TOOLS_CLI_H
 #define ODBOX_TOOLS_CLI_H
 
+#include <stdio.h>
 #include <json-c/json.h>
 #include "odbox/odbox.h"
 
@@ -26,15 +27,18 @@ typedef struct cli {
 } cli;
 
 /* What a command takes beyond the options every command on shards takes
- * (cli_usage_target), or instead of them. */
+ * (--dsn, --config, --eventlog, --json and migrate's and status's
+ * --dir, --set, --migrations, --lock-timeout, --quiet), or instead of
+ * them. */
 enum {
     CLI_YES = 1,         /* --yes */
     CLI_ARGS = 2,        /* arguments (c->args, c->nargs), which the command checks */
     CLI_TARGET_ONLY = 4, /* --dsn, --config and --json only; its usage lists them */
+    CLI_OPS = 8,         /* --dsn, --config, --eventlog and --json: none of migrate's */
 };
 
-/* The options every command that works on shards takes (help text). */
-extern const char cli_usage_target[];
+/* Prints usage and the options a command of takes (CLI_*) takes. */
+void cli_print_usage(FILE *f, const char *usage, int takes);
 
 /* Parses argv (argv[0] is the command) into c; 0, or an exit code after
  * printing why. --help prints usage and exits. takes: CLI_* flags. */

@@ -5,7 +5,8 @@
 #include "ops_cli.h"
 
 const char usage_metrics[] =
-    "usage: odbox metrics (--dsn DSN | --config FILE) [--shard G.M] [--lag-window SECONDS] [--json]\n"
+    "usage: odbox metrics (--dsn DSN | --config FILE) [--shard G.M] [--lag-window SECONDS]\n"
+    "                     [--eventlog NAME] [--json]\n"
     "\n"
     "Prints, in the Prometheus text exposition format (0.0.4), per shard and\n"
     "handler: notifications by state, the backlog (PENDING + FAILED), the due ones\n"

@@ -7,9 +7,11 @@
 
 const char usage_notifications[] =
     "usage: odbox notifications (--dsn DSN | --config FILE) [--state S] [--handler H]\n"
-    "                           [--event-type T] [--shard G.M] [--list N] [--json]\n"
+    "                           [--event-type T] [--shard G.M] [--list N] [--eventlog NAME]\n"
+    "                           [--json]\n"
     "       odbox notifications requeue (--dsn DSN | --config FILE) [--handler H | --id ID]\n"
-    "                           [--state FAILED|EXPIRED] [--shard G.M] [--json]\n"
+    "                           [--state FAILED|EXPIRED] [--shard G.M] [--eventlog NAME]\n"
+    "                           [--json]\n"
     "\n"
     "Without a subcommand: per shard and handler, the notifications by state\n"
     "(PENDING, FAILED, SUCCEEDED, EXPIRED), how many are due and how long the\n"

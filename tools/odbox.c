@@ -43,23 +43,23 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         if (argc > 2 && !strcmp(argv[2], "migrate"))
-            printf("%s%s", usage_migrate, cli_usage_target);
+            cli_print_usage(stdout, usage_migrate, 0);
         else if (argc > 2 && !strcmp(argv[2], "status"))
-            printf("%s%s", usage_status, cli_usage_target);
+            cli_print_usage(stdout, usage_status, 0);
         else if (argc > 2 && !strcmp(argv[2], "jobs"))
             fputs(usage_jobs, stdout);
         else if (argc > 2 && !strcmp(argv[2], "notifications"))
-            printf("%s%s", usage_notifications, cli_usage_target);
+            cli_print_usage(stdout, usage_notifications, CLI_OPS);
         else if (argc > 2 && !strcmp(argv[2], "handlers"))
-            printf("%s%s", usage_handlers, cli_usage_target);
+            cli_print_usage(stdout, usage_handlers, CLI_OPS);
         else if (argc > 2 && !strcmp(argv[2], "metrics"))
-            printf("%s%s", usage_metrics, cli_usage_target);
+            cli_print_usage(stdout, usage_metrics, CLI_OPS);
         else if (argc > 2 && !strcmp(argv[2], "demo"))
             fputs(usage_demo, stdout);
         else if (argc > 2 && !strcmp(argv[2], "relay"))
             fputs(usage_relay, stdout);
         else if (argc > 2 && !strcmp(argv[2], "purge"))
-            printf("%s%s", usage_purge, cli_usage_target);
+            cli_print_usage(stdout, usage_purge, CLI_OPS);
         else
             fputs(usage_main, stdout);
         return 0;

@@ -66,7 +66,7 @@ int ops_begin(int argc, char **argv, const char *usage, int takes, const ops_opt
         all[i + 1] = opts[i];
     odbox_migrate_options unused;
     int u = take_options(&argc, argv, all, cli_argv_json(argc, argv));
-    if (u || (u = cli_begin(argc, argv, usage, takes, c, r, &unused)) != 0)
+    if (u || (u = cli_begin(argc, argv, usage, takes | CLI_OPS, c, r, &unused)) != 0)
         return u;
     if ((u = pick_shard(shard_text, *r, shard, c->json)) != 0)
         odbox_registry_free(r);

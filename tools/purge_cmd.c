@@ -5,7 +5,7 @@
 
 const char usage_purge[] =
     "usage: odbox purge (--dsn DSN | --config FILE) --older-than DURATION [--batch N]\n"
-    "                   [--keys-older-than DURATION] [--shard G.M] [--json]\n"
+    "                   [--keys-older-than DURATION] [--shard G.M] [--eventlog NAME] [--json]\n"
     "\n"
     "Deletes, on each shard, what the outbox is done with and is older than\n"
     "DURATION (30d, 12h, 90m, 3600s): finished notifications (SUCCEEDED, EXPIRED;\n"
