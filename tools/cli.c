@@ -130,6 +130,19 @@ int cli_argv_json(int argc, char **argv)
     return 0;
 }
 
+int cli_whole_number(const char *text, long min, long max, long *out)
+{
+    /* digits only: strtol alone takes leading blanks and a sign */
+    if (!(*text >= '0' && *text <= '9'))
+        return 0;
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (*end || v < min || v > max)
+        return 0;
+    *out = v;
+    return 1;
+}
+
 int cli_usage_error(int json, const char *who, const char *fmt, ...)
 {
     odbox_error err = {.code = ODBOX_EINVAL};
@@ -167,9 +180,8 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int take
         case 'm': c->migrations = optarg; break;
         case 'e': c->eventlog = optarg; break;
         case 'l': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > 86400000)
+            long v;
+            if (!cli_whole_number(optarg, 1, 86400000, &v))
                 return cli_usage_error(c->json, "odbox", "--lock-timeout wants milliseconds 1..86400000");
             c->lock_timeout_ms = (int)v;
             break;

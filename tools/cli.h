@@ -37,6 +37,9 @@ enum {
     CLI_OPS = 8,         /* --dsn, --config, --eventlog and --json: none of migrate's */
 };
 
+/* 1 when text is a whole number min..max written in digits only (no
+ * blank, no sign), in *out. */
+int cli_whole_number(const char *text, long min, long max, long *out);
 /* Prints usage and the options a command of takes (CLI_*) takes. */
 void cli_print_usage(FILE *f, const char *usage, int takes);
 

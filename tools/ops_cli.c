@@ -75,11 +75,8 @@ int ops_begin(int argc, char **argv, const char *usage, int takes, const ops_opt
 
 int ops_number(const cli *c, const char *name, const char *text, long max, long *out)
 {
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || v < 1 || v > max)
+    if (!cli_whole_number(text, 1, max, out))
         return cli_usage_error(c->json, "odbox", "--%s wants a whole number 1..%ld, not '%s'", name, max, text);
-    *out = v;
     return 0;
 }
 

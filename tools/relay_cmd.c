@@ -106,11 +106,8 @@ static void sleep_ms(int ms)
 
 static int parse_ms(int json, const char *name, const char *text, long min, long max, long *out)
 {
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || v < min || v > max)
+    if (!cli_whole_number(text, min, max, out))
         return cli_usage_error(json, "odbox relay", "%s wants an integer %ld..%ld", name, min, max);
-    *out = v;
     return 0;
 }
 
