@@ -548,14 +548,13 @@ static int shard_requeue(const odbox_shard *sh, const char *state, const odbox_r
      * handling round or a purge writes them in another order) rolled the
      * UPDATE back whole, in autocommit: it goes again, as an outcome's
      * does, rather than failing with "try restarting transaction". */
-    rc = prepare_built(c, &b, &s, err);
-    for (int attempt = 1; rc == ODBOX_OK; attempt++) {
-        rc = requeue_bind_run(s, now, 4, state, q, err);
-        if (rc != ODBOX_EDEADLOCK || attempt == REQUEUE_TRIES)
-            break;
-        odbox_sleep_ms(attempt * 10);
-        rc = ODBOX_OK;
-    }
+    if ((rc = prepare_built(c, &b, &s, err)) == ODBOX_OK)
+        for (int attempt = 1;; attempt++) {
+            rc = requeue_bind_run(s, now, 4, state, q, err);
+            if (rc != ODBOX_EDEADLOCK || attempt == REQUEUE_TRIES)
+                break;
+            odbox_sleep_ms(attempt * 10); /* 10, 20, 30 ms... */
+        }
     if (rc == ODBOX_OK) {
         int64_t k = odbox_stmt_rows_affected(s);
         if (k < 0)
