@@ -338,14 +338,22 @@ static void beat_all(odbox_jobs *r, beat *list)
     if (!n)
         return;
     odbox_error e = {0};
-    if (odbox_jobs_session(r, &r->hb_conn, &e) != ODBOX_OK) {
-        odbox_log(ODBOX_LOG_WARN, "jobs: no session for heartbeats: %s", e.message);
-        return;
-    }
     for (size_t i = 0; i < n; i++) {
         job_rt *j = list[i].job;
         int64_t local = beat_now(r);
-        int done = 0, rc = odbox_job_row_heartbeat(r->hb_conn, j->name, list[i].version, stmt_now(r), &done, &e);
+        int done = 0, rc = ODBOX_ECONNLOST;
+        /* the session sat idle for an interval: a server, proxy or load
+         * balancer whose idle timeout is shorter ends it each time. One
+         * more try on a new session, or every other beat would be lost
+         * and a dead window of two beats would see the run dead. The
+         * UPDATE only moves the time: a first one that landed unanswered
+         * makes the second harmless. */
+        for (int attempt = 0; attempt < 2 && rc == ODBOX_ECONNLOST; attempt++) {
+            if (attempt)
+                session_failed(&r->hb_conn);
+            if ((rc = odbox_jobs_session(r, &r->hb_conn, &e)) == ODBOX_OK)
+                rc = odbox_job_row_heartbeat(r->hb_conn, j->name, list[i].version, stmt_now(r), &done, &e);
+        }
         if (rc != ODBOX_OK) {
             odbox_log(ODBOX_LOG_WARN, "job '%s': heartbeat failed: %s", j->name, e.message);
             session_failed(&r->hb_conn);

@@ -98,6 +98,7 @@ static const struct {
      "SQLite has no session time zone: its times are the UTC text a writer gives"},
     {"pg", "scheduled_tasks_holds_what_db_scheduler_writes/other_time_zone",
      "timestamptz stores an instant: a writer's session time zone says which instant it means"},
+    {"sqlite", "a_heartbeat_session_ended_while_idle_is_replaced_at_once", "SQLite has no network between odbox and the database"},
     {"sqlite", "a_run_whose_session_was_lost_meanwhile_is_recorded",
      "SQLite has no network between odbox and the database: no session to lose"},
     {"sqlite", "scheduled_tasks_of_an_older_installation_migrated_in_place",

@@ -31,14 +31,16 @@ struct netfault {
     pthread_t thread;
     pthread_mutex_t mu;
     int listen_fd, port;
-    int ctl[2];              /* the test writes 's' (stall), 'c' (cut) or 'q' (quit) */
+    int ctl[2];              /* the test writes 's' (stall), 'c' (cut), 'x' (close) or 'q' (quit) */
     int proxy;               /* forward to upstream_port */
     int upstream_port;
     struct in_addr upstream;
     int stalled;
     int cut_armed;           /* netfault_cut_next_answer */
     int accepted;
+    int close_seq;           /* netfault_close: which connection */
     int client[MAX_CONNS], server[MAX_CONNS]; /* -1: free slot */
+    int seq[MAX_CONNS];      /* the order each was accepted in, from 0 */
 };
 
 static int listen_any_port(int *port)
@@ -117,9 +119,16 @@ static void *run(void *ud)
             char cmd = 'q';
             if (read(n->ctl[0], &cmd, 1) != 1 || cmd == 'q')
                 break;
-            if (cmd == 'c')
+            if (cmd == 'c') {
                 n->cut_armed = 1;
-            else
+            } else if (cmd == 'x') {
+                pthread_mutex_lock(&n->mu);
+                int seq = n->close_seq;
+                pthread_mutex_unlock(&n->mu);
+                for (int i = 0; i < MAX_CONNS; i++)
+                    if (n->client[i] >= 0 && n->seq[i] == seq)
+                        close_pair(n, i);
+            } else
                 n->stalled = 1;
             continue;
         }
@@ -133,7 +142,7 @@ static void *run(void *ud)
                 if (n->proxy && (n->server[i] = connect_upstream(n)) < 0)
                     close_pair(n, i);
                 pthread_mutex_lock(&n->mu);
-                n->accepted++;
+                n->seq[i] = n->accepted++;
                 pthread_mutex_unlock(&n->mu);
             } else if (fd >= 0) {
                 close(fd);
@@ -216,6 +225,14 @@ static void command_taken(netfault *n, char cmd)
 
 void netfault_stall(netfault *n) { command_taken(n, 's'); }
 void netfault_cut_next_answer(netfault *n) { command_taken(n, 'c'); }
+
+void netfault_close(netfault *n, int seq)
+{
+    pthread_mutex_lock(&n->mu);
+    n->close_seq = seq;
+    pthread_mutex_unlock(&n->mu);
+    command_taken(n, 'x');
+}
 
 void netfault_free(netfault **np)
 {

@@ -25,6 +25,10 @@ void netfault_stall(netfault *n);
  * sent reached the server: a COMMIT whose answer is lost after the
  * server committed. */
 void netfault_cut_next_answer(netfault *n);
+/* Closes, both ways, the connection accepted seq-th (from 0), if it is
+ * still open: a session that a server or load balancer ended while it
+ * sat idle. */
+void netfault_close(netfault *n, int seq);
 /* Stops the thread and closes every socket. NULL-safe; sets *n = NULL. */
 void netfault_free(netfault **n);
 

@@ -4,7 +4,8 @@
  * fair turns at an always-due job across processes, a row deleted by
  * another scheduler (inserted again), db-scheduler's dead window on the
  * rows db-scheduler writes, heartbeats while the application holds every
- * pooled connection, and a stop while another session locks the row. */
+ * pooled connection, a heartbeats' session ended while idle, and a stop
+ * while another session locks the row. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "internal.h"
 #include "jobs_run.h"
 #include "jobs_fx.h"
+#include "netfault.h"
 
 #define HOUR_US (3600 * INT64_C(1000000))
 
@@ -377,6 +379,52 @@ START_TEST(heartbeats_go_on_while_the_application_holds_every_connection)
 }
 END_TEST
 
+/* A load balancer or server whose idle timeout is shorter than the
+ * heartbeat interval ends the heartbeats' session between two beats: the
+ * next beat must open another at once, not an interval later, or every
+ * other beat is lost and a dead window of two beats sees the run dead. */
+#define LB_HEARTBEAT_MS 1000
+
+START_TEST(a_heartbeat_session_ended_while_idle_is_replaced_at_once)
+{
+    jfx f;
+    jfx_open(&f);
+    netfault *proxy = netfault_proxy_to(itest_dsn(1));
+    char *dsn = netfault_dsn(itest_dsn(1), netfault_port(proxy), NULL);
+    odbox_pool *via = NULL;
+    odbox_error e = {0};
+    odbox_pool_config pc = {.size = 2};
+    ck_assert_int_eq(odbox_pool_open(dsn, &pc, &via, &e), ODBOX_OK);
+    waiter_job w = {0};
+    odbox_jobs_config cfg = {.pool = via, .poll_interval_ms = 50, .heartbeat_interval_ms = LB_HEARTBEAT_MS,
+                             .missed_heartbeats_limit = 5, .picked_by = "holder"};
+    odbox_job job = {.name = f.job, .schedule = odbox_schedule_fixed_delay(3600000), .execute = wait_for_stop,
+                     .user = &w};
+    odbox_jobs *j = jt_open_jobs(NULL, &cfg, &job);
+    int heartbeats_session = netfault_accepted(proxy); /* the start opens it first */
+    jt_start(j);
+    ck_assert(jt_wait_for(job_running, &w));
+    /* right after a beat lands, its session is ended */
+    int64_t beat0 = jt_must_row(&f, f.job).last_heartbeat_us, beat1 = beat0;
+    for (int i = 0; i < 300 && beat1 == beat0; i++) {
+        jt_sleep_ms(10);
+        beat1 = jt_must_row(&f, f.job).last_heartbeat_us;
+    }
+    ck_assert_msg(beat1 != beat0, "no heartbeat in 3 s");
+    netfault_close(proxy, heartbeats_session);
+    jt_sleep_ms(LB_HEARTBEAT_MS * 3 / 2);
+    int64_t beat2 = jt_must_row(&f, f.job).last_heartbeat_us;
+    ck_assert_msg(odbox_jobs_stop(j, &e) == ODBOX_OK, "%s", e.message);
+    odbox_jobs_free(&j);
+    odbox_pool_free(&via);
+    netfault_free(&proxy);
+    free(dsn);
+    ck_assert_msg(beat2 > beat1, "the beat after the session's end was lost: no heartbeat for %d ms",
+                  LB_HEARTBEAT_MS * 3 / 2);
+    jfx_close(&f);
+}
+END_TEST
+
 /* ---- item 6: a stop while another session locks the row ------------------------------------------- */
 
 typedef struct stopper {
@@ -448,6 +496,7 @@ Suite *jobs_faults_suite(void)
     tcase_add_test(tc, heartbeats_go_on_while_the_application_holds_every_connection);
     tcase_add_test(tc, a_stop_is_bounded_while_another_session_locks_the_row);
     tcase_add_test(tc, a_run_whose_session_was_lost_meanwhile_is_recorded);
+    tcase_add_test(tc, a_heartbeat_session_ended_while_idle_is_replaced_at_once);
     suite_add_tcase(s, tc);
     return s;
 }
