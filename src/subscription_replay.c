@@ -1,6 +1,7 @@
 /* odbox — a subscription's replay (see odbox/handlers.h): notifications
  * of the subscription for the retained events of its types since a time,
- * written as the fan-out writes them, skipping the rows that exist.
+ * written as the fan-out writes them, skipping the rows that exist (also
+ * under the subscription's former names, whose rows reach it).
  * Dialect-neutral but for the dialect's fields it takes: uuid_param,
  * max_params and those of odbox_notifications_insert_sql. */
 #include <stdio.h>
@@ -28,6 +29,10 @@ typedef struct replay {
     odbox_shard_id shard;
     char events[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32], subs[ODBOX_NAME_MAX * 2 + 32];
     const char *name;
+    /* the subscription's former names (a renamed handler): their rows
+     * reach it, so an event with a row under one of them is not replayed */
+    char **former;
+    size_t nformer;
     int64_t now_us, created;
     char (*ids)[ODBOX_UUID_LEN + 1];
 } replay;
@@ -70,7 +75,14 @@ static int replay_type(replay *p, const char *type, int64_t since_us, size_t pag
     odbox_ops_ts_col(&b, d, "event_date");
     odbox_buf_cat(&b, " FROM ", p->events,
                   " WHERE event_type = ? AND event_date >= ? AND (event_date > ? OR (event_date = ? AND id > ",
-                  d->uuid_param, ")) ORDER BY ", p->events, ".event_date, ", p->events, ".id", (char *)NULL);
+                  d->uuid_param, "))", (char *)NULL);
+    if (p->nformer) {
+        odbox_buf_cat(&b, " AND NOT EXISTS (SELECT 1 FROM ", p->notifications, " o WHERE o.event_id = ", p->events,
+                      ".id AND o.handler_name IN (", (char *)NULL);
+        odbox_buf_list(&b, "?", p->nformer);
+        odbox_buf_append(&b, "))");
+    }
+    odbox_buf_cat(&b, " ORDER BY ", p->events, ".event_date, ", p->events, ".id", (char *)NULL);
     odbox_buf_appendf(&b, " LIMIT %zu", page);
     char *sql = odbox_buf_take(&b);
     if (!sql)
@@ -87,6 +99,9 @@ static int replay_type(replay *p, const char *type, int64_t since_us, size_t pag
             (rc = odbox_stmt_bind_timestamp(s, 3, at, err)) == ODBOX_OK &&
             (rc = odbox_stmt_bind_timestamp(s, 4, at, err)) == ODBOX_OK &&
             (rc = odbox_stmt_bind_uuid(s, 5, after, err)) == ODBOX_OK)
+            for (size_t f = 0; f < p->nformer && rc == ODBOX_OK; f++)
+                rc = odbox_stmt_bind_text(s, 6 + (int)f, p->former[f], err);
+        if (rc == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
             const char *id = NULL;
@@ -134,15 +149,27 @@ static int replay_shard(const odbox_shard *sh, const char *name, int64_t since_u
     table(p.c, ev, T_SUBS, p.subs, sizeof p.subs);
     /* found? retired? */
     odbox_buf b = {0};
-    odbox_buf_cat(&b, "SELECT CASE WHEN retired_date IS NULL THEN 0 ELSE 1 END FROM ", subs, " WHERE name = ?",
-                  (char *)NULL);
+    odbox_buf_cat(&b, "SELECT CASE WHEN retired_date IS NULL THEN 0 ELSE 1 END, former_names FROM ", subs,
+                  " WHERE name = ?", (char *)NULL);
     const char *args[] = {name};
     odbox_stmt *s = NULL;
     int64_t retired = -1;
     rc = odbox_subs_run(p.c, odbox_buf_take(&b), args, 1, &s, err);
     if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
         int null = 0;
-        rc = odbox_stmt_get_int64(s, 1, &retired, &null, err);
+        const char *former = NULL;
+        if ((rc = odbox_stmt_get_int64(s, 1, &retired, &null, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_get_text(s, 2, &former, &null, err)) == ODBOX_OK && !null) {
+            /* recorded separated by spaces (names hold none) */
+            for (const char *f = former; rc == ODBOX_OK && *f;) {
+                size_t len = strcspn(f, " ");
+                char one[ODBOX_HANDLER_NAME_MAX + 1];
+                snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1), f);
+                if (len && odbox_subs_strv_add(&p.former, &p.nformer, one))
+                    rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+                f += len + (f[len] == ' ');
+            }
+        }
     }
     odbox_stmt_free(&s);
     rc = rc < 0 ? rc : ODBOX_OK;
@@ -178,6 +205,9 @@ static int replay_shard(const odbox_shard *sh, const char *name, int64_t since_u
     for (size_t i = 0; i < nt; i++)
         free(tv[i]);
     free(tv);
+    for (size_t i = 0; i < p.nformer; i++)
+        free(p.former[i]);
+    free(p.former);
     free(p.ids);
     *created += p.created;
     odbox_ops_release(sh, &p.c);

@@ -394,6 +394,53 @@ START_TEST(a_replay_writes_the_retained_events_once)
 }
 END_TEST
 
+/* A renamed handler (former_names) is one subscription under its names:
+ * the rows queued under the old name reach it. A replay of the new name
+ * skips the events that already have a row under a former name (before:
+ * it wrote a second row for each, and every event the old name had
+ * handled was handled again). */
+START_TEST(a_replay_of_a_renamed_subscription_skips_its_former_rows)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh old, renamed;
+    hbeh_init(&old, &x.rec, NULL), hbeh_init(&renamed, &x.rec, NULL);
+    hx_deliver(&x, handlers_of(1, (const char *[]){"old-name"}, (const char *[]){EV_A.name}, (hbeh *[]){&old}), NULL);
+    int64_t since = itest_db_now(x.f.c[0]) - 60 * SEC_US;
+    char ids[3][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 3, ids);
+    hx_fanout(&x, 0);
+    handle_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(rows_of(&x, 0, "old-name", "SUCCEEDED"), 3);
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    renamed.name = "new-name";
+    const char *const former[] = {"old-name", NULL};
+    odbox_handler hr = {.name = "new-name", .former_names = former, .event_type = EV_A.name, .handle = hb_handle,
+                        .user = &renamed};
+    ck_assert_int_eq(odbox_handlers_add(h, &hr, &e), ODBOX_OK);
+    hx_deliver(&x, h, NULL);
+    hx_fanout(&x, 0); /* registers new-name, retires old-name */
+    int64_t created = -1;
+    ck_assert_msg(odbox_subscription_replay(x.f.r, "new-name", since, NULL, &created, &e) == ODBOX_OK, "%s",
+                  e.message);
+    ck_assert_int_eq(created, 0);
+    ck_assert_int_eq(rows_of(&x, 0, "new-name", NULL), 0);
+    /* an event the old name never got is replayed */
+    char more[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, more);
+    /* dated by the delivery's clock, so that its handling does not find it expired */
+    ck_assert_msg(odbox_subscription_replay(x.f.r, "new-name", since, odbox_manual_clock_clock(x.clk), &created,
+                                            &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(created, 1);
+    handle_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(hrec_count(&x.rec, "new-name"), 1);
+    ck_assert_int_ge(hrec_find(&x.rec, "new-name", more[0]), 0);
+    hx_close(&x);
+}
+END_TEST
+
 /* A replay without a clock measures its since and dates its rows in the
  * database's time. This process's clock an hour slow: a since a minute
  * ago by the database is not "in the future" (before: refused as such),
@@ -675,6 +722,7 @@ Suite *subscriptions_suite(void)
     tcase_add_test(tc, a_retired_subscription_gets_no_new_rows);
     tcase_add_test(tc, a_replay_writes_the_retained_events_once);
     tcase_add_test(tc, a_replay_is_in_the_database_time);
+    tcase_add_test(tc, a_replay_of_a_renamed_subscription_skips_its_former_rows);
     tcase_add_test(tc, a_purge_removes_the_processes_long_gone);
     tcase_add_test(tc, an_existing_installation_keeps_working);
     suite_add_tcase(s, tc);
