@@ -111,9 +111,6 @@ static int resolve(const odbox_delivery_config *c, odbox_dcfg *o, odbox_error *e
     if (c->cross_process_wakeup != 0 && c->cross_process_wakeup != -1)
         return odbox_fail(err, ODBOX_EINVAL, "delivery: cross_process_wakeup is 0 (on) or -1 (off), not %d",
                           c->cross_process_wakeup);
-    if (v[5] < v[4])
-        return odbox_fail(err, ODBOX_EINVAL, "delivery: backoff_cap_ms %lld is below backoff_base_ms %lld",
-                          (long long)v[5], (long long)v[4]);
     *o = (odbox_dcfg){
         .batch = {(int)v[0], (int)v[1]},
         .poll_ms = {(int)v[2], (int)v[3]},

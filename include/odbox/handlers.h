@@ -226,7 +226,7 @@ typedef struct odbox_delivery_config {
      * handling_poll_ms between them. */
     int handling_poll_ms;
     int64_t backoff_base_ms;   /* a failure waits base x 2^(attempts-1); 0: 30000 */
-    int64_t backoff_cap_ms;    /* ... at most this; 0: 300000 */
+    int64_t backoff_cap_ms;    /* ... at most this (below the base: always this); 0: 300000 */
     /* A notification expires once now passes max(event_date, created_date)
      * + retention (created_date: when the fan-out wrote it or a requeue
      * put it back); 0: 7 days */

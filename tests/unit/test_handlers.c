@@ -120,7 +120,6 @@ START_TEST(delivery_refuses_bad_input)
         {.cross_process_wakeup = 1}, {.replica_max_lag_ms = -1},  {.replica_max_lag_ms = 86400001},
         {.handling_loops = -1},      {.handling_loops = 65},      {.lease_ms = -1},
         {.subscription_live_ms = -1},
-        {.backoff_base_ms = 60000, .backoff_cap_ms = 1000},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_msg(odbox_delivery_open(r, h, &bad[i], &d, &e) == ODBOX_EINVAL, "config %zu accepted", i);
@@ -130,10 +129,13 @@ START_TEST(delivery_refuses_bad_input)
         if (bad[i].subscription_live_ms < 0)
             ck_assert_msg(strstr(e.message, "subscription_live_ms -1 is out of range"), "%s", e.message);
     }
-    ck_assert_ptr_nonnull(strstr(e.message, "backoff_cap_ms"));
+    ck_assert_ptr_nonnull(strstr(e.message, "subscription_live_ms"));
     /* a refused open leaves the handlers open to additions */
     ck_assert_int_eq(add(h, "b", NULL, "T", &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_delivery_open(r, h, NULL, &d, &e), ODBOX_OK);
+    /* a cap below the base is Ekbatan's handling-max-backoff-cap of 10 s
+     * with its fixed 30 s base: every retry waits the cap */
+    odbox_delivery_config low_cap = {.backoff_cap_ms = 10000};
+    ck_assert_msg(odbox_delivery_open(r, h, &low_cap, &d, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(add(h, "c", NULL, "T", &e), ODBOX_ESTATE);
 
     /* jobs */
@@ -207,6 +209,10 @@ START_TEST(backoff_is_ekbatans)
     /* the largest allowed base and cap: no overflow */
     odbox_dcfg max = {.backoff_base_us = 86400000LL * 1000, .backoff_cap_us = 366LL * 86400000 * 1000};
     ck_assert_int_eq(odbox_delivery_backoff_us(&max, 40), max.backoff_cap_us);
+    /* a cap below the base: every retry waits the cap */
+    odbox_dcfg low = {.backoff_base_us = 30 * 1000000LL, .backoff_cap_us = 10 * 1000000LL};
+    for (int attempts = 0; attempts < 4; attempts++)
+        ck_assert_int_eq(odbox_delivery_backoff_us(&low, attempts), 10 * 1000000LL);
 }
 END_TEST
 
