@@ -647,6 +647,11 @@ static int attempt_once(odbox_executor *exe, const odbox_action *action, json_ob
         rc = odbox_fail(err, ODBOX_EINVAL, "action %s: its result is not valid UTF-8 (byte %ld of its JSON text), "
                                            "which the idempotency key's row cannot keep on PostgreSQL and "
                                            "MySQL/MariaDB: nothing written, the key unspent", action->name, bad);
+    int depth = result_json ? odbox_json_depth(result_json) : 0;
+    if (rc == ODBOX_OK && depth > ODBOX_JSON_DEPTH_MAX)
+        rc = odbox_fail(err, ODBOX_EINVAL, "action %s: its result is nested %d levels deep; at most %d can be read "
+                                           "back from the idempotency key's row: nothing written, the key unspent",
+                        action->name, depth, ODBOX_JSON_DEPTH_MAX);
     rn.result_json = result_json;
     if (rc == ODBOX_OK)
         rc = persist(&rn, cfg, &attempt_res, err);

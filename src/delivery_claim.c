@@ -291,17 +291,21 @@ static int take_row(hround *h, odbox_stmt *s, call *c, odbox_error *err)
     c->deadline_us = (e->event_us > created ? e->event_us : created) + h->d->cfg.retention_us;
     /* a row odbox did not write may hold what json-c cannot read: that
      * row fails, not the round */
-    c->params = json_tokener_parse(params ? params : "");
+    enum json_tokener_error params_error = json_tokener_success, payload_error = json_tokener_success;
+    c->params = json_tokener_parse_verbose(params ? params : "", &params_error);
     if ((rc = odbox_stmt_get_text(s, 13, &payload, &payload_null, err)) != ODBOX_OK)
         return rc;
     if (!payload_null)
-        c->payload = json_tokener_parse(payload);
+        c->payload = json_tokener_parse_verbose(payload, &payload_error);
     e->action_params = c->params;
     e->payload = c->payload;
-    if (!c->params || (!payload_null && !c->payload) || !e->notification_id || !e->event_id || !e->handler_name ||
-        !odbox_uuid_is_valid(e->notification_id)) {
+    if (!c->params || (!payload_null && !c->payload)) {
         c->skip = NO_CALL_BAD_ROW;
-        snprintf(c->why, sizeof c->why, "the row's action_params or payload is not JSON");
+        snprintf(c->why, sizeof c->why, "the row's %s cannot be read as JSON (%s)", c->params ? "payload" : "action_params",
+                 json_tokener_error_desc(c->params ? payload_error : params_error));
+    } else if (!e->notification_id || !e->event_id || !e->handler_name || !odbox_uuid_is_valid(e->notification_id)) {
+        c->skip = NO_CALL_BAD_ROW;
+        snprintf(c->why, sizeof c->why, "the row's id, event id or handler name is missing or not valid");
     }
     return ODBOX_OK;
 }

@@ -460,19 +460,22 @@ static void report(hround *h, int64_t post, odbox_conn *conn)
         odbox_envelope *e = &c->env;
         int called = c->skip == CALL && c->w.state == ODBOX_WORK_DONE;
         const char *why = called ? c->message : c->why;
+        /* a row never called (not JSON, say) has no handler looked up yet:
+         * its failure is still its subscription's last error */
+        int handler = c->handler >= 0 ? c->handler : odbox_handlers_find(h->d->h, e->handler_name);
         switch (c->bucket) {
         case B_PREFLIGHT: rd->expired_preflight++; break;
         case B_SUCCEEDED: rd->succeeded++; break;
         case B_POSTFAILURE:
             rd->expired_postfailure++;
-            odbox_subs_note_error(h->d, h->ds, conn, c->handler, why);
+            odbox_subs_note_error(h->d, h->ds, conn, handler, why);
             odbox_log(ODBOX_LOG_ERROR, "delivery: DISCARDED notification %s (handler %s, event %s) on shard %d.%d "
                                        "after %d attempts: %s", e->notification_id, e->handler_name, e->event_id,
                       e->shard.group, e->shard.member, e->attempt, why);
             break;
         case B_RETRY:
             rd->failed++;
-            odbox_subs_note_error(h->d, h->ds, conn, c->handler, why);
+            odbox_subs_note_error(h->d, h->ds, conn, handler, why);
             odbox_log(ODBOX_LOG_WARN, "delivery: handler %s failed on notification %s (event %s, attempt %d): %s; "
                                       "retried in %lld ms", e->handler_name, e->notification_id, e->event_id,
                       e->attempt, why, (long long)(c->next_retry_us - post) / 1000);
@@ -483,8 +486,7 @@ static void report(hround *h, int64_t post, odbox_conn *conn)
                            : c->w.state == ODBOX_WORK_TIMED_OUT ? (int64_t)h->d->cfg.handler_timeout_ms * 1000
                                                                  : -1;
         if (o)
-            o[no++] = (odbox_dm_outcome){c->handler >= 0 ? c->handler : odbox_handlers_find(h->d->h, e->handler_name),
-                                         outcome_of[c->bucket], duration, post - e->completion_us};
+            o[no++] = (odbox_dm_outcome){handler, outcome_of[c->bucket], duration, post - e->completion_us};
     }
     if (o)
         odbox_dmetrics_record(h->d->metrics, o, no);

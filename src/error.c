@@ -279,6 +279,12 @@ int odbox_json_storable(const char *json, const char *what, const char *name, co
                           "%s%s%s: %s %s not valid UTF-8 (byte %ld of %s JSON text), which PostgreSQL and "
                           "MySQL/MariaDB cannot store",
                           what, sep, name, subject, plural ? "are" : "is", bad, plural ? "their" : "its");
+    int depth = odbox_json_depth(json);
+    if (depth > ODBOX_JSON_DEPTH_MAX)
+        return odbox_fail(err, ODBOX_EINVAL,
+                          "%s%s%s: %s %s nested %d levels deep; at most %d can be stored on every database "
+                          "(MariaDB refuses more) and read back for the handlers",
+                          what, sep, name, subject, plural ? "are" : "is", depth, ODBOX_JSON_DEPTH_MAX);
     return ODBOX_OK;
 }
 
@@ -404,4 +410,25 @@ int odbox_json_has_nul(const char *json)
                 p++;
         }
     return 0;
+}
+
+int odbox_json_depth(const char *json)
+{
+    int depth = 0, deepest = 0, in_string = 0;
+    for (const char *p = json; p && *p; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1])
+                p++; /* an escaped quote does not end the string */
+            else if (*p == '"')
+                in_string = 0;
+        } else if (*p == '"') {
+            in_string = 1;
+        } else if (*p == '[' || *p == '{') {
+            if (++depth > deepest)
+                deepest = depth;
+        } else if (*p == ']' || *p == '}') {
+            depth--;
+        }
+    }
+    return deepest;
 }

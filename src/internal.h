@@ -67,9 +67,18 @@ int odbox_strcaseeq(const char *a, const char *b); /* ASCII, NULL-safe */
  * at its commit on one of them. */
 int odbox_json_has_nul(const char *json);
 
+/* The deepest nesting of arrays and objects in JSON text (0: a scalar). */
+int odbox_json_depth(const char *json);
+
+/* The deepest JSON odbox writes: MariaDB's JSON CHECK refuses 32 levels
+ * (10.11), and json-c, which reads params and payloads back for the
+ * handlers, refuses more than 32 by default. */
+#define ODBOX_JSON_DEPTH_MAX 31
+
 /* ODBOX_OK when the JSON text odbox is about to write (params, a payload)
- * can be stored on every database: no U+0000 (odbox_json_has_nul) and
- * only UTF-8 (odbox_utf8_bad_at). Else ODBOX_EINVAL, "<what>[ <name>]:
+ * can be stored on every database and read back: no U+0000
+ * (odbox_json_has_nul), only UTF-8 (odbox_utf8_bad_at), nested at most
+ * ODBOX_JSON_DEPTH_MAX levels. Else ODBOX_EINVAL, "<what>[ <name>]:
  * <subject> ...", naming the first bad byte; plural: the subject is
  * ("params hold"). */
 int odbox_json_storable(const char *json, const char *what, const char *name, const char *subject, int plural,

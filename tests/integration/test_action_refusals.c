@@ -52,6 +52,57 @@ START_TEST(params_and_payloads_must_be_objects)
 }
 END_TEST
 
+/* A JSON object nested depth levels deep: {"a": [[...]]}. */
+static const char *nested(char *buf, int depth)
+{
+    char *p = buf + sprintf(buf, "{\"a\": ");
+    for (int i = 1; i < depth; i++)
+        *p++ = '[';
+    for (int i = 1; i < depth; i++)
+        *p++ = ']';
+    strcpy(p, "}");
+    return buf;
+}
+
+/* MariaDB's JSON CHECK refuses 32 levels, and json-c reads back at most
+ * 32 for the handlers: 31 is written on every database, 32 refused on
+ * every one before anything is sent (before, MariaDB refused it at the
+ * commit with a CONSTRAINT error, and the others stored an event whose
+ * handlers could never be called). */
+START_TEST(json_nested_deeper_than_every_database_stores_is_refused)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_result res;
+    odbox_error e;
+    char deep[128], deepest[128];
+    nested(deep, 32), nested(deepest, 31);
+    script s = {0};
+    ck_assert_int_eq(execute_script(exe, "Params", &s, deep, NULL, &res, &e), ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "params are nested 32 levels deep; at most 31"), "%s", e.message);
+    ck_assert_int_eq(s.calls, 0);
+    odbox_result_clear(&res);
+    odbox_model *d = dfx_dummy(NULL, "p", 1);
+    script deep_payload = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, deep}}, .nemit = 1};
+    ck_assert_int_eq(execute_script(exe, "Payload", &deep_payload, NULL, NULL, &res, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(deep_payload.stage_rc, ODBOX_EINVAL);
+    ck_assert_msg(strstr(e.message, "the payload is nested 32 levels deep"), "%s", e.message);
+    odbox_result_clear(&res);
+    assert_empty(&f, 0);
+    script ok = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, deepest}}, .nemit = 1};
+    int rc = execute_script(exe, "Payload", &ok, deepest, NULL, &res, &e);
+    ck_assert_msg(rc == ODBOX_OK, "31 levels: %s", e.message);
+    odbox_result_clear(&res);
+    ck_assert_int_eq(itest_count(f.c[0], "SELECT COUNT(*) FROM %s WHERE event_type = '%s'", itest_evt(f.ev[0], "events"),
+                                 EV_CREATED.name),
+                     1);
+    odbox_model_free(&d);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
 START_TEST(event_name_collisions_are_refused)
 {
     dfx f;
@@ -418,6 +469,7 @@ END_TEST
 void action_add_staging_refusals(TCase *t)
 {
     tcase_add_test(t, params_and_payloads_must_be_objects);
+    tcase_add_test(t, json_nested_deeper_than_every_database_stores_is_refused);
     tcase_add_test(t, event_name_collisions_are_refused);
     tcase_add_test(t, staging_an_id_twice_is_refused);
     tcase_add_test(t, unregistered_model_type_is_refused);

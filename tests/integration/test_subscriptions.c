@@ -287,6 +287,38 @@ START_TEST(a_last_error_in_another_encoding_is_kept_as_utf8)
 }
 END_TEST
 
+/* A row the handler cannot be called with (its payload nested deeper than
+ * json-c reads: written by another writer, PostgreSQL, MySQL and SQLite
+ * store it) fails without a call, and says why as its subscription's last
+ * error: before, it retried until it expired and `odbox handlers` showed
+ * nothing. */
+START_TEST(a_row_json_c_cannot_read_is_its_subscriptions_last_error)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh h;
+    hbeh_init(&h, &x.rec, NULL);
+    hx_deliver(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), NULL);
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+    fanout_until_idle(x.d, &x.f, NULL);
+    char deep[128] = "", *p = deep;
+    for (int i = 0; i < 40; i++)
+        *p++ = '[';
+    for (int i = 0; i < 40; i++)
+        *p++ = ']';
+    itest_exec(x.f.c[0], "UPDATE %s SET payload = '%s' WHERE handler_name = 'h'",
+               itest_evt(x.f.ev[0], "event_notifications"), deep);
+    ck_assert_int_eq(hx_handle(&x, 0).failed, 1);
+    ck_assert_int_eq(atomic_load(&h.calls), 0);
+    int64_t at = 0;
+    char *msg = last_error_of(&x, 0, "h", &at);
+    ck_assert_msg(msg != NULL, "no last error recorded");
+    ck_assert_msg(strstr(msg, "payload cannot be read as JSON (nesting too deep)"), "last error: %s", msg);
+    free(msg);
+    hx_close(&x);
+}
+END_TEST
+
 START_TEST(a_retired_subscription_gets_no_new_rows)
 {
     hx x;
@@ -719,6 +751,7 @@ Suite *subscriptions_suite(void)
     tcase_add_test(tc, a_relay_publishes_a_rounds_rows_at_once);
     tcase_add_test(tc, a_failed_call_is_its_subscriptions_last_error);
     tcase_add_test(tc, a_last_error_in_another_encoding_is_kept_as_utf8);
+    tcase_add_test(tc, a_row_json_c_cannot_read_is_its_subscriptions_last_error);
     tcase_add_test(tc, a_retired_subscription_gets_no_new_rows);
     tcase_add_test(tc, a_replay_writes_the_retained_events_once);
     tcase_add_test(tc, a_replay_is_in_the_database_time);

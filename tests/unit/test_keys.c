@@ -81,6 +81,19 @@ START_TEST(the_first_byte_that_is_not_utf8)
 }
 END_TEST
 
+/* How deep JSON text nests (what MariaDB and json-c bound): brackets in
+ * strings, escaped quotes among them, do not count. */
+START_TEST(json_nesting_depth)
+{
+    ck_assert_int_eq(odbox_json_depth("42"), 0);
+    ck_assert_int_eq(odbox_json_depth("{}"), 1);
+    ck_assert_int_eq(odbox_json_depth("{\"a\":[1,{\"b\":[]}],\"c\":{}}"), 4);
+    ck_assert_int_eq(odbox_json_depth("{\"a\":\"[[[{{\"}"), 1);
+    ck_assert_int_eq(odbox_json_depth("{\"a\":\"\\\"[[\",\"b\":[[]]}"), 3); /* "\"[[" then [[]] */
+    ck_assert_int_eq(odbox_json_depth("{\"a\\\\\":[[]]}"), 3);                 /* a key ending in \\ */
+}
+END_TEST
+
 /* The sequence lengths the check steps by (prometheus' escaping too). */
 START_TEST(utf8_sequence_lengths)
 {
@@ -149,6 +162,7 @@ Suite *keys_suite(void)
     tcase_add_test(t, a_key_must_be_valid_utf8);
     tcase_add_test(t, utf8_sequence_lengths);
     tcase_add_test(t, the_first_byte_that_is_not_utf8);
+    tcase_add_test(t, json_nesting_depth);
     tcase_add_test(t, a_transaction_key_must_be_valid_utf8);
     tcase_add_test(t, a_stored_key_answers_its_action_only);
     suite_add_tcase(s, t);
