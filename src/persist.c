@@ -481,7 +481,16 @@ int odbox_persist_shard(const run *rn, odbox_shard *shard, odbox_error *err)
     odbox_pool *pool = odbox_shard_primary(shard);
     odbox_conn *c = rn->key_conn; /* a keyed run writes only on the default shard, whose key it holds */
     item *items = NULL;
-    if (c || (rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK) {
+    /* Another run's perform holds this shard's connection, in its keyed
+     * transaction (odbox_pool_lend): the acquire would hand it out, and
+     * the one-statement write would run inside that transaction and be
+     * reported committed though the keyed action may still roll it back. */
+    if (!c && odbox_pool_lending(pool))
+        rc = odbox_fail(err, ODBOX_ESTATE, "action %s: executed inside a keyed action's perform, which holds this "
+                                           "shard's connection and transaction (its key was claimed first: "
+                                           "MySQL/MariaDB, or odbox_executor_claim_keys_first): nothing written; "
+                                           "execute it outside perform", rn->action->name);
+    else if (c || (rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK) {
         size_t rows = w.key.n;
         for (size_t i = 0; i < w.nparts; i++)
             rows += w.parts[i].n;

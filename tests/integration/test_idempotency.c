@@ -308,6 +308,7 @@ END_TEST
 typedef struct nesting {
     odbox_executor *exe;
     int inner_rc, tx_rc;
+    int refuse; /* perform refuses after the inner action */
     char tx_message[sizeof ((odbox_error *)0)->message];
     maker mk;
 } nesting;
@@ -324,6 +325,8 @@ static int nested(odbox_context *ctx, json_object *params, odbox_plan *plan, voi
     n->tx_rc = odbox_tx_begin(n->exe, (odbox_shard_id){0, 0}, NULL, &tx, &e);
     snprintf(n->tx_message, sizeof n->tx_message, "%s", e.message);
     odbox_tx_rollback(&tx);
+    if (n->refuse)
+        return odbox_error_set(err, ODBOX_EINVAL, "refused after the inner action");
     return make_dummy(ctx, params, plan, &n->mk, err);
 }
 
@@ -353,6 +356,39 @@ START_TEST(an_action_inside_a_keyed_perform)
     ck_assert_int_eq(dummies(&f, "inner"), first ? 0 : 1);
     ck_assert_int_eq(dfx_events(&f, 0), first ? 1 : 2);
     ck_assert_int_eq(keys(&f), 1);
+    odbox_result_clear(&res);
+    odbox_executor_free(&n.exe);
+    dfx_close(&f);
+}
+END_TEST
+
+/* Claimed first because the executor asks (odbox_executor_claim_keys_first)
+ * on a dialect that writes a shard in one statement (PostgreSQL): the
+ * action executed from the keyed perform is refused as where the dialect
+ * claims first. Before, its one statement ran on the lent connection,
+ * inside the keyed action's transaction, and returned ODBOX_OK: when the
+ * keyed action then refused, its rollback took the inner action's row and
+ * event with it, though that action had been reported committed. */
+START_TEST(an_action_inside_a_keyed_perform_claimed_first_on_request)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    nesting n = {.exe = open_exe(&f), .refuse = 1};
+    odbox_executor_claim_keys_first(n.exe, 1);
+    odbox_action a = {.name = "MakeOuter", .perform = nested, .user = &n};
+    json_object *p = json_tokener_parse("{\"name\":\"outer\",\"amount\":2}");
+    odbox_result res;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_execute_keyed(n.exe, &a, p, "k-nested-asked", NULL, &res, &e), ODBOX_EINVAL);
+    json_object_put(p);
+    ck_assert_msg(n.inner_rc != ODBOX_OK || dummies(&f, "inner") == 1,
+                  "the inner action returned ODBOX_OK but its row was rolled back with the keyed action");
+    ck_assert_int_eq(n.inner_rc, ODBOX_ESTATE);
+    ck_assert_int_eq(n.tx_rc, ODBOX_ESTATE);
+    ck_assert_int_eq(dummies(&f, "inner"), 0);
+    ck_assert_int_eq(dummies(&f, "outer"), 0);
+    ck_assert_int_eq(dfx_events(&f, 0), 0);
+    ck_assert_int_eq(keys(&f), 0);
     odbox_result_clear(&res);
     odbox_executor_free(&n.exe);
     dfx_close(&f);
@@ -561,6 +597,7 @@ Suite *idempotency_suite(void)
     tcase_add_test(t, a_refused_perform_does_not_spend_the_key);
     tcase_add_test(t, a_keyed_action_needs_one_connection);
     tcase_add_test(t, an_action_inside_a_keyed_perform);
+    tcase_add_test(t, an_action_inside_a_keyed_perform_claimed_first_on_request);
     tcase_add_test(t, a_purge_past_the_window_forgets_the_key);
     tcase_add_test(t, a_keyed_action_off_the_default_shard_is_refused);
     tcase_add_test(t, a_domain_conflict_beside_the_key_spends_nothing);
