@@ -171,13 +171,13 @@ int odbox_tx_begin(odbox_executor *exe, odbox_shard_id shard, const odbox_tx_con
     else
         odbox_uuid_v4(tx->action_id);
     tx->started_us = odbox_now_us();
-    if (cfg->idempotency_key)
-        rc = (tx->key = strdup(cfg->idempotency_key)) ? keyed_begin(tx, err)
-                                                      : odbox_fail(err, ODBOX_ENOMEM, "tx begin: out of memory");
-    else if (odbox_pool_lending(tx->pool)) /* its begin would meet the action's transaction */
+    if (odbox_pool_lending(tx->pool)) /* its begin, keyed or not, would meet the action's transaction */
         rc = odbox_fail(err, ODBOX_ESTATE, "inside a keyed action's perform, which holds this shard's connection "
                                            "and transaction (its key was claimed first: MySQL/MariaDB, or "
                                            "odbox_executor_claim_keys_first): begin it outside perform");
+    else if (cfg->idempotency_key)
+        rc = (tx->key = strdup(cfg->idempotency_key)) ? keyed_begin(tx, err)
+                                                      : odbox_fail(err, ODBOX_ENOMEM, "tx begin: out of memory");
     else if ((rc = odbox_pool_acquire(tx->pool, &tx->conn, err)) == ODBOX_OK)
         rc = odbox_conn_begin(tx->conn, err);
     if (rc != ODBOX_OK) {

@@ -307,9 +307,10 @@ END_TEST
  * "inner") and then adds its own dummy. */
 typedef struct nesting {
     odbox_executor *exe;
-    int inner_rc, tx_rc;
+    int inner_rc, tx_rc, keyed_tx_rc;
     int refuse; /* perform refuses after the inner action */
     char tx_message[sizeof ((odbox_error *)0)->message];
+    char keyed_tx_message[sizeof ((odbox_error *)0)->message];
     maker mk;
 } nesting;
 
@@ -324,6 +325,10 @@ static int nested(odbox_context *ctx, json_object *params, odbox_plan *plan, voi
     odbox_tx *tx = NULL;
     n->tx_rc = odbox_tx_begin(n->exe, (odbox_shard_id){0, 0}, NULL, &tx, &e);
     snprintf(n->tx_message, sizeof n->tx_message, "%s", e.message);
+    odbox_tx_rollback(&tx);
+    odbox_tx_config keyed = {.idempotency_key = "k-inner-tx"};
+    n->keyed_tx_rc = odbox_tx_begin(n->exe, (odbox_shard_id){0, 0}, &keyed, &tx, &e);
+    snprintf(n->keyed_tx_message, sizeof n->keyed_tx_message, "%s", e.message);
     odbox_tx_rollback(&tx);
     if (n->refuse)
         return odbox_error_set(err, ODBOX_EINVAL, "refused after the inner action");
@@ -352,6 +357,9 @@ START_TEST(an_action_inside_a_keyed_perform)
     /* an own transaction begun there: refused, saying why */
     ck_assert_int_eq(n.tx_rc, first ? ODBOX_ESTATE : ODBOX_OK);
     ck_assert_msg(!first || strstr(n.tx_message, "keyed action's perform"), "%s", n.tx_message);
+    /* a keyed one too, saying the same */
+    ck_assert_int_eq(n.keyed_tx_rc, first ? ODBOX_ESTATE : ODBOX_OK);
+    ck_assert_msg(!first || strstr(n.keyed_tx_message, "keyed action's perform"), "%s", n.keyed_tx_message);
     ck_assert_int_eq(dummies(&f, "outer"), 1);
     ck_assert_int_eq(dummies(&f, "inner"), first ? 0 : 1);
     ck_assert_int_eq(dfx_events(&f, 0), first ? 1 : 2);
@@ -385,6 +393,8 @@ START_TEST(an_action_inside_a_keyed_perform_claimed_first_on_request)
                   "the inner action returned ODBOX_OK but its row was rolled back with the keyed action");
     ck_assert_int_eq(n.inner_rc, ODBOX_ESTATE);
     ck_assert_int_eq(n.tx_rc, ODBOX_ESTATE);
+    ck_assert_int_eq(n.keyed_tx_rc, ODBOX_ESTATE);
+    ck_assert_msg(strstr(n.keyed_tx_message, "keyed action's perform"), "%s", n.keyed_tx_message);
     ck_assert_int_eq(dummies(&f, "inner"), 0);
     ck_assert_int_eq(dummies(&f, "outer"), 0);
     ck_assert_int_eq(dfx_events(&f, 0), 0);
