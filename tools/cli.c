@@ -224,6 +224,10 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int take
     if (c->eventlog && c->config)
         return cli_usage_error(c->json, "odbox",
                                "--eventlog goes with --dsn; a config file names each shard's eventlog");
+    /* without --dir there is no set of the user's: --set would go unused,
+     * and only the framework's set be migrated, repaired or listed */
+    if (c->set && !c->dir)
+        return cli_usage_error(c->json, "odbox", "--set names the set of the migrations in --dir: give --dir too");
     return 0;
 }
 
