@@ -202,7 +202,7 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int take
         }
         /* an option of another command is refused, not ignored */
         const char *own = takes & CLI_TARGET_ONLY ? "dcj" : takes & CLI_OPS ? "dcejy" : NULL;
-        if (own && !strchr(own, ch)) {
+        if (own ? !strchr(own, ch) : (ch == 'l' && !(takes & CLI_LOCK)) || (ch == 'q' && !(takes & CLI_QUIET))) {
             if (li >= 0)
                 cli_usage_error(c->json, "odbox", "%s takes no option '--%s'", argv[0], opts[li].name);
             else

@@ -28,13 +28,14 @@ typedef struct cli {
 
 /* What a command takes beyond the options every command on shards takes
  * (--dsn, --config, --eventlog, --json and migrate's and status's
- * --dir, --set, --migrations, --lock-timeout, --quiet), or instead of
- * them. */
+ * --dir, --set, --migrations), or instead of them. */
 enum {
     CLI_YES = 1,         /* --yes */
     CLI_ARGS = 2,        /* arguments (c->args, c->nargs), which the command checks */
     CLI_TARGET_ONLY = 4, /* --dsn, --config and --json only; its usage lists them */
     CLI_OPS = 8,         /* --dsn, --config, --eventlog and --json: none of migrate's */
+    CLI_LOCK = 16,       /* --lock-timeout (migrate and repair: they take the migration lock) */
+    CLI_QUIET = 32,      /* --quiet (migrate: its per-shard summary) */
 };
 
 /* 1 when text is a whole number min..max written in digits only (no

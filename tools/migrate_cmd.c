@@ -98,7 +98,7 @@ static int cmd_repair(int argc, char **argv)
     odbox_registry *r = NULL;
     odbox_migrate_options o;
     odbox_error err = {0};
-    int u = cli_begin(argc, argv, usage_migrate, CLI_YES, &c, &r, &o);
+    int u = cli_begin(argc, argv, usage_migrate, CLI_YES | CLI_LOCK, &c, &r, &o);
     if (u)
         return u;
     json_object *shards = json_object_new_array();
@@ -163,7 +163,7 @@ int cmd_migrate(int argc, char **argv)
     odbox_registry *r = NULL;
     odbox_migrate_options o;
     odbox_error err = {0};
-    int u = cli_begin(argc, argv, usage_migrate, 0, &c, &r, &o);
+    int u = cli_begin(argc, argv, usage_migrate, CLI_LOCK | CLI_QUIET, &c, &r, &o);
     if (u)
         return u;
     odbox_log_set(warn_to_stderr, NULL, ODBOX_LOG_WARN);
