@@ -18,7 +18,8 @@
  * start); it is left as it is, with one ODBOX_LOG_WARN per set and run,
  * as Flyway ignores "future" migrations. A failed one still stops it.
  * Only one migrator works on an eventlog at a time: a keyed lock is taken
- * (ODBOX_ETIMEDOUT after lock_timeout_ms).
+ * (ODBOX_ETIMEDOUT after lock_timeout_ms); on SQLite the lock is the
+ * process's: migrate a file from one process at a time.
  *
  * An eventlog belongs to one application: the database (MySQL/MariaDB)
  * or schema (PostgreSQL) whose migrate created it, recorded as its
