@@ -384,6 +384,50 @@ START_TEST(a_keyed_result_that_is_not_utf8_is_refused)
 }
 END_TEST
 
+/* A keyed result nested 32 levels deep was stored, and its replay could
+ * not read it back ("the stored result is not JSON": json-c reads at most
+ * 32 levels, and the result is read inside an object). Refused like the
+ * params (ODBOX_EINVAL, nothing written, the key unspent); 31 levels are
+ * kept and replayed. */
+START_TEST(a_keyed_result_nested_too_deep_is_refused)
+{
+    dfx f;
+    dfx_open(&f, 1, 0);
+    odbox_executor *exe = open_exe(&f);
+    odbox_model *d = dfx_dummy(NULL, "deep", 1);
+    char deep[128], deepest[128];
+    for (int k = 0, levels = 32; k < 2; k++, levels--) {
+        char *p = k ? deepest : deep;
+        p += sprintf(p, "{\"a\": ");
+        for (int i = 1; i < levels; i++)
+            *p++ = '[';
+        for (int i = 1; i < levels; i++)
+            *p++ = ']';
+        strcpy(p, "}");
+    }
+    script s = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1, .result = deep};
+    odbox_action a = {.name = "DeepResult", .perform = scripted, .user = &s};
+    odbox_result res;
+    odbox_error e = {0};
+    int rc = odbox_execute_keyed(exe, &a, NULL, "deep-result", NULL, &res, &e);
+    ck_assert_msg(rc == ODBOX_EINVAL && strstr(e.message, "nested 32 levels deep"), "%s: %s", odbox_errname(rc),
+                  e.message);
+    odbox_result_clear(&res);
+    ck_assert_int_eq(keys(&f), 0);
+    ck_assert_int_eq(dfx_events(&f, 0), 0);
+    s.result = deepest;
+    ck_assert_msg(odbox_execute_keyed(exe, &a, NULL, "deep-result", NULL, &res, &e) == ODBOX_OK, "%s", e.message);
+    odbox_result_clear(&res);
+    ck_assert_msg(odbox_execute_keyed(exe, &a, NULL, "deep-result", NULL, &res, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(res.replayed, 1);
+    ck_assert_ptr_nonnull(res.value);
+    odbox_result_clear(&res);
+    odbox_model_free(&d);
+    odbox_executor_free(&exe);
+    dfx_close(&f);
+}
+END_TEST
+
 /* An eventlog without the keys' table (migration V11 not applied): a
  * keyed action and a keyed own transaction fail naming the migrations,
  * run nothing and write nothing. */
@@ -419,6 +463,7 @@ void idempotency_add_refusal_tests(TCase *t)
     tcase_add_test(t, a_keyed_call_behind_an_open_holder_times_out);
     tcase_add_test(t, a_stored_result_that_is_not_json_is_an_error);
     tcase_add_test(t, a_keyed_result_that_is_not_utf8_is_refused);
+    tcase_add_test(t, a_keyed_result_nested_too_deep_is_refused);
     tcase_add_test(t, a_key_without_its_table_names_the_migrations);
     tcase_add_test(t, a_key_of_another_action_is_refused);
     tcase_add_test(t, a_key_of_another_transaction_is_refused);
