@@ -324,19 +324,21 @@ static void progress(const odbox_migrate_options *opt, odbox_shard_id id, odbox_
 
 /* One migrator per eventlog: advisory locks are per database on
  * PostgreSQL and GET_LOCK names are server-wide on MySQL/MariaDB, where
- * the eventlog database name is server-wide too. */
-static void lock_key(const char *eventlog, char *key, size_t cap)
+ * the eventlog database name is server-wide too. And one per application
+ * container (its schema or database): every eventlog's migrations create
+ * the application tables its eventlogs share (scheduled_tasks,
+ * odbox_job_state, ...), and on PostgreSQL two CREATE TABLE IF NOT
+ * EXISTS at once fail one of them (23505 on pg_type). */
+static void lock_key(const char *kind, const char *name, char *key, size_t cap)
 {
-    snprintf(key, cap, "odbox.migrate.%s", eventlog);
+    snprintf(key, cap, "odbox.migrate.%s%s", kind, name);
 }
 
-int odbox_migrate_lock(odbox_conn *c, const char *eventlog, const odbox_migrate_options *opt, odbox_shard_id id,
-                       odbox_error *err)
+/* Takes the lock of key, waiting at most wait_ms (reporting WAITING). */
+static int take_lock(odbox_conn *c, const char *key, int wait_ms, const odbox_migrate_options *opt,
+                     odbox_shard_id id, odbox_error *err)
 {
-    char key[128];
     int taken = 0;
-    int wait_ms = opt && opt->lock_timeout_ms > 0 ? opt->lock_timeout_ms : 60000;
-    lock_key(eventlog, key, sizeof key);
     int rc = odbox_conn_try_lock(c, key, &taken, err);
     if (rc != ODBOX_OK || taken)
         return rc;
@@ -346,12 +348,38 @@ int odbox_migrate_lock(odbox_conn *c, const char *eventlog, const odbox_migrate_
     return rc;
 }
 
+int odbox_migrate_lock(odbox_conn *c, const char *eventlog, const odbox_migrate_options *opt, odbox_shard_id id,
+                       odbox_error *err)
+{
+    char key[128], app_key[300], own[256];
+    int wait_ms = opt && opt->lock_timeout_ms > 0 ? opt->lock_timeout_ms : 60000;
+    int64_t deadline_us = odbox_mono_us() + (int64_t)wait_ms * 1000;
+    lock_key("", eventlog, key, sizeof key);
+    int rc = take_lock(c, key, wait_ms, opt, id, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    if ((rc = odbox_own_container(c, own, sizeof own, err)) == ODBOX_OK) {
+        int64_t left_ms = (deadline_us - odbox_mono_us()) / 1000;
+        lock_key("application.", own, app_key, sizeof app_key);
+        rc = take_lock(c, app_key, left_ms > 0 ? (int)left_ms : 1, opt, id, err);
+    }
+    odbox_error e2;
+    if (rc != ODBOX_OK && odbox_conn_unlock(c, key, &e2) != ODBOX_OK && rc == ODBOX_ETIMEDOUT)
+        rc = e2.code; /* the eventlog's may still be held: the caller discards c */
+    return rc;
+}
+
 void odbox_migrate_unlock(odbox_pool *pool, odbox_conn **c, const char *eventlog)
 {
-    char key[128];
+    char key[128], app_key[300], own[256];
     odbox_error e2;
-    lock_key(eventlog, key, sizeof key);
-    if (!odbox_conn_is_dead(*c) && odbox_conn_unlock(*c, key, &e2) != ODBOX_OK)
+    lock_key("", eventlog, key, sizeof key);
+    if (odbox_conn_is_dead(*c) || odbox_own_container(*c, own, sizeof own, &e2) != ODBOX_OK) {
+        odbox_pool_discard(pool, c);
+        return;
+    }
+    lock_key("application.", own, app_key, sizeof app_key);
+    if (odbox_conn_unlock(*c, app_key, &e2) != ODBOX_OK || odbox_conn_unlock(*c, key, &e2) != ODBOX_OK)
         odbox_pool_discard(pool, c);
 }
 

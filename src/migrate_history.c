@@ -294,9 +294,7 @@ int odbox_history_realign(odbox_conn *c, const char *eventlog, const applied *ro
 
 /* ---- the owner ------------------------------------------------------------ */
 
-/* The connection's own container (the dialect's owner_sql) into own;
- * ODBOX_EINVAL when it has none (a MySQL DSN without a database). */
-static int own_container(odbox_conn *c, char *own, size_t cap, odbox_error *err)
+int odbox_own_container(odbox_conn *c, char *own, size_t cap, odbox_error *err)
 {
     const odbox_dialect *d = odbox_conn_dialect(c);
     odbox_stmt *s = NULL;
@@ -356,7 +354,7 @@ int odbox_owner_check(odbox_conn *c, const char *eventlog, char *recorded, size_
         snprintf(recorded, cap, "%s", owner);
     if (rc != ODBOX_OK || !*owner)
         return rc;
-    if ((rc = own_container(c, own, sizeof own, err)) != ODBOX_OK)
+    if ((rc = odbox_own_container(c, own, sizeof own, err)) != ODBOX_OK)
         return rc;
     return strcmp(owner, own) ? refuse(c, eventlog, owner, own, err) : ODBOX_OK;
 }
@@ -365,7 +363,7 @@ int odbox_owner_claimable(odbox_conn *c, const char *eventlog, size_t nhistory, 
                           odbox_error *err)
 {
     char own[256];
-    int rc = own_container(c, own, sizeof own, err);
+    int rc = odbox_own_container(c, own, sizeof own, err);
     if (rc == ODBOX_OK)
         rc = recorded_owner(c, eventlog, recorded, cap, err);
     if (rc != ODBOX_OK)
@@ -390,7 +388,7 @@ int odbox_owner_record(odbox_conn *c, const char *eventlog, odbox_error *err)
 {
     char own[256], sql[256], table[EVT_NAME_MAX];
     odbox_stmt *s = NULL;
-    int rc = own_container(c, own, sizeof own, err);
+    int rc = odbox_own_container(c, own, sizeof own, err);
     snprintf(sql, sizeof sql, "INSERT INTO %s (id, owner, claimed_on) VALUES (1, ?, ?)",
              evt(c, eventlog, ODBOX_OWNER_TABLE, table));
     if (rc == ODBOX_OK && (rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&

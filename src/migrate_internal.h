@@ -67,13 +67,14 @@ int odbox_migrate_begin(odbox_shard *shard, const odbox_migrate_options *opt, od
 const mfile *odbox_migrate_find_file(const mset *s, const char *version);
 const applied *odbox_migrate_find_applied(const applied *h, size_t n, const char *set, const char *version);
 
-/* Takes the migrator lock of eventlog on c (one migrator per eventlog;
- * ODBOX_ETIMEDOUT after opt's lock timeout), reporting WAITING. On
- * another error the server may have granted it all the same (a fetch
- * failed after it): the caller discards c, which ends the lock. */
+/* Takes the migrator locks on c: eventlog's (one migrator per eventlog),
+ * then its application's (one per schema or database: see migrate.c);
+ * ODBOX_ETIMEDOUT after opt's lock timeout, with neither held, reporting
+ * WAITING. On another error the server may have granted one all the
+ * same (a fetch failed after it): the caller discards c, which ends it. */
 int odbox_migrate_lock(odbox_conn *c, const char *eventlog, const odbox_migrate_options *opt, odbox_shard_id id,
                        odbox_error *err);
-/* Releases it; a connection that cannot say is discarded from pool. */
+/* Releases them; a connection that cannot say is discarded from pool. */
 void odbox_migrate_unlock(odbox_pool *pool, odbox_conn **c, const char *eventlog);
 
 /* ---- the history and owner tables (migrate_history.c) ---- */
@@ -105,5 +106,9 @@ int odbox_owner_claimable(odbox_conn *c, const char *eventlog, size_t nhistory, 
                           odbox_error *err);
 /* Records c's container as eventlog's owner (the owner table exists). */
 int odbox_owner_record(odbox_conn *c, const char *eventlog, odbox_error *err);
+/* The connection's own container (the dialect's owner_sql: the schema or
+ * database of the application's tables) into own; ODBOX_EINVAL when it
+ * has none (a MySQL DSN without a database). */
+int odbox_own_container(odbox_conn *c, char *own, size_t cap, odbox_error *err);
 
 #endif

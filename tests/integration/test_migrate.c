@@ -401,6 +401,8 @@ END_TEST
 
 typedef struct migrator {
     const char *eventlog;
+    const char *dsn;    /* NULL: itest_dsn(1) */
+    int framework_only; /* without the slow user set */
     counts n;
     int rc;
     char message[ODBOX_ERROR_MESSAGE_MAX];
@@ -409,12 +411,14 @@ typedef struct migrator {
 static void *run_migrator(void *ud)
 {
     migrator *m = ud;
-    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = itest_dsn(1), .eventlog = m->eventlog};
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = m->dsn ? m->dsn : itest_dsn(1), .eventlog = m->eventlog};
     odbox_registry_config cfg = {.shards = &sc, .nshards = 1};
     odbox_registry *r = NULL;
     odbox_error e = {0};
     odbox_migrate_options o = {.user_dir = itest_src("tests/fixtures/slow-migrations"), .user_set = "slow",
                                .progress = count_progress, .progress_ud = &m->n};
+    if (m->framework_only)
+        o.user_dir = NULL, o.user_set = NULL;
     m->rc = odbox_registry_open(&cfg, &r, &e);
     if (m->rc == ODBOX_OK)
         m->rc = odbox_migrate_registry(r, &o, &e);
@@ -442,6 +446,61 @@ START_TEST(concurrent_migrators_apply_once)
     ck_assert_int_eq(mig_history(c, ev, "odbox"), ODBOX_TEST_FRAMEWORK_MIGRATIONS);
     ck_assert_int_eq(mig_history(c, ev, "slow"), 1);
     itest_drop_eventlog(c, ev);
+    odbox_conn_close(&c);
+}
+END_TEST
+
+/* A schema (PostgreSQL) or database (MySQL/MariaDB) of its own for an
+ * application, and a DSN whose connections use it. */
+static void fresh_application(odbox_conn *admin, const char *app, char *dsn, size_t cap)
+{
+    const char *base = itest_dsn(1);
+    if (itest_is("sqlite")) {
+        snprintf(dsn, cap, "%s", base); /* one file: one application */
+    } else if (itest_is("pg")) {
+        itest_exec(admin, "CREATE SCHEMA %s", app);
+        snprintf(dsn, cap, "%s%s%s%s", base, strchr(base, '?') ? "&" : "?",
+                 itest_libpq() ? "options=-c%20search_path%3D" : "ConnSettings=SET%20search_path%20TO%20", app);
+    } else {
+        itest_exec(admin, "CREATE DATABASE %s", app);
+        const char *query = strchr(base, '?'), *slash = strrchr(base, '/');
+        snprintf(dsn, cap, "%.*s/%s%s", (int)(slash - base), base, app, query ? query : "");
+    }
+}
+
+/* Two eventlogs of one application migrated at once where the tables
+ * its eventlogs share (scheduled_tasks, odbox_job_state, ...) do not
+ * exist yet: two services' first deploy on one database. Before, both
+ * created them at once, and on PostgreSQL one failed at V3 or V4 ('23505
+ * duplicate key value violates unique constraint
+ * "pg_type_typname_nsp_index"'; 5 of 6 tries by hand). */
+START_TEST(two_eventlogs_of_one_application_migrate_at_once)
+{
+    odbox_conn *c = itest_connect(1);
+    for (int round = 0; round < 3; round++) {
+        char app[64], ev[2][64], dsn[1024];
+        itest_name(app, sizeof app, "app");
+        itest_name(ev[0], sizeof ev[0], "ev_two_a");
+        itest_name(ev[1], sizeof ev[1], "ev_two_b");
+        fresh_application(c, app, dsn, sizeof dsn);
+        migrator m[2] = {{.eventlog = ev[0], .dsn = dsn, .framework_only = 1},
+                         {.eventlog = ev[1], .dsn = dsn, .framework_only = 1}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++)
+            pthread_create(&th[i], NULL, run_migrator, &m[i]);
+        for (int i = 0; i < 2; i++)
+            pthread_join(th[i], NULL);
+        for (int i = 0; i < 2; i++)
+            itest_drop_eventlog(c, ev[i]);
+        if (itest_is("pg"))
+            itest_exec(c, "DROP SCHEMA %s CASCADE", app);
+        else if (!itest_is("sqlite"))
+            itest_exec(c, "DROP DATABASE %s", app);
+        for (int i = 0; i < 2; i++)
+            ck_assert_msg(m[i].rc == ODBOX_OK, "round %d, eventlog %d: %s", round, i, m[i].message);
+        ck_assert_int_eq(m[0].n.applied, ODBOX_TEST_FRAMEWORK_MIGRATIONS);
+        ck_assert_int_eq(m[1].n.applied, ODBOX_TEST_FRAMEWORK_MIGRATIONS);
+    }
     odbox_conn_close(&c);
 }
 END_TEST
@@ -537,6 +596,7 @@ Suite *migrate_suite(void)
     tcase_add_test(t, dotted_versions);
     tcase_add_test(t, concurrent_migrators_apply_once);
     tcase_add_test(t, lock_held_times_out);
+    tcase_add_test(t, two_eventlogs_of_one_application_migrate_at_once);
     tcase_add_test(t, every_shard_migrated);
     tcase_add_test(t, unreachable_shard);
     migrate_add_deploy_tests(t);
