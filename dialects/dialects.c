@@ -65,8 +65,14 @@ int odbox_dialect_eventlog_locate(const odbox_dialect *d, const char *eventlog, 
     return ODBOX_OK;
 }
 
-int odbox_dsn_resolve(const char *text, const odbox_dialect **dialect, char **odbc,
-                      char **secret, odbox_error *err)
+int odbox_dsn_resolve(const char *text, const odbox_dialect **dialect, char **odbc, char **secret,
+                      odbox_error *err)
+{
+    return odbox_dsn_resolve_as(text, 0, dialect, odbc, secret, err);
+}
+
+int odbox_dsn_resolve_as(const char *text, int never_create, const odbox_dialect **dialect, char **odbc,
+                         char **secret, odbox_error *err)
 {
     odbox_dsn *dsn = NULL;
     const odbox_dialect *d = NULL;
@@ -99,6 +105,13 @@ int odbox_dsn_resolve(const char *text, const odbox_dialect **dialect, char **od
                                                   : odbox_fail(err, ODBOX_ENOMEM, "DSN: out of memory");
         else
             rc = d->connection_string(dsn, dsn->driver ? dsn->driver : d->default_driver, odbc, err);
+        /* a raw string without dialect= is known only after connecting:
+         * what its driver creates is the string's business */
+        if (rc == ODBOX_OK && never_create && d && d->never_create &&
+            (rc = d->never_create(dsn, odbc, err)) != ODBOX_OK) {
+            odbox_free_secret(*odbc);
+            *odbc = NULL;
+        }
         if (rc != ODBOX_OK)
             goto out;
     }

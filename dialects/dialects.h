@@ -18,6 +18,10 @@ extern const odbox_dialect odbox_dialect_sqlite;
  * be NULL) so messages can be scrubbed. */
 int odbox_dsn_resolve(const char *dsn_text, const odbox_dialect **dialect, char **odbc,
                       char **secret, odbox_error *err);
+/* odbox_dsn_resolve whose connection string, with never_create, does not
+ * create the database (the dialect's never_create). */
+int odbox_dsn_resolve_as(const char *dsn_text, int never_create, const odbox_dialect **dialect, char **odbc,
+                         char **secret, odbox_error *err);
 
 /* Connect and read timeouts, in seconds (0: no limit), from a URL DSN's
  * connect_timeout= and read_timeout= options; the defaults otherwise.

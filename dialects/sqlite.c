@@ -26,11 +26,13 @@
  * 5, 10 ms...: the write lock is mostly held for a millisecond or two,
  * and a fixed 10 ms nap put most of a handler's commit-to-call time (the
  * demo's p50: 27 ms with the driver's handler, 1.1 ms with SQLite's). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "dialects.h"
 
 static const char *const schemes[] = {"sqlite", NULL};
@@ -81,6 +83,32 @@ static int connection_string(const odbox_dsn *dsn, const char *driver, char **ou
     odbox_odbc_kv(&b, "Driver", driver); /* read by the driver manager, which takes braces */
     put_plain(&b, "Database", dsn->database);
     return odbox_odbc_options_take(&b, dsn, driver_options, put_plain, out, err);
+}
+
+/* The driver creates a missing file unless NoCreat=1, and takes the
+ * first of a key given twice: put first, a DSN's own NoCreat= does not
+ * undo it. The file is looked for first only to say what is wrong (the
+ * driver says "connect failed"); :memory: and a file: URI are left to
+ * the driver. */
+static int never_create(const odbox_dsn *dsn, char **odbc, odbox_error *err)
+{
+    const char *path = dsn->database;
+    if (path && strcmp(path, ":memory:") && strncmp(path, "file:", 5) && access(path, F_OK) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return odbox_fail(err, ODBOX_ECONNECT,
+                              "connect: the SQLite database file '%.400s' does not exist (odbox migrate creates it)",
+                              path);
+        return odbox_fail(err, ODBOX_ECONNECT, "connect: the SQLite database file '%.400s': %s", path,
+                          strerror(errno));
+    }
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "NoCreat=1;", *odbc, (char *)NULL);
+    char *s = odbox_buf_take(&b);
+    if (!s)
+        return odbox_fail(err, ODBOX_ENOMEM, "DSN: out of memory");
+    odbox_free_secret(*odbc);
+    *odbc = s;
+    return ODBOX_OK;
 }
 
 /* PRAGMA busy_timeout = the Timeout= of the connection string (the
@@ -289,4 +317,5 @@ const odbox_dialect odbox_dialect_sqlite = {
     .replica_lag_sql = NULL,
     .replica_lag_column = NULL,
     .replica_lag_unit_ms = 0,
+    .never_create = never_create,
 };

@@ -199,6 +199,10 @@ void odbox_pool_lend(odbox_pool *p, odbox_conn *c);
 /* 1 while this thread's acquires of p get its loan. */
 int odbox_pool_lending(const odbox_pool *p);
 
+/* The connections p opens from now on never create their database
+ * (odbox_registry_never_create). Thread-safe; NULL-safe. */
+void odbox_pool_never_create(odbox_pool *p);
+
 /* 1 when a statement failed on c since odbox_conn_begin opened its
  * transaction: what PostgreSQL has then aborted (and psqlODBC rolled
  * back), and what an own transaction (tx.c) may therefore only roll back. */

@@ -255,6 +255,15 @@ odbox_shard *odbox_registry_effective_shard(const odbox_registry *r, odbox_shard
     return s ? s : odbox_registry_default_shard(r);
 }
 
+void odbox_registry_never_create(odbox_registry *r)
+{
+    for (size_t i = 0; r && i < r->n; i++) {
+        odbox_pool_never_create(r->shards[i].primary);
+        odbox_pool_never_create(r->shards[i].replica);
+        odbox_pool_never_create(r->shards[i].locks);
+    }
+}
+
 odbox_shard_id odbox_shard_get_id(const odbox_shard *s) { return s->id; }
 const char *odbox_shard_eventlog(const odbox_shard *s) { return s->eventlog; }
 odbox_pool *odbox_shard_primary(const odbox_shard *s) { return s->primary; }

@@ -251,6 +251,8 @@ int cli_begin(int argc, char **argv, const char *usage, int takes, cli *c, odbox
     odbox_error err = {0};
     if (cli_open_registry(c, r, &err) != ODBOX_OK)
         return cli_fail(c, &err);
+    if (!(takes & CLI_CREATES))
+        odbox_registry_never_create(*r);
     cli_migrate_options(c, o);
     return 0;
 }

@@ -36,6 +36,9 @@ enum {
     CLI_OPS = 8,         /* --dsn, --config, --eventlog and --json: none of migrate's */
     CLI_LOCK = 16,       /* --lock-timeout (migrate and repair: they take the migration lock) */
     CLI_QUIET = 32,      /* --quiet (migrate: its per-shard summary) */
+    CLI_CREATES = 64,    /* may create the database (migrate); the others never
+                            do (odbox_registry_never_create): a mistyped SQLite
+                            path is refused, not made */
 };
 
 /* 1 when text is a whole number min..max written in digits only (no

@@ -163,7 +163,7 @@ int cmd_migrate(int argc, char **argv)
     odbox_registry *r = NULL;
     odbox_migrate_options o;
     odbox_error err = {0};
-    int u = cli_begin(argc, argv, usage_migrate, CLI_LOCK | CLI_QUIET, &c, &r, &o);
+    int u = cli_begin(argc, argv, usage_migrate, CLI_LOCK | CLI_QUIET | CLI_CREATES, &c, &r, &o);
     if (u)
         return u;
     odbox_log_set(warn_to_stderr, NULL, ODBOX_LOG_WARN);

@@ -650,6 +650,7 @@ int cmd_relay(int argc, char **argv)
      * valid config fails as it does for every other command */
     if (odbox_registry_load(o.c.config, &r, &err) != ODBOX_OK)
         return cli_fail(&o.c, &err);
+    odbox_registry_never_create(r);
     json_object *root = json_object_from_file(o.c.config), *relays = NULL;
     if (!root) {
         odbox_registry_free(&r);

@@ -360,6 +360,13 @@ typedef struct odbox_dialect {
      * them, in a new one. 0: a failed statement leaves the transaction
      * and what it wrote before (MySQL, MariaDB, SQLite). */
     int failed_statement_aborts_tx;
+    /* For a connection that must not create its database
+     * (odbox_registry_never_create): ODBOX_ECONNECT, saying so, when the
+     * database dsn names does not exist, else adds to *odbc (the
+     * connection string, replaced) what keeps the driver from creating
+     * it should it go away meanwhile. NULL: connecting never creates a
+     * database (a server's must exist). */
+    int (*never_create)(const odbox_dsn *dsn, char **odbc, odbox_error *err);
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

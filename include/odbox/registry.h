@@ -63,6 +63,18 @@ int odbox_registry_parse(const char *json_text, odbox_registry **out, odbox_erro
 /* All pools' connections must have been released. NULL-safe. */
 void odbox_registry_free(odbox_registry **r);
 
+/* The connections r opens from now on never create a database that does
+ * not exist: connecting to a SQLite file that is missing fails with
+ * ODBOX_ECONNECT ("the SQLite database file '...' does not exist")
+ * instead of creating it empty. For tools that look at or maintain a
+ * database that must be there already (odbox's commands other than
+ * migrate and demo), so that a mistyped path leaves no file behind. A
+ * server's database is never created by connecting: nothing changes
+ * there, nor for a raw ODBC string without dialect=. Call it before the
+ * registry's first use: connections already open stay as they are.
+ * Thread-safe; NULL-safe. */
+void odbox_registry_never_create(odbox_registry *r);
+
 size_t odbox_registry_shard_count(const odbox_registry *r);
 odbox_shard *odbox_registry_shard_at(const odbox_registry *r, size_t i);
 /* NULL when id is not registered. */

@@ -52,6 +52,11 @@ static int connect_dbc(odbox_conn *c, const char *dsn_text, odbox_error *err)
 
 int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
 {
+    return odbox_conn_open_as(dsn_text, 0, out, err);
+}
+
+int odbox_conn_open_as(const char *dsn_text, int never_create, odbox_conn **out, odbox_error *err)
+{
     if (!out)
         return odbox_fail(err, ODBOX_EINVAL, "odbox_conn_open: out is NULL");
     *out = NULL;
@@ -59,6 +64,7 @@ int odbox_conn_open(const char *dsn_text, odbox_conn **out, odbox_error *err)
     if (!c)
         return odbox_fail(err, ODBOX_ENOMEM, "connect: out of memory");
     c->again = odbox_conn_again;
+    c->never_create = never_create;
     int rc = connect_dbc(c, dsn_text, err);
     if (rc != ODBOX_OK) {
         odbox_conn_close(&c);

@@ -47,6 +47,9 @@ struct odbox_conn {
      * connection found lost now may be replaced under the caller (see
      * odbox_conn_again). */
     int fresh;
+    /* Its database must exist: connecting (again) never creates one (its
+     * pool's odbox_pool_never_create). */
+    int never_create;
     /* Every statement of this connection: those callers hold (nheld of
      * them) and the idle cached ones. Closing or releasing the connection
      * detaches the held ones (odbox_stmt_detach). */
@@ -111,6 +114,10 @@ void odbox_sql_sent(odbox_conn *c, const char *sql);
  * runs the operation once more. 0 otherwise: rc stands. Clears c->fresh
  * unless rc shows nothing reached the driver. */
 int odbox_conn_again(odbox_conn *c, int rc, int repeatable, odbox_error *err);
+
+/* odbox_conn_open; with never_create, connecting (also again, in place)
+ * never creates the database (odbox_pool_never_create). */
+int odbox_conn_open_as(const char *dsn_text, int never_create, odbox_conn **out, odbox_error *err);
 
 /* The pool's DSN (with its password): a session of one's own like the
  * pool's (connections reach it through their owner). */

@@ -49,7 +49,7 @@ static int odbc_connect(odbox_conn *c, const char *dsn_text, const odbox_dialect
     int login_timeout_s = 0, raw = 0, rc;
     if ((rc = odbox_odbc_env(&env, err)) != ODBOX_OK ||
         (rc = odbox_dsn_connect_options(dsn_text, &login_timeout_s, &raw, err)) != ODBOX_OK ||
-        (rc = odbox_dsn_resolve(dsn_text, &dialect, &odbc, &secret, err)) != ODBOX_OK)
+        (rc = odbox_dsn_resolve_as(dsn_text, c->never_create, &dialect, &odbc, &secret, err)) != ODBOX_OK)
         return rc;
     odbox_free_secret(c->secret);
     c->secret = secret;

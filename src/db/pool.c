@@ -37,6 +37,7 @@ struct odbox_pool {
     int open;                      /* connections open or being opened */
     odbox_conn *idle;
     uint64_t epoch;                /* connections found lost so far */
+    int never_create;              /* odbox_pool_never_create */
 };
 
 const char *odbox_pool_dsn(const odbox_pool *p) { return p->dsn; }
@@ -93,6 +94,15 @@ int odbox_pool_open(const char *dsn, const odbox_pool_config *cfg, odbox_pool **
                                                            : DEFAULT_ACQUIRE_TIMEOUT_MS;
     *out = p;
     return ODBOX_OK;
+}
+
+void odbox_pool_never_create(odbox_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->never_create = 1;
+    pthread_mutex_unlock(&p->mu);
 }
 
 const odbox_dialect *odbox_pool_dialect(odbox_pool *p)
@@ -160,9 +170,10 @@ int odbox_pool_acquire(odbox_pool *p, odbox_conn **out, odbox_error *err)
         }
         if (p->open < p->size) {
             p->open++;
+            int never_create = p->never_create;
             pthread_mutex_unlock(&p->mu);
             odbox_conn *c = NULL;
-            int rc = odbox_conn_open(p->dsn, &c, err);
+            int rc = odbox_conn_open_as(p->dsn, never_create, &c, err);
             pthread_mutex_lock(&p->mu);
             if (rc != ODBOX_OK) {
                 p->open--;

@@ -68,6 +68,38 @@ START_TEST(sqlite_connection_strings)
 }
 END_TEST
 
+/* A connection that must not create its file (odbox_registry_never_create):
+ * a missing file is refused before the driver is asked (which would say
+ * "connect failed"), and the driver is told NoCreat=1 first, where a
+ * DSN's own NoCreat= (the driver takes a key's first value) cannot undo
+ * it. Servers' dialects have nothing to do. */
+START_TEST(sqlite_never_creates_when_told)
+{
+    const odbox_dialect *d = NULL;
+    char *odbc = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_dsn_resolve_as("sqlite:///nonexistent-dir-odbox/a.db", 1, &d, &odbc, NULL, &e),
+                     ODBOX_ECONNECT);
+    ck_assert_ptr_nonnull(strstr(e.message, "'/nonexistent-dir-odbox/a.db' does not exist"));
+    ck_assert_ptr_null(odbc);
+    ck_assert_int_eq(odbox_dsn_resolve_as("sqlite:///?NoCreat=0", 1, &d, &odbc, NULL, &e), ODBOX_EINVAL);
+    ck_assert_msg(odbox_dsn_resolve_as("sqlite:///tmp?NoCreat=0", 1, &d, &odbc, NULL, &e) == ODBOX_OK, "%s",
+                  e.message);
+    ck_assert_str_eq(odbc, "NoCreat=1;Driver=SQLite3;Database=/tmp;Timeout=10000;JournalMode=WAL;SyncPragma=FULL;"
+                           "FKSupport=1;NoCreat=0;");
+    free(odbc);
+    ck_assert_msg(odbox_dsn_resolve_as("sqlite::memory:", 1, &d, &odbc, NULL, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_ptr_nonnull(strstr(odbc, "NoCreat=1;"));
+    free(odbc);
+    /* unchanged without it, and on a server */
+    resolves_to("sqlite:///nonexistent-dir-odbox/a.db", "Driver=SQLite3;Database=/nonexistent-dir-odbox/a.db;"
+                                                        "Timeout=10000;JournalMode=WAL;SyncPragma=FULL;FKSupport=1;");
+    ck_assert_msg(odbox_dsn_resolve_as("postgresql://u@h/db", 1, &d, &odbc, NULL, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_ptr_null(strstr(odbc, "NoCreat"));
+    free(odbc);
+}
+END_TEST
+
 START_TEST(eventlog_table_names)
 {
     char out[32];
@@ -181,6 +213,7 @@ Suite *dialect_sqlite_suite(void)
     TCase *t = tcase_create("core");
     tcase_add_test(t, sqlite_is_selected);
     tcase_add_test(t, sqlite_connection_strings);
+    tcase_add_test(t, sqlite_never_creates_when_told);
     tcase_add_test(t, eventlog_table_names);
     tcase_add_test(t, eventlog_table_locations);
     tcase_add_test(t, sqlite_batch_update_sql);
