@@ -102,6 +102,56 @@ static void print_error_doc(const odbox_error *err, json_object *more)
     json_object_put(o);
 }
 
+/* What migrate would do on s: *applied of odbox's own migrations are
+ * applied, *pending not (a failed one counts as pending), the first of
+ * them in first; 0, or -1 when that cannot be told (no files, no
+ * connection). */
+static int framework_state(odbox_shard *s, size_t *applied, size_t *pending, char *first, size_t cap)
+{
+    odbox_migration_info *list = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    if (odbox_migrate_status(s, NULL, &list, &n, &e) != ODBOX_OK)
+        return -1;
+    *applied = *pending = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(list[i].set, "odbox") || list[i].missing)
+            continue;
+        if (list[i].applied)
+            (*applied)++;
+        else if ((*pending)++ == 0)
+            snprintf(first, cap, "%s", list[i].version);
+    }
+    free(list);
+    return 0;
+}
+
+void cli_explain_schema(odbox_registry *r, odbox_shard *only, odbox_error *err)
+{
+    if (!r || !err || err->code != ODBOX_EDB)
+        return;
+    for (size_t i = 0; i < (only ? 1 : odbox_registry_shard_count(r)); i++) {
+        odbox_shard *s = only ? only : odbox_registry_shard_at(r, i);
+        size_t applied = 0, pending = 0;
+        char first[ODBOX_MIGRATION_VERSION_MAX] = "", shard[16], said[ODBOX_ERROR_MESSAGE_MAX];
+        if (framework_state(s, &applied, &pending, first, sizeof first) != 0 || !pending)
+            continue;
+        cli_shard_name(s, shard, sizeof shard);
+        snprintf(said, sizeof said, "%s", err->message);
+        if (!applied)
+            odbox_error_set(err, ODBOX_EMIGRATION,
+                            "shard %s: the database has no odbox schema (eventlog '%s': no odbox migration "
+                            "applied): run odbox migrate (the database said: %.600s)",
+                            shard, odbox_shard_eventlog(s), said);
+        else
+            odbox_error_set(err, ODBOX_EMIGRATION,
+                            "shard %s: the database's odbox schema is older than this odbox's (eventlog '%s': %zu "
+                            "migration(s) pending, V%s first): run odbox migrate (the database said: %.600s)",
+                            shard, odbox_shard_eventlog(s), pending, first, said);
+        return;
+    }
+}
+
 int cli_fail(const cli *c, const odbox_error *err) { return cli_fail_with(c, err, NULL); }
 
 int cli_fail_with(const cli *c, const odbox_error *err, json_object *more)

@@ -57,6 +57,15 @@ void cli_migrate_options(const cli *c, odbox_migrate_options *o);
 int cli_begin(int argc, char **argv, const char *usage, int takes, cli *c, odbox_registry **r,
               odbox_migrate_options *o);
 
+/* After a command failed with err on shard only (NULL: any shard of r):
+ * when that was the database's error (ODBOX_EDB: a table or column it
+ * lacks) and a shard's eventlog has no odbox schema, or one older than
+ * this odbox's migrations, err says so instead, and to run odbox migrate
+ * (ODBOX_EMIGRATION, exit 3), the database's message after it. Looked
+ * at only after a failure: an older schema that serves the command is
+ * not refused. */
+void cli_explain_schema(odbox_registry *r, odbox_shard *only, odbox_error *err);
+
 /* The exit code for an ODBOX_E* code. */
 int cli_exit_code(int rc);
 /* Reports err (on stderr; with --json also as a document on stdout) and

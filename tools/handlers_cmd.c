@@ -32,7 +32,9 @@ const char usage_handlers[] =
     "\n"
     "Exit codes: 0 ok; 1 runtime error, also no subscription named NAME or NAME\n"
     "retired (replay); 2 usage or invalid input (no NAME, a TIME that does not\n"
-    "parse or is in the future); 4 cannot connect.\n"
+    "parse or is in the future); 3 the database has no odbox schema, or an older\n"
+    "one: run odbox migrate; 4 cannot connect (also a SQLite file that does not\n"
+    "exist).\n"
     "\n";
 
 /* YYYY-MM-DDTHH:MM:SS[.f{1,6}]Z (a space for the T is taken) to UTC us;
@@ -252,6 +254,8 @@ int cmd_handlers(int argc, char **argv)
         rc = is_retire   ? retire(r, c.args[1], &c, &err)
              : is_replay ? replay(r, c.args[1], since_us, &c, &err)
                          : show(r, shard, (int)live_ms, &c, &err);
+    if (!u && rc != ODBOX_OK)
+        cli_explain_schema(r, shard, &err);
     odbox_registry_free(&r);
     return u ? u : rc == ODBOX_OK ? 0 : cli_fail(&c, &err);
 }

@@ -22,7 +22,8 @@ const char usage_jobs[] =
     "  --json             machine-readable output on stdout\n"
     "\n"
     "Exit codes: 0 ok; 1 runtime error, also a job NAME without a row; 2 usage or\n"
-    "invalid input; 4 cannot connect.\n";
+    "invalid input; 3 the database has no odbox schema, or an older one: run odbox\n"
+    "migrate; 4 cannot connect (also a SQLite file that does not exist).\n";
 
 static json_object *time_json(int64_t us)
 {
@@ -130,6 +131,8 @@ int cmd_jobs(int argc, char **argv)
         odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(r));
         rc = change ? cmd_change(pool, verb, c.args[1], &c, &err) : cmd_list(pool, &c, &err);
     }
+    if (!u && rc != ODBOX_OK)
+        cli_explain_schema(r, odbox_registry_default_shard(r), &err);
     odbox_registry_free(&r);
     return u ? u : rc == ODBOX_OK ? 0 : cli_fail(&c, &err);
 }

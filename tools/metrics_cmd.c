@@ -18,7 +18,9 @@ const char usage_metrics[] =
     "  --shard G.M           one shard (default: every shard of the registry)\n"
     "  --lag-window SECONDS  the delivery lag's window, 1..86400 (default 600)\n"
     "\n"
-    "Exit codes: 0 ok; 1 runtime error; 2 usage or invalid input; 4 cannot connect.\n"
+    "Exit codes: 0 ok; 1 runtime error; 2 usage or invalid input; 3 the database has\n"
+    "no odbox schema, or an older one: run odbox migrate; 4 cannot connect (also a\n"
+    "SQLite file that does not exist).\n"
     "\n";
 
 int cmd_metrics(int argc, char **argv)
@@ -42,6 +44,8 @@ int cmd_metrics(int argc, char **argv)
         odbox_notification_metrics_options mo = {.shard = shard, .lag_window_s = (int)window};
         rc = odbox_notifications_metrics(r, &mo, &st, &n, &err);
     }
+    if (!u && rc != ODBOX_OK)
+        cli_explain_schema(r, shard, &err);
     odbox_registry_free(&r);
     if (u || rc != ODBOX_OK)
         return u ? u : cli_fail(&c, &err);

@@ -34,7 +34,8 @@ const char usage_notifications[] =
     "\n"
     "Exit codes: 0 ok; 1 runtime error, also requeue --id of no FAILED or EXPIRED\n"
     "notification; 2 usage or invalid input (a bad state or id, --handler with\n"
-    "--id); 4 cannot connect.\n"
+    "--id); 3 the database has no odbox schema, or an older one: run odbox migrate;\n"
+    "4 cannot connect (also a SQLite file that does not exist).\n"
     "\n";
 
 typedef struct nopts {
@@ -181,6 +182,8 @@ int cmd_notifications(int argc, char **argv)
              : limit    ? show_rows(r, &f, (size_t)limit, &c, &err)
                         : show_counts(r, &f, &c, &err);
     }
+    if (!u && rc != ODBOX_OK)
+        cli_explain_schema(r, shard, &err);
     odbox_registry_free(&r);
     return u ? u : rc == ODBOX_OK ? 0 : cli_fail_with(&c, &err, done);
 }

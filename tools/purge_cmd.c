@@ -25,7 +25,8 @@ const char usage_purge[] =
     "  --shard G.M            one shard (default: every shard of the registry)\n"
     "\n"
     "Exit codes: 0 ok; 1 runtime error (what was removed before it is printed);\n"
-    "2 usage or invalid input; 4 cannot connect.\n"
+    "2 usage or invalid input; 3 the database has no odbox schema, or an older one:\n"
+    "run odbox migrate; 4 cannot connect (also a SQLite file that does not exist).\n"
     "\n";
 
 /* The per-shard counts as a JSON array. */
@@ -102,6 +103,8 @@ int cmd_purge(int argc, char **argv)
         json_object_object_add(done, "shards", shards_json(res, n));
     }
     odbox_purge_results_free(&res);
+    if (!u && rc != ODBOX_OK)
+        cli_explain_schema(r, shard, &err);
     odbox_registry_free(&r);
     return u ? u : rc == ODBOX_OK ? 0 : cli_fail_with(&c, &err, done);
 }
