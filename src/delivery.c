@@ -336,6 +336,7 @@ void odbox_delivery_free(odbox_delivery **dp)
         return;
     stop_executions(*dp);
     odbox_handoff_give_back(*dp);
+    odbox_subs_leave(*dp);
     delivery_destroy(*dp);
     *dp = NULL;
 }

@@ -328,6 +328,11 @@ void odbox_subs_process_id(odbox_delivery *d);
  * after closing is set. */
 int odbox_subs_start_beat(odbox_delivery *d, odbox_error *err);
 void odbox_subs_stop_beat(odbox_delivery *d);
+/* A clean stop: stops the heartbeat and removes this process's rows of
+ * subscription_processes where it recorded them (a failure is logged:
+ * they then age out), so that it is no longer listed live. After the
+ * rounds have stopped. */
+void odbox_subs_leave(odbox_delivery *d);
 
 /* Records message as the last error of handler (an index into d's
  * handlers) on ds's eventlog, on c, unless one was recorded there less

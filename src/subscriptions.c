@@ -272,6 +272,57 @@ int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error 
     return ODBOX_OK;
 }
 
+/* This process's rows on a shard where it recorded them: by the key, as
+ * the heartbeat updates them. A row is this process's alone (its id has
+ * a random tail), so no other process, of this version or an older one,
+ * loses a row; an older odbox reads a missing row as no live process, as
+ * after a purge. */
+static int leave_shard(odbox_delivery *d, odbox_dshard *ds, odbox_error *err)
+{
+    odbox_pool *pool = odbox_shard_primary(ds->shard);
+    odbox_conn *c = NULL;
+    int rc = odbox_pool_acquire(pool, &c, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    char procs[ODBOX_NAME_MAX * 2 + 32];
+    table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "DELETE FROM ", procs, " WHERE name IN (", (char *)NULL);
+    odbox_buf_list(&b, "?", d->h->n);
+    odbox_buf_append(&b, ") AND process = ?");
+    const char **args = malloc((d->h->n + 1) * sizeof *args);
+    if (!args) {
+        free(odbox_buf_take(&b));
+        odbox_pool_release(pool, &c);
+        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < d->h->n; i++)
+        args[i] = d->h->v[i].name;
+    args[d->h->n] = d->process;
+    rc = exec(c, odbox_buf_take(&b), args, d->h->n + 1, NULL, err);
+    free(args);
+    odbox_pool_release(pool, &c);
+    return rc;
+}
+
+void odbox_subs_leave(odbox_delivery *d)
+{
+    odbox_subs_stop_beat(d); /* it would write them again */
+    for (size_t i = 0; i < d->nshards; i++) {
+        odbox_dshard *ds = &d->shards[i];
+        pthread_mutex_lock(&d->mu);
+        /* a shard whose last beat failed is not answering: its rows age out */
+        int beating = ds->subs_registered && ds->subs_beat_us;
+        pthread_mutex_unlock(&d->mu);
+        odbox_error e = {0};
+        if (beating && leave_shard(d, ds, &e) != ODBOX_OK)
+            odbox_log(ODBOX_LOG_WARN,
+                      "delivery free: this process's heartbeat rows on shard %d.%d stay (%s): odbox handlers shows "
+                      "it live until they are older than its live window",
+                      ds->id.group, ds->id.member, e.message);
+    }
+}
+
 int odbox_delivery_register(odbox_delivery *d, odbox_error *err)
 {
     if (!d)

@@ -172,7 +172,7 @@ START_TEST(a_subscription_outlives_its_process)
     fanout(&x, x.d, 1);
     ck_assert_int_eq(rows_of(&x, 1, "b", "PENDING"), 2);
     ck_assert_int_eq(ncol_int(&x.f, 1, ids[0], "b", "attempts"), 0);
-    /* listed with its process until the window passes */
+    /* listed, without its process: B stopped cleanly */
     odbox_subscription *s = NULL;
     size_t n = 0;
     ck_assert_msg(odbox_subscriptions_list(x.f.r, hx_shard(&x, 1), 0, &s, &n, &e) == ODBOX_OK, "%s", e.message);
@@ -181,17 +181,65 @@ START_TEST(a_subscription_outlives_its_process)
     ck_assert_str_eq(s[1].name, "b");
     ck_assert_int_eq(s[1].ntypes, 1);
     ck_assert_str_eq(s[1].types[0], EV_A.name);
-    ck_assert_int_eq(s[1].nprocesses, 1);
-    ck_assert_int_eq(s[0].nprocesses, 2);
+    ck_assert_int_eq(s[1].nprocesses, 0);
+    ck_assert_int_eq(s[0].nprocesses, 1);
     ck_assert_int_eq(s[1].retired_us, 0);
     ck_assert_int_gt(s[1].created_us, 0);
     odbox_subscriptions_free(&s, n);
-    usleep(1100 * 1000);
-    ck_assert_msg(odbox_subscriptions_list(x.f.r, hx_shard(&x, 1), 1000, &s, &n, &e) == ODBOX_OK, "%s",
+    hx_close(&x);
+}
+END_TEST
+
+/* The live processes of subscription "a" on shard 0 within live_ms. */
+static size_t live_of_a(hx *x, int live_ms)
+{
+    odbox_subscription *s = NULL;
+    size_t n = 0, live = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, 0), live_ms, &s, &n, &e) == ODBOX_OK, "%s",
                   e.message);
-    ck_assert_int_eq(n, 2);
-    ck_assert_int_eq(s[1].nprocesses, 0);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s[i].name, "a"))
+            live = s[i].nprocesses;
     odbox_subscriptions_free(&s, n);
+    return live;
+}
+
+/* A process that stops cleanly (odbox_delivery_free) removes its own rows
+ * of subscription_processes: odbox handlers no longer shows it live.
+ * Before, it was shown live until --live-ms passed. One that stops
+ * without a free (killed: here, registered and never beating again) and
+ * an older odbox's process (a row written as it writes them) stay live
+ * until their heartbeat ages out; the free touches no row of theirs. */
+START_TEST(a_clean_stop_is_no_longer_live)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh a1, a2;
+    hbeh_init(&a1, &x.rec, NULL), hbeh_init(&a2, &x.rec, NULL);
+    odbox_handlers *hk = handlers_of(1, (const char *[]){"a"}, (const char *[]){EV_A.name}, (hbeh *[]){&a1});
+    odbox_handlers *hc = handlers_of(1, (const char *[]){"a"}, (const char *[]){EV_A.name}, (hbeh *[]){&a2});
+    odbox_delivery *killed = other(&x, hk), *clean = other(&x, hc);
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_register(killed, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_delivery_register(clean, &e) == ODBOX_OK, "%s", e.message);
+    odbox_stmt *st = NULL;
+    char sql[512];
+    const odbox_dialect *dl = odbox_conn_dialect(x.f.c[0]);
+    snprintf(sql, sizeof sql, "INSERT INTO %s (name, process, last_seen) VALUES ('a', 'old:1:version', %s)",
+             itest_evt(x.f.ev[0], "subscription_processes"), dl->now_sql);
+    ck_assert_msg(odbox_stmt_prepare(x.f.c[0], sql, &st, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_stmt_execute(st, &e) == ODBOX_OK, "%s", e.message);
+    odbox_stmt_free(&st);
+    ck_assert_int_eq(live_of_a(&x, 0), 3);
+    odbox_delivery_free(&clean);
+    ck_assert_int_eq(live_of_a(&x, 0), 2);
+    usleep(1100 * 1000);
+    ck_assert_int_eq(live_of_a(&x, 1000), 0);
+    ck_assert_int_eq(live_of_a(&x, 0), 2);
+    odbox_delivery_free(&killed);
+    odbox_handlers_free(&hk);
+    odbox_handlers_free(&hc);
     hx_close(&x);
 }
 END_TEST
@@ -552,11 +600,11 @@ START_TEST(a_purge_removes_the_processes_long_gone)
     hbeh_init(&a1, &x.rec, NULL), hbeh_init(&b1, &x.rec, NULL), hbeh_init(&a2, &x.rec, NULL);
     odbox_handlers *hg = handlers_of(2, (const char *[]){"a", "b"}, (const char *[]){EV_A.name, EV_B.name},
                                      (hbeh *[]){&a1, &b1});
+    /* registered, and then beats no more, as a process killed: freed at the
+     * end (a clean stop removes its rows) */
     odbox_delivery *gone = other(&x, hg);
     odbox_error e = {0};
     ck_assert_msg(odbox_delivery_register(gone, &e) == ODBOX_OK, "%s", e.message);
-    odbox_delivery_free(&gone);
-    odbox_handlers_free(&hg);
     hx_deliver(&x, handlers_of(1, (const char *[]){"a"}, (const char *[]){EV_A.name}, (hbeh *[]){&a2}), NULL);
     ck_assert_msg(odbox_delivery_register(x.d, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(processes(&x), 3);
@@ -586,6 +634,8 @@ START_TEST(a_purge_removes_the_processes_long_gone)
     ck_assert_int_eq(processes(&x), 0);
     ck_assert_msg(odbox_delivery_register(x.d, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_int_eq(processes(&x), 1);
+    odbox_delivery_free(&gone);
+    odbox_handlers_free(&hg);
     hx_close(&x);
 }
 END_TEST
@@ -748,6 +798,7 @@ Suite *subscriptions_suite(void)
     tcase_add_test(tc, a_rolling_deploy_reaches_every_subscription);
     tcase_add_test(tc, a_process_takes_only_the_types_its_handler_declares);
     tcase_add_test(tc, a_subscription_outlives_its_process);
+    tcase_add_test(tc, a_clean_stop_is_no_longer_live);
     tcase_add_test(tc, a_relay_publishes_a_rounds_rows_at_once);
     tcase_add_test(tc, a_failed_call_is_its_subscriptions_last_error);
     tcase_add_test(tc, a_last_error_in_another_encoding_is_kept_as_utf8);
