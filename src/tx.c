@@ -222,6 +222,14 @@ static int check_emit(const odbox_tx *tx, const char *model_type, const char *mo
 int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,
                   json_object *payload, odbox_error *err)
 {
+    return odbox_tx_emit_after(tx, model_type, model_id, et, payload, 0, err);
+}
+
+int odbox_tx_emit_after(odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,
+                        json_object *payload, int64_t deliver_after_us, odbox_error *err)
+{
+    if (deliver_after_us < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "tx emit: deliver_after %lld is negative", (long long)deliver_after_us);
     int rc = check_emit(tx, model_type, model_id, et, payload, err);
     if (rc == ODBOX_OK && tx->replayed)
         return odbox_fail(err, ODBOX_ESTATE, "tx emit: the transaction replays idempotency key '%.80s', which "
@@ -238,7 +246,7 @@ int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, co
         tx->events = g;
         tx->cap = cap;
     }
-    staged_event ev = {.et = et, .shard = tx->shard};
+    staged_event ev = {.et = et, .shard = tx->shard, .deliver_after_us = deliver_after_us};
     ev.model_id = strdup(model_id);
     ev.model_type = strdup(model_type);
     ev.payload = strdup(json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN));

@@ -117,6 +117,13 @@ odbox_shard_id odbox_tx_shard(const odbox_tx *tx);
 int odbox_tx_emit(odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,
                   json_object *payload, odbox_error *err);
 
+/* As odbox_tx_emit, delivered no earlier than deliver_after_us (UTC
+ * microseconds; 0: at once), as odbox_plan_emit_after: written to
+ * events.deliver_after, and the fan-out makes its notifications due then.
+ * A negative time is ODBOX_EINVAL (the transaction unchanged). */
+int odbox_tx_emit_after(odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,
+                        json_object *payload, int64_t deliver_after_us, odbox_error *err);
+
 /* Writes the events (or the sentinel row), commits, runs the executor's
  * commit listeners and wakes other processes' delivery, returns the
  * connection to its pool, frees the transaction and sets *tx to NULL,

@@ -80,6 +80,31 @@ START_TEST(rows_and_events_land_together_on_commit)
 }
 END_TEST
 
+/* A delayed event in the caller's own transaction, as odbox_plan_emit_after
+ * for actions: its deliver_after is written, the other event's is not; a
+ * negative time is refused and leaves the transaction unchanged. */
+START_TEST(a_delayed_event_carries_its_deliver_after)
+{
+    txf o;
+    txf_open(&o);
+    odbox_tx *tx = txf_begin(&o, NULL);
+    txf_insert_row(&o, tx, "o-1", 10);
+    odbox_error e;
+    json_object *payload = json_tokener_parse("{\"amount\":10}");
+    int64_t at = dfx_now_us() + INT64_C(3600) * 1000000;
+    ck_assert_int_eq(odbox_tx_emit_after(tx, "Order", "o-1", &PAID, payload, -1, &e), ODBOX_EINVAL);
+    ck_assert_msg(odbox_tx_emit_after(tx, "Order", "o-1", &PAID, payload, at, &e) == ODBOX_OK, "%s", e.message);
+    txf_emit(tx, "o-1", "{\"amount\":11}");
+    json_object_put(payload);
+    ck_assert_msg(odbox_tx_commit(&tx, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(txf_events(&o), 2);
+    const char *events = itest_evt(o.f.ev[0], "events");
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE deliver_after IS NOT NULL", events), 1);
+    ck_assert_int_eq(itest_count(o.f.c[0], "SELECT COUNT(*) FROM %s WHERE deliver_after IS NULL", events), 1);
+    txf_close(&o);
+}
+END_TEST
+
 START_TEST(rollback_and_failed_statement_write_nothing)
 {
     txf o;
@@ -675,6 +700,7 @@ Suite *owntx_suite(void)
     TCase *t = tcase_create("owntx");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, rows_and_events_land_together_on_commit);
+    tcase_add_test(t, a_delayed_event_carries_its_deliver_after);
     tcase_add_test(t, a_key_off_the_default_shard_is_refused);
     tcase_add_test(t, rollback_and_failed_statement_write_nothing);
     tcase_add_test(t, a_transaction_ended_by_the_caller_is_refused);
