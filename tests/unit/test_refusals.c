@@ -343,6 +343,225 @@ START_TEST(configurations_refuse_bad_input)
 }
 END_TEST
 
+/* Calls the audit of the public surface found untested on bad input:
+ * each refusal names the call and what was missing, and writes nothing. */
+START_TEST(model_setters_and_plans_refuse_bad_input)
+{
+    static const odbox_column cols[] = {{"label", ODBOX_TYPE_TEXT, 0, 0}, {"doc", ODBOX_TYPE_JSON, 1, 0}};
+    static const odbox_model_type SET_T = {"Set", "sets", ODBOX_KIND_MODEL, cols, 2};
+    odbox_model *m = NULL;
+    odbox_error e;
+    ck_assert_int_eq(odbox_model_new(&SET_T, ID, &m, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_model_set_text(m, "label", "x", &e), ODBOX_OK);
+    odbox_value v = {.type = ODBOX_TYPE_INT64, .i = 3};
+    assert_refused(odbox_model_set(NULL, "label", &v, &e_), ODBOX_EINVAL, "model is NULL");
+    assert_refused(odbox_model_set(m, "label", &v, &e_), ODBOX_EINVAL, "column label does not take a value of type");
+    assert_refused(odbox_model_set(m, "label", NULL, &e_), ODBOX_EINVAL, "model Set: column label is NOT NULL");
+    assert_refused(odbox_model_set_int64(NULL, "label", 3, &e_), ODBOX_EINVAL, "model is NULL");
+    assert_refused(odbox_model_set_int64(m, "label", 3, &e_), ODBOX_EINVAL, "does not take a value of type");
+    assert_refused(odbox_model_set_bool(m, "colour", 1, &e_), ODBOX_EINVAL, "model Set has no column 'colour'");
+    assert_refused(odbox_model_set_bool(m, "label", 1, &e_), ODBOX_EINVAL, "does not take a value of type");
+    assert_refused(odbox_model_set_json(m, "doc", "{\"a\": ", &e_), ODBOX_EINVAL, "column doc: invalid JSON");
+    assert_refused(odbox_model_set_json(m, "doc", "null", &e_), ODBOX_EINVAL, "column doc: invalid JSON");
+    assert_refused(odbox_model_set_json(m, "label", "{}", &e_), ODBOX_EINVAL, "does not take a value of type");
+    ck_assert(!odbox_model_is_null(NULL, "label"));
+    ck_assert(odbox_model_is_null(m, "doc"));
+    const char *text = NULL;
+    ck_assert_int_eq(odbox_model_get_text(m, "label", &text, &e), ODBOX_OK);
+    ck_assert_str_eq(text, "x");
+
+    assert_refused(odbox_model_new_in_shard(&SET_T, (odbox_shard_id){0, 0}, NULL, &e_), ODBOX_EINVAL, "out is NULL");
+    char u[ODBOX_UUID_LEN + 1] = "kept";
+    assert_refused(odbox_uuid_v7_sharded((odbox_shard_id){-1, 0}, u, &e_), ODBOX_EINVAL, "uuid: shard -1.0 is out");
+    ck_assert_str_eq(u, "");
+
+    /* plans: a NULL plan, model or event type, a negative delay */
+    static const odbox_event_type ET = {"SetMade"};
+    int64_t next = 7;
+    assert_refused(odbox_plan_add(NULL, m, &e_), ODBOX_EINVAL, "plan add: plan or model is NULL");
+    assert_refused(odbox_plan_update(NULL, m, &next, &e_), ODBOX_EINVAL, "plan update: plan or model is NULL");
+    ck_assert_int_eq(next, 7);
+    json_object *payload = json_object_new_object();
+    assert_refused(odbox_plan_emit(NULL, m, &ET, payload, &e_), ODBOX_EINVAL,
+                   "emit: plan, model or event type is NULL");
+    assert_refused(odbox_plan_emit_after(NULL, m, &ET, payload, -1, &e_), ODBOX_EINVAL,
+                   "emit: deliver_after -1 is negative");
+    /* with no plan, the result given is released, not leaked */
+    odbox_plan_set_result(NULL, payload);
+    odbox_model_free(&m);
+}
+END_TEST
+
+START_TEST(handles_refuse_null)
+{
+    odbox_error e;
+    int64_t one = 1;
+    assert_refused(odbox_conn_rollback(NULL, &e_), ODBOX_EINVAL, "rollback: connection is NULL");
+    assert_refused(odbox_stmt_bind_double(NULL, 1, 0.5, &e_), ODBOX_EINVAL, "bind: statement is NULL");
+    assert_refused(odbox_stmt_bind_double(NULL, 1, NAN, &e_), ODBOX_EINVAL, "not a finite number");
+    assert_refused(odbox_stmt_bind_uuid(NULL, 1, ID, &e_), ODBOX_EINVAL, "bind: statement is NULL");
+    assert_refused(odbox_stmt_bind_uuid(NULL, 1, "0192f0c1", &e_), ODBOX_EINVAL, "parameter 1 is not a UUID");
+    ck_assert_int_eq(odbox_stmt_column_count(NULL), 0);
+    ck_assert_int_eq(odbox_stmt_column_index(NULL, "x"), 0);
+    odbox_stmt_clear_binds(NULL);
+    odbox_model *m = NULL;
+    ck_assert_int_eq(odbox_model_new(&REF_T, ID, &m, &e), ODBOX_OK);
+    assert_refused(odbox_repo_update(NULL, &REF_T, &m, 1, one, &e_), ODBOX_EINVAL,
+                   "update: connection, type or models missing");
+    odbox_model_free(&m);
+    ck_assert(!odbox_name_is_valid(NULL));
+    ck_assert(!odbox_name_is_valid(""));
+
+    odbox_pool *p = NULL;
+    ck_assert_int_eq(odbox_pool_open(NOWHERE, NULL, &p, &e), ODBOX_OK);
+    assert_refused(odbox_jobs_run_now(NULL, "sweep", &e_), ODBOX_EINVAL, "jobs run now: pool is NULL");
+    assert_refused(odbox_jobs_run_now(p, "", &e_), ODBOX_EINVAL, "name");
+    assert_refused(odbox_jobs_run_now(p, NULL, &e_), ODBOX_EINVAL, "name");
+    odbox_pool_free(&p);
+
+    odbox_registry *r = NULL;
+    ck_assert_int_eq(odbox_registry_open_dsn(NOWHERE, &r, &e), ODBOX_OK);
+    odbox_requeue_result res = {7, 7};
+    assert_refused(odbox_notifications_requeue_run(NULL, NULL, &res, &e_), ODBOX_EINVAL,
+                   "notifications: registry is NULL");
+    ck_assert(res.moved == 0 && res.in_flight == 0);
+    odbox_requeue_spec bad_state = {.state = "PENDING"};
+    assert_refused(odbox_notifications_requeue_run(r, &bad_state, &res, &e_), ODBOX_EINVAL, "PENDING");
+    odbox_requeue_spec bad_id = {.id = "0192f0c1"};
+    assert_refused(odbox_notifications_requeue_run(r, &bad_id, &res, &e_), ODBOX_EINVAL,
+                   "'0192f0c1' is not a notification id");
+    odbox_requeue_spec both = {.id = ID, .handler = "audit"};
+    assert_refused(odbox_notifications_requeue_run(r, &both, &res, &e_), ODBOX_EINVAL, "not both");
+
+    odbox_registry_free(&r);
+}
+END_TEST
+
+/* The rest of the surface with a NULL handle: calls that can fail refuse
+ * it with EINVAL naming what is NULL; accessors answer their documented
+ * nothing (NULL, 0) and frees do nothing, rather than crash. */
+START_TEST(null_handles_everywhere_else)
+{
+    odbox_error e;
+    odbox_registry *r = NULL;
+    ck_assert_int_eq(odbox_registry_open_dsn(NOWHERE, &r, &e), ODBOX_OK);
+    odbox_shard *s0 = odbox_registry_default_shard(r);
+    ck_assert_ptr_nonnull(s0);
+    odbox_registry *none = (odbox_registry *)1;
+    assert_refused(odbox_registry_open_dsn(NULL, &none, &e_), ODBOX_EINVAL, "registry: shard 0.0 has no primary DSN");
+    ck_assert_ptr_null(none);
+    assert_refused(odbox_registry_open_dsn(NOWHERE, NULL, &e_), ODBOX_EINVAL, "registry: out is NULL");
+    ck_assert_ptr_null(odbox_registry_default_shard(NULL));
+    ck_assert_ptr_null(odbox_registry_shard_at(NULL, 0));
+    ck_assert_ptr_null(odbox_registry_shard_at(r, 1));
+
+    assert_refused(odbox_conn_lock(NULL, "k", 0, &e_), ODBOX_EINVAL, "lock: connection or key missing");
+    ck_assert_int_eq(odbox_conn_is_dead(NULL), 1);
+    odbox_conn_close(NULL);
+    ck_assert_ptr_null(odbox_conn_dialect(NULL));
+    ck_assert_int_eq(odbox_conn_in_transaction(NULL), 0);
+    ck_assert_str_eq(odbox_conn_server_name(NULL), "");
+    ck_assert_str_eq(odbox_conn_server_version(NULL), "");
+    ck_assert_ptr_null(odbox_pool_dialect(NULL));
+    odbox_pool_release(NULL, NULL);
+    odbox_pool_discard(NULL, NULL);
+    ck_assert_int_eq(odbox_stmt_rows_affected(NULL), -1);
+    odbox_stmt_free(NULL);
+
+    odbox_delivery_round rd;
+    char *text = (char *)1;
+    assert_refused(odbox_delivery_fanout_round(NULL, s0, &rd, &e_), ODBOX_EINVAL,
+                   "delivery round: delivery or shard is NULL");
+    assert_refused(odbox_delivery_prometheus(NULL, NULL, &text, &e_), ODBOX_EINVAL,
+                   "delivery metrics: delivery or out is NULL");
+    ck_assert_ptr_null(text);
+    ck_assert_ptr_null(odbox_delivery_job_name(NULL, ODBOX_DELIVERY_FANOUT));
+    odbox_delivery_metrics_clear(NULL);
+
+    static const odbox_event_type ET = {"Made"};
+    static const odbox_action A = {"act", NULL, NULL};
+    odbox_result res;
+    memset(&res, 0, sizeof res);
+    assert_refused(odbox_execute(NULL, &A, NULL, NULL, &res, &e_), ODBOX_EINVAL,
+                   "execute: executor or action is NULL");
+    assert_refused(odbox_executor_register_event(NULL, &ET, &e_), ODBOX_EINVAL,
+                   "register event: executor or event type is NULL");
+    odbox_executor *exe = NULL;
+    ck_assert_int_eq(odbox_executor_open("com.example", r, NULL, &exe, &e), ODBOX_OK);
+    static const odbox_event_type BAD = {"not a name"};
+    assert_refused(odbox_executor_register_event(exe, &BAD, &e_), ODBOX_EINVAL, "not a name");
+    assert_refused(odbox_executor_register_event(exe, NULL, &e_), ODBOX_EINVAL,
+                   "register event: executor or event type is NULL");
+    odbox_executor_set_hook(NULL, NULL, NULL);
+    odbox_executor_claim_keys_first(NULL, 1);
+    odbox_executor_free(&exe);
+    odbox_executor_free(NULL);
+    odbox_result_clear(NULL);
+    odbox_error_clear(NULL);
+    ck_assert_ptr_null(odbox_context_registry(NULL));
+    ck_assert_ptr_null(odbox_context_action_id(NULL));
+    ck_assert_int_eq(odbox_context_attempt(NULL), -1);
+
+    ck_assert_uint_eq(odbox_handlers_count(NULL), 0);
+    assert_refused(odbox_jobs_add(NULL, &(odbox_job){.name = "x"}, &e_), ODBOX_EINVAL,
+                   "jobs add: registry or job is NULL");
+    assert_refused(odbox_manual_clock_new(0, NULL, &e_), ODBOX_EINVAL, "manual clock: out is NULL");
+    odbox_manual_clock_set(NULL, 1);
+    odbox_manual_clock_advance(NULL, 1);
+    ck_assert(odbox_clock_now_us(NULL) > 0);
+    ck_assert(odbox_job_context_now_us(NULL) > 0);
+
+    char u[ODBOX_UUID_LEN + 1];
+    assert_refused(odbox_uuid_v7_sharded_at((odbox_shard_id){0, 0}, 1000, NULL, &e_), ODBOX_EINVAL,
+                   "uuid: out is NULL");
+    assert_refused(odbox_uuid_v7_sharded_at((odbox_shard_id){0, 64}, 1000, u, &e_), ODBOX_EINVAL, "out of range");
+
+    ck_assert_ptr_null(odbox_model_copy(NULL));
+    ck_assert_ptr_null(odbox_model_id(NULL));
+    ck_assert_ptr_null(odbox_model_get_type(NULL));
+    ck_assert_ptr_null(odbox_model_state(NULL));
+    ck_assert_int_eq(odbox_model_version(NULL), 0);
+    ck_assert_int_eq(odbox_model_created(NULL), 0);
+    ck_assert_int_eq(odbox_model_updated(NULL), 0);
+    odbox_model_free(NULL);
+    odbox_models_free(NULL);
+    ck_assert_int_eq(odbox_relay_published(NULL), 0);
+    ck_assert_int_eq(odbox_relay_failed(NULL), 0);
+    odbox_relay_free(NULL);
+    odbox_notification_stats_free(NULL, 3);
+    odbox_notification_rows_free(NULL, 3);
+    odbox_subscriptions_free(NULL, 3);
+    odbox_purge_results_free(NULL);
+    ck_assert_ptr_null(odbox_sql_rows(0, NULL, 1));
+    ck_assert_ptr_null(odbox_dialect_detect(NULL, NULL));
+    ck_assert_ptr_nonnull(odbox_strerror(12345));
+    ck_assert_ptr_nonnull(odbox_errname(12345));
+    /* transactions of one's own: refused before any connection */
+    static const odbox_event_type PAID = {"Paid"};
+    odbox_tx *tx = (odbox_tx *)1;
+    assert_refused(odbox_tx_begin(NULL, (odbox_shard_id){0, 0}, NULL, &tx, &e_), ODBOX_EINVAL,
+                   "tx begin: executor is NULL");
+    ck_assert_ptr_null(tx);
+    json_object *pl = json_object_new_object();
+    assert_refused(odbox_tx_emit(NULL, "Order", "1", &PAID, pl, &e_), ODBOX_EINVAL, "tx emit: tx is NULL");
+    json_object_put(pl);
+    assert_refused(odbox_tx_commit(&tx, &e_), ODBOX_EINVAL, "tx commit: the transaction is NULL");
+    odbox_tx_rollback(&tx);
+    /* a NULL err is allowed: the code alone comes back */
+    ck_assert_int_eq(odbox_tx_commit(NULL, NULL), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_conn_rollback(NULL, NULL), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_plan_add(NULL, NULL, NULL), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_model_set_int64(NULL, "n", 1, NULL), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_uuid_v7_sharded((odbox_shard_id){0, 64}, u, NULL), ODBOX_EINVAL);
+    ck_assert_ptr_null(odbox_tx_action_id(NULL));
+    ck_assert_ptr_null(odbox_tx_conn(NULL));
+    ck_assert_int_eq(odbox_tx_replayed(NULL), 0);
+    ck_assert_int_eq(odbox_lock_is_held(NULL), 0);
+    odbox_registry_free(&r);
+    odbox_registry_free(NULL);
+}
+END_TEST
+
 Suite *refusals_suite(void)
 {
     Suite *s = suite_create("refusals");
@@ -354,6 +573,9 @@ Suite *refusals_suite(void)
     tcase_add_test(t, reads_refuse_bad_input_before_connecting);
     tcase_add_test(t, operations_refuse_bad_input_before_connecting);
     tcase_add_test(t, configurations_refuse_bad_input);
+    tcase_add_test(t, model_setters_and_plans_refuse_bad_input);
+    tcase_add_test(t, handles_refuse_null);
+    tcase_add_test(t, null_handles_everywhere_else);
     suite_add_tcase(s, t);
     return s;
 }
