@@ -123,6 +123,10 @@ int odbox_model_new_in_shard(const odbox_model_type *t, odbox_shard_id shard, od
                              odbox_error *err)
 {
     char id[ODBOX_UUID_LEN + 1];
+    /* emptied before the shard is checked: refused for its shard, as for
+     * anything else, the caller holds no stale pointer to free */
+    if (out)
+        *out = NULL;
     int rc = odbox_uuid_v7_sharded(shard, id, err);
     return rc == ODBOX_OK ? model_init(t, id, out, err) : rc;
 }

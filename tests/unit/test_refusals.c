@@ -370,6 +370,12 @@ START_TEST(model_setters_and_plans_refuse_bad_input)
     ck_assert_int_eq(odbox_model_get_text(m, "label", &text, &e), ODBOX_OK);
     ck_assert_str_eq(text, "x");
 
+    /* a shard out of range: nothing made, and the output emptied as every
+     * refused constructor empties it (a caller freeing it frees nothing) */
+    odbox_model *made = (odbox_model *)1;
+    assert_refused(odbox_model_new_in_shard(&SET_T, (odbox_shard_id){ODBOX_SHARD_GROUP_MAX + 1, 0}, &made, &e_),
+                   ODBOX_EINVAL, "uuid: shard 256.0 is out of range");
+    ck_assert_ptr_null(made);
     assert_refused(odbox_model_new_in_shard(&SET_T, (odbox_shard_id){0, 0}, NULL, &e_), ODBOX_EINVAL, "out is NULL");
     char u[ODBOX_UUID_LEN + 1] = "kept";
     assert_refused(odbox_uuid_v7_sharded((odbox_shard_id){-1, 0}, u, &e_), ODBOX_EINVAL, "uuid: shard -1.0 is out");
