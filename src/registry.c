@@ -264,13 +264,16 @@ void odbox_registry_never_create(odbox_registry *r)
     }
 }
 
-odbox_shard_id odbox_shard_get_id(const odbox_shard *s) { return s->id; }
-const char *odbox_shard_eventlog(const odbox_shard *s) { return s->eventlog; }
-odbox_pool *odbox_shard_primary(const odbox_shard *s) { return s->primary; }
-odbox_pool *odbox_shard_replica(const odbox_shard *s) { return s->replica ? s->replica : s->primary; }
+/* A NULL shard (odbox_registry_shard of an id no shard has) answers
+ * nothing, like the registry's own lookups, rather than crash: -1.-1 (no
+ * shard's id), NULL, 0. */
+odbox_shard_id odbox_shard_get_id(const odbox_shard *s) { return s ? s->id : (odbox_shard_id){-1, -1}; }
+const char *odbox_shard_eventlog(const odbox_shard *s) { return s ? s->eventlog : NULL; }
+odbox_pool *odbox_shard_primary(const odbox_shard *s) { return s ? s->primary : NULL; }
+odbox_pool *odbox_shard_replica(const odbox_shard *s) { return !s ? NULL : s->replica ? s->replica : s->primary; }
 odbox_pool *odbox_shard_lock_pool(const odbox_shard *s) { return s->locks; }
-int odbox_shard_has_replica(const odbox_shard *s) { return s->replica != NULL; }
-const char *odbox_shard_primary_redacted(const odbox_shard *s) { return s->primary_redacted; }
+int odbox_shard_has_replica(const odbox_shard *s) { return s && s->replica != NULL; }
+const char *odbox_shard_primary_redacted(const odbox_shard *s) { return s ? s->primary_redacted : NULL; }
 
 int odbox_shard_is_verified(odbox_shard *s, const void *what)
 {

@@ -83,6 +83,7 @@ odbox_shard *odbox_registry_default_shard(const odbox_registry *r);
 /* The shard id names when registered, else the default shard. */
 odbox_shard *odbox_registry_effective_shard(const odbox_registry *r, odbox_shard_id id);
 
+/* The shard accessors take a NULL shard: -1.-1, NULL or 0. */
 odbox_shard_id odbox_shard_get_id(const odbox_shard *s);
 const char *odbox_shard_eventlog(const odbox_shard *s);
 odbox_pool *odbox_shard_primary(const odbox_shard *s);

@@ -439,6 +439,22 @@ START_TEST(handles_refuse_null)
     odbox_requeue_spec both = {.id = ID, .handler = "audit"};
     assert_refused(odbox_notifications_requeue_run(r, &both, &res, &e_), ODBOX_EINVAL, "not both");
 
+    /* a shard id no shard has: lookups answer NULL, and the shard's
+     * accessors take that NULL rather than crash */
+    odbox_shard_id far = {9, 9};
+    odbox_shard *none = odbox_registry_shard(r, far);
+    ck_assert_ptr_null(none);
+    ck_assert_ptr_null(odbox_registry_shard(NULL, far));
+    ck_assert_ptr_null(odbox_registry_shard_for_id(NULL, ID));
+    ck_assert_ptr_eq(odbox_registry_shard_for_id(r, "0192f0c1"), odbox_registry_default_shard(r));
+    ck_assert_ptr_null(odbox_registry_effective_shard(NULL, far));
+    ck_assert_uint_eq(odbox_registry_shard_count(NULL), 0);
+    ck_assert_ptr_null(odbox_shard_eventlog(none));
+    ck_assert_ptr_null(odbox_shard_primary(none));
+    ck_assert_ptr_null(odbox_shard_replica(none));
+    ck_assert_ptr_null(odbox_shard_primary_redacted(none));
+    ck_assert_int_eq(odbox_shard_has_replica(none), 0);
+    ck_assert(odbox_shard_get_id(none).group == -1 && odbox_shard_get_id(none).member == -1);
     odbox_registry_free(&r);
 }
 END_TEST
