@@ -67,6 +67,8 @@ static int dotted_name(const char *s)
 
 void odbox_exec_config_default(odbox_exec_config *cfg)
 {
+    if (!cfg) /* nothing to fill: like odbox_error_clear and odbox_result_clear */
+        return;
     memset(cfg, 0, sizeof *cfg);
     cfg->retries[0] = (odbox_retry_rule){ODBOX_ESTALE, 1, 100};
     cfg->nretries = 1;

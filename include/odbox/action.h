@@ -108,7 +108,7 @@ typedef struct odbox_exec_config {
     int allow_cross_shard;   /* else a plan touching several shards is refused */
 } odbox_exec_config;
 
-/* Defaults: ODBOX_ESTALE -> 1 retry after 100 ms; no cross-shard. */
+/* Defaults: ODBOX_ESTALE -> 1 retry after 100 ms; no cross-shard. NULL-safe. */
 void odbox_exec_config_default(odbox_exec_config *cfg);
 
 /* ---- results -------------------------------------------------------------- */

@@ -519,6 +519,7 @@ START_TEST(null_handles_everywhere_else)
     odbox_executor_free(&exe);
     odbox_executor_free(NULL);
     odbox_result_clear(NULL);
+    odbox_exec_config_default(NULL);
     odbox_error_clear(NULL);
     ck_assert_ptr_null(odbox_context_registry(NULL));
     ck_assert_ptr_null(odbox_context_action_id(NULL));
