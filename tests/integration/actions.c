@@ -337,3 +337,14 @@ int record_hook(void *ud, odbox_hook_point at, odbox_shard_id shard, odbox_conn 
         return h->fail_code;
     return 0;
 }
+
+const char *nested_json(char *buf, int depth)
+{
+    char *p = buf + sprintf(buf, "{\"a\": ");
+    for (int i = 1; i < depth; i++)
+        *p++ = '[';
+    for (int i = 1; i < depth; i++)
+        *p++ = ']';
+    strcpy(p, "}");
+    return buf;
+}

@@ -63,6 +63,9 @@ int execute_keyed_json(odbox_executor *exe, const char *name, odbox_perform_fn p
  * (the dialect's bounded_session_sql; odbox's own is 50 s), for a test
  * that waits on a lock an open transaction holds. */
 void dfx_short_lock_waits(dfx *f, int ms);
+/* A JSON object nested depth levels deep, {"a": [[...]]}, in buf (at
+ * least depth * 2 + 8 bytes). */
+const char *nested_json(char *buf, int depth);
 
 /* A perform (user = a maker) that adds a dummy named params.name with
  * params.amount and its created event, and sets a result; counts its

@@ -52,18 +52,6 @@ START_TEST(params_and_payloads_must_be_objects)
 }
 END_TEST
 
-/* A JSON object nested depth levels deep: {"a": [[...]]}. */
-static const char *nested(char *buf, int depth)
-{
-    char *p = buf + sprintf(buf, "{\"a\": ");
-    for (int i = 1; i < depth; i++)
-        *p++ = '[';
-    for (int i = 1; i < depth; i++)
-        *p++ = ']';
-    strcpy(p, "}");
-    return buf;
-}
-
 /* MariaDB's JSON CHECK refuses 32 levels, and json-c reads back at most
  * 32 for the handlers: 31 is written on every database, 32 refused on
  * every one before anything is sent (before, MariaDB refused it at the
@@ -77,7 +65,7 @@ START_TEST(json_nested_deeper_than_every_database_stores_is_refused)
     odbox_result res;
     odbox_error e;
     char deep[128], deepest[128];
-    nested(deep, 32), nested(deepest, 31);
+    nested_json(deep, 32), nested_json(deepest, 31);
     script s = {0};
     ck_assert_int_eq(execute_script(exe, "Params", &s, deep, NULL, &res, &e), ODBOX_EINVAL);
     ck_assert_msg(strstr(e.message, "params are nested 32 levels deep; at most 31"), "%s", e.message);

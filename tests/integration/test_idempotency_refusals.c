@@ -396,15 +396,7 @@ START_TEST(a_keyed_result_nested_too_deep_is_refused)
     odbox_executor *exe = open_exe(&f);
     odbox_model *d = dfx_dummy(NULL, "deep", 1);
     char deep[128], deepest[128];
-    for (int k = 0, levels = 32; k < 2; k++, levels--) {
-        char *p = k ? deepest : deep;
-        p += sprintf(p, "{\"a\": ");
-        for (int i = 1; i < levels; i++)
-            *p++ = '[';
-        for (int i = 1; i < levels; i++)
-            *p++ = ']';
-        strcpy(p, "}");
-    }
+    nested_json(deep, 32), nested_json(deepest, 31);
     script s = {.add = {d}, .nadd = 1, .emit = {{d, &EV_CREATED, "{}"}}, .nemit = 1, .result = deep};
     odbox_action a = {.name = "DeepResult", .perform = scripted, .user = &s};
     odbox_result res;
