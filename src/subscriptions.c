@@ -199,28 +199,36 @@ static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, o
     return rc;
 }
 
-static int heartbeat(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_error *err)
+/* Runs the statement begun in b (freed) on this process's rows of
+ * subscription_processes, by their key (name, process): "WHERE process =
+ * ?" alone read the whole table at every heartbeat of every process. */
+static int exec_own_rows(odbox_delivery *d, odbox_conn *c, odbox_buf *b, int64_t *changed, odbox_error *err)
 {
-    const odbox_dialect *dl = odbox_conn_dialect(c);
-    char procs[ODBOX_NAME_MAX * 2 + 32];
-    table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
-    /* by the key (name, process): "WHERE process = ?" alone read the whole
-     * table at every heartbeat of every process */
-    odbox_buf b = {0};
-    odbox_buf_cat(&b, "UPDATE ", procs, " SET last_seen = ", dl->now_sql, " WHERE name IN (", (char *)NULL);
-    odbox_buf_list(&b, "?", d->h->n);
-    odbox_buf_append(&b, ") AND process = ?");
+    odbox_buf_append(b, " WHERE name IN (");
+    odbox_buf_list(b, "?", d->h->n);
+    odbox_buf_append(b, ") AND process = ?");
     const char **args = malloc((d->h->n + 1) * sizeof *args);
     if (!args) {
-        free(odbox_buf_take(&b));
+        free(odbox_buf_take(b));
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < d->h->n; i++)
         args[i] = d->h->v[i].name;
     args[d->h->n] = d->process;
-    int64_t changed = 0;
-    int rc = exec(c, odbox_buf_take(&b), args, d->h->n + 1, &changed, err);
+    int rc = exec(c, odbox_buf_take(b), args, d->h->n + 1, changed, err);
     free(args);
+    return rc;
+}
+
+static int heartbeat(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_error *err)
+{
+    const odbox_dialect *dl = odbox_conn_dialect(c);
+    char procs[ODBOX_NAME_MAX * 2 + 32];
+    table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "UPDATE ", procs, " SET last_seen = ", dl->now_sql, (char *)NULL);
+    int64_t changed = 0;
+    int rc = exec_own_rows(d, c, &b, &changed, err);
     /* fewer rows than handlers: the first beat, or a purge removed them
      * (it measures last_seen against its window): written again */
     if (rc != ODBOX_OK || changed >= (int64_t)d->h->n)
@@ -272,7 +280,7 @@ int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error 
     return ODBOX_OK;
 }
 
-/* This process's rows on a shard where it recorded them: by the key, as
+/* This process's rows on a shard where it recorded them, by the key as
  * the heartbeat updates them. A row is this process's alone (its id has
  * a random tail), so no other process, of this version or an older one,
  * loses a row; an older odbox reads a missing row as no live process, as
@@ -287,20 +295,8 @@ static int leave_shard(odbox_delivery *d, odbox_dshard *ds, odbox_error *err)
     char procs[ODBOX_NAME_MAX * 2 + 32];
     table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
     odbox_buf b = {0};
-    odbox_buf_cat(&b, "DELETE FROM ", procs, " WHERE name IN (", (char *)NULL);
-    odbox_buf_list(&b, "?", d->h->n);
-    odbox_buf_append(&b, ") AND process = ?");
-    const char **args = malloc((d->h->n + 1) * sizeof *args);
-    if (!args) {
-        free(odbox_buf_take(&b));
-        odbox_pool_release(pool, &c);
-        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < d->h->n; i++)
-        args[i] = d->h->v[i].name;
-    args[d->h->n] = d->process;
-    rc = exec(c, odbox_buf_take(&b), args, d->h->n + 1, NULL, err);
-    free(args);
+    odbox_buf_cat(&b, "DELETE FROM ", procs, (char *)NULL);
+    rc = exec_own_rows(d, c, &b, NULL, err);
     odbox_pool_release(pool, &c);
     return rc;
 }
