@@ -349,37 +349,33 @@ static int take_lock(odbox_conn *c, const char *key, int wait_ms, const odbox_mi
 }
 
 int odbox_migrate_lock(odbox_conn *c, const char *eventlog, const odbox_migrate_options *opt, odbox_shard_id id,
-                       odbox_error *err)
+                       migrate_locks *held, odbox_error *err)
 {
-    char key[128], app_key[300], own[256];
+    char own[256];
     int wait_ms = opt && opt->lock_timeout_ms > 0 ? opt->lock_timeout_ms : 60000;
     int64_t deadline_us = odbox_mono_us() + (int64_t)wait_ms * 1000;
-    lock_key("", eventlog, key, sizeof key);
-    int rc = take_lock(c, key, wait_ms, opt, id, err);
+    lock_key("", eventlog, held->eventlog, sizeof held->eventlog);
+    int rc = take_lock(c, held->eventlog, wait_ms, opt, id, err);
     if (rc != ODBOX_OK)
         return rc;
+    /* read once: a migration may change the session's schema (SET
+     * search_path), and the unlock must name what was locked */
     if ((rc = odbox_own_container(c, own, sizeof own, err)) == ODBOX_OK) {
         int64_t left_ms = (deadline_us - odbox_mono_us()) / 1000;
-        lock_key("application.", own, app_key, sizeof app_key);
-        rc = take_lock(c, app_key, left_ms > 0 ? (int)left_ms : 1, opt, id, err);
+        lock_key("application.", own, held->application, sizeof held->application);
+        rc = take_lock(c, held->application, left_ms > 0 ? (int)left_ms : 1, opt, id, err);
     }
     odbox_error e2;
-    if (rc != ODBOX_OK && odbox_conn_unlock(c, key, &e2) != ODBOX_OK && rc == ODBOX_ETIMEDOUT)
+    if (rc != ODBOX_OK && odbox_conn_unlock(c, held->eventlog, &e2) != ODBOX_OK && rc == ODBOX_ETIMEDOUT)
         rc = e2.code; /* the eventlog's may still be held: the caller discards c */
     return rc;
 }
 
-void odbox_migrate_unlock(odbox_pool *pool, odbox_conn **c, const char *eventlog)
+void odbox_migrate_unlock(odbox_pool *pool, odbox_conn **c, const migrate_locks *held)
 {
-    char key[128], app_key[300], own[256];
     odbox_error e2;
-    lock_key("", eventlog, key, sizeof key);
-    if (odbox_conn_is_dead(*c) || odbox_own_container(*c, own, sizeof own, &e2) != ODBOX_OK) {
-        odbox_pool_discard(pool, c);
-        return;
-    }
-    lock_key("application.", own, app_key, sizeof app_key);
-    if (odbox_conn_unlock(*c, app_key, &e2) != ODBOX_OK || odbox_conn_unlock(*c, key, &e2) != ODBOX_OK)
+    if (!odbox_conn_is_dead(*c) && (odbox_conn_unlock(*c, held->application, &e2) != ODBOX_OK ||
+                                    odbox_conn_unlock(*c, held->eventlog, &e2) != ODBOX_OK))
         odbox_pool_discard(pool, c);
 }
 
@@ -439,6 +435,7 @@ int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, od
     applied *hist = NULL;
     size_t nhist = 0;
     char owner[256];
+    migrate_locks held;
 
     int rc = odbox_migrate_begin(shard, opt, &c, sets, &nsets, err);
     if (rc != ODBOX_OK)
@@ -447,7 +444,7 @@ int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, od
         odbox_pool_release(pool, &c);
         goto out;
     }
-    if ((rc = odbox_migrate_lock(c, eventlog, opt, id, err)) != ODBOX_OK) {
+    if ((rc = odbox_migrate_lock(c, eventlog, opt, id, &held, err)) != ODBOX_OK) {
         if (rc == ODBOX_ETIMEDOUT) /* else the lock may be held: see odbox_migrate_lock */
             odbox_pool_release(pool, &c);
         else
@@ -465,7 +462,7 @@ int odbox_migrate_shard(odbox_shard *shard, const odbox_migrate_options *opt, od
         if ((rc = apply_pending(c, id, eventlog, sets, nsets, hist, nhist, opt, err)) == ODBOX_OK)
             progress(opt, id, ODBOX_MIGRATE_DONE, NULL, NULL);
     }
-    odbox_migrate_unlock(pool, &c, eventlog);
+    odbox_migrate_unlock(pool, &c, &held);
     odbox_pool_release(pool, &c);
 out:
     free(hist);

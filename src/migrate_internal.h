@@ -67,15 +67,21 @@ int odbox_migrate_begin(odbox_shard *shard, const odbox_migrate_options *opt, od
 const mfile *odbox_migrate_find_file(const mset *s, const char *version);
 const applied *odbox_migrate_find_applied(const applied *h, size_t n, const char *set, const char *version);
 
+/* The keys of the migrator locks a migrator holds. */
+typedef struct migrate_locks {
+    char eventlog[128], application[300];
+} migrate_locks;
+
 /* Takes the migrator locks on c: eventlog's (one migrator per eventlog),
- * then its application's (one per schema or database: see migrate.c);
- * ODBOX_ETIMEDOUT after opt's lock timeout, with neither held, reporting
- * WAITING. On another error the server may have granted one all the
- * same (a fetch failed after it): the caller discards c, which ends it. */
+ * then its application's (one per schema or database: see migrate.c),
+ * their keys into *held; ODBOX_ETIMEDOUT after opt's lock timeout, with
+ * neither held, reporting WAITING. On another error the server may have
+ * granted one all the same (a fetch failed after it): the caller
+ * discards c, which ends it. */
 int odbox_migrate_lock(odbox_conn *c, const char *eventlog, const odbox_migrate_options *opt, odbox_shard_id id,
-                       odbox_error *err);
+                       migrate_locks *held, odbox_error *err);
 /* Releases them; a connection that cannot say is discarded from pool. */
-void odbox_migrate_unlock(odbox_pool *pool, odbox_conn **c, const char *eventlog);
+void odbox_migrate_unlock(odbox_pool *pool, odbox_conn **c, const migrate_locks *held);
 
 /* ---- the history and owner tables (migrate_history.c) ---- */
 

@@ -81,12 +81,13 @@ int odbox_migrate_repair(odbox_shard *shard, const odbox_migrate_options *opt, i
     int rc = odbox_migrate_begin(shard, opt, &c, sets, &nsets, err);
     if (rc != ODBOX_OK)
         return odbox_error_prefix(err, rc, "shard %d.%d", id.group, id.member);
-    if ((rc = odbox_migrate_lock(c, eventlog, opt, id, err)) == ODBOX_OK) {
+    migrate_locks held;
+    if ((rc = odbox_migrate_lock(c, eventlog, opt, id, &held, err)) == ODBOX_OK) {
         if ((rc = odbox_owner_check(c, eventlog, NULL, 0, err)) == ODBOX_OK &&
             (rc = odbox_history_read(c, eventlog, &hist, &nhist, err)) == ODBOX_OK &&
             (rc = plan_repair(sets, nsets, hist, nhist, items, n, err)) == ODBOX_OK && !dry_run && *n)
             rc = carry_out(c, eventlog, sets, nsets, hist, nhist, *items, *n, err);
-        odbox_migrate_unlock(pool, &c, eventlog);
+        odbox_migrate_unlock(pool, &c, &held);
     } else if (rc != ODBOX_ETIMEDOUT) {
         odbox_pool_discard(pool, &c); /* the lock may be held: see odbox_migrate_lock */
     }
