@@ -427,17 +427,23 @@ static void *run_migrator(void *ud)
     return NULL;
 }
 
+/* Runs both at once, each on a thread of its own, until both end. */
+static void run_two_migrators(migrator m[2])
+{
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, run_migrator, &m[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+}
+
 START_TEST(concurrent_migrators_apply_once)
 {
     char ev[64];
     itest_name(ev, sizeof ev, "ev_conc");
     odbox_conn *c = itest_connect(1);
     migrator m[2] = {{.eventlog = ev}, {.eventlog = ev}};
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++)
-        pthread_create(&th[i], NULL, run_migrator, &m[i]);
-    for (int i = 0; i < 2; i++)
-        pthread_join(th[i], NULL);
+    run_two_migrators(m);
     for (int i = 0; i < 2; i++)
         ck_assert_msg(m[i].rc == ODBOX_OK, "migrator %d: %s", i, m[i].message);
     /* one applied everything, the other waited and found nothing to do */
@@ -485,11 +491,7 @@ START_TEST(two_eventlogs_of_one_application_migrate_at_once)
         fresh_application(c, app, dsn, sizeof dsn);
         migrator m[2] = {{.eventlog = ev[0], .dsn = dsn, .framework_only = 1},
                          {.eventlog = ev[1], .dsn = dsn, .framework_only = 1}};
-        pthread_t th[2];
-        for (int i = 0; i < 2; i++)
-            pthread_create(&th[i], NULL, run_migrator, &m[i]);
-        for (int i = 0; i < 2; i++)
-            pthread_join(th[i], NULL);
+        run_two_migrators(m);
         for (int i = 0; i < 2; i++)
             itest_drop_eventlog(c, ev[i]);
         if (itest_is("pg"))
