@@ -5,7 +5,9 @@
  *   - expired before the call:  EXPIRED (attempts as they were)
  *   - succeeded:                SUCCEEDED, attempts + 1
  *   - failed, no time left:     EXPIRED, attempts + 1, when post +
- *                               backoff(attempts + 1) passes the deadline
+ *                               backoff(attempts + 1) passes the deadline,
+ *                               or attempts + 1 reaches the handler's
+ *                               max attempts
  *   - failed, to retry:         FAILED, attempts + 1, next_retry_at =
  *                               post + backoff(attempts + 1): one bucket
  *                               per attempts value
@@ -114,6 +116,16 @@ static hbatch *batch_of(hround *h, int k)
     return b;
 }
 
+/* 1 when c's handler gives up on its row after this many more failed
+ * calls (odbox_handlers_set_max_attempts). A row never called (not JSON,
+ * say) has no handler looked up yet. */
+static int attempts_spent(const odbox_delivery *d, const call *c, int more)
+{
+    int k = c->handler >= 0 ? c->handler : odbox_handlers_find(d->h, c->env.handler_name);
+    int max = k >= 0 ? d->h->v[k].max_attempts : 0;
+    return max > 0 && c->attempts + more >= max;
+}
+
 /* Expired rows and rows nobody handles get no call; the rest run on the
  * worker threads: a call each, or a batch handler's calls together. */
 static void run_calls(hround *h, int64_t now, const atomic_int *stop)
@@ -135,6 +147,10 @@ static void run_calls(hround *h, int64_t now, const atomic_int *stop)
         if (c->handler < 0) {
             c->skip = NO_CALL_UNKNOWN;
             snprintf(c->why, sizeof c->why, "no handler answers to '%.100s'", c->env.handler_name);
+            continue;
+        }
+        if (attempts_spent(d, c, 0)) { /* its limit lowered since its last try */
+            c->skip = NO_CALL_EXPIRED;
             continue;
         }
         if (!odbox_handlers_takes(d->h, c->handler, c->env.event_type)) {
@@ -201,7 +217,7 @@ static void classify(hround *h, int64_t post)
             continue;
         }
         int64_t next = post + odbox_delivery_backoff_us(cfg, c->attempts + 1);
-        c->bucket = next > c->deadline_us ? B_POSTFAILURE : B_RETRY;
+        c->bucket = next > c->deadline_us || attempts_spent(h->d, c, 1) ? B_POSTFAILURE : B_RETRY;
         c->next_retry_us = next;
     }
 }
@@ -470,8 +486,10 @@ static void report(hround *h, int64_t post, odbox_conn *conn)
             rd->expired_postfailure++;
             odbox_subs_note_error(h->d, h->ds, conn, handler, why);
             odbox_log(ODBOX_LOG_ERROR, "delivery: DISCARDED notification %s (handler %s, event %s) on shard %d.%d "
-                                       "after %d attempts: %s", e->notification_id, e->handler_name, e->event_id,
-                      e->shard.group, e->shard.member, e->attempt, why);
+                                       "after %d attempts (%s): %s", e->notification_id, e->handler_name, e->event_id,
+                      e->shard.group, e->shard.member, e->attempt,
+                      attempts_spent(h->d, c, 1) ? "its handler's max attempts" : "its retention ends before a retry",
+                      why);
             break;
         case B_RETRY:
             rd->failed++;

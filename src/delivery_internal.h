@@ -31,6 +31,7 @@ typedef struct odbox_hentry {
     void *user;
     odbox_hbatch_fn batch; /* NULL: one call per row (relay.c sets it) */
     odbox_handler_options options;
+    int max_attempts; /* 0: none (odbox_handlers_set_max_attempts) */
 } odbox_hentry;
 
 struct odbox_handlers {

@@ -156,22 +156,46 @@ int odbox_handlers_add(odbox_handlers *h, const odbox_handler *nh, odbox_error *
     return ODBOX_OK;
 }
 
+/* The index of the handler named name (not a former name) whose settings
+ * may still change, or a negative code with err set; what names the call. */
+static int settable(odbox_handlers *h, const char *name, const char *what, odbox_error *err)
+{
+    if (atomic_load(&h->frozen))
+        return odbox_fail(err, ODBOX_ESTATE, "handlers %s: %.80s: a delivery uses these handlers already", what,
+                          name);
+    int at = odbox_handlers_find(h, name);
+    if (at < 0 || strcmp(h->v[at].name, name))
+        return odbox_fail(err, ODBOX_EINVAL, "handlers %s: no handler is named '%.80s'%s", what, name,
+                          at < 0 ? "" : " (that is a former name)");
+    return at;
+}
+
 int odbox_handlers_set_options(odbox_handlers *h, const char *name, const odbox_handler_options *o,
                                odbox_error *err)
 {
     if (!h || !name || !o)
         return odbox_fail(err, ODBOX_EINVAL, "handlers set options: registry, name or options is NULL");
-    if (atomic_load(&h->frozen))
-        return odbox_fail(err, ODBOX_ESTATE, "handlers set options: %.80s: a delivery uses these handlers already",
-                          name);
-    int at = odbox_handlers_find(h, name);
-    if (at < 0 || strcmp(h->v[at].name, name))
-        return odbox_fail(err, ODBOX_EINVAL, "handlers set options: no handler is named '%.80s'%s", name,
-                          at < 0 ? "" : " (that is a former name)");
+    int at = settable(h, name, "set options", err);
+    if (at < 0)
+        return at;
     if (o->max_in_flight < 0)
         return odbox_fail(err, ODBOX_EINVAL, "handlers set options: %s: max_in_flight %d is negative", name,
                           o->max_in_flight);
     h->v[at].options = *o;
+    return ODBOX_OK;
+}
+
+int odbox_handlers_set_max_attempts(odbox_handlers *h, const char *name, int max_attempts, odbox_error *err)
+{
+    if (!h || !name)
+        return odbox_fail(err, ODBOX_EINVAL, "handlers set max attempts: registry or name is NULL");
+    int at = settable(h, name, "set max attempts", err);
+    if (at < 0)
+        return at;
+    if (max_attempts < 0)
+        return odbox_fail(err, ODBOX_EINVAL, "handlers set max attempts: %s: %d is negative (0: no limit)", name,
+                          max_attempts);
+    h->v[at].max_attempts = max_attempts;
     return ODBOX_OK;
 }
 

@@ -18,11 +18,12 @@ const char usage_relay[] =
     "\n"
     "Publishes the events of the relays in FILE's \"relays\" array to their brokers:\n"
     "  \"relays\": [{\"name\": \"to-nats\", \"kind\": \"nats\", \"event_types\": [\"Deposited\"],\n"
-    "              \"ordered\": false, \"max_in_flight\": 0,\n"
+    "              \"ordered\": false, \"max_in_flight\": 0, \"max_attempts\": 0,\n"
     "              \"settings\": {\"url\": \"nats://127.0.0.1:4222\",\n"
     "                           \"subject\": \"events.{model_type}.{event_type}\"}}]\n"
     "(kinds: nats, rabbitmq, kafka; docs/relays.md). A relay is a handler: its rows show in\n"
-    "`odbox handlers` and `odbox notifications`. Runs until SIGTERM or SIGINT, or\n"
+    "`odbox handlers` and `odbox notifications`; \"max_attempts\" N gives a row up (EXPIRED)\n"
+    "after N failed publishes (0: retried until its retention, 7 days, ends). Runs until SIGTERM or SIGINT, or\n"
     "with --until-idle until no row of its relays is PENDING or FAILED and due\n"
     "(at most --timeout-ms, default 600000).\n"
     "  --workers N     publishing threads (default 8)\n"
@@ -77,6 +78,7 @@ typedef struct relay_opts {
 
 typedef struct relay_entry {
     odbox_relay_config cfg;
+    int max_attempts;   /* odbox_handlers_set_max_attempts; 0: none */
     const char **types; /* cfg.event_types, NULL-terminated; the strings are the JSON's */
     odbox_relay *relay;
 } relay_entry;
@@ -200,14 +202,15 @@ static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **s
     json_object_object_foreach(o, key, val)
     {
         (void)val;
-        static const char *const known[] = {"name", "kind", "event_types", "ordered", "max_in_flight", "settings"};
+        static const char *const known[] = {"name",          "kind",         "event_types", "ordered",
+                                            "max_in_flight", "max_attempts", "settings"};
         int ok = 0;
         for (size_t j = 0; j < sizeof known / sizeof *known; j++)
             ok |= !strcmp(key, known[j]);
         if (!ok)
             return odbox_error_set(err, ODBOX_EINVAL,
                                    "relay %.80s: unknown key \"%.64s\" (known: name, kind, event_types, ordered, "
-                                   "max_in_flight, settings)",
+                                   "max_in_flight, max_attempts, settings)",
                                    name, key);
     }
     const char *kind = json_object_object_get_ex(o, "kind", &v) ? json_object_get_string(v) : NULL;
@@ -232,6 +235,12 @@ static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **s
             json_object_get_int64(v) > 1000000)
             return bad(name, "\"max_in_flight\" is not an integer 0..1000000", err);
         e->cfg.max_in_flight = (int)json_object_get_int64(v);
+    }
+    if (json_object_object_get_ex(o, "max_attempts", &v)) {
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+            json_object_get_int64(v) > 1000000)
+            return bad(name, "\"max_attempts\" is not an integer 0..1000000", err);
+        e->max_attempts = (int)json_object_get_int64(v);
     }
     if (!json_object_object_get_ex(o, "settings", settings) || !json_object_is_type(*settings, json_type_object))
         return bad(name, "\"settings\" is not a JSON object", err);
@@ -273,6 +282,9 @@ static int add_relays(json_object *relays, relay_entry *es, odbox_handlers *h, o
         if (rc == ODBOX_OK && (rc = k->open_json(settings, &broker, err)) != ODBOX_OK)
             return name_it(err, rc == ODBOX_EUNSUPPORTED ? ODBOX_EINVAL : rc, es[i].cfg.name);
         if (rc == ODBOX_OK && (rc = odbox_relay_add(h, &es[i].cfg, k->ops, broker, &es[i].relay, err)) != ODBOX_OK)
+            return name_it(err, rc, es[i].cfg.name);
+        if (rc == ODBOX_OK && es[i].max_attempts &&
+            (rc = odbox_handlers_set_max_attempts(h, es[i].cfg.name, es[i].max_attempts, err)) != ODBOX_OK)
             return name_it(err, rc, es[i].cfg.name);
         if (rc != ODBOX_OK)
             return rc;

@@ -102,7 +102,8 @@ typedef struct odbox_envelope {
 } odbox_envelope;
 
 /* 0: handled (SUCCEEDED). A negative ODBOX_E* code: failed, retried with
- * backoff until the retention runs out (err's message is logged). Called
+ * backoff until the retention runs out or the handler's max attempts
+ * are spent (err's message is logged). Called
  * on a worker thread; it may run actions (odbox_execute): chaining. */
 typedef int (*odbox_handler_fn)(const odbox_envelope *env, void *user, odbox_error *err);
 
@@ -166,6 +167,22 @@ typedef struct odbox_handler_options {
  * handler, a negative max_in_flight; ODBOX_ESTATE once a delivery uses h. */
 int odbox_handlers_set_options(odbox_handlers *h, const char *name, const odbox_handler_options *options,
                                odbox_error *err);
+
+/* Gives up on a row of the handler added as name after max_attempts
+ * failed calls: the last failure writes it EXPIRED, as one whose next try
+ * would be past its retention, so a message that can never be handled
+ * (a broker refusing it, a payload the handler cannot read) no longer
+ * waits the retention out, nor holds back a model_id's later rows of an
+ * ordered handler. The failure is the subscription's last error and is
+ * logged as DISCARDED. A row read with at least max_attempts attempts
+ * already (the limit lowered by a new deploy) expires without a call.
+ * `odbox notifications requeue` puts an EXPIRED row back, attempts 0.
+ * 0: no limit (the default: only the retention, as Ekbatan). Each
+ * process applies its own value to the rows it calls: give every
+ * process serving the handler the same one. ODBOX_EINVAL: a NULL
+ * argument, no such handler (or a former name), a negative value;
+ * ODBOX_ESTATE once a delivery uses h. */
+int odbox_handlers_set_max_attempts(odbox_handlers *h, const char *name, int max_attempts, odbox_error *err);
 
 size_t odbox_handlers_count(const odbox_handlers *h);
 

@@ -25,7 +25,7 @@ int main(void)
                                         persist_suite, shards_suite, owner_suite, tables_suite,
                                         writers_suite, idempotency_suite, sqlite_suite, jobs_suite, jobs_cluster_suite, jobs_faults_suite, conn_suite,
                                         commit_listeners_suite, wake_suite, notifications_suite, purge_suite,
-                                        handlers_suite, handlers_names_suite, subscriptions_suite, handlers_jobs_suite, handlers_order_suite,
+                                        handlers_suite, handlers_names_suite, handlers_giveup_suite, subscriptions_suite, handlers_jobs_suite, handlers_order_suite,
                                         handlers_overlap_suite, replica_suite, collation_suite, owntx_suite};
     SRunner *sr = srunner_create(NULL);
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)

@@ -111,6 +111,7 @@ Suite *handlers_order_suite(void);
 Suite *handlers_overlap_suite(void);
 Suite *replica_suite(void);
 Suite *handlers_names_suite(void);
+Suite *handlers_giveup_suite(void);
 Suite *subscriptions_suite(void);
 Suite *collation_suite(void);
 Suite *owntx_suite(void);

@@ -97,6 +97,31 @@ START_TEST(names_are_one_namespace)
 }
 END_TEST
 
+/* A limit of no handler, of a former name, negative, or with NULLs is
+ * refused and leaves the one set as it was; 0 takes it off. */
+START_TEST(max_attempts_refusals)
+{
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    const char *const former[] = {"old-name", NULL};
+    ck_assert_int_eq(add(h, "named", former, "T", &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_handlers_set_max_attempts(h, "named", 3, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_handlers_set_max_attempts(NULL, "named", 1, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_handlers_set_max_attempts(h, NULL, 1, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_handlers_set_max_attempts(h, "nobody", 1, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "no handler is named 'nobody'"));
+    ck_assert_int_eq(odbox_handlers_set_max_attempts(h, "old-name", 1, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "that is a former name"));
+    ck_assert_int_eq(odbox_handlers_set_max_attempts(h, "named", -1, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "-1 is negative"));
+    ck_assert_int_eq(h->v[0].max_attempts, 3);
+    ck_assert_int_eq(odbox_handlers_set_max_attempts(h, "named", 0, &e), ODBOX_OK);
+    ck_assert_int_eq(h->v[0].max_attempts, 0);
+    odbox_handlers_free(&h);
+}
+END_TEST
+
 START_TEST(delivery_refuses_bad_input)
 {
     odbox_registry *r = NULL;
@@ -356,6 +381,7 @@ Suite *handlers_suite(void)
     TCase *tc = tcase_create("handlers");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, names_are_one_namespace);
+    tcase_add_test(tc, max_attempts_refusals);
     tcase_add_test(tc, delivery_refuses_bad_input);
     tcase_add_test(tc, backoff_is_ekbatans);
     tcase_add_test(tc, a_hung_call_is_abandoned_and_its_thread_replaced);

@@ -1,0 +1,224 @@
+/* odbox — integration tests of a handler's max attempts, on every
+ * dialect: a handler gives up on a row after its last allowed failure
+ * (EXPIRED, its failure the subscription's last error) while a handler
+ * without a limit on the same event goes on; a row whose attempts are
+ * already spent (a limit lowered) expires without a call; a requeue
+ * gives it its attempts back; a row that cannot be read is given up on
+ * too; an ordered handler that gives up lets the model's next row
+ * through at once; a limit set once a delivery opened is refused. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "test_handlers.h"
+
+static const odbox_event_type EV_G = {"ParcelLabelled"};
+
+#define T EPOCH_2030
+#define MIN_US (60 * SEC_US)
+
+static void set_max_attempts(odbox_handlers *h, const char *name, int max)
+{
+    odbox_error e = {0};
+    ck_assert_msg(odbox_handlers_set_max_attempts(h, name, max, &e) == ODBOX_OK, "%s", e.message);
+}
+
+/* The last error of subscription name on shard 0 (NULL: none). */
+static char *last_error(hx *x, const char *name)
+{
+    odbox_subscription *s = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, 0), 0, &s, &n, &e) == ODBOX_OK, "%s", e.message);
+    char *msg = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s[i].name, name) && s[i].last_error)
+            msg = strdup(s[i].last_error);
+    odbox_subscriptions_free(&s, n);
+    return msg;
+}
+
+/* Rounds on shard 0, the clock moved past every backoff before each. */
+static odbox_delivery_round round_later(hx *x)
+{
+    odbox_manual_clock_advance(x->clk, 10 * MIN_US);
+    return hx_handle(x, 0);
+}
+
+START_TEST(a_handler_gives_up_after_its_max_attempts)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh capped, unlimited;
+    hbeh_init(&capped, &x.rec, NULL), hbeh_init(&unlimited, &x.rec, NULL);
+    capped.fail_always = unlimited.fail_always = 1;
+    odbox_handlers *h = handlers_of(2, (const char *[]){"capped", "unlimited"}, (const char *[]){EV_G.name, EV_G.name},
+                                    (hbeh *[]){&capped, &unlimited});
+    set_max_attempts(h, "capped", 3);
+    hx_deliver(&x, h, NULL);
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_G, 1, a);
+    fanout_until_idle(x.d, &x.f, NULL);
+    for (int k = 1; k <= 2; k++) {
+        odbox_delivery_round r = round_later(&x);
+        ck_assert_int_eq(r.failed, 2);
+        ck_assert_str_eq(nstate(&x.f, 0, a[0], "capped"), "FAILED");
+    }
+    /* the third failure is its last: EXPIRED with 3 attempts, the other
+     * handler's row retried; its message the last error (written at most
+     * once a second per subscription) */
+    usleep(1100 * 1000);
+    odbox_delivery_round r = round_later(&x);
+    ck_assert_int_eq(r.expired_postfailure, 1);
+    ck_assert_int_eq(r.failed, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "capped"), "EXPIRED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "capped", "attempts"), 3);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "unlimited"), "FAILED");
+    char *msg = last_error(&x, "capped");
+    ck_assert_msg(msg && strstr(msg, "scripted failure of call 3"), "last error: %s", msg ? msg : "(none)");
+    free(msg);
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(round_later(&x).failed, 1);
+    ck_assert_int_eq(hrec_count(&x.rec, "capped"), 3);
+    ck_assert_int_eq(hrec_count(&x.rec, "unlimited"), 6);
+
+    /* a row whose attempts are spent already (a limit lowered since its
+     * last try) expires without a call, its attempts as they were */
+    char b[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_G, 1, b);
+    fanout_until_idle(x.d, &x.f, NULL);
+    itest_exec(x.f.c[0], "UPDATE %s SET state = 'FAILED', attempts = 4 WHERE event_id = '%s' AND handler_name = 'capped'",
+               ntab(&x.f, 0), b[0]);
+    r = round_later(&x);
+    ck_assert_int_eq(r.expired_preflight, 1);
+    ck_assert_int_eq(hrec_count(&x.rec, "capped"), 3);
+    ck_assert_str_eq(nstate(&x.f, 0, b[0], "capped"), "EXPIRED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, b[0], "capped", "attempts"), 4);
+
+    /* a requeue gives the first row its attempts back: called again */
+    odbox_requeue_spec rq = {.handler = "capped", .state = "EXPIRED", .clock = odbox_manual_clock_clock(x.clk)};
+    int64_t moved = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_notifications_requeue(x.f.r, &rq, &moved, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(moved, 2);
+    r = hx_handle(&x, 0);
+    ck_assert_int_eq(hrec_count(&x.rec, "capped"), 5);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "capped"), "FAILED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "capped", "attempts"), 1);
+    hx_close(&x);
+}
+END_TEST
+
+/* A row json-c cannot read never reaches its handler: with a limit it is
+ * given up on like a failed call (MySQL and MariaDB refuse such a row). */
+START_TEST(a_row_that_cannot_be_read_is_given_up_on)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh hb;
+    hbeh_init(&hb, &x.rec, NULL);
+    odbox_handlers *h = handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_G.name}, (hbeh *[]){&hb});
+    set_max_attempts(h, "h", 2);
+    hx_deliver(&x, h, NULL);
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_G, 1, a);
+    fanout_until_idle(x.d, &x.f, NULL);
+    char deep[128] = "", *p = deep;
+    for (int i = 0; i < 40; i++)
+        *p++ = '[';
+    for (int i = 0; i < 40; i++)
+        *p++ = ']';
+    itest_exec(x.f.c[0], "UPDATE %s SET payload = '%s' WHERE handler_name = 'h'", ntab(&x.f, 0), deep);
+    ck_assert_int_eq(round_later(&x).failed, 1);
+    ck_assert_int_eq(round_later(&x).expired_postfailure, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "h"), "EXPIRED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "h", "attempts"), 2);
+    ck_assert_int_eq(atomic_load(&hb.calls), 0);
+    hx_close(&x);
+}
+END_TEST
+
+/* ---- an ordered handler: two events of one model in one action ---------------- */
+
+static int two_on_one_model(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx, (void)params;
+    int rc = ODBOX_OK;
+    json_object *payload = json_object_new_object();
+    for (int i = 0; i < 2 && rc == ODBOX_OK; i++)
+        rc = odbox_plan_emit(plan, user, &EV_G, payload, err);
+    json_object_put(payload);
+    return rc;
+}
+
+START_TEST(an_ordered_handler_that_gives_up_lets_the_models_next_row_through)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh hb;
+    hbeh_init(&hb, &x.rec, NULL);
+    hb.fail_first = 1;
+    odbox_handlers *h = handlers_of(1, (const char *[]){"ord"}, (const char *[]){EV_G.name}, (hbeh *[]){&hb});
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_set_options(h, "ord", &(odbox_handler_options){.ordered = 1}, &e), ODBOX_OK);
+    set_max_attempts(h, "ord", 1);
+    hx_deliver(&x, h, NULL);
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "parcel", 1);
+    odbox_action act = {"LabelTwice", two_on_one_model, m};
+    odbox_result res;
+    ck_assert_msg(odbox_execute(x.exe, &act, NULL, NULL, &res, &e) == ODBOX_OK, "%s", e.message);
+    odbox_result_clear(&res);
+    fanout_until_idle(x.d, &x.f, NULL);
+    /* the older row fails once and is given up on; the clock does not
+     * move, so the younger row goes in the next round, not after a backoff */
+    odbox_delivery_round r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.read, 1);
+    ck_assert_int_eq(r.expired_postfailure, 1);
+    r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.succeeded, 1);
+    ck_assert_int_eq(hrec_count(&x.rec, "ord"), 2);
+    ck_assert_str_ne(x.rec.calls[0].event_id, x.rec.calls[1].event_id);
+    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ord' AND state = 'EXPIRED'"), 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ord' AND state = 'SUCCEEDED'"), 1);
+    odbox_model_free(&m);
+    hx_close(&x);
+}
+END_TEST
+
+/* A limit set once a delivery uses the handlers is refused and changes
+ * nothing: the limit stays the one the delivery opened with (the unit
+ * tier tests the other refusals). */
+START_TEST(a_limit_after_the_delivery_opened_is_refused)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh hb;
+    hbeh_init(&hb, &x.rec, NULL);
+    hb.fail_always = 1;
+    odbox_handlers *h = handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_G.name}, (hbeh *[]){&hb});
+    set_max_attempts(h, "h", 2);
+    hx_deliver(&x, h, NULL);
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_set_max_attempts(h, "h", 1, &e), ODBOX_ESTATE);
+    ck_assert_ptr_nonnull(strstr(e.message, "a delivery uses these handlers already"));
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_G, 1, a);
+    fanout_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(round_later(&x).failed, 1);
+    ck_assert_int_eq(round_later(&x).expired_postfailure, 1);
+    hx_close(&x);
+}
+END_TEST
+
+Suite *handlers_giveup_suite(void)
+{
+    Suite *s = suite_create("handlers_giveup");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, a_handler_gives_up_after_its_max_attempts);
+    tcase_add_test(tc, a_row_that_cannot_be_read_is_given_up_on);
+    tcase_add_test(tc, an_ordered_handler_that_gives_up_lets_the_models_next_row_through);
+    tcase_add_test(tc, a_limit_after_the_delivery_opened_is_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
