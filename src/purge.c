@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "delivery_internal.h"
 #include "notifications_internal.h"
 #include "jobs_internal.h"
 
@@ -106,6 +107,12 @@ static const struct pass {
      * once and never changed */
     {KEYS, "created_date < ?", " ORDER BY created_date", "1 = 1", NULL},
 };
+
+/* Undelivered events of a type no subscription takes (odbox_purge_unsubscribed_run):
+ * type by type, each a range of events_undelivered (event_type,
+ * event_date), oldest first. */
+static const struct pass unsubscribed_pass = {EVENTS, NULL, "", "delivered = FALSE",
+                                              "delivered = FALSE AND event_type = ? AND event_date < ?"};
 
 /* DELETEs of at most batch rows of pass p (of event type type, where
  * not NULL: bound first, then the cutoff) until one removes fewer, each
@@ -242,14 +249,18 @@ static int delete_processes(odbox_conn *c, const char *table, int64_t cutoff, in
     return rc;
 }
 
-/* The event types of the delivered events, one index seek each (where
- * the index leads (delivered, event_type): the next type after the last,
- * as a loose index scan would read them; a DISTINCT reads every entry).
- * Two statements, each prepared once: the first type, and the next. */
-static int delivered_types(odbox_conn *c, const char *events, char ***types, size_t *n, odbox_error *err)
+/* The event types of the delivered (or undelivered) events, one index
+ * seek each (where the index leads (delivered, event_type), or is
+ * (event_type, event_date) over the undelivered ones: the next type after
+ * the last, as a loose index scan would read them; a DISTINCT reads every
+ * entry). Two statements, each prepared once: the first type, and the
+ * next. MIN leaves out the sentinels' NULL. */
+static int event_types(odbox_conn *c, const char *events, int delivered, char ***types, size_t *n,
+                       odbox_error *err)
 {
     char first[ODBOX_NAME_MAX * 2 + 96], after[ODBOX_NAME_MAX * 2 + 128];
-    snprintf(first, sizeof first, "SELECT MIN(event_type) FROM %s WHERE delivered = TRUE", events);
+    snprintf(first, sizeof first, "SELECT MIN(event_type) FROM %s WHERE delivered = %s", events,
+             delivered ? "TRUE" : "FALSE");
     snprintf(after, sizeof after, "%s AND event_type > ?", first);
     odbox_stmt *s0 = NULL, *s1 = NULL;
     int rc = odbox_stmt_prepare(c, first, &s0, err);
@@ -281,13 +292,47 @@ static int delivered_types(odbox_conn *c, const char *events, char ***types, siz
     return rc < 0 ? rc : ODBOX_OK;
 }
 
+/* The undelivered events older than cutoff of every type no subscription
+ * takes that is not retired: the types the fan-out reads for its rounds
+ * (odbox_subs_read_types), so none of what it would fan out goes. */
+static int delete_unsubscribed(odbox_conn *c, const odbox_shard *sh, const char *events, int64_t cutoff, int batch,
+                               const purge_stop *st, int64_t *removed, int64_t *batches, odbox_error *err)
+{
+    char **types = NULL;
+    size_t ntypes = 0, nsubscribed = 0;
+    odbox_subtype *subscribed = NULL;
+    int64_t db_now = 0;
+    int rc = odbox_subs_read_types(c, odbox_shard_eventlog(sh), &subscribed, &nsubscribed, &db_now, err);
+    if (rc == ODBOX_OK)
+        rc = event_types(c, events, 0, &types, &ntypes, err);
+    for (size_t k = 0; rc == ODBOX_OK && k < ntypes && !stopping(st); k++) {
+        size_t j = 0;
+        while (j < nsubscribed && strcmp(subscribed[j].name, types[k]))
+            j++;
+        if (j == nsubscribed)
+            rc = delete_batches(c, events, &unsubscribed_pass, types[k], cutoff, batch, st, removed, batches, err);
+    }
+    for (size_t k = 0; k < ntypes; k++)
+        free(types[k]);
+    free(types);
+    odbox_subs_types_free(subscribed, nsubscribed);
+    return rc;
+}
+
+/* What a purge of a shard deletes: the finished rows older than
+ * older_than (0: none of them) with keys by their own age, and the
+ * unsubscribed events older than unsubscribed (0: none). */
+typedef struct purge_ages {
+    int64_t older_than, keys_older_than, unsubscribed;
+} purge_ages;
+
 /* now is a clock's value, or ODBOX_OPS_DB_NOW: the shard's database's
  * time, read once on its connection. The rows' dates are written by many
  * processes (a key's created_date by the database itself), whose clocks
  * may disagree with this one's: without a clock configured, their age is
  * measured in the database's time. */
-static int purge_shard(const odbox_shard *sh, int64_t now, int64_t older_than, int64_t keys_older_than, int batch,
-                       const purge_stop *st, odbox_purge_result *res, odbox_error *err)
+static int purge_shard(const odbox_shard *sh, int64_t now, const purge_ages *ages, int batch, const purge_stop *st,
+                       odbox_purge_result *res, int64_t *unsubscribed, odbox_error *err)
 {
     odbox_conn *c = NULL;
     char notifications[ODBOX_NAME_MAX * 2 + 32], events[ODBOX_NAME_MAX * 2 + 32], keys[ODBOX_NAME_MAX * 2 + 32];
@@ -298,11 +343,12 @@ static int purge_shard(const odbox_shard *sh, int64_t now, int64_t older_than, i
         odbox_ops_release(sh, &c);
         return odbox_ops_shard_error(sh, odbox_error_prefix(err, rc, "purge"), err);
     }
-    int64_t cutoff = now - older_than, keys_cutoff = now - keys_older_than;
+    int64_t cutoff = now - ages->older_than, keys_cutoff = now - ages->keys_older_than;
     odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "events", events, sizeof events);
     odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "idempotency_keys", keys,
                                  sizeof keys);
-    for (size_t i = 0; rc == ODBOX_OK && i < sizeof passes / sizeof passes[0] && !(i && stopping(st)); i++) {
+    size_t npasses = ages->older_than ? sizeof passes / sizeof passes[0] : 0;
+    for (size_t i = 0; rc == ODBOX_OK && i < npasses && !(i && stopping(st)); i++) {
         const struct pass *p = &passes[i];
         int64_t *removed = p->what == NOTIFICATIONS ? &res->notifications
                            : p->what == EVENTS      ? &res->events
@@ -316,14 +362,17 @@ static int purge_shard(const odbox_shard *sh, int64_t now, int64_t older_than, i
         }
         char **types = NULL;
         size_t ntypes = 0;
-        rc = delivered_types(c, table, &types, &ntypes, err);
+        rc = event_types(c, table, 1, &types, &ntypes, err);
         for (size_t k = 0; rc == ODBOX_OK && k < ntypes && !stopping(st); k++)
             rc = delete_batches(c, table, p, types[k], at, batch, st, removed, &res->batches, err);
         for (size_t k = 0; k < ntypes; k++)
             free(types[k]);
         free(types);
     }
-    if (rc == ODBOX_OK && !stopping(st)) {
+    if (rc == ODBOX_OK && ages->unsubscribed && !stopping(st))
+        rc = delete_unsubscribed(c, sh, events, now - ages->unsubscribed, batch, st, unsubscribed,
+                                 &res->batches, err);
+    if (rc == ODBOX_OK && npasses && !stopping(st)) {
         char procs[ODBOX_NAME_MAX * 2 + 32];
         odbox_dialect_eventlog_table(odbox_conn_dialect(c), odbox_shard_eventlog(sh), "subscription_processes",
                                      procs, sizeof procs);
@@ -333,8 +382,12 @@ static int purge_shard(const odbox_shard *sh, int64_t now, int64_t older_than, i
     return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
 }
 
-static int purge(const odbox_registry *r, const odbox_purge_options *o, int64_t now, const purge_stop *st,
-                 odbox_purge_result **results, size_t *n, odbox_error *err)
+/* *unsubscribed (may be NULL) gets the unsubscribed events removed,
+ * summed over the shards; a run of those alone counts them per shard, in
+ * events. */
+static int purge(const odbox_registry *r, const odbox_purge_options *o, const purge_ages *ages, int64_t now,
+                 const purge_stop *st, odbox_purge_result **results, size_t *n, int64_t *unsubscribed,
+                 odbox_error *err)
 {
     size_t ns = odbox_ops_shard_count(r, o->shard);
     odbox_purge_result *res = calloc(ns ? ns : 1, sizeof *res);
@@ -345,12 +398,20 @@ static int purge(const odbox_registry *r, const odbox_purge_options *o, int64_t 
     for (; done < ns && rc == ODBOX_OK && !stopping(st); done++) {
         const odbox_shard *sh = odbox_ops_shard_at(r, o->shard, done);
         res[done].shard = odbox_shard_get_id(sh);
-        int64_t keys = o->keys_older_than_us ? o->keys_older_than_us : ODBOX_PURGE_KEYS_DEFAULT_US;
-        rc = purge_shard(sh, now, o->older_than_us, keys, batch, st, &res[done], err);
+        int64_t gone = 0;
+        rc = purge_shard(sh, now, ages, batch, st, &res[done], ages->older_than ? &gone : &res[done].events, err);
+        if (unsubscribed)
+            *unsubscribed += gone;
     }
     *results = res;
     *n = done;
     return rc;
+}
+
+static purge_ages ages_of(const odbox_purge_options *o)
+{
+    return (purge_ages){o->older_than_us, o->keys_older_than_us ? o->keys_older_than_us : ODBOX_PURGE_KEYS_DEFAULT_US,
+                        0};
 }
 
 int odbox_purge_run(const odbox_registry *r, const odbox_purge_options *o, odbox_purge_result **results,
@@ -361,8 +422,24 @@ int odbox_purge_run(const odbox_registry *r, const odbox_purge_options *o, odbox
     *results = NULL;
     *n = 0;
     int rc = options_ok(o, err);
-    int64_t now = odbox_ops_given_now(o ? o->clock : NULL);
-    return rc == ODBOX_OK ? purge(r, o, now, NULL, results, n, err) : rc;
+    if (rc != ODBOX_OK)
+        return rc;
+    purge_ages ages = ages_of(o);
+    return purge(r, o, &ages, odbox_ops_given_now(o->clock), NULL, results, n, NULL, err);
+}
+
+int odbox_purge_unsubscribed_run(const odbox_registry *r, const odbox_purge_options *o,
+                                 odbox_purge_result **results, size_t *n, odbox_error *err)
+{
+    if (!r || !results || !n)
+        return odbox_fail(err, ODBOX_EINVAL, "purge unsubscribed: registry, results or n is NULL");
+    *results = NULL;
+    *n = 0;
+    int rc = options_ok(o, err);
+    if (rc != ODBOX_OK)
+        return rc;
+    purge_ages ages = {0, 0, o->older_than_us};
+    return purge(r, o, &ages, odbox_ops_given_now(o->clock), NULL, results, n, NULL, err);
 }
 
 void odbox_purge_results_free(odbox_purge_result **results)
@@ -378,6 +455,7 @@ void odbox_purge_results_free(odbox_purge_result **results)
 typedef struct purge_job {
     const odbox_registry *r;
     odbox_purge_options o;
+    int64_t unsubscribed_us; /* odbox_purge_job_unsubscribed; 0: none */
     char name[ODBOX_JOB_NAME_MAX + 1]; /* per eventlog: odbox_job_name_for */
 } purge_job;
 
@@ -395,7 +473,10 @@ static int run_job(odbox_job_context *ctx, void *user, odbox_error *err)
     purge_stop st = {job_stopping, ctx};
     odbox_purge_result *res = NULL;
     size_t n = 0;
-    int rc = purge(pj->r, &pj->o, odbox_job_context_stmt_now(ctx), &st, &res, &n, err);
+    purge_ages ages = ages_of(&pj->o);
+    ages.unsubscribed = pj->unsubscribed_us;
+    int64_t unsubscribed = 0;
+    int rc = purge(pj->r, &pj->o, &ages, odbox_job_context_stmt_now(ctx), &st, &res, &n, &unsubscribed, err);
     for (size_t i = 0; i < n; i++)
         odbox_log(ODBOX_LOG_INFO,
                   "purge: shard %d.%d: removed %lld notification(s), %lld event(s), %lld sentinel row(s), "
@@ -403,6 +484,9 @@ static int run_job(odbox_job_context *ctx, void *user, odbox_error *err)
                   res[i].shard.group, res[i].shard.member, (long long)res[i].notifications, (long long)res[i].events,
                   (long long)res[i].sentinels, (long long)res[i].keys, (long long)res[i].processes,
                   (long long)res[i].batches);
+    if (pj->unsubscribed_us)
+        odbox_log(ODBOX_LOG_INFO, "purge: removed %lld undelivered event(s) of types no subscription takes",
+                  (long long)unsubscribed);
     if (rc == ODBOX_OK && job_stopping(ctx))
         odbox_log(ODBOX_LOG_INFO, "purge: stopped early (shutdown or a late heartbeat); the next run goes on");
     odbox_purge_results_free(&res);
@@ -428,6 +512,7 @@ int odbox_purge_job(const odbox_registry *r, const odbox_purge_options *o, odbox
     pj->r = r;
     pj->o = *o;
     pj->o.clock = NULL;
+    pj->unsubscribed_us = 0;
     if ((rc = odbox_job_name_for(ODBOX_PURGE_JOB_NAME, r, pj->name, sizeof pj->name, err)) != ODBOX_OK) {
         free(pj);
         return rc;
@@ -436,6 +521,17 @@ int odbox_purge_job(const odbox_registry *r, const odbox_purge_options *o, odbox
     job->schedule = schedule;
     job->execute = run_job;
     job->user = pj;
+    return ODBOX_OK;
+}
+
+int odbox_purge_job_unsubscribed(odbox_job *job, int64_t older_than_us, odbox_error *err)
+{
+    if (!job || job->execute != run_job || !job->user)
+        return odbox_fail(err, ODBOX_EINVAL, "purge job unsubscribed: not a job odbox_purge_job filled");
+    if (older_than_us < 0 || older_than_us > MAX_DURATION_US)
+        return odbox_fail(err, ODBOX_EINVAL, "purge job unsubscribed: older_than_us %lld is not in 0 (none) .. 100 years",
+                          (long long)older_than_us);
+    ((purge_job *)job->user)->unsubscribed_us = older_than_us;
     return ODBOX_OK;
 }
 

@@ -218,6 +218,23 @@ int odbox_purge_run(const odbox_registry *r, const odbox_purge_options *o, odbox
                     size_t *n, odbox_error *err);
 void odbox_purge_results_free(odbox_purge_result **results);
 
+/* For an outbox read by CDC (Debezium reads the inserts from the WAL or
+ * binlog, not the rows later), where no handler takes some event types:
+ * nothing flips their events to delivered, so odbox_purge_run never
+ * deletes them and the table grows. This deletes, from each shard, the
+ * undelivered events whose event_date is older than now -
+ * o->older_than_us and whose type no subscription takes (none, or only
+ * retired ones: the types the fan-out reads), in batches of
+ * o->batch_size, oldest first per type; "now" as for odbox_purge_run.
+ * Nothing else (o->keys_older_than_us is not used). Opt-in, as a handler
+ * subscribed to such a type later finds none of the deleted events to
+ * backfill; an event of a type a subscription takes waits for its
+ * fan-out. results[i].events counts the events removed (the other
+ * counts are 0); *results as for odbox_purge_run, and the same
+ * ODBOX_EINVAL checks. */
+int odbox_purge_unsubscribed_run(const odbox_registry *r, const odbox_purge_options *o,
+                                 odbox_purge_result **results, size_t *n, odbox_error *err);
+
 #define ODBOX_PURGE_JOB_NAME "odbox-purge"
 
 /* Fills *job with a job for a job registry (odbox/jobs.h) that runs
@@ -234,6 +251,12 @@ void odbox_purge_results_free(odbox_purge_result **results);
  * Same ODBOX_EINVAL checks as odbox_purge_run, and the schedule's. */
 int odbox_purge_job(const odbox_registry *r, const odbox_purge_options *o, odbox_schedule schedule,
                     odbox_job *job, odbox_error *err);
+/* Makes each run of a job odbox_purge_job filled also delete what
+ * odbox_purge_unsubscribed_run would with older_than_us (0: not, the
+ * default), after the rest; it logs how many. Before the job is added to
+ * a job registry. ODBOX_EINVAL: job NULL or not odbox_purge_job's, a
+ * negative age or one over 100 years. */
+int odbox_purge_job_unsubscribed(odbox_job *job, int64_t older_than_us, odbox_error *err);
 /* Frees what odbox_purge_job allocated and clears *job. NULL-safe. */
 void odbox_purge_job_free(odbox_job *job);
 

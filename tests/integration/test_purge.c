@@ -253,6 +253,90 @@ START_TEST(purge_of_an_unreachable_shard)
 }
 END_TEST
 
+/* A subscription named name of event type type on shard 0.0's eventlog,
+ * retired or not, as a delivery's registration writes it. */
+static void subscription(ofx *f, const char *name, const char *type, int retired)
+{
+    itest_exec(f->c[0], "INSERT INTO %s (name, created_date, retired_date) VALUES ('%s', CURRENT_TIMESTAMP, %s)",
+               itest_evt(f->ev[0], "subscriptions"), name, retired ? "CURRENT_TIMESTAMP" : "NULL");
+    itest_exec(f->c[0], "INSERT INTO %s (name, event_type) VALUES ('%s', '%s')",
+               itest_evt(f->ev[0], "subscription_types"), name, type);
+}
+
+static int64_t undelivered(ofx *f, const char *type)
+{
+    char where[128];
+    snprintf(where, sizeof where, "delivered = FALSE AND event_type = '%s'", type);
+    return ofx_count(f, 0, "events", where);
+}
+
+/* An outbox read by CDC only: events of a type no subscription takes (or
+ * only a retired one) are never delivered, so odbox_purge_run keeps them;
+ * odbox_purge_unsubscribed_run removes those past its age, never one a
+ * subscription still takes, nor anything else. As a job, when asked. */
+START_TEST(unsubscribed_events_go_only_when_asked)
+{
+    ofx f;
+    ofx_open(&f, 1);
+    subscription(&f, "live", "Deposited", 0);
+    subscription(&f, "gone", "Withdrawn", 1);
+    ofx_event(&f, 0, "Deposited", NOW - 20 * DAY, 0, NULL); /* its fan-out waits: stays */
+    ofx_event(&f, 0, "Withdrawn", NOW - 20 * DAY, 0, NULL); /* only a retired subscription: goes */
+    for (int k = 0; k < 3; k++)
+        ofx_event(&f, 0, "Unhandled", NOW - 10 * DAY + k * SEC, 0, NULL); /* go */
+    ofx_event(&f, 0, "Unhandled", NOW - 3600 * SEC, 0, NULL);           /* too young */
+    ofx_event(&f, 0, NULL, NOW - 20 * DAY, 0, NULL);                    /* a sentinel: not this purge's */
+    ofx_event(&f, 0, "Deposited", NOW - 20 * DAY, 1, NULL);             /* delivered: not this purge's */
+    odbox_manual_clock *m = NULL;
+    ck_assert_int_eq(odbox_manual_clock_new(NOW, &m, NULL), ODBOX_OK);
+    odbox_purge_options o = {.older_than_us = DAY, .batch_size = 2, .clock = odbox_manual_clock_clock(m)};
+    odbox_purge_result *res = NULL;
+    size_t n = 9;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_purge_run(f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
+    odbox_purge_results_free(&res);
+    ck_assert_int_eq(undelivered(&f, "Unhandled"), 4);
+    ck_assert_int_eq(undelivered(&f, "Withdrawn"), 1);
+    ofx_event(&f, 0, NULL, NOW - 20 * DAY, 0, NULL);
+    ofx_event(&f, 0, "Deposited", NOW - 20 * DAY, 1, NULL);
+
+    ck_assert_msg(odbox_purge_unsubscribed_run(f.r, &o, &res, &n, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(res[0].events, 4);
+    ck_assert_int_eq(res[0].notifications + res[0].sentinels + res[0].keys + res[0].processes, 0);
+    ck_assert_int_ge(res[0].batches, 3); /* 2 + 1 Unhandled, 1 Withdrawn, in batches of 2 */
+    odbox_purge_results_free(&res);
+    ck_assert_int_eq(undelivered(&f, "Unhandled"), 1);
+    ck_assert_int_eq(undelivered(&f, "Withdrawn"), 0);
+    ck_assert_int_eq(undelivered(&f, "Deposited"), 1);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "event_type IS NULL"), 1);
+    ck_assert_int_eq(ofx_count(&f, 0, "events", "delivered = TRUE"), 1);
+
+    /* the job, asked: a day later the young one goes too */
+    odbox_job job;
+    odbox_purge_options jo = {.older_than_us = 7 * DAY};
+    ck_assert_msg(odbox_purge_job(f.r, &jo, odbox_schedule_fixed_delay(3600 * 1000), &job, &e) == ODBOX_OK, "%s",
+                  e.message);
+    ck_assert_int_eq(odbox_purge_job_unsubscribed(&job, DAY, &e), ODBOX_OK);
+    char name[64];
+    itest_name(name, sizeof name, "purge");
+    job.name = name;
+    odbox_manual_clock_advance(m, DAY);
+    odbox_jobs_config cfg = {.poll_interval_ms = 20, .clock = odbox_manual_clock_clock(m)};
+    odbox_jobs *j = jt_open_jobs(f.r, &cfg, &job);
+    jt_start(j);
+    remaining r = {&f, 1}; /* the delivered one and the sentinel go too: only the subscribed one stays */
+    ck_assert(jt_wait_for(events_left, &r));
+    odbox_jobs_free(&j);
+    ck_assert_int_eq(undelivered(&f, "Deposited"), 1);
+    ck_assert_int_eq(undelivered(&f, "Unhandled"), 0);
+    itest_exec(f.c[0], "DELETE FROM scheduled_tasks WHERE task_name = '%s'", name);
+    odbox_purge_job_free(&job);
+    odbox_manual_clock_free(&m);
+    ofx_close(&f);
+}
+END_TEST
+
 Suite *purge_suite(void)
 {
     Suite *s = suite_create("purge");
@@ -263,6 +347,7 @@ Suite *purge_suite(void)
     tcase_add_test(tc, purge_job_on_a_manual_clock);
     tcase_add_test(tc, purge_measures_ages_in_the_database_time);
     tcase_add_test(tc, purge_of_an_unreachable_shard);
+    tcase_add_test(tc, unsubscribed_events_go_only_when_asked);
     suite_add_tcase(s, tc);
     return s;
 }

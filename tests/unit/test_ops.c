@@ -318,6 +318,12 @@ START_TEST(bad_input_refused_before_connecting)
     po.batch_size = 100001;
     ck_assert_int_eq(odbox_purge_run(r, &po, &res, &n, &e), ODBOX_EINVAL);
     ck_assert_ptr_null(res);
+    ck_assert_int_eq(odbox_purge_unsubscribed_run(r, &po, &res, &n, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_purge_unsubscribed_run(r, NULL, &res, &n, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_purge_unsubscribed_run(r, &(odbox_purge_options){0}, &res, &n, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_purge_unsubscribed_run(NULL, &po, &res, &n, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_purge_unsubscribed_run(r, &po, NULL, &n, &e), ODBOX_EINVAL);
+    ck_assert_ptr_null(res);
 
     odbox_job job;
     po.batch_size = 0;
@@ -332,6 +338,16 @@ START_TEST(bad_input_refused_before_connecting)
     ck_assert_str_eq(job.name, ODBOX_PURGE_JOB_NAME);
     ck_assert_ptr_nonnull(job.execute);
     ck_assert_ptr_nonnull(job.user);
+    /* the unsubscribed events' age: of a purge job only, 0 .. 100 years */
+    ck_assert_int_eq(odbox_purge_job_unsubscribed(&job, -1, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "older_than_us -1 is not in 0 (none) .. 100 years"));
+    ck_assert_int_eq(odbox_purge_job_unsubscribed(&job, INT64_C(101) * 366 * 86400 * 1000000, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_purge_job_unsubscribed(&job, 86400 * INT64_C(1000000), &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_purge_job_unsubscribed(&job, 0, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_purge_job_unsubscribed(NULL, 1, &e), ODBOX_EINVAL);
+    odbox_job other = {.name = "x", .user = &job};
+    ck_assert_int_eq(odbox_purge_job_unsubscribed(&other, 1, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "not a job odbox_purge_job filled"));
     odbox_purge_job_free(&job);
     ck_assert_ptr_null(job.user);
     odbox_purge_job_free(&job);
