@@ -20,13 +20,38 @@
 
 /* ---- one call, on a worker thread --------------------------------------------- */
 
+#define RETRY_AFTER_MAX_MS (INT64_C(366) * 86400 * 1000)
+
+/* The delay the handler running on this thread asked for
+ * (odbox_handler_retry_after): NOT_IN_CALL outside a call, NOT_ASKED
+ * until it asks. */
+enum { NOT_IN_CALL = -2, NOT_ASKED = -1 };
+static _Thread_local int64_t asked_retry_us = NOT_IN_CALL;
+
 static void hcall_run(odbox_work *w)
 {
     call *c = (call *)w;
     odbox_error e = {0};
+    asked_retry_us = NOT_ASKED;
     int64_t t0 = odbox_mono_us();
     int rc = c->fn(&c->env, c->user, &e);
-    odbox_hcall_done(c, rc, &e, odbox_mono_us() - t0);
+    int64_t took = odbox_mono_us() - t0;
+    c->retry_asked = asked_retry_us >= 0;
+    c->retry_after_us = asked_retry_us;
+    asked_retry_us = NOT_IN_CALL;
+    odbox_hcall_done(c, rc, &e, took);
+}
+
+int odbox_handler_retry_after(int64_t delay_ms, odbox_error *err)
+{
+    if (asked_retry_us == NOT_IN_CALL)
+        return odbox_fail(err, ODBOX_ESTATE,
+                          "handler retry after: not during a handler's call on its thread (a batch's included)");
+    if (delay_ms < 0 || delay_ms > RETRY_AFTER_MAX_MS)
+        return odbox_fail(err, ODBOX_EINVAL, "handler retry after: %lld ms is not in 0 .. 366 days",
+                          (long long)delay_ms);
+    asked_retry_us = delay_ms * 1000;
+    return ODBOX_OK;
 }
 
 void odbox_hcall_done(call *c, int rc, const odbox_error *e, int64_t took_us)

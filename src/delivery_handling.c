@@ -7,10 +7,12 @@
  *   - failed, no time left:     EXPIRED, attempts + 1, when post +
  *                               backoff(attempts + 1) passes the deadline,
  *                               or attempts + 1 reaches the handler's
- *                               max attempts
+ *                               max attempts, or the call returned
+ *                               ODBOX_EDISCARD
  *   - failed, to retry:         FAILED, attempts + 1, next_retry_at =
- *                               post + backoff(attempts + 1): one bucket
- *                               per attempts value
+ *                               post + backoff(attempts + 1), or + the
+ *                               delay the handler asked for: one bucket
+ *                               per attempts value and due time
  * where post is the time after the calls and the deadline is
  * max(event_date, created_date) + retention. Every UPDATE is guarded by
  * the state and attempts each row was read with, so an outcome that
@@ -126,6 +128,12 @@ static int attempts_spent(const odbox_delivery *d, const call *c, int more)
     return max > 0 && c->attempts + more >= max;
 }
 
+/* 1 when c's call returned ODBOX_EDISCARD: given up on now. */
+static int discarded(const call *c)
+{
+    return c->skip == CALL && c->w.state == ODBOX_WORK_DONE && c->rc == ODBOX_EDISCARD;
+}
+
 /* Expired rows and rows nobody handles get no call; the rest run on the
  * worker threads: a call each, or a batch handler's calls together. */
 static void run_calls(hround *h, int64_t now, const atomic_int *stop)
@@ -216,8 +224,9 @@ static void classify(hround *h, int64_t post)
             c->bucket = B_SUCCEEDED;
             continue;
         }
-        int64_t next = post + odbox_delivery_backoff_us(cfg, c->attempts + 1);
-        c->bucket = next > c->deadline_us || attempts_spent(h->d, c, 1) ? B_POSTFAILURE : B_RETRY;
+        int asked = c->skip == CALL && c->w.state == ODBOX_WORK_DONE && c->retry_asked;
+        int64_t next = post + (asked ? c->retry_after_us : odbox_delivery_backoff_us(cfg, c->attempts + 1));
+        c->bucket = next > c->deadline_us || attempts_spent(h->d, c, 1) || discarded(c) ? B_POSTFAILURE : B_RETRY;
         c->next_retry_us = next;
     }
 }
@@ -335,7 +344,7 @@ static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, si
     return rc;
 }
 
-/* The rows of one bucket (and, for retries, one attempts value), one
+/* The rows of one bucket (and, for retries, one attempts value and due time), one
  * UPDATE unless they exceed the dialect's parameter limit. */
 static int write_group(hround *h, odbox_conn *conn, int bucket, call **rows, size_t n, int64_t post,
                        odbox_error *err)
@@ -370,10 +379,14 @@ static int release_claims(hround *h, odbox_conn *conn, odbox_error *err)
     return rc;
 }
 
+/* Retries by attempts, then by due time (the same for an attempts value
+ * unless a handler asked for its own, odbox_handler_retry_after). */
 static int by_attempts(const void *a, const void *b)
 {
     const call *x = *(call *const *)a, *y = *(call *const *)b;
-    return (x->attempts > y->attempts) - (x->attempts < y->attempts);
+    if (x->attempts != y->attempts)
+        return (x->attempts > y->attempts) - (x->attempts < y->attempts);
+    return (x->next_retry_us > y->next_retry_us) - (x->next_retry_us < y->next_retry_us);
 }
 
 static int write_outcomes(hround *h, odbox_conn *conn, int64_t post, odbox_error *err)
@@ -395,7 +408,8 @@ static int write_outcomes(hround *h, odbox_conn *conn, int64_t post, odbox_error
         qsort(rows, n, sizeof *rows, by_attempts);
         for (size_t at = 0; at < n && rc == ODBOX_OK;) {
             size_t end = at;
-            while (end < n && rows[end]->attempts == rows[at]->attempts)
+            while (end < n && rows[end]->attempts == rows[at]->attempts &&
+                   rows[end]->next_retry_us == rows[at]->next_retry_us)
                 end++;
             rc = write_group(h, conn, b, rows + at, end - at, post, err);
             at = end;
@@ -488,7 +502,9 @@ static void report(hround *h, int64_t post, odbox_conn *conn)
             odbox_log(ODBOX_LOG_ERROR, "delivery: DISCARDED notification %s (handler %s, event %s) on shard %d.%d "
                                        "after %d attempts (%s): %s", e->notification_id, e->handler_name, e->event_id,
                       e->shard.group, e->shard.member, e->attempt,
-                      attempts_spent(h->d, c, 1) ? "its handler's max attempts" : "its retention ends before a retry",
+                      discarded(c)                 ? "its handler discarded it"
+                      : attempts_spent(h->d, c, 1) ? "its handler's max attempts"
+                                                   : "its retention ends before a retry",
                       why);
             break;
         case B_RETRY:

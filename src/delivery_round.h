@@ -33,6 +33,8 @@ typedef struct call {
     int ordered;           /* read with an order_key (a claim's rows only) */
     /* written by the call (never read once it is abandoned) */
     int rc;
+    int retry_asked;        /* odbox_handler_retry_after was called: */
+    int64_t retry_after_us; /* ... its delay */
     char message[256];
     int64_t duration_us;
     /* the round's */

@@ -37,6 +37,7 @@ static const struct {
     {ODBOX_ESTATE, "ODBOX_ESTATE", "called in the wrong state"},
     {ODBOX_EINDOUBT, "ODBOX_EINDOUBT", "in doubt: the connection was lost after the commit was sent"},
     {ODBOX_EOWNER, "ODBOX_EOWNER", "the eventlog belongs to another application database or schema"},
+    {ODBOX_EDISCARD, "ODBOX_EDISCARD", "discarded: the event can never be handled"},
 };
 
 const char *odbox_errname(int code)
@@ -109,6 +110,13 @@ int odbox_error_prefix(odbox_error *err, int code, const char *fmt, ...)
     if (err->code == 0)
         err->code = code;
     return err->code;
+}
+
+int odbox_error_discard(odbox_error *err)
+{
+    if (err)
+        err->code = ODBOX_EDISCARD;
+    return odbox_error_prefix(err, ODBOX_EDISCARD, "discarded");
 }
 
 int odbox_commit_failed(int rc, odbox_error *err)

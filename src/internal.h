@@ -26,6 +26,9 @@ int odbox_fail(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF(3,
 /* Prefixes err->message with a formatted context ("shard 0.1: ...").
  * Returns err->code (or ODBOX_EINVAL when err is NULL and code unknown). */
 int odbox_error_prefix(odbox_error *err, int code, const char *fmt, ...) ODBOX_PRINTF(3, 4);
+/* err's failure made ODBOX_EDISCARD, "discarded: " before its message (a
+ * relay's row that no retry could send); returns ODBOX_EDISCARD. */
+int odbox_error_discard(odbox_error *err);
 
 /* The outcome of a commit that failed with rc after it was sent (a
  * COMMIT, or a write in autocommit): a lost connection leaves unknown

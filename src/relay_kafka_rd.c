@@ -625,12 +625,17 @@ static int produce_on(kafka_broker *b, kafka_producer *p, const char *topic, con
         note_refusal(b, e);
         pthread_mutex_unlock(&b->mu);
     }
-    return odbox_fail(err, e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? ODBOX_ETIMEDOUT : ODBOX_EINVAL,
+    /* a message over message.max.bytes is never taken: discarded */
+    return odbox_fail(err,
+                      e == RD_KAFKA_RESP_ERR__QUEUE_FULL          ? ODBOX_ETIMEDOUT
+                      : e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ? ODBOX_EDISCARD
+                                                                  : ODBOX_EINVAL,
                       "kafka relay: topic %.200s at %.200s: produce: %s (%s)", topic, b->servers,
                       rd_kafka_err2str(e), rd_kafka_err2name(e));
 }
 
-/* The topic of env's message (*topic malloc'd), or ODBOX_EINVAL naming it. */
+/* The topic of env's message (*topic malloc'd), or ODBOX_EDISCARD naming
+ * it: no retry makes it a topic name. */
 static int topic_for(kafka_broker *b, const odbox_envelope *env, char **topic, odbox_error *err)
 {
     int rc = odbox_relay_expand(b->topic, env, topic, err);
@@ -638,9 +643,9 @@ static int topic_for(kafka_broker *b, const odbox_envelope *env, char **topic, o
         return odbox_error_prefix(err, rc, "kafka relay");
     if (topic_ok(*topic))
         return ODBOX_OK;
-    return odbox_fail(err, ODBOX_EINVAL,
-                      "kafka relay: topic template '%.200s' gives '%.200s' for event %s: not a Kafka topic name "
-                      "([A-Za-z0-9._-], 1 to 249 characters)",
+    return odbox_fail(err, ODBOX_EDISCARD,
+                      "discarded: kafka relay: topic template '%.200s' gives '%.200s' for event %s: not a Kafka "
+                      "topic name ([A-Za-z0-9._-], 1 to 249 characters)",
                       b->topic, *topic, env->event_id);
 }
 

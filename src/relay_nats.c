@@ -319,6 +319,8 @@ static int nats_code(natsStatus s)
         return ODBOX_ECONNLOST;
     case NATS_NO_MEMORY:
         return ODBOX_ENOMEM;
+    case NATS_MAX_PAYLOAD: /* over the server's max_payload: never sent */
+        return ODBOX_EDISCARD;
     default:
         return ODBOX_EIO;
     }
@@ -510,15 +512,18 @@ static void log_duplicate(const odbox_envelope *env, const char *stream)
 }
 
 /* The subject of env's message (*subject malloc'd, or NULL), or why it
- * cannot be published: a subject NATS refuses, a body libnats cannot take. */
+ * can never be published (ODBOX_EDISCARD): a subject NATS refuses, a body
+ * libnats cannot take. */
 static int subject_for(const nats_broker *b, const odbox_envelope *env, size_t len, char **subject,
                        odbox_error *err)
 {
     *subject = NULL;
     if (len > INT32_MAX)
-        return odbox_fail(err, ODBOX_EINVAL, "nats relay: a body of %zu bytes", len);
+        return odbox_fail(err, ODBOX_EDISCARD, "discarded: nats relay: a body of %zu bytes", len);
     int rc = odbox_relay_expand(b->subject, env, subject, err);
-    return rc == ODBOX_OK ? check_subject(*subject, err) : rc;
+    if (rc == ODBOX_OK && (rc = check_subject(*subject, err)) != ODBOX_OK)
+        rc = odbox_error_discard(err);
+    return rc;
 }
 
 static int nats_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)

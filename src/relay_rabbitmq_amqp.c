@@ -537,7 +537,7 @@ static int too_long(const char *what, const char *tmpl, const char *value, const
 }
 
 /* The exchange and routing key of env's message (malloc'd, or NULL);
- * ODBOX_EINVAL when one of them, or the event's type or id, is longer
+ * ODBOX_EDISCARD when one of them, or the event's type or id, is longer
  * than AMQP can carry, or its body (len bytes) is over max_message_bytes:
  * the server would close the channel for it, failing every publish in
  * flight on the connection, on every retry. */
@@ -545,12 +545,12 @@ static int names_for(const rbroker *b, const odbox_envelope *env, size_t len, ch
                      odbox_error *err)
 {
     *exchange = *rk = NULL;
-    if (len > (size_t)b->max_body)
-        return odbox_fail(err, ODBOX_EINVAL,
-                          "rabbitmq relay: event %.64s: a body of %zu bytes is over max_message_bytes %d (a body "
-                          "over the node's max_message_size makes it close the channel)",
-                          env->event_id, len, b->max_body);
-    int rc = odbox_relay_expand(b->exchange, env, exchange, err);
+    int rc = len <= (size_t)b->max_body
+                 ? odbox_relay_expand(b->exchange, env, exchange, err)
+                 : odbox_fail(err, ODBOX_EINVAL,
+                              "rabbitmq relay: event %.64s: a body of %zu bytes is over max_message_bytes %d (a body "
+                              "over the node's max_message_size makes it close the channel)",
+                              env->event_id, len, b->max_body);
     /* "" is the default exchange, which routes by queue name: meant only
      * when the template says so, not when a placeholder came out empty */
     if (rc == ODBOX_OK && !**exchange && *b->exchange)
@@ -568,7 +568,7 @@ static int names_for(const rbroker *b, const odbox_envelope *env, size_t len, ch
         rc = too_long("type", NULL, env->event_type, env, err);
     if (rc == ODBOX_OK)
         rc = too_long("message_id", NULL, env->event_id, env, err);
-    return rc;
+    return rc == ODBOX_EINVAL ? odbox_error_discard(err) : rc;
 }
 
 static int rabbit_publish(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err)

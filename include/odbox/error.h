@@ -48,8 +48,10 @@ enum {
     ODBOX_ESTATE       = -17, /* called in the wrong state (e.g. commit without begin) */
     ODBOX_EINDOUBT     = -18, /* the connection was lost after a commit was sent: it may
                                  have committed or not; never retry blindly */
-    ODBOX_EOWNER       = -19  /* the eventlog belongs to another application database
+    ODBOX_EOWNER       = -19, /* the eventlog belongs to another application database
                                  (or schema): name another eventlog */
+    ODBOX_EDISCARD     = -20  /* returned by a handler: this event can never be handled;
+                                 its row is given up on now (EXPIRED), not retried */
 };
 
 #define ODBOX_ERROR_MESSAGE_MAX 512

@@ -103,9 +103,23 @@ typedef struct odbox_envelope {
 
 /* 0: handled (SUCCEEDED). A negative ODBOX_E* code: failed, retried with
  * backoff until the retention runs out or the handler's max attempts
- * are spent (err's message is logged). Called
+ * are spent (err's message is logged). ODBOX_EDISCARD: failed for good
+ * (a request the receiver refuses as invalid, a message no broker takes):
+ * the row is given up on now, EXPIRED, as after its last attempt. Called
  * on a worker thread; it may run actions (odbox_execute): chaining. */
 typedef int (*odbox_handler_fn)(const odbox_envelope *env, void *user, odbox_error *err);
+
+/* Called by a handler during its call, on its thread, before it returns
+ * a failure: the row is due again delay_ms after the round's calls
+ * instead of after the backoff, for a receiver that says when to come
+ * back (HTTP 429 or 503 with Retry-After). The failure counts as any:
+ * attempts + 1, and the handler's max attempts and the retention still
+ * apply (a delay past the retention expires the row). The last delay
+ * asked for counts; ignored when the call succeeds or returns
+ * ODBOX_EDISCARD. ODBOX_EINVAL: delay_ms negative or over 366 days;
+ * ODBOX_ESTATE: not during a handler's call on its thread (a batch
+ * handler's, as a relay's, included). */
+int odbox_handler_retry_after(int64_t delay_ms, odbox_error *err);
 
 typedef struct odbox_handler {
     /* Durable: written to handler_name, so part of the schema (renaming

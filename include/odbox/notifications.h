@@ -253,7 +253,7 @@ int odbox_purge_job(const odbox_registry *r, const odbox_purge_options *o, odbox
                     odbox_job *job, odbox_error *err);
 /* Makes each run of a job odbox_purge_job filled also delete what
  * odbox_purge_unsubscribed_run would with older_than_us (0: not, the
- * default), after the rest; it logs how many. Before the job is added to
+ * default), besides the rest; it logs how many. Before the job is added to
  * a job registry. ODBOX_EINVAL: job NULL or not odbox_purge_job's, a
  * negative age or one over 100 years. */
 int odbox_purge_job_unsubscribed(odbox_job *job, int64_t older_than_us, odbox_error *err);

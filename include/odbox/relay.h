@@ -45,7 +45,9 @@ typedef struct odbox_relay_ops {
     const char *kind;   /* "nats", "rabbitmq", "kafka" */
     /* Publishes body (len bytes) for env and returns 0 once the broker
      * has confirmed it; a negative ODBOX_E* code with err set otherwise
-     * (the row is retried with backoff). Called on the delivery's worker
+     * (the row is retried with backoff; ODBOX_EDISCARD, for a message
+     * that cannot be sent with these settings whatever the broker's
+     * state, gives the row up at once). Called on the delivery's worker
      * threads, several at once. */
     int (*publish)(void *broker, const odbox_envelope *env, const char *body, size_t len, odbox_error *err);
     /* Closes the broker connection; NULL-safe on broker. */

@@ -42,6 +42,7 @@ typedef struct hbeh {
     int fail_first;        /* the first this many calls fail */
     int fail_always;
     const char *fail_message; /* a failure's message (else "<name>: scripted failure of call N") */
+    int fail_code;         /* a failure's code (0: ODBOX_EDB) */
     atomic_int block;      /* while set, a call waits (at most 30 s) */
     atomic_int blocked;    /* calls waiting now */
     atomic_int finished;   /* calls returned (the last thing a call does) */
@@ -111,6 +112,10 @@ void hx_close(hx *x);
 odbox_shard *hx_shard(hx *x, int member);
 odbox_delivery_round hx_fanout(hx *x, int member);
 odbox_delivery_round hx_handle(hx *x, int member);
+/* The last error of subscription name on shard member, malloc'd (NULL:
+ * none); *at when (0: none). Fails the test when there is no such
+ * subscription. */
+char *last_error_of(hx *x, int member, const char *name, int64_t *at);
 
 /* A fixture of nshards shards with an executor and a call record for the
  * delivery as jobs, in real time (test_handlers_jobs.c,

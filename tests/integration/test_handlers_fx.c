@@ -118,7 +118,7 @@ int hb_handle(const odbox_envelope *env, void *user, odbox_error *err)
             snprintf(err->message, sizeof err->message, "%s", b->fail_message);
         else
             snprintf(err->message, sizeof err->message, "%s: scripted failure of call %d", b->name, k + 1);
-        rc = ODBOX_EDB;
+        rc = b->fail_code ? b->fail_code : ODBOX_EDB;
     }
     atomic_fetch_add(&b->finished, 1);
     return rc;
@@ -575,4 +575,24 @@ void other_close(other_proc *o)
     odbox_jobs_free(&o->j);
     odbox_handlers_free(&o->h);
     odbox_registry_free(&o->r);
+}
+
+/* The last error of subscription name on shard member (at: when, 0: none). */
+char *last_error_of(hx *x, int member, const char *name, int64_t *at)
+{
+    odbox_subscription *s = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, member), 0, &s, &n, &e) == ODBOX_OK, "%s",
+                  e.message);
+    char *msg = NULL;
+    *at = -1;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s[i].name, name)) {
+            msg = s[i].last_error ? strdup(s[i].last_error) : NULL;
+            *at = s[i].last_error_us;
+        }
+    odbox_subscriptions_free(&s, n);
+    ck_assert_int_ge(*at, 0);
+    return msg;
 }

@@ -1,11 +1,13 @@
-/* odbox — integration tests of a handler's max attempts, on every
+/* odbox — integration tests of how a handler's failures end, on every
  * dialect: a handler gives up on a row after its last allowed failure
  * (EXPIRED, its failure the subscription's last error) while a handler
  * without a limit on the same event goes on; a row whose attempts are
- * already spent (a limit lowered) expires without a call; a requeue
- * gives it its attempts back; a row that cannot be read is given up on
- * too; an ordered handler that gives up lets the model's next row
- * through at once; a limit set once a delivery opened is refused. */
+ * already spent (a limit lowered) expires without a call; a requeue gives
+ * it its attempts back; a handler returning ODBOX_EDISCARD gives its row
+ * up at once; one that asks for a retry delay gets it instead of the
+ * backoff; a row that cannot be read is given up on too; an ordered
+ * handler that gives up lets the model's next row through at once; a
+ * limit set once a delivery opened is refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,21 +23,6 @@ static void set_max_attempts(odbox_handlers *h, const char *name, int max)
 {
     odbox_error e = {0};
     ck_assert_msg(odbox_handlers_set_max_attempts(h, name, max, &e) == ODBOX_OK, "%s", e.message);
-}
-
-/* The last error of subscription name on shard 0 (NULL: none). */
-static char *last_error(hx *x, const char *name)
-{
-    odbox_subscription *s = NULL;
-    size_t n = 0;
-    odbox_error e = {0};
-    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, 0), 0, &s, &n, &e) == ODBOX_OK, "%s", e.message);
-    char *msg = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(s[i].name, name) && s[i].last_error)
-            msg = strdup(s[i].last_error);
-    odbox_subscriptions_free(&s, n);
-    return msg;
 }
 
 /* Rounds on shard 0, the clock moved past every backoff before each. */
@@ -74,7 +61,8 @@ START_TEST(a_handler_gives_up_after_its_max_attempts)
     ck_assert_str_eq(nstate(&x.f, 0, a[0], "capped"), "EXPIRED");
     ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "capped", "attempts"), 3);
     ck_assert_str_eq(nstate(&x.f, 0, a[0], "unlimited"), "FAILED");
-    char *msg = last_error(&x, "capped");
+    int64_t at = 0;
+    char *msg = last_error_of(&x, 0, "capped", &at);
     ck_assert_msg(msg && strstr(msg, "scripted failure of call 3"), "last error: %s", msg ? msg : "(none)");
     free(msg);
     for (int k = 0; k < 3; k++)
@@ -109,6 +97,113 @@ START_TEST(a_handler_gives_up_after_its_max_attempts)
 }
 END_TEST
 
+/* A handler that returns ODBOX_EDISCARD gives its row up at once, without
+ * a limit: EXPIRED after one call, its message the last error; a handler
+ * failing otherwise on the same event is retried. */
+START_TEST(a_handler_that_discards_gives_up_at_once)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh discarding, failing;
+    hbeh_init(&discarding, &x.rec, NULL), hbeh_init(&failing, &x.rec, NULL);
+    discarding.fail_always = failing.fail_always = 1;
+    discarding.fail_code = ODBOX_EDISCARD;
+    discarding.fail_message = "the receiver refused the request as invalid (HTTP 400)";
+    hx_deliver(&x,
+               handlers_of(2, (const char *[]){"discarding", "failing"}, (const char *[]){EV_G.name, EV_G.name},
+                           (hbeh *[]){&discarding, &failing}),
+               NULL);
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_G, 1, a);
+    fanout_until_idle(x.d, &x.f, NULL);
+    odbox_delivery_round r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.expired_postfailure, 1);
+    ck_assert_int_eq(r.failed, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "discarding"), "EXPIRED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "discarding", "attempts"), 1);
+    int64_t at = 0;
+    char *msg = last_error_of(&x, 0, "discarding", &at);
+    ck_assert_msg(msg && strstr(msg, "HTTP 400"), "last error: %s", msg ? msg : "(none)");
+    free(msg);
+    ck_assert_int_eq(round_later(&x).failed, 1);
+    ck_assert_int_eq(hrec_count(&x.rec, "discarding"), 1);
+    ck_assert_int_eq(hrec_count(&x.rec, "failing"), 2);
+    hx_close(&x);
+}
+END_TEST
+
+/* A handler that says when to come back: each call asks for the next
+ * delay in its list (-1: none, the backoff; -2: ask with a negative one,
+ * refused, the backoff stands), and records what the asks returned. */
+typedef struct later {
+    const int64_t *delays_ms;
+    int calls;
+    int rcs[8];
+} later;
+
+static int later_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)env;
+    later *l = user;
+    int64_t d = l->delays_ms[l->calls];
+    odbox_error e = {0};
+    int rc = d == -1 ? ODBOX_OK : odbox_handler_retry_after(d == -2 ? -5 : d, &e);
+    l->rcs[l->calls++] = rc;
+    snprintf(err->message, sizeof err->message, "busy: come back later");
+    return ODBOX_EIO;
+}
+
+/* odbox_handler_retry_after: the row is due after the delay asked for,
+ * not the backoff, as a failure (attempts + 1); a refused ask leaves the
+ * backoff; a delay past the retention expires the row; outside a call it
+ * is refused. */
+START_TEST(a_handler_says_when_to_retry)
+{
+    hx x;
+    hx_open(&x, 1);
+    const int64_t delays[] = {5000, -1, -2, 8 * 86400 * INT64_C(1000)};
+    later l = {delays, 0, {0}};
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = "later", .event_type = EV_G.name, .handle = later_handle, .user = &l};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    hx_deliver(&x, h, NULL);
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_G, 1, a);
+    fanout_until_idle(x.d, &x.f, NULL);
+    /* 1: asks for 5 s */
+    int64_t now = T;
+    ck_assert_int_eq(hx_handle(&x, 0).failed, 1);
+    ck_assert_int_eq(l.rcs[0], ODBOX_OK);
+    ck_assert_int_eq(ncol_ts(&x.f, 0, a[0], "later", "next_retry_at"), now + 5 * SEC_US);
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "later", "attempts"), 1);
+    odbox_manual_clock_set(x.clk, now + 5 * SEC_US - 1);
+    ck_assert_int_eq(hx_handle(&x, 0).read, 0);
+    /* 2: asks for nothing: the backoff of a second attempt, 60 s */
+    now += 5 * SEC_US;
+    odbox_manual_clock_set(x.clk, now);
+    ck_assert_int_eq(hx_handle(&x, 0).failed, 1);
+    ck_assert_int_eq(ncol_ts(&x.f, 0, a[0], "later", "next_retry_at"), now + 60 * SEC_US);
+    /* 3: a negative delay is refused: the backoff of a third, 120 s */
+    now += 60 * SEC_US;
+    odbox_manual_clock_set(x.clk, now);
+    ck_assert_int_eq(hx_handle(&x, 0).failed, 1);
+    ck_assert_int_eq(l.rcs[2], ODBOX_EINVAL);
+    ck_assert_int_eq(ncol_ts(&x.f, 0, a[0], "later", "next_retry_at"), now + 120 * SEC_US);
+    /* 4: 8 days, past the 7 days' retention: EXPIRED */
+    now += 120 * SEC_US;
+    odbox_manual_clock_set(x.clk, now);
+    ck_assert_int_eq(hx_handle(&x, 0).expired_postfailure, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "later"), "EXPIRED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "later", "attempts"), 4);
+    /* outside a handler's call */
+    ck_assert_int_eq(odbox_handler_retry_after(1000, &e), ODBOX_ESTATE);
+    ck_assert_ptr_nonnull(strstr(e.message, "not during a handler's call"));
+    hx_close(&x);
+}
+END_TEST
+
 /* A row json-c cannot read never reaches its handler: with a limit it is
  * given up on like a failed call (MySQL and MariaDB refuse such a row). */
 START_TEST(a_row_that_cannot_be_read_is_given_up_on)
@@ -123,12 +218,8 @@ START_TEST(a_row_that_cannot_be_read_is_given_up_on)
     char a[1][37];
     emit_n(&x.f, x.exe, 0, &EV_G, 1, a);
     fanout_until_idle(x.d, &x.f, NULL);
-    char deep[128] = "", *p = deep;
-    for (int i = 0; i < 40; i++)
-        *p++ = '[';
-    for (int i = 0; i < 40; i++)
-        *p++ = ']';
-    itest_exec(x.f.c[0], "UPDATE %s SET payload = '%s' WHERE handler_name = 'h'", ntab(&x.f, 0), deep);
+    char deep[128];
+    itest_exec(x.f.c[0], "UPDATE %s SET payload = '%s' WHERE handler_name = 'h'", ntab(&x.f, 0), nested_json(deep, 40));
     ck_assert_int_eq(round_later(&x).failed, 1);
     ck_assert_int_eq(round_later(&x).expired_postfailure, 1);
     ck_assert_str_eq(nstate(&x.f, 0, a[0], "h"), "EXPIRED");
@@ -216,7 +307,9 @@ Suite *handlers_giveup_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_handler_gives_up_after_its_max_attempts);
+    tcase_add_test(tc, a_handler_that_discards_gives_up_at_once);
     tcase_add_test(tc, a_row_that_cannot_be_read_is_given_up_on);
+    tcase_add_test(tc, a_handler_says_when_to_retry);
     tcase_add_test(tc, an_ordered_handler_that_gives_up_lets_the_models_next_row_through);
     tcase_add_test(tc, a_limit_after_the_delivery_opened_is_refused);
     suite_add_tcase(s, tc);

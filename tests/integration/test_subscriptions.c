@@ -244,26 +244,6 @@ START_TEST(a_clean_stop_is_no_longer_live)
 }
 END_TEST
 
-/* The last error of subscription name on shard member (at: when, 0: none). */
-static char *last_error_of(hx *x, int member, const char *name, int64_t *at)
-{
-    odbox_subscription *s = NULL;
-    size_t n = 0;
-    odbox_error e = {0};
-    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, member), 0, &s, &n, &e) == ODBOX_OK, "%s",
-                  e.message);
-    char *msg = NULL;
-    *at = -1;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(s[i].name, name)) {
-            msg = s[i].last_error ? strdup(s[i].last_error) : NULL;
-            *at = s[i].last_error_us;
-        }
-    odbox_subscriptions_free(&s, n);
-    ck_assert_int_ge(*at, 0);
-    return msg;
-}
-
 /* A failed call names its subscription's last error (odbox handlers shows
  * it): a relay's broker that is down is visible without the logs. */
 START_TEST(a_failed_call_is_its_subscriptions_last_error)
@@ -349,13 +329,9 @@ START_TEST(a_row_json_c_cannot_read_is_its_subscriptions_last_error)
     hx_deliver(&x, handlers_of(1, (const char *[]){"h"}, (const char *[]){EV_A.name}, (hbeh *[]){&h}), NULL);
     emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
     fanout_until_idle(x.d, &x.f, NULL);
-    char deep[128] = "", *p = deep;
-    for (int i = 0; i < 40; i++)
-        *p++ = '[';
-    for (int i = 0; i < 40; i++)
-        *p++ = ']';
+    char deep[128];
     itest_exec(x.f.c[0], "UPDATE %s SET payload = '%s' WHERE handler_name = 'h'",
-               itest_evt(x.f.ev[0], "event_notifications"), deep);
+               itest_evt(x.f.ev[0], "event_notifications"), nested_json(deep, 40));
     ck_assert_int_eq(hx_handle(&x, 0).failed, 1);
     ck_assert_int_eq(atomic_load(&h.calls), 0);
     int64_t at = 0;

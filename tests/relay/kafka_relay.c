@@ -309,8 +309,22 @@ static void check_errors(void)
     kc.bootstrap_servers = g_boot;
     KOK(odbox_relay_kafka_open(&kc, &b, &e), e);
     rc = odbox_relay_kafka_ops.publish(b, &env, "{}", 2, &e);
-    KCHECK(rc == ODBOX_EINVAL && strstr(e.message, "not a Kafka topic name"), "bad topic: %s", e.message);
+    KCHECK(rc == ODBOX_EDISCARD && strstr(e.message, "not a Kafka topic name"), "bad topic: %s", e.message);
     printf("ok bad_topic: %s\n", e.message);
+    odbox_relay_kafka_ops.close(b);
+    /* a body over message.max.bytes is never taken, whatever the cluster's
+     * state: discarded */
+    const char *const small[] = {"message.max.bytes", "1000", NULL};
+    kc.topic = "t";
+    kc.properties = small;
+    KOK(odbox_relay_kafka_open(&kc, &b, &e), e);
+    char big[2001];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    rc = odbox_relay_kafka_ops.publish(b, &env, big, sizeof big - 1, &e);
+    KCHECK(rc == ODBOX_EDISCARD && strstr(e.message, "MSG_SIZE_TOO_LARGE"), "too large: %s: %s", odbox_errname(rc),
+           e.message);
+    printf("ok too_large: %s\n", e.message);
     odbox_relay_kafka_ops.close(b);
 }
 

@@ -99,7 +99,7 @@ static int route_round_check(void *b, int k, int made)
           "route: the missing exchange");
     CHECK(failed_with(r.rcs[UNROUTED_ROW], &r.errs[UNROUTED_ROW], 0, "unroutable: 312 NO_ROUTE"),
           "route: the unroutable message");
-    CHECK(failed_with(r.rcs[EMPTY_ROW], &r.errs[EMPTY_ROW], ODBOX_EINVAL, "gives ''"), "route: the empty exchange");
+    CHECK(failed_with(r.rcs[EMPTY_ROW], &r.errs[EMPTY_ROW], ODBOX_EDISCARD, "gives ''"), "route: the empty exchange");
     round_free(&r);
     return ok;
 }
@@ -160,7 +160,7 @@ int rabbit_route(void)
     rc = route_one(b, ROUNDS, UNROUTED_ROW, &e);
     CHECK(failed_with(rc, &e, 0, "unroutable: 312 NO_ROUTE"), "route: one publish, unroutable: %s", e.message);
     rc = route_one(b, ROUNDS, EMPTY_ROW, &e);
-    CHECK(failed_with(rc, &e, ODBOX_EINVAL, "gives ''"), "route: one publish, the empty exchange: %s", e.message);
+    CHECK(failed_with(rc, &e, ODBOX_EDISCARD, "gives ''"), "route: one publish, the empty exchange: %s", e.message);
     rc = route_one(b, ROUNDS, 0, &e);
     CHECK(rc == ODBOX_OK, "route: one publish, a good row: %s: %s", odbox_errname(rc), e.message);
     confirmed += rc == ODBOX_OK;

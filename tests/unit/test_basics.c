@@ -24,7 +24,7 @@ START_TEST(error_names_are_distinct)
                          ODBOX_EUNIQUE, ODBOX_EDEADLOCK, ODBOX_ENOTFOUND, ODBOX_ECROSSSHARD,
                          ODBOX_ETIMEDOUT, ODBOX_EMIGRATION, ODBOX_EUNSUPPORTED, ODBOX_EDB,
                          ODBOX_EIO, ODBOX_EBUSY, ODBOX_EPARTIAL, ODBOX_ESTATE,
-                         ODBOX_EINDOUBT, ODBOX_EOWNER};
+                         ODBOX_EINDOUBT, ODBOX_EOWNER, ODBOX_EDISCARD};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         ck_assert_int_lt(codes[i], 0);
