@@ -23,9 +23,9 @@ const char usage_relay[] =
     "                           \"subject\": \"events.{model_type}.{event_type}\"}}]\n"
     "(kinds: nats, rabbitmq, kafka; docs/relays.md). A relay is a handler: its rows show in\n"
     "`odbox handlers` and `odbox notifications`; \"max_attempts\" N gives a row up (EXPIRED)\n"
-    "after N failed publishes (0: retried until its retention, 7 days, ends). Runs until SIGTERM or SIGINT, or\n"
-    "with --until-idle until no row of its relays is PENDING or FAILED and due\n"
-    "(at most --timeout-ms, default 600000).\n"
+    "after N failed publishes (0: retried until its retention, 7 days, ends). Runs until\n"
+    "SIGTERM or SIGINT, or with --until-idle until no row of its relays is PENDING or\n"
+    "FAILED and due (at most --timeout-ms, default 600000).\n"
     "  --workers N     publishing threads (default 8)\n"
     "  --batch N       rows a handling round claims and publishes at once (default 250)\n"
     "  --loops N       handling rounds at once, each claiming its own batch (default 2; more\n"
@@ -184,6 +184,21 @@ static int parse_types(json_object *a, relay_entry *e, const char *name, odbox_e
     return ODBOX_OK;
 }
 
+/* o's member key, when it has one, into *out: an integer 0..1000000. */
+static int count_member(json_object *o, const char *key, const char *name, int *out, odbox_error *err)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v))
+        return ODBOX_OK;
+    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 || json_object_get_int64(v) > 1000000) {
+        char what[64];
+        snprintf(what, sizeof what, "\"%s\" is not an integer 0..1000000", key);
+        return bad(name, what, err);
+    }
+    *out = (int)json_object_get_int64(v);
+    return ODBOX_OK;
+}
+
 /* One relay object into e (its JSON settings into *settings, its kind into *k). */
 static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **settings, const relay_kind **k,
                        odbox_error *err)
@@ -230,18 +245,11 @@ static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **s
             return bad(name, "\"ordered\" is not true or false", err);
         e->cfg.ordered = json_object_get_boolean(v);
     }
-    if (json_object_object_get_ex(o, "max_in_flight", &v)) {
-        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
-            json_object_get_int64(v) > 1000000)
-            return bad(name, "\"max_in_flight\" is not an integer 0..1000000", err);
-        e->cfg.max_in_flight = (int)json_object_get_int64(v);
-    }
-    if (json_object_object_get_ex(o, "max_attempts", &v)) {
-        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
-            json_object_get_int64(v) > 1000000)
-            return bad(name, "\"max_attempts\" is not an integer 0..1000000", err);
-        e->max_attempts = (int)json_object_get_int64(v);
-    }
+    int rc = count_member(o, "max_in_flight", name, &e->cfg.max_in_flight, err);
+    if (rc == ODBOX_OK)
+        rc = count_member(o, "max_attempts", name, &e->max_attempts, err);
+    if (rc != ODBOX_OK)
+        return rc;
     if (!json_object_object_get_ex(o, "settings", settings) || !json_object_is_type(*settings, json_type_object))
         return bad(name, "\"settings\" is not a JSON object", err);
     return parse_types(json_object_object_get_ex(o, "event_types", &v) ? v : NULL, e, name, err);
