@@ -292,29 +292,41 @@ static int event_types(odbox_conn *c, const char *events, int delivered, char **
     return rc < 0 ? rc : ODBOX_OK;
 }
 
+/* Pass p's batches type by type over the (un)delivered events' types,
+ * but those of skip (nskip of them). */
+static int delete_by_type(odbox_conn *c, const char *events, const struct pass *p, int delivered,
+                          const odbox_subtype *skip, size_t nskip, int64_t cutoff, int batch, const purge_stop *st,
+                          int64_t *removed, int64_t *batches, odbox_error *err)
+{
+    char **types = NULL;
+    size_t ntypes = 0;
+    int rc = event_types(c, events, delivered, &types, &ntypes, err);
+    for (size_t k = 0; rc == ODBOX_OK && k < ntypes && !stopping(st); k++) {
+        size_t j = 0;
+        while (j < nskip && strcmp(skip[j].name, types[k]))
+            j++;
+        if (j == nskip)
+            rc = delete_batches(c, events, p, types[k], cutoff, batch, st, removed, batches, err);
+    }
+    for (size_t k = 0; k < ntypes; k++)
+        free(types[k]);
+    free(types);
+    return rc;
+}
+
 /* The undelivered events older than cutoff of every type no subscription
  * takes that is not retired: the types the fan-out reads for its rounds
  * (odbox_subs_read_types), so none of what it would fan out goes. */
 static int delete_unsubscribed(odbox_conn *c, const odbox_shard *sh, const char *events, int64_t cutoff, int batch,
                                const purge_stop *st, int64_t *removed, int64_t *batches, odbox_error *err)
 {
-    char **types = NULL;
-    size_t ntypes = 0, nsubscribed = 0;
+    size_t nsubscribed = 0;
     odbox_subtype *subscribed = NULL;
     int64_t db_now = 0;
     int rc = odbox_subs_read_types(c, odbox_shard_eventlog(sh), &subscribed, &nsubscribed, &db_now, err);
     if (rc == ODBOX_OK)
-        rc = event_types(c, events, 0, &types, &ntypes, err);
-    for (size_t k = 0; rc == ODBOX_OK && k < ntypes && !stopping(st); k++) {
-        size_t j = 0;
-        while (j < nsubscribed && strcmp(subscribed[j].name, types[k]))
-            j++;
-        if (j == nsubscribed)
-            rc = delete_batches(c, events, &unsubscribed_pass, types[k], cutoff, batch, st, removed, batches, err);
-    }
-    for (size_t k = 0; k < ntypes; k++)
-        free(types[k]);
-    free(types);
+        rc = delete_by_type(c, events, &unsubscribed_pass, 0, subscribed, nsubscribed, cutoff, batch, st, removed,
+                            batches, err);
     odbox_subs_types_free(subscribed, nsubscribed);
     return rc;
 }
@@ -356,18 +368,10 @@ static int purge_shard(const odbox_shard *sh, int64_t now, const purge_ages *age
                                                     : &res->sentinels;
         const char *table = p->what == NOTIFICATIONS ? notifications : p->what == KEYS ? keys : events;
         int64_t at = p->what == KEYS ? keys_cutoff : cutoff;
-        if (!p->where_per_type || odbox_conn_dialect(c)->has_partial_indexes) {
+        if (!p->where_per_type || odbox_conn_dialect(c)->has_partial_indexes)
             rc = delete_batches(c, table, p, NULL, at, batch, st, removed, &res->batches, err);
-            continue;
-        }
-        char **types = NULL;
-        size_t ntypes = 0;
-        rc = event_types(c, table, 1, &types, &ntypes, err);
-        for (size_t k = 0; rc == ODBOX_OK && k < ntypes && !stopping(st); k++)
-            rc = delete_batches(c, table, p, types[k], at, batch, st, removed, &res->batches, err);
-        for (size_t k = 0; k < ntypes; k++)
-            free(types[k]);
-        free(types);
+        else
+            rc = delete_by_type(c, table, p, 1, NULL, 0, at, batch, st, removed, &res->batches, err);
     }
     if (rc == ODBOX_OK && ages->unsubscribed && !stopping(st))
         rc = delete_unsubscribed(c, sh, events, now - ages->unsubscribed, batch, st, unsubscribed,
