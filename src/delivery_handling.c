@@ -118,21 +118,24 @@ static hbatch *batch_of(hround *h, int k)
     return b;
 }
 
+/* c's handler, or -1: a row never called (not JSON, say) has none
+ * looked up yet. */
+static int handler_of(const odbox_delivery *d, const call *c)
+{
+    return c->handler >= 0 ? c->handler : odbox_handlers_find(d->h, c->env.handler_name);
+}
+
 /* 1 when c's handler gives up on its row after this many more failed
- * calls (odbox_handlers_set_max_attempts). A row never called (not JSON,
- * say) has no handler looked up yet. */
+ * calls (odbox_handlers_set_max_attempts). */
 static int attempts_spent(const odbox_delivery *d, const call *c, int more)
 {
-    int k = c->handler >= 0 ? c->handler : odbox_handlers_find(d->h, c->env.handler_name);
+    int k = handler_of(d, c);
     int max = k >= 0 ? d->h->v[k].max_attempts : 0;
     return max > 0 && c->attempts + more >= max;
 }
 
-/* 1 when c's call returned ODBOX_EDISCARD: given up on now. */
-static int discarded(const call *c)
-{
-    return c->skip == CALL && c->w.state == ODBOX_WORK_DONE && c->rc == ODBOX_EDISCARD;
-}
+/* 1 when c's handler was called and returned: its rc, message and asks hold. */
+static int returned(const call *c) { return c->skip == CALL && c->w.state == ODBOX_WORK_DONE; }
 
 /* Expired rows and rows nobody handles get no call; the rest run on the
  * worker threads: a call each, or a batch handler's calls together. */
@@ -224,9 +227,13 @@ static void classify(hround *h, int64_t post)
             c->bucket = B_SUCCEEDED;
             continue;
         }
-        int asked = c->skip == CALL && c->w.state == ODBOX_WORK_DONE && c->retry_asked;
+        int asked = returned(c) && c->retry_asked;
         int64_t next = post + (asked ? c->retry_after_us : odbox_delivery_backoff_us(cfg, c->attempts + 1));
-        c->bucket = next > c->deadline_us || attempts_spent(h->d, c, 1) || discarded(c) ? B_POSTFAILURE : B_RETRY;
+        c->gave_up = returned(c) && c->rc == ODBOX_EDISCARD ? "its handler discarded it"
+                     : attempts_spent(h->d, c, 1)          ? "its handler's max attempts"
+                     : next > c->deadline_us               ? "its retention ends before a retry"
+                                                           : NULL;
+        c->bucket = c->gave_up ? B_POSTFAILURE : B_RETRY;
         c->next_retry_us = next;
     }
 }
@@ -488,11 +495,10 @@ static void report(hround *h, int64_t post, odbox_conn *conn)
     for (size_t i = 0; i < h->n; i++) {
         call *c = h->calls[i];
         odbox_envelope *e = &c->env;
-        int called = c->skip == CALL && c->w.state == ODBOX_WORK_DONE;
+        int called = returned(c);
         const char *why = called ? c->message : c->why;
-        /* a row never called (not JSON, say) has no handler looked up yet:
-         * its failure is still its subscription's last error */
-        int handler = c->handler >= 0 ? c->handler : odbox_handlers_find(h->d->h, e->handler_name);
+        /* a row never called has its failure as its subscription's last error too */
+        int handler = handler_of(h->d, c);
         switch (c->bucket) {
         case B_PREFLIGHT: rd->expired_preflight++; break;
         case B_SUCCEEDED: rd->succeeded++; break;
@@ -501,11 +507,7 @@ static void report(hround *h, int64_t post, odbox_conn *conn)
             odbox_subs_note_error(h->d, h->ds, conn, handler, why);
             odbox_log(ODBOX_LOG_ERROR, "delivery: DISCARDED notification %s (handler %s, event %s) on shard %d.%d "
                                        "after %d attempts (%s): %s", e->notification_id, e->handler_name, e->event_id,
-                      e->shard.group, e->shard.member, e->attempt,
-                      discarded(c)                 ? "its handler discarded it"
-                      : attempts_spent(h->d, c, 1) ? "its handler's max attempts"
-                                                   : "its retention ends before a retry",
-                      why);
+                      e->shard.group, e->shard.member, e->attempt, c->gave_up, why);
             break;
         case B_RETRY:
             rd->failed++;

@@ -40,6 +40,7 @@ typedef struct call {
     /* the round's */
     char why[160];         /* why a row failed without a call, or timed out */
     int bucket;            /* B_*, or -1: left as it was */
+    const char *gave_up;   /* B_POSTFAILURE: why (a literal) */
     int64_t next_retry_us;
 } call;
 
