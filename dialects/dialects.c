@@ -86,6 +86,15 @@ int odbox_dsn_resolve_as(const char *text, int never_create, const odbox_dialect
                             dsn->dialect);
             goto out;
         }
+        /* dialect= may choose among the dialects that read the URL the
+         * same way (mysql:// or mariadb://): another one would read a
+         * URL of a different server */
+        const odbox_dialect *by_scheme = dsn->scheme ? odbox_dialect_find(dsn->scheme) : NULL;
+        if (by_scheme && by_scheme->connection_string != d->connection_string) {
+            rc = odbox_fail(err, ODBOX_EINVAL, "DSN: dialect=%s does not go with the scheme %s (the URL is for %s)",
+                            d->name, dsn->scheme, by_scheme->name);
+            goto out;
+        }
     } else if (dsn->scheme) {
         if (!(d = odbox_dialect_find(dsn->scheme))) {
             rc = odbox_fail(err, ODBOX_EINVAL,

@@ -446,6 +446,21 @@ START_TEST(connection_strings)
     ck_assert_int_eq(odbox_dsn_resolve("postgresql://u:s3cr3t@h/db?dialect=db2", &d, &odbc, NULL, &e), ODBOX_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.message, "unknown dialect"));
     ck_assert_ptr_null(strstr(e.message, "s3cr3t"));
+    /* dialect= chooses only among the dialects that read the URL alike:
+     * another would connect to the URL's server as a different one */
+    odbc = NULL;
+    ck_assert_int_eq(odbox_dsn_resolve("postgresql://u:s3cr3t@h/db?dialect=mysql", &d, &odbc, NULL, &e),
+                     ODBOX_EINVAL);
+    ck_assert_str_eq(e.message, "DSN: dialect=mysql does not go with the scheme postgresql (the URL is for postgresql)");
+    ck_assert_ptr_null(odbc);
+    ck_assert_int_eq(odbox_dsn_resolve("sqlite:app.db?dialect=postgresql", &d, &odbc, NULL, &e), ODBOX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "does not go with the scheme sqlite"));
+    ck_assert_int_eq(odbox_dsn_resolve("mysql://u@h/app?dialect=mariadb", &d, &odbc, NULL, &e), ODBOX_OK);
+    ck_assert_ptr_eq(d, &odbox_dialect_mariadb);
+    free(odbc);
+    ck_assert_int_eq(odbox_dsn_resolve("postgres://h/db?dialect=pg", &d, &odbc, NULL, &e), ODBOX_OK);
+    ck_assert_ptr_eq(d, &odbox_dialect_postgresql);
+    free(odbc);
 
     /* eventlog= is odbox's: it never reaches the driver */
     ck_assert_int_eq(odbox_dsn_resolve("mariadb://u@h/app?eventlog=ev_b&OPTION=3", &d, &odbc, NULL, &e), ODBOX_OK);
