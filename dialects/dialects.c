@@ -103,6 +103,11 @@ int odbox_dsn_resolve_as(const char *text, int never_create, const odbox_dialect
             goto out;
         }
     }
+    /* checked here, where a registry or pool is opened, not first at a
+     * connect */
+    odbox_timeouts timeouts;
+    if (!dsn->raw && (rc = odbox_dsn_timeouts(dsn, &timeouts, err)) != ODBOX_OK)
+        goto out;
     if (d && d->version != ODBOX_DIALECT_VERSION) {
         rc = odbox_fail(err, ODBOX_EUNSUPPORTED, "dialect %s has method table version %d, need %d",
                         d->name, d->version, ODBOX_DIALECT_VERSION);

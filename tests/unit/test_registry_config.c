@@ -182,6 +182,10 @@ static const bad_config bad_configs[] = {
     {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"postgresql://u:s3cr3t-PW@h:0/db\" }]}", "port"},
     {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"oracle://u:s3cr3t-PW@h/db\" }]}", "unknown scheme"},
     {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"postgresql://u:s3cr3t-PW@h/db?dialect=x\" }]}", "unknown dialect"},
+    {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"postgresql://u:s3cr3t-PW@h/db?dialect=mysql\" }]}", "does not go with the scheme postgresql"},
+    /* refused when the registry is made, not first at a connect */
+    {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"postgresql://u:s3cr3t-PW@h/db?connect_timeout=10s\" }]}", "connect_timeout must be a whole number of seconds"},
+    {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"" PG "\", \"replica\": \"mysql://h/db?read_timeout=-1\" }]}", "read_timeout must be"},
     {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"" PG "\", \"replica\": \"garbage\" }]}", "replica"},
     {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"" PG "\", \"eventlog\": \"Event-Log\" }]}", "eventlog: 'Event-Log' is not a valid name"},
     {"{\"shards\": [{ \"group\": 0, \"member\": 0, \"primary\": \"" PG "\", \"eventlog\": \"x; DROP TABLE y\" }]}", "not a valid name"},
