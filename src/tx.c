@@ -195,7 +195,7 @@ int odbox_tx_replayed(const odbox_tx *tx) { return tx ? tx->replayed : 0; }
 
 odbox_shard_id odbox_tx_shard(const odbox_tx *tx)
 {
-    return tx ? odbox_shard_get_id(tx->shard) : (odbox_shard_id){0, 0};
+    return odbox_shard_get_id(tx ? tx->shard : NULL);
 }
 
 static int check_emit(const odbox_tx *tx, const char *model_type, const char *model_id, const odbox_event_type *et,

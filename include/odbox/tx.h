@@ -104,7 +104,7 @@ const char *odbox_tx_action_id(const odbox_tx *tx);
  * (ODBOX_ECROSSSHARD). 0 without a key. */
 int odbox_tx_replayed(const odbox_tx *tx);
 
-/* The shard the transaction runs on. */
+/* The shard the transaction runs on; -1.-1 for NULL. */
 odbox_shard_id odbox_tx_shard(const odbox_tx *tx);
 
 /* Adds an event on the model (model_type: [A-Za-z_][A-Za-z0-9_]*, model_id:

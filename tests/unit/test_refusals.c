@@ -579,6 +579,8 @@ START_TEST(null_handles_everywhere_else)
     ck_assert_ptr_null(odbox_tx_action_id(NULL));
     ck_assert_ptr_null(odbox_tx_conn(NULL));
     ck_assert_int_eq(odbox_tx_replayed(NULL), 0);
+    /* no shard, as the shard accessors answer (0.0 is a real shard) */
+    ck_assert(odbox_tx_shard(NULL).group == -1 && odbox_tx_shard(NULL).member == -1);
     ck_assert_int_eq(odbox_lock_is_held(NULL), 0);
     odbox_registry_free(&r);
     odbox_registry_free(NULL);
