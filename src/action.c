@@ -333,6 +333,12 @@ static int stage(odbox_plan *p, stage_op op, const odbox_model *m, odbox_error *
     if (!model_registered(p->exe, m->type))
         return odbox_fail(err, ODBOX_EINVAL, "%s: model type %s is not registered with the executor", what,
                           m->type->name);
+    /* the database would refuse the NULL, after the transaction began,
+     * in words of its own */
+    for (size_t i = 0; i < m->type->ncolumns; i++)
+        if (!m->type->columns[i].nullable && m->values[i].is_null)
+            return odbox_fail(err, ODBOX_EINVAL, "%s: %s %s: column %s is NOT NULL and was never set", what,
+                              m->type->name, m->id, m->type->columns[i].name);
     for (size_t i = 0; i < p->n; i++)
         if (!strcmp(p->items[i].m->id, m->id))
             return odbox_fail(err, ODBOX_EINVAL, "%s: %s %s is already staged in this plan", what, m->type->name,

@@ -59,7 +59,8 @@ typedef struct odbox_action {
 /* ---- plans (inside perform) -------------------------------------------- */
 
 /* Stages a new row (copied). ODBOX_EINVAL when its id is already staged,
- * or its type is not registered with the executor. */
+ * its type is not registered with the executor, or a column that is not
+ * nullable was never set (odbox_plan_update too). */
 int odbox_plan_add(odbox_plan *p, const odbox_model *m, odbox_error *err);
 /* Stages an update of m as read (version N, copied); *next_version (may
  * be NULL) gets N + 1, the version the row will have. */
