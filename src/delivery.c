@@ -217,6 +217,7 @@ static void delivery_destroy(odbox_delivery *d)
     for (size_t i = 0; d->shards && i < d->nshards; i++) {
         free(d->shards[i].replica_wait);
         free(d->shards[i].error_noted_us);
+        free(d->shards[i].max_attempts);
         free(d->shards[i].round_since_us);
     }
     free(d->shards);
@@ -267,8 +268,11 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
         d->shards[i].shard = odbox_registry_shard_at(registry, i);
         d->shards[i].id = odbox_shard_get_id(d->shards[i].shard);
         if (!(d->shards[i].error_noted_us = calloc(handlers->n, sizeof *d->shards[i].error_noted_us)) ||
-            !(d->shards[i].round_since_us = calloc((size_t)c.loops, sizeof *d->shards[i].round_since_us)))
+            !(d->shards[i].round_since_us = calloc((size_t)c.loops, sizeof *d->shards[i].round_since_us)) ||
+            !(d->shards[i].max_attempts = calloc(handlers->n, sizeof *d->shards[i].max_attempts)))
             rc = odbox_fail(err, ODBOX_ENOMEM, "delivery: out of memory");
+        for (size_t k = 0; rc == ODBOX_OK && k < handlers->n; k++)
+            atomic_init(&d->shards[i].max_attempts[k], -1);
     }
     for (int k = 0; rc == ODBOX_OK && k < NJOBS; k++)
         rc = odbox_job_name_for(job_bases[k], registry, d->job_name[k], sizeof d->job_name[k], err);

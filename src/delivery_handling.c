@@ -125,12 +125,12 @@ static int handler_of(const odbox_delivery *d, const call *c)
     return c->handler >= 0 ? c->handler : odbox_handlers_find(d->h, c->env.handler_name);
 }
 
-/* 1 when c's handler gives up on its row after this many more failed
- * calls (odbox_handlers_set_max_attempts). */
-static int attempts_spent(const odbox_delivery *d, const call *c, int more)
+/* 1 when c's subscription gives up on its row after this many more
+ * failed calls (odbox_handlers_set_max_attempts). */
+static int attempts_spent(const hround *h, const call *c, int more)
 {
-    int k = handler_of(d, c);
-    int max = k >= 0 ? d->h->v[k].max_attempts : 0;
+    int k = handler_of(h->d, c);
+    int max = k >= 0 ? odbox_subs_max_attempts(h->d, h->ds, k) : 0;
     return max > 0 && c->attempts + more >= max;
 }
 
@@ -160,7 +160,7 @@ static void run_calls(hround *h, int64_t now, const atomic_int *stop)
             snprintf(c->why, sizeof c->why, "no handler answers to '%.100s'", c->env.handler_name);
             continue;
         }
-        if (attempts_spent(d, c, 0)) { /* its limit lowered since its last try */
+        if (attempts_spent(h, c, 0)) { /* its limit lowered since its last try */
             c->skip = NO_CALL_EXPIRED;
             continue;
         }
@@ -230,7 +230,7 @@ static void classify(hround *h, int64_t post)
         int asked = returned(c) && c->retry_asked;
         int64_t next = post + (asked ? c->retry_after_us : odbox_delivery_backoff_us(cfg, c->attempts + 1));
         c->gave_up = returned(c) && c->rc == ODBOX_EDISCARD ? "its handler discarded it"
-                     : attempts_spent(h->d, c, 1)          ? "its handler's max attempts"
+                     : attempts_spent(h, c, 1)             ? "its handler's max attempts"
                      : next > c->deadline_us               ? "its retention ends before a retry"
                                                            : NULL;
         c->bucket = c->gave_up ? B_POSTFAILURE : B_RETRY;

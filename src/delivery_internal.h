@@ -148,6 +148,9 @@ typedef struct odbox_dshard {
     /* per handler: the monotonic time its last error was recorded on this
      * shard (subscription_errors.c) */
     _Atomic int64_t *error_noted_us;
+    /* per handler: its subscription's max attempts as this process last
+     * read them on this shard (0: none), -1 before the first read */
+    atomic_int *max_attempts;
 } odbox_dshard;
 
 typedef struct odbox_djob {
@@ -303,6 +306,11 @@ int64_t odbox_delivery_backoff_us(const odbox_dcfg *c, int attempts);
 /* Records the handlers on ds's eventlog (once) and heartbeats this
  * process there, when force or a heartbeat is due. */
 int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error *err);
+
+/* The max attempts of handler k's subscription on ds (0: none): as the
+ * database records them, read at the heartbeat; the handler's own until
+ * the first read. */
+int odbox_subs_max_attempts(const odbox_delivery *d, const odbox_dshard *ds, int k);
 
 /* Prepares sql (malloc'd or NULL: out of memory, freed here), binds the
  * texts args[0..n-1], runs it (subscriptions.c, subscription_replay.c). */

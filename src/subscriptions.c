@@ -8,6 +8,7 @@
  * Every statement is dialect-neutral but for the dialect's fields it
  * takes: insert_ignore_fmt, now_sql, interval_us_fmt, bound_rows_sql,
  * insert_select_ignore_fmt, uuid_param and typed_param. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,22 @@ static int record_order(odbox_conn *c, const char *subs, const char *notificatio
     return rc;
 }
 
+/* Records h's max attempts (NULL: none) as its subscription's: every
+ * process judges its rows by them from its next heartbeat on
+ * (read_limits). */
+static int record_limit(odbox_conn *c, const char *subs, const odbox_hentry *h, odbox_error *err)
+{
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "UPDATE ", subs, " SET max_attempts = ", (char *)NULL);
+    if (h->max_attempts > 0)
+        odbox_buf_appendf(&b, "%d", h->max_attempts);
+    else
+        odbox_buf_append(&b, "NULL");
+    odbox_buf_append(&b, " WHERE name = ?");
+    const char *args[] = {h->name};
+    return exec(c, odbox_buf_take(&b), args, 1, NULL, err);
+}
+
 static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_error *err)
 {
     const odbox_dialect *dl = odbox_conn_dialect(c);
@@ -160,6 +177,8 @@ static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, o
         free(former);
         if (rc == ODBOX_OK)
             rc = record_order(c, subs, notifications, h, err);
+        if (rc == ODBOX_OK)
+            rc = record_limit(c, subs, h, err);
         for (size_t k = 0; rc == ODBOX_OK && k < h->ntypes; k++) {
             const char *targs[] = {h->name, h->types[k]};
             rc = exec(c, insert_ignore(dl, types, "name, event_type", "(?, ?)", "name"), targs, 2, NULL, err);
@@ -244,6 +263,37 @@ static int heartbeat(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_e
     return rc;
 }
 
+/* The max attempts the database records for this process's handlers
+ * (the last registration's), into ds->max_attempts. */
+static int read_limits(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_error *err)
+{
+    char subs[ODBOX_NAME_MAX * 2 + 32];
+    table(c, odbox_shard_eventlog(ds->shard), T_SUBS, subs, sizeof subs);
+    odbox_buf b = {0};
+    odbox_buf_cat(&b, "SELECT name, max_attempts FROM ", subs, " WHERE retired_date IS NULL", (char *)NULL);
+    odbox_stmt *s = NULL;
+    int rc = odbox_subs_run(c, odbox_buf_take(&b), NULL, 0, &s, err);
+    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
+        const char *name = NULL;
+        int64_t max = 0;
+        int null_name = 0, null_max = 0;
+        if ((rc = odbox_stmt_get_text(s, 1, &name, &null_name, err)) != ODBOX_OK ||
+            (rc = odbox_stmt_get_int64(s, 2, &max, &null_max, err)) != ODBOX_OK)
+            break;
+        for (size_t k = 0; !null_name && k < d->h->n; k++)
+            if (!strcmp(d->h->v[k].name, name))
+                atomic_store(&ds->max_attempts[k], null_max || max < 0 || max > INT_MAX ? 0 : (int)max);
+    }
+    odbox_stmt_free(&s);
+    return rc < 0 ? rc : ODBOX_OK;
+}
+
+int odbox_subs_max_attempts(const odbox_delivery *d, const odbox_dshard *ds, int k)
+{
+    int recorded = atomic_load(&ds->max_attempts[k]);
+    return recorded >= 0 ? recorded : d->h->v[k].max_attempts;
+}
+
 int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error *err)
 {
     int64_t now = odbox_mono_us(), every = (int64_t)d->cfg.live_ms * 1000 / 3;
@@ -267,6 +317,8 @@ int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error 
         rc = record_handlers(d, ds, c, err);
     if (rc == ODBOX_OK)
         rc = heartbeat(d, ds, c, err);
+    if (rc == ODBOX_OK)
+        rc = read_limits(d, ds, c, err);
     if (c)
         odbox_pool_release(pool, &c);
     pthread_mutex_lock(&d->mu);

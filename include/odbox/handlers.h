@@ -191,9 +191,11 @@ int odbox_handlers_set_options(odbox_handlers *h, const char *name, const odbox_
  * logged as DISCARDED. A row read with at least max_attempts attempts
  * already (the limit lowered by a new deploy) expires without a call.
  * `odbox notifications requeue` puts an EXPIRED row back, attempts 0.
- * 0: no limit (the default: only the retention, as Ekbatan). Each
- * process applies its own value to the rows it calls: give every
- * process serving the handler the same one. ODBOX_EINVAL: a NULL
+ * 0: no limit (the default: only the retention, as Ekbatan). The limit
+ * is the subscription's: recorded in the database (V16) by the process
+ * that registers the handler last, as its order is, and followed by every
+ * process from its next heartbeat on (live_ms / 3), whatever its own
+ * value; a process of a build before it judges by its own. ODBOX_EINVAL: a NULL
  * argument, no such handler (or a former name), a negative value;
  * ODBOX_ESTATE once a delivery uses h. */
 int odbox_handlers_set_max_attempts(odbox_handlers *h, const char *name, int max_attempts, odbox_error *err);

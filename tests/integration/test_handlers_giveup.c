@@ -301,6 +301,96 @@ START_TEST(a_limit_after_the_delivery_opened_is_refused)
 }
 END_TEST
 
+/* The recorded max attempts of subscription name on shard 0 (0: none). */
+static int64_t recorded_limit(hx *x, const char *name)
+{
+    return itest_count(x->f.c[0], "SELECT COALESCE(max_attempts, 0) FROM %s WHERE name = '%s'",
+                       itest_evt(x->f.ev[0], "subscriptions"), name);
+}
+
+/* Another process: a delivery of one handler, name, with max attempts
+ * max (0: none), registered on the shards when made. */
+typedef struct elsewhere {
+    hbeh b;
+    odbox_handlers *h;
+    odbox_delivery *d;
+} elsewhere;
+
+static void register_elsewhere(hx *x, elsewhere *o, const char *name, int max)
+{
+    hbeh_init(&o->b, &x->rec, NULL);
+    o->h = handlers_of(1, (const char *[]){name}, (const char *[]){EV_G.name}, (hbeh *[]){&o->b});
+    if (max)
+        set_max_attempts(o->h, name, max);
+    odbox_delivery_config c = {.clock = odbox_manual_clock_clock(x->clk)};
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x->f.r, o->h, &c, &o->d, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_delivery_register(o->d, &e) == ODBOX_OK, "%s", e.message);
+}
+
+static void elsewhere_close(elsewhere *o)
+{
+    odbox_delivery_free(&o->d);
+    odbox_handlers_free(&o->h);
+}
+
+/* A process's next heartbeat (due every live_ms / 3), now. */
+static void beat(odbox_delivery *d)
+{
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_register(d, &e) == ODBOX_OK, "%s", e.message);
+}
+
+/* The limit is the subscription's, recorded in the database by the
+ * process that registers the handler last, and every process judges by
+ * it from its next heartbeat on, whatever its own configuration: a
+ * rolling deploy that changes a limit does not leave processes that
+ * give a row up at different counts. */
+START_TEST(the_last_registration_sets_the_limit_for_every_process)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh mine;
+    elsewhere o2, o3;
+    hbeh_init(&mine, &x.rec, NULL);
+    mine.fail_always = 1;
+    odbox_handlers *h = handlers_of(1, (const char *[]){"flaky"}, (const char *[]){EV_G.name}, (hbeh *[]){&mine});
+    set_max_attempts(h, "flaky", 5);
+    hx_deliver(&x, h, NULL);
+    beat(x.d);
+    ck_assert_int_eq(recorded_limit(&x, "flaky"), 5);
+
+    /* another process registers it later with 1: this one gives a row up
+     * after one failed call, not five */
+    register_elsewhere(&x, &o2, "flaky", 1);
+    ck_assert_int_eq(recorded_limit(&x, "flaky"), 1);
+    beat(x.d);
+    char a[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_G, 1, a);
+    fanout_until_idle(x.d, &x.f, NULL);
+    odbox_delivery_round r = round_later(&x);
+    ck_assert_int_eq(r.expired_postfailure, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, a[0], "flaky"), "EXPIRED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "flaky", "attempts"), 1);
+
+    /* a third registers it without a limit: retried past five */
+    register_elsewhere(&x, &o3, "flaky", 0);
+    ck_assert_int_eq(recorded_limit(&x, "flaky"), 0);
+    beat(x.d);
+    char b[1][37];
+    emit_n(&x.f, x.exe, 0, &EV_G, 1, b);
+    fanout_until_idle(x.d, &x.f, NULL);
+    for (int k = 1; k <= 6; k++)
+        ck_assert_int_eq(round_later(&x).failed, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, b[0], "flaky"), "FAILED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, b[0], "flaky", "attempts"), 6);
+    ck_assert_int_eq(hrec_count(&x.rec, "flaky"), 7);
+    elsewhere_close(&o2);
+    elsewhere_close(&o3);
+    hx_close(&x);
+}
+END_TEST
+
 Suite *handlers_giveup_suite(void)
 {
     Suite *s = suite_create("handlers_giveup");
@@ -312,6 +402,7 @@ Suite *handlers_giveup_suite(void)
     tcase_add_test(tc, a_handler_says_when_to_retry);
     tcase_add_test(tc, an_ordered_handler_that_gives_up_lets_the_models_next_row_through);
     tcase_add_test(tc, a_limit_after_the_delivery_opened_is_refused);
+    tcase_add_test(tc, the_last_registration_sets_the_limit_for_every_process);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,15 @@
+-- The subscription's max attempts (odbox_handlers_set_max_attempts, a
+-- relay's "max_attempts"): the failed calls after which a row is given up
+-- on (EXPIRED). Recorded, as V13's ordered is, by the process that
+-- registers the handler last, and read by every process at its heartbeat,
+-- so that every process judges a row by the same limit, whatever its own
+-- configuration says.
+--
+-- Nullable and without a default: NULL is no limit (a row is retried
+-- until its retention ends), as for every subscription before this
+-- migration; an older build neither writes nor reads the column, and
+-- judges by its own configuration.
+--
+-- COST: a nullable column without a default is a change of the catalog
+-- only; the table (a row per subscription) is not rewritten.
+ALTER TABLE ${eventlog}.subscriptions ADD COLUMN max_attempts INT;
