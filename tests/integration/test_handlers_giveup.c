@@ -341,6 +341,19 @@ static void beat(odbox_delivery *d)
     ck_assert_msg(odbox_delivery_register(d, &e) == ODBOX_OK, "%s", e.message);
 }
 
+/* Another process o registers "flaky" with max (recorded), x's delivery
+ * beats, then an event of it is fanned out there: its id into id. */
+static void registered_later(hx *x, elsewhere *o, int max, char id[37])
+{
+    register_elsewhere(x, o, "flaky", max);
+    ck_assert_int_eq(recorded_limit(x, "flaky"), max);
+    beat(x->d);
+    char a[1][37];
+    emit_n(&x->f, x->exe, 0, &EV_G, 1, a);
+    fanout_until_idle(x->d, &x->f, NULL);
+    memcpy(id, a[0], sizeof a[0]);
+}
+
 /* The limit is the subscription's, recorded in the database by the
  * process that registers the handler last, and every process judges by
  * it from its next heartbeat on, whatever its own configuration: a
@@ -362,28 +375,18 @@ START_TEST(the_last_registration_sets_the_limit_for_every_process)
 
     /* another process registers it later with 1: this one gives a row up
      * after one failed call, not five */
-    register_elsewhere(&x, &o2, "flaky", 1);
-    ck_assert_int_eq(recorded_limit(&x, "flaky"), 1);
-    beat(x.d);
-    char a[1][37];
-    emit_n(&x.f, x.exe, 0, &EV_G, 1, a);
-    fanout_until_idle(x.d, &x.f, NULL);
-    odbox_delivery_round r = round_later(&x);
-    ck_assert_int_eq(r.expired_postfailure, 1);
-    ck_assert_str_eq(nstate(&x.f, 0, a[0], "flaky"), "EXPIRED");
-    ck_assert_int_eq(ncol_int(&x.f, 0, a[0], "flaky", "attempts"), 1);
+    char a[37], b[37];
+    registered_later(&x, &o2, 1, a);
+    ck_assert_int_eq(round_later(&x).expired_postfailure, 1);
+    ck_assert_str_eq(nstate(&x.f, 0, a, "flaky"), "EXPIRED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, a, "flaky", "attempts"), 1);
 
     /* a third registers it without a limit: retried past five */
-    register_elsewhere(&x, &o3, "flaky", 0);
-    ck_assert_int_eq(recorded_limit(&x, "flaky"), 0);
-    beat(x.d);
-    char b[1][37];
-    emit_n(&x.f, x.exe, 0, &EV_G, 1, b);
-    fanout_until_idle(x.d, &x.f, NULL);
+    registered_later(&x, &o3, 0, b);
     for (int k = 1; k <= 6; k++)
         ck_assert_int_eq(round_later(&x).failed, 1);
-    ck_assert_str_eq(nstate(&x.f, 0, b[0], "flaky"), "FAILED");
-    ck_assert_int_eq(ncol_int(&x.f, 0, b[0], "flaky", "attempts"), 6);
+    ck_assert_str_eq(nstate(&x.f, 0, b, "flaky"), "FAILED");
+    ck_assert_int_eq(ncol_int(&x.f, 0, b, "flaky", "attempts"), 6);
     ck_assert_int_eq(hrec_count(&x.rec, "flaky"), 7);
     elsewhere_close(&o2);
     elsewhere_close(&o3);
