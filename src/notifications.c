@@ -485,6 +485,11 @@ static void requeue_filter(odbox_buf *b, const odbox_dialect *d, const char *sta
         odbox_buf_cat(b, " AND id = ", d->uuid_param, (char *)NULL);
 }
 
+/* A deadlock (MySQL/MariaDB lock the rows a requeue's UPDATE scans, and
+ * a handling round or a purge writes them in another order) rolled the
+ * statement back whole: it runs again, up to this many times in all. */
+#define REQUEUE_TRIES 5
+
 /* Binds from idx on: now (unless it is the database's: now_sql in the
  * text) nnow times, then requeue_filter's parameters; runs s. */
 static int requeue_bind_run(odbox_stmt *s, int64_t now, int nnow, const char *state, const odbox_requeue_spec *q,
@@ -499,7 +504,7 @@ static int requeue_bind_run(odbox_stmt *s, int64_t now, int nnow, const char *st
         rc = odbox_stmt_bind_text(s, idx++, q->handler, err);
     if (rc == ODBOX_OK && q->id)
         rc = odbox_stmt_bind_uuid(s, idx++, q->id, err);
-    return rc == ODBOX_OK ? odbox_stmt_execute(s, err) : rc;
+    return rc == ODBOX_OK ? odbox_stmt_execute_autocommit(s, REQUEUE_TRIES, err) : rc;
 }
 
 static int prepare_built(odbox_conn *c, odbox_buf *b, odbox_stmt **s, odbox_error *err)
@@ -509,8 +514,6 @@ static int prepare_built(odbox_conn *c, odbox_buf *b, odbox_stmt **s, odbox_erro
     free(sql);
     return rc;
 }
-
-#define REQUEUE_TRIES 5
 
 /* The requeue of one shard: one UPDATE, then the count of the rows it
  * left because a round holds them. "now" is the clock's, or the
@@ -544,17 +547,8 @@ static int shard_requeue(const odbox_shard *sh, const char *state, const odbox_r
                   at, ")", (char *)NULL);
     requeue_filter(&b, d, state, q);
     odbox_stmt *s = NULL;
-    /* A deadlock (MySQL/MariaDB lock the rows the UPDATE scans, and a
-     * handling round or a purge writes them in another order) rolled the
-     * UPDATE back whole, in autocommit: it goes again, as an outcome's
-     * does, rather than failing with "try restarting transaction". */
     if ((rc = prepare_built(c, &b, &s, err)) == ODBOX_OK)
-        for (int attempt = 1;; attempt++) {
-            rc = requeue_bind_run(s, now, 4, state, q, err);
-            if (rc != ODBOX_EDEADLOCK || attempt == REQUEUE_TRIES)
-                break;
-            odbox_sleep_ms(attempt * 10); /* 10, 20, 30 ms... */
-        }
+        rc = requeue_bind_run(s, now, 4, state, q, err);
     if (rc == ODBOX_OK) {
         int64_t k = odbox_stmt_rows_affected(s);
         if (k < 0)

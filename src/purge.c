@@ -114,6 +114,11 @@ static const struct pass {
 static const struct pass unsubscribed_pass = {EVENTS, NULL, "", "delivered = FALSE",
                                               "delivered = FALSE AND event_type = ? AND event_date < ?"};
 
+/* A DELETE that loses a deadlock (against a handling round's outcomes
+ * or a fan-out's writes, in another order) was rolled back whole: it runs
+ * again, up to this many times in all, rather than ending the purge. */
+#define DELETE_TRIES 5
+
 /* DELETEs of at most batch rows of pass p (of event type type, where
  * not NULL: bound first, then the cutoff) until one removes fewer, each
  * in autocommit: its own short transaction. */
@@ -137,7 +142,7 @@ static int delete_batches(odbox_conn *c, const char *table, const struct pass *p
         while (idx <= nparams && rc == ODBOX_OK)
             rc = odbox_stmt_bind_timestamp(s, idx++, cutoff, err);
         if (rc != ODBOX_OK || (rc = odbox_stmt_bind_int64(s, idx, batch, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_execute(s, err)) != ODBOX_OK)
+            (rc = odbox_stmt_execute_autocommit(s, DELETE_TRIES, err)) != ODBOX_OK)
             break;
         int64_t k = odbox_stmt_rows_affected(s);
         if (k < 0) {
@@ -227,7 +232,8 @@ static int delete_processes(odbox_conn *c, const char *table, int64_t cutoff, in
         if ((rc = odbox_stmt_prepare(c, sql, &s, err)) == ODBOX_OK &&
             (rc = odbox_stmt_bind_timestamp(s, idx++, cutoff, err)) == ODBOX_OK &&
             (!after.name || (rc = bind_key(s, &idx, &after, err)) == ODBOX_OK) &&
-            (rc = bind_key(s, &idx, &last, err)) == ODBOX_OK && (rc = odbox_stmt_execute(s, err)) == ODBOX_OK) {
+            (rc = bind_key(s, &idx, &last, err)) == ODBOX_OK &&
+            (rc = odbox_stmt_execute_autocommit(s, DELETE_TRIES, err)) == ODBOX_OK) {
             int64_t k = odbox_stmt_rows_affected(s);
             if (k < 0)
                 rc = odbox_fail(err, ODBOX_EDB, "purge: the driver did not tell how many rows a DELETE removed");

@@ -408,6 +408,16 @@ int64_t odbox_stmt_rows_affected(odbox_stmt *s)
     return s->affected;
 }
 
+int odbox_stmt_execute_autocommit(odbox_stmt *s, int tries, odbox_error *err)
+{
+    for (int attempt = 1;; attempt++) {
+        int rc = odbox_stmt_execute(s, err);
+        if (rc != ODBOX_EDEADLOCK || attempt >= tries || !s->conn || odbox_conn_in_transaction(s->conn))
+            return rc;
+        odbox_sleep_ms(attempt * 10);
+    }
+}
+
 int odbox_stmt_query_int64(odbox_stmt *s, int64_t *v, odbox_error *err)
 {
     int rc = odbox_stmt_execute(s, err);
