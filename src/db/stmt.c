@@ -412,7 +412,7 @@ int odbox_stmt_execute_autocommit(odbox_stmt *s, int tries, odbox_error *err)
 {
     for (int attempt = 1;; attempt++) {
         int rc = odbox_stmt_execute(s, err);
-        if (rc != ODBOX_EDEADLOCK || attempt >= tries || !s->conn || odbox_conn_in_transaction(s->conn))
+        if (rc != ODBOX_EDEADLOCK || attempt >= tries || !s->conn || s->conn->in_tx)
             return rc;
         odbox_sleep_ms(attempt * 10);
     }
