@@ -286,22 +286,18 @@ static char *outcome_sql(const hround *h, int bucket, size_t n, int same_attempt
     return odbox_buf_take(&b);
 }
 
-/* Runs an outcome UPDATE. One that loses a deadlock (MariaDB: against a
- * fan-out's INSERT into the same indexes) is run again, a few times,
- * after a short nap: it runs alone (autocommit), so the deadlock rolled
- * back nothing else, and giving up would leave its rows claimed until
- * the lease ends (minutes). Inside a transaction (the outcomes' own, see
- * write_all, or a hook's) the whole transaction is gone, so it is not
- * repeated here. */
-static int execute_outcome(hround *h, odbox_conn *conn, odbox_stmt *s, odbox_error *err)
+/* Runs an outcome UPDATE, each run counted. One that loses a deadlock
+ * (MariaDB: against a fan-out's INSERT into the same indexes) runs again
+ * (odbox_stmt_execute_autocommit): alone, in autocommit, it rolled back
+ * nothing else, and giving up would leave its rows claimed until the
+ * lease ends (minutes). Inside a transaction (the outcomes' own, see
+ * write_all, or a hook's) the whole transaction is gone: it runs once. */
+static int execute_outcome(hround *h, odbox_stmt *s, odbox_error *err)
 {
-    for (int attempt = 1;; attempt++) {
-        int rc = odbox_stmt_execute(s, err);
-        h->rd->statements++;
-        if (rc != ODBOX_EDEADLOCK || attempt == OUTCOME_TRIES || odbox_conn_in_transaction(conn))
-            return rc;
-        odbox_sleep_ms(attempt * 10); /* 10, 20, 30 ms... */
-    }
+    int runs = 0;
+    int rc = odbox_stmt_execute_autocommit(s, OUTCOME_TRIES, &runs, err);
+    h->rd->statements += runs;
+    return rc;
 }
 
 /* One UPDATE for rows[0..n-1] of a bucket; *changed gets its row count. */
@@ -342,7 +338,7 @@ static int write_bucket(hround *h, odbox_conn *conn, int bucket, call **rows, si
     if (rc == ODBOX_OK)
         rc = odbox_stmt_bind_text(s, idx++, h->token, err);
     if (rc == ODBOX_OK) {
-        rc = execute_outcome(h, conn, s, err);
+        rc = execute_outcome(h, s, err);
         h->rd->updates += bucket != B_RELEASE;
     }
     if (rc == ODBOX_OK)

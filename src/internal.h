@@ -242,9 +242,9 @@ int odbox_stmt_query_int64(odbox_stmt *s, int64_t *v, odbox_error *err);
 /* Executes s, bound already, outside a transaction: one that loses a
  * deadlock (ODBOX_EDEADLOCK) was rolled back whole, so it runs again,
  * after 10, 20, 30 ... ms, up to tries runs in all, rather than failing
- * with "try restarting transaction". Inside a transaction it runs once:
- * the deadlock ended the transaction. */
-int odbox_stmt_execute_autocommit(odbox_stmt *s, int tries, odbox_error *err);
+ * with "try restarting transaction"; *runs (may be NULL) gets how many.
+ * Inside a transaction it runs once: the deadlock ended the transaction. */
+int odbox_stmt_execute_autocommit(odbox_stmt *s, int tries, int *runs, odbox_error *err);
 
 /* ---- keyed-lock sessions ------------------------------------------------ */
 

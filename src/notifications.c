@@ -504,7 +504,7 @@ static int requeue_bind_run(odbox_stmt *s, int64_t now, int nnow, const char *st
         rc = odbox_stmt_bind_text(s, idx++, q->handler, err);
     if (rc == ODBOX_OK && q->id)
         rc = odbox_stmt_bind_uuid(s, idx++, q->id, err);
-    return rc == ODBOX_OK ? odbox_stmt_execute_autocommit(s, REQUEUE_TRIES, err) : rc;
+    return rc == ODBOX_OK ? odbox_stmt_execute_autocommit(s, REQUEUE_TRIES, NULL, err) : rc;
 }
 
 static int prepare_built(odbox_conn *c, odbox_buf *b, odbox_stmt **s, odbox_error *err)

@@ -142,7 +142,7 @@ static int delete_batches(odbox_conn *c, const char *table, const struct pass *p
         while (idx <= nparams && rc == ODBOX_OK)
             rc = odbox_stmt_bind_timestamp(s, idx++, cutoff, err);
         if (rc != ODBOX_OK || (rc = odbox_stmt_bind_int64(s, idx, batch, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_execute_autocommit(s, DELETE_TRIES, err)) != ODBOX_OK)
+            (rc = odbox_stmt_execute_autocommit(s, DELETE_TRIES, NULL, err)) != ODBOX_OK)
             break;
         int64_t k = odbox_stmt_rows_affected(s);
         if (k < 0) {
@@ -233,7 +233,7 @@ static int delete_processes(odbox_conn *c, const char *table, int64_t cutoff, in
             (rc = odbox_stmt_bind_timestamp(s, idx++, cutoff, err)) == ODBOX_OK &&
             (!after.name || (rc = bind_key(s, &idx, &after, err)) == ODBOX_OK) &&
             (rc = bind_key(s, &idx, &last, err)) == ODBOX_OK &&
-            (rc = odbox_stmt_execute_autocommit(s, DELETE_TRIES, err)) == ODBOX_OK) {
+            (rc = odbox_stmt_execute_autocommit(s, DELETE_TRIES, NULL, err)) == ODBOX_OK) {
             int64_t k = odbox_stmt_rows_affected(s);
             if (k < 0)
                 rc = odbox_fail(err, ODBOX_EDB, "purge: the driver did not tell how many rows a DELETE removed");

@@ -408,10 +408,12 @@ int64_t odbox_stmt_rows_affected(odbox_stmt *s)
     return s->affected;
 }
 
-int odbox_stmt_execute_autocommit(odbox_stmt *s, int tries, odbox_error *err)
+int odbox_stmt_execute_autocommit(odbox_stmt *s, int tries, int *runs, odbox_error *err)
 {
     for (int attempt = 1;; attempt++) {
         int rc = odbox_stmt_execute(s, err);
+        if (runs)
+            *runs = attempt;
         if (rc != ODBOX_EDEADLOCK || attempt >= tries || !s->conn || s->conn->in_tx)
             return rc;
         odbox_sleep_ms(attempt * 10);
