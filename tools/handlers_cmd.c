@@ -94,6 +94,20 @@ static json_object *strv_json(char **v, size_t n)
     return a;
 }
 
+/* The settings of each of the n subscriptions v, into set (n of them);
+ * one retired and deleted since the list keeps the defaults. */
+static int settings_of(odbox_registry *r, const odbox_subscription *v, size_t n, odbox_subscription_settings *set,
+                       odbox_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        set[i] = (odbox_subscription_settings){.version = ODBOX_SUBSCRIPTION_SETTINGS_VERSION};
+        int rc = odbox_subscription_settings_get(r, odbox_registry_shard(r, v[i].shard), v[i].name, &set[i], err);
+        if (rc != ODBOX_OK && rc != ODBOX_ENOTFOUND)
+            return rc;
+    }
+    return ODBOX_OK;
+}
+
 static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c, odbox_error *err)
 {
     odbox_subscription *v = NULL;
@@ -103,7 +117,14 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
     odbox_notification_metrics_options mo = {.shard = shard};
     if (rc == ODBOX_OK)
         rc = odbox_notifications_metrics(r, &mo, &st, &nst, err);
+    odbox_subscription_settings *set = rc == ODBOX_OK ? calloc(n ? n : 1, sizeof *set) : NULL;
+    if (rc == ODBOX_OK && !set)
+        rc = odbox_error_set(err, ODBOX_ENOMEM, "out of memory");
+    if (rc == ODBOX_OK)
+        rc = settings_of(r, v, n, set, err);
     if (rc != ODBOX_OK) {
+        free(set);
+        odbox_notification_stats_free(&st, nst);
         odbox_subscriptions_free(&v, n);
         return rc;
     }
@@ -128,6 +149,9 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
                                                                                             sizeof t))
                                                    : NULL);
             json_object_object_add(o, "waiting", json_object_new_boolean(!v[i].retired_us && !v[i].nprocesses));
+            json_object_object_add(o, "ordered", json_object_new_boolean(set[i].ordered));
+            json_object_object_add(o, "max_attempts",
+                                   set[i].max_attempts ? json_object_new_int(set[i].max_attempts) : NULL);
             json_object_object_add(o, "backlog", json_object_new_int64(s->backlog));
             json_object_object_add(o, "due", json_object_new_int64(s->due));
             json_object_object_add(o, "oldest_due_age_s", json_object_new_double(s->oldest_due_age_us / 1e6));
@@ -169,6 +193,12 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
             for (size_t k = 0; k < v[i].nprocesses; k++)
                 printf("%s%s", k ? "," : "", v[i].processes[k]);
             putchar('\n');
+            if (set[i].ordered && set[i].max_attempts)
+                printf("       ordered by model id; gives a row up after %d attempts\n", set[i].max_attempts);
+            else if (set[i].ordered)
+                puts("       ordered by model id");
+            else if (set[i].max_attempts)
+                printf("       gives a row up after %d attempts\n", set[i].max_attempts);
             if (v[i].last_error) {
                 char at[40];
                 printf("       last error at %s UTC: %s\n", cli_format_time(v[i].last_error_us, 0, at, sizeof at),
@@ -176,6 +206,7 @@ static int show(odbox_registry *r, odbox_shard *shard, int live_ms, const cli *c
             }
         }
     }
+    free(set);
     odbox_notification_stats_free(&st, nst);
     odbox_subscriptions_free(&v, n);
     return ODBOX_OK;

@@ -430,6 +430,24 @@ int odbox_subscriptions_list(const odbox_registry *r, const odbox_shard *shard, 
                              odbox_subscription **out, size_t *n, odbox_error *err);
 void odbox_subscriptions_free(odbox_subscription **p, size_t n);
 
+#define ODBOX_SUBSCRIPTION_SETTINGS_VERSION 1
+/* A subscription's settings as its shard records them: those of the
+ * process that registered it last, which every process follows. The
+ * caller allocates it and sets version; a later odbox adds fields only
+ * at the end and writes only those of the caller's version. */
+typedef struct odbox_subscription_settings {
+    int version;      /* ODBOX_SUBSCRIPTION_SETTINGS_VERSION */
+    int ordered;      /* 1: a model id's rows in order (odbox_handler_options.ordered) */
+    int max_attempts; /* 0: no limit (odbox_handlers_set_max_attempts) */
+} odbox_subscription_settings;
+
+/* Reads into *out the settings of subscription name on shard (NULL: the
+ * registry's default shard). ODBOX_EINVAL: a NULL registry, name or out,
+ * an empty name, a version out of 1..ODBOX_SUBSCRIPTION_SETTINGS_VERSION;
+ * ODBOX_ENOTFOUND: no subscription of that name on the shard. Thread-safe. */
+int odbox_subscription_settings_get(const odbox_registry *r, const odbox_shard *shard, const char *name,
+                                    odbox_subscription_settings *out, odbox_error *err);
+
 /* Retires subscription name on every shard that has it: the fan-out
  * writes no more rows for it (the existing ones stay and are handled).
  * *retired (may be NULL) gets how many shards it was retired on now (0

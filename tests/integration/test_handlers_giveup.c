@@ -242,6 +242,29 @@ static int two_on_one_model(odbox_context *ctx, json_object *params, odbox_plan 
     return rc;
 }
 
+/* Subscription name's settings as odbox_subscription_settings_get reads
+ * them from shard 0.0 (the default). */
+static odbox_subscription_settings recorded(hx *x, const char *name)
+{
+    odbox_subscription_settings st = {
+        .version = ODBOX_SUBSCRIPTION_SETTINGS_VERSION, .ordered = -1, .max_attempts = -1};
+    odbox_error e = {0};
+    ck_assert_msg(odbox_subscription_settings_get(x->f.r, NULL, name, &st, &e) == ODBOX_OK, "%s", e.message);
+    return st;
+}
+
+/* The recorded max attempts of subscription name on shard 0 (0: none):
+ * the row itself, and as the settings read it. */
+static int64_t recorded_limit(hx *x, const char *name)
+{
+    int64_t row = itest_count(x->f.c[0], "SELECT COALESCE(max_attempts, 0) FROM %s WHERE name = '%s'",
+                              itest_evt(x->f.ev[0], "subscriptions"), name);
+    odbox_subscription_settings st = recorded(x, name);
+    ck_assert_int_eq(st.max_attempts, row);
+    ck_assert_int_eq(st.ordered, 0);
+    return row;
+}
+
 START_TEST(an_ordered_handler_that_gives_up_lets_the_models_next_row_through)
 {
     hx x;
@@ -260,6 +283,9 @@ START_TEST(an_ordered_handler_that_gives_up_lets_the_models_next_row_through)
     ck_assert_msg(odbox_execute(x.exe, &act, NULL, NULL, &res, &e) == ODBOX_OK, "%s", e.message);
     odbox_result_clear(&res);
     fanout_until_idle(x.d, &x.f, NULL);
+    odbox_subscription_settings st = recorded(&x, "ord");
+    ck_assert_int_eq(st.ordered, 1);
+    ck_assert_int_eq(st.max_attempts, 1);
     /* the older row fails once and is given up on; the clock does not
      * move, so the younger row goes in the next round, not after a backoff */
     odbox_delivery_round r = hx_handle(&x, 0);
@@ -300,13 +326,6 @@ START_TEST(a_limit_after_the_delivery_opened_is_refused)
     hx_close(&x);
 }
 END_TEST
-
-/* The recorded max attempts of subscription name on shard 0 (0: none). */
-static int64_t recorded_limit(hx *x, const char *name)
-{
-    return itest_count(x->f.c[0], "SELECT COALESCE(max_attempts, 0) FROM %s WHERE name = '%s'",
-                       itest_evt(x->f.ev[0], "subscriptions"), name);
-}
 
 /* Another process: a delivery of one handler, name, with max attempts
  * max (0: none), registered on the shards when made. */
@@ -372,6 +391,29 @@ START_TEST(the_last_registration_sets_the_limit_for_every_process)
     hx_deliver(&x, h, NULL);
     beat(x.d);
     ck_assert_int_eq(recorded_limit(&x, "flaky"), 5);
+
+    /* what the settings refuse: nothing is written into *out */
+    odbox_error e = {0};
+    odbox_subscription_settings st = {
+        .version = ODBOX_SUBSCRIPTION_SETTINGS_VERSION, .ordered = 7, .max_attempts = 7};
+    ck_assert_int_eq(odbox_subscription_settings_get(x.f.r, hx_shard(&x, 0), "nope", &st, &e), ODBOX_ENOTFOUND);
+    ck_assert_msg(strstr(e.message, "shard 0.0") && strstr(e.message, "no subscription named 'nope'"), "%s",
+                  e.message);
+    ck_assert_int_eq(st.ordered, 7);
+    ck_assert_int_eq(st.max_attempts, 7);
+    for (int v = 0; v <= ODBOX_SUBSCRIPTION_SETTINGS_VERSION + 1; v += ODBOX_SUBSCRIPTION_SETTINGS_VERSION + 1) {
+        st.version = v;
+        ck_assert_int_eq(odbox_subscription_settings_get(x.f.r, NULL, "flaky", &st, &e), ODBOX_EINVAL);
+        ck_assert_msg(strstr(e.message, "version"), "%s", e.message);
+        ck_assert_int_eq(st.max_attempts, 7);
+    }
+    st.version = ODBOX_SUBSCRIPTION_SETTINGS_VERSION;
+    ck_assert_int_eq(odbox_subscription_settings_get(NULL, NULL, "flaky", &st, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_subscription_settings_get(x.f.r, NULL, NULL, &st, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_subscription_settings_get(x.f.r, NULL, "", &st, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_subscription_settings_get(x.f.r, NULL, "flaky", NULL, &e), ODBOX_EINVAL);
+    ck_assert_int_eq(odbox_subscription_settings_get(x.f.r, hx_shard(&x, 0), "flaky", &st, NULL), ODBOX_OK);
+    ck_assert_int_eq(st.max_attempts, 5);
 
     /* another process registers it later with 1: this one gives a row up
      * after one failed call, not five */
