@@ -311,6 +311,9 @@ int odbox_subs_beat(odbox_delivery *d, odbox_dshard *ds, int force, odbox_error 
  * database records them, read at the heartbeat; the handler's own until
  * the first read. */
 int odbox_subs_max_attempts(const odbox_delivery *d, const odbox_dshard *ds, int k);
+/* A subscriptions.max_attempts value read (null: SQL NULL) as a limit:
+ * 0 (none) for NULL or a value odbox never writes. */
+int odbox_subs_limit_of(int64_t max, int null);
 
 /* Prepares sql (malloc'd or NULL: out of memory, freed here), binds the
  * texts args[0..n-1], runs it (subscriptions.c, subscription_replay.c). */

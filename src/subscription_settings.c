@@ -2,11 +2,8 @@
  * (odbox_subscription_settings_get): the order (V13) and the max attempts
  * (V16) that the last registration wrote and every process follows, for
  * operators (`odbox handlers`). Dialect-neutral. */
-#include <limits.h>
-#include <stdlib.h>
 #include "delivery_internal.h"
 #include "notifications_internal.h"
-#include "registry_internal.h"
 
 static int read_settings(const odbox_shard *sh, const char *name, odbox_subscription_settings *out,
                          odbox_error *err)
@@ -28,8 +25,7 @@ static int read_settings(const odbox_shard *sh, const char *name, odbox_subscrip
     if (rc == 1 && (rc = odbox_stmt_get_int64(s, 1, &ordered, &null_ordered, err)) == ODBOX_OK &&
         (rc = odbox_stmt_get_int64(s, 2, &max, &null_max, err)) == ODBOX_OK) {
         out->ordered = !null_ordered && ordered != 0;
-        /* NULL: no limit recorded; a value out of range was not written by odbox */
-        out->max_attempts = null_max || max < 0 || max > INT_MAX ? 0 : (int)max;
+        out->max_attempts = odbox_subs_limit_of(max, null_max);
     }
     odbox_stmt_free(&s);
     odbox_ops_release(sh, &c);

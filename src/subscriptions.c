@@ -282,10 +282,15 @@ static int read_limits(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox
             break;
         for (size_t k = 0; !null_name && k < d->h->n; k++)
             if (!strcmp(d->h->v[k].name, name))
-                atomic_store(&ds->max_attempts[k], null_max || max < 0 || max > INT_MAX ? 0 : (int)max);
+                atomic_store(&ds->max_attempts[k], odbox_subs_limit_of(max, null_max));
     }
     odbox_stmt_free(&s);
     return rc < 0 ? rc : ODBOX_OK;
+}
+
+int odbox_subs_limit_of(int64_t max, int null)
+{
+    return null || max < 0 || max > INT_MAX ? 0 : (int)max;
 }
 
 int odbox_subs_max_attempts(const odbox_delivery *d, const odbox_dshard *ds, int k)
