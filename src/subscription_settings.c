@@ -12,7 +12,7 @@ static int read_settings(const odbox_shard *sh, const char *name, odbox_subscrip
     char subs[ODBOX_NAME_MAX * 2 + 32];
     int rc = odbox_ops_connect(sh, "subscriptions", &c, subs, sizeof subs, err);
     if (rc != ODBOX_OK)
-        return odbox_ops_shard_error(sh, rc, err);
+        return rc; /* named the shard already */
     odbox_buf b = {0};
     odbox_buf_cat(&b, "SELECT ordered, max_attempts FROM ", subs, " WHERE name = ?", (char *)NULL);
     const char *args[] = {name};

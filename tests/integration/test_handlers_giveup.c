@@ -414,6 +414,14 @@ START_TEST(the_last_registration_sets_the_limit_for_every_process)
     ck_assert_int_eq(odbox_subscription_settings_get(x.f.r, NULL, "flaky", NULL, &e), ODBOX_EINVAL);
     ck_assert_int_eq(odbox_subscription_settings_get(x.f.r, hx_shard(&x, 0), "flaky", &st, NULL), ODBOX_OK);
     ck_assert_int_eq(st.max_attempts, 5);
+    /* a shard that cannot be reached is named, once, and its password not */
+    odbox_registry *down = NULL;
+    ck_assert_int_eq(odbox_registry_open_dsn(itest_unreachable_dsn("S3cretPw"), &down, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_subscription_settings_get(down, NULL, "flaky", &st, &e), ODBOX_ECONNECT);
+    const char *named = strstr(e.message, "shard 0.0: ");
+    ck_assert_msg(named && !strstr(named + 1, "shard 0.0") && !strstr(e.message, "S3cretPw"), "%s", e.message);
+    ck_assert_int_eq(st.max_attempts, 5);
+    odbox_registry_free(&down);
 
     /* another process registers it later with 1: this one gives a row up
      * after one failed call, not five */
