@@ -381,8 +381,6 @@ START_TEST(a_purge_that_loses_a_deadlock_deletes_again)
     ofx_event(&f, 0, "Deposited", NOW - 10 * DAY, 1, e1);
     ofx_event(&f, 0, "Deposited", NOW - 9 * DAY, 1, e2);
     const char *events = itest_evt(f.ev[0], "events");
-    char tbl[160];
-    snprintf(tbl, sizeof tbl, "%s", events);
     odbox_error e = {0};
     /* the writer locks the newer event; the purge deletes the older one
      * first, then waits for the newer */
@@ -390,7 +388,7 @@ START_TEST(a_purge_that_loses_a_deadlock_deletes_again)
     /* the writer never checks for the cycle itself: the purge, whose
      * check (deadlock_timeout, 1 s) comes first, is the one rolled back */
     itest_exec(f.c[0], "SET LOCAL deadlock_timeout = '60s'");
-    itest_exec(f.c[0], "SELECT id FROM %s WHERE id = '%s' FOR UPDATE", tbl, e2);
+    itest_exec(f.c[0], "SELECT id FROM %s WHERE id = '%s' FOR UPDATE", events, e2);
     odbox_manual_clock *m = NULL;
     ck_assert_int_eq(odbox_manual_clock_new(NOW, &m, NULL), ODBOX_OK);
     purging p = {.f = &f, .o = {.older_than_us = 7 * DAY, .clock = odbox_manual_clock_clock(m)}};
@@ -399,7 +397,7 @@ START_TEST(a_purge_that_loses_a_deadlock_deletes_again)
     ck_assert_msg(lock_waiters(&f, 1), "the purge never waited for the writer's row");
     /* the writer then locks the older event: a cycle, which the purge's
      * check finds; its DELETE is rolled back, and the writer goes on */
-    itest_exec(f.c[0], "SELECT id FROM %s WHERE id = '%s' FOR UPDATE", tbl, e1);
+    itest_exec(f.c[0], "SELECT id FROM %s WHERE id = '%s' FOR UPDATE", events, e1);
     ck_assert_msg(lock_waiters(&f, 1), "the purge did not delete again");
     ck_assert_int_eq(odbox_conn_commit(f.c[0], &e), ODBOX_OK);
     pthread_join(t, NULL);
