@@ -618,8 +618,9 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
 }
 
 /* Gives back the claim of a hand-off's rows that no loop took: due again
- * at once. */
-static int handoff_release(odbox_delivery *d, odbox_dshard *ds, const odbox_handoff *ho, odbox_error *err)
+ * at once; *given: how many (the rows the fan-out claimed). */
+static int handoff_release(odbox_delivery *d, odbox_dshard *ds, const odbox_handoff *ho, size_t *given,
+                           odbox_error *err)
 {
     odbox_delivery_round rd = {0};
     hround h = {.d = d, .ds = ds, .rd = &rd};
@@ -632,6 +633,7 @@ static int handoff_release(odbox_delivery *d, odbox_dshard *ds, const odbox_hand
             rc = release_claims(&h, c, err);
         odbox_pool_release(pool, &c);
     }
+    *given = rc == ODBOX_OK ? h.n : 0;
     for (size_t i = 0; i < h.n; i++)
         odbox_hcall_release(&h.calls[i]->w);
     free(h.calls);
@@ -642,7 +644,10 @@ static int handoff_release(odbox_delivery *d, odbox_dshard *ds, const odbox_hand
 static void give_back(odbox_delivery *d, odbox_dshard *ds, odbox_handoff *ho)
 {
     odbox_error e = {0};
-    if (handoff_release(d, ds, ho, &e) != ODBOX_OK)
+    size_t given = 0;
+    if (handoff_release(d, ds, ho, &given, &e) == ODBOX_OK)
+        odbox_dmetrics_given_back(d->metrics, given);
+    else
         odbox_log(ODBOX_LOG_WARN,
                   "delivery: %zu notifications handed to the handling loops of shard %d.%d are due again when "
                   "their lease ends: %s",

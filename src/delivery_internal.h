@@ -371,6 +371,8 @@ void odbox_dmetrics_fanout(odbox_dmetrics *m, size_t delivered, size_t notificat
 void odbox_dmetrics_round_error(odbox_dmetrics *m);
 /* Rows a handling round took from a hand-off. */
 void odbox_dmetrics_handoff(odbox_dmetrics *m, size_t taken);
+/* Rows of a hand-off that no loop took, given back. */
+void odbox_dmetrics_given_back(odbox_dmetrics *m, size_t given);
 
 /* Begins a delivery transaction: the dialect's isolation for it, then
  * first_sql (may be NULL) inside it. */

@@ -22,7 +22,7 @@ struct odbox_dmetrics {
     pthread_mutex_t mu;
     const odbox_handlers *h;
     hm *v;
-    uint64_t fanned_out, created, unknown, round_errors, handed_off;
+    uint64_t fanned_out, created, unknown, round_errors, handed_off, given_back;
 };
 
 static void histogram_init(odbox_histogram *hg, const double *bounds, size_t n)
@@ -100,6 +100,13 @@ void odbox_dmetrics_handoff(odbox_dmetrics *m, size_t taken)
 {
     pthread_mutex_lock(&m->mu);
     m->handed_off += taken;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void odbox_dmetrics_given_back(odbox_dmetrics *m, size_t given)
+{
+    pthread_mutex_lock(&m->mu);
+    m->given_back += given;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -193,8 +200,9 @@ static void counter(odbox_prom *p, const char *name, const char *help, uint64_t 
     odbox_prom_sample(p, NULL, (double)v);
 }
 
-/* The in-process families of m (and handed_off, which m has no field for). */
-static int process_text(const odbox_delivery_metrics *m, uint64_t handed_off, char **text, odbox_error *err)
+/* The in-process families of m (and the hand-offs' counts, which m has no
+ * fields for). */
+static int process_text(const odbox_delivery_metrics *m, const uint64_t handoffs[2], char **text, odbox_error *err)
 {
     odbox_prom p;
     odbox_prom_init(&p);
@@ -229,16 +237,21 @@ static int process_text(const odbox_delivery_metrics *m, uint64_t handed_off, ch
     counter(&p, "odbox_delivery_round_errors_total", "Fan-out and handling rounds that failed in this process.",
             m->round_errors);
     counter(&p, "odbox_handling_handed_off_total",
-            "Notifications this process's handling took from its own fan-out's writes, without a claim.", handed_off);
+            "Notifications this process's handling took from its own fan-out's writes, without a claim.",
+            handoffs[0]);
+    counter(&p, "odbox_handling_given_back_total",
+            "Notifications this process's fan-out handed to its handling that no loop took in time (200 ms), "
+            "given back to every process.",
+            handoffs[1]);
     return odbox_prom_take(&p, text, err);
 }
 
-static uint64_t handed_off(odbox_dmetrics *m)
+static void handoffs(odbox_dmetrics *m, uint64_t v[2])
 {
     pthread_mutex_lock(&m->mu);
-    uint64_t v = m->handed_off;
+    v[0] = m->handed_off;
+    v[1] = m->given_back;
     pthread_mutex_unlock(&m->mu);
-    return v;
 }
 
 int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metrics_options *db_options, char **text,
@@ -252,8 +265,10 @@ int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metric
     if (rc != ODBOX_OK)
         return rc;
     char *db = NULL, *mine = NULL;
+    uint64_t ho[2];
+    handoffs(d->metrics, ho);
     if ((rc = odbox_notifications_prometheus(m.db, m.ndb, &db, err)) == ODBOX_OK &&
-        (rc = process_text(&m, handed_off(d->metrics), &mine, err)) == ODBOX_OK) {
+        (rc = process_text(&m, ho, &mine, err)) == ODBOX_OK) {
         odbox_buf b = {0};
         odbox_buf_cat(&b, db, mine, (char *)NULL);
         if (!(*text = odbox_buf_take(&b)))

@@ -517,7 +517,9 @@ void odbox_delivery_metrics_clear(odbox_delivery_metrics *m);
  *   odbox_fanout_events_total, odbox_fanout_notifications_total,
  *   odbox_handler_unknown_total, odbox_delivery_round_errors_total,
  *   odbox_handling_handed_off_total (rows this process's handling took
- *       from its own fan-out's writes, claimed as they were written)   counters */
+ *       from its own fan-out's writes, claimed as they were written),
+ *   odbox_handling_given_back_total (rows of such hand-offs that no loop
+ *       took in time, given back to every process)                     counters */
 int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metrics_options *db_options, char **text,
                               odbox_error *err);
 
