@@ -86,5 +86,11 @@ for i in 0 1; do
         cat "$log"
     fi
 done
-((asan_rc == 0 && default_rc == 0)) || exit 1
+if ((asan_rc != 0 || default_rc != 0)); then
+    # last, where a reader of the output's end finds it: after the
+    # servers' logs, which end a failed tier's
+    echo "=== what failed (the checks' own lines; the tier logs above have the rest)"
+    grep -hE '^(FAIL|ERROR): |^[^ ]+:[0-9]+:[EF]:' "${logs[@]}" | head -40 || true
+    exit 1
+fi
 echo "=== all test tiers passed"

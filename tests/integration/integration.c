@@ -7,6 +7,9 @@
 
 int main(void)
 {
+    /* a failed check ends its test's process with _exit: what the test
+     * printed before must be out already, in the order it happened */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     const char *dialect = itest_dialect();
     if (!itest_dsn(1) || !itest_dsn(2)) {
         const char *ci = getenv("CI");
