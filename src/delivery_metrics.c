@@ -200,9 +200,13 @@ static void counter(odbox_prom *p, const char *name, const char *help, uint64_t 
     odbox_prom_sample(p, NULL, (double)v);
 }
 
-/* The in-process families of m (and the hand-offs' counts, which m has no
- * fields for). */
-static int process_text(const odbox_delivery_metrics *m, const uint64_t handoffs[2], char **text, odbox_error *err)
+/* The hand-offs' counts, which odbox_delivery_metrics has no fields for. */
+typedef struct handoff_counts {
+    uint64_t taken, given_back;
+} handoff_counts;
+
+/* The in-process families of m and ho. */
+static int process_text(const odbox_delivery_metrics *m, const handoff_counts *ho, char **text, odbox_error *err)
 {
     odbox_prom p;
     odbox_prom_init(&p);
@@ -238,20 +242,20 @@ static int process_text(const odbox_delivery_metrics *m, const uint64_t handoffs
             m->round_errors);
     counter(&p, "odbox_handling_handed_off_total",
             "Notifications this process's handling took from its own fan-out's writes, without a claim.",
-            handoffs[0]);
+            ho->taken);
     counter(&p, "odbox_handling_given_back_total",
             "Notifications this process's fan-out handed to its handling that no loop took in time (200 ms), "
             "given back to every process.",
-            handoffs[1]);
+            ho->given_back);
     return odbox_prom_take(&p, text, err);
 }
 
-static void handoffs(odbox_dmetrics *m, uint64_t v[2])
+static handoff_counts handoffs(odbox_dmetrics *m)
 {
     pthread_mutex_lock(&m->mu);
-    v[0] = m->handed_off;
-    v[1] = m->given_back;
+    handoff_counts v = {m->handed_off, m->given_back};
     pthread_mutex_unlock(&m->mu);
+    return v;
 }
 
 int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metrics_options *db_options, char **text,
@@ -265,10 +269,9 @@ int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metric
     if (rc != ODBOX_OK)
         return rc;
     char *db = NULL, *mine = NULL;
-    uint64_t ho[2];
-    handoffs(d->metrics, ho);
+    handoff_counts ho = handoffs(d->metrics);
     if ((rc = odbox_notifications_prometheus(m.db, m.ndb, &db, err)) == ODBOX_OK &&
-        (rc = process_text(&m, ho, &mine, err)) == ODBOX_OK) {
+        (rc = process_text(&m, &ho, &mine, err)) == ODBOX_OK) {
         odbox_buf b = {0};
         odbox_buf_cat(&b, db, mine, (char *)NULL);
         if (!(*text = odbox_buf_take(&b)))
