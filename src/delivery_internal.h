@@ -318,6 +318,8 @@ int odbox_subs_limit_of(int64_t max, int null);
 /* Prepares sql (malloc'd or NULL: out of memory, freed here), binds the
  * texts args[0..n-1], runs it (subscriptions.c, subscription_replay.c). */
 int odbox_subs_run(odbox_conn *c, char *sql, const char *const *args, size_t n, odbox_stmt **s, odbox_error *err);
+/* The eventlog's table name, quoted as c's dialect writes it, into out. */
+void odbox_subs_table(const odbox_conn *c, const char *eventlog, const char *name, char *out, size_t cap);
 /* Appends a copy of s to *v (*n of them); ODBOX_ENOMEM. */
 int odbox_subs_strv_add(char ***v, size_t *n, const char *s);
 

@@ -18,11 +18,6 @@
 /* 10000-01-01 00:00:00 UTC */
 #define NO_DATABASE_TIME_AFTER_US INT64_C(253402300800000000)
 
-static void table(const odbox_conn *c, const char *eventlog, const char *name, char *out, size_t cap)
-{
-    odbox_dialect_eventlog_table(odbox_conn_dialect((odbox_conn *)c), eventlog, name, out, cap);
-}
-
 typedef struct replay {
     odbox_conn *c;
     const odbox_dialect *dl;
@@ -143,10 +138,10 @@ static int replay_shard(const odbox_shard *sh, const char *name, int64_t since_u
     }
     p.dl = odbox_conn_dialect(p.c);
     const char *ev = odbox_shard_eventlog(sh);
-    table(p.c, ev, T_TYPES, types, sizeof types);
-    table(p.c, ev, "events", p.events, sizeof p.events);
-    table(p.c, ev, "event_notifications", p.notifications, sizeof p.notifications);
-    table(p.c, ev, T_SUBS, p.subs, sizeof p.subs);
+    odbox_subs_table(p.c, ev, T_TYPES, types, sizeof types);
+    odbox_subs_table(p.c, ev, "events", p.events, sizeof p.events);
+    odbox_subs_table(p.c, ev, "event_notifications", p.notifications, sizeof p.notifications);
+    odbox_subs_table(p.c, ev, T_SUBS, p.subs, sizeof p.subs);
     /* found? retired? */
     odbox_buf b = {0};
     odbox_buf_cat(&b, "SELECT CASE WHEN retired_date IS NULL THEN 0 ELSE 1 END, former_names FROM ", subs,

@@ -3,11 +3,11 @@
  * subscription_types, and heartbeats its process in
  * subscription_processes, in the database's time; the fan-out reads the
  * types of the subscriptions that are not retired (odbox_subs_read_types);
- * operators list and retire them (a replay: subscription_replay.c).
+ * operators retire them (the list: subscription_list.c; a replay:
+ * subscription_replay.c).
  *
  * Every statement is dialect-neutral but for the dialect's fields it
- * takes: insert_ignore_fmt, now_sql, interval_us_fmt, bound_rows_sql,
- * insert_select_ignore_fmt, uuid_param and typed_param. */
+ * takes: insert_ignore_fmt and now_sql. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +27,7 @@ enum { SQL_SUBS_TYPES = 121 };
 
 /* ---- small helpers -------------------------------------------------------------- */
 
-static void table(const odbox_conn *c, const char *eventlog, const char *name, char *out, size_t cap)
+void odbox_subs_table(const odbox_conn *c, const char *eventlog, const char *name, char *out, size_t cap)
 {
     odbox_dialect_eventlog_table(odbox_conn_dialect((odbox_conn *)c), eventlog, name, out, cap);
 }
@@ -142,14 +142,71 @@ static int record_limit(odbox_conn *c, const char *subs, const odbox_hentry *h, 
     return exec(c, odbox_buf_take(&b), args, 1, NULL, err);
 }
 
+/* Whether the space-separated list has the word name. */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *w = list; *w; w += strcspn(w, " "), w += *w == ' ') {
+        if (strcspn(w, " ") == n && !strncmp(w, name, n))
+            return 1;
+    }
+    return 0;
+}
+
+/* Adds h's former names to those its subscription records: a later
+ * deploy may name one more (a replay skips the events with rows under
+ * them), and one that names fewer leaves the others, whose rows may
+ * still be there. The UPDATE is guarded by the list it read, and read
+ * again if another registration changed it meanwhile. */
+static int record_former(odbox_conn *c, const char *subs, const odbox_hentry *h, odbox_error *err)
+{
+    enum { TRIES = 10 };
+    for (int attempt = 0; attempt < TRIES; attempt++) {
+        odbox_buf b = {0};
+        odbox_buf_cat(&b, "SELECT former_names FROM ", subs, " WHERE name = ?", (char *)NULL);
+        const char *args[] = {NULL, h->name, NULL};
+        odbox_stmt *s = NULL;
+        const char *v = NULL;
+        int null = 1;
+        int rc = odbox_subs_run(c, odbox_buf_take(&b), args + 1, 1, &s, err);
+        if (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1)
+            rc = odbox_stmt_get_text(s, 1, &v, &null, err);
+        char *was = rc >= 0 && !null ? odbox_strdup(v) : NULL;
+        odbox_stmt_free(&s);
+        if (rc < 0)
+            return rc;
+        odbox_buf merged = {0};
+        odbox_buf_append(&merged, was ? was : "");
+        for (size_t k = 0; k < h->nformer; k++)
+            if (!listed(was ? was : "", h->former[k]))
+                odbox_buf_cat(&merged, merged.len ? " " : "", h->former[k], (char *)NULL);
+        size_t grown = merged.len - (was ? strlen(was) : 0);
+        args[0] = odbox_buf_take(&merged), args[2] = was;
+        if (!args[0] || (!null && !was))
+            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+        else if (grown) {
+            int64_t changed = 0;
+            odbox_buf_cat(&b, "UPDATE ", subs, " SET former_names = ? WHERE name = ? AND ",
+                          was ? "former_names = ?" : "former_names IS NULL", (char *)NULL);
+            rc = exec(c, odbox_buf_take(&b), args, was ? 3 : 2, &changed, err);
+            grown = rc == ODBOX_OK && changed == 0; /* changed meanwhile: read again */
+        }
+        free((char *)args[0]), free(was);
+        if (rc != ODBOX_OK || !grown)
+            return rc;
+    }
+    return odbox_fail(err, ODBOX_EBUSY, "the former names of subscription '%s' changed %d times while recorded",
+                      h->name, TRIES);
+}
+
 static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_error *err)
 {
     const odbox_dialect *dl = odbox_conn_dialect(c);
     const char *ev = odbox_shard_eventlog(ds->shard);
     char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32], notifications[ODBOX_NAME_MAX * 2 + 32];
-    table(c, ev, T_SUBS, subs, sizeof subs);
-    table(c, ev, T_TYPES, types, sizeof types);
-    table(c, ev, "event_notifications", notifications, sizeof notifications);
+    odbox_subs_table(c, ev, T_SUBS, subs, sizeof subs);
+    odbox_subs_table(c, ev, T_TYPES, types, sizeof types);
+    odbox_subs_table(c, ev, "event_notifications", notifications, sizeof notifications);
     int rc = ODBOX_OK;
     for (size_t i = 0; rc == ODBOX_OK && i < d->h->n; i++) {
         const odbox_hentry *h = &d->h->v[i];
@@ -175,6 +232,8 @@ static int record_handlers(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, o
         }
         free(vals);
         free(former);
+        if (rc == ODBOX_OK && h->nformer)
+            rc = record_former(c, subs, h, err);
         if (rc == ODBOX_OK)
             rc = record_order(c, subs, notifications, h, err);
         if (rc == ODBOX_OK)
@@ -243,7 +302,7 @@ static int heartbeat(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_e
 {
     const odbox_dialect *dl = odbox_conn_dialect(c);
     char procs[ODBOX_NAME_MAX * 2 + 32];
-    table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
+    odbox_subs_table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
     odbox_buf b = {0};
     odbox_buf_cat(&b, "UPDATE ", procs, " SET last_seen = ", dl->now_sql, (char *)NULL);
     int64_t changed = 0;
@@ -268,7 +327,7 @@ static int heartbeat(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_e
 static int read_limits(odbox_delivery *d, odbox_dshard *ds, odbox_conn *c, odbox_error *err)
 {
     char subs[ODBOX_NAME_MAX * 2 + 32];
-    table(c, odbox_shard_eventlog(ds->shard), T_SUBS, subs, sizeof subs);
+    odbox_subs_table(c, odbox_shard_eventlog(ds->shard), T_SUBS, subs, sizeof subs);
     odbox_buf b = {0};
     odbox_buf_cat(&b, "SELECT name, max_attempts FROM ", subs, " WHERE retired_date IS NULL", (char *)NULL);
     odbox_stmt *s = NULL;
@@ -350,7 +409,7 @@ static int leave_shard(odbox_delivery *d, odbox_dshard *ds, odbox_error *err)
     if (rc != ODBOX_OK)
         return rc;
     char procs[ODBOX_NAME_MAX * 2 + 32];
-    table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
+    odbox_subs_table(c, odbox_shard_eventlog(ds->shard), T_PROCS, procs, sizeof procs);
     odbox_buf b = {0};
     odbox_buf_cat(&b, "DELETE FROM ", procs, (char *)NULL);
     rc = exec_own_rows(d, c, &b, NULL, err);
@@ -453,8 +512,8 @@ int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **o
     *n = 0;
     *db_now = 0;
     char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32];
-    table(c, eventlog, T_SUBS, subs, sizeof subs);
-    table(c, eventlog, T_TYPES, types, sizeof types);
+    odbox_subs_table(c, eventlog, T_SUBS, subs, sizeof subs);
+    odbox_subs_table(c, eventlog, T_TYPES, types, sizeof types);
     odbox_sql_key key;
     odbox_sql_key_init(&key, SQL_SUBS_TYPES, 0);
     odbox_sql_key_add(&key, 0, types);
@@ -514,171 +573,6 @@ int odbox_subs_read_types(odbox_conn *c, const char *eventlog, odbox_subtype **o
     odbox_stmt_free(&s);
     if (rc < 0) {
         odbox_subs_types_free(v, nv);
-        return rc;
-    }
-    *out = v;
-    *n = nv;
-    return ODBOX_OK;
-}
-
-/* ---- list ------------------------------------------------------------------------ */
-
-int odbox_subs_strv_add(char ***v, size_t *n, const char *s)
-{
-    char **g = realloc(*v, (*n + 1) * sizeof *g);
-    if (!g)
-        return ODBOX_ENOMEM;
-    *v = g;
-    if (!(g[*n] = strdup(s)))
-        return ODBOX_ENOMEM;
-    (*n)++;
-    return ODBOX_OK;
-}
-
-void odbox_subscriptions_free(odbox_subscription **p, size_t n)
-{
-    if (!p || !*p)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        odbox_subscription *s = &(*p)[i];
-        free(s->name);
-        free(s->former_names);
-        for (size_t k = 0; k < s->ntypes; k++)
-            free(s->types[k]);
-        free(s->types);
-        for (size_t k = 0; k < s->nprocesses; k++)
-            free(s->processes[k]);
-        free(s->processes);
-        free(s->last_error);
-    }
-    free(*p);
-    *p = NULL;
-}
-
-static odbox_subscription *find_sub(odbox_subscription *v, size_t from, size_t n, const char *name)
-{
-    for (size_t i = from; i < n; i++)
-        if (!strcmp(v[i].name, name))
-            return &v[i];
-    return NULL;
-}
-
-/* name, x pairs of a two-column query into field (types or processes) of
- * the subscriptions [from, *n). */
-static int read_pairs(odbox_conn *c, char *sql, int64_t live_us, odbox_subscription *v, size_t from, size_t n,
-                      int procs, odbox_error *err)
-{
-    odbox_stmt *s = NULL;
-    if (!sql)
-        return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    int rc = odbox_stmt_prepare(c, sql, &s, err);
-    free(sql);
-    if (rc == ODBOX_OK && procs)
-        rc = odbox_stmt_bind_int64(s, 1, live_us, err);
-    if (rc == ODBOX_OK)
-        rc = odbox_stmt_execute(s, err);
-    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
-        const char *name = NULL, *x = NULL;
-        int n1 = 0, n2 = 0;
-        if ((rc = odbox_stmt_get_text(s, 1, &name, &n1, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_text(s, 2, &x, &n2, err)) != ODBOX_OK)
-            break;
-        odbox_subscription *sub = n1 || n2 ? NULL : find_sub(v, from, n, name);
-        if (sub && odbox_subs_strv_add(procs ? &sub->processes : &sub->types,
-                                       procs ? &sub->nprocesses : &sub->ntypes, x))
-            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    }
-    odbox_stmt_free(&s);
-    return rc < 0 ? rc : ODBOX_OK;
-}
-
-static int list_shard(const odbox_shard *sh, int64_t live_us, odbox_subscription **v, size_t *n, size_t *cap,
-                      odbox_error *err)
-{
-    odbox_conn *c = NULL;
-    char subs[ODBOX_NAME_MAX * 2 + 32], types[ODBOX_NAME_MAX * 2 + 32], procs[ODBOX_NAME_MAX * 2 + 32];
-    int rc = odbox_ops_connect(sh, T_SUBS, &c, subs, sizeof subs, err);
-    if (rc != ODBOX_OK)
-        return rc;
-    const odbox_dialect *dl = odbox_conn_dialect(c);
-    const char *ev = odbox_shard_eventlog(sh);
-    table(c, ev, T_TYPES, types, sizeof types);
-    table(c, ev, T_PROCS, procs, sizeof procs);
-    size_t from = *n;
-    odbox_buf b = {0};
-    odbox_buf_append(&b, "SELECT name, former_names, ");
-    odbox_ops_ts_col(&b, dl, "created_date");
-    odbox_buf_append(&b, ", ");
-    odbox_ops_ts_col(&b, dl, "retired_date");
-    odbox_buf_append(&b, ", last_error, ");
-    odbox_ops_ts_col(&b, dl, "last_error_date");
-    odbox_buf_cat(&b, " FROM ", subs, " ORDER BY name", (char *)NULL);
-    odbox_stmt *s = NULL;
-    rc = odbox_subs_run(c, odbox_buf_take(&b), NULL, 0, &s, err);
-    while (rc == ODBOX_OK && (rc = odbox_stmt_fetch(s, err)) == 1) {
-        if (*n == *cap) {
-            size_t nc = *cap ? *cap * 2 : 8;
-            odbox_subscription *g = realloc(*v, nc * sizeof *g);
-            if (!g) {
-                rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-                break;
-            }
-            *v = g, *cap = nc;
-        }
-        odbox_subscription *e = &(*v)[*n];
-        memset(e, 0, sizeof *e);
-        e->shard = odbox_shard_get_id(sh);
-        const char *name = NULL, *former = NULL, *last = NULL;
-        int nn = 0, nf = 0, nc = 0, nr = 0, nl = 0, nd = 0;
-        if ((rc = odbox_stmt_get_text(s, 1, &name, &nn, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_text(s, 2, &former, &nf, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_timestamp(s, 3, &e->created_us, &nc, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_timestamp(s, 4, &e->retired_us, &nr, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_text(s, 5, &last, &nl, err)) != ODBOX_OK ||
-            (rc = odbox_stmt_get_timestamp(s, 6, &e->last_error_us, &nd, err)) != ODBOX_OK)
-            break;
-        if (nr)
-            e->retired_us = 0;
-        if (nd)
-            e->last_error_us = 0;
-        (*n)++;
-        if (!(e->name = strdup(nn ? "" : name)) || (!nf && !(e->former_names = strdup(former))) ||
-            (!nl && !(e->last_error = strdup(last))))
-            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    }
-    odbox_stmt_free(&s);
-    rc = rc < 0 ? rc : ODBOX_OK;
-    if (rc == ODBOX_OK) {
-        odbox_buf_cat(&b, "SELECT name, event_type FROM ", types, " ORDER BY name, event_type", (char *)NULL);
-        rc = read_pairs(c, odbox_buf_take(&b), 0, *v, from, *n, 0, err);
-    }
-    if (rc == ODBOX_OK) {
-        odbox_buf_cat(&b, "SELECT name, process FROM ", procs, " WHERE ", (char *)NULL);
-        odbox_buf_appendf(&b, dl->interval_us_fmt, dl->now_sql, "last_seen");
-        odbox_buf_append(&b, " <= ? ORDER BY name, process");
-        rc = read_pairs(c, odbox_buf_take(&b), live_us, *v, from, *n, 1, err);
-    }
-    odbox_ops_release(sh, &c);
-    return rc == ODBOX_OK ? rc : odbox_ops_shard_error(sh, rc, err);
-}
-
-int odbox_subscriptions_list(const odbox_registry *r, const odbox_shard *shard, int live_ms,
-                             odbox_subscription **out, size_t *n, odbox_error *err)
-{
-    if (!r || !out || !n)
-        return odbox_fail(err, ODBOX_EINVAL, "subscriptions: registry, out or n is NULL");
-    if (live_ms < 0)
-        return odbox_fail(err, ODBOX_EINVAL, "subscriptions: live_ms %d is negative", live_ms);
-    *out = NULL;
-    *n = 0;
-    odbox_subscription *v = NULL;
-    size_t nv = 0, cap = 0;
-    int rc = ODBOX_OK;
-    int64_t live_us = (int64_t)(live_ms ? live_ms : DEFAULT_LIVE_MS) * 1000;
-    for (size_t i = 0; rc == ODBOX_OK && i < odbox_ops_shard_count(r, shard); i++)
-        rc = list_shard(odbox_ops_shard_at(r, shard, i), live_us, &v, &nv, &cap, err);
-    if (rc != ODBOX_OK) {
-        odbox_subscriptions_free(&v, nv);
         return rc;
     }
     *out = v;

@@ -497,6 +497,77 @@ START_TEST(a_replay_of_a_renamed_subscription_skips_its_former_rows)
 }
 END_TEST
 
+static odbox_handlers *renamed_from(hbeh *beh, const char *const *former)
+{
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hr = {.name = "new-name", .former_names = former, .event_type = EV_A.name, .handle = hb_handle,
+                        .user = beh};
+    ck_assert_int_eq(odbox_handlers_add(h, &hr, &e), ODBOX_OK);
+    return h;
+}
+
+static char *recorded_former(hx *x, const char *name)
+{
+    odbox_subscription *s = NULL;
+    size_t n = 0;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, 0), 0, &s, &n, &e) == ODBOX_OK, "%s", e.message);
+    char *former = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s[i].name, name) && s[i].former_names)
+            former = strdup(s[i].former_names);
+    odbox_subscriptions_free(&s, n);
+    return former;
+}
+
+/* A subscription registered first without former names, then renamed
+ * from one by a later deploy (the first forgot it): the later deploy's
+ * former names are recorded, and a replay skips the events the former
+ * name has rows for (before: only the first registration's were
+ * recorded, none here, and the replay wrote a second row for each).
+ * A deploy naming another former name adds it, keeping the first. */
+START_TEST(former_names_of_a_later_deploy_are_recorded)
+{
+    hx x;
+    hx_open(&x, 1);
+    hbeh old, renamed;
+    hbeh_init(&old, &x.rec, NULL), hbeh_init(&renamed, &x.rec, NULL);
+    renamed.name = "new-name";
+    hx_deliver(&x, handlers_of(1, (const char *[]){"old-name"}, (const char *[]){EV_A.name}, (hbeh *[]){&old}), NULL);
+    int64_t since = itest_db_now(x.f.c[0]) - 60 * SEC_US;
+    char ids[3][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 3, ids);
+    hx_fanout(&x, 0);
+    handle_until_idle(x.d, &x.f, NULL);
+    ck_assert_int_eq(rows_of(&x, 0, "old-name", "SUCCEEDED"), 3);
+    hx_deliver(&x, renamed_from(&renamed, NULL), NULL);
+    hx_fanout(&x, 0);
+    ck_assert_ptr_null(recorded_former(&x, "new-name"));
+    hx_deliver(&x, renamed_from(&renamed, (const char *const[]){"old-name", NULL}), NULL);
+    hx_fanout(&x, 0);
+    char *former = recorded_former(&x, "new-name");
+    ck_assert_str_eq(former ? former : "(none)", "old-name");
+    free(former);
+    odbox_error e = {0};
+    int64_t created = -1;
+    ck_assert_msg(odbox_subscription_replay(x.f.r, "new-name", since, NULL, &created, &e) == ODBOX_OK, "%s",
+                  e.message);
+    ck_assert_int_eq(created, 0);
+    ck_assert_int_eq(rows_of(&x, 0, "new-name", NULL), 0);
+    /* another deploy names another one: both are recorded, once each */
+    hx_deliver(&x, renamed_from(&renamed, (const char *const[]){"older-name", "old-name", NULL}), NULL);
+    hx_fanout(&x, 0);
+    hx_deliver(&x, renamed_from(&renamed, (const char *const[]){"older-name", NULL}), NULL);
+    hx_fanout(&x, 0);
+    former = recorded_former(&x, "new-name");
+    ck_assert_str_eq(former ? former : "(none)", "old-name older-name");
+    free(former);
+    hx_close(&x);
+}
+END_TEST
+
 /* A replay without a clock measures its since and dates its rows in the
  * database's time. This process's clock an hour slow: a since a minute
  * ago by the database is not "in the future" (before: refused as such),
@@ -783,6 +854,7 @@ Suite *subscriptions_suite(void)
     tcase_add_test(tc, a_replay_writes_the_retained_events_once);
     tcase_add_test(tc, a_replay_is_in_the_database_time);
     tcase_add_test(tc, a_replay_of_a_renamed_subscription_skips_its_former_rows);
+    tcase_add_test(tc, former_names_of_a_later_deploy_are_recorded);
     tcase_add_test(tc, a_purge_removes_the_processes_long_gone);
     tcase_add_test(tc, an_existing_installation_keeps_working);
     suite_add_tcase(s, tc);
