@@ -614,6 +614,11 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
     int nvar = h->dialect->has_partial_indexes ? 1 : 2;
     int64_t db_now = now;
     odbox_uuid_v4(h->token);
+    /* the lease's end in this process's count, from before the claim
+     * began: its lease_until may count from the transaction's start
+     * (PostgreSQL's now), and a wait for the limit's lock must not move
+     * this process's end past the database's */
+    int64_t t0 = odbox_mono_us();
     int rc = odbox_delivery_begin(c, h->dialect->claim_begin_sql, err);
     int reads = 0;
     for (size_t i = 0; i <= nlimited && rc == ODBOX_OK; i++) {
@@ -633,7 +638,6 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
     }
     if (rc == ODBOX_OK)
         rc = recheck_order(h, c, err);
-    int64_t t0 = odbox_mono_us();
     h->claimed_at_us = db_now;
     for (int lim = 0; lim <= 1 && rc == ODBOX_OK && h->n; lim++)
         rc = claim_rows(h, c, db_now + d->cfg.lease_us, lim, err);

@@ -73,6 +73,10 @@ typedef struct fround {
     size_t nrows;
     int64_t db_now;      /* the database's time at the round's start (the delivery's clock without db_time) */
     int64_t db_mono;     /* when it was read, by this process's monotonic clock */
+    /* the monotonic clock before db_now was read: a hand-off's lease,
+     * db_now + lease_us in the database, ends no later in this process's
+     * count from there */
+    int64_t lease_from_mono;
     odbox_handoff *handoff; /* the rows are claimed as they are written, for this process's loops */
 } fround;
 
@@ -544,7 +548,7 @@ static odbox_handoff *new_handoff(const fround *f)
         return NULL;
     odbox_uuid_v4(ho->token);
     ho->claimed_at_us = f->db_now;
-    ho->lease_end_mono_us = odbox_mono_us() + f->d->cfg.lease_us;
+    ho->lease_end_mono_us = f->lease_from_mono + f->d->cfg.lease_us;
     return ho;
 }
 
@@ -604,6 +608,7 @@ int odbox_fanout_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox
     if (rc == ODBOX_OK)
         rc = odbox_subs_beat(d, ds, 0, err);
     if (rc == ODBOX_OK && (rc = odbox_pool_acquire(primary, &c, err)) == ODBOX_OK) {
+        f.lease_from_mono = odbox_mono_us();
         rc = odbox_subs_read_types(c, odbox_shard_eventlog(ds->shard), &f.types, &f.ntypes, &f.db_now, err);
         f.db_mono = odbox_mono_us();
         rd->statements++;

@@ -192,6 +192,103 @@ START_TEST(a_concurrency_limit_holds_across_deliveries)
 }
 END_TEST
 
+/* What a limited handler's calls had left of their lease, in the
+ * database's time, read on a connection of their own. */
+typedef struct lease_left {
+    dfx *f;
+    odbox_conn *c;
+    int64_t min_left_us;
+    int calls;
+} lease_left;
+
+static int lease_left_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)err;
+    lease_left *l = user;
+    int64_t left = ncol_ts(l->f, 0, env->event_id, env->handler_name, "lease_until") - itest_db_now(l->c);
+    if (!l->calls++ || left < l->min_left_us)
+        l->min_left_us = left;
+    return 0;
+}
+
+/* Holds the row of subscription "lim" locked for hold_ms, as a claim of
+ * another process does while it counts the limit's room. */
+typedef struct sub_holder {
+    odbox_conn *c;
+    char subs[256];
+    int hold_ms;
+    atomic_int ready, failed;
+} sub_holder;
+
+static void *hold_subscription(void *arg)
+{
+    sub_holder *h = arg;
+    odbox_error e = {0};
+    if (odbox_conn_begin(h->c, &e) != ODBOX_OK) {
+        atomic_store(&h->failed, 1);
+        atomic_store(&h->ready, 1);
+        return NULL;
+    }
+    itest_exec(h->c, "UPDATE %s SET name = name WHERE name = 'lim'", h->subs);
+    atomic_store(&h->ready, 1);
+    jt_sleep_ms(h->hold_ms);
+    if (odbox_conn_commit(h->c, &e) != ODBOX_OK)
+        atomic_store(&h->failed, 1);
+    return NULL;
+}
+
+/* A claim that waited (2.5 s here, for the limit's lock another claim
+ * held) starts no call whose timeout (1 s) no longer fits in the lease the
+ * database recorded (3 s, from the claim's start in PostgreSQL's
+ * transaction time): the call runs once the row is claimed again, with
+ * its whole timeout left. Before, the process counted its lease from the
+ * end of the wait, and started the call with 0.5 s of lease left: another
+ * process could have claimed the row and called it at the same time,
+ * over the limit. */
+START_TEST(a_claim_that_waited_starts_no_call_its_lease_cannot_hold)
+{
+    hx x;
+    hx_open(&x, 1);
+    lease_left seen = {.f = &x.f, .c = x.f.c[0]};
+    odbox_handler_options one = {.max_in_flight = 1};
+    odbox_handlers *h = one_handler("lim", lease_left_handle, &seen, &one);
+    odbox_delivery_config cfg = {.lease_ms = 3000, .handler_timeout_ms = 1000, .workers = 1};
+    odbox_delivery *d = NULL;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_delivery_open(x.f.r, h, &cfg, &d, &e) == ODBOX_OK, "%s", e.message);
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "limited", 1);
+    emit_seq(x.exe, m, 0, 1, 0);
+    odbox_model_free(&m);
+    odbox_delivery_round r;
+    round_ok(odbox_delivery_fanout_round(d, hx_shard(&x, 0), &r, &e), &e);
+    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'lim'"), 1);
+    sub_holder hold = {.c = itest_connect(0), .hold_ms = 2500};
+    snprintf(hold.subs, sizeof hold.subs, "%s", itest_evt(x.f.ev[0], "subscriptions"));
+    atomic_init(&hold.ready, 0);
+    atomic_init(&hold.failed, 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, hold_subscription, &hold), 0);
+    while (!atomic_load(&hold.ready))
+        jt_sleep_ms(5);
+    int64_t end = mono_ms_now() + MAX_WAIT_MS;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 1 && mono_ms_now() < end)
+        round_ok(odbox_delivery_handling_round(d, hx_shard(&x, 0), &r, &e), &e);
+    pthread_join(t, NULL);
+    odbox_conn_close(&hold.c);
+    ck_assert_int_eq(atomic_load(&hold.failed), 0);
+    printf("handlers_order: a claim that waited 2.5 s for the limit's lock: %d call(s), the first with %lld ms of "
+           "its lease left (timeout 1000 ms)\n",
+           seen.calls, (long long)(seen.min_left_us / 1000));
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED'"), 1);
+    ck_assert_int_eq(seen.calls, 1);
+    ck_assert_msg(seen.min_left_us >= 1000 * 1000, "a call started with %lld ms of its lease left, its timeout 1000 ms",
+                  (long long)(seen.min_left_us / 1000));
+    odbox_delivery_free(&d);
+    odbox_handlers_free(&h);
+    hx_close(&x);
+}
+END_TEST
+
 /* ---- ordered per model_id ------------------------------------------------------ */
 
 /* RACE_MODELS: the models of the test beside the fan-out (below), the
@@ -839,6 +936,7 @@ Suite *handlers_order_suite(void)
     TCase *tc = tcase_create("handlers_order");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_concurrency_limit_holds_across_deliveries);
+    tcase_add_test(tc, a_claim_that_waited_starts_no_call_its_lease_cannot_hold);
     tcase_add_test(tc, ordered_rows_reach_the_handler_in_event_order);
     tcase_add_test(tc, the_order_is_the_subscriptions_and_reaches_its_backlog);
     tcase_add_test(tc, ordered_rows_keep_their_order_while_the_fanout_writes);
