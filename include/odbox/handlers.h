@@ -169,7 +169,11 @@ typedef struct odbox_handler_options {
      * INSERT (not the writing process's), so an action that read
      * another's committed result (an optimistic update of the same
      * model) is delivered after it, whatever the clocks of the writing
-     * processes say. Rows without a model_id are not ordered. Costs one index
+     * processes say. A row that becomes visible only after a newer row
+     * of its model was claimed (its action committed late; a replay; a
+     * requeue) is called after that row, possibly while that row's call
+     * runs: a row waits for older unfinished rows only.
+     * Rows without a model_id are not ordered. Costs one index
      * probe per row claimed. The order is the subscription's: the
      * process that registers the handler last records it in the
      * database, its unfinished rows take (or leave) it at once, and every
