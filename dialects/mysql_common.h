@@ -48,7 +48,10 @@ int odbox_mariadb_bounded_session_sql(size_t i, int lock_ms, int statement_ms, c
     .max_params = 2000,                                                                    \
     .claims_keys_first = 1,                                                                \
     .eventlog_container = "database",                                                      \
-    .create_eventlog_fmt = "CREATE DATABASE IF NOT EXISTS %s",                             \
+    /* utf8mb4 whatever the server's default (MariaDB's is latin1 before  \
+     * 11.6): the tables' text columns without a character set of their \
+     * own inherit it, and a model id outside Latin-1 was refused */     \
+    .create_eventlog_fmt = "CREATE DATABASE IF NOT EXISTS %s CHARACTER SET utf8mb4",       \
     .drop_eventlog_fmt = "DROP DATABASE IF EXISTS %s",                                     \
     .table_exists_sql = "SELECT COUNT(*) FROM information_schema.tables "                  \
                         "WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?", \

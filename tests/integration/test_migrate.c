@@ -507,6 +507,48 @@ START_TEST(two_eventlogs_of_one_application_migrate_at_once)
 }
 END_TEST
 
+/* An eventlog odbox creates on MySQL/MariaDB is utf8mb4 whatever the
+ * server's default character set: here latin1 (MariaDB's default before
+ * 11.6, set for the migrating sessions by the driver's INITSTMT). Before,
+ * it took the default, and so did the text columns without a character
+ * set of their own (model_id, namespace, action_name, ...), which then
+ * refused text outside Latin-1 at the commit. */
+START_TEST(an_eventlog_is_created_utf8mb4_whatever_the_server_default)
+{
+    if (itest_part_skipped("an_eventlog_is_created_utf8mb4_whatever_the_server_default"))
+        return;
+    char ev[64];
+    itest_name(ev, sizeof ev, "ev_cs");
+    char *dsn = itest_dsn_with(1, "INITSTMT=SET%20character_set_server%3Dlatin1");
+    odbox_shard_config sc = {.id = {0, 0}, .primary_dsn = dsn, .eventlog = ev};
+    odbox_registry_config cfg = {.shards = &sc, .nshards = 1};
+    odbox_registry *r = NULL;
+    odbox_error e;
+    ck_assert_msg(odbox_registry_open(&cfg, &r, &e) == ODBOX_OK, "%s", e.message);
+    odbox_pool *pool = odbox_shard_primary(odbox_registry_default_shard(r));
+    odbox_conn *latin1 = NULL;
+    ck_assert_msg(odbox_pool_acquire(pool, &latin1, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_int_eq(itest_count(latin1, "SELECT COUNT(*) FROM DUAL WHERE @@character_set_server = 'latin1'"), 1);
+    odbox_pool_release(pool, &latin1);
+    ck_assert_msg(odbox_migrate_registry(r, NULL, &e) == ODBOX_OK, "%s", e.message);
+    odbox_conn *c = itest_connect(1);
+    int64_t db = itest_count(c,
+                             "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '%s' AND "
+                             "DEFAULT_CHARACTER_SET_NAME = 'utf8mb4'",
+                             ev);
+    int64_t other = itest_count(c,
+                                "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '%s' AND "
+                                "CHARACTER_SET_NAME NOT IN ('utf8mb4', 'ascii', 'binary')",
+                                ev);
+    itest_drop_eventlog(c, ev);
+    odbox_conn_close(&c);
+    odbox_registry_free(&r);
+    free(dsn);
+    ck_assert_int_eq(db, 1);
+    ck_assert_int_eq(other, 0);
+}
+END_TEST
+
 START_TEST(lock_held_times_out)
 {
     char ev[64], key[128];
@@ -600,6 +642,7 @@ Suite *migrate_suite(void)
     tcase_add_test(t, changed_file_realigned);
     tcase_add_test(t, dotted_versions);
     tcase_add_test(t, concurrent_migrators_apply_once);
+    tcase_add_test(t, an_eventlog_is_created_utf8mb4_whatever_the_server_default);
     tcase_add_test(t, lock_held_times_out);
     tcase_add_test(t, two_eventlogs_of_one_application_migrate_at_once);
     tcase_add_test(t, every_shard_migrated);
