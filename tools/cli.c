@@ -43,6 +43,16 @@ int cli_exit_code(int rc)
     }
 }
 
+const char *cli_bad_option(char **argv)
+{
+    static char one[3];
+    const char *last = argv[optind - 1];
+    if (!optopt || !strncmp(last, "--", 2))
+        return last;
+    snprintf(one, sizeof one, "-%c", optopt);
+    return one;
+}
+
 void cli_print_json(json_object *o)
 {
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
@@ -246,7 +256,7 @@ int cli_parse_options(int argc, char **argv, cli *c, const char *usage, int take
         case 'h': cli_print_usage(stdout, usage, takes); exit(0);
         default:
         unknown:
-            cli_usage_error(c->json, "odbox", "unknown or incomplete option '%s'", argv[optind - 1]);
+            cli_usage_error(c->json, "odbox", "unknown or incomplete option '%s'", cli_bad_option(argv));
             cli_print_usage(stderr, usage, takes);
             return EXIT_USAGE;
         }

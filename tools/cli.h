@@ -81,6 +81,10 @@ int cli_argv_json(int argc, char **argv);
 /* A usage error: "WHO: MESSAGE" on stderr and, with json, the error
  * document (ODBOX_EINVAL, MESSAGE) on stdout; returns EXIT_USAGE. */
 int cli_usage_error(int json, const char *who, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The option getopt_long refused, for the message: a short one inside a
+ * group ("-xh") is not argv[optind - 1], which getopt has not passed yet
+ * (a static buffer for a short one). */
+const char *cli_bad_option(char **argv);
 /* Prints a JSON document on stdout, indented, '/' left as it is. */
 void cli_print_json(json_object *o);
 /* A JSON string of text from outside (a database's or a handler's

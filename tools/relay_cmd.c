@@ -1,7 +1,7 @@
 /* odbox — `odbox relay --config FILE`: runs the relays of the config
  * file's "relays" array (odbox/relay.h) as one delivery on a job
- * registry, until SIGTERM/SIGINT or, with --until-idle, until none of
- * their notifications is due. */
+ * registry, until SIGTERM/SIGINT or, with --until-idle, until a look
+ * finds nothing to fan out or claim. */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,8 +24,8 @@ const char usage_relay[] =
     "(kinds: nats, rabbitmq, kafka; docs/relays.md). A relay is a handler: its rows show in\n"
     "`odbox handlers` and `odbox notifications`; \"max_attempts\" N gives a row up (EXPIRED)\n"
     "after N failed publishes (0: retried until its retention, 7 days, ends). Runs until\n"
-    "SIGTERM or SIGINT, or with --until-idle until no row of its relays is PENDING or\n"
-    "FAILED and due (at most --timeout-ms, default 600000).\n"
+    "SIGTERM or SIGINT, or with --until-idle until a fan-out round writes nothing and a\n"
+    "handling round claims nothing, twice (at most --timeout-ms, default 600000).\n"
     "  --workers N     publishing threads (default 8)\n"
     "  --batch N       rows a handling round claims and publishes at once (default 250)\n"
     "  --loops N       handling rounds at once, each claiming its own batch (default 2; more\n"
@@ -147,7 +147,7 @@ static int parse_args(int argc, char **argv, relay_opts *o)
         case 'l': rc = parse_ms(o->c.json, "--lease-ms", optarg, 1, 86400000, &v), o->lease_ms = (int)v; break;
         case 'h': fputs(usage_relay, stdout); exit(0);
         default:
-            cli_usage_error(o->c.json, "odbox relay", "unknown or incomplete option '%s'", argv[optind - 1]);
+            cli_usage_error(o->c.json, "odbox relay", "unknown or incomplete option '%s'", cli_bad_option(argv));
             fputs(usage_relay, stderr);
             return EXIT_USAGE;
         }
@@ -302,37 +302,60 @@ static int add_relays(json_object *relays, relay_entry *es, odbox_handlers *h, o
 
 /* ---- running ------------------------------------------------------------------------ */
 
+/* 1 when the fan-out job is paused (odbox jobs pause), cluster-wide:
+ * then an idle look fans out nothing either. */
+static int fanout_paused(odbox_registry *r, odbox_delivery *d, int *paused, odbox_error *err)
+{
+    odbox_job_info *jobs = NULL;
+    size_t n = 0;
+    const char *name = odbox_delivery_job_name(d, ODBOX_DELIVERY_FANOUT);
+    int rc = odbox_jobs_list(odbox_shard_primary(odbox_registry_default_shard(r)), &jobs, &n, err);
+    *paused = 0;
+    for (size_t i = 0; rc == ODBOX_OK && i < n; i++)
+        if (!strcmp(jobs[i].name, name) && jobs[i].paused)
+            *paused = 1;
+    odbox_job_infos_free(&jobs, n);
+    return rc;
+}
+
 /* 1 when no publish of this process runs, a fan-out round on every
- * shard found nothing and no row of the relays is due; 0 when not; a
- * negative code when a read failed. A running publish's rows are claimed
- * (due only at their lease's end): without that look, a broker that took
- * longer than two looks to answer made the process idle with its rows
- * unpublished and unwritten. */
-static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es, size_t n, odbox_error *err)
+ * shard found nothing (none while the fan-out job is paused) and a
+ * handling round claimed nothing; 0 when not; a negative code when a
+ * round failed. A handling round claims what the process's loops would:
+ * not the rows on their backoff, held back by an older row of their model
+ * (an ordered relay), of an event type no relay here takes, or leased by
+ * another process (before: a count of the relays' due rows, which counted
+ * those that wait too, so that a look was never idle while one was
+ * there). A running publish's rows are claimed (due only at their lease's
+ * end): without that look, a broker that took longer than two looks to
+ * answer made the process idle with its rows unpublished and unwritten. */
+static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es, size_t n, char *why, size_t cap,
+                    odbox_error *err)
 {
     for (size_t i = 0; i < n; i++)
-        if (odbox_relay_calls_running(es[i].relay) > 0)
+        if (odbox_relay_calls_running(es[i].relay) > 0) {
+            snprintf(why, cap, "relay %s was publishing", es[i].cfg.name);
             return 0;
-    int rc = ODBOX_OK, idle = 1;
-    for (size_t i = 0; rc == ODBOX_OK && i < odbox_registry_shard_count(r); i++) {
+        }
+    int paused = 0, idle = 1;
+    int rc = fanout_paused(r, d, &paused, err);
+    for (size_t i = 0; rc == ODBOX_OK && !paused && i < odbox_registry_shard_count(r); i++) {
         odbox_delivery_round round = {0};
         rc = odbox_delivery_fanout_round(d, odbox_registry_shard_at(r, i), &round, err);
-        if (round.delivered || round.notifications)
+        if (round.delivered || round.notifications) {
+            snprintf(why, cap, "a fan-out round on shard %d.%d wrote %zu notification(s)", round.shard.group,
+                     round.shard.member, round.notifications);
             idle = 0;
+        }
     }
-    /* by state: the due index finds the PENDING and FAILED rows, where
-     * counting every state read all of a relay's rows (27 ms a look with
-     * 40,000 delivered ones) */
-    static const char *const due_states[] = {"PENDING", "FAILED"};
-    for (size_t i = 0; rc == ODBOX_OK && idle && i < 2 * n; i++) {
-        odbox_notification_filter f = {.handler = es[i / 2].cfg.name, .state = due_states[i % 2]};
-        odbox_notification_stats *st = NULL;
-        size_t ns = 0;
-        rc = odbox_notifications_count(r, &f, &st, &ns, err);
-        for (size_t j = 0; rc == ODBOX_OK && j < ns; j++)
-            if (st[j].due)
-                idle = 0;
-        odbox_notification_stats_free(&st, ns);
+    for (size_t i = 0; rc == ODBOX_OK && i < odbox_registry_shard_count(r); i++) {
+        odbox_delivery_round round = {0};
+        rc = odbox_delivery_handling_round(d, odbox_registry_shard_at(r, i), &round, err);
+        if (round.read) {
+            snprintf(why, cap, "a round on shard %d.%d claimed %zu row(s) and published them", round.shard.group,
+                     round.shard.member, round.read);
+            idle = 0;
+        }
     }
     return rc == ODBOX_OK ? idle : rc;
 }
@@ -348,6 +371,7 @@ static struct idle_look {
     pthread_mutex_t mu;
     int busy, done, result; /* result: 1 idle, 0 not, a negative code */
     odbox_error err;
+    char why[160]; /* with result 0: what the look found */
     odbox_registry *r;
     odbox_delivery *d;
     const relay_entry *es;
@@ -362,10 +386,12 @@ static void *look_main(void *arg)
 {
     (void)arg;
     odbox_error e = {0};
-    int rc = idle_now(look.r, look.d, look.es, look.n, &e);
+    char why[sizeof look.why] = "";
+    int rc = idle_now(look.r, look.d, look.es, look.n, why, sizeof why, &e);
     pthread_mutex_lock(&look.mu);
     look.result = rc;
     look.err = e;
+    memcpy(look.why, why, sizeof why);
     look.busy = 0;
     look.done = 1;
     pthread_mutex_unlock(&look.mu);
@@ -391,13 +417,14 @@ static int look_busy(int wait_ms) { return still_busy(&look.mu, &look.busy, wait
 
 /* Starts a look; 1 when one ran to its end since the last call, with its
  * result in *result and err. */
-static int look_step(int start, int *result, odbox_error *err)
+static int look_step(int start, int *result, char *why, size_t cap, odbox_error *err)
 {
     pthread_mutex_lock(&look.mu);
     int done = look.done;
     if (done) {
         *result = look.result;
         *err = look.err;
+        snprintf(why, cap, "%s", look.why);
         look.done = 0;
     } else if (start && !look.busy) {
         pthread_t t;
@@ -528,10 +555,13 @@ static int wait_for_end(const relay_opts *o, int64_t start, int *idle, odbox_err
     int64_t next_check = cli_mono_us() / 1000;
     int streak = 0, failed = ODBOX_OK;
     odbox_error last = {0};
+    char why[sizeof look.why] = "", found[sizeof look.why];
     while (!stop_requested && o->until_idle) {
         int64_t t = cli_mono_us() / 1000;
         int result;
-        if (look_step(t >= next_check, &result, &last)) {
+        if (look_step(t >= next_check, &result, found, sizeof found, &last)) {
+            if (result == 0)
+                memcpy(why, found, sizeof why);
             streak = result == 1 ? streak + 1 : 0;
             failed = result < 0 ? result : ODBOX_OK;
             if (streak >= 2) {
@@ -545,8 +575,13 @@ static int wait_for_end(const relay_opts *o, int64_t start, int *idle, odbox_err
                 *err = last;
                 return failed;
             }
-            return odbox_error_set(err, ODBOX_ETIMEDOUT, "relay: not idle after %d ms%s", o->timeout_ms,
-                                   look_busy(LOOK_WAIT_MS) ? " (the database has not answered its last look)" : "");
+            if (look_busy(LOOK_WAIT_MS))
+                return odbox_error_set(err, ODBOX_ETIMEDOUT,
+                                       "relay: not idle after %d ms (its last look has not ended: the database, "
+                                       "or a broker it publishes to, has not answered)",
+                                       o->timeout_ms);
+            return odbox_error_set(err, ODBOX_ETIMEDOUT, "relay: not idle after %d ms%s%s%s", o->timeout_ms,
+                                   why[0] ? " (the last look that was not: " : "", why, why[0] ? ")" : "");
         }
         sleep_ms(CHECK_MS);
     }
@@ -636,9 +671,12 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
             *err = stop_err;
         }
     }
-    int look_left = look_busy(LOOK_WAIT_MS);
+    /* a look's handling round may be publishing: its calls end within
+     * the handler's timeout, and their rows are then written */
+    int look_left = look_busy(LOOK_WAIT_MS + dc.handler_timeout_ms);
     if (look_left)
-        fprintf(stderr, "odbox relay: warning: the database has not answered the last idle look; not waited for\n");
+        fprintf(stderr, "odbox relay: warning: the last idle look has not ended (the database, or a broker it "
+                        "publishes to, has not answered); not waited for\n");
     if (look_left || jobs_left) {
         *left = 1;
     } else if (!freed_in_time(dc.handler_timeout_ms)) {
