@@ -190,18 +190,28 @@ START_TEST(a_subscription_outlives_its_process)
 }
 END_TEST
 
+/* Subscription name of shard 0 as listed with live_ms (NULL: none); the
+ * list, which holds it, into *all (*n of them) for odbox_subscriptions_free. */
+static const odbox_subscription *listed(hx *x, int live_ms, const char *name, odbox_subscription **all, size_t *n)
+{
+    odbox_error e = {0};
+    *all = NULL, *n = 0;
+    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, 0), live_ms, all, n, &e) == ODBOX_OK, "%s",
+                  e.message);
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*all)[i].name, name))
+            return &(*all)[i];
+    return NULL;
+}
+
 /* The live processes of subscription "a" on shard 0 within live_ms. */
 static size_t live_of_a(hx *x, int live_ms)
 {
-    odbox_subscription *s = NULL;
-    size_t n = 0, live = 0;
-    odbox_error e = {0};
-    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, 0), live_ms, &s, &n, &e) == ODBOX_OK, "%s",
-                  e.message);
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(s[i].name, "a"))
-            live = s[i].nprocesses;
-    odbox_subscriptions_free(&s, n);
+    odbox_subscription *all;
+    size_t n;
+    const odbox_subscription *a = listed(x, live_ms, "a", &all, &n);
+    size_t live = a ? a->nprocesses : 0;
+    odbox_subscriptions_free(&all, n);
     return live;
 }
 
@@ -508,17 +518,14 @@ static odbox_handlers *renamed_from(hbeh *beh, const char *const *former)
     return h;
 }
 
+/* The former names subscription name records (malloc'd; NULL: none). */
 static char *recorded_former(hx *x, const char *name)
 {
-    odbox_subscription *s = NULL;
-    size_t n = 0;
-    odbox_error e = {0};
-    ck_assert_msg(odbox_subscriptions_list(x->f.r, hx_shard(x, 0), 0, &s, &n, &e) == ODBOX_OK, "%s", e.message);
-    char *former = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(s[i].name, name) && s[i].former_names)
-            former = strdup(s[i].former_names);
-    odbox_subscriptions_free(&s, n);
+    odbox_subscription *all;
+    size_t n;
+    const odbox_subscription *sub = listed(x, 0, name, &all, &n);
+    char *former = sub && sub->former_names ? strdup(sub->former_names) : NULL;
+    odbox_subscriptions_free(&all, n);
     return former;
 }
 
