@@ -180,7 +180,7 @@ static int record_former(odbox_conn *c, const char *subs, const odbox_hentry *h,
         for (size_t k = 0; k < h->nformer; k++)
             if (!listed(was ? was : "", h->former[k]))
                 odbox_buf_cat(&merged, merged.len ? " " : "", h->former[k], (char *)NULL);
-        size_t grown = merged.len - (was ? strlen(was) : 0);
+        int grown = merged.len > (was ? strlen(was) : 0), again = 0;
         args[0] = odbox_buf_take(&merged), args[2] = was;
         if (!args[0] || (!null && !was))
             rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
@@ -189,10 +189,10 @@ static int record_former(odbox_conn *c, const char *subs, const odbox_hentry *h,
             odbox_buf_cat(&b, "UPDATE ", subs, " SET former_names = ? WHERE name = ? AND ",
                           was ? "former_names = ?" : "former_names IS NULL", (char *)NULL);
             rc = exec(c, odbox_buf_take(&b), args, was ? 3 : 2, &changed, err);
-            grown = rc == ODBOX_OK && changed == 0; /* changed meanwhile: read again */
+            again = rc == ODBOX_OK && changed == 0; /* changed meanwhile: read again */
         }
         free((char *)args[0]), free(was);
-        if (rc != ODBOX_OK || !grown)
+        if (!again)
             return rc;
     }
     return odbox_fail(err, ODBOX_EBUSY, "the former names of subscription '%s' changed %d times while recorded",

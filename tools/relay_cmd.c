@@ -302,8 +302,8 @@ static int add_relays(json_object *relays, relay_entry *es, odbox_handlers *h, o
 
 /* ---- running ------------------------------------------------------------------------ */
 
-/* 1 when the fan-out job is paused (odbox jobs pause), cluster-wide:
- * then an idle look fans out nothing either. */
+/* *paused: whether the fan-out job is paused (odbox jobs pause),
+ * cluster-wide: then an idle look fans out nothing either. */
 static int fanout_paused(odbox_registry *r, odbox_delivery *d, int *paused, odbox_error *err)
 {
     odbox_job_info *jobs = NULL;
@@ -352,7 +352,7 @@ static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es,
         odbox_delivery_round round = {0};
         rc = odbox_delivery_handling_round(d, odbox_registry_shard_at(r, i), &round, err);
         if (round.read) {
-            snprintf(why, cap, "a round on shard %d.%d claimed %zu row(s) and published them", round.shard.group,
+            snprintf(why, cap, "a round on shard %d.%d claimed %zu row(s) to publish", round.shard.group,
                      round.shard.member, round.read);
             idle = 0;
         }
