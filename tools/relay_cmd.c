@@ -80,6 +80,7 @@ typedef struct relay_entry {
     odbox_relay_config cfg;
     int max_attempts;   /* odbox_handlers_set_max_attempts; 0: none */
     const char **types; /* cfg.event_types, NULL-terminated; the strings are the JSON's */
+    const char **former; /* cfg.former_names, likewise; NULL: none */
     odbox_relay *relay;
 } relay_entry;
 
@@ -167,20 +168,30 @@ static int bad(const char *name, const char *why, odbox_error *err)
     return odbox_error_set(err, ODBOX_EINVAL, "relay %.80s: %s", name, why);
 }
 
-static int parse_types(json_object *a, relay_entry *e, const char *name, odbox_error *err)
+/* The array a of non-empty strings (member key) into *out, NULL-terminated;
+ * an empty one is refused where required, else none (*out NULL). */
+static int parse_strings(json_object *a, const char *key, int required, const char ***out, const char *name,
+                         odbox_error *err)
 {
-    size_t n = a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+    char what[96];
+    int array = a && json_object_is_type(a, json_type_array);
+    size_t n = array ? json_object_array_length(a) : 0;
+    if (!array || (!n && required)) {
+        snprintf(what, sizeof what, "\"%s\" is not a%s array of strings", key, required ? " non-empty" : "n");
+        return bad(name, what, err);
+    }
     if (!n)
-        return bad(name, "\"event_types\" is not a non-empty array of strings", err);
-    if (!(e->types = calloc(n + 1, sizeof *e->types)))
+        return ODBOX_OK;
+    if (!(*out = calloc(n + 1, sizeof **out)))
         return odbox_error_set(err, ODBOX_ENOMEM, "relay %.80s: out of memory", name);
     for (size_t i = 0; i < n; i++) {
         json_object *t = json_object_array_get_idx(a, i);
-        if (!json_object_is_type(t, json_type_string) || !json_object_get_string_len(t))
-            return bad(name, "\"event_types\" has an entry that is not a non-empty string", err);
-        e->types[i] = json_object_get_string(t);
+        if (!json_object_is_type(t, json_type_string) || !json_object_get_string_len(t)) {
+            snprintf(what, sizeof what, "\"%s\" has an entry that is not a non-empty string", key);
+            return bad(name, what, err);
+        }
+        (*out)[i] = json_object_get_string(t);
     }
-    e->cfg.event_types = e->types;
     return ODBOX_OK;
 }
 
@@ -217,15 +228,15 @@ static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **s
     json_object_object_foreach(o, key, val)
     {
         (void)val;
-        static const char *const known[] = {"name",          "kind",         "event_types", "ordered",
-                                            "max_in_flight", "max_attempts", "settings"};
+        static const char *const known[] = {"name",         "kind",          "event_types",  "former_names",
+                                            "ordered",      "max_in_flight", "max_attempts", "settings"};
         int ok = 0;
         for (size_t j = 0; j < sizeof known / sizeof *known; j++)
             ok |= !strcmp(key, known[j]);
         if (!ok)
             return odbox_error_set(err, ODBOX_EINVAL,
-                                   "relay %.80s: unknown key \"%.64s\" (known: name, kind, event_types, ordered, "
-                                   "max_in_flight, max_attempts, settings)",
+                                   "relay %.80s: unknown key \"%.64s\" (known: name, kind, event_types, former_names, "
+                                   "ordered, max_in_flight, max_attempts, settings)",
                                    name, key);
     }
     const char *kind = json_object_object_get_ex(o, "kind", &v) ? json_object_get_string(v) : NULL;
@@ -252,7 +263,14 @@ static int parse_relay(json_object *o, size_t i, relay_entry *e, json_object **s
         return rc;
     if (!json_object_object_get_ex(o, "settings", settings) || !json_object_is_type(*settings, json_type_object))
         return bad(name, "\"settings\" is not a JSON object", err);
-    return parse_types(json_object_object_get_ex(o, "event_types", &v) ? v : NULL, e, name, err);
+    if (json_object_object_get_ex(o, "former_names", &v) &&
+        (rc = parse_strings(v, "former_names", 0, &e->former, name, err)) != ODBOX_OK)
+        return rc;
+    e->cfg.former_names = e->former;
+    rc = parse_strings(json_object_object_get_ex(o, "event_types", &v) ? v : NULL, "event_types", 1, &e->types,
+                       name, err);
+    e->cfg.event_types = e->types;
+    return rc;
 }
 
 /* The longest "timeout_ms" of the relays' settings: calls get that and some. */
@@ -736,7 +754,7 @@ int cmd_relay(int argc, char **argv)
         return rc == ODBOX_OK ? 0 : cli_fail(&o.c, &err);
     odbox_registry_free(&r);
     for (size_t i = 0; es && i < n; i++)
-        free(es[i].types);
+        free(es[i].types), free(es[i].former);
     free(es);
     json_object_put(root);
     return rc == ODBOX_OK ? 0 : cli_fail(&o.c, &err);
