@@ -18,7 +18,7 @@ const char usage_relay[] =
     "\n"
     "Publishes the events of the relays in FILE's \"relays\" array to their brokers:\n"
     "  \"relays\": [{\"name\": \"to-nats\", \"kind\": \"nats\", \"event_types\": [\"Deposited\"],\n"
-    "              \"ordered\": false, \"max_in_flight\": 0, \"max_attempts\": 0,\n"
+    "              \"former_names\": [], \"ordered\": false, \"max_in_flight\": 0, \"max_attempts\": 0,\n"
     "              \"settings\": {\"url\": \"nats://127.0.0.1:4222\",\n"
     "                           \"subject\": \"events.{model_type}.{event_type}\"}}]\n"
     "(kinds: nats, rabbitmq, kafka; docs/relays.md). A relay is a handler: its rows show in\n"
