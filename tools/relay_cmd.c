@@ -347,14 +347,34 @@ static int fanout_paused(odbox_registry *r, odbox_delivery *d, int *paused, odbo
  * there). A running publish's rows are claimed (due only at their lease's
  * end): without that look, a broker that took longer than two looks to
  * answer made the process idle with its rows unpublished and unwritten. */
+/* The publishes of every relay that ended, and whether one runs. */
+static int64_t publishes_ended(const relay_entry *es, size_t n, int *running)
+{
+    int64_t ended = 0;
+    *running = 0;
+    for (size_t i = 0; i < n; i++) {
+        ended += odbox_relay_published(es[i].relay) + odbox_relay_failed(es[i].relay);
+        *running |= odbox_relay_calls_running(es[i].relay) > 0;
+    }
+    return ended;
+}
+
 static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es, size_t n, char *why, size_t cap,
                     odbox_error *err)
 {
-    for (size_t i = 0; i < n; i++)
-        if (odbox_relay_calls_running(es[i].relay) > 0) {
-            snprintf(why, cap, "relay %s was publishing", es[i].cfg.name);
-            return 0;
-        }
+    /* the publishes ended by the last look's end: a look is idle only
+     * when none ran from then to its own end, so that rows a loop has
+     * claimed and not yet published (which a look's claim leaves: they
+     * are leased, and an ordered relay's others wait for them) keep it
+     * from being idle; a loop's publishes end within a look or two */
+    static int64_t seen = -1;
+    int running;
+    int64_t before = publishes_ended(es, n, &running);
+    if (running || before != seen) {
+        snprintf(why, cap, "a publish was running or had ended since the last look");
+        seen = before;
+        return 0;
+    }
     int paused = 0, idle = 1;
     int rc = fanout_paused(r, d, &paused, err);
     for (size_t i = 0; rc == ODBOX_OK && !paused && i < odbox_registry_shard_count(r); i++) {
@@ -374,6 +394,11 @@ static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es,
                      round.shard.member, round.read);
             idle = 0;
         }
+    }
+    seen = publishes_ended(es, n, &running);
+    if (idle && (running || seen != before)) {
+        snprintf(why, cap, "a publish was running or had ended since the last look");
+        idle = 0;
     }
     return rc == ODBOX_OK ? idle : rc;
 }
