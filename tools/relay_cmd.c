@@ -336,43 +336,41 @@ static int fanout_paused(odbox_registry *r, odbox_delivery *d, int *paused, odbo
     return rc;
 }
 
-/* 1 when no publish of this process runs, a fan-out round on every
- * shard found nothing (none while the fan-out job is paused) and a
- * handling round claimed nothing; 0 when not; a negative code when a
- * round failed. A handling round claims what the process's loops would:
- * not the rows on their backoff, held back by an older row of their model
- * (an ordered relay), of an event type no relay here takes, or leased by
- * another process (before: a count of the relays' due rows, which counted
- * those that wait too, so that a look was never idle while one was
- * there). A running publish's rows are claimed (due only at their lease's
- * end): without that look, a broker that took longer than two looks to
- * answer made the process idle with its rows unpublished and unwritten. */
-/* The publishes of every relay that ended, and whether one runs. */
-static int64_t publishes_ended(const relay_entry *es, size_t n, int *running)
+/* Whether no publish of the relays runs and none ended since *seen was
+ * counted (the publishes ended then), which it counts anew. */
+static int publishes_quiet(const relay_entry *es, size_t n, int64_t *seen)
 {
     int64_t ended = 0;
-    *running = 0;
+    int running = 0;
     for (size_t i = 0; i < n; i++) {
         ended += odbox_relay_published(es[i].relay) + odbox_relay_failed(es[i].relay);
-        *running |= odbox_relay_calls_running(es[i].relay) > 0;
+        running |= odbox_relay_calls_running(es[i].relay) > 0;
     }
-    return ended;
+    int quiet = !running && ended == *seen;
+    *seen = ended;
+    return quiet;
 }
 
+/* 1 when no publish of this process ran from the last look's end to this
+ * one's, a fan-out round on every shard found nothing (none while the
+ * fan-out job is paused) and a handling round claimed nothing; 0 when
+ * not; a negative code when a round failed. A handling round claims what
+ * the process's loops would: not the rows on their backoff, held back by
+ * an older row of their model (an ordered relay), of an event type no
+ * relay here takes, or leased by another process (before: a count of the
+ * relays' due rows, which counted those that wait too, so that a look was
+ * never idle while one was there). The publishes are looked at across
+ * looks: rows a loop has claimed and not yet published are leased (due
+ * only at their lease's end), and an ordered relay's others wait for
+ * them, so a look's claim finds nothing while the drain goes on; a loop's
+ * publishes end within a look or two. */
 static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es, size_t n, char *why, size_t cap,
                     odbox_error *err)
 {
-    /* the publishes ended by the last look's end: a look is idle only
-     * when none ran from then to its own end, so that rows a loop has
-     * claimed and not yet published (which a look's claim leaves: they
-     * are leased, and an ordered relay's others wait for them) keep it
-     * from being idle; a loop's publishes end within a look or two */
-    static int64_t seen = -1;
-    int running;
-    int64_t before = publishes_ended(es, n, &running);
-    if (running || before != seen) {
-        snprintf(why, cap, "a publish was running or had ended since the last look");
-        seen = before;
+    static const char busy[] = "a publish was running or had ended since the last look";
+    static int64_t seen = -1; /* the publishes ended at the last look's end */
+    if (!publishes_quiet(es, n, &seen)) {
+        snprintf(why, cap, "%s", busy);
         return 0;
     }
     int paused = 0, idle = 1;
@@ -395,9 +393,9 @@ static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es,
             idle = 0;
         }
     }
-    seen = publishes_ended(es, n, &running);
-    if (idle && (running || seen != before)) {
-        snprintf(why, cap, "a publish was running or had ended since the last look");
+    int quiet = publishes_quiet(es, n, &seen);
+    if (idle && !quiet) {
+        snprintf(why, cap, "%s", busy);
         idle = 0;
     }
     return rc == ODBOX_OK ? idle : rc;
