@@ -374,7 +374,7 @@ plan_shape() { grep '(cost=' | sed -E 's/^ *(-> *)?//; s/ +\(cost=.*//' | paste 
 # $1, in a transaction begun as a claim begins it (what --mode due-sql
 # prints: the dialect's delivery_isolation_sql before the begin, its
 # claim_begin_sql after it), and says whether it is the ordered scan of
-# event_notifications_due.
+# event_notifications_handler_due.
 due_plan() { # db eventlog what
     local db=$1 ev=$2 out iso begin sql plan verdict q mode
     out=$(ODBOX_BENCH_DSN=$(dsn_of "$db") "$BIN" --mode due-sql --eventlog "$ev")
@@ -398,9 +398,9 @@ due_plan() { # db eventlog what
                 "SET LOCAL plan_cache_mode = ${mode:-force_custom_plan};" \
                 "EXPLAIN EXECUTE due('bench-1', LOCALTIMESTAMP, 100);" "ROLLBACK;" |
                 PGOPTIONS='-c client_min_messages=warning' pg "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -f -)
-            verdict="the ordered index scan on event_notifications_due"
-            if ! grep -q 'Index Scan using event_notifications_due' <<<"$plan" || grep -q 'Sort' <<<"$plan"; then
-                verdict="!! NOT the ordered index scan on event_notifications_due"
+            verdict="the ordered index scan on event_notifications_handler_due"
+            if ! grep -q 'Index Scan using event_notifications_handler_due' <<<"$plan" || grep -q 'Sort' <<<"$plan"; then
+                verdict="!! NOT the ordered index scan on event_notifications_handler_due"
             fi
             if [[ -n $mode ]]; then
                 say "   plan ($3, plan_cache_mode = $mode): $verdict"
@@ -416,12 +416,12 @@ due_plan() { # db eventlog what
         say "     START TRANSACTION"
         [[ -z $begin ]] || say "     $begin"
         while IFS= read -r q; do
-            q=$(sed "s/IN (?)/IN ('bench-1')/; s/<= ?/<= UTC_TIMESTAMP(6)/; s/LIMIT ?/LIMIT 100/" <<<"$q")
+            q=$(sed "s/handler_name = ?/handler_name = 'bench-1'/; s/<= ?/<= UTC_TIMESTAMP(6)/; s/LIMIT ?/LIMIT 100/" <<<"$q")
             say "     $q"
             plan=$(mysql_ "${iso:+$iso; }START TRANSACTION; ${begin:+$begin; }EXPLAIN $q; COMMIT")
-            verdict="an ordered scan of event_notifications_due (no filesort)"
-            if ! grep -q 'event_notifications_due' <<<"$plan" || grep -q 'filesort' <<<"$plan"; then
-                verdict="!! NOT an ordered scan of event_notifications_due"
+            verdict="an ordered scan of event_notifications_handler_due (no filesort)"
+            if ! grep -q 'event_notifications_handler_due' <<<"$plan" || grep -q 'filesort' <<<"$plan"; then
+                verdict="!! NOT an ordered scan of event_notifications_handler_due"
             fi
             say "   plan ($3, state = $(sed -n "s/.*AND state = '\([A-Z]*\)'.*/\1/p" <<<"$q")): $verdict"
             sed 's/^/     | /' <<<"$plan"

@@ -42,7 +42,7 @@ static char *due_read_sql(const odbox_dialect *d, const char *table, int variant
     if (variant >= 0)
         n += (size_t)snprintf(sql + n, cap - n, " AND state = '%s'", states[variant]);
     snprintf(sql + n, cap - n,
-             " AND handler_name IN (?) AND (n.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM %s o%s WHERE "
+             " AND handler_name = ? AND (n.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM %s o%s WHERE "
              "o.handler_name = n.handler_name AND o.order_key = n.order_key AND (o.event_date < n.event_date OR "
              "(o.event_date = n.event_date AND o.event_id < n.event_id)))) AND next_retry_at <= ? AND "
              "(lease_until IS NULL OR lease_until <= %s) ORDER BY n.next_retry_at LIMIT ?%s",

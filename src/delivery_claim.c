@@ -93,82 +93,47 @@ static void select_list(odbox_buf *b, const odbox_dialect *d, const char *prefix
     }
 }
 
-/* A round claims the rows of the handlers served here in groups: g < 0
- * the handlers without a limit (one read for all), g >= 0 handler g
- * alone, up to the room its limit leaves. Rows of handlers that no
- * process serves wait for one that does. */
-static int in_group(const odbox_handlers *hs, size_t k, int g)
+/* Counts (s NULL) or binds from *idx the names and former names of
+ * handler k. */
+static int handler_names(const odbox_handlers *hs, size_t k, odbox_stmt *s, int *idx, size_t *n, odbox_error *err)
 {
-    return g < 0 ? hs->v[k].options.max_in_flight == 0 : (size_t)g == k;
-}
-
-/* Counts (s NULL) or binds from *idx the names and former names of group
- * g's handlers. */
-static int group_names(const odbox_handlers *hs, int g, odbox_stmt *s, int *idx, size_t *n, odbox_error *err)
-{
+    const odbox_hentry *e = &hs->v[k];
     int rc = ODBOX_OK;
-    *n = 0;
-    for (size_t k = 0; k < hs->n && rc == ODBOX_OK; k++) {
-        const odbox_hentry *e = &hs->v[k];
-        if (!in_group(hs, k, g))
-            continue;
-        *n += 1 + e->nformer;
-        if (s)
-            rc = odbox_stmt_bind_text(s, (*idx)++, e->name, err);
-        for (size_t f = 0; s && f < e->nformer && rc == ODBOX_OK; f++)
-            rc = odbox_stmt_bind_text(s, (*idx)++, e->former[f], err);
-    }
+    *n = 1 + e->nformer;
+    if (s)
+        rc = odbox_stmt_bind_text(s, (*idx)++, e->name, err);
+    for (size_t f = 0; s && f < e->nformer && rc == ODBOX_OK; f++)
+        rc = odbox_stmt_bind_text(s, (*idx)++, e->former[f], err);
     return rc;
 }
 
-/* The rows group g's handlers take: for each, its names and the event
- * types this process's handler declares, so that during a rolling
+/* Name f of handler k: 0 its name, then its former names. */
+static const char *name_of(const odbox_hentry *e, size_t f)
+{
+    return f ? e->former[f - 1] : e->name;
+}
+
+/* The rows a read for one name of a handler takes: that name and the
+ * event types this process's handler declares, so that during a rolling
  * deploy that adds a type to a handler, a process of the older version
  * leaves that type's rows to one that declares it, instead of calling
  * its handler with a type it never took (and marking the row SUCCEEDED
  * without it being handled). The fan-out writes rows for every type a
- * subscription ever declared. */
-static void served_sql(odbox_buf *b, const odbox_handlers *hs, int g)
+ * subscription ever declared. handler_name = ?: the due index leads with
+ * it (V17), so the read steps over no other handler's rows. */
+static void served_sql(odbox_buf *b, const odbox_hentry *e)
 {
-    const char *or = "(";
-    for (size_t k = 0; k < hs->n; k++) {
-        const odbox_hentry *e = &hs->v[k];
-        if (!in_group(hs, k, g))
-            continue;
-        odbox_buf_cat(b, or, "(handler_name IN (", (char *)NULL);
-        odbox_buf_list(b, "?", 1 + e->nformer);
-        odbox_buf_append(b, ") AND event_type IN (");
-        odbox_buf_list(b, "?", e->ntypes);
-        odbox_buf_append(b, "))");
-        or = " OR ";
-    }
+    odbox_buf_append(b, "handler_name = ? AND event_type IN (");
+    odbox_buf_list(b, "?", e->ntypes);
     odbox_buf_append(b, ")");
 }
 
-/* The shape of served_sql's text, in the statement's cache key. */
-static void served_key(odbox_sql_key *key, const odbox_handlers *hs, int g)
+/* Binds served_sql's parameters for name f of e from *idx. */
+static int served_bind(const odbox_hentry *e, size_t f, odbox_stmt *s, int *idx, odbox_error *err)
 {
-    for (size_t k = 0; k < hs->n; k++)
-        if (in_group(hs, k, g)) {
-            odbox_sql_key_add_count(key, 1, hs->v[k].nformer);
-            odbox_sql_key_add_count(key, 2, hs->v[k].ntypes);
-        }
-}
-
-/* Binds served_sql's parameters from *idx. */
-static int served_bind(const odbox_handlers *hs, int g, odbox_stmt *s, int *idx, odbox_error *err)
-{
-    int rc = ODBOX_OK;
-    for (size_t k = 0; k < hs->n && rc == ODBOX_OK; k++) {
-        const odbox_hentry *e = &hs->v[k];
-        if (!in_group(hs, k, g))
-            continue;
-        rc = odbox_stmt_bind_text(s, (*idx)++, e->name, err);
-        for (size_t f = 0; f < e->nformer && rc == ODBOX_OK; f++)
-            rc = odbox_stmt_bind_text(s, (*idx)++, e->former[f], err);
-        for (size_t t = 0; t < e->ntypes && rc == ODBOX_OK; t++)
-            rc = odbox_stmt_bind_text(s, (*idx)++, e->types[t], err);
-    }
+    int rc = odbox_stmt_bind_text(s, (*idx)++, name_of(e, f), err);
+    for (size_t t = 0; t < e->ntypes && rc == ODBOX_OK; t++)
+        rc = odbox_stmt_bind_text(s, (*idx)++, e->types[t], err);
     return rc;
 }
 
@@ -219,13 +184,14 @@ static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_e
 /* Due rows that no round holds (lease_until NULL or past), in
  * next_retry_at order, locked for the claim that follows (the dialect's
  * claim_suffix: FOR UPDATE SKIP LOCKED, so that rounds of other processes
- * take other rows; SQLite has one writer), of group g's handlers and
- * their types (served_sql).
- * Where the due index is partial (on next_retry_at, for the two states)
- * one ordered scan finds them (variant -1); where it leads with the
- * state, one statement per state (variant 0: PENDING, 1: FAILED), merged
- * by the caller: a single IN would sort every due row in each round, and
- * a locking read may not be a UNION. A row of an ordered subscription
+ * take other rows; SQLite has one writer), of one name of handler e and
+ * its types (served_sql); bounded: no later than a bound (?) as well.
+ * Where the due index is partial ((handler_name, next_retry_at), for the
+ * two states) one ordered scan finds them (variant -1); where it holds
+ * the state after the name, one statement per state (variant 0: PENDING,
+ * 1: FAILED). The caller merges the reads of its names, handlers and
+ * states: a single IN would sort every due row in each round, and a
+ * locking read may not be a UNION. A row of an ordered subscription
  * (its order_key, the model_id, set) waits while an older row of its
  * handler has the same order_key, that is, is unfinished (older:
  * event_date, then the event id, which follows emission order within an
@@ -237,7 +203,7 @@ static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_e
  * next_retry_at has its name, and PostgreSQL would sort by that output
  * column instead of reading the index in order. */
 static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time,
-                     const odbox_handlers *hs, int g)
+                     const odbox_handlers *hs, const odbox_hentry *e, int bounded)
 {
     static const char *const states[] = {"PENDING", "FAILED"};
     odbox_buf b = {0};
@@ -254,7 +220,9 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
     if (variant >= 0)
         odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
     odbox_buf_append(&b, " AND ");
-    served_sql(&b, hs, g);
+    served_sql(&b, e);
+    if (bounded)
+        odbox_buf_append(&b, " AND n.next_retry_at <= ?");
     odbox_buf_cat(&b, " AND (n.order_key IS NULL OR NOT EXISTS (", (char *)NULL);
     older_row(&b, d, table, hs);
     odbox_buf_append(&b, "))");
@@ -367,34 +335,32 @@ static int fetch_calls(hround *h, odbox_stmt *s, size_t limit, int limited, int 
     return rc < 0 ? rc : ODBOX_OK;
 }
 
-/* One locking read of at most limit due rows of group g (variant: see
- * due_sql), appended to h->calls; *db_now gets the database's time when
- * it is read. */
-static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit, int64_t now, int64_t *db_now,
-                        odbox_error *err)
+/* One locking read of at most limit due rows of name f of handler k
+ * (variant: see due_sql), no later than *bound when bound, appended to
+ * h->calls; *db_now gets the database's time when it is read. */
+static int read_due(hround *h, odbox_conn *c, size_t k, size_t f, int variant, int limit, const int64_t *bound,
+                    int64_t now, int64_t *db_now, odbox_error *err)
 {
     odbox_delivery *d = h->d;
-    size_t nserved;
-    int idx = 1;
-    group_names(d->h, g, NULL, &idx, &nserved, err);
-    if (!nserved)
-        return ODBOX_OK;
+    const odbox_hentry *e = &d->h->v[k];
     odbox_sql_key key;
-    odbox_sql_key_init(&key, SQL_DUE_READ, nserved);
+    odbox_sql_key_init(&key, SQL_DUE_READ, e->ntypes);
     odbox_sql_key_add_count(&key, variant + 1, (size_t)d->db_time);
-    served_key(&key, d->h, g);
+    odbox_sql_key_add_count(&key, 1, bound != NULL);
     older_key(&key, d->h);
     odbox_sql_key_add(&key, 0, h->table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
-        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, d->h, g);
+        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, d->h, e, bound != NULL);
         rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
         free(sql);
     }
-    idx = 1;
+    int idx = 1;
     if (rc == ODBOX_OK)
-        rc = served_bind(d->h, g, s, &idx, err);
+        rc = served_bind(e, f, s, &idx, err);
+    if (rc == ODBOX_OK && bound)
+        rc = odbox_stmt_bind_timestamp(s, idx++, *bound, err);
     if (rc == ODBOX_OK)
         rc = older_bind(d->h, s, &idx, err);
     for (int t = 0; t < 2 && rc == ODBOX_OK && !d->db_time; t++) /* next_retry_at, lease_until */
@@ -405,7 +371,7 @@ static int read_variant(hround *h, odbox_conn *c, int g, int variant, int limit,
         rc = odbox_stmt_execute(s, err);
     h->rd->statements++;
     if (rc == ODBOX_OK)
-        rc = fetch_calls(h, s, (size_t)limit, g >= 0, 1, d->db_time ? db_now : NULL, err);
+        rc = fetch_calls(h, s, (size_t)limit, e->options.max_in_flight > 0, 1, d->db_time ? db_now : NULL, err);
     odbox_stmt_free(&s);
     return rc;
 }
@@ -423,7 +389,7 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
     odbox_dialect_eventlog_table(dl, odbox_shard_eventlog(h->ds->shard), "subscriptions", subs, sizeof subs);
     size_t nnames;
     int idx = 1;
-    group_names(d->h, (int)k, NULL, &idx, &nnames, err);
+    handler_names(d->h, k, NULL, &idx, &nnames, err);
     odbox_buf b = {0};
     odbox_buf_cat(&b, "UPDATE ", subs, " SET name = name WHERE name = ?", (char *)NULL);
     char *lock = odbox_buf_take(&b);
@@ -440,7 +406,7 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
         rc = odbox_stmt_prepare(c, count, &s, err);
     idx = 1;
     if (rc == ODBOX_OK)
-        rc = group_names(d->h, (int)k, s, &idx, &nnames, err);
+        rc = handler_names(d->h, k, s, &idx, &nnames, err);
     if (rc == ODBOX_OK && !d->db_time)
         rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK)
@@ -602,10 +568,30 @@ int odbox_delivery_begin(odbox_conn *c, const char *first_sql, odbox_error *err)
     return rc;
 }
 
+/* Keeps the batch earliest-due of the calls from n0 on, in due order,
+ * releasing the others (read, but not claimed: their locks end with the
+ * claim's transaction); 1 and *bound the latest due kept when it has a
+ * batch, else 0. */
+static int keep_earliest(hround *h, size_t n0, int batch, int64_t *bound)
+{
+    if (h->n - n0 < (size_t)batch)
+        return 0;
+    qsort(h->calls + n0, h->n - n0, sizeof *h->calls, by_due);
+    while (h->n > n0 + (size_t)batch)
+        odbox_hcall_release(&h->calls[--h->n]->w);
+    *bound = h->calls[h->n - 1]->due_us;
+    return 1;
+}
+
 /* One claim transaction: the reads (limited handlers first, in name
  * order, so that every process takes their locks in one order, then the
  * others), merged in next_retry_at order when several ran, the order's
- * recheck, the claim. Rolled back whole on failure, its calls dropped. */
+ * recheck, the claim. Each name of each handler is read on its own
+ * (read_due), so a round reads the batch earliest-due rows of its
+ * handlers as one read of all of them would, without stepping over the
+ * rows of handlers it does not serve; a read after the first batch is
+ * found takes only rows due no later than its last. Rolled back whole
+ * on failure, its calls dropped. */
 static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limited, size_t nlimited,
                       odbox_error *err)
 {
@@ -621,16 +607,25 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
     int64_t t0 = odbox_mono_us();
     int rc = odbox_delivery_begin(c, h->dialect->claim_begin_sql, err);
     int reads = 0;
-    for (size_t i = 0; i <= nlimited && rc == ODBOX_OK; i++) {
-        int g = i < nlimited ? (int)limited[i] : -1, room = batch;
-        if (g >= 0 && (rc = limit_room(h, c, (size_t)g, now, &room, err)) != ODBOX_OK)
+    for (size_t i = 0; i < nlimited && rc == ODBOX_OK; i++) {
+        size_t k = limited[i], n0 = h->n;
+        int room = batch;
+        if ((rc = limit_room(h, c, k, now, &room, err)) != ODBOX_OK)
             break;
         if (room > batch)
             room = batch;
-        size_t n0 = h->n;
-        for (int v = 0; v < nvar && rc == ODBOX_OK && h->n - n0 < (size_t)room; v++, reads++)
-            rc = read_variant(h, c, g, nvar == 1 ? -1 : v, room - (int)(h->n - n0), now, &db_now, err);
+        for (size_t f = 0; f <= d->h->v[k].nformer && rc == ODBOX_OK && h->n - n0 < (size_t)room; f++)
+            for (int v = 0; v < nvar && rc == ODBOX_OK && h->n - n0 < (size_t)room; v++, reads++)
+                rc = read_due(h, c, k, f, nvar == 1 ? -1 : v, room - (int)(h->n - n0), NULL, now, &db_now, err);
     }
+    size_t n0 = h->n;
+    for (size_t k = 0; k < d->h->n && rc == ODBOX_OK; k++)
+        for (size_t f = 0; !d->h->v[k].options.max_in_flight && f <= d->h->v[k].nformer; f++)
+            for (int v = 0; v < nvar && rc == ODBOX_OK; v++, reads++) {
+                int64_t bound;
+                int bounded = keep_earliest(h, n0, batch, &bound);
+                rc = read_due(h, c, k, f, nvar == 1 ? -1 : v, batch, bounded ? &bound : NULL, now, &db_now, err);
+            }
     if (rc == ODBOX_OK && reads > 1) {
         qsort(h->calls, h->n, sizeof *h->calls, by_due);
         while (h->n > (size_t)batch)
@@ -661,7 +656,6 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
     odbox_delivery *d = h->d;
     const odbox_handlers *hs = d->h;
     int batch = d->cfg.batch[JOB_HANDLING];
-    int nvar = h->dialect->has_partial_indexes ? 1 : 2;
     size_t *limited = calloc(hs->n ? hs->n : 1, sizeof *limited), nlimited = 0;
     if (!limited)
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
@@ -675,8 +669,9 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
         }
         limited[at] = k;
     }
-    /* a batch per read: each limited handler's, and the others' */
-    if (!(h->calls = calloc((size_t)batch * (size_t)nvar * (nlimited + 1), sizeof *h->calls))) {
+    /* a batch for each limited handler, and two for the others': the
+     * batch kept so far and a read's */
+    if (!(h->calls = calloc((size_t)batch * (nlimited + 2), sizeof *h->calls))) {
         free(limited);
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     }

@@ -205,9 +205,10 @@ static int read_counts(odbox_conn *c, const char *table, const odbox_ops_filter 
     return rc < 0 ? rc : ODBOX_OK;
 }
 
-/* Due rows by handler and the oldest next_retry_at among them: the due
- * index ((next_retry_at) WHERE state IN ('PENDING','FAILED'), or (state,
- * next_retry_at) on MySQL/MariaDB) finds just the due rows. */
+/* Due rows by handler and the oldest next_retry_at among them, through
+ * a due index: (handler_name, next_retry_at) WHERE state IN ('PENDING',
+ * 'FAILED') (V17), read in handler order, or (state, next_retry_at) on
+ * MySQL/MariaDB. */
 static int read_due(odbox_conn *c, const char *table, const odbox_ops_filter *f, int64_t now, odbox_ops_stats *v,
                     size_t from, odbox_shard_id id, odbox_error *err)
 {
@@ -364,8 +365,10 @@ static int read_row(odbox_stmt *s, odbox_shard_id id, odbox_notification_row *ro
     return ODBOX_OK;
 }
 
-/* Up to limit rows of shard s in due order, appended to v. Through the
- * due index when f selects PENDING or FAILED rows; otherwise sorted. */
+/* Up to limit rows of shard s in due order, appended to v. In order from
+ * a due index when f selects PENDING or FAILED rows of one handler
+ * (PostgreSQL, SQLite) or of one state (MySQL/MariaDB); otherwise
+ * sorted. */
 static int shard_rows(const odbox_shard *sh, const odbox_ops_filter *f, size_t limit, row_vec *v, odbox_error *err)
 {
     odbox_conn *c = NULL;
