@@ -185,13 +185,13 @@ static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_e
  * next_retry_at order, locked for the claim that follows (the dialect's
  * claim_suffix: FOR UPDATE SKIP LOCKED, so that rounds of other processes
  * take other rows; SQLite has one writer), of one name of handler e and
- * its types (served_sql); bounded: no later than a bound (?) as well.
+ * its types (served_sql).
  * Where the due index is partial ((handler_name, next_retry_at), for the
  * two states) one ordered scan finds them (variant -1); where it holds
  * the state after the name, one statement per state (variant 0: PENDING,
- * 1: FAILED). The caller merges the reads of its names, handlers and
- * states: a single IN would sort every due row in each round, and a
- * locking read may not be a UNION. A row of an ordered subscription
+ * 1: FAILED). A single read of several names or states would sort every
+ * due row of them in each round, and a locking read may not be a UNION.
+ * A row of an ordered subscription
  * (its order_key, the model_id, set) waits while an older row of its
  * handler has the same order_key, that is, is unfinished (older:
  * event_date, then the event id, which follows emission order within an
@@ -203,7 +203,7 @@ static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_e
  * next_retry_at has its name, and PostgreSQL would sort by that output
  * column instead of reading the index in order. */
 static char *due_sql(const odbox_dialect *d, const char *table, int variant, int db_time,
-                     const odbox_handlers *hs, const odbox_hentry *e, int bounded)
+                     const odbox_handlers *hs, const odbox_hentry *e)
 {
     static const char *const states[] = {"PENDING", "FAILED"};
     odbox_buf b = {0};
@@ -221,8 +221,6 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
         odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
     odbox_buf_append(&b, " AND ");
     served_sql(&b, e);
-    if (bounded)
-        odbox_buf_append(&b, " AND n.next_retry_at <= ?");
     odbox_buf_cat(&b, " AND (n.order_key IS NULL OR NOT EXISTS (", (char *)NULL);
     older_row(&b, d, table, hs);
     odbox_buf_append(&b, "))");
@@ -336,31 +334,28 @@ static int fetch_calls(hround *h, odbox_stmt *s, size_t limit, int limited, int 
 }
 
 /* One locking read of at most limit due rows of name f of handler k
- * (variant: see due_sql), no later than *bound when bound, appended to
- * h->calls; *db_now gets the database's time when it is read. */
-static int read_due(hround *h, odbox_conn *c, size_t k, size_t f, int variant, int limit, const int64_t *bound,
-                    int64_t now, int64_t *db_now, odbox_error *err)
+ * (variant: see due_sql), appended to h->calls; *db_now gets the
+ * database's time when it is read. */
+static int read_due(hround *h, odbox_conn *c, size_t k, size_t f, int variant, int limit, int64_t now,
+                    int64_t *db_now, odbox_error *err)
 {
     odbox_delivery *d = h->d;
     const odbox_hentry *e = &d->h->v[k];
     odbox_sql_key key;
     odbox_sql_key_init(&key, SQL_DUE_READ, e->ntypes);
     odbox_sql_key_add_count(&key, variant + 1, (size_t)d->db_time);
-    odbox_sql_key_add_count(&key, 1, bound != NULL);
     older_key(&key, d->h);
     odbox_sql_key_add(&key, 0, h->table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
     if (rc == ODBOX_OK && !s) {
-        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, d->h, e, bound != NULL);
+        char *sql = due_sql(h->dialect, h->table, variant, d->db_time, d->h, e);
         rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
         free(sql);
     }
     int idx = 1;
     if (rc == ODBOX_OK)
         rc = served_bind(e, f, s, &idx, err);
-    if (rc == ODBOX_OK && bound)
-        rc = odbox_stmt_bind_timestamp(s, idx++, *bound, err);
     if (rc == ODBOX_OK)
         rc = older_bind(d->h, s, &idx, err);
     for (int t = 0; t < 2 && rc == ODBOX_OK && !d->db_time; t++) /* next_retry_at, lease_until */
@@ -568,36 +563,35 @@ int odbox_delivery_begin(odbox_conn *c, const char *first_sql, odbox_error *err)
     return rc;
 }
 
-/* Keeps the batch earliest-due of the calls from n0 on, in due order,
- * releasing the others (read, but not claimed: their locks end with the
- * claim's transaction); 1 and *bound the latest due kept when it has a
- * batch, else 0. */
-static int keep_earliest(hround *h, size_t n0, int batch, int64_t *bound)
+/* Reads the due rows of handler k's names (its name, then its former
+ * names), each name's and state's read for what the batch has room for. */
+static int read_handler(hround *h, odbox_conn *c, size_t k, size_t room, int64_t now, int64_t *db_now, int *reads,
+                        odbox_error *err)
 {
-    if (h->n - n0 < (size_t)batch)
-        return 0;
-    qsort(h->calls + n0, h->n - n0, sizeof *h->calls, by_due);
-    while (h->n > n0 + (size_t)batch)
-        odbox_hcall_release(&h->calls[--h->n]->w);
-    *bound = h->calls[h->n - 1]->due_us;
-    return 1;
+    int nvar = h->dialect->has_partial_indexes ? 1 : 2, rc = ODBOX_OK;
+    size_t n0 = h->n;
+    for (size_t f = 0; f <= h->d->h->v[k].nformer && rc == ODBOX_OK && h->n - n0 < room; f++)
+        for (int v = 0; v < nvar && rc == ODBOX_OK && h->n - n0 < room; v++, (*reads)++)
+            rc = read_due(h, c, k, f, nvar == 1 ? -1 : v, (int)(room - (h->n - n0)), now, db_now, err);
+    return rc;
 }
 
-/* One claim transaction: the reads (limited handlers first, in name
- * order, so that every process takes their locks in one order, then the
- * others), merged in next_retry_at order when several ran, the order's
- * recheck, the claim. Each name of each handler is read on its own
- * (read_due), so a round reads the batch earliest-due rows of its
- * handlers as one read of all of them would, without stepping over the
- * rows of handlers it does not serve; a read after the first batch is
- * found takes only rows due no later than its last. Rolled back whole
- * on failure, its calls dropped. */
+/* One claim transaction: the reads, the order's recheck, the claim.
+ * Each name of each handler is read on its own (read_due, through the
+ * due index led by the name), so no read steps over the rows of handlers
+ * it does not serve. The limited handlers first, in name order, so that
+ * every process takes their locks in one order, each up to the room its
+ * limit leaves; then the others, for what is left of the batch, in turn:
+ * each claim begins with the handler after the one the claim before it
+ * began with, so that one handler's backlog leaves every other handler
+ * a claim of its own in each turn (it took the whole batch of every
+ * claim before, when older). Each handler's rows come oldest first.
+ * Rolled back whole on failure, its calls dropped. */
 static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limited, size_t nlimited,
                       odbox_error *err)
 {
     odbox_delivery *d = h->d;
     int batch = d->cfg.batch[JOB_HANDLING];
-    int nvar = h->dialect->has_partial_indexes ? 1 : 2;
     int64_t db_now = now;
     odbox_uuid_v4(h->token);
     /* the lease's end in this process's count, from before the claim
@@ -607,30 +601,21 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
     int64_t t0 = odbox_mono_us();
     int rc = odbox_delivery_begin(c, h->dialect->claim_begin_sql, err);
     int reads = 0;
-    for (size_t i = 0; i < nlimited && rc == ODBOX_OK; i++) {
-        size_t k = limited[i], n0 = h->n;
+    for (size_t i = 0; i < nlimited && rc == ODBOX_OK && h->n < (size_t)batch; i++) {
+        size_t k = limited[i];
         int room = batch;
-        if ((rc = limit_room(h, c, k, now, &room, err)) != ODBOX_OK)
-            break;
-        if (room > batch)
-            room = batch;
-        for (size_t f = 0; f <= d->h->v[k].nformer && rc == ODBOX_OK && h->n - n0 < (size_t)room; f++)
-            for (int v = 0; v < nvar && rc == ODBOX_OK && h->n - n0 < (size_t)room; v++, reads++)
-                rc = read_due(h, c, k, f, nvar == 1 ? -1 : v, room - (int)(h->n - n0), NULL, now, &db_now, err);
+        if ((rc = limit_room(h, c, k, now, &room, err)) == ODBOX_OK && room > 0)
+            rc = read_handler(h, c, k, (size_t)(room < batch - (int)h->n ? room : batch - (int)h->n), now, &db_now,
+                              &reads, err);
     }
-    size_t n0 = h->n;
-    for (size_t k = 0; k < d->h->n && rc == ODBOX_OK; k++)
-        for (size_t f = 0; !d->h->v[k].options.max_in_flight && f <= d->h->v[k].nformer; f++)
-            for (int v = 0; v < nvar && rc == ODBOX_OK; v++, reads++) {
-                int64_t bound;
-                int bounded = keep_earliest(h, n0, batch, &bound);
-                rc = read_due(h, c, k, f, nvar == 1 ? -1 : v, batch, bounded ? &bound : NULL, now, &db_now, err);
-            }
-    if (rc == ODBOX_OK && reads > 1) {
+    size_t n = d->h->n, first = n ? atomic_fetch_add(&d->claim_turn, 1) % n : 0;
+    for (size_t i = 0; i < n && rc == ODBOX_OK && h->n < (size_t)batch; i++) {
+        size_t k = (first + i) % n;
+        if (!d->h->v[k].options.max_in_flight)
+            rc = read_handler(h, c, k, (size_t)batch - h->n, now, &db_now, &reads, err);
+    }
+    if (rc == ODBOX_OK && reads > 1)
         qsort(h->calls, h->n, sizeof *h->calls, by_due);
-        while (h->n > (size_t)batch)
-            odbox_hcall_release(&h->calls[--h->n]->w);
-    }
     if (rc == ODBOX_OK)
         rc = recheck_order(h, c, err);
     h->claimed_at_us = db_now;
@@ -669,9 +654,8 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
         }
         limited[at] = k;
     }
-    /* a batch for each limited handler, and two for the others': the
-     * batch kept so far and a read's */
-    if (!(h->calls = calloc((size_t)batch * (nlimited + 2), sizeof *h->calls))) {
+    /* the reads of a claim take a batch in all */
+    if (!(h->calls = calloc((size_t)batch, sizeof *h->calls))) {
         free(limited);
         return odbox_fail(err, ODBOX_ENOMEM, "out of memory");
     }

@@ -209,6 +209,7 @@ struct odbox_delivery {
      * them (delivery.c); NULL before odbox_delivery_add_jobs */
     struct hservice *svc;
     int db_time;          /* no clock given: leases are in the database's time */
+    atomic_uint claim_turn; /* the claims so far: which handler a claim reads first */
     int closing;          /* under mu: odbox_delivery_free began; no execution starts */
     char process[128];    /* this process in subscription_processes: host:pid:suffix */
     pthread_t beat;       /* the heartbeat thread, from odbox_delivery_add_jobs */

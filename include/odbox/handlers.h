@@ -16,8 +16,9 @@
  *  - handling: per shard, in parallel, claims a batch of due
  *    notifications of the handlers it serves (names and former names) on
  *    the primary (PENDING or FAILED, next_retry_at <= now, not claimed or
- *    their claim's lease past, oldest first; rows of handlers no process
- *    serves wait, they do not fail; locked
+ *    their claim's lease past; each handler's oldest first, the handlers
+ *    taking turns at going first; rows of handlers no process serves
+ *    wait, they do not fail; locked
  *    with FOR UPDATE SKIP LOCKED where the server has it), marking each
  *    with the round's token (lease_owner) and lease_until = the database's
  *    now + lease_ms (next_retry_at too: a row in flight is not due), in

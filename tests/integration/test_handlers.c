@@ -240,60 +240,60 @@ START_TEST(fanout_and_handling_read_oldest_first_across_types_and_states)
 }
 END_TEST
 
-/* A round reads each handler, and each name of a handler, on its own
- * (the due index leads with the name) and keeps the batch earliest-due
- * rows of them all: the same rows one read in due order would take. */
-START_TEST(a_round_takes_the_earliest_due_rows_across_handlers_and_names)
+/* A claim reads each handler on its own, each name of it too, and the
+ * handlers take turns at reading first: a handler's backlog no longer
+ * takes every batch while another handler's row, due later, waits. */
+START_TEST(handlers_take_turns_at_a_claim_each_oldest_first)
 {
     hx x;
     hx_open(&x, 1);
-    hbeh ha, hb, hc;
-    hbeh_init(&ha, &x.rec, NULL), hbeh_init(&hb, &x.rec, NULL), hbeh_init(&hc, &x.rec, NULL);
-    hx_deliver(&x,
-               handlers_of(3, (const char *[]){"ha", "hb", "hc-old"}, (const char *[]){EV_A.name, EV_B.name, EV_C.name},
-                           (hbeh *[]){&ha, &hb, &hc}),
+    hbeh ha, hb;
+    hbeh_init(&ha, &x.rec, NULL), hbeh_init(&hb, &x.rec, NULL);
+    hx_deliver(&x, handlers_of(2, (const char *[]){"ha", "hb-old"}, (const char *[]){EV_A.name, EV_B.name},
+                               (hbeh *[]){&ha, &hb}),
                NULL);
-    char a[4][37], b[2][37], c[2][37];
-    emit_n(&x.f, x.exe, 0, &EV_A, 4, a);
+    char a[9][37], b[2][37];
+    emit_n(&x.f, x.exe, 0, &EV_A, 9, a);
     emit_n(&x.f, x.exe, 0, &EV_B, 2, b);
-    emit_n(&x.f, x.exe, 0, &EV_C, 2, c);
     fanout_until_idle(x.d, &x.f, NULL);
-    /* hc is renamed from hc-old: one of its rows is under the new name */
-    nset(&x, 0, c[1], "hc-old", "handler_name = 'hc'");
+    /* hb is renamed from hb-old: one of its rows is under the new name */
+    nset(&x, 0, b[1], "hb-old", "handler_name = 'hb'");
     odbox_handlers *h = NULL;
     odbox_error e = {0};
     ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-    const char *const former[] = {"hc-old", NULL};
-    hc.name = "hc";
+    const char *const former[] = {"hb-old", NULL};
+    hb.name = "hb";
     odbox_handler hh[] = {{.name = "ha", .event_type = EV_A.name, .handle = hb_handle, .user = &ha},
-                          {.name = "hb", .event_type = EV_B.name, .handle = hb_handle, .user = &hb},
-                          {.name = "hc", .former_names = former, .event_type = EV_C.name, .handle = hb_handle,
-                           .user = &hc}};
-    for (int i = 0; i < 3; i++)
+                          {.name = "hb", .former_names = former, .event_type = EV_B.name, .handle = hb_handle,
+                           .user = &hb}};
+    for (int i = 0; i < 2; i++)
         ck_assert_int_eq(odbox_handlers_add(h, &hh[i], &e), ODBOX_OK);
     odbox_delivery_config cfg = {.handling_batch = 3};
     hx_deliver(&x, h, &cfg);
-    nset_ts(&x, 0, c[0], "hc-old", "next_retry_at", T - 11 * SEC_US);
-    for (int i = 0; i < 4; i++)
-        nset_ts(&x, 0, a[i], "ha", "next_retry_at", T - (10 - i) * SEC_US);
-    nset_ts(&x, 0, b[0], "hb", "next_retry_at", T - 9 * SEC_US - SEC_US / 2);
+    /* ha's backlog of 9 (-20 s to -12 s); hb's rows: one older than all
+     * of it (-30 s, under hb-old), one newer (-1 s) */
+    for (int i = 0; i < 9; i++)
+        nset_ts(&x, 0, a[i], "ha", "next_retry_at", T - (20 - i) * SEC_US);
+    nset_ts(&x, 0, b[0], "hb-old", "next_retry_at", T - 30 * SEC_US);
     nset_ts(&x, 0, b[1], "hb", "next_retry_at", T - 1 * SEC_US);
-    nset_ts(&x, 0, c[1], "hc", "next_retry_at", T - 6 * SEC_US);
-    /* by due: c0 (-11 s, under hc-old), a0, b0 (-9.5 s), a1, a2, a3, c1 (-6 s), b1 */
-    struct {
-        const char *handler, *event;
-    } want[] = {{"hc", c[0]}, {"ha", a[0]}, {"hb", b[0]}, {"ha", a[1]}, {"ha", a[2]},
-                {"ha", a[3]}, {"hc", c[1]}, {"hb", b[1]}};
-    for (int round = 0; round < 3; round++) {
-        odbox_delivery_round r = hx_handle(&x, 0);
-        int from = round * 3, to = round < 2 ? from + 3 : 8;
-        ck_assert_int_eq(r.read, to - from);
-        ck_assert_int_eq(x.rec.n, to);
-        for (int i = from; i < to; i++)
-            ck_assert_msg(hrec_find(&x.rec, want[i].handler, want[i].event) >= 0, "round %d: %s's row %d not called",
-                          round + 1, want[i].handler, i);
-    }
+    /* in two claims, each handler has begun one: hb's two rows, and
+     * ha's four oldest. One read in due order for both took b0 and ha's
+     * five oldest, and b1 only in the fourth claim */
+    int read = hx_handle(&x, 0).read;
+    read += hx_handle(&x, 0).read;
+    ck_assert_int_eq(read, 6);
+    ck_assert_int_ge(hrec_find(&x.rec, "hb", b[0]), 0);
+    ck_assert_int_ge(hrec_find(&x.rec, "hb", b[1]), 0);
+    for (int i = 0; i < 9; i++)
+        ck_assert_msg((hrec_find(&x.rec, "ha", a[i]) >= 0) == (i < 4), "ha's row %d (oldest first) %s", i,
+                      i < 4 ? "not called" : "called before older ones");
+    /* then ha's others, oldest first, a batch at a time */
+    ck_assert_int_eq(hx_handle(&x, 0).read, 3);
+    for (int i = 0; i < 9; i++)
+        ck_assert_int_eq(hrec_find(&x.rec, "ha", a[i]) >= 0, i < 7);
+    ck_assert_int_eq(hx_handle(&x, 0).read, 2);
     ck_assert_int_eq(hx_handle(&x, 0).read, 0);
+    ck_assert_int_eq(x.rec.n, 11);
     hx_close(&x);
 }
 END_TEST
@@ -783,7 +783,7 @@ Suite *handlers_suite(void)
     tcase_add_test(tc, fanout_copies_flips_and_never_writes_twice);
     tcase_add_test(tc, fanout_backfills_when_a_handler_appears);
     tcase_add_test(tc, fanout_and_handling_read_oldest_first_across_types_and_states);
-    tcase_add_test(tc, a_round_takes_the_earliest_due_rows_across_handlers_and_names);
+    tcase_add_test(tc, handlers_take_turns_at_a_claim_each_oldest_first);
     tcase_add_test(tc, every_subscribed_handler_called_with_the_envelope);
     tcase_add_test(tc, flaky_handler_retried_with_the_exact_backoff);
     tcase_add_test(tc, expiry_before_the_call_and_after_a_failure);
