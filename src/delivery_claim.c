@@ -582,8 +582,8 @@ static int read_handler(hround *h, odbox_conn *c, size_t k, size_t room, int64_t
  * it does not serve. The limited handlers first, in name order, so that
  * every process takes their locks in one order, each up to the room its
  * limit leaves; then the others, for what is left of the batch, in turn:
- * each claim begins with the handler after the one the claim before it
- * began with, so that one handler's backlog leaves every other handler
+ * each claim on the shard begins with the handler after the one the
+ * claim before it began with, so that one handler's backlog leaves every other handler
  * a claim of its own in each turn (it took the whole batch of every
  * claim before, when older). Each handler's rows come oldest first.
  * Rolled back whole on failure, its calls dropped. */
@@ -608,7 +608,7 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
             rc = read_handler(h, c, k, (size_t)(room < batch - (int)h->n ? room : batch - (int)h->n), now, &db_now,
                               &reads, err);
     }
-    size_t n = d->h->n, first = n ? atomic_fetch_add(&d->claim_turn, 1) % n : 0;
+    size_t n = d->h->n, first = n ? atomic_fetch_add(&h->ds->claim_turn, 1) % n : 0;
     for (size_t i = 0; i < n && rc == ODBOX_OK && h->n < (size_t)batch; i++) {
         size_t k = (first + i) % n;
         if (!d->h->v[k].options.max_in_flight)

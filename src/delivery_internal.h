@@ -151,6 +151,10 @@ typedef struct odbox_dshard {
     /* per handler: its subscription's max attempts as this process last
      * read them on this shard (0: none), -1 before the first read */
     atomic_int *max_attempts;
+    /* the claims on this shard so far: which handler a claim reads first
+     * (per shard: one count for all would give a shard the same turns
+     * whenever the shards' claims alternate) */
+    atomic_uint claim_turn;
 } odbox_dshard;
 
 typedef struct odbox_djob {
@@ -209,7 +213,6 @@ struct odbox_delivery {
      * them (delivery.c); NULL before odbox_delivery_add_jobs */
     struct hservice *svc;
     int db_time;          /* no clock given: leases are in the database's time */
-    atomic_uint claim_turn; /* the claims so far: which handler a claim reads first */
     int closing;          /* under mu: odbox_delivery_free began; no execution starts */
     char process[128];    /* this process in subscription_processes: host:pid:suffix */
     pthread_t beat;       /* the heartbeat thread, from odbox_delivery_add_jobs */

@@ -241,12 +241,13 @@ START_TEST(fanout_and_handling_read_oldest_first_across_types_and_states)
 END_TEST
 
 /* A claim reads each handler on its own, each name of it too, and the
- * handlers take turns at reading first: a handler's backlog no longer
- * takes every batch while another handler's row, due later, waits. */
+ * handlers take turns at reading first, on each shard: a handler's
+ * backlog no longer takes every batch while another handler's row, due
+ * later, waits. */
 START_TEST(handlers_take_turns_at_a_claim_each_oldest_first)
 {
     hx x;
-    hx_open(&x, 1);
+    hx_open(&x, 2);
     hbeh ha, hb;
     hbeh_init(&ha, &x.rec, NULL), hbeh_init(&hb, &x.rec, NULL);
     hx_deliver(&x, handlers_of(2, (const char *[]){"ha", "hb-old"}, (const char *[]){EV_A.name, EV_B.name},
@@ -278,8 +279,10 @@ START_TEST(handlers_take_turns_at_a_claim_each_oldest_first)
     nset_ts(&x, 0, b[1], "hb", "next_retry_at", T - 1 * SEC_US);
     /* in two claims, each handler has begun one: hb's two rows, and
      * ha's four oldest. One read in due order for both took b0 and ha's
-     * five oldest, and b1 only in the fourth claim */
+     * five oldest, and b1 only in the fourth claim. A claim on the other
+     * shard between them takes no turn of this one's */
     int read = hx_handle(&x, 0).read;
+    ck_assert_int_eq(hx_handle(&x, 1).read, 0);
     read += hx_handle(&x, 0).read;
     ck_assert_int_eq(read, 6);
     ck_assert_int_ge(hrec_find(&x.rec, "hb", b[0]), 0);
