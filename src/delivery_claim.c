@@ -93,21 +93,8 @@ static void select_list(odbox_buf *b, const odbox_dialect *d, const char *prefix
     }
 }
 
-/* Counts (s NULL) or binds from *idx the names and former names of
- * handler k. */
-static int handler_names(const odbox_handlers *hs, size_t k, odbox_stmt *s, int *idx, size_t *n, odbox_error *err)
-{
-    const odbox_hentry *e = &hs->v[k];
-    int rc = ODBOX_OK;
-    *n = 1 + e->nformer;
-    if (s)
-        rc = odbox_stmt_bind_text(s, (*idx)++, e->name, err);
-    for (size_t f = 0; s && f < e->nformer && rc == ODBOX_OK; f++)
-        rc = odbox_stmt_bind_text(s, (*idx)++, e->former[f], err);
-    return rc;
-}
-
-/* Name f of handler k: 0 its name, then its former names. */
+/* Name f of handler e: 0 its name, then its former names (1 + nformer
+ * in all). */
 static const char *name_of(const odbox_hentry *e, size_t f)
 {
     return f ? e->former[f - 1] : e->name;
@@ -382,9 +369,8 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
     const odbox_dialect *dl = h->dialect;
     char subs[ODBOX_NAME_MAX * 2 + 32];
     odbox_dialect_eventlog_table(dl, odbox_shard_eventlog(h->ds->shard), "subscriptions", subs, sizeof subs);
-    size_t nnames;
-    int idx = 1;
-    handler_names(d->h, k, NULL, &idx, &nnames, err);
+    const odbox_hentry *e = &d->h->v[k];
+    size_t nnames = 1 + e->nformer;
     odbox_buf b = {0};
     odbox_buf_cat(&b, "UPDATE ", subs, " SET name = name WHERE name = ?", (char *)NULL);
     char *lock = odbox_buf_take(&b);
@@ -394,14 +380,14 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
     char *count = odbox_buf_take(&b);
     odbox_stmt *s = NULL;
     int rc = lock && count ? odbox_stmt_prepare(c, lock, &s, err) : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
-    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, d->h->v[k].name, err)) == ODBOX_OK)
+    if (rc == ODBOX_OK && (rc = odbox_stmt_bind_text(s, 1, e->name, err)) == ODBOX_OK)
         rc = odbox_stmt_execute(s, err);
     odbox_stmt_free(&s);
     if (rc == ODBOX_OK)
         rc = odbox_stmt_prepare(c, count, &s, err);
-    idx = 1;
-    if (rc == ODBOX_OK)
-        rc = handler_names(d->h, k, s, &idx, &nnames, err);
+    int idx = 1;
+    for (size_t f = 0; f < nnames && rc == ODBOX_OK; f++)
+        rc = odbox_stmt_bind_text(s, idx++, name_of(e, f), err);
     if (rc == ODBOX_OK && !d->db_time)
         rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK)
@@ -413,7 +399,7 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
     h->rd->statements += 2;
     free(lock);
     free(count);
-    int64_t left = d->h->v[k].options.max_in_flight - held;
+    int64_t left = e->options.max_in_flight - held;
     *room = left > 0 ? (int)left : 0;
     return rc < 0 ? rc : ODBOX_OK;
 }
@@ -583,9 +569,9 @@ static int read_handler(hround *h, odbox_conn *c, size_t k, size_t room, int64_t
  * every process takes their locks in one order, each up to the room its
  * limit leaves; then the others, for what is left of the batch, in turn:
  * each claim on the shard begins with the handler after the one the
- * claim before it began with, so that one handler's backlog leaves every other handler
- * a claim of its own in each turn (it took the whole batch of every
- * claim before, when older). Each handler's rows come oldest first.
+ * claim before it began with, so that one handler's backlog leaves every
+ * other handler a claim of its own in each turn (it took the whole batch
+ * of every claim before, when older). Each handler's rows come oldest first.
  * Rolled back whole on failure, its calls dropped. */
 static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limited, size_t nlimited,
                       odbox_error *err)
@@ -602,11 +588,10 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
     int rc = odbox_delivery_begin(c, h->dialect->claim_begin_sql, err);
     int reads = 0;
     for (size_t i = 0; i < nlimited && rc == ODBOX_OK && h->n < (size_t)batch; i++) {
-        size_t k = limited[i];
+        size_t k = limited[i], left = (size_t)batch - h->n;
         int room = batch;
         if ((rc = limit_room(h, c, k, now, &room, err)) == ODBOX_OK && room > 0)
-            rc = read_handler(h, c, k, (size_t)(room < batch - (int)h->n ? room : batch - (int)h->n), now, &db_now,
-                              &reads, err);
+            rc = read_handler(h, c, k, (size_t)room < left ? (size_t)room : left, now, &db_now, &reads, err);
     }
     size_t n = d->h->n, first = n ? atomic_fetch_add(&h->ds->claim_turn, 1) % n : 0;
     for (size_t i = 0; i < n && rc == ODBOX_OK && h->n < (size_t)batch; i++) {

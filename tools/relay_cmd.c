@@ -364,12 +364,11 @@ static int publishes_quiet(const relay_entry *es, size_t n, int64_t *seen)
  * only at their lease's end), and an ordered relay's others wait for
  * them, so a look's claim finds nothing while the drain goes on; a loop's
  * publishes end within a look or two. */
-static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es, size_t n, char *why, size_t cap,
-                    odbox_error *err)
+static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es, size_t n, int64_t *seen, char *why,
+                    size_t cap, odbox_error *err)
 {
     static const char busy[] = "a publish was running or had ended since the last look";
-    static int64_t seen = -1; /* the publishes ended at the last look's end */
-    if (!publishes_quiet(es, n, &seen)) {
+    if (!publishes_quiet(es, n, seen)) {
         snprintf(why, cap, "%s", busy);
         return 0;
     }
@@ -393,7 +392,7 @@ static int idle_now(odbox_registry *r, odbox_delivery *d, const relay_entry *es,
             idle = 0;
         }
     }
-    int quiet = publishes_quiet(es, n, &seen);
+    int quiet = publishes_quiet(es, n, seen);
     if (idle && !quiet) {
         snprintf(why, cap, "%s", busy);
         idle = 0;
@@ -417,18 +416,19 @@ static struct idle_look {
     odbox_delivery *d;
     const relay_entry *es;
     size_t n;
+    int64_t seen; /* the publishes ended at the last look's end (-1: no look yet) */
     /* what else a left look or round may use, kept reachable */
     odbox_jobs *jobs;
     odbox_handlers *h;
     json_object *config;
-} look = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} look = {.mu = PTHREAD_MUTEX_INITIALIZER, .seen = -1};
 
 static void *look_main(void *arg)
 {
     (void)arg;
     odbox_error e = {0};
     char why[sizeof look.why] = "";
-    int rc = idle_now(look.r, look.d, look.es, look.n, why, sizeof why, &e);
+    int rc = idle_now(look.r, look.d, look.es, look.n, &look.seen, why, sizeof why, &e);
     pthread_mutex_lock(&look.mu);
     look.result = rc;
     look.err = e;
