@@ -281,7 +281,7 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
     if (rc == ODBOX_OK)
         rc = odbox_dmetrics_new(handlers, &d->metrics, err);
     if (rc == ODBOX_OK)
-        rc = odbox_workers_open(c.workers, &d->workers, err);
+        rc = odbox_workers_open(c.workers, handlers->n, &d->workers, err);
     if (rc == ODBOX_OK)
         rc = odbox_wake_open(registry, &wc, &d->wake, err);
     if (rc == ODBOX_OK && (rc = odbox_wake_subscribe(d->wake, ODBOX_WAKE_EVENTS, on_signal, d, err)) == ODBOX_OK)

@@ -399,7 +399,9 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
     h->rd->statements += 2;
     free(lock);
     free(count);
-    int64_t left = e->options.max_in_flight - held;
+    /* this process's hung calls of it hold their threads still, their
+     * rows' leases ended by their outcomes */
+    int64_t left = e->options.max_in_flight - held - odbox_workers_hung(d->workers, (int)k);
     *room = left > 0 ? (int)left : 0;
     return rc < 0 ? rc : ODBOX_OK;
 }
@@ -572,6 +574,8 @@ static int read_handler(hround *h, odbox_conn *c, size_t k, size_t room, int64_t
  * claim before it began with, so that one handler's backlog leaves every
  * other handler a claim of its own in each turn (it took the whole batch
  * of every claim before, when older). Each handler's rows come oldest first.
+ * A handler whose hung calls here reached their cap is not read: its rows
+ * wait for another process, or for one of those calls to return.
  * Rolled back whole on failure, its calls dropped. */
 static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limited, size_t nlimited,
                       odbox_error *err)
@@ -590,13 +594,15 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
     for (size_t i = 0; i < nlimited && rc == ODBOX_OK && h->n < (size_t)batch; i++) {
         size_t k = limited[i], left = (size_t)batch - h->n;
         int room = batch;
+        if (odbox_delivery_hung_full(d, k))
+            continue;
         if ((rc = limit_room(h, c, k, now, &room, err)) == ODBOX_OK && room > 0)
             rc = read_handler(h, c, k, (size_t)room < left ? (size_t)room : left, now, &db_now, &reads, err);
     }
     size_t n = d->h->n, first = n ? atomic_fetch_add(&h->ds->claim_turn, 1) % n : 0;
     for (size_t i = 0; i < n && rc == ODBOX_OK && h->n < (size_t)batch; i++) {
         size_t k = (first + i) % n;
-        if (!d->h->v[k].options.max_in_flight)
+        if (!d->h->v[k].options.max_in_flight && !odbox_delivery_hung_full(d, k))
             rc = read_handler(h, c, k, (size_t)batch - h->n, now, &db_now, &reads, err);
     }
     if (rc == ODBOX_OK && reads > 1)

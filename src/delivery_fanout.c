@@ -509,8 +509,9 @@ static int write_round(fround *f, odbox_conn *c, odbox_error *err)
 /* ---- the wake-up and the hand-off -------------------------------------------- */
 
 /* Whether every row's handler is served here without a concurrency limit
- * and takes the row's event type here, as the claims require (a run of
- * rows with the same handler and type looked up once). */
+ * and takes the row's event type here, as the claims require, and has
+ * room for its calls (its hung calls below their cap) (a run of rows with
+ * the same handler and type looked up once). */
 static int served_here(const fround *f)
 {
     const odbox_handlers *hs = f->d->h;
@@ -523,7 +524,8 @@ static int served_here(const fround *f)
         last = f->rows[i].handler;
         last_type = type;
         int k = odbox_handlers_find(hs, last);
-        if (k < 0 || hs->v[k].options.max_in_flight > 0 || !odbox_handlers_takes(hs, k, type->name))
+        if (k < 0 || hs->v[k].options.max_in_flight > 0 || !odbox_handlers_takes(hs, k, type->name) ||
+            odbox_delivery_hung_full(f->d, (size_t)k))
             return 0;
     }
     return 1;

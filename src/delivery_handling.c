@@ -105,8 +105,9 @@ static hbatch *batch_of(hround *h, int k)
     }
     if (!b)
         return NULL;
-    *b = (hbatch){.w = {.run = hbatch_run, .release = hbatch_release}, .fn = e->batch, .user = e->user,
-                  .calls = b->calls};
+    *b = (hbatch){.w = {.run = hbatch_run, .release = hbatch_release, .group = k,
+                        .group_cap = odbox_delivery_thread_cap(h->d, (size_t)k)},
+                  .fn = e->batch, .user = e->user, .calls = b->calls};
     atomic_init(&b->w.refs, 1);
     for (size_t i = 0; i < h->n; i++) {
         call *c = h->calls[i];
@@ -170,6 +171,8 @@ static void run_calls(hround *h, int64_t now, const atomic_int *stop)
         }
         c->fn = d->h->v[c->handler].fn;
         c->user = d->h->v[c->handler].user;
+        c->w.group = c->handler;
+        c->w.group_cap = odbox_delivery_thread_cap(d, (size_t)c->handler);
         if (items && !d->h->v[c->handler].batch)
             items[ni++] = &c->w; /* out of memory: not run, tried again next round */
     }
@@ -210,7 +213,7 @@ static void classify(hround *h, int64_t post)
             continue; /* left as it was: due again */
         if (c->skip == CALL) {
             if (c->w.state == ODBOX_WORK_NOT_RUN || c->w.state == ODBOX_WORK_CUT_OFF ||
-                c->w.state == ODBOX_WORK_LATE)
+                c->w.state == ODBOX_WORK_LATE || c->w.state == ODBOX_WORK_HELD)
                 continue; /* left as it was: due again */
             if (c->w.state == ODBOX_WORK_TIMED_OUT) {
                 h->rd->timed_out++;
@@ -468,12 +471,36 @@ static void log_past_lease(hround *h)
         return;
     for (size_t i = 0; i < h->n; i++) {
         call *c = h->calls[i];
-        if (c->skip != CALL || c->w.state == ODBOX_WORK_NOT_RUN || c->w.state == ODBOX_WORK_LATE)
+        if (c->skip != CALL || c->w.state == ODBOX_WORK_NOT_RUN || c->w.state == ODBOX_WORK_LATE ||
+            c->w.state == ODBOX_WORK_HELD)
             continue;
         odbox_log(ODBOX_LOG_WARN, "delivery: handler %s on notification %s (event %s) outlived its lease of %lld ms "
                                   "(lease_ms): the row may have been claimed and called again; this call's outcome "
                                   "is written only if it was not", c->env.handler_name, c->env.notification_id,
                   c->env.event_id, (long long)(h->d->cfg.lease_us / 1000));
+    }
+}
+
+/* Handlers whose hung calls reached their cap here in this round (some
+ * of its calls were abandoned or held): this process starts none of their
+ * calls and claims none of their rows until one of those returns. */
+static void log_hung(hround *h)
+{
+    odbox_delivery *d = h->d;
+    for (size_t k = 0; k < d->h->n; k++) {
+        size_t held = 0, hit = 0;
+        for (size_t i = 0; i < h->n; i++) {
+            const call *c = h->calls[i];
+            if (c->skip == CALL && c->handler == (int)k) {
+                held += c->w.state == ODBOX_WORK_HELD;
+                hit += c->w.state == ODBOX_WORK_HELD || c->w.state == ODBOX_WORK_TIMED_OUT;
+            }
+        }
+        if (hit && odbox_delivery_hung_full(d, k))
+            odbox_log(ODBOX_LOG_ERROR, "delivery: handler %s has %d calls still running past handler_timeout_ms (%d ms), "
+                                       "their threads abandoned: this process starts no more of its calls and claims "
+                                       "none of its rows until one returns (%zu of this round's rows are due again)",
+                      d->h->v[k].name, odbox_workers_hung(d->workers, (int)k), d->cfg.handler_timeout_ms, held);
     }
 }
 
@@ -582,6 +609,7 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
                                       "thread while their handler_timeout_ms still fitted in the claim's lease "
                                       "(lease_ms): their rows are due again", late, h.n, ds->id.group, ds->id.member);
         log_past_lease(&h);
+        log_hung(&h);
         int64_t post = odbox_hround_now(&h, x);
         classify(&h, post);
         if ((rc = odbox_pool_acquire(pool, &c, err)) == ODBOX_OK && d->hook &&

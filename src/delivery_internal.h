@@ -59,7 +59,8 @@ enum {
     ODBOX_WORK_NOT_RUN,   /* never started: a stop came first, or no thread was left */
     ODBOX_WORK_TIMED_OUT, /* still running at the timeout: abandoned */
     ODBOX_WORK_CUT_OFF,   /* still running at a stop's bound: abandoned */
-    ODBOX_WORK_LATE       /* never started: no thread was free before its start_by */
+    ODBOX_WORK_LATE,      /* never started: no thread was free before its start_by */
+    ODBOX_WORK_HELD       /* never started: its group's hung calls reached its group_cap */
 };
 
 /* A call to run: embed it first in a struct of one's own. Its submitter
@@ -76,19 +77,32 @@ typedef struct odbox_work {
     int64_t start_by_us;                   /* monotonic; 0: any time */
     struct odbox_work *next;
     void *runner;
+    /* the submitter's: at most group_cap items of one group (a handler)
+     * run at once, abandoned ones that have not returned (hung) included:
+     * an item waits in the queue for one of them to end, and is not
+     * started at all (HELD) while all of them are hung, so a handler that
+     * never returns costs a bounded number of threads. group_cap <= 0, or
+     * a group out of the pool's range: no bound */
+    int group, group_cap;
 } odbox_work;
 
-/* A pool of up to n threads, started when a batch first needs them. */
-int odbox_workers_open(int n, odbox_workers **out, odbox_error *err);
+/* A pool of up to n threads, started when a batch first needs them, and
+ * the counts of hung calls of groups 0..ngroups-1. */
+int odbox_workers_open(int n, size_t ngroups, odbox_workers **out, odbox_error *err);
 
 /* Runs batch[0..n-1] on the pool and returns once none is queued or
  * running: each ends DONE, TIMED_OUT (ran timeout_ms; its thread was
- * abandoned and replaced), NOT_RUN, CUT_OFF or LATE (no thread was free
- * before start_by_us, monotonic; 0: any time). Once *stop (may be NULL)
+ * abandoned and replaced), NOT_RUN, CUT_OFF, LATE (no thread was free
+ * before start_by_us, monotonic; 0: any time) or HELD (its group's hung
+ * calls reached its group_cap while it waited). Once *stop (may be NULL)
  * is set, queued items are not started and running ones get stop_wait_ms
  * more. Several batches may run at once, from several threads. */
 void odbox_workers_run(odbox_workers *p, odbox_work **batch, size_t n, int timeout_ms, int64_t start_by_us,
                        const atomic_int *stop, int stop_wait_ms);
+
+/* The calls of group abandoned (TIMED_OUT or CUT_OFF) that have not
+ * returned yet: each holds a thread of its own. */
+int odbox_workers_hung(odbox_workers *p, int group);
 
 /* Makes waiting batches look at their stop flags now. */
 void odbox_workers_poke(odbox_workers *p);
@@ -221,6 +235,22 @@ struct odbox_delivery {
 
 /* The shard's entry; NULL when s is not the delivery's registry's. */
 odbox_dshard *odbox_delivery_shard(odbox_delivery *d, const odbox_shard *s);
+
+/* The threads handler k's calls may hold at once in this process, hung
+ * ones (abandoned, still running) included: its max_in_flight when below
+ * the workers, else the workers. With that many hung, none of its calls
+ * start here and none of its rows are claimed here. */
+static inline int odbox_delivery_thread_cap(const odbox_delivery *d, size_t k)
+{
+    int limit = d->h->v[k].options.max_in_flight;
+    return limit > 0 && limit < d->cfg.workers ? limit : d->cfg.workers;
+}
+
+/* 1 when handler k's hung calls here reached its cap. */
+static inline int odbox_delivery_hung_full(const odbox_delivery *d, size_t k)
+{
+    return odbox_workers_hung(d->workers, (int)k) >= odbox_delivery_thread_cap(d, k);
+}
 
 /* ---- rounds --------------------------------------------------------------- */
 

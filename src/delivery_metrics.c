@@ -205,8 +205,10 @@ typedef struct handoff_counts {
     uint64_t taken, given_back;
 } handoff_counts;
 
-/* The in-process families of m and ho. */
-static int process_text(const odbox_delivery_metrics *m, const handoff_counts *ho, char **text, odbox_error *err)
+/* The in-process families of m and ho, and the hung calls of each
+ * handler (hung[k], m's order) */
+static int process_text(const odbox_delivery_metrics *m, const handoff_counts *ho, const int *hung, char **text,
+                        odbox_error *err)
 {
     odbox_prom p;
     odbox_prom_init(&p);
@@ -231,6 +233,11 @@ static int process_text(const odbox_delivery_metrics *m, const handoff_counts *h
                       "From an action's commit (completion_date) to its handler's success, in this process.");
     for (size_t i = 0; i < m->nhandlers; i++)
         histogram(&p, m->handlers[i].handler, NULL, &m->handlers[i].lag);
+    odbox_prom_family(&p, "odbox_handler_calls_hung", ODBOX_PROM_GAUGE,
+                      "Calls of the handler still running past handler_timeout_ms in this process, their threads "
+                      "abandoned; at its cap (its max_in_flight, at most the workers) its rows are not claimed here.");
+    for (size_t i = 0; i < m->nhandlers; i++)
+        odbox_prom_sample(&p, (const char *const[]){"handler", m->handlers[i].handler, NULL}, (double)hung[i]);
     counter(&p, "odbox_fanout_events_total", "Events this process's fan-out flipped to delivered.",
             m->events_fanned_out);
     counter(&p, "odbox_fanout_notifications_total",
@@ -270,8 +277,13 @@ int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metric
         return rc;
     char *db = NULL, *mine = NULL;
     handoff_counts ho = handoffs(d->metrics);
-    if ((rc = odbox_notifications_prometheus(m.db, m.ndb, &db, err)) == ODBOX_OK &&
-        (rc = process_text(&m, &ho, &mine, err)) == ODBOX_OK) {
+    int *hung = calloc(m.nhandlers ? m.nhandlers : 1, sizeof *hung);
+    for (size_t k = 0; hung && k < m.nhandlers; k++)
+        hung[k] = odbox_workers_hung(d->workers, (int)k);
+    if (!hung)
+        rc = odbox_fail(err, ODBOX_ENOMEM, "delivery metrics: out of memory");
+    else if ((rc = odbox_notifications_prometheus(m.db, m.ndb, &db, err)) == ODBOX_OK &&
+             (rc = process_text(&m, &ho, hung, &mine, err)) == ODBOX_OK) {
         odbox_buf b = {0};
         odbox_buf_cat(&b, db, mine, (char *)NULL);
         if (!(*text = odbox_buf_take(&b)))
@@ -279,6 +291,7 @@ int odbox_delivery_prometheus(odbox_delivery *d, const odbox_notification_metric
     }
     free(db);
     free(mine);
+    free(hung);
     odbox_delivery_metrics_clear(&m);
     return rc;
 }

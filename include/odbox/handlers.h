@@ -271,7 +271,10 @@ typedef struct odbox_delivery_config {
     int64_t retention_ms;
     int workers;               /* handler threads; 0: 8 */
     /* A call still running this long counts as failed: its thread is
-     * abandoned (left running, not waited for) and replaced; 0: 300000 */
+     * abandoned (left running, not waited for) and replaced, up to a cap
+     * of such hung calls per handler (its max_in_flight below the
+     * workers, else the workers: then none of its calls start here until
+     * one returns); 0: 300000 */
     int handler_timeout_ms;
     /* At a stop, running calls get this long before they are abandoned
      * (their rows stay due: re-delivered later); 0: 5000 */
@@ -519,6 +522,10 @@ void odbox_delivery_metrics_clear(odbox_delivery_metrics *m);
  *       failed_retry, expired_preflight, expired_postfailure)
  *   odbox_handler_duration_seconds{handler,outcome}   histogram (succeeded, failed)
  *   odbox_handler_lag_seconds{handler}                histogram (commit to success)
+ *   odbox_handler_calls_hung{handler}                 gauge: calls abandoned at
+ *       handler_timeout_ms that have not returned (at the handler's cap,
+ *       its max_in_flight below the workers, else the workers, this
+ *       process starts and claims none of its calls until one returns)
  *   odbox_fanout_events_total, odbox_fanout_notifications_total,
  *   odbox_handler_unknown_total, odbox_delivery_round_errors_total,
  *   odbox_handling_handed_off_total (rows this process's handling took

@@ -466,6 +466,76 @@ START_TEST(a_hung_handler_is_bounded_in_a_round_and_at_a_stop)
 }
 END_TEST
 
+static double sample(const char *text, const char *series);
+
+/* A handler that never returns costs at most its cap of threads (the
+ * workers, 2 here): its first two calls are abandoned at the timeout,
+ * the round's other calls of it are not started (their rows due again at
+ * once), and no round claims its rows while both still run; the other
+ * handler is called all along. Once the hung calls return, its rows are
+ * claimed and called again. Before, every call of it in a round took a
+ * thread in turn: 6 hung calls here, and more each round. */
+START_TEST(a_hung_handler_costs_at_most_its_cap_of_threads)
+{
+    jx x;
+    jx_open(&x, 2);
+    hbeh hang, quick;
+    hbeh_init(&hang, &x.rec, NULL), hbeh_init(&quick, &x.rec, NULL);
+    atomic_store(&hang.block, 1);
+    odbox_delivery_config cfg = {.handler_timeout_ms = 200, .workers = 2};
+    x.h = handlers_of(2, (const char *[]){"hang", "quick"}, (const char *[]){EV_A.name, EV_A.name},
+                      (hbeh *[]){&hang, &quick});
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_delivery_open(x.f.r, x.h, &cfg, &x.d, &e), ODBOX_OK);
+    emit_n(&x.f, x.exe, 1, &EV_A, 6, NULL);
+    fanout_until_idle(x.d, &x.f, NULL);
+    odbox_shard *s1 = odbox_registry_shard_at(x.f.r, 1);
+    odbox_delivery_round r;
+    round_ok(odbox_delivery_handling_round(x.d, s1, &r, &e), &e);
+    printf("handlers: a round with a hung handler (cap 2): %d hung call(s), %zu timed out, %zu succeeded\n",
+           atomic_load(&hang.blocked), r.timed_out, r.succeeded);
+    ck_assert_int_eq(atomic_load(&hang.calls), 2);
+    ck_assert_int_eq(atomic_load(&hang.blocked), 2);
+    ck_assert_int_eq(r.timed_out, 2);
+    ck_assert_int_eq(r.succeeded, 6);
+    ck_assert_int_eq(nrows(&x.f, 1, "handler_name = 'hang' AND state = 'FAILED'"), 2);
+    ck_assert_int_eq(nrows(&x.f, 1, "handler_name = 'hang' AND state = 'PENDING' AND lease_owner IS NULL"), 4);
+    ck_assert_msg(strstr(jx_warnings(&x), "handler hang has 2 calls still running past handler_timeout_ms"),
+                  "no warning of the hung handler in: %s", jx_warnings(&x));
+    char *text = NULL;
+    ck_assert_msg(odbox_delivery_prometheus(x.d, NULL, &text, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert(sample(text, "odbox_handler_calls_hung{handler=\"hang\"}") == 2);
+    ck_assert(sample(text, "odbox_handler_calls_hung{handler=\"quick\"}") == 0);
+    free(text);
+    /* its rows are due, but not claimed here while both calls hang */
+    for (int i = 0; i < 3; i++) {
+        round_ok(odbox_delivery_handling_round(x.d, s1, &r, &e), &e);
+        ck_assert_int_eq(r.read, 0);
+    }
+    ck_assert_int_eq(atomic_load(&hang.calls), 2);
+    atomic_store(&hang.block, 0);
+    wait_finished(&hang, 2);
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (nrows(&x.f, 1, "handler_name = 'hang' AND state = 'SUCCEEDED'") < 4) {
+        ck_assert_msg(mono_ms_now() < end, "the hung handler's rows were not called after its calls returned");
+        round_ok(odbox_delivery_handling_round(x.d, s1, &r, &e), &e);
+        jt_sleep_ms(5);
+    }
+    ck_assert_int_eq(atomic_load(&hang.calls), 6);
+    /* the count drops once a returned call's thread is back in the pool */
+    for (;;) {
+        ck_assert_msg(odbox_delivery_prometheus(x.d, NULL, &text, &e) == ODBOX_OK, "%s", e.message);
+        double hung = sample(text, "odbox_handler_calls_hung{handler=\"hang\"}");
+        free(text);
+        if (hung == 0)
+            break;
+        ck_assert_msg(mono_ms_now() < end, "%.0f calls still counted hung after they returned", hung);
+        jt_sleep_ms(5);
+    }
+    jx_close(&x);
+}
+END_TEST
+
 /* ---- freeing after a stop that gave up -------------------------------------------- */
 
 /* While set, a handling round's end sleeps this long (the delivery hook
@@ -670,6 +740,7 @@ Suite *handlers_jobs_suite(void)
     tcase_add_test(tc, ordered_and_limited_rows_follow_without_the_poll);
     tcase_add_test(tc, idle_loops_share_one_poll);
     tcase_add_test(tc, a_hung_handler_is_bounded_in_a_round_and_at_a_stop);
+    tcase_add_test(tc, a_hung_handler_costs_at_most_its_cap_of_threads);
     tcase_add_test(tc, freeing_at_once_after_a_stop_that_timed_out_is_safe);
     tcase_add_test(tc, a_stop_wait_that_does_not_fit_the_shutdown_wait_is_refused);
     tcase_add_test(tc, metrics_count_calls_and_read_back_as_prometheus_text);

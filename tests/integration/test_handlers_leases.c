@@ -7,7 +7,8 @@
  * fits in the lease; two deliveries of one eventlog handle one backlog
  * together, each row once; two handling loops of one delivery overlap;
  * a process whose clock is an hour off decides nothing by it; a requeue
- * during a retry leaves the row to its round. */
+ * during a retry leaves the row to its round; a hung call counts against
+ * its handler's limit in its process. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -253,6 +254,71 @@ START_TEST(a_call_that_would_outlive_its_lease_does_not_start)
 }
 END_TEST
 
+/* A handler whose first call hangs; the others return at once. */
+typedef struct first_hangs {
+    atomic_int calls, release, returned;
+} first_hangs;
+
+static int first_hangs_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    first_hangs *f = user;
+    (void)env, (void)err;
+    if (atomic_fetch_add(&f->calls, 1) == 0)
+        for (int i = 0; i < 3000 && !atomic_load(&f->release); i++)
+            jt_sleep_ms(10);
+    atomic_fetch_add(&f->returned, 1);
+    return 0;
+}
+
+/* max_in_flight 3 on 2 workers: the first call hangs and is abandoned at
+ * the timeout; its row's outcome ended its limited lease, but its thread
+ * still runs it, so this process's next claim takes 2 rows, not 3, until
+ * it returns. */
+START_TEST(a_hung_call_counts_against_its_handlers_limit_here)
+{
+    jx x;
+    jx_open(&x, 1);
+    static first_hangs f;
+    atomic_init(&f.calls, 0), atomic_init(&f.release, 0), atomic_init(&f.returned, 0);
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = "lim", .event_type = EV_A.name, .handle = first_hangs_handle, .user = &f};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_handlers_set_options(h, "lim", &(odbox_handler_options){.max_in_flight = 3}, &e),
+                     ODBOX_OK);
+    odbox_delivery_config cfg = {.workers = 2, .handler_timeout_ms = 200, .cross_process_wakeup = -1};
+    odbox_delivery *d = NULL;
+    ck_assert_msg(odbox_delivery_open(x.f.r, h, &cfg, &d, &e) == ODBOX_OK, "%s", e.message);
+    odbox_shard *s0 = odbox_registry_shard_at(x.f.r, 0);
+    odbox_delivery_round r;
+    emit_n(&x.f, x.exe, 0, &EV_A, 1, NULL);
+    fanout_until_idle(d, &x.f, NULL);
+    round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+    ck_assert_int_eq(r.timed_out, 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'FAILED' AND limit_lease_until IS NULL"), 1);
+    emit_n(&x.f, x.exe, 0, &EV_A, 5, NULL);
+    fanout_until_idle(d, &x.f, NULL);
+    round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+    printf("handlers_jobs: max_in_flight 3 with a hung call: the next claim took %zu row(s)\n", r.read);
+    ck_assert_int_eq(r.read, 2);
+    ck_assert_int_eq(r.succeeded, 2);
+    atomic_store(&f.release, 1);
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 5) {
+        ck_assert_msg(mono_ms_now() < end, "the limited handler's rows were not called after its hung call returned");
+        round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+        jt_sleep_ms(5);
+    }
+    while (atomic_load(&f.returned) < 6 && mono_ms_now() < end)
+        jt_sleep_ms(5);
+    ck_assert_int_eq(atomic_load(&f.returned), 6);
+    odbox_delivery_free(&d);
+    odbox_handlers_free(&h);
+    jx_close(&x);
+}
+END_TEST
+
 /* A delivery with no clock decides in the database's time. This
  * process's clock an hour slow: the row due now is due for it too (before,
  * not for an hour), and a failed call's retry is a backoff (60 s)
@@ -448,6 +514,7 @@ void handlers_jobs_add_lease_tests(TCase *tc)
     tcase_add_test(tc, a_slow_call_is_not_cut_off_by_the_execution_length);
     tcase_add_test(tc, a_late_outcome_after_the_lease_was_lost_writes_nothing);
     tcase_add_test(tc, a_call_that_would_outlive_its_lease_does_not_start);
+    tcase_add_test(tc, a_hung_call_counts_against_its_handlers_limit_here);
     tcase_add_test(tc, a_process_whose_clock_is_an_hour_off_decides_nothing);
     tcase_add_test(tc, a_requeue_during_the_retry_leaves_the_row_to_its_round);
     tcase_add_test(tc, two_deliveries_handle_one_backlog_together);

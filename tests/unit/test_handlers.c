@@ -294,7 +294,7 @@ static void *open_gate_later(void *gate)
 START_TEST(a_hung_call_is_abandoned_and_its_thread_replaced)
 {
     odbox_workers *p = NULL;
-    ck_assert_int_eq(odbox_workers_open(1, &p, NULL), ODBOX_OK);
+    ck_assert_int_eq(odbox_workers_open(1, 0, &p, NULL), ODBOX_OK);
     atomic_int gate, released;
     atomic_init(&gate, 1);
     atomic_init(&released, 0);
@@ -349,7 +349,7 @@ END_TEST
 START_TEST(a_call_no_thread_took_by_its_start_by_never_starts)
 {
     odbox_workers *p = NULL;
-    ck_assert_int_eq(odbox_workers_open(1, &p, NULL), ODBOX_OK);
+    ck_assert_int_eq(odbox_workers_open(1, 0, &p, NULL), ODBOX_OK);
     atomic_int gate, released;
     atomic_init(&gate, 1);
     atomic_init(&released, 0);
@@ -375,6 +375,69 @@ START_TEST(a_call_no_thread_took_by_its_start_by_never_starts)
 }
 END_TEST
 
+/* Two threads, a cap of 1 for group 0: its second call waits for the
+ * first to end (300 ms), then runs. One thread, a cap of 2: group 0's
+ * first two calls hang and are abandoned (each thread replaced), its
+ * third is held, never started; group 1 runs meanwhile. Once the hung
+ * calls return, group 0's calls start again. Before the cap, every call
+ * of a handler that never returns took a thread of its own, without end. */
+START_TEST(a_group_holds_at_most_its_cap_of_threads_hung_ones_included)
+{
+    odbox_workers *p = NULL;
+    atomic_int gate, released;
+    atomic_init(&gate, 1);
+    atomic_init(&released, 0);
+    ck_assert_int_eq(odbox_workers_open(2, 1, &p, NULL), ODBOX_OK);
+    job *one[2] = {job_new(&gate, &released), job_new(NULL, &released)};
+    odbox_work *b1[2] = {&one[0]->w, &one[1]->w};
+    for (int i = 0; i < 2; i++)
+        one[i]->w.group = 0, one[i]->w.group_cap = 1;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, open_gate_later, &gate), 0);
+    int64_t t0 = now_ms();
+    odbox_workers_run(p, b1, 2, 60000, 0, NULL, 0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(one[0]->w.state, ODBOX_WORK_DONE);
+    ck_assert_int_eq(one[1]->w.state, ODBOX_WORK_DONE);
+    ck_assert_msg(one[1]->w.started_us / 1000 >= t0 + 250, "the second call started %lld ms after the first, "
+                  "while it ran", (long long)(one[1]->w.started_us / 1000 - t0));
+    for (int i = 0; i < 2; i++)
+        b1[i]->release(b1[i]);
+    odbox_workers_free(&p);
+    atomic_store(&gate, 1);
+    ck_assert_int_eq(odbox_workers_open(1, 2, &p, NULL), ODBOX_OK);
+    job *j[4] = {job_new(&gate, &released), job_new(&gate, &released), job_new(&gate, &released),
+                 job_new(NULL, &released)};
+    for (int i = 0; i < 4; i++)
+        j[i]->w.group = i < 3 ? 0 : 1, j[i]->w.group_cap = 2;
+    odbox_work *batch[4] = {&j[0]->w, &j[1]->w, &j[2]->w, &j[3]->w};
+    odbox_workers_run(p, batch, 4, 100, 0, NULL, 0);
+    ck_assert_int_eq(j[0]->w.state, ODBOX_WORK_TIMED_OUT);
+    ck_assert_int_eq(j[1]->w.state, ODBOX_WORK_TIMED_OUT);
+    ck_assert_int_eq(j[2]->w.state, ODBOX_WORK_HELD);
+    ck_assert_int_eq(atomic_load(&j[2]->ran), 0);
+    ck_assert_int_eq(j[3]->w.state, ODBOX_WORK_DONE);
+    ck_assert_int_eq(odbox_workers_hung(p, 0), 2);
+    ck_assert_int_eq(odbox_workers_hung(p, 1), 0);
+    ck_assert_int_eq(odbox_workers_hung(p, 7), 0); /* out of range: none */
+    for (int i = 0; i < 4; i++)
+        batch[i]->release(batch[i]);
+    atomic_store(&gate, 0);
+    int64_t end = now_ms() + 10000;
+    while ((odbox_workers_hung(p, 0) > 0 || atomic_load(&released) < 6) && now_ms() < end)
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+    ck_assert_int_eq(odbox_workers_hung(p, 0), 0);
+    ck_assert_int_eq(atomic_load(&released), 6);
+    job *again = job_new(NULL, &released);
+    again->w.group = 0, again->w.group_cap = 2;
+    odbox_work *b2[1] = {&again->w};
+    odbox_workers_run(p, b2, 1, 1000, 0, NULL, 0);
+    ck_assert_int_eq(again->w.state, ODBOX_WORK_DONE);
+    b2[0]->release(b2[0]);
+    odbox_workers_free(&p);
+}
+END_TEST
+
 Suite *handlers_suite(void)
 {
     Suite *s = suite_create("handlers");
@@ -386,6 +449,7 @@ Suite *handlers_suite(void)
     tcase_add_test(tc, backoff_is_ekbatans);
     tcase_add_test(tc, a_hung_call_is_abandoned_and_its_thread_replaced);
     tcase_add_test(tc, a_call_no_thread_took_by_its_start_by_never_starts);
+    tcase_add_test(tc, a_group_holds_at_most_its_cap_of_threads_hung_ones_included);
     suite_add_tcase(s, tc);
     return s;
 }
