@@ -84,15 +84,18 @@ static odbox_work *take(odbox_workers *p)
     return NULL;
 }
 
-/* A call of w's group ended (returned, or abandoned and returned): an item
- * of that group waiting in the queue may start; under mu. */
+/* A call of w's group ended (returned, or abandoned and returned); if the
+ * group was full, an item of it waiting in the queue may start now.
+ * Under mu. */
 static void group_left(odbox_workers *p, const odbox_work *w, int was_hung)
 {
     if (!in_group(p, w))
         return;
+    int was_full = group_full(p, w);
     p->busy[w->group]--;
     p->hung[w->group] -= was_hung;
-    pthread_cond_broadcast(&p->work_cv);
+    if (was_full)
+        pthread_cond_broadcast(&p->work_cv);
 }
 
 static struct timespec mono_at(int64_t us)
