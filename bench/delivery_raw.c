@@ -9,8 +9,9 @@
 #include "delivery_bench.h"
 
 /* The handling's due read (src/delivery_claim.c, due_sql) for one
- * handler name without a limit, with the order check every row passes
- * when its order_key is NULL, and the database's now:
+ * handler name without a limit, with the order checks (an older
+ * unfinished row, a row in flight) every row passes when its order_key is
+ * NULL, and the database's now:
  * variant -1 where the due index is partial, else 0 (PENDING) or 1
  * (FAILED). The table is aliased n and ORDER BY names its column (the
  * select list's text cast of next_retry_at has the same name). */
@@ -41,12 +42,20 @@ static char *due_read_sql(const odbox_dialect *d, const char *table, int variant
     n += (size_t)snprintf(sql + n, cap - n, " FROM %s n WHERE state IN ('PENDING', 'FAILED')", table);
     if (variant >= 0)
         n += (size_t)snprintf(sql + n, cap - n, " AND state = '%s'", states[variant]);
+    n += (size_t)snprintf(sql + n, cap - n,
+                          " AND handler_name = ? AND (n.order_key IS NULL OR (NOT EXISTS (SELECT 1 FROM %s o%s WHERE "
+                          "o.handler_name = n.handler_name AND o.order_key = n.order_key AND (o.event_date < "
+                          "n.event_date OR (o.event_date = n.event_date AND o.event_id < n.event_id)))",
+                          table, d->order_probe_hint ? d->order_probe_hint : "");
+    if (!d->claim_order_recheck) /* else odbox's recheck looks for a row in flight */
+        n += (size_t)snprintf(sql + n, cap - n,
+                              " AND NOT EXISTS (SELECT 1 FROM %s o%s WHERE o.handler_name = n.handler_name AND "
+                              "o.order_key = n.order_key AND o.order_lease_until > %s)",
+                              table, d->order_lease_probe_hint ? d->order_lease_probe_hint : "", d->now_sql);
     snprintf(sql + n, cap - n,
-             " AND handler_name = ? AND (n.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM %s o%s WHERE "
-             "o.handler_name = n.handler_name AND o.order_key = n.order_key AND (o.event_date < n.event_date OR "
-             "(o.event_date = n.event_date AND o.event_id < n.event_id)))) AND next_retry_at <= ? AND "
-             "(lease_until IS NULL OR lease_until <= %s) ORDER BY n.next_retry_at LIMIT ?%s",
-             table, d->order_probe_hint ? d->order_probe_hint : "", d->now_sql, d->claim_suffix ? d->claim_suffix : "");
+             ")) AND next_retry_at <= ? AND (lease_until IS NULL OR lease_until <= %s) ORDER BY n.next_retry_at "
+             "LIMIT ?%s",
+             d->now_sql, d->claim_suffix ? d->claim_suffix : "");
     return sql;
 }
 
@@ -132,7 +141,8 @@ int mode_raw(const opts *o, odbox_error *e)
     char head2[512];
     snprintf(head2, sizeof head2,
              "UPDATE %s SET state = 'SUCCEEDED', attempts = attempts + 1, updated_date = ?, next_retry_at = ?, "
-             "order_key = NULL, lease_owner = NULL, lease_until = NULL, limit_lease_until = NULL WHERE id IN (",
+             "order_key = NULL, lease_owner = NULL, lease_until = NULL, limit_lease_until = NULL, order_lease_until = NULL "
+             "WHERE id IN (",
              table);
     const char *tail2 = ") AND state NOT IN ('SUCCEEDED', 'EXPIRED') AND attempts = ? AND lease_owner = ?";
     if (rc == ODBOX_OK)

@@ -88,6 +88,7 @@ int odbox_mariadb_bounded_session_sql(size_t i, int lock_ms, int statement_ms, c
     /* InnoDB: a locking read reads the latest rows, its subqueries a       \
      * snapshot (see the field) */                                           \
     .claim_order_recheck = 1,                                                              \
-    .order_probe_hint = " FORCE INDEX (event_notifications_order_key)"
+    .order_probe_hint = " FORCE INDEX (event_notifications_order_key)",                    \
+    .order_lease_probe_hint = " FORCE INDEX (event_notifications_order_leases)"
 
 #endif

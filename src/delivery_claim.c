@@ -124,16 +124,16 @@ static int served_bind(const odbox_hentry *e, size_t f, odbox_stmt *s, int *idx,
     return rc;
 }
 
-/* The look for an unfinished row of n's handler and order_key older than
- * n (event_date, then the event id): a row that holds n back. A handler
- * renamed (former_names) is one order under all its names: its backlog
- * under a former name holds back the newer rows the fan-out writes under
- * the new one (before, those overtook it). One term per handler with
- * former names (older_key, older_bind); the others' probe is as it was. */
-static void older_row(odbox_buf *b, const odbox_dialect *d, const char *table, const odbox_handlers *hs)
+/* The look for a row o of n's handler and order_key (hint: the dialect's
+ * index hint, may be NULL). A handler renamed (former_names) is one order
+ * under all its names: its backlog under a former name holds back the
+ * newer rows the fan-out writes under the new one (before, those
+ * overtook it). One term per handler with former names (older_key,
+ * older_bind); the others' probe is as it was. */
+static void same_order(odbox_buf *b, const char *hint, const char *table, const odbox_handlers *hs)
 {
-    odbox_buf_cat(b, "SELECT 1 FROM ", table, " o", d->order_probe_hint ? d->order_probe_hint : "",
-                  " WHERE (o.handler_name = n.handler_name", (char *)NULL);
+    odbox_buf_cat(b, "SELECT 1 FROM ", table, " o", hint ? hint : "", " WHERE (o.handler_name = n.handler_name",
+                  (char *)NULL);
     for (size_t k = 0; k < hs->n; k++) {
         if (!hs->v[k].nformer)
             continue;
@@ -143,11 +143,30 @@ static void older_row(odbox_buf *b, const odbox_dialect *d, const char *table, c
         odbox_buf_list(b, "?", 1 + hs->v[k].nformer);
         odbox_buf_append(b, "))");
     }
-    odbox_buf_append(b, ") AND o.order_key = n.order_key"
-                        " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < n.event_id))");
+    odbox_buf_append(b, ") AND o.order_key = n.order_key");
 }
 
-/* The shape of older_row's text, in a statement's cache key. */
+/* ... one older than n (event_date, then the event id), unfinished (its
+ * order_key set): a row that holds n back. */
+static void older_row(odbox_buf *b, const odbox_dialect *d, const char *table, const odbox_handlers *hs)
+{
+    same_order(b, d->order_probe_hint, table, hs);
+    odbox_buf_append(b, " AND (o.event_date < n.event_date OR (o.event_date = n.event_date AND o.event_id < n.event_id))");
+}
+
+/* ... one whose call runs (its order lease holds), whatever its age: it
+ * holds n back too. n became visible after that row was claimed (its
+ * action committed late, or a requeue or replay brought it back); before
+ * order_lease_until (V18) both were called at once. now: the database's
+ * (db_time) or bound. */
+static void leased_row(odbox_buf *b, const odbox_dialect *d, const char *table, const odbox_handlers *hs,
+                       int db_time)
+{
+    same_order(b, d->order_lease_probe_hint, table, hs);
+    odbox_buf_cat(b, " AND o.order_lease_until > ", db_time ? d->now_sql : "?", (char *)NULL);
+}
+
+/* The shape of same_order's text, in a statement's cache key. */
 static void older_key(odbox_sql_key *key, const odbox_handlers *hs)
 {
     for (size_t k = 0; k < hs->n; k++)
@@ -155,7 +174,7 @@ static void older_key(odbox_sql_key *key, const odbox_handlers *hs)
             odbox_sql_key_add_count(key, 3, hs->v[k].nformer);
 }
 
-/* Binds older_row's parameters from *idx. */
+/* Binds same_order's (older_row's) parameters from *idx. */
 static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_error *err)
 {
     int rc = ODBOX_OK;
@@ -166,6 +185,14 @@ static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_e
                 rc = odbox_stmt_bind_text(s, (*idx)++, hs->v[k].former[f], err);
         }
     return rc;
+}
+
+/* Binds leased_row's parameters from *idx. */
+static int leased_bind(const odbox_handlers *hs, odbox_stmt *s, int db_time, int64_t now, int *idx,
+                       odbox_error *err)
+{
+    int rc = older_bind(hs, s, idx, err);
+    return rc == ODBOX_OK && !db_time ? odbox_stmt_bind_timestamp(s, (*idx)++, now, err) : rc;
 }
 
 /* Due rows that no round holds (lease_until NULL or past), in
@@ -182,8 +209,11 @@ static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_e
  * (its order_key, the model_id, set) waits while an older row of its
  * handler has the same order_key, that is, is unfinished (older:
  * event_date, then the event id, which follows emission order within an
- * action); the order is the subscription's, recorded in the database, so
- * every process claims by it whatever its own options say. The columns:
+ * action), and while a row of its model is in flight (leased_row; where
+ * the dialect rechecks the order, in the recheck only: measured on
+ * MariaDB, in both it cost ordered claims 10-15% more); the order is the
+ * subscription's, recorded in the database, so every process claims by
+ * it whatever its own options say. The columns:
  * select_list's 16, next_retry_at, order_key, and with db_time the
  * database's now.
  * ORDER BY names the table's column: the select list's text cast of
@@ -208,9 +238,13 @@ static char *due_sql(const odbox_dialect *d, const char *table, int variant, int
         odbox_buf_appendf(&b, " AND state = '%s'", states[variant]);
     odbox_buf_append(&b, " AND ");
     served_sql(&b, e);
-    odbox_buf_cat(&b, " AND (n.order_key IS NULL OR NOT EXISTS (", (char *)NULL);
+    odbox_buf_cat(&b, " AND (n.order_key IS NULL OR (NOT EXISTS (", (char *)NULL);
     older_row(&b, d, table, hs);
-    odbox_buf_append(&b, "))");
+    if (!d->claim_order_recheck) { /* else the recheck looks */
+        odbox_buf_append(&b, ") AND NOT EXISTS (");
+        leased_row(&b, d, table, hs, db_time);
+    }
+    odbox_buf_append(&b, ")))");
     odbox_buf_cat(&b, " AND next_retry_at <= ", db_time ? d->now_sql : "?",
                   " AND (lease_until IS NULL OR lease_until <= ", db_time ? d->now_sql : "?",
                   ") ORDER BY n.next_retry_at LIMIT ?", d->claim_suffix, (char *)NULL);
@@ -345,6 +379,8 @@ static int read_due(hround *h, odbox_conn *c, size_t k, size_t f, int variant, i
         rc = served_bind(e, f, s, &idx, err);
     if (rc == ODBOX_OK)
         rc = older_bind(d->h, s, &idx, err);
+    if (rc == ODBOX_OK && !h->dialect->claim_order_recheck)
+        rc = leased_bind(d->h, s, d->db_time, now, &idx, err);
     for (int t = 0; t < 2 && rc == ODBOX_OK && !d->db_time; t++) /* next_retry_at, lease_until */
         rc = odbox_stmt_bind_timestamp(s, idx++, now, err);
     if (rc == ODBOX_OK)
@@ -407,24 +443,26 @@ static int limit_room(hround *h, odbox_conn *c, size_t k, int64_t now, int *room
 }
 
 /* Where the dialect asks for it (claim_order_recheck), the rows read of
- * ordered subscriptions that an older unfinished row of their model holds
- * back, looked for again in a statement of its own, whose snapshot holds
- * every row the locking read saw: those rows are left (still locked by
- * this transaction, so no other round takes them before it ends) and due
- * for a later round. Seen on MariaDB 10.11: rows of two events of
- * one model, committed by a fan-out while a due read ran, both came back
- * to it (the newer row's subquery did not see the older row). */
-static int recheck_order(hround *h, odbox_conn *c, odbox_error *err)
+ * ordered subscriptions that an older unfinished row of their model, or a
+ * row of it in flight, holds back, looked for again in a statement of its
+ * own, whose snapshot holds every row the locking read saw: those rows
+ * are left (still locked by this transaction, so no other round takes
+ * them before it ends) and due for a later round. Seen on MariaDB 10.11:
+ * rows of two events of one model, committed by a fan-out while a due
+ * read ran, both came back to it (the newer row's subquery did not see
+ * the older row). */
+static int recheck_order(hround *h, odbox_conn *c, int64_t now, odbox_error *err)
 {
     size_t n = 0;
     for (size_t i = 0; i < h->n; i++)
         n += h->calls[i]->ordered;
     if (!n || !h->dialect->claim_order_recheck)
         return ODBOX_OK;
-    size_t nolder = 0; /* older_row's parameters */
+    int db_time = h->d->db_time;
+    size_t nolder = 0; /* older_row's parameters, and leased_row's */
     for (size_t k = 0; k < h->d->h->n; k++)
-        nolder += h->d->h->v[k].nformer ? 2 * (1 + h->d->h->v[k].nformer) : 0;
-    size_t per = (size_t)h->dialect->max_params - 1 - nolder, next = 0;
+        nolder += h->d->h->v[k].nformer ? 2 * 2 * (1 + h->d->h->v[k].nformer) : 0;
+    size_t per = (size_t)h->dialect->max_params - 2 - nolder, next = 0;
     int rc = ODBOX_OK;
     for (size_t at = 0; at < n && rc == ODBOX_OK; at += per) {
         size_t k = n - at < per ? n - at : per;
@@ -438,9 +476,11 @@ static int recheck_order(hround *h, odbox_conn *c, odbox_error *err)
             odbox_buf b = {0};
             odbox_buf_cat(&b, "SELECT n.id FROM ", h->table, " n WHERE n.id IN (", (char *)NULL);
             odbox_buf_list(&b, h->dialect->uuid_param, k);
-            odbox_buf_append(&b, ") AND EXISTS (");
+            odbox_buf_append(&b, ") AND (EXISTS (");
             older_row(&b, h->dialect, h->table, h->d->h);
-            odbox_buf_append(&b, ")");
+            odbox_buf_append(&b, ") OR EXISTS (");
+            leased_row(&b, h->dialect, h->table, h->d->h, db_time);
+            odbox_buf_append(&b, "))");
             char *sql = odbox_buf_take(&b);
             rc = sql ? odbox_stmt_prepare_keyed(c, sql, &key, &s, err)
                      : odbox_fail(err, ODBOX_ENOMEM, "out of memory");
@@ -454,6 +494,8 @@ static int recheck_order(hround *h, odbox_conn *c, odbox_error *err)
         int idx = (int)k + 1;
         if (rc == ODBOX_OK)
             rc = older_bind(h->d->h, s, &idx, err);
+        if (rc == ODBOX_OK)
+            rc = leased_bind(h->d->h, s, db_time, now, &idx, err);
         if (rc == ODBOX_OK)
             rc = odbox_stmt_execute(s, err);
         h->rd->statements++;
@@ -495,25 +537,31 @@ static int by_due(const void *a, const void *b)
  * it found, 0.5 ms once it no longer read the leased rows), and a claim
  * that is never finished is due again when its lease ends. lease_until
  * is still the guard: a claim of an older odbox leaves next_retry_at as
- * it was. */
-static int claim_rows(hround *h, odbox_conn *c, int64_t until, int limited, odbox_error *err)
+ * it was. The rows of ordered subscriptions get order_lease_until too,
+ * which holds back every other row of their model (leased_row). One
+ * UPDATE per class of rows (claim_class) the claim has. */
+static int claim_class(const call *c) { return (c->limited ? 1 : 0) | (c->ordered > 0 ? 2 : 0); }
+
+static int claim_rows(hround *h, odbox_conn *c, int64_t until, int cls, odbox_error *err)
 {
-    size_t per = (size_t)(h->dialect->max_params - 4), n = 0, next = 0; /* next: the call to bind next */
+    int limited = cls & 1, ordered = (cls & 2) != 0;
+    size_t per = (size_t)(h->dialect->max_params - 5), n = 0, next = 0; /* next: the call to bind next */
     for (size_t i = 0; i < h->n; i++)
-        n += h->calls[i]->limited == limited;
+        n += claim_class(h->calls[i]) == cls;
     int rc = ODBOX_OK;
     for (size_t at = 0; at < n && rc == ODBOX_OK;) {
         size_t k = n - at < per ? n - at : per;
         odbox_sql_key key;
         odbox_sql_key_init(&key, SQL_CLAIM, k);
-        odbox_sql_key_add_count(&key, 0, (size_t)limited);
+        odbox_sql_key_add_count(&key, 0, (size_t)cls);
         odbox_sql_key_add(&key, 0, h->table);
         odbox_stmt *s = NULL;
         rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
         if (rc == ODBOX_OK && !s) {
             odbox_buf b = {0};
             odbox_buf_cat(&b, "UPDATE ", h->table, " SET lease_owner = ?, lease_until = ?, next_retry_at = ?",
-                          limited ? ", limit_lease_until = ?" : "", " WHERE id IN (", (char *)NULL);
+                          limited ? ", limit_lease_until = ?" : "", ordered ? ", order_lease_until = ?" : "",
+                          " WHERE id IN (", (char *)NULL);
             odbox_buf_list(&b, h->dialect->uuid_param, k);
             odbox_buf_append(&b, ")");
             char *sql = odbox_buf_take(&b);
@@ -524,10 +572,10 @@ static int claim_rows(hround *h, odbox_conn *c, int64_t until, int limited, odbo
         int idx = 1;
         if (rc == ODBOX_OK)
             rc = odbox_stmt_bind_text(s, idx++, h->token, err);
-        for (int t = 0; t <= limited + 1 && rc == ODBOX_OK; t++)
+        for (int t = 0; t < 2 + limited + ordered && rc == ODBOX_OK; t++)
             rc = odbox_stmt_bind_timestamp(s, idx++, until, err);
         for (size_t i = 0; i < k && rc == ODBOX_OK; i++, next++) {
-            while (h->calls[next]->limited != limited)
+            while (claim_class(h->calls[next]) != cls)
                 next++;
             rc = odbox_stmt_bind_valid_uuid(s, idx++, h->calls[next]->env.notification_id, err);
         }
@@ -608,10 +656,10 @@ static int claim_once(hround *h, odbox_conn *c, int64_t now, const size_t *limit
     if (rc == ODBOX_OK && reads > 1)
         qsort(h->calls, h->n, sizeof *h->calls, by_due);
     if (rc == ODBOX_OK)
-        rc = recheck_order(h, c, err);
+        rc = recheck_order(h, c, now, err);
     h->claimed_at_us = db_now;
-    for (int lim = 0; lim <= 1 && rc == ODBOX_OK && h->n; lim++)
-        rc = claim_rows(h, c, db_now + d->cfg.lease_us, lim, err);
+    for (int cls = 0; cls < 4 && rc == ODBOX_OK && h->n; cls++)
+        rc = claim_rows(h, c, db_now + d->cfg.lease_us, cls, err);
     if (rc == ODBOX_OK)
         rc = odbox_conn_commit(c, err);
     if (rc != ODBOX_OK) {

@@ -249,7 +249,7 @@ static void classify(hround *h, int64_t post)
  * where the due index serves them, see V13). Columns that are NULL
  * already (a handler without order or limit) stay NULL: the row's
  * entries in their indexes do not move. */
-#define LEASE_ENDS "lease_owner = NULL, lease_until = NULL, limit_lease_until = NULL"
+#define LEASE_ENDS "lease_owner = NULL, lease_until = NULL, limit_lease_until = NULL, order_lease_until = NULL"
 #define FINISHED ", next_retry_at = ?, order_key = NULL, " LEASE_ENDS
 static const char *const bucket_set[NBUCKETS + 1] = {
     "state = 'EXPIRED', updated_date = ?" FINISHED,

@@ -367,6 +367,10 @@ typedef struct odbox_dialect {
      * it should it go away meanwhile. NULL: connecting never creates a
      * database (a server's must exist). */
     int (*never_create)(const odbox_dsn *dsn, char **odbc, odbox_error *err);
+    /* As order_probe_hint, for the look for a row of a model whose call
+     * runs (its order lease holds): MySQL/MariaDB FORCE INDEX
+     * (event_notifications_order_leases). NULL: none. */
+    const char *order_lease_probe_hint;
 } odbox_dialect;
 
 /* The built-in dialects, NULL-terminated, most specific first. */

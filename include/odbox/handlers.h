@@ -158,8 +158,9 @@ typedef struct odbox_handler_options {
     /* At most this many of its calls in flight at once on a shard, across
      * the cluster: claimed rows whose lease holds count, counted under the
      * subscription's row lock (so its claims queue behind each other).
-     * 0: no limit. A call that outlives its lease (lease_ms) no longer
-     * counts. Each process applies its own value to the claims it makes:
+     * 0: no limit. A call that outlives its lease (lease_ms), or that
+     * was abandoned at handler_timeout_ms, counts only in its own
+     * process, until it returns (a hung call). Each process applies its own value to the claims it makes:
      * give every process serving the handler the same one. */
     int max_in_flight;
     /* Nonzero: per model_id, a row is claimed only when every older row
@@ -172,10 +173,10 @@ typedef struct odbox_handler_options {
      * model) is delivered after it, whatever the clocks of the writing
      * processes say. A row that becomes visible only after a newer row
      * of its model was claimed (its action committed late; a replay; a
-     * requeue) is called after that row, possibly while that row's call
-     * runs: a row waits for older unfinished rows only.
-     * Rows without a model_id are not ordered. Costs one index
-     * probe per row claimed. The order is the subscription's: the
+     * requeue) is called after that row, once its call has ended: two
+     * calls of one model never run at once (a claim's order lease,
+     * order_lease_until, V18). Rows without a model_id are not ordered.
+     * Costs two index probes per row claimed. The order is the subscription's: the
      * process that registers the handler last records it in the
      * database, its unfinished rows take (or leave) it at once, and every
      * process fans out and claims by the recorded value. */

@@ -123,6 +123,7 @@ void migrate_add_deploy_tests(TCase *t);          /* test_migrate_deploy.c */
 void action_add_staging_refusals(TCase *t);       /* test_action_refusals.c */
 void action_add_input_refusals(TCase *t);         /* test_action_refusals.c */
 void handlers_jobs_add_lease_tests(TCase *tc);    /* test_handlers_leases.c */
+void handlers_order_add_lease_tests(TCase *tc);   /* test_handlers_order_leases.c */
 void handlers_jobs_add_handoff_tests(TCase *tc);  /* test_handlers_handoff.c */
 void idempotency_add_refusal_tests(TCase *t);     /* test_idempotency_refusals.c */
 

@@ -945,6 +945,7 @@ Suite *handlers_order_suite(void)
     tcase_add_test(tc, a_fast_writer_clock_does_not_reorder_own_transactions);
     tcase_add_test(tc, bad_options_and_times_are_refused);
     tcase_add_test(tc, a_renamed_ordered_handler_keeps_the_order_of_its_former_rows);
+    handlers_order_add_lease_tests(tc);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -42,6 +42,8 @@ static const col notif_cols[] = {
     {"lease_owner", VC64, 1},  {"lease_until", TS, 1},
     /* (V13) order and limits, NULL for the rows of handlers without them */
     {"order_key", VC255, 1},   {"limit_lease_until", TS, 1},
+    /* (V18) the order's lease, NULL but for rows of ordered handlers in flight */
+    {"order_lease_until", TS, 1},
 };
 
 static int is_pg(void) { return !strcmp(itest_dialect(), "pg"); }
@@ -232,6 +234,12 @@ START_TEST(framework_schema_matches_spec)
                       "%s", def);
     else
         ck_assert_str_eq(def, "1:handler_name,limit_lease_until");
+    index_def(c, ev, "event_notifications", "event_notifications_order_leases", def, sizeof def);
+    if (is_pg() || is_sqlite())
+        ck_assert_msg(strstr(def, "(handler_name, order_key, order_lease_until)") &&
+                      strstr(def, "order_lease_until IS NOT NULL"), "%s", def);
+    else
+        ck_assert_str_eq(def, "1:handler_name,order_key,order_lease_until");
     index_def(c, ev, "event_notifications", "event_notifications_model_order", def, sizeof def);
     ck_assert_str_eq(def, "");
     /* delivered events: a partial index, or (V13) events_undelivered */

@@ -1,0 +1,139 @@
+/* odbox — integration tests of the order leases (V18), part of the
+ * handlers_order suite (test_handlers_order.c), on every dialect: a row of
+ * an ordered subscription that becomes visible after a newer row of its
+ * model was claimed waits while that row's call runs, so two calls of one
+ * model never run at once. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "internal.h"
+#include "jobs_fx.h"
+#include "test_handlers.h"
+
+static const odbox_event_type EV_L = {"LedgerLeased"};
+
+/* An action emitting one EV_L event on a model. */
+static int one_perform(odbox_context *ctx, json_object *params, odbox_plan *plan, void *user, odbox_error *err)
+{
+    (void)ctx, (void)params;
+    json_object *payload = json_object_new_object();
+    int rc = odbox_plan_emit(plan, user, &EV_L, payload, err);
+    json_object_put(payload);
+    return rc;
+}
+
+/* Emits one event on m; its id into out. */
+static void emit_one(hx *x, odbox_model *m, char out[37])
+{
+    odbox_action a = {"PostLeased", one_perform, m};
+    odbox_result res;
+    odbox_error e = {0};
+    ck_assert_msg(odbox_execute(x->exe, &a, NULL, NULL, &res, &e) == ODBOX_OK, "%s", e.message);
+    event_of_action(&x->f, 0, res.action_id, out);
+    odbox_result_clear(&res);
+}
+
+/* The calls of one model: the first blocks while block is set; calls
+ * running at once are counted. */
+typedef struct model_calls {
+    pthread_mutex_t mu;
+    int calls, running, overlapping;
+    char events[4][37];
+    atomic_int block, blocked;
+} model_calls;
+
+static int model_handle(const odbox_envelope *env, void *user, odbox_error *err)
+{
+    (void)err;
+    model_calls *mc = user;
+    pthread_mutex_lock(&mc->mu);
+    int first = mc->calls == 0;
+    if (mc->calls < 4)
+        snprintf(mc->events[mc->calls], sizeof mc->events[0], "%s", env->event_id);
+    mc->calls++;
+    mc->overlapping += ++mc->running > 1;
+    pthread_mutex_unlock(&mc->mu);
+    if (first) {
+        atomic_store(&mc->blocked, 1);
+        for (int i = 0; i < 3000 && atomic_load(&mc->block); i++)
+            jt_sleep_ms(10);
+    }
+    pthread_mutex_lock(&mc->mu);
+    mc->running--;
+    pthread_mutex_unlock(&mc->mu);
+    return 0;
+}
+
+static void *handle_round(void *arg)
+{
+    hx_handle(arg, 0);
+    return NULL;
+}
+
+/* Event O, older than event N of the same model, reaches the fan-out only
+ * after N's row was claimed (as an action whose INSERT ran first and that
+ * committed later: here O is kept out of the first fan-out by its
+ * delivered flag). O's row has no older unfinished row, but N's call
+ * runs: O's row is not claimed until it ends, then called. Before, O was
+ * called while N's call ran. */
+START_TEST(a_row_visible_late_waits_for_the_call_of_its_model)
+{
+    hx x;
+    hx_open(&x, 1);
+    static model_calls mc;
+    memset(&mc, 0, sizeof mc);
+    pthread_mutex_init(&mc.mu, NULL);
+    atomic_init(&mc.block, 1);
+    atomic_init(&mc.blocked, 0);
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = "ord", .event_type = EV_L.name, .handle = model_handle, .user = &mc};
+    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
+    ck_assert_int_eq(odbox_handlers_set_options(h, "ord", &(odbox_handler_options){.ordered = 1}, &e), ODBOX_OK);
+    hx_deliver(&x, h, &(odbox_delivery_config){.workers = 2, .cross_process_wakeup = -1});
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
+    char older[37], newer[37];
+    emit_one(&x, m, older);
+    emit_one(&x, m, newer);
+    itest_exec(x.f.c[0], "UPDATE %s SET delivered = TRUE WHERE id = '%s'", etab(&x.f, 0), older);
+    hx_fanout(&x, 0);
+    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ord'"), 1);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, handle_round, &x), 0);
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (!atomic_load(&mc.blocked))
+        ck_assert_msg(mono_ms_now() < end, "the newer row's call never started"), jt_sleep_ms(5);
+    /* the older event becomes visible while the newer one's call runs */
+    itest_exec(x.f.c[0], "UPDATE %s SET delivered = FALSE WHERE id = '%s'", etab(&x.f, 0), older);
+    hx_fanout(&x, 0);
+    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ord'"), 2);
+    odbox_delivery_round r = hx_handle(&x, 0);
+    pthread_mutex_lock(&mc.mu);
+    int calls = mc.calls;
+    pthread_mutex_unlock(&mc.mu);
+    printf("handlers_order: a row visible late, while its model's newer row is called: %zu read, %d call(s)\n",
+           r.read, calls);
+    ck_assert_int_eq(r.read, 0);
+    ck_assert_int_eq(calls, 1);
+    atomic_store(&mc.block, 0);
+    pthread_join(t, NULL);
+    r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.succeeded, 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED'"), 2);
+    ck_assert_int_eq(nrows(&x.f, 0, "order_lease_until IS NOT NULL"), 0);
+    ck_assert_int_eq(mc.calls, 2);
+    ck_assert_str_eq(mc.events[0], newer);
+    ck_assert_str_eq(mc.events[1], older);
+    ck_assert_int_eq(mc.overlapping, 0);
+    odbox_model_free(&m);
+    hx_close(&x);
+    pthread_mutex_destroy(&mc.mu);
+}
+END_TEST
+
+void handlers_order_add_lease_tests(TCase *tc)
+{
+    tcase_add_test(tc, a_row_visible_late_waits_for_the_call_of_its_model);
+}
