@@ -8,9 +8,11 @@
 -- back) waits for that call to end, so two calls of one model never run
 -- at once. The partial index holds only the rows in flight.
 --
--- COST: the column is added without a rewrite; the index is built inside
--- this migration's transaction over the rows that have the column set:
--- none yet.
+-- COST: the column is added without a rewrite (no default). The index
+-- holds no row yet, but its build reads the whole table once, inside this
+-- migration's transaction, which holds event_notifications' lock
+-- meanwhile: writers of notifications (the fan-out, outcomes) wait
+-- (measured: 95 ms for the whole migration over 100,000 rows).
 ALTER TABLE ${eventlog}.event_notifications ADD COLUMN order_lease_until TIMESTAMP;
 CREATE INDEX event_notifications_order_leases
     ON ${eventlog}.event_notifications (handler_name, order_key, order_lease_until)
