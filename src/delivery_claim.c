@@ -128,8 +128,8 @@ static int served_bind(const odbox_hentry *e, size_t f, odbox_stmt *s, int *idx,
  * index hint, may be NULL). A handler renamed (former_names) is one order
  * under all its names: its backlog under a former name holds back the
  * newer rows the fan-out writes under the new one (before, those
- * overtook it). One term per handler with former names (older_key,
- * older_bind); the others' probe is as it was. */
+ * overtook it). One term per handler with former names (same_order_key,
+ * same_order_bind); the others' probe is as it was. */
 static void same_order(odbox_buf *b, const char *hint, const char *table, const odbox_handlers *hs)
 {
     odbox_buf_cat(b, "SELECT 1 FROM ", table, " o", hint ? hint : "", " WHERE (o.handler_name = n.handler_name",
@@ -167,15 +167,15 @@ static void leased_row(odbox_buf *b, const odbox_dialect *d, const char *table, 
 }
 
 /* The shape of same_order's text, in a statement's cache key. */
-static void older_key(odbox_sql_key *key, const odbox_handlers *hs)
+static void same_order_key(odbox_sql_key *key, const odbox_handlers *hs)
 {
     for (size_t k = 0; k < hs->n; k++)
         if (hs->v[k].nformer)
             odbox_sql_key_add_count(key, 3, hs->v[k].nformer);
 }
 
-/* Binds same_order's (older_row's) parameters from *idx. */
-static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_error *err)
+/* Binds same_order's parameters (older_row's) from *idx. */
+static int same_order_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_error *err)
 {
     int rc = ODBOX_OK;
     for (size_t k = 0; k < hs->n && rc == ODBOX_OK; k++)
@@ -187,11 +187,12 @@ static int older_bind(const odbox_handlers *hs, odbox_stmt *s, int *idx, odbox_e
     return rc;
 }
 
-/* Binds leased_row's parameters from *idx. */
+/* Binds leased_row's parameters (same_order's, then now unless db_time)
+ * from *idx. */
 static int leased_bind(const odbox_handlers *hs, odbox_stmt *s, int db_time, int64_t now, int *idx,
                        odbox_error *err)
 {
-    int rc = older_bind(hs, s, idx, err);
+    int rc = same_order_bind(hs, s, idx, err);
     return rc == ODBOX_OK && !db_time ? odbox_stmt_bind_timestamp(s, (*idx)++, now, err) : rc;
 }
 
@@ -365,7 +366,7 @@ static int read_due(hround *h, odbox_conn *c, size_t k, size_t f, int variant, i
     odbox_sql_key key;
     odbox_sql_key_init(&key, SQL_DUE_READ, e->ntypes);
     odbox_sql_key_add_count(&key, variant + 1, (size_t)d->db_time);
-    older_key(&key, d->h);
+    same_order_key(&key, d->h);
     odbox_sql_key_add(&key, 0, h->table);
     odbox_stmt *s = NULL;
     int rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
@@ -378,7 +379,7 @@ static int read_due(hround *h, odbox_conn *c, size_t k, size_t f, int variant, i
     if (rc == ODBOX_OK)
         rc = served_bind(e, f, s, &idx, err);
     if (rc == ODBOX_OK)
-        rc = older_bind(d->h, s, &idx, err);
+        rc = same_order_bind(d->h, s, &idx, err);
     if (rc == ODBOX_OK && !h->dialect->claim_order_recheck)
         rc = leased_bind(d->h, s, d->db_time, now, &idx, err);
     for (int t = 0; t < 2 && rc == ODBOX_OK && !d->db_time; t++) /* next_retry_at, lease_until */
@@ -468,7 +469,7 @@ static int recheck_order(hround *h, odbox_conn *c, int64_t now, odbox_error *err
         size_t k = n - at < per ? n - at : per;
         odbox_sql_key key;
         odbox_sql_key_init(&key, SQL_ORDER_RECHECK, k);
-        older_key(&key, h->d->h);
+        same_order_key(&key, h->d->h);
         odbox_sql_key_add(&key, 0, h->table);
         odbox_stmt *s = NULL;
         rc = odbox_stmt_prepare_keyed(c, NULL, &key, &s, err);
@@ -493,7 +494,7 @@ static int recheck_order(hround *h, odbox_conn *c, int64_t now, odbox_error *err
         }
         int idx = (int)k + 1;
         if (rc == ODBOX_OK)
-            rc = older_bind(h->d->h, s, &idx, err);
+            rc = same_order_bind(h->d->h, s, &idx, err);
         if (rc == ODBOX_OK)
             rc = leased_bind(h->d->h, s, db_time, now, &idx, err);
         if (rc == ODBOX_OK)

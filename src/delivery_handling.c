@@ -483,11 +483,15 @@ static void log_past_lease(hround *h)
 
 /* Handlers whose hung calls reached their cap here in this round (some
  * of its calls were abandoned or held): this process starts none of their
- * calls and claims none of their rows until one of those returns. */
+ * calls and claims none of their rows until one of those returns. A
+ * round with neither looks no further. */
 static void log_hung(hround *h)
 {
     odbox_delivery *d = h->d;
-    for (size_t k = 0; k < d->h->n; k++) {
+    size_t any = 0;
+    for (size_t i = 0; i < h->n && !any; i++)
+        any = h->calls[i]->w.state == ODBOX_WORK_HELD || h->calls[i]->w.state == ODBOX_WORK_TIMED_OUT;
+    for (size_t k = 0; any && k < d->h->n; k++) {
         size_t held = 0, hit = 0;
         for (size_t i = 0; i < h->n; i++) {
             const call *c = h->calls[i];
