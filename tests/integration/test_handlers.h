@@ -67,6 +67,10 @@ void hbeh_init(hbeh *b, hrec *rec, const char *name);
 /* A registry of handlers: (name, event type, behaviour) triples, the
  * behaviour's name set to the handler's. */
 odbox_handlers *handlers_of(int n, const char *const *names, const char *const *types, hbeh *const *behs);
+/* A registry of one handler, name on event_type calling fn with user,
+ * with options o (NULL: none). */
+odbox_handlers *one_handler_on(const char *name, const char *event_type, odbox_handler_fn fn, void *user,
+                               const odbox_handler_options *o);
 
 /* Emits n events of type et, one action each, on models of shard
  * (0, member); event ids into ids (may be NULL, else n of them). The

@@ -181,6 +181,19 @@ odbox_handlers *handlers_of(int n, const char *const *names, const char *const *
     return h;
 }
 
+odbox_handlers *one_handler_on(const char *name, const char *event_type, odbox_handler_fn fn, void *user,
+                               const odbox_handler_options *o)
+{
+    odbox_handlers *h = NULL;
+    odbox_error e = {0};
+    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
+    odbox_handler hd = {.name = name, .event_type = event_type, .handle = fn, .user = user};
+    ck_assert_msg(odbox_handlers_add(h, &hd, &e) == ODBOX_OK, "%s", e.message);
+    if (o)
+        ck_assert_msg(odbox_handlers_set_options(h, name, o, &e) == ODBOX_OK, "%s", e.message);
+    return h;
+}
+
 /* ---- events ------------------------------------------------------------------------ */
 
 typedef struct emit_one {

@@ -35,12 +35,7 @@ static odbox_handlers *slow_handlers(slow3 *s, int sleep_ms)
 {
     memset(s, 0, sizeof *s);
     s->sleep_ms = sleep_ms;
-    odbox_handlers *h = NULL;
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-    odbox_handler hd = {.name = "slow", .event_type = EV_A.name, .handle = slow3_handle, .user = s};
-    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
-    return h;
+    return one_handler_on("slow", EV_A.name, slow3_handle, s, NULL);
 }
 
 static int slow3_handle(const odbox_envelope *env, void *user, odbox_error *err)
@@ -280,13 +275,9 @@ START_TEST(a_hung_call_counts_against_its_handlers_limit_here)
     jx_open(&x, 1);
     static first_hangs f;
     atomic_init(&f.calls, 0), atomic_init(&f.release, 0), atomic_init(&f.returned, 0);
-    odbox_handlers *h = NULL;
+    odbox_handlers *h =
+        one_handler_on("lim", EV_A.name, first_hangs_handle, &f, &(odbox_handler_options){.max_in_flight = 3});
     odbox_error e = {0};
-    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-    odbox_handler hd = {.name = "lim", .event_type = EV_A.name, .handle = first_hangs_handle, .user = &f};
-    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_handlers_set_options(h, "lim", &(odbox_handler_options){.max_in_flight = 3}, &e),
-                     ODBOX_OK);
     odbox_delivery_config cfg = {.workers = 2, .handler_timeout_ms = 200, .cross_process_wakeup = -1};
     odbox_delivery *d = NULL;
     ck_assert_msg(odbox_delivery_open(x.f.r, h, &cfg, &d, &e) == ODBOX_OK, "%s", e.message);

@@ -59,14 +59,7 @@ static int seq_of(const odbox_envelope *env)
 
 static odbox_handlers *one_handler(const char *name, odbox_handler_fn fn, void *user, const odbox_handler_options *o)
 {
-    odbox_handlers *h = NULL;
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-    odbox_handler hd = {.name = name, .event_type = EV_O.name, .handle = fn, .user = user};
-    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
-    if (o)
-        ck_assert_msg(odbox_handlers_set_options(h, name, o, &e) == ODBOX_OK, "%s", e.message);
-    return h;
+    return one_handler_on(name, EV_O.name, fn, user, o);
 }
 
 static void add_handler(odbox_handlers *h, const char *name, odbox_handler_fn fn, void *user,

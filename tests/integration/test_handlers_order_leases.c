@@ -86,12 +86,7 @@ START_TEST(a_row_visible_late_waits_for_the_call_of_its_model)
     pthread_mutex_init(&mc.mu, NULL);
     atomic_init(&mc.block, 1);
     atomic_init(&mc.blocked, 0);
-    odbox_handlers *h = NULL;
-    odbox_error e = {0};
-    ck_assert_int_eq(odbox_handlers_new(&h, &e), ODBOX_OK);
-    odbox_handler hd = {.name = "ord", .event_type = EV_L.name, .handle = model_handle, .user = &mc};
-    ck_assert_int_eq(odbox_handlers_add(h, &hd, &e), ODBOX_OK);
-    ck_assert_int_eq(odbox_handlers_set_options(h, "ord", &(odbox_handler_options){.ordered = 1}, &e), ODBOX_OK);
+    odbox_handlers *h = one_handler_on("ord", EV_L.name, model_handle, &mc, &(odbox_handler_options){.ordered = 1});
     hx_deliver(&x, h, &(odbox_delivery_config){.workers = 2, .cross_process_wakeup = -1});
     odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
     char older[37], newer[37];
