@@ -118,7 +118,12 @@ START_TEST(a_fanout_hands_its_rows_to_its_own_idle_loop)
     wait_rows(&x, "handler_name = 'plain' AND lease_owner IS NOT NULL AND next_retry_at = lease_until "
                   "AND attempts = 0 AND state = 'PENDING'",
               1);
-    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ordered' AND lease_owner IS NULL AND order_key IS NOT NULL"), 2);
+    /* given back, the loop's claim took the ordered row that is due along
+     * with plain's (its outcome waits for the round's last call): only the
+     * one due in an hour is left unclaimed (a CI run under ASan took this
+     * path and found 1 where the hand-off leaves 2) */
+    ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ordered' AND lease_owner IS NULL AND order_key IS NOT NULL"),
+                     given ? 1 : 2);
     ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NULL AND next_retry_at > created_date"), 2);
     ck_assert_int_eq(nrows(&x.f, 0, NULL), 4);
     /* free again, the loop claims the ordered row that is due */
