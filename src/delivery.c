@@ -215,6 +215,7 @@ static void delivery_destroy(odbox_delivery *d)
         free(d->types[i].handlers);
     free(d->types);
     for (size_t i = 0; d->shards && i < d->nshards; i++) {
+        odbox_kept_drop(&d->shards[i]);
         free(d->shards[i].replica_wait);
         free(d->shards[i].error_noted_us);
         free(d->shards[i].max_attempts);

@@ -59,6 +59,7 @@ void odbox_hcall_done(call *c, int rc, const odbox_error *e, int64_t took_us)
     c->duration_us = took_us;
     c->rc = rc == 0 ? 0 : rc < 0 ? rc : ODBOX_EINVAL;
     snprintf(c->message, sizeof c->message, "%.255s", e && e->message[0] ? e->message : odbox_strerror(c->rc));
+    atomic_store(&c->finished, 1);
 }
 
 void odbox_hcall_release(odbox_work *w)
@@ -338,6 +339,7 @@ static int fetch_calls(hround *h, odbox_stmt *s, size_t limit, int limited, int 
         cl->w.run = hcall_run;
         cl->w.release = odbox_hcall_release;
         atomic_init(&cl->w.refs, 1);
+        atomic_init(&cl->finished, 0);
         cl->handler = -1;
         cl->bucket = -1;
         cl->limited = limited;

@@ -217,6 +217,10 @@ static void classify(hround *h, int64_t post)
                 continue; /* left as it was: due again */
             if (c->w.state == ODBOX_WORK_TIMED_OUT) {
                 h->rd->timed_out++;
+                if (c->ordered) { /* claimed until it returns (delivery_kept.c) */
+                    c->bucket = B_KEEP;
+                    continue;
+                }
                 snprintf(c->why, sizeof c->why, "still running after %d ms (handler_timeout_ms); its thread is "
                                                 "abandoned", cfg->handler_timeout_ms);
                 failed = 1;
@@ -543,6 +547,7 @@ static void report(hround *h, int64_t post, odbox_conn *conn)
                                       "retried in %lld ms", e->handler_name, e->notification_id, e->event_id,
                       e->attempt, why, (long long)(c->next_retry_us - post) / 1000);
             break;
+        case B_KEEP: continue; /* counted and logged when its call returns */
         default: rd->unwritten++; continue;
         }
         int64_t duration = called                                  ? c->duration_us
@@ -564,6 +569,58 @@ static void round_on(hround *h, odbox_conn *c)
                                  sizeof h->table);
 }
 
+/* The outcomes of the shard's kept calls that have returned
+ * (delivery_kept.c), written as their rounds would have written them,
+ * under the claim each was made by (one pass per claim token), counted
+ * in rd; those not written stay kept, for a later round. */
+static int kept_outcomes(odbox_delivery *d, odbox_dshard *ds, odbox_conn *conn, odbox_delivery_round *rd,
+                         odbox_error *err)
+{
+    call *left = odbox_kept_returned(d, ds);
+    int rc = ODBOX_OK;
+    while (left && rc == ODBOX_OK) {
+        hround k = {.d = d, .ds = ds, .rd = rd};
+        round_on(&k, conn);
+        snprintf(k.token, sizeof k.token, "%s", left->claim_token);
+        size_t n = 0;
+        for (const call *c = left; c; c = c->kept_next)
+            n += !strcmp(c->claim_token, k.token);
+        if (!(k.calls = malloc(n * sizeof *k.calls))) {
+            rc = odbox_fail(err, ODBOX_ENOMEM, "out of memory");
+            break;
+        }
+        for (call **at = &left; *at;) {
+            call *c = *at;
+            if (strcmp(c->claim_token, k.token)) {
+                at = &c->kept_next;
+                continue;
+            }
+            *at = c->kept_next;
+            c->w.state = ODBOX_WORK_DONE;
+            c->bucket = -1;
+            k.calls[k.n++] = c;
+        }
+        odbox_log(ODBOX_LOG_INFO, "delivery: %zu call(s) of handler %s on shard %d.%d returned after "
+                                  "handler_timeout_ms; their outcomes are written now", k.n,
+                  k.calls[0]->env.handler_name, ds->id.group, ds->id.member);
+        int64_t post = odbox_kept_now(d, k.calls[0]);
+        classify(&k, post);
+        if ((rc = write_all(&k, conn, post, err)) == ODBOX_OK)
+            report(&k, post, conn);
+        for (size_t i = 0; i < k.n; i++) {
+            if (rc == ODBOX_OK) {
+                odbox_hcall_release(&k.calls[i]->w);
+            } else {
+                k.calls[i]->kept_next = left;
+                left = k.calls[i];
+            }
+        }
+        free(k.calls);
+    }
+    odbox_kept_put_back(d, ds, left);
+    return rc;
+}
+
 int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odbox_error *err)
 {
     odbox_delivery *d = x->d;
@@ -579,6 +636,10 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
         rc = odbox_pool_acquire(pool, &c, err);
     if (rc == ODBOX_OK) {
         round_on(&h, c);
+        if ((rc = kept_outcomes(d, ds, c, rd, err)) == ODBOX_OK)
+            rc = odbox_kept_renew(d, ds, c, err);
+    }
+    if (rc == ODBOX_OK) {
         odbox_handoff *ho = odbox_handoff_pop(d, ds);
         rc = ho ? odbox_handling_take(&h, c, ho, err) : odbox_handling_claim(&h, c, odbox_round_now(x), err);
         if (ho && rc == ODBOX_OK) {
@@ -621,7 +682,8 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
             rc = odbox_fail(err, rc < 0 ? rc : ODBOX_EINVAL, "the delivery hook refused the outcomes (%s)",
                             odbox_errname(rc < 0 ? rc : ODBOX_EINVAL));
             for (size_t i = 0; i < h.n; i++)
-                h.calls[i]->bucket = -1;
+                if (h.calls[i]->bucket != B_KEEP)
+                    h.calls[i]->bucket = -1;
             odbox_error ignored = {0};
             release_claims(&h, c, &ignored);
         }
@@ -631,6 +693,7 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
             report(&h, post, c);
         else
             rd->unwritten = h.n;
+        odbox_kept_add(&h, c);
         /* not a stop: the loop waits before it claims them again */
         if (rc == ODBOX_OK && unstarted)
             rc = odbox_fail(err, ODBOX_ENOMEM, "%zu of the round's %zu calls could not be started (out of memory, or "

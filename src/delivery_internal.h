@@ -169,6 +169,9 @@ typedef struct odbox_dshard {
      * (per shard: one count for all would give a shard the same turns
      * whenever the shards' claims alternate) */
     atomic_uint claim_turn;
+    /* under mu: calls of ordered subscriptions that outlived their
+     * timeout, whose claims are kept until they return (delivery_kept.c) */
+    struct call *kept;
 } odbox_dshard;
 
 typedef struct odbox_djob {
@@ -235,6 +238,10 @@ struct odbox_delivery {
 
 /* The shard's entry; NULL when s is not the delivery's registry's. */
 odbox_dshard *odbox_delivery_shard(odbox_delivery *d, const odbox_shard *s);
+
+/* Lets go of ds's kept calls (delivery_kept.c): their claims are no
+ * longer renewed and end with their lease. */
+void odbox_kept_drop(odbox_dshard *ds);
 
 /* The threads handler k's calls may hold at once in this process, hung
  * ones (abandoned, still running) included: its max_in_flight when below

@@ -11,8 +11,10 @@
 enum { SQL_DUE_READ = 111, SQL_OUTCOME, SQL_CLAIM, SQL_HANDOFF_READ, SQL_ORDER_RECHECK };
 
 /* Buckets, in the order they are written; B_RELEASE (not an outcome):
- * rows left as they were, their claim given back. */
-enum { B_PREFLIGHT = 0, B_SUCCEEDED, B_POSTFAILURE, B_RETRY, NBUCKETS, B_RELEASE = NBUCKETS };
+ * rows left as they were, their claim given back; B_KEEP (neither): a
+ * call of an ordered subscription still running at its timeout, whose
+ * claim is kept until it returns (delivery_kept.c). */
+enum { B_PREFLIGHT = 0, B_SUCCEEDED, B_POSTFAILURE, B_RETRY, NBUCKETS, B_RELEASE = NBUCKETS, B_KEEP };
 
 /* Why a row gets no call. */
 enum { CALL = 0, NO_CALL_EXPIRED, NO_CALL_UNKNOWN, NO_CALL_BAD_ROW, NO_CALL_NOT_TAKEN };
@@ -37,11 +39,18 @@ typedef struct call {
     int64_t retry_after_us; /* ... its delay */
     char message[256];
     int64_t duration_us;
+    atomic_int finished;    /* set once the above are written: the call returned */
     /* the round's */
     char why[160];         /* why a row failed without a call, or timed out */
     int bucket;            /* B_*, or -1: left as it was */
     const char *gave_up;   /* B_POSTFAILURE: why (a literal) */
     int64_t next_retry_us;
+    /* a kept call's (B_KEEP): its claim's token, the claim's now and
+     * when it was read (monotonic), its lease's last renewal in the
+     * delivery's time, and the shard's list (under the delivery's mu) */
+    char claim_token[ODBOX_UUID_LEN + 1];
+    int64_t claimed_at_us, claim_mono_us, renewed_us;
+    struct call *kept_next;
 } call;
 
 typedef struct hround {
@@ -84,5 +93,29 @@ int odbox_handling_claim(hround *h, odbox_conn *c, int64_t now, odbox_error *err
  * left to claims, nor rows it did not write): one statement, no
  * transaction. */
 int odbox_handling_take(hround *h, odbox_conn *c, const odbox_handoff *ho, odbox_error *err);
+
+/* Keeps the claims of h's B_KEEP rows, listed on its shard, each
+ * renewed at once when conn is given (else at the shard's next round):
+ * their rows stay claimed, and their model's order held, until their
+ * calls return. Logs each. */
+void odbox_kept_add(hround *h, odbox_conn *conn);
+
+/* Renews, on conn, the claims of the shard's kept calls still running
+ * whose renewal is due (a quarter of the lease passed); one found lost
+ * (its lease ran out and another round claimed the row) is let go,
+ * logged. */
+int odbox_kept_renew(odbox_delivery *d, odbox_dshard *ds, odbox_conn *conn, odbox_error *err);
+
+/* The shard's kept calls that returned, taken off its list (linked by
+ * kept_next, a reference each); NULL: none. */
+call *odbox_kept_returned(odbox_delivery *d, odbox_dshard *ds);
+
+/* Puts calls (linked by kept_next) back on the shard's list. */
+void odbox_kept_put_back(odbox_delivery *d, odbox_dshard *ds, call *list);
+
+/* Now for a kept call's outcome and renewals: the database's time
+ * counted from its claim by the monotonic clock, or the delivery's
+ * clock when one is given. */
+int64_t odbox_kept_now(const odbox_delivery *d, const call *c);
 
 #endif

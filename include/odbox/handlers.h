@@ -230,7 +230,8 @@ typedef struct odbox_delivery_round {
     size_t failed;              /* failed, to be retried (a timed-out call included) */
     size_t expired_preflight;   /* past retention when read: no call */
     size_t expired_postfailure; /* failed, and the next try would be past retention */
-    size_t timed_out;           /* calls still running at handler_timeout_ms (in failed) */
+    size_t timed_out;           /* calls still running at handler_timeout_ms (in failed; an ordered
+                                   handler's: not written, its row claimed until the call returns) */
     size_t unwritten;           /* rows left as they were (not called before a stop,
                                    or their outcomes not written: refused by the
                                    hook, or the database failed): due again */
@@ -271,8 +272,9 @@ typedef struct odbox_delivery_config {
      * put it back); 0: 7 days */
     int64_t retention_ms;
     int workers;               /* handler threads; 0: 8 */
-    /* A call still running this long counts as failed: its thread is
-     * abandoned (left running, not waited for) and replaced, up to a cap
+    /* A call still running this long counts as failed (an ordered
+     * handler's keeps its row claimed, renewed, until it returns): its
+     * thread is abandoned (left running, not waited for) and replaced, up to a cap
      * of such hung calls per handler (its max_in_flight below the
      * workers, else the workers: then none of its calls start here until
      * one returns); 0: 300000 */

@@ -128,7 +128,123 @@ START_TEST(a_row_visible_late_waits_for_the_call_of_its_model)
 }
 END_TEST
 
+/* A call of an ordered subscription still running at handler_timeout_ms
+ * is abandoned, but its row stays claimed (its lease renewed by the
+ * rounds) until the call returns: neither that row nor its model's next
+ * row is called meanwhile, however many leases and backoffs pass; once
+ * it returns, its outcome is written under its claim and the next row
+ * goes. Before, the row was written FAILED and called again after its
+ * backoff while the first call still ran, then the next row. */
+START_TEST(a_call_past_its_timeout_keeps_its_models_order_until_it_returns)
+{
+    hx x;
+    hx_open(&x, 1);
+    static model_calls mc;
+    memset(&mc, 0, sizeof mc);
+    pthread_mutex_init(&mc.mu, NULL);
+    atomic_init(&mc.block, 1);
+    atomic_init(&mc.blocked, 0);
+    odbox_handlers *h = one_handler_on("ord", EV_L.name, model_handle, &mc, &(odbox_handler_options){.ordered = 1});
+    hx_deliver(&x, h,
+               &(odbox_delivery_config){.workers = 2, .handler_timeout_ms = 200, .lease_ms = 1000,
+                                        .backoff_base_ms = 10, .backoff_cap_ms = 10, .cross_process_wakeup = -1});
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
+    char first[37], second[37];
+    emit_one(&x, m, first);
+    emit_one(&x, m, second);
+    hx_fanout(&x, 0);
+    odbox_delivery_round r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.read, 1);
+    ck_assert_int_eq(r.timed_out, 1);
+    int64_t claimed = nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0 AND lease_owner IS NOT NULL AND "
+                                     "order_lease_until IS NOT NULL");
+    /* ten leases (and many backoffs) pass in the delivery's time while
+     * the call runs; each round renews the claim */
+    size_t read = 0;
+    for (int i = 0; i < 20; i++) {
+        odbox_manual_clock_advance(x.clk, 500000);
+        read += hx_handle(&x, 0).read;
+    }
+    pthread_mutex_lock(&mc.mu);
+    int calls = mc.calls, overlapping = mc.overlapping;
+    pthread_mutex_unlock(&mc.mu);
+    printf("handlers_order: a call past its timeout, 10 leases on: %zu row(s) read, %d call(s), %d overlapping\n",
+           read, calls, overlapping);
+    ck_assert_int_eq(read, 0);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_int_eq(r.failed, 0);
+    ck_assert_int_eq(claimed, 1);
+    ck_assert_int_eq(ncol_int(&x.f, 0, first, "ord", "attempts"), 0);
+    atomic_store(&mc.block, 0);
+    size_t succeeded = 0;
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (succeeded < 2) {
+        ck_assert_msg(mono_ms_now() < end, "%zu of 2 rows succeeded once the call returned", succeeded);
+        succeeded += hx_handle(&x, 0).succeeded;
+        if (succeeded < 2)
+            jt_sleep_ms(10);
+    }
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'SUCCEEDED'"), 2);
+    ck_assert_int_eq(ncol_int(&x.f, 0, first, "ord", "attempts"), 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "lease_owner IS NOT NULL OR order_lease_until IS NOT NULL"), 0);
+    ck_assert_int_eq(mc.calls, 2);
+    ck_assert_str_eq(mc.events[0], first);
+    ck_assert_str_eq(mc.events[1], second);
+    ck_assert_int_eq(mc.overlapping, 0);
+    odbox_model_free(&m);
+    hx_close(&x);
+    pthread_mutex_destroy(&mc.mu);
+}
+END_TEST
+
+/* A kept claim that another round took over (its lease ran out while
+ * this process could not renew it) is let go at the next renewal: the
+ * call's late outcome writes nothing over the other round's claim. */
+START_TEST(a_kept_claim_taken_over_is_let_go)
+{
+    hx x;
+    hx_open(&x, 1);
+    static model_calls mc;
+    memset(&mc, 0, sizeof mc);
+    pthread_mutex_init(&mc.mu, NULL);
+    atomic_init(&mc.block, 1);
+    atomic_init(&mc.blocked, 0);
+    odbox_handlers *h = one_handler_on("ord", EV_L.name, model_handle, &mc, &(odbox_handler_options){.ordered = 1});
+    hx_deliver(&x, h,
+               &(odbox_delivery_config){.workers = 2, .handler_timeout_ms = 200, .lease_ms = 1000,
+                                        .cross_process_wakeup = -1});
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
+    char first[37];
+    emit_one(&x, m, first);
+    hx_fanout(&x, 0);
+    ck_assert_int_eq(hx_handle(&x, 0).timed_out, 1);
+    itest_exec(x.f.c[0], "UPDATE %s SET lease_owner = 'another-round' WHERE event_id = '%s'", ntab(&x.f, 0), first);
+    odbox_manual_clock_advance(x.clk, 500000);
+    ck_assert_int_eq(hx_handle(&x, 0).read, 0); /* the renewal finds the claim gone */
+    atomic_store(&mc.block, 0);
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    for (;;) {
+        pthread_mutex_lock(&mc.mu);
+        int running = mc.running;
+        pthread_mutex_unlock(&mc.mu);
+        if (!running)
+            break;
+        ck_assert_msg(mono_ms_now() < end, "the call never returned");
+        jt_sleep_ms(5);
+    }
+    jt_sleep_ms(50); /* its outcome recorded */
+    odbox_delivery_round r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.succeeded + r.stale + r.read, 0);
+    ck_assert_int_eq(nrows(&x.f, 0, "lease_owner = 'another-round' AND state = 'PENDING' AND attempts = 0"), 1);
+    odbox_model_free(&m);
+    hx_close(&x);
+    pthread_mutex_destroy(&mc.mu);
+}
+END_TEST
+
 void handlers_order_add_lease_tests(TCase *tc)
 {
+    tcase_add_test(tc, a_kept_claim_taken_over_is_let_go);
     tcase_add_test(tc, a_row_visible_late_waits_for_the_call_of_its_model);
+    tcase_add_test(tc, a_call_past_its_timeout_keeps_its_models_order_until_it_returns);
 }
