@@ -23,14 +23,14 @@ static int one_perform(odbox_context *ctx, json_object *params, odbox_plan *plan
     return rc;
 }
 
-/* Emits one event on m; its id into out. */
-static void emit_one(hx *x, odbox_model *m, char out[37])
+/* Emits one event on m through exe; its id into out. */
+static void emit_one(dfx *f, odbox_executor *exe, odbox_model *m, char out[37])
 {
     odbox_action a = {"PostLeased", one_perform, m};
     odbox_result res;
     odbox_error e = {0};
-    ck_assert_msg(odbox_execute(x->exe, &a, NULL, NULL, &res, &e) == ODBOX_OK, "%s", e.message);
-    event_of_action(&x->f, 0, res.action_id, out);
+    ck_assert_msg(odbox_execute(exe, &a, NULL, NULL, &res, &e) == ODBOX_OK, "%s", e.message);
+    event_of_action(f, 0, res.action_id, out);
     odbox_result_clear(&res);
 }
 
@@ -90,8 +90,8 @@ START_TEST(a_row_visible_late_waits_for_the_call_of_its_model)
     hx_deliver(&x, h, &(odbox_delivery_config){.workers = 2, .cross_process_wakeup = -1});
     odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
     char older[37], newer[37];
-    emit_one(&x, m, older);
-    emit_one(&x, m, newer);
+    emit_one(&x.f, x.exe, m, older);
+    emit_one(&x.f, x.exe, m, newer);
     itest_exec(x.f.c[0], "UPDATE %s SET delivered = TRUE WHERE id = '%s'", etab(&x.f, 0), older);
     hx_fanout(&x, 0);
     ck_assert_int_eq(nrows(&x.f, 0, "handler_name = 'ord'"), 1);
@@ -150,8 +150,8 @@ START_TEST(a_call_past_its_timeout_keeps_its_models_order_until_it_returns)
                                         .backoff_base_ms = 10, .backoff_cap_ms = 10, .cross_process_wakeup = -1});
     odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
     char first[37], second[37];
-    emit_one(&x, m, first);
-    emit_one(&x, m, second);
+    emit_one(&x.f, x.exe, m, first);
+    emit_one(&x.f, x.exe, m, second);
     hx_fanout(&x, 0);
     odbox_delivery_round r = hx_handle(&x, 0);
     ck_assert_int_eq(r.read, 1);
@@ -215,7 +215,7 @@ START_TEST(a_kept_claim_taken_over_is_let_go)
                                         .cross_process_wakeup = -1});
     odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
     char first[37];
-    emit_one(&x, m, first);
+    emit_one(&x.f, x.exe, m, first);
     hx_fanout(&x, 0);
     ck_assert_int_eq(hx_handle(&x, 0).timed_out, 1);
     itest_exec(x.f.c[0], "UPDATE %s SET lease_owner = 'another-round' WHERE event_id = '%s'", ntab(&x.f, 0), first);
@@ -242,8 +242,79 @@ START_TEST(a_kept_claim_taken_over_is_let_go)
 }
 END_TEST
 
+/* The same in the database's time (no clock given), with a second
+ * delivery on the shard as another process: the kept claim's lease (1 s)
+ * is renewed by its own delivery's rounds; through 2.5 leases of rounds
+ * of both, neither reads a row of the model, and once the call returns
+ * both rows are called, in order, one call each. */
+START_TEST(a_kept_claim_holds_its_model_in_every_process)
+{
+    jx x;
+    jx_open(&x, 1);
+    static model_calls mc;
+    memset(&mc, 0, sizeof mc);
+    pthread_mutex_init(&mc.mu, NULL);
+    atomic_init(&mc.block, 1);
+    atomic_init(&mc.blocked, 0);
+    const odbox_handler_options ordered = {.ordered = 1};
+    odbox_handlers *h = one_handler_on("ord", EV_L.name, model_handle, &mc, &ordered);
+    odbox_handlers *h2 = one_handler_on("ord", EV_L.name, model_handle, &mc, &ordered);
+    odbox_error e = {0};
+    odbox_delivery_config cfg = {.workers = 2, .handler_timeout_ms = 200, .lease_ms = 1000, .backoff_base_ms = 10,
+                                 .backoff_cap_ms = 10, .cross_process_wakeup = -1};
+    odbox_delivery *d = NULL, *d2 = NULL;
+    ck_assert_msg(odbox_delivery_open(x.f.r, h, &cfg, &d, &e) == ODBOX_OK, "%s", e.message);
+    ck_assert_msg(odbox_delivery_open(x.f.r, h2, &cfg, &d2, &e) == ODBOX_OK, "%s", e.message);
+    odbox_shard *s0 = odbox_registry_shard_at(x.f.r, 0);
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
+    char first[37], second[37];
+    emit_one(&x.f, x.exe, m, first);
+    emit_one(&x.f, x.exe, m, second);
+    fanout_until_idle(d, &x.f, NULL);
+    odbox_delivery_round r;
+    round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+    ck_assert_int_eq(r.read, 1);
+    ck_assert_int_eq(r.timed_out, 1);
+    size_t read = 0;
+    for (int64_t end = mono_ms_now() + 2500; mono_ms_now() < end; jt_sleep_ms(100)) {
+        round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+        read += r.read;
+        round_ok(odbox_delivery_handling_round(d2, s0, &r, &e), &e);
+        read += r.read;
+    }
+    pthread_mutex_lock(&mc.mu);
+    int calls = mc.calls;
+    pthread_mutex_unlock(&mc.mu);
+    printf("handlers_order: a call past its timeout, 2.5 leases of two deliveries' rounds in the database's time: "
+           "%zu row(s) read, %d call(s)\n", read, calls);
+    ck_assert_int_eq(read, 0);
+    ck_assert_int_eq(calls, 1);
+    atomic_store(&mc.block, 0);
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 2) {
+        ck_assert_msg(mono_ms_now() < end, "the model's rows were not called after the call returned");
+        round_ok(odbox_delivery_handling_round(d2, s0, &r, &e), &e);
+        round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
+        jt_sleep_ms(5);
+    }
+    ck_assert_int_eq(mc.calls, 2);
+    ck_assert_str_eq(mc.events[0], first);
+    ck_assert_str_eq(mc.events[1], second);
+    ck_assert_int_eq(mc.overlapping, 0);
+    ck_assert_int_eq(ncol_int(&x.f, 0, first, "ord", "attempts"), 1);
+    odbox_model_free(&m);
+    odbox_delivery_free(&d2);
+    odbox_delivery_free(&d);
+    odbox_handlers_free(&h2);
+    odbox_handlers_free(&h);
+    jx_close(&x);
+    pthread_mutex_destroy(&mc.mu);
+}
+END_TEST
+
 void handlers_order_add_lease_tests(TCase *tc)
 {
+    tcase_add_test(tc, a_kept_claim_holds_its_model_in_every_process);
     tcase_add_test(tc, a_kept_claim_taken_over_is_let_go);
     tcase_add_test(tc, a_row_visible_late_waits_for_the_call_of_its_model);
     tcase_add_test(tc, a_call_past_its_timeout_keeps_its_models_order_until_it_returns);
