@@ -43,6 +43,14 @@ typedef struct model_calls {
     atomic_int block, blocked;
 } model_calls;
 
+static void model_calls_init(model_calls *mc)
+{
+    memset(mc, 0, sizeof *mc);
+    pthread_mutex_init(&mc->mu, NULL);
+    atomic_init(&mc->block, 1);
+    atomic_init(&mc->blocked, 0);
+}
+
 static int model_handle(const odbox_envelope *env, void *user, odbox_error *err)
 {
     (void)err;
@@ -82,10 +90,7 @@ START_TEST(a_row_visible_late_waits_for_the_call_of_its_model)
     hx x;
     hx_open(&x, 1);
     static model_calls mc;
-    memset(&mc, 0, sizeof mc);
-    pthread_mutex_init(&mc.mu, NULL);
-    atomic_init(&mc.block, 1);
-    atomic_init(&mc.blocked, 0);
+    model_calls_init(&mc);
     odbox_handlers *h = one_handler_on("ord", EV_L.name, model_handle, &mc, &(odbox_handler_options){.ordered = 1});
     hx_deliver(&x, h, &(odbox_delivery_config){.workers = 2, .cross_process_wakeup = -1});
     odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
@@ -128,6 +133,30 @@ START_TEST(a_row_visible_late_waits_for_the_call_of_its_model)
 }
 END_TEST
 
+/* The kept claims' tests: a 200 ms timeout in a 1 s lease, 10 ms backoffs. */
+static const odbox_delivery_config kept_cfg = {.workers = 2, .handler_timeout_ms = 200, .lease_ms = 1000,
+                                               .backoff_base_ms = 10, .backoff_cap_ms = 10,
+                                               .cross_process_wakeup = -1};
+
+/* x opened with handler "ord" (ordered, on mc) under kept_cfg, n events
+ * emitted on one model (returned; ids into ids) and fanned out, and a
+ * first round (into *r) whose call of the oldest timed out. */
+static odbox_model *kept_round(hx *x, model_calls *mc, int n, char (*ids)[37], odbox_delivery_round *r)
+{
+    hx_open(x, 1);
+    model_calls_init(mc);
+    odbox_delivery_config cfg = kept_cfg;
+    hx_deliver(x, one_handler_on("ord", EV_L.name, model_handle, mc, &(odbox_handler_options){.ordered = 1}), &cfg);
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
+    for (int i = 0; i < n; i++)
+        emit_one(&x->f, x->exe, m, ids[i]);
+    hx_fanout(x, 0);
+    *r = hx_handle(x, 0);
+    ck_assert_int_eq(r->read, 1);
+    ck_assert_int_eq(r->timed_out, 1);
+    return m;
+}
+
 /* A call of an ordered subscription still running at handler_timeout_ms
  * is abandoned, but its row stays claimed (its lease renewed by the
  * rounds) until the call returns: neither that row nor its model's next
@@ -138,24 +167,11 @@ END_TEST
 START_TEST(a_call_past_its_timeout_keeps_its_models_order_until_it_returns)
 {
     hx x;
-    hx_open(&x, 1);
     static model_calls mc;
-    memset(&mc, 0, sizeof mc);
-    pthread_mutex_init(&mc.mu, NULL);
-    atomic_init(&mc.block, 1);
-    atomic_init(&mc.blocked, 0);
-    odbox_handlers *h = one_handler_on("ord", EV_L.name, model_handle, &mc, &(odbox_handler_options){.ordered = 1});
-    hx_deliver(&x, h,
-               &(odbox_delivery_config){.workers = 2, .handler_timeout_ms = 200, .lease_ms = 1000,
-                                        .backoff_base_ms = 10, .backoff_cap_ms = 10, .cross_process_wakeup = -1});
-    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
-    char first[37], second[37];
-    emit_one(&x.f, x.exe, m, first);
-    emit_one(&x.f, x.exe, m, second);
-    hx_fanout(&x, 0);
-    odbox_delivery_round r = hx_handle(&x, 0);
-    ck_assert_int_eq(r.read, 1);
-    ck_assert_int_eq(r.timed_out, 1);
+    char ids[2][37];
+    odbox_delivery_round r;
+    odbox_model *m = kept_round(&x, &mc, 2, ids, &r);
+    const char *first = ids[0], *second = ids[1];
     int64_t claimed = nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0 AND lease_owner IS NOT NULL AND "
                                      "order_lease_until IS NOT NULL");
     /* ten leases (and many backoffs) pass in the delivery's time while
@@ -203,22 +219,11 @@ END_TEST
 START_TEST(a_kept_claim_taken_over_is_let_go)
 {
     hx x;
-    hx_open(&x, 1);
     static model_calls mc;
-    memset(&mc, 0, sizeof mc);
-    pthread_mutex_init(&mc.mu, NULL);
-    atomic_init(&mc.block, 1);
-    atomic_init(&mc.blocked, 0);
-    odbox_handlers *h = one_handler_on("ord", EV_L.name, model_handle, &mc, &(odbox_handler_options){.ordered = 1});
-    hx_deliver(&x, h,
-               &(odbox_delivery_config){.workers = 2, .handler_timeout_ms = 200, .lease_ms = 1000,
-                                        .cross_process_wakeup = -1});
-    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
-    char first[37];
-    emit_one(&x.f, x.exe, m, first);
-    hx_fanout(&x, 0);
-    ck_assert_int_eq(hx_handle(&x, 0).timed_out, 1);
-    itest_exec(x.f.c[0], "UPDATE %s SET lease_owner = 'another-round' WHERE event_id = '%s'", ntab(&x.f, 0), first);
+    char ids[1][37];
+    odbox_delivery_round r;
+    odbox_model *m = kept_round(&x, &mc, 1, ids, &r);
+    itest_exec(x.f.c[0], "UPDATE %s SET lease_owner = 'another-round' WHERE event_id = '%s'", ntab(&x.f, 0), ids[0]);
     odbox_manual_clock_advance(x.clk, 500000);
     ck_assert_int_eq(hx_handle(&x, 0).read, 0); /* the renewal finds the claim gone */
     atomic_store(&mc.block, 0);
@@ -233,7 +238,7 @@ START_TEST(a_kept_claim_taken_over_is_let_go)
         jt_sleep_ms(5);
     }
     jt_sleep_ms(50); /* its outcome recorded */
-    odbox_delivery_round r = hx_handle(&x, 0);
+    r = hx_handle(&x, 0);
     ck_assert_int_eq(r.succeeded + r.stale + r.read, 0);
     ck_assert_int_eq(nrows(&x.f, 0, "lease_owner = 'another-round' AND state = 'PENDING' AND attempts = 0"), 1);
     odbox_model_free(&m);
@@ -252,16 +257,12 @@ START_TEST(a_kept_claim_holds_its_model_in_every_process)
     jx x;
     jx_open(&x, 1);
     static model_calls mc;
-    memset(&mc, 0, sizeof mc);
-    pthread_mutex_init(&mc.mu, NULL);
-    atomic_init(&mc.block, 1);
-    atomic_init(&mc.blocked, 0);
+    model_calls_init(&mc);
     const odbox_handler_options ordered = {.ordered = 1};
     odbox_handlers *h = one_handler_on("ord", EV_L.name, model_handle, &mc, &ordered);
     odbox_handlers *h2 = one_handler_on("ord", EV_L.name, model_handle, &mc, &ordered);
     odbox_error e = {0};
-    odbox_delivery_config cfg = {.workers = 2, .handler_timeout_ms = 200, .lease_ms = 1000, .backoff_base_ms = 10,
-                                 .backoff_cap_ms = 10, .cross_process_wakeup = -1};
+    odbox_delivery_config cfg = kept_cfg;
     odbox_delivery *d = NULL, *d2 = NULL;
     ck_assert_msg(odbox_delivery_open(x.f.r, h, &cfg, &d, &e) == ODBOX_OK, "%s", e.message);
     ck_assert_msg(odbox_delivery_open(x.f.r, h2, &cfg, &d2, &e) == ODBOX_OK, "%s", e.message);
