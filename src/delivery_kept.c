@@ -10,7 +10,10 @@
  * process while the call runs, and when it returns its outcome is
  * written under the same claim, as its round would have written it. If
  * this process dies or its rounds stop, the lease runs out and another
- * process claims the row, as for any claim.
+ * process claims the row, as for any claim. A call that never returns
+ * holds its model until the row's retention ends: then the renewals
+ * stop, and the first claim after the lease expires the row, as any row
+ * past its retention.
  *
  * The list is per shard, under the delivery's mu; each entry holds a
  * reference to its call (the abandoned thread holds another). */
@@ -159,6 +162,14 @@ int odbox_kept_renew(odbox_delivery *d, odbox_dshard *ds, odbox_conn *conn, odbo
         list = c->kept_next;
         int64_t now = odbox_kept_now(d, c);
         int lost = 0;
+        if (now > c->deadline_us) {
+            odbox_log(ODBOX_LOG_WARN, "delivery: the claim of notification %s (handler %s, event %s), kept while its "
+                                      "call runs past handler_timeout_ms, is no longer renewed: the row's retention "
+                                      "ended; it expires when its lease ends, and its model's later rows go on",
+                      c->env.notification_id, c->env.handler_name, c->env.event_id);
+            odbox_hcall_release(&c->w);
+            continue;
+        }
         if (rc == ODBOX_OK && now - c->renewed_us >= d->cfg.lease_us / 4 &&
             (rc = renew(d, conn, table, c, now, &lost, err)) == ODBOX_OK && lost) {
             odbox_log(ODBOX_LOG_WARN, "delivery: the claim of notification %s (handler %s, event %s), kept while its "

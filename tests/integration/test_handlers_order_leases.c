@@ -51,6 +51,21 @@ static void model_calls_init(model_calls *mc)
     atomic_init(&mc->blocked, 0);
 }
 
+/* Lets the blocked first call return, and waits until it has (and its
+ * outcome is recorded). */
+static void release_and_wait(model_calls *mc)
+{
+    atomic_store(&mc->block, 0);
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    for (int running = 1; running; jt_sleep_ms(5)) {
+        pthread_mutex_lock(&mc->mu);
+        running = mc->running;
+        pthread_mutex_unlock(&mc->mu);
+        ck_assert_msg(mono_ms_now() < end, "the call never returned");
+    }
+    jt_sleep_ms(50);
+}
+
 static int model_handle(const odbox_envelope *env, void *user, odbox_error *err)
 {
     (void)err;
@@ -138,14 +153,17 @@ static const odbox_delivery_config kept_cfg = {.workers = 2, .handler_timeout_ms
                                                .backoff_base_ms = 10, .backoff_cap_ms = 10,
                                                .cross_process_wakeup = -1};
 
-/* x opened with handler "ord" (ordered, on mc) under kept_cfg, n events
- * emitted on one model (returned; ids into ids) and fanned out, and a
- * first round (into *r) whose call of the oldest timed out. */
-static odbox_model *kept_round(hx *x, model_calls *mc, int n, char (*ids)[37], odbox_delivery_round *r)
+/* x opened with handler "ord" (ordered, on mc) under kept_cfg (with
+ * retention_ms), n events emitted on one model (returned; ids into ids)
+ * and fanned out, and a first round (into *r) whose call of the oldest
+ * timed out. */
+static odbox_model *kept_round(hx *x, model_calls *mc, int n, char (*ids)[37], int64_t retention_ms,
+                               odbox_delivery_round *r)
 {
     hx_open(x, 1);
     model_calls_init(mc);
     odbox_delivery_config cfg = kept_cfg;
+    cfg.retention_ms = retention_ms;
     hx_deliver(x, one_handler_on("ord", EV_L.name, model_handle, mc, &(odbox_handler_options){.ordered = 1}), &cfg);
     odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
     for (int i = 0; i < n; i++)
@@ -170,7 +188,7 @@ START_TEST(a_call_past_its_timeout_keeps_its_models_order_until_it_returns)
     static model_calls mc;
     char ids[2][37];
     odbox_delivery_round r;
-    odbox_model *m = kept_round(&x, &mc, 2, ids, &r);
+    odbox_model *m = kept_round(&x, &mc, 2, ids, 0, &r);
     const char *first = ids[0], *second = ids[1];
     int64_t claimed = nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0 AND lease_owner IS NOT NULL AND "
                                      "order_lease_until IS NOT NULL");
@@ -222,22 +240,11 @@ START_TEST(a_kept_claim_taken_over_is_let_go)
     static model_calls mc;
     char ids[1][37];
     odbox_delivery_round r;
-    odbox_model *m = kept_round(&x, &mc, 1, ids, &r);
+    odbox_model *m = kept_round(&x, &mc, 1, ids, 0, &r);
     itest_exec(x.f.c[0], "UPDATE %s SET lease_owner = 'another-round' WHERE event_id = '%s'", ntab(&x.f, 0), ids[0]);
     odbox_manual_clock_advance(x.clk, 500000);
     ck_assert_int_eq(hx_handle(&x, 0).read, 0); /* the renewal finds the claim gone */
-    atomic_store(&mc.block, 0);
-    int64_t end = mono_ms_now() + JT_BOUND_MS;
-    for (;;) {
-        pthread_mutex_lock(&mc.mu);
-        int running = mc.running;
-        pthread_mutex_unlock(&mc.mu);
-        if (!running)
-            break;
-        ck_assert_msg(mono_ms_now() < end, "the call never returned");
-        jt_sleep_ms(5);
-    }
-    jt_sleep_ms(50); /* its outcome recorded */
+    release_and_wait(&mc);
     r = hx_handle(&x, 0);
     ck_assert_int_eq(r.succeeded + r.stale + r.read, 0);
     ck_assert_int_eq(nrows(&x.f, 0, "lease_owner = 'another-round' AND state = 'PENDING' AND attempts = 0"), 1);
@@ -313,8 +320,49 @@ START_TEST(a_kept_claim_holds_its_model_in_every_process)
 }
 END_TEST
 
+/* The call's return and its row's retention bound a kept claim. This
+ * call does not return while its row's retention (3 s) lasts: the claim
+ * is renewed until then, then let go; once its lease has run out, claims
+ * expire the row and its model's next row, as any rows past their
+ * retention, without a call. */
+START_TEST(a_kept_claim_ends_with_its_rows_retention)
+{
+    hx x;
+    static model_calls mc;
+    char ids[2][37];
+    odbox_delivery_round r;
+    odbox_model *m = kept_round(&x, &mc, 2, ids, 3000, &r);
+    size_t read = 0, expired = 0;
+    for (int i = 0; i < 5; i++) { /* 2.5 s: renewed */
+        odbox_manual_clock_advance(x.clk, 500000);
+        read += hx_handle(&x, 0).read;
+    }
+    ck_assert_int_eq(read, 0);
+    for (int i = 0; i < 8 && expired < 2; i++) { /* past the retention, then the last lease */
+        odbox_manual_clock_advance(x.clk, 500000);
+        r = hx_handle(&x, 0);
+        expired += r.expired_preflight;
+    }
+    pthread_mutex_lock(&mc.mu);
+    int calls = mc.calls;
+    pthread_mutex_unlock(&mc.mu);
+    printf("handlers_order: a kept call past its row's retention: %zu row(s) expired, %d call(s)\n", expired, calls);
+    ck_assert_int_eq(expired, 2);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_int_eq(nrows(&x.f, 0, "state = 'EXPIRED' AND attempts = 0"), 2);
+    release_and_wait(&mc);
+    r = hx_handle(&x, 0);
+    ck_assert_int_eq(r.succeeded + r.stale + r.read, 0);
+    ck_assert_int_eq(mc.calls, 1);
+    odbox_model_free(&m);
+    hx_close(&x);
+    pthread_mutex_destroy(&mc.mu);
+}
+END_TEST
+
 void handlers_order_add_lease_tests(TCase *tc)
 {
+    tcase_add_test(tc, a_kept_claim_ends_with_its_rows_retention);
     tcase_add_test(tc, a_kept_claim_holds_its_model_in_every_process);
     tcase_add_test(tc, a_kept_claim_taken_over_is_let_go);
     tcase_add_test(tc, a_row_visible_late_waits_for_the_call_of_its_model);
