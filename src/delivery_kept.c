@@ -148,6 +148,15 @@ static int renew(odbox_delivery *d, odbox_conn *conn, const char *table, call *c
     return rc;
 }
 
+/* Drops c from the kept calls, saying why. */
+static void let_go(call *c, const char *why)
+{
+    odbox_log(ODBOX_LOG_WARN, "delivery: the claim of notification %s (handler %s, event %s), kept while its call "
+                              "runs past handler_timeout_ms, %s", c->env.notification_id, c->env.handler_name,
+              c->env.event_id, why);
+    odbox_hcall_release(&c->w);
+}
+
 int odbox_kept_renew(odbox_delivery *d, odbox_dshard *ds, odbox_conn *conn, odbox_error *err)
 {
     call *list = take_all(d, ds), *kept = NULL;
@@ -163,20 +172,14 @@ int odbox_kept_renew(odbox_delivery *d, odbox_dshard *ds, odbox_conn *conn, odbo
         int64_t now = odbox_kept_now(d, c);
         int lost = 0;
         if (now > c->deadline_us) {
-            odbox_log(ODBOX_LOG_WARN, "delivery: the claim of notification %s (handler %s, event %s), kept while its "
-                                      "call runs past handler_timeout_ms, is no longer renewed: the row's retention "
-                                      "ended; it expires when its lease ends, and its model's later rows go on",
-                      c->env.notification_id, c->env.handler_name, c->env.event_id);
-            odbox_hcall_release(&c->w);
+            let_go(c, "is no longer renewed: the row's retention ended; it expires when its lease ends, and its "
+                      "model's later rows go on");
             continue;
         }
         if (rc == ODBOX_OK && now - c->renewed_us >= d->cfg.lease_us / 4 &&
             (rc = renew(d, conn, table, c, now, &lost, err)) == ODBOX_OK && lost) {
-            odbox_log(ODBOX_LOG_WARN, "delivery: the claim of notification %s (handler %s, event %s), kept while its "
-                                      "call runs past handler_timeout_ms, was lost (its lease ran out and another "
-                                      "round claimed the row): its model's order no longer waits for that call",
-                      c->env.notification_id, c->env.handler_name, c->env.event_id);
-            odbox_hcall_release(&c->w);
+            let_go(c, "was lost (its lease ran out and another round claimed the row): its model's order no longer "
+                      "waits for that call");
             continue;
         }
         c->kept_next = kept;
