@@ -637,7 +637,7 @@ int odbox_handling_round(const odbox_round_ctx *x, odbox_delivery_round *rd, odb
     if (rc == ODBOX_OK) {
         round_on(&h, c);
         if ((rc = kept_outcomes(d, ds, c, rd, err)) == ODBOX_OK)
-            rc = odbox_kept_renew(d, ds, c, err);
+            rc = odbox_kept_renew(&h, c, err);
     }
     if (rc == ODBOX_OK) {
         odbox_handoff *ho = odbox_handoff_pop(d, ds);

@@ -157,14 +157,11 @@ static void let_go(call *c, const char *why)
     odbox_hcall_release(&c->w);
 }
 
-int odbox_kept_renew(odbox_delivery *d, odbox_dshard *ds, odbox_conn *conn, odbox_error *err)
+int odbox_kept_renew(const hround *h, odbox_conn *conn, odbox_error *err)
 {
+    odbox_delivery *d = h->d;
+    odbox_dshard *ds = h->ds;
     call *list = take_all(d, ds), *kept = NULL;
-    if (!list)
-        return ODBOX_OK;
-    char table[ODBOX_NAME_MAX * 2 + 32];
-    odbox_dialect_eventlog_table(odbox_conn_dialect(conn), odbox_shard_eventlog(ds->shard), "event_notifications",
-                                 table, sizeof table);
     int rc = ODBOX_OK;
     while (list) {
         call *c = list;
@@ -177,7 +174,7 @@ int odbox_kept_renew(odbox_delivery *d, odbox_dshard *ds, odbox_conn *conn, odbo
             continue;
         }
         if (rc == ODBOX_OK && now - c->renewed_us >= d->cfg.lease_us / 4 &&
-            (rc = renew(d, conn, table, c, now, &lost, err)) == ODBOX_OK && lost) {
+            (rc = renew(d, conn, h->table, c, now, &lost, err)) == ODBOX_OK && lost) {
             let_go(c, "was lost (its lease ran out and another round claimed the row): its model's order no longer "
                       "waits for that call");
             continue;
@@ -210,7 +207,7 @@ void odbox_kept_add(hround *h, odbox_conn *conn)
     }
     odbox_kept_put_back(d, h->ds, list);
     odbox_error e = {0};
-    if (list && conn && odbox_kept_renew(d, h->ds, conn, &e) != ODBOX_OK)
+    if (list && conn && odbox_kept_renew(h, conn, &e) != ODBOX_OK)
         odbox_log(ODBOX_LOG_WARN, "delivery: kept claims on shard %d.%d not renewed (tried again next round): %s",
                   h->ds->id.group, h->ds->id.member, e.message);
 }

@@ -100,11 +100,11 @@ int odbox_handling_take(hround *h, odbox_conn *c, const odbox_handoff *ho, odbox
  * calls return. Logs each. */
 void odbox_kept_add(hround *h, odbox_conn *conn);
 
-/* Renews, on conn, the claims of the shard's kept calls still running
- * whose renewal is due (a quarter of the lease passed); one found lost
- * (its lease ran out and another round claimed the row) is let go,
- * logged. */
-int odbox_kept_renew(odbox_delivery *d, odbox_dshard *ds, odbox_conn *conn, odbox_error *err);
+/* Renews, on conn, the claims of h's shard's kept calls still running
+ * whose renewal is due (a quarter of the lease passed), in h's table;
+ * one found lost (its lease ran out and another round claimed the row)
+ * or past its row's retention is let go, logged. */
+int odbox_kept_renew(const hround *h, odbox_conn *conn, odbox_error *err);
 
 /* The shard's kept calls that returned, taken off its list (linked by
  * kept_next, a reference each); NULL: none. */

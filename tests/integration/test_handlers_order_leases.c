@@ -175,6 +175,14 @@ static odbox_model *kept_round(hx *x, model_calls *mc, int n, char (*ids)[37], i
     return m;
 }
 
+/* Ends what kept_round opened. */
+static void kept_close(hx *x, model_calls *mc, odbox_model **m)
+{
+    odbox_model_free(m);
+    hx_close(x);
+    pthread_mutex_destroy(&mc->mu);
+}
+
 /* A call of an ordered subscription still running at handler_timeout_ms
  * is abandoned, but its row stays claimed (its lease renewed by the
  * rounds) until the call returns: neither that row nor its model's next
@@ -225,9 +233,7 @@ START_TEST(a_call_past_its_timeout_keeps_its_models_order_until_it_returns)
     ck_assert_str_eq(mc.events[0], first);
     ck_assert_str_eq(mc.events[1], second);
     ck_assert_int_eq(mc.overlapping, 0);
-    odbox_model_free(&m);
-    hx_close(&x);
-    pthread_mutex_destroy(&mc.mu);
+    kept_close(&x, &mc, &m);
 }
 END_TEST
 
@@ -248,9 +254,7 @@ START_TEST(a_kept_claim_taken_over_is_let_go)
     r = hx_handle(&x, 0);
     ck_assert_int_eq(r.succeeded + r.stale + r.read, 0);
     ck_assert_int_eq(nrows(&x.f, 0, "lease_owner = 'another-round' AND state = 'PENDING' AND attempts = 0"), 1);
-    odbox_model_free(&m);
-    hx_close(&x);
-    pthread_mutex_destroy(&mc.mu);
+    kept_close(&x, &mc, &m);
 }
 END_TEST
 
@@ -354,9 +358,7 @@ START_TEST(a_kept_claim_ends_with_its_rows_retention)
     r = hx_handle(&x, 0);
     ck_assert_int_eq(r.succeeded + r.stale + r.read, 0);
     ck_assert_int_eq(mc.calls, 1);
-    odbox_model_free(&m);
-    hx_close(&x);
-    pthread_mutex_destroy(&mc.mu);
+    kept_close(&x, &mc, &m);
 }
 END_TEST
 
