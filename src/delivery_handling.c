@@ -212,6 +212,10 @@ static void classify(hround *h, int64_t post)
         if (c->skip == NO_CALL_NOT_TAKEN)
             continue; /* left as it was: due again */
         if (c->skip == CALL) {
+            if (c->w.state == ODBOX_WORK_CUT_OFF && c->ordered) {
+                c->bucket = B_KEEP; /* claimed while it may still run, as after a timeout */
+                continue;
+            }
             if (c->w.state == ODBOX_WORK_NOT_RUN || c->w.state == ODBOX_WORK_CUT_OFF ||
                 c->w.state == ODBOX_WORK_LATE || c->w.state == ODBOX_WORK_HELD)
                 continue; /* left as it was: due again */
@@ -547,7 +551,9 @@ static void report(hround *h, int64_t post, odbox_conn *conn)
                                       "retried in %lld ms", e->handler_name, e->notification_id, e->event_id,
                       e->attempt, why, (long long)(c->next_retry_us - post) / 1000);
             break;
-        case B_KEEP: continue; /* counted and logged when its call returns */
+        case B_KEEP: /* counted and logged when its call returns; one cut off is left as it was till then */
+            rd->unwritten += c->w.state == ODBOX_WORK_CUT_OFF;
+            continue;
         default: rd->unwritten++; continue;
         }
         int64_t duration = called                                  ? c->duration_us

@@ -1,6 +1,6 @@
 /* odbox — kept claims: a call of an ordered subscription still running at
- * handler_timeout_ms is abandoned (its thread left running) but its row
- * is not given up. Written as failed, the row would be due again after
+ * handler_timeout_ms, or at a stop's stop_wait_ms, is abandoned (its
+ * thread left running) but its row is not given up. Written as failed, the row would be due again after
  * its backoff and called a second time while the first call runs, and
  * once that second call succeeded the model's next row would go too: two
  * calls of one model at once, in this process or another, which the
@@ -200,10 +200,17 @@ void odbox_kept_add(hround *h, odbox_conn *conn)
         c->claim_mono_us = h->lease_end_mono_us - d->cfg.lease_us;
         c->kept_next = list;
         list = c;
-        odbox_log(ODBOX_LOG_WARN, "delivery: handler %s on notification %s (event %s) still runs after %d ms "
-                                  "(handler_timeout_ms); its subscription is ordered, so the row stays claimed (its "
-                                  "lease renewed) and its model's later rows wait until the call returns",
-                  c->env.handler_name, c->env.notification_id, c->env.event_id, d->cfg.handler_timeout_ms);
+        if (c->w.state == ODBOX_WORK_CUT_OFF)
+            odbox_log(ODBOX_LOG_WARN, "delivery: handler %s on notification %s (event %s) still runs %d ms into a "
+                                      "stop (stop_wait_ms); its subscription is ordered, so the row stays claimed "
+                                      "and its model's later rows wait until its lease (lease_ms) ends, or until "
+                                      "this delivery's next round after the call returns",
+                      c->env.handler_name, c->env.notification_id, c->env.event_id, d->cfg.stop_wait_ms);
+        else
+            odbox_log(ODBOX_LOG_WARN, "delivery: handler %s on notification %s (event %s) still runs after %d ms "
+                                      "(handler_timeout_ms); its subscription is ordered, so the row stays claimed "
+                                      "(its lease renewed) and its model's later rows wait until the call returns",
+                      c->env.handler_name, c->env.notification_id, c->env.event_id, d->cfg.handler_timeout_ms);
     }
     odbox_kept_put_back(d, h->ds, list);
     odbox_error e = {0};

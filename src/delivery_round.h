@@ -12,8 +12,8 @@ enum { SQL_DUE_READ = 111, SQL_OUTCOME, SQL_CLAIM, SQL_HANDOFF_READ, SQL_ORDER_R
 
 /* Buckets, in the order they are written; B_RELEASE (not an outcome):
  * rows left as they were, their claim given back; B_KEEP (neither): a
- * call of an ordered subscription still running at its timeout, whose
- * claim is kept until it returns (delivery_kept.c). */
+ * call of an ordered subscription still running at its timeout or cut
+ * off by a stop, whose claim is kept until it returns (delivery_kept.c). */
 enum { B_PREFLIGHT = 0, B_SUCCEEDED, B_POSTFAILURE, B_RETRY, NBUCKETS, B_RELEASE = NBUCKETS, B_KEEP };
 
 /* Why a row gets no call. */

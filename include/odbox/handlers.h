@@ -280,7 +280,8 @@ typedef struct odbox_delivery_config {
      * one returns); 0: 300000 */
     int handler_timeout_ms;
     /* At a stop, running calls get this long before they are abandoned
-     * (their rows stay due: re-delivered later); 0: 5000 */
+     * (their rows stay due: re-delivered later; an ordered
+     * subscription's stay claimed until their lease ends); 0: 5000 */
     int stop_wait_ms;
     /* The fan-out job's execution loops at most this long; 0: 60000. The
      * handling is no job and has no executions: this cuts no call off. */
@@ -337,7 +338,8 @@ int odbox_delivery_open(odbox_registry *registry, odbox_handlers *handlers, cons
  * execution ends, so that the next one follows at once. The handling is
  * no job: its loops (handling_loops threads per shard) start with odbox_jobs_start in
  * every process that adds it, and stop with odbox_jobs_stop (running
- * calls get stop_wait_ms; the rows of calls cut off are given back). ODBOX_EINVAL for a bad mask, and
+ * calls get stop_wait_ms; the rows of calls cut off are given back,
+ * an ordered subscription's at their lease's end). ODBOX_EINVAL for a bad mask, and
  * for a stop_wait_ms above half of jobs' shutdown_max_wait_ms (the rest
  * is for the round's statements: otherwise a stop gives up on
  * executions); ODBOX_ESTATE for a job added already. Not thread-safe. */

@@ -1,8 +1,9 @@
 /* odbox — integration tests of the order leases (V18), part of the
  * handlers_order suite (test_handlers_order.c), on every dialect: a row of
  * an ordered subscription that becomes visible after a newer row of its
- * model was claimed waits while that row's call runs, so two calls of one
- * model never run at once. */
+ * model was claimed waits while that row's call runs, and a call past its
+ * timeout or cut off by a stop keeps its claim, so two calls of one model
+ * never run at once. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -362,8 +363,78 @@ START_TEST(a_kept_claim_ends_with_its_rows_retention)
 }
 END_TEST
 
+/* At a stop, a call of an ordered subscription still running after
+ * stop_wait_ms is abandoned, but its row stays claimed until its lease
+ * (3 s) ends: a second delivery on the shard (another process) calls
+ * neither that row nor its model's next row meanwhile, then both, in
+ * order, none beside the cut-off call. Before, the row was given back at
+ * the stop and called again at once while the cut-off call still ran
+ * (then the next row). */
+START_TEST(a_call_cut_off_by_a_stop_keeps_its_models_order_until_its_lease_ends)
+{
+    jx x;
+    jx_open(&x, 1);
+    static model_calls mc;
+    model_calls_init(&mc);
+    const odbox_handler_options ordered = {.ordered = 1};
+    odbox_delivery_config cfg = {.workers = 2, .handler_timeout_ms = 1000, .lease_ms = 3000, .stop_wait_ms = 100,
+                                 .cross_process_wakeup = -1};
+    jx_run(&x, one_handler_on("ord", EV_L.name, model_handle, &mc, &ordered), &cfg,
+           ODBOX_DELIVERY_FANOUT | ODBOX_DELIVERY_HANDLING);
+    odbox_model *m = dfx_dummy_in((odbox_shard_id){0, 0}, "ordered", 1);
+    char first[37], second[37];
+    emit_one(&x.f, x.exe, m, first);
+    emit_one(&x.f, x.exe, m, second);
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (!atomic_load(&mc.blocked))
+        ck_assert_msg(mono_ms_now() < end, "the first call never started: %s", jx_describe(&x)), jt_sleep_ms(5);
+    odbox_error e = {0};
+    ck_assert_msg(odbox_jobs_stop(x.jobs, &e) == ODBOX_OK, "%s", e.message);
+    int64_t claimed = nrows(&x.f, 0, "state = 'PENDING' AND attempts = 0 AND lease_owner IS NOT NULL AND "
+                                     "order_lease_until IS NOT NULL");
+    odbox_handlers *h2 = one_handler_on("ord", EV_L.name, model_handle, &mc, &ordered);
+    odbox_delivery_config cfg2 = {.workers = 2, .handler_timeout_ms = 1000, .lease_ms = 3000,
+                                  .cross_process_wakeup = -1};
+    odbox_delivery *d2 = NULL;
+    ck_assert_msg(odbox_delivery_open(x.f.r, h2, &cfg2, &d2, &e) == ODBOX_OK, "%s", e.message);
+    odbox_shard *s0 = odbox_registry_shard_at(x.f.r, 0);
+    odbox_delivery_round r;
+    size_t read = 0;
+    for (int64_t until = mono_ms_now() + 1000; mono_ms_now() < until; jt_sleep_ms(100)) {
+        round_ok(odbox_delivery_handling_round(d2, s0, &r, &e), &e);
+        read += r.read;
+    }
+    pthread_mutex_lock(&mc.mu);
+    int calls = mc.calls, overlapping = mc.overlapping;
+    pthread_mutex_unlock(&mc.mu);
+    printf("handlers_order: a call cut off by a stop, 1 s of another delivery's rounds: %zu row(s) read, %d call(s), "
+           "%d overlapping\n", read, calls, overlapping);
+    ck_assert_int_eq(claimed, 1);
+    ck_assert_int_eq(read, 0);
+    ck_assert_int_eq(calls, 1);
+    release_and_wait(&mc);
+    end = mono_ms_now() + JT_BOUND_MS;
+    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 2) {
+        ck_assert_msg(mono_ms_now() < end, "the model's rows were not called once the lease ended");
+        round_ok(odbox_delivery_handling_round(d2, s0, &r, &e), &e);
+        jt_sleep_ms(20);
+    }
+    ck_assert_int_eq(mc.calls, 3);
+    ck_assert_str_eq(mc.events[0], first);
+    ck_assert_str_eq(mc.events[1], first);
+    ck_assert_str_eq(mc.events[2], second);
+    ck_assert_int_eq(mc.overlapping, 0);
+    odbox_model_free(&m);
+    odbox_delivery_free(&d2);
+    odbox_handlers_free(&h2);
+    jx_close(&x);
+    pthread_mutex_destroy(&mc.mu);
+}
+END_TEST
+
 void handlers_order_add_lease_tests(TCase *tc)
 {
+    tcase_add_test(tc, a_call_cut_off_by_a_stop_keeps_its_models_order_until_its_lease_ends);
     tcase_add_test(tc, a_kept_claim_ends_with_its_rows_retention);
     tcase_add_test(tc, a_kept_claim_holds_its_model_in_every_process);
     tcase_add_test(tc, a_kept_claim_taken_over_is_let_go);
