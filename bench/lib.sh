@@ -265,8 +265,7 @@ pg_db_dsn() {
 # ceiling_db_run PROCS: N events written as the relay runs write them,
 # into a database of their own (dbs, for the script's cleanup), drained by
 # PROCS odbox-bench-relay-ceiling processes (relay_timed); sets ceil and
-# ceil_drain (events/s with their start and of the drain alone) and
-# prints them next to the relay run's rate and drain_rate.
+# ceil_drain (events/s with their start and of the drain alone).
 ceiling_db_run() {
     local db="ceiling_bench_$$_$1" dsn
     dbs+=("$db")
@@ -277,12 +276,39 @@ ceiling_db_run() {
     relay_timed "ceiling:$dsn" "$1" "ceiling x$1" "$(drained_sql eventlog)" psql_on "$db"
     ceil=$((N * 1000 / relay_ms))
     ceil_drain=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))
-    say "  the same drain with a broker that confirms at once: $ceil events/s, the drain alone $ceil_drain;" \
-        "relay/ceiling $(ratio "$rate" "$ceil"), the drain alone $(ratio "$drain_rate" "$ceil_drain")"
+}
+
+# relay_rounds PROCS RAW_WHAT: BENCH_ROUNDS rounds of relay_run PROCS
+# ROUND, raw_run PROCS ROUND and ceiling_db_run PROCS, back to back (each
+# sets rate, drain_rate, raw, ceil and ceil_drain), a line per round, then
+# the medians and the median of the rounds' ratios with their range: a
+# shared machine's load moves single runs by a third or more, and a pair
+# run back to back shares most of it. RAW_WHAT names the raw publisher.
+relay_rounds() {
+    local procs=$1 what=$2 r rates=() drains=() raws=() ceils=() ratios=() b0 raw_cpu_us
+    for ((r = 1; r <= ROUNDS; r++)); do
+        relay_run "$procs" "$r"
+        b0=$(busy_ticks)
+        raw_run "$procs" "$r"
+        raw_cpu_us=$(machine_us "$N" "$b0")
+        ceiling_db_run "$procs"
+        rates+=("$rate") drains+=("$drain_rate") raws+=("$raw") ceils+=("$ceil") ratios+=("$(ratio "$rate" "$raw")")
+        say "  round $r, x$procs: relay $rate events/s (the drain alone $drain_rate), raw $raw msg/s${size:+ ($size-byte messages)}, ratio ${ratios[-1]};" \
+            "ceiling $ceil (the drain alone $ceil_drain); machine CPU per event: relay $relay_cpu_us us, raw $raw_cpu_us us"
+    done
+    local sorted
+    sorted=$(tr ' ' '\n' <<<"${ratios[*]}" | sort -g)
+    say "relay x$procs: median $(median "${rates[@]}") events/s (the drain alone $(median "${drains[@]}")) | $what: median $(median "${raws[@]}") msg/s |" \
+        "ratio, the median of $ROUNDS rounds: $(median_ratio "${ratios[@]}") ($(head -1 <<<"$sorted")-$(tail -1 <<<"$sorted")), goal $GOAL |" \
+        "ceiling median $(median "${ceils[@]}"), relay/ceiling $(ratio "$(median "${rates[@]}")" "$(median "${ceils[@]}")")"
 }
 
 # A number from a benchmark program's one-line JSON (its keys are unique).
 # The median of the numbers on stdin, one per line.
+# median X...: the median of its integer arguments (of the middle two: their
+# mean, an integer); median_ratio X...: of ratios with two decimals.
+median() { tr ' ' '\n' <<<"$*" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+median_ratio() { tr ' ' '\n' <<<"$*" | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 median_lines() { sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
 json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" "$2"; }
 

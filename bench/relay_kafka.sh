@@ -78,7 +78,6 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-median() { tr ' ' '\n' <<<"$*" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 topics=()
 for r in $(seq "$ROUNDS"); do for p in 1 4; do topics+=("kb.r${r}p$p" "kb.raw.r${r}p$p"); done; done

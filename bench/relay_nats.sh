@@ -15,7 +15,8 @@
 # odbox-bench-relay-ceiling processes, the delivery with `odbox relay`'s
 # settings and a broker that confirms at once: what the outbox side alone
 # drains on this machine, so relay/ceiling says how much the broker's
-# publishes take.
+# publishes take. Relay, raw and ceiling runs alternate, BENCH_ROUNDS times
+# each; the ratio is the median of the rounds' (bench/lib.sh relay_rounds).
 #
 # Usage: bench/relay_nats.sh
 # Environment:
@@ -24,6 +25,7 @@
 #   BENCH_EVENTS     events per run (default 40000: the relay processes' start,
 #                    in their time, stays a small part of it)
 #   BENCH_WORKERS    publishing threads per relay process (default 8)
+#   BENCH_ROUNDS     rounds of each kind (default 3)
 # Without ODBOX_TEST_PG_DSN it re-runs itself under tests/db/with-servers.sh
 # --only pg. Needs nats-server and a build with libnats. Benchmarks are not
 # timed tests: the ratio is reported, never a failure.
@@ -36,7 +38,9 @@ BUILDDIR=${ODBOX_BUILDDIR:-$SRCDIR/build}
 source "$HERE/lib.sh"
 N=${BENCH_EVENTS:-40000}
 WORKERS=${BENCH_WORKERS:-8}
+ROUNDS=${BENCH_ROUNDS:-3}
 GOAL=0.8
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS: a positive integer"
 
 under_pg_servers "$HERE/relay_nats.sh" "$@"
 command -v nats-server >/dev/null || die "nats-server not found (tests/db/install-deps.sh installs it)"
@@ -70,46 +74,42 @@ done
 [[ -n $nats_pid ]] || die "nats-server did not start: $(cat "$tmp/nats.log")"
 url="nats://127.0.0.1:$port"
 
-# relay_run PROCS: events/s of PROCS relay processes; sets rate and size
+# relay_run PROCS ROUND: events/s of PROCS relay processes into a stream
+# of the round's own; sets rate, drain_rate and size
 relay_run() {
-    local procs=$1 db="relay_bench_$$_$1"
+    local procs=$1 db="relay_bench_$$_$1" st="R$1x$2" sub="r$1x$2"
     dbs+=("$db")
     psql_on "${base##*/}" "DROP DATABASE IF EXISTS $db" && psql_on "${base##*/}" "CREATE DATABASE $db"
     local dsn
     dsn=$(pg_db_dsn "$db" "")
     "$O" migrate --dsn "$dsn" --migrations "$SRCDIR/migrations" >/dev/null
-    "$T" create "$url" "R$procs" "r$procs.>" >/dev/null
-    cat >"$tmp/r$procs.json" <<EOF
+    "$T" create "$url" "$st" "$sub.>" >/dev/null
+    cat >"$tmp/$sub.json" <<EOF
 {"shards": [{"group": 0, "member": 0, "primary": "$dsn"}],
  "relays": [{"name": "bench", "kind": "nats", "event_types": ["RelayProbed"],
-             "settings": {"url": "$url", "subject": "r$procs.{model_type}.{event_type}", "stream": "R$procs"}}]}
+             "settings": {"url": "$url", "subject": "$sub.{model_type}.{event_type}", "stream": "$st"}}]}
 EOF
     "$W" "$dsn" "$N" 100 100
-    relay_timed "$tmp/r$procs.json" "$procs" "relay x$procs" "$(drained_sql eventlog)" psql_on "$db"
-    read -r _ msgs _ _ _ dups _ _ _ size _ <<<"$("$T" count "$url" "R$procs")"
+    relay_timed "$tmp/$sub.json" "$procs" "relay x$procs" "$(drained_sql eventlog)" psql_on "$db"
+    read -r _ msgs _ _ _ dups _ _ _ size _ <<<"$("$T" count "$url" "$st")"
     [[ $msgs == "$N" && $dups == 0 ]] || die "relay x$procs: stream has $msgs messages, $dups duplicates"
     rate=$((N * 1000 / relay_ms))
     drain_rate=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))
 }
 
-# raw_run THREADS SIZE: js_Publish + ack loop; sets raw
+# raw_run PROCS ROUND: js_Publish + ack loop on as many threads as PROCS
+# relays have workers, with relay_run's message size; sets raw
 raw_run() {
-    "$T" create "$url" "RAW$1" "raw$1.>" >/dev/null
+    "$T" create "$url" "RAW$1x$2" "raw$1x$2.>" >/dev/null
     local out
-    out=$("$T" publish "$url" "raw$1.x" "$N" "$2" "$1")
+    out=$("$T" publish "$url" "raw$1x$2.x" "$N" "$size" $((WORKERS * $1)))
     raw=$(sed -n 's/.*: \([0-9]*\) msg\/s/\1/p' <<<"$out")
 }
 
-say "== odbox relay -> NATS JetStream vs raw libnats (js_Publish + PubAck), $N events"
-say "$(machine_line); nats-server $(nats-server --version | awk '{print $NF}'), file storage"
-say "PostgreSQL: $base (throwaway, tests/db defaults), odbox through $BENCH_PG_DRIVER; relay: $WORKERS workers/process, poll 100 ms, batch defaults"
+say "== odbox relay -> NATS JetStream vs raw libnats (js_Publish + PubAck), $N events, $ROUNDS rounds"
+say "$(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg); nats-server $(nats-server --version | awk '{print $NF}'), file storage"
+say "PostgreSQL: $base (throwaway, tests/db defaults), odbox through $BENCH_PG_DRIVER; relay: $WORKERS workers/process, poll 100 ms, batch defaults; raw: as many threads"
 for procs in 1 4; do
-    relay_run "$procs"
-    b0=$(busy_ticks)
-    raw_run $((WORKERS * procs)) "$size"
-    raw_cpu_us=$(machine_us "$N" "$b0")
-    ratio=$(ratio "$rate" "$raw") drain_ratio=$(ratio "$drain_rate" "$raw")
-    say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s, the drain alone $drain_rate | raw libnats, $((WORKERS * procs)) threads, $size-byte messages: $raw msg/s | ratio $ratio, the drain alone $drain_ratio (goal $GOAL)"
-    say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, nats-server, relays), raw $raw_cpu_us us (nats-server, publisher)"
-    ceiling_db_run "$procs"
+    relay_rounds "$procs" "raw libnats, $((WORKERS * procs)) threads"
 done
+say "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

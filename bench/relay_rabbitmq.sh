@@ -20,7 +20,8 @@
 # odbox-bench-relay-ceiling processes, the delivery with `odbox relay`'s
 # settings and a broker that confirms at once: what the outbox side alone
 # drains on this machine, so relay/ceiling says how much the broker's
-# publishes take.
+# publishes take. Relay, raw and ceiling runs alternate, BENCH_ROUNDS times
+# each; the ratio is the median of the rounds' (bench/lib.sh relay_rounds).
 #
 # Usage: bench/relay_rabbitmq.sh
 # Environment:
@@ -30,6 +31,7 @@
 #                    in their time, stays a small part of it)
 #   BENCH_WORKERS    publishing threads per relay process (default 16)
 #   BENCH_PROCS      relay process counts (default "1 4")
+#   BENCH_ROUNDS     rounds of each kind (default 3)
 # Without ODBOX_TEST_PG_DSN it re-runs itself under tests/db/with-servers.sh
 # --only pg. Starts a private RabbitMQ node (tests/relay/rabbitmq-server.sh)
 # and stops it at the end. Benchmarks are not timed tests: the ratio is
@@ -44,7 +46,9 @@ source "$HERE/lib.sh"
 N=${BENCH_EVENTS:-40000}
 WORKERS=${BENCH_WORKERS:-16}
 PROCS=${BENCH_PROCS:-1 4}
+ROUNDS=${BENCH_ROUNDS:-3}
 GOAL=0.8
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS: a positive integer"
 
 under_pg_servers "$HERE/relay_rabbitmq.sh" "$@"
 ((WORKERS <= 16)) || die "BENCH_WORKERS $WORKERS: at most 16 (one connection per relay process)"
@@ -74,7 +78,8 @@ source "$tmp/env"
 rabbit_dir=$ODBOX_RABBIT_DIR
 url=$ODBOX_RABBIT_URL
 
-# relay_run PROCS: events/s of PROCS relay processes; sets rate
+# relay_run PROCS ROUND: events/s of PROCS relay processes; sets rate and
+# drain_rate
 relay_run() {
     local procs=$1 db="rabbit_bench_$$_$1"
     dbs+=("$db")
@@ -95,17 +100,16 @@ EOF
     drain_rate=$((N * 1000 / $(psql_on "$db" "$(drain_ms_sql eventlog)")))
 }
 
-say "== odbox relay -> RabbitMQ vs a raw librabbitmq loop (persistent messages, publisher confirms), $N events"
+# raw_run PROCS ROUND: the raw loop, a connection per relay process; sets raw
+raw_run() {
+    raw=$("$C" raw - "$url" "$N" "$1" "$WORKERS" | sed -n 's/.*: \([0-9]*\) msg\/s/\1/p')
+}
+
+say "== odbox relay -> RabbitMQ vs a raw librabbitmq loop (persistent messages, publisher confirms), $N events, $ROUNDS rounds"
 say "$(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?'), a private node; a topic exchange bound to one durable queue"
 say "PostgreSQL: $base (throwaway, tests/db defaults), odbox through $BENCH_PG_DRIVER; relay: $WORKERS workers/process (one connection each, up to $WORKERS unconfirmed), poll 100 ms, writer batches of 100, handling batch defaults"
 for procs in $PROCS; do
-    relay_run "$procs"
-    b0=$(busy_ticks)
-    raw=$("$C" raw - "$url" "$N" "$procs" "$WORKERS" | sed -n 's/.*: \([0-9]*\) msg\/s/\1/p')
-    raw_cpu_us=$(machine_us "$N" "$b0")
-    ratio=$(ratio "$rate" "$raw") drain_ratio=$(ratio "$drain_rate" "$raw")
-    say "relay x$procs ($((WORKERS * procs)) workers): $rate events/s, the drain alone $drain_rate | raw librabbitmq, $procs connection(s) x $WORKERS unconfirmed: $raw msg/s | ratio $ratio, the drain alone $drain_ratio (goal $GOAL)"
-    say "  machine CPU per event: relay $relay_cpu_us us (PostgreSQL, the node, relays), raw $raw_cpu_us us (the node, publisher)"
-    ceiling_db_run "$procs"
+    relay_rounds "$procs" "raw librabbitmq, $procs connection(s) x $WORKERS unconfirmed"
 done
+say "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
