@@ -27,9 +27,9 @@
 #
 # The relays (and the ceiling) run 4 handling loops (`--loops 4`): a round
 # of 200-250 rows waits about 25 ms for its delivery reports from the mock
-# cluster (1 ms to produce them), so 2 loops (the default) leave the
-# machine idle between reports; 4 took the median at 1 process from
-# 15,414 to 19,258-23,980 events/s. BENCH_LOOPS=2 measures the default.
+# cluster (1 ms to produce them), so 2 loops leave the machine idle
+# between reports; 4 (`odbox relay`'s default for Kafka) took the median
+# at 1 process from 15,414 to 19,258-23,980 events/s.
 #
 # Usage: bench/relay_kafka.sh
 # Environment:

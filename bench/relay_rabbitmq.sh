@@ -32,6 +32,8 @@
 #   BENCH_WORKERS    publishing threads per relay process (default 16)
 #   BENCH_PROCS      relay process counts (default "1 4")
 #   BENCH_ROUNDS     rounds of each kind (default 3)
+#   BENCH_LOOPS      handling loops per relay and ceiling process (default 4,
+#                    `odbox relay`'s for RabbitMQ)
 # Without ODBOX_TEST_PG_DSN it re-runs itself under tests/db/with-servers.sh
 # --only pg. Starts a private RabbitMQ node (tests/relay/rabbitmq-server.sh)
 # and stops it at the end. Benchmarks are not timed tests: the ratio is
@@ -47,6 +49,7 @@ N=${BENCH_EVENTS:-40000}
 WORKERS=${BENCH_WORKERS:-16}
 PROCS=${BENCH_PROCS:-1 4}
 ROUNDS=${BENCH_ROUNDS:-3}
+LOOPS=${BENCH_LOOPS:-4}
 GOAL=0.8
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS: a positive integer"
 
@@ -108,7 +111,7 @@ raw_run() {
 say "== odbox relay -> RabbitMQ vs a raw librabbitmq loop (persistent messages, publisher confirms), $N events, $ROUNDS rounds"
 say "$(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?'), a private node; a topic exchange bound to one durable queue"
-say "PostgreSQL: $base (throwaway, tests/db defaults), odbox through $BENCH_PG_DRIVER; relay: $WORKERS workers/process (one connection each, up to $WORKERS unconfirmed), poll 100 ms, writer batches of 100, handling batch defaults"
+say "PostgreSQL: $base (throwaway, tests/db defaults), odbox through $BENCH_PG_DRIVER; relay: $WORKERS workers/process (one connection each, up to $WORKERS unconfirmed), $LOOPS loops/process, poll 100 ms, writer batches of 100, handling batch defaults"
 for procs in $PROCS; do
     relay_rounds "$procs" "raw librabbitmq, $procs connection(s) x $WORKERS unconfirmed"
 done

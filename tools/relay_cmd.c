@@ -28,8 +28,8 @@ const char usage_relay[] =
     "handling round claims nothing, twice (at most --timeout-ms, default 600000).\n"
     "  --workers N     publishing threads (default 8)\n"
     "  --batch N       rows a handling round claims and publishes at once (default 250)\n"
-    "  --loops N       handling rounds at once, each claiming its own batch (default 2; more\n"
-    "                  where the broker's confirms take long, e.g. Kafka with acks=all)\n"
+    "  --loops N       handling rounds at once, each claiming its own batch (default 4 with a\n"
+    "                  RabbitMQ or Kafka relay, whose confirms take long, else 2)\n"
     "  --poll-ms N     fan-out and handling poll (default 1000)\n"
     "  --backoff-ms N  a failed row waits N x 2^(attempts-1), at most 300000 (default 30000)\n"
     "  --lease-ms N    a claimed row is claimed again after N ms when its process died or\n"
@@ -46,6 +46,7 @@ const char usage_relay[] =
  * claims and outcomes (a few ms each) as the limit; 250 ran NATS at 0.8
  * to 0.98 of a raw publisher on a 2-core machine (docs/relays.md). */
 #define DEFAULT_BATCH 250
+#define DEFAULT_WORKERS 8
 #define CHECK_MS 100
 #define IDLE_CHECK_MS 250
 #define LOOK_WAIT_MS 1000 /* a look still running at the end: its usual few ms and then some */
@@ -62,12 +63,18 @@ typedef struct relay_kind {
     const char *kind;
     int (*open_json)(json_object *settings, void **broker, odbox_error *err);
     const odbox_relay_ops *ops;
+    /* handling loops without --loops: a round of RabbitMQ or Kafka spends
+     * most of its time waiting for its confirms, so more rounds in flight
+     * drain more (docs/relays.md: RabbitMQ 1.17-1.36x and Kafka 1.25-1.55x
+     * with 4 loops); NATS, bound by the CPU on the benchmarks' machine,
+     * gained nothing */
+    int loops;
 } relay_kind;
 
 static const relay_kind kinds[] = {
-    {"nats", odbox_relay_nats_open_json, &odbox_relay_nats_ops},
-    {"rabbitmq", odbox_relay_rabbitmq_open_json, &odbox_relay_rabbitmq_ops},
-    {"kafka", odbox_relay_kafka_open_json, &odbox_relay_kafka_ops},
+    {"nats", odbox_relay_nats_open_json, &odbox_relay_nats_ops, 2},
+    {"rabbitmq", odbox_relay_rabbitmq_open_json, &odbox_relay_rabbitmq_ops, 4},
+    {"kafka", odbox_relay_kafka_open_json, &odbox_relay_kafka_ops, 4},
 };
 
 typedef struct relay_opts {
@@ -81,6 +88,7 @@ typedef struct relay_entry {
     int max_attempts;   /* odbox_handlers_set_max_attempts; 0: none */
     const char **types; /* cfg.event_types, NULL-terminated; the strings are the JSON's */
     const char **former; /* cfg.former_names, likewise; NULL: none */
+    int loops;           /* its kind's handling loops without --loops */
     odbox_relay *relay;
 } relay_entry;
 
@@ -128,6 +136,7 @@ static int parse_args(int argc, char **argv, relay_opts *o)
     memset(o, 0, sizeof *o);
     o->timeout_ms = 600000;
     o->batch = DEFAULT_BATCH;
+    o->workers = DEFAULT_WORKERS;
     int ch, rc = 0;
     long v = 0;
     optind = 1;
@@ -307,6 +316,8 @@ static int add_relays(json_object *relays, relay_entry *es, odbox_handlers *h, o
         int rc = parse_relay(json_object_array_get_idx(relays, i), i, &es[i], &settings, &k, err);
         if (rc == ODBOX_OK && (rc = k->open_json(settings, &broker, err)) != ODBOX_OK)
             return name_it(err, rc == ODBOX_EUNSUPPORTED ? ODBOX_EINVAL : rc, es[i].cfg.name);
+        if (rc == ODBOX_OK)
+            es[i].loops = k->loops;
         if (rc == ODBOX_OK && (rc = odbox_relay_add(h, &es[i].cfg, k->ops, broker, &es[i].relay, err)) != ODBOX_OK)
             return name_it(err, rc, es[i].cfg.name);
         if (rc == ODBOX_OK && es[i].max_attempts &&
@@ -686,6 +697,13 @@ static int run(odbox_registry *r, json_object *relays, relay_entry *es, size_t n
     int rc = odbox_handlers_new(&h, err);
     if (rc == ODBOX_OK)
         rc = add_relays(relays, es, h, err);
+    for (size_t i = 0; rc == ODBOX_OK && !o->loops && i < n; i++)
+        if (es[i].loops > dc.handling_loops)
+            dc.handling_loops = es[i].loops;
+    if (rc == ODBOX_OK && o->verbose)
+        fprintf(stderr, "odbox relay: info: %zu relay(s); %d publishing threads, %d handling loops (%s), %d rows a round\n",
+                n, o->workers, dc.handling_loops, o->loops ? "--loops" : "the default for its kinds",
+                o->batch);
     if (rc == ODBOX_OK && o->lease_ms && o->lease_ms <= timeout + RELAY_CALL_GRACE_MS)
         fprintf(stderr,
                 "odbox relay: warning: --lease-ms %d is not longer than a publish may take (timeout_ms %d + "
