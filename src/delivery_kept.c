@@ -1,6 +1,7 @@
 /* odbox — kept claims: a call of an ordered subscription still running at
  * handler_timeout_ms, or at a stop's stop_wait_ms, is abandoned (its
- * thread left running) but its row is not given up. Written as failed, the row would be due again after
+ * thread left running) but its row is not given up. Written as failed
+ * (or given back at the stop), the row would be due again after
  * its backoff and called a second time while the first call runs, and
  * once that second call succeeded the model's next row would go too: two
  * calls of one model at once, in this process or another, which the
