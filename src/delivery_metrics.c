@@ -96,26 +96,19 @@ void odbox_dmetrics_fanout(odbox_dmetrics *m, size_t delivered, size_t notificat
     pthread_mutex_unlock(&m->mu);
 }
 
-void odbox_dmetrics_handoff(odbox_dmetrics *m, size_t taken)
+/* Adds n to one of m's counters. */
+static void count(odbox_dmetrics *m, uint64_t *counter, size_t n)
 {
     pthread_mutex_lock(&m->mu);
-    m->handed_off += taken;
+    *counter += n;
     pthread_mutex_unlock(&m->mu);
 }
 
-void odbox_dmetrics_given_back(odbox_dmetrics *m, size_t given)
-{
-    pthread_mutex_lock(&m->mu);
-    m->given_back += given;
-    pthread_mutex_unlock(&m->mu);
-}
+void odbox_dmetrics_handoff(odbox_dmetrics *m, size_t taken) { count(m, &m->handed_off, taken); }
 
-void odbox_dmetrics_round_error(odbox_dmetrics *m)
-{
-    pthread_mutex_lock(&m->mu);
-    m->round_errors++;
-    pthread_mutex_unlock(&m->mu);
-}
+void odbox_dmetrics_given_back(odbox_dmetrics *m, size_t given) { count(m, &m->given_back, given); }
+
+void odbox_dmetrics_round_error(odbox_dmetrics *m) { count(m, &m->round_errors, 1); }
 
 void odbox_delivery_metrics_clear(odbox_delivery_metrics *m)
 {
