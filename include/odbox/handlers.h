@@ -471,6 +471,8 @@ int odbox_subscription_retire(const odbox_registry *r, const char *name, int64_t
 /* Creates notifications of subscription name for the events of its types
  * still in the eventlog (retained) whose event_date >= since_us (UTC us),
  * skipping the rows that exist; *created (may be NULL) gets how many.
+ * Events the fan-out has not reached yet are left to it (it writes their
+ * rows, this subscription's included).
  * "Now" (the rows' created_date, and what the future is) is clock's, or
  * without one (NULL) each shard's database's time. ODBOX_EINVAL for a
  * since_us in the future or negative (the future is checked on each
