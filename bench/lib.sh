@@ -296,11 +296,12 @@ relay_rounds() {
         say "  round $r, x$procs: relay $rate events/s (the drain alone $drain_rate), raw $raw msg/s${size:+ ($size-byte messages)}, ratio ${ratios[-1]};" \
             "ceiling $ceil (the drain alone $ceil_drain); machine CPU per event: relay $relay_cpu_us us, raw $raw_cpu_us us"
     done
-    local sorted
+    local sorted m_rate m_ceil
     sorted=$(tr ' ' '\n' <<<"${ratios[*]}" | sort -g)
-    say "relay x$procs: median $(median "${rates[@]}") events/s (the drain alone $(median "${drains[@]}")) | $what: median $(median "${raws[@]}") msg/s |" \
+    m_rate=$(median "${rates[@]}") m_ceil=$(median "${ceils[@]}")
+    say "relay x$procs: median $m_rate events/s (the drain alone $(median "${drains[@]}")) | $what: median $(median "${raws[@]}") msg/s |" \
         "ratio, the median of $ROUNDS rounds: $(median_ratio "${ratios[@]}") ($(head -1 <<<"$sorted")-$(tail -1 <<<"$sorted")), goal $GOAL |" \
-        "ceiling median $(median "${ceils[@]}"), relay/ceiling $(ratio "$(median "${rates[@]}")" "$(median "${ceils[@]}")")"
+        "ceiling median $m_ceil, relay/ceiling $(ratio "$m_rate" "$m_ceil")"
 }
 
 # A number from a benchmark program's one-line JSON (its keys are unique).

@@ -152,8 +152,8 @@ static int renew(odbox_delivery *d, odbox_conn *conn, const char *table, call *c
 /* Drops c from the kept calls, saying why. */
 static void let_go(call *c, const char *why)
 {
-    odbox_log(ODBOX_LOG_WARN, "delivery: the claim of notification %s (handler %s, event %s), kept while its call "
-                              "runs past handler_timeout_ms, %s", c->env.notification_id, c->env.handler_name,
+    odbox_log(ODBOX_LOG_WARN, "delivery: the claim of notification %s (handler %s, event %s), kept while its "
+                              "abandoned call runs, %s", c->env.notification_id, c->env.handler_name,
               c->env.event_id, why);
     odbox_hcall_release(&c->w);
 }

@@ -184,6 +184,39 @@ static void kept_close(hx *x, model_calls *mc, odbox_model **m)
     pthread_mutex_destroy(&mc->mu);
 }
 
+/* Rounds of each delivery of ds[0..n) on shard 0, in turn, every 100 ms
+ * for ms: the rows they read. */
+static size_t rounds_for(jx *x, odbox_delivery *const *ds, size_t n, int64_t ms)
+{
+    odbox_shard *s0 = odbox_registry_shard_at(x->f.r, 0);
+    odbox_delivery_round r;
+    odbox_error e = {0};
+    size_t read = 0;
+    for (int64_t end = mono_ms_now() + ms; mono_ms_now() < end; jt_sleep_ms(100))
+        for (size_t i = 0; i < n; i++) {
+            round_ok(odbox_delivery_handling_round(ds[i], s0, &r, &e), &e);
+            read += r.read;
+        }
+    return read;
+}
+
+/* Rounds of each delivery of ds[0..n) on shard 0, in turn, until shard 0
+ * has want SUCCEEDED rows (bounded: JT_BOUND_MS); what names the wait in
+ * a failure. */
+static void rounds_until_succeeded(jx *x, odbox_delivery *const *ds, size_t n, int64_t want, const char *what)
+{
+    odbox_shard *s0 = odbox_registry_shard_at(x->f.r, 0);
+    odbox_delivery_round r;
+    odbox_error e = {0};
+    int64_t end = mono_ms_now() + JT_BOUND_MS;
+    while (nrows(&x->f, 0, "state = 'SUCCEEDED'") < want) {
+        ck_assert_msg(mono_ms_now() < end, "%s", what);
+        for (size_t i = 0; i < n; i++)
+            round_ok(odbox_delivery_handling_round(ds[i], s0, &r, &e), &e);
+        jt_sleep_ms(5);
+    }
+}
+
 /* A call of an ordered subscription still running at handler_timeout_ms
  * is abandoned, but its row stays claimed (its lease renewed by the
  * rounds) until the call returns: neither that row nor its model's next
@@ -288,13 +321,7 @@ START_TEST(a_kept_claim_holds_its_model_in_every_process)
     round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
     ck_assert_int_eq(r.read, 1);
     ck_assert_int_eq(r.timed_out, 1);
-    size_t read = 0;
-    for (int64_t end = mono_ms_now() + 2500; mono_ms_now() < end; jt_sleep_ms(100)) {
-        round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
-        read += r.read;
-        round_ok(odbox_delivery_handling_round(d2, s0, &r, &e), &e);
-        read += r.read;
-    }
+    size_t read = rounds_for(&x, (odbox_delivery *[]){d, d2}, 2, 2500);
     pthread_mutex_lock(&mc.mu);
     int calls = mc.calls;
     pthread_mutex_unlock(&mc.mu);
@@ -303,13 +330,8 @@ START_TEST(a_kept_claim_holds_its_model_in_every_process)
     ck_assert_int_eq(read, 0);
     ck_assert_int_eq(calls, 1);
     atomic_store(&mc.block, 0);
-    int64_t end = mono_ms_now() + JT_BOUND_MS;
-    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 2) {
-        ck_assert_msg(mono_ms_now() < end, "the model's rows were not called after the call returned");
-        round_ok(odbox_delivery_handling_round(d2, s0, &r, &e), &e);
-        round_ok(odbox_delivery_handling_round(d, s0, &r, &e), &e);
-        jt_sleep_ms(5);
-    }
+    rounds_until_succeeded(&x, (odbox_delivery *[]){d2, d}, 2, 2,
+                           "the model's rows were not called after the call returned");
     ck_assert_int_eq(mc.calls, 2);
     ck_assert_str_eq(mc.events[0], first);
     ck_assert_str_eq(mc.events[1], second);
@@ -397,13 +419,7 @@ START_TEST(a_call_cut_off_by_a_stop_keeps_its_models_order_until_its_lease_ends)
                                   .cross_process_wakeup = -1};
     odbox_delivery *d2 = NULL;
     ck_assert_msg(odbox_delivery_open(x.f.r, h2, &cfg2, &d2, &e) == ODBOX_OK, "%s", e.message);
-    odbox_shard *s0 = odbox_registry_shard_at(x.f.r, 0);
-    odbox_delivery_round r;
-    size_t read = 0;
-    for (int64_t until = mono_ms_now() + 1000; mono_ms_now() < until; jt_sleep_ms(100)) {
-        round_ok(odbox_delivery_handling_round(d2, s0, &r, &e), &e);
-        read += r.read;
-    }
+    size_t read = rounds_for(&x, &d2, 1, 1000);
     pthread_mutex_lock(&mc.mu);
     int calls = mc.calls, overlapping = mc.overlapping;
     pthread_mutex_unlock(&mc.mu);
@@ -413,12 +429,7 @@ START_TEST(a_call_cut_off_by_a_stop_keeps_its_models_order_until_its_lease_ends)
     ck_assert_int_eq(read, 0);
     ck_assert_int_eq(calls, 1);
     release_and_wait(&mc);
-    end = mono_ms_now() + JT_BOUND_MS;
-    while (nrows(&x.f, 0, "state = 'SUCCEEDED'") < 2) {
-        ck_assert_msg(mono_ms_now() < end, "the model's rows were not called once the lease ended");
-        round_ok(odbox_delivery_handling_round(d2, s0, &r, &e), &e);
-        jt_sleep_ms(20);
-    }
+    rounds_until_succeeded(&x, &d2, 1, 2, "the model's rows were not called once the lease ended");
     ck_assert_int_eq(mc.calls, 3);
     ck_assert_str_eq(mc.events[0], first);
     ck_assert_str_eq(mc.events[1], first);
